@@ -1,0 +1,1 @@
+//! CONTRACT (being implemented): the bin-packing estimator.

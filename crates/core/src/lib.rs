@@ -1,0 +1,25 @@
+//! The decision core of the cluster autoscaler.
+//!
+//! Everything here is a pure, synchronous function of a cluster view and a clock value passed in
+//! by the caller: the core never performs I/O, never reads the wall clock, never spawns tasks and
+//! never depends on tokio or kube. That is what lets one core serve `run`, `plan` and `simulate`.
+//!
+//! Layers, bottom up: [`quantity`] (exact Kubernetes quantities), [`intern`] and [`labels`]
+//! (compact interned strings and selectors), [`resources`] (resource vectors), the model
+//! ([`pod`], [`node`], [`taints`], [`affinity`]), the scheduling simulator ([`snapshot`],
+//! [`predicates`]) and the bin-packing [`estimator`].
+#![warn(missing_docs)]
+
+pub mod affinity;
+pub mod estimator;
+pub mod intern;
+pub mod labels;
+pub mod node;
+pub mod pod;
+pub mod predicates;
+pub mod quantity;
+pub mod resources;
+pub mod snapshot;
+pub mod taints;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;

@@ -1,0 +1,90 @@
+//! The compact node view the simulator works on, built from a `k8s_openapi` `Node`.
+//!
+//! Building a view never panics: malformed fields become a [`ModelError`] naming the node and the
+//! field.
+
+use std::sync::Arc;
+
+use crate::intern::Sym;
+use crate::labels::Labels;
+use crate::resources::Resources;
+use crate::taints::Taint;
+
+/// A node condition, reduced to what the autoscaler reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NodeCondition {
+    /// Condition type (`Ready`, `MemoryPressure`, ...).
+    pub type_: Sym,
+    /// `True`, `False` or `Unknown`.
+    pub status: Sym,
+    /// Last transition time, milliseconds since the Unix epoch.
+    pub last_transition_ms: Option<i64>,
+}
+
+/// The compact node view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Name (interned: pods refer to it).
+    pub name: Sym,
+    /// UID (empty if absent).
+    pub uid: Arc<str>,
+    /// Labels.
+    pub labels: Labels,
+    /// Annotations, sorted by key.
+    pub annotations: Vec<(Arc<str>, Arc<str>)>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// `status.allocatable` (falls back to `status.capacity` per resource when allocatable lacks
+    /// it, as the kubelet reports both).
+    pub allocatable: Resources,
+    /// `status.capacity`.
+    pub capacity: Resources,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// `spec.providerID`, if set.
+    pub provider_id: Option<Arc<str>>,
+    /// Conditions.
+    pub conditions: Vec<NodeCondition>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub creation_ms: Option<i64>,
+    /// Deletion time if being deleted, milliseconds since the Unix epoch.
+    pub deletion_ms: Option<i64>,
+}
+
+impl Node {
+    /// Value of the annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.annotations[i].1.as_ref())
+    }
+
+    /// Whether the `Ready` condition is `True`.
+    pub fn is_ready(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.type_.as_str() == "Ready" && c.status.as_str() == "True")
+    }
+}
+
+impl Node {
+    /// A node with the given name and nothing else: no capacity, no labels, schedulable, no
+    /// conditions. Builders and the API conversion start from this.
+    pub fn new(name: &str) -> Node {
+        Node {
+            name: Sym::new(name),
+            uid: Arc::from(""),
+            labels: Labels::new(),
+            annotations: Vec::new(),
+            taints: Vec::new(),
+            allocatable: Resources::default(),
+            capacity: Resources::default(),
+            unschedulable: false,
+            provider_id: None,
+            conditions: Vec::new(),
+            creation_ms: None,
+            deletion_ms: None,
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The compact pod view the simulator works on, built from a `k8s_openapi` `Pod`.
+//!
+//! Everything the filters and the autoscaler's rules need is extracted once, interned and
+//! normalised here (requests computed as kube-scheduler does, affinity terms with their namespaces
+//! and label keys resolved), so that no hot path ever looks at the API object again. Building a
+//! view never panics: malformed fields become a [`ModelError`] naming the pod and the field.
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
+use crate::intern::Sym;
+use crate::labels::Labels;
+use crate::resources::Resources;
+use crate::taints::Toleration;
+
+/// A malformed Kubernetes object, with the object and the field named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// A quantity that does not parse or is out of range.
+    #[error("{object}: field {field}: {source}")]
+    Quantity {
+        /// `Pod ns/name` or `Node name`.
+        object: String,
+        /// Path of the field, e.g. `spec.containers[0].resources.requests.cpu`.
+        field: String,
+        /// The parse error.
+        source: crate::quantity::QuantityError,
+    },
+    /// A field with a value the API does not allow.
+    #[error("{object}: field {field}: invalid value {value:?}: {why}")]
+    Invalid {
+        /// `Pod ns/name` or `Node name`.
+        object: String,
+        /// Path of the field.
+        field: String,
+        /// The offending value.
+        value: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A required field is missing.
+    #[error("{object}: missing required field {field}")]
+    Missing {
+        /// `Pod ns/name` or `Node name`.
+        object: String,
+        /// Path of the field.
+        field: String,
+    },
+}
+
+/// Pod phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PodPhase {
+    /// `Pending` (also used when the phase is absent).
+    #[default]
+    Pending,
+    /// `Running`.
+    Running,
+    /// `Succeeded` (terminal).
+    Succeeded,
+    /// `Failed` (terminal).
+    Failed,
+    /// `Unknown`.
+    Unknown,
+}
+
+/// A host port a container binds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// Host IP; `0.0.0.0` (also used for empty) binds every address.
+    pub ip: Sym,
+    /// Protocol (`TCP` by default, `UDP`, `SCTP`).
+    pub protocol: Sym,
+    /// Port number (never 0: ports without a hostPort are not recorded).
+    pub port: u16,
+}
+
+/// The controller owning a pod.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerRef {
+    /// Kind (`ReplicaSet`, `DaemonSet`, `Job`, `StatefulSet`, ...).
+    pub kind: Sym,
+    /// API version of the owner (`apps/v1`).
+    pub api_version: Sym,
+    /// Name.
+    pub name: Arc<str>,
+    /// UID.
+    pub uid: Arc<str>,
+    /// Whether this reference is the controller (`controller: true`).
+    pub controller: bool,
+}
+
+/// A pod condition, reduced to what the autoscaler reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodCondition {
+    /// Condition type (`PodScheduled`, `Ready`, ...).
+    pub type_: Sym,
+    /// `True`, `False` or `Unknown`.
+    pub status: Sym,
+    /// Machine-readable reason (`Unschedulable`), if any.
+    pub reason: Option<Sym>,
+    /// Last transition time, milliseconds since the Unix epoch.
+    pub last_transition_ms: Option<i64>,
+}
+
+/// A volume of the pod, reduced to what scale-down's local-storage rule needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Volume {
+    /// Volume name.
+    pub name: Arc<str>,
+    /// Whether it is node-local storage that is lost with the node (emptyDir not in memory, or
+    /// hostPath).
+    pub local_storage: bool,
+}
+
+/// The compact pod view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pod {
+    /// Namespace.
+    pub namespace: Sym,
+    /// Name.
+    pub name: Arc<str>,
+    /// UID (empty if absent).
+    pub uid: Arc<str>,
+    /// Labels.
+    pub labels: Labels,
+    /// Annotations, sorted by key.
+    pub annotations: Vec<(Arc<str>, Arc<str>)>,
+    /// Effective requests as kube-scheduler computes them: max(sum of app containers plus
+    /// sidecars, each init container plus the sidecars started before it), plus overhead; `pods`
+    /// is 1.
+    pub requests: Resources,
+    /// `spec.nodeName`: the node the pod is bound (or nominated by name) to.
+    pub node_name: Option<Sym>,
+    /// `spec.nodeSelector` pairs, all of which must be node labels.
+    pub node_selector: Labels,
+    /// Required node affinity.
+    pub required_node_affinity: Option<NodeSelector>,
+    /// Tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// Required pod affinity terms.
+    pub affinity: Vec<PodAffinityTerm>,
+    /// Required pod anti-affinity terms.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Topology spread constraints (both hard and soft are kept; filters use the hard ones).
+    pub spread: Vec<TopologySpreadConstraint>,
+    /// Host ports bound by any container (init containers included).
+    pub host_ports: SmallVec<[HostPort; 1]>,
+    /// Priority (0 when absent).
+    pub priority: i32,
+    /// The controller owner reference, or the first owner if none is marked controller.
+    pub owner: Option<OwnerRef>,
+    /// Phase.
+    pub phase: PodPhase,
+    /// Conditions.
+    pub conditions: Vec<PodCondition>,
+    /// Volumes.
+    pub volumes: Vec<Volume>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub creation_ms: Option<i64>,
+    /// Deletion time if the pod is being deleted, milliseconds since the Unix epoch.
+    pub deletion_ms: Option<i64>,
+    /// Hash of owner UID and every scheduling-relevant field: pods with equal keys are
+    /// interchangeable for scheduling, so each equivalence group is checked once per node.
+    pub equivalence: u64,
+}
+
+impl Pod {
+    /// Value of the annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.annotations[i].1.as_ref())
+    }
+
+    /// Whether the pod has any inter-pod affinity or anti-affinity term.
+    pub fn has_pod_affinity(&self) -> bool {
+        !self.affinity.is_empty() || !self.anti_affinity.is_empty()
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl Pod {
+    /// A pod with the given namespace and name and nothing else: no requests (but one pod slot),
+    /// no constraints, phase Pending. Builders and the API conversion start from this.
+    pub fn new(namespace: &str, name: &str) -> Pod {
+        let mut p = Pod {
+            namespace: Sym::new(namespace),
+            name: Arc::from(name),
+            uid: Arc::from(""),
+            labels: Labels::new(),
+            annotations: Vec::new(),
+            requests: Resources { pods: 1, ..Resources::default() },
+            node_name: None,
+            node_selector: Labels::new(),
+            required_node_affinity: None,
+            tolerations: Vec::new(),
+            affinity: Vec::new(),
+            anti_affinity: Vec::new(),
+            spread: Vec::new(),
+            host_ports: SmallVec::new(),
+            priority: 0,
+            owner: None,
+            phase: PodPhase::Pending,
+            conditions: Vec::new(),
+            volumes: Vec::new(),
+            creation_ms: None,
+            deletion_ms: None,
+            equivalence: 0,
+        };
+        p.update_equivalence();
+        p
+    }
+
+    /// Recomputes [`Pod::equivalence`]; call after changing any scheduling-relevant field.
+    ///
+    /// Two pods are equivalent when they have the same controller (by UID; pods without one are
+    /// never equivalent to another pod), namespace, labels and scheduling spec: then a node that
+    /// rejects one rejects the other, and the estimator checks the group once per node.
+    pub fn update_equivalence(&mut self) {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        match &self.owner {
+            Some(o) => o.uid.hash(&mut h),
+            // No controller: unique per pod.
+            None => (self.namespace, &self.name, &self.uid).hash(&mut h),
+        }
+        self.namespace.hash(&mut h);
+        self.labels.hash(&mut h);
+        self.requests.hash(&mut h);
+        self.node_name.hash(&mut h);
+        self.node_selector.hash(&mut h);
+        self.required_node_affinity.hash(&mut h);
+        self.tolerations.hash(&mut h);
+        self.affinity.hash(&mut h);
+        self.anti_affinity.hash(&mut h);
+        self.spread.hash(&mut h);
+        self.host_ports.hash(&mut h);
+        self.priority.hash(&mut h);
+        self.equivalence = h.finish();
+    }
+}
