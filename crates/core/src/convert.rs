@@ -1,0 +1,909 @@
+//! Conversion of `k8s_openapi` API objects (Pod, Node, Namespace) into the compact model views.
+//!
+//! This module decides what the scheduler-relevant meaning of an API object is: effective pod
+//! requests exactly as kube-scheduler computes them (app containers, sidecars, init containers,
+//! pod-level requests, overhead), the API server's defaulting that an undefaulted YAML snapshot
+//! lacks (request = limit when only a limit is given, `hostPort = containerPort` on the host
+//! network, operator `Equal`, protocol `TCP`), and the normalisation of affinity terms and spread
+//! constraints (own namespace, `matchLabelKeys` / `mismatchLabelKeys` merged into selectors).
+//!
+//! It must never panic on any input, never read the clock and never perform I/O: every malformed
+//! field becomes a [`ModelError`] naming the object (`Pod ns/name`, `Node name`) and the field
+//! path (`spec.initContainers[1].resources.requests.memory`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use smallvec::SmallVec;
+
+use crate::affinity::{
+    InclusionPolicy, NamespaceLabels, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
+    NodeSelectorTerm, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
+};
+use crate::intern::Sym;
+use crate::labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement};
+use crate::node::{Node, NodeCondition};
+use crate::pod::{HostPort, ModelError, OwnerRef, Pod, PodCondition, PodPhase, Volume};
+use crate::quantity::{Quantity, QuantityError};
+use crate::resources::{ResourceName, Resources};
+use crate::taints::{Taint, TaintEffect, Toleration, TolerationOp};
+
+/// The namespace a pod without `metadata.namespace` lives in (what `kubectl` and the API server
+/// assume for a namespaced object without one).
+const DEFAULT_NAMESPACE: &str = "default";
+
+/// The object being converted, for error messages.
+struct Ctx {
+    object: String,
+}
+
+impl Ctx {
+    fn invalid(
+        &self,
+        field: impl Into<String>,
+        value: impl Into<String>,
+        why: impl Into<String>,
+    ) -> ModelError {
+        ModelError::Invalid {
+            object: self.object.clone(),
+            field: field.into(),
+            value: value.into(),
+            why: why.into(),
+        }
+    }
+
+    fn missing(&self, field: impl Into<String>) -> ModelError {
+        ModelError::Missing {
+            object: self.object.clone(),
+            field: field.into(),
+        }
+    }
+
+    fn quantity(&self, field: impl Into<String>, source: QuantityError) -> ModelError {
+        ModelError::Quantity {
+            object: self.object.clone(),
+            field: field.into(),
+            source,
+        }
+    }
+}
+
+/// Parses a quantity string with the exact quantity parser.
+fn parse_quantity(text: &str) -> Result<Quantity, QuantityError> {
+    text.parse()
+}
+
+/// Milliseconds since the Unix epoch of an API timestamp.
+fn time_ms(t: Option<&meta::Time>) -> Option<i64> {
+    t.map(|t| t.0.as_millisecond())
+}
+
+/// Labels from an optional string map.
+fn labels_of(map: Option<&BTreeMap<String, String>>) -> Labels {
+    map.map_or_else(Labels::new, |m| Labels::from_pairs(m.iter()))
+}
+
+/// Annotations sorted by key (a `BTreeMap` already iterates in key order).
+fn annotations_of(map: Option<&BTreeMap<String, String>>) -> Vec<(Arc<str>, Arc<str>)> {
+    map.map_or_else(Vec::new, |m| {
+        m.iter()
+            .map(|(k, v)| (Arc::from(k.as_str()), Arc::from(v.as_str())))
+            .collect()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources
+// ---------------------------------------------------------------------------------------------
+
+/// The amount of one resource in the model's unit: millicores for CPU (rounded up), whole units
+/// rounded up for everything else.
+fn resource_value(
+    ctx: &Ctx,
+    field: &str,
+    name: ResourceName,
+    q: &ApiQuantity,
+) -> Result<i64, ModelError> {
+    let parsed = parse_quantity(&q.0).map_err(|e| ctx.quantity(field, e))?;
+    let value = if name.is_milli() {
+        parsed.to_milli_ceil()
+    } else {
+        parsed.to_units_ceil()
+    }
+    .map_err(|e| ctx.quantity(field, e))?;
+    if value < 0 {
+        return Err(ctx.invalid(
+            field,
+            q.0.as_str(),
+            "a resource amount must not be negative",
+        ));
+    }
+    Ok(value)
+}
+
+/// Adds every entry of a resource list (`status.allocatable`, `spec.overhead`, ...) at `path`
+/// into `out`, replacing what `out` had for those resources.
+fn resource_list_into(
+    ctx: &Ctx,
+    path: &str,
+    list: &BTreeMap<String, ApiQuantity>,
+    out: &mut Resources,
+) -> Result<(), ModelError> {
+    for (key, q) in list {
+        let name = ResourceName::parse(key);
+        let value = resource_value(ctx, &format!("{path}.{key}"), name, q)?;
+        out.set(name, value);
+    }
+    Ok(())
+}
+
+/// A resource list as [`Resources`].
+fn resource_list(
+    ctx: &Ctx,
+    path: &str,
+    list: Option<&BTreeMap<String, ApiQuantity>>,
+) -> Result<Resources, ModelError> {
+    let mut out = Resources::default();
+    if let Some(list) = list {
+        resource_list_into(ctx, path, list, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Requests of a `ResourceRequirements`, with the API server's defaulting applied: a resource
+/// that has a limit but no request is requested at its limit. `path` is the path of the
+/// `resources` field.
+fn requests_with_defaults(
+    ctx: &Ctx,
+    path: &str,
+    res: Option<&api::ResourceRequirements>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Resources, ModelError> {
+    let mut out = Resources::default();
+    let Some(res) = res else { return Ok(out) };
+    let requests = res.requests.as_ref();
+    for (key, q) in requests.into_iter().flatten() {
+        if keep(key) {
+            let name = ResourceName::parse(key);
+            out.set(
+                name,
+                resource_value(ctx, &format!("{path}.requests.{key}"), name, q)?,
+            );
+        }
+    }
+    for (key, q) in res.limits.iter().flatten() {
+        if keep(key) && !requests.is_some_and(|r| r.contains_key(key)) {
+            let name = ResourceName::parse(key);
+            out.set(
+                name,
+                resource_value(ctx, &format!("{path}.limits.{key}"), name, q)?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a resource may be set at pod level (`spec.resources`): CPU, memory and hugepages.
+fn is_pod_level_resource(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+/// Whether an init container is a sidecar (restartable init container).
+fn is_sidecar(c: &api::Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// Effective pod requests as kube-scheduler computes them.
+///
+/// App containers are summed; every sidecar is added to that sum; each regular init container
+/// needs its own request plus the sidecars started before it, and the pod needs the maximum of
+/// all of these. Pod-level requests (`spec.resources`) replace the container aggregate for the
+/// resources they cover; `spec.overhead` is added; `pods` is 1.
+fn pod_requests(ctx: &Ctx, spec: &api::PodSpec) -> Result<Resources, ModelError> {
+    let all = |_: &str| true;
+    let mut sum = Resources::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        let path = format!("spec.containers[{i}].resources");
+        sum.add(&requests_with_defaults(
+            ctx,
+            &path,
+            c.resources.as_ref(),
+            all,
+        )?);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let path = format!("spec.initContainers[{i}].resources");
+        let own = requests_with_defaults(ctx, &path, c.resources.as_ref(), all)?;
+        if is_sidecar(c) {
+            sum.add(&own);
+            sidecars.add(&own);
+            init_peak.max_with(&sidecars);
+        } else {
+            let mut during = own;
+            during.add(&sidecars);
+            init_peak.max_with(&during);
+        }
+    }
+    sum.max_with(&init_peak);
+
+    if let Some(pod_level) = spec.resources.as_ref() {
+        let explicit = pod_level.requests.as_ref();
+        for (key, q) in explicit.into_iter().flatten() {
+            if is_pod_level_resource(key) {
+                let name = ResourceName::parse(key);
+                sum.set(
+                    name,
+                    resource_value(ctx, &format!("spec.resources.requests.{key}"), name, q)?,
+                );
+            }
+        }
+        // Defaulting: a pod-level limit without a pod-level request becomes the request when no
+        // container requests that resource.
+        for (key, q) in pod_level.limits.iter().flatten() {
+            if is_pod_level_resource(key) && !explicit.is_some_and(|r| r.contains_key(key)) {
+                let name = ResourceName::parse(key);
+                let value = resource_value(ctx, &format!("spec.resources.limits.{key}"), name, q)?;
+                if sum.get(name) == 0 {
+                    sum.set(name, value);
+                }
+            }
+        }
+    }
+
+    sum.add(&resource_list(
+        ctx,
+        "spec.overhead",
+        spec.overhead.as_ref(),
+    )?);
+    sum.pods = 1;
+    Ok(sum)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selectors and affinity
+// ---------------------------------------------------------------------------------------------
+
+fn selector_op(ctx: &Ctx, field: &str, op: &str) -> Result<SelectorOp, ModelError> {
+    match op {
+        "In" => Ok(SelectorOp::In),
+        "NotIn" => Ok(SelectorOp::NotIn),
+        "Exists" => Ok(SelectorOp::Exists),
+        "DoesNotExist" => Ok(SelectorOp::DoesNotExist),
+        other => Err(ctx.invalid(
+            field,
+            other,
+            "operator must be one of In, NotIn, Exists, DoesNotExist",
+        )),
+    }
+}
+
+/// A `metav1.LabelSelector` at `path`.
+fn selector_of(
+    ctx: &Ctx,
+    path: &str,
+    sel: &meta::LabelSelector,
+) -> Result<LabelSelector, ModelError> {
+    let mut out = LabelSelector {
+        match_labels: labels_of(sel.match_labels.as_ref()),
+        match_expressions: Vec::new(),
+    };
+    for (i, r) in sel.match_expressions.iter().flatten().enumerate() {
+        let op = selector_op(
+            ctx,
+            &format!("{path}.matchExpressions[{i}].operator"),
+            &r.operator,
+        )?;
+        out.match_expressions.push(SelectorRequirement {
+            key: Sym::new(&r.key),
+            op,
+            values: r.values.iter().flatten().map(|v| Sym::new(v)).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// ANDs `key op [value]` into `selector` for each of `keys` that the pod carries as a label,
+/// skipping a requirement the selector already has (the API server may have merged it already).
+fn merge_label_keys(
+    selector: &mut LabelSelector,
+    pod_labels: &Labels,
+    keys: &[Sym],
+    op: SelectorOp,
+) {
+    for &key in keys {
+        if let Some(value) = pod_labels.get(key) {
+            let req = SelectorRequirement {
+                key,
+                op,
+                values: vec![value],
+            };
+            if !selector.match_expressions.contains(&req) {
+                selector.match_expressions.push(req);
+            }
+        }
+    }
+}
+
+fn node_selector_op(ctx: &Ctx, field: &str, op: &str) -> Result<NodeSelectorOp, ModelError> {
+    match op {
+        "In" => Ok(NodeSelectorOp::In),
+        "NotIn" => Ok(NodeSelectorOp::NotIn),
+        "Exists" => Ok(NodeSelectorOp::Exists),
+        "DoesNotExist" => Ok(NodeSelectorOp::DoesNotExist),
+        "Gt" => Ok(NodeSelectorOp::Gt),
+        "Lt" => Ok(NodeSelectorOp::Lt),
+        other => Err(ctx.invalid(
+            field,
+            other,
+            "operator must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt",
+        )),
+    }
+}
+
+fn node_selector_requirements(
+    ctx: &Ctx,
+    path: &str,
+    reqs: Option<&Vec<api::NodeSelectorRequirement>>,
+) -> Result<Vec<NodeSelectorRequirement>, ModelError> {
+    let mut out = Vec::new();
+    for (i, r) in reqs.into_iter().flatten().enumerate() {
+        let op = node_selector_op(ctx, &format!("{path}[{i}].operator"), &r.operator)?;
+        out.push(NodeSelectorRequirement {
+            key: Sym::new(&r.key),
+            op,
+            values: r.values.iter().flatten().map(|v| Sym::new(v)).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// The required node affinity (`spec.affinity.nodeAffinity.requiredDuringScheduling...`).
+fn required_node_affinity(
+    ctx: &Ctx,
+    spec: &api::PodSpec,
+) -> Result<Option<NodeSelector>, ModelError> {
+    let Some(sel) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    else {
+        return Ok(None);
+    };
+    let base = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    let mut terms = Vec::with_capacity(sel.node_selector_terms.len());
+    for (i, t) in sel.node_selector_terms.iter().enumerate() {
+        terms.push(NodeSelectorTerm {
+            match_expressions: node_selector_requirements(
+                ctx,
+                &format!("{base}[{i}].matchExpressions"),
+                t.match_expressions.as_ref(),
+            )?,
+            match_fields: node_selector_requirements(
+                ctx,
+                &format!("{base}[{i}].matchFields"),
+                t.match_fields.as_ref(),
+            )?,
+        });
+    }
+    Ok(Some(NodeSelector { terms }))
+}
+
+/// One required pod (anti-)affinity term at `path`, normalised for the pod in `namespace`.
+fn pod_affinity_term(
+    ctx: &Ctx,
+    path: &str,
+    term: &api::PodAffinityTerm,
+    namespace: Sym,
+    pod_labels: &Labels,
+) -> Result<PodAffinityTerm, ModelError> {
+    let match_label_keys: Vec<Sym> = term
+        .match_label_keys
+        .iter()
+        .flatten()
+        .map(|k| Sym::new(k))
+        .collect();
+    let mismatch_label_keys: Vec<Sym> = term
+        .mismatch_label_keys
+        .iter()
+        .flatten()
+        .map(|k| Sym::new(k))
+        .collect();
+    // A missing selector selects no pod; label keys are not merged into it.
+    let label_selector = match term.label_selector.as_ref() {
+        None => None,
+        Some(s) => {
+            let mut sel = selector_of(ctx, &format!("{path}.labelSelector"), s)?;
+            merge_label_keys(&mut sel, pod_labels, &match_label_keys, SelectorOp::In);
+            merge_label_keys(
+                &mut sel,
+                pod_labels,
+                &mismatch_label_keys,
+                SelectorOp::NotIn,
+            );
+            Some(sel)
+        }
+    };
+    let namespace_selector = match term.namespace_selector.as_ref() {
+        None => None,
+        Some(s) => Some(selector_of(ctx, &format!("{path}.namespaceSelector"), s)?),
+    };
+    let mut namespaces: Vec<Sym> = term
+        .namespaces
+        .iter()
+        .flatten()
+        .map(|n| Sym::new(n))
+        .collect();
+    if namespaces.is_empty() && namespace_selector.is_none() {
+        namespaces.push(namespace);
+    }
+    Ok(PodAffinityTerm {
+        label_selector,
+        namespaces,
+        namespace_selector,
+        topology_key: Sym::new(&term.topology_key),
+        match_label_keys,
+        mismatch_label_keys,
+    })
+}
+
+fn pod_affinity_terms(
+    ctx: &Ctx,
+    path: &str,
+    terms: Option<&Vec<api::PodAffinityTerm>>,
+    namespace: Sym,
+    pod_labels: &Labels,
+) -> Result<Vec<PodAffinityTerm>, ModelError> {
+    let mut out = Vec::new();
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        out.push(pod_affinity_term(
+            ctx,
+            &format!("{path}[{i}]"),
+            t,
+            namespace,
+            pod_labels,
+        )?);
+    }
+    Ok(out)
+}
+
+fn inclusion_policy(
+    ctx: &Ctx,
+    field: &str,
+    value: Option<&str>,
+    default: InclusionPolicy,
+) -> Result<InclusionPolicy, ModelError> {
+    match value {
+        None | Some("") => Ok(default),
+        Some("Honor") => Ok(InclusionPolicy::Honor),
+        Some("Ignore") => Ok(InclusionPolicy::Ignore),
+        Some(other) => Err(ctx.invalid(field, other, "must be Honor or Ignore")),
+    }
+}
+
+fn spread_constraint(
+    ctx: &Ctx,
+    path: &str,
+    c: &api::TopologySpreadConstraint,
+    pod_labels: &Labels,
+) -> Result<TopologySpreadConstraint, ModelError> {
+    if c.max_skew < 1 {
+        return Err(ctx.invalid(
+            format!("{path}.maxSkew"),
+            c.max_skew.to_string(),
+            "must be at least 1",
+        ));
+    }
+    if let Some(m) = c.min_domains
+        && m < 1
+    {
+        return Err(ctx.invalid(
+            format!("{path}.minDomains"),
+            m.to_string(),
+            "must be at least 1",
+        ));
+    }
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+        other => {
+            return Err(ctx.invalid(
+                format!("{path}.whenUnsatisfiable"),
+                other,
+                "must be DoNotSchedule or ScheduleAnyway",
+            ));
+        }
+    };
+    let keys: Vec<Sym> = c
+        .match_label_keys
+        .iter()
+        .flatten()
+        .map(|k| Sym::new(k))
+        .collect();
+    let label_selector = match c.label_selector.as_ref() {
+        None => None,
+        Some(s) => {
+            let mut sel = selector_of(ctx, &format!("{path}.labelSelector"), s)?;
+            merge_label_keys(&mut sel, pod_labels, &keys, SelectorOp::In);
+            Some(sel)
+        }
+    };
+    Ok(TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: Sym::new(&c.topology_key),
+        when_unsatisfiable,
+        label_selector,
+        min_domains: c.min_domains,
+        node_affinity_policy: inclusion_policy(
+            ctx,
+            &format!("{path}.nodeAffinityPolicy"),
+            c.node_affinity_policy.as_deref(),
+            InclusionPolicy::Honor,
+        )?,
+        node_taints_policy: inclusion_policy(
+            ctx,
+            &format!("{path}.nodeTaintsPolicy"),
+            c.node_taints_policy.as_deref(),
+            InclusionPolicy::Ignore,
+        )?,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Taints, tolerations, ports, owners, status
+// ---------------------------------------------------------------------------------------------
+
+fn toleration(ctx: &Ctx, path: &str, t: &api::Toleration) -> Result<Toleration, ModelError> {
+    let op = match t.operator.as_deref() {
+        None | Some("") | Some("Equal") => TolerationOp::Equal,
+        Some("Exists") => TolerationOp::Exists,
+        Some(other) => {
+            return Err(ctx.invalid(format!("{path}.operator"), other, "must be Equal or Exists"));
+        }
+    };
+    let effect = match t.effect.as_deref() {
+        None | Some("") => None,
+        Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| {
+            ctx.invalid(
+                format!("{path}.effect"),
+                e,
+                "must be NoSchedule, PreferNoSchedule or NoExecute",
+            )
+        })?),
+    };
+    Ok(Toleration {
+        key: t.key.as_deref().filter(|k| !k.is_empty()).map(Sym::new),
+        op,
+        value: Sym::new(t.value.as_deref().unwrap_or("")),
+        effect,
+    })
+}
+
+fn taint(ctx: &Ctx, path: &str, t: &api::Taint) -> Result<Taint, ModelError> {
+    let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+        ctx.invalid(
+            format!("{path}.effect"),
+            t.effect.as_str(),
+            "must be NoSchedule, PreferNoSchedule or NoExecute",
+        )
+    })?;
+    Ok(Taint {
+        key: Sym::new(&t.key),
+        value: Sym::new(t.value.as_deref().unwrap_or("")),
+        effect,
+    })
+}
+
+/// Host ports of one list of containers at `path` (`spec.containers`, `spec.initContainers`).
+fn host_ports_into(
+    ctx: &Ctx,
+    path: &str,
+    containers: &[api::Container],
+    host_network: bool,
+    out: &mut SmallVec<[HostPort; 1]>,
+) -> Result<(), ModelError> {
+    for (i, c) in containers.iter().enumerate() {
+        for (j, p) in c.ports.iter().flatten().enumerate() {
+            let mut port = p.host_port.unwrap_or(0);
+            // On the host network the API server defaults hostPort to containerPort.
+            if port == 0 && host_network {
+                port = p.container_port;
+            }
+            if port == 0 {
+                continue;
+            }
+            let port = u16::try_from(port)
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| {
+                    ctx.invalid(
+                        format!("{path}[{i}].ports[{j}].hostPort"),
+                        port.to_string(),
+                        "must be in 1..=65535",
+                    )
+                })?;
+            let ip = match p.host_ip.as_deref() {
+                None | Some("") => "0.0.0.0",
+                Some(ip) => ip,
+            };
+            let protocol = match p.protocol.as_deref() {
+                None | Some("") => "TCP",
+                Some(proto) => proto,
+            };
+            out.push(HostPort {
+                ip: Sym::new(ip),
+                protocol: Sym::new(protocol),
+                port,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The controller owner reference, else the first one.
+fn owner_of(refs: Option<&Vec<meta::OwnerReference>>) -> Option<OwnerRef> {
+    let refs = refs?;
+    let r = refs
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .or_else(|| refs.first())?;
+    Some(OwnerRef {
+        kind: Sym::new(&r.kind),
+        api_version: Sym::new(&r.api_version),
+        name: Arc::from(r.name.as_str()),
+        uid: Arc::from(r.uid.as_str()),
+        controller: r.controller == Some(true),
+    })
+}
+
+fn phase_of(phase: Option<&str>) -> PodPhase {
+    match phase {
+        None | Some("") | Some("Pending") => PodPhase::Pending,
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        // Unknown and any phase this version does not know.
+        Some(_) => PodPhase::Unknown,
+    }
+}
+
+fn volume_of(v: &api::Volume) -> Volume {
+    let empty_dir_on_disk = v
+        .empty_dir
+        .as_ref()
+        .is_some_and(|e| e.medium.as_deref() != Some("Memory"));
+    Volume {
+        name: Arc::from(v.name.as_str()),
+        local_storage: v.host_path.is_some() || empty_dir_on_disk,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public entry points
+// ---------------------------------------------------------------------------------------------
+
+impl Pod {
+    /// Builds the compact view of an API pod. Fails with a [`ModelError`] naming the pod and the
+    /// field when a field is missing or malformed; never panics.
+    pub fn from_k8s(pod: &api::Pod) -> Result<Pod, ModelError> {
+        let md = &pod.metadata;
+        let namespace = md
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(DEFAULT_NAMESPACE);
+        let Some(name) = md.name.as_deref().filter(|n| !n.is_empty()) else {
+            let ctx = Ctx {
+                object: format!("Pod {namespace}/<unnamed>"),
+            };
+            return Err(ctx.missing("metadata.name"));
+        };
+        let ctx = Ctx {
+            object: format!("Pod {namespace}/{name}"),
+        };
+        let mut out = Pod::new(namespace, name);
+        out.uid = Arc::from(md.uid.as_deref().unwrap_or(""));
+        out.labels = labels_of(md.labels.as_ref());
+        out.annotations = annotations_of(md.annotations.as_ref());
+        out.owner = owner_of(md.owner_references.as_ref());
+        out.creation_ms = time_ms(md.creation_timestamp.as_ref());
+        out.deletion_ms = time_ms(md.deletion_timestamp.as_ref());
+
+        if let Some(spec) = pod.spec.as_ref() {
+            out.requests = pod_requests(&ctx, spec)?;
+            out.node_name = spec
+                .node_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .map(Sym::new);
+            out.node_selector = labels_of(spec.node_selector.as_ref());
+            out.required_node_affinity = required_node_affinity(&ctx, spec)?;
+            for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+                out.tolerations
+                    .push(toleration(&ctx, &format!("spec.tolerations[{i}]"), t)?);
+            }
+            let affinity = spec.affinity.as_ref();
+            out.affinity = pod_affinity_terms(
+                &ctx,
+                "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                affinity
+                    .and_then(|a| a.pod_affinity.as_ref())
+                    .and_then(|a| {
+                        a.required_during_scheduling_ignored_during_execution
+                            .as_ref()
+                    }),
+                out.namespace,
+                &out.labels,
+            )?;
+            out.anti_affinity = pod_affinity_terms(
+                &ctx,
+                "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                affinity
+                    .and_then(|a| a.pod_anti_affinity.as_ref())
+                    .and_then(|a| {
+                        a.required_during_scheduling_ignored_during_execution
+                            .as_ref()
+                    }),
+                out.namespace,
+                &out.labels,
+            )?;
+            for (i, c) in spec
+                .topology_spread_constraints
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                out.spread.push(spread_constraint(
+                    &ctx,
+                    &format!("spec.topologySpreadConstraints[{i}]"),
+                    c,
+                    &out.labels,
+                )?);
+            }
+            let host_network = spec.host_network == Some(true);
+            host_ports_into(
+                &ctx,
+                "spec.containers",
+                &spec.containers,
+                host_network,
+                &mut out.host_ports,
+            )?;
+            if let Some(init) = spec.init_containers.as_ref() {
+                host_ports_into(
+                    &ctx,
+                    "spec.initContainers",
+                    init,
+                    host_network,
+                    &mut out.host_ports,
+                )?;
+            }
+            out.priority = spec.priority.unwrap_or(0);
+            out.volumes = spec.volumes.iter().flatten().map(volume_of).collect();
+        }
+
+        if let Some(status) = pod.status.as_ref() {
+            out.phase = phase_of(status.phase.as_deref());
+            out.conditions = status
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| PodCondition {
+                    type_: Sym::new(&c.type_),
+                    status: Sym::new(&c.status),
+                    reason: c.reason.as_deref().filter(|r| !r.is_empty()).map(Sym::new),
+                    last_transition_ms: time_ms(c.last_transition_time.as_ref()),
+                })
+                .collect();
+        }
+
+        out.update_equivalence();
+        Ok(out)
+    }
+}
+
+impl TryFrom<&api::Pod> for Pod {
+    type Error = ModelError;
+
+    fn try_from(pod: &api::Pod) -> Result<Self, Self::Error> {
+        Pod::from_k8s(pod)
+    }
+}
+
+impl Node {
+    /// Builds the compact view of an API node. Fails with a [`ModelError`] naming the node and
+    /// the field when a field is missing or malformed; never panics.
+    pub fn from_k8s(node: &api::Node) -> Result<Node, ModelError> {
+        let md = &node.metadata;
+        let Some(name) = md.name.as_deref().filter(|n| !n.is_empty()) else {
+            return Err(Ctx {
+                object: "Node <unnamed>".to_string(),
+            }
+            .missing("metadata.name"));
+        };
+        let ctx = Ctx {
+            object: format!("Node {name}"),
+        };
+        let mut out = Node::new(name);
+        out.uid = Arc::from(md.uid.as_deref().unwrap_or(""));
+        out.labels = labels_of(md.labels.as_ref());
+        out.annotations = annotations_of(md.annotations.as_ref());
+        out.creation_ms = time_ms(md.creation_timestamp.as_ref());
+        out.deletion_ms = time_ms(md.deletion_timestamp.as_ref());
+
+        if let Some(spec) = node.spec.as_ref() {
+            for (i, t) in spec.taints.iter().flatten().enumerate() {
+                out.taints
+                    .push(taint(&ctx, &format!("spec.taints[{i}]"), t)?);
+            }
+            out.unschedulable = spec.unschedulable == Some(true);
+            out.provider_id = spec
+                .provider_id
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .map(Arc::from);
+        }
+
+        if let Some(status) = node.status.as_ref() {
+            out.capacity = resource_list(&ctx, "status.capacity", status.capacity.as_ref())?;
+            out.allocatable =
+                resource_list(&ctx, "status.allocatable", status.allocatable.as_ref())?;
+            // Per resource, capacity stands in for a missing allocatable.
+            for (key, q) in status.capacity.iter().flatten() {
+                if !status
+                    .allocatable
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(key))
+                {
+                    let name = ResourceName::parse(key);
+                    out.allocatable.set(
+                        name,
+                        resource_value(&ctx, &format!("status.capacity.{key}"), name, q)?,
+                    );
+                }
+            }
+            out.conditions = status
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| NodeCondition {
+                    type_: Sym::new(&c.type_),
+                    status: Sym::new(&c.status),
+                    last_transition_ms: time_ms(c.last_transition_time.as_ref()),
+                })
+                .collect();
+        }
+        Ok(out)
+    }
+}
+
+impl TryFrom<&api::Node> for Node {
+    type Error = ModelError;
+
+    fn try_from(node: &api::Node) -> Result<Self, Self::Error> {
+        Node::from_k8s(node)
+    }
+}
+
+impl NamespaceLabels {
+    /// The name and labels of an API namespace; fails only when `metadata.name` is missing.
+    pub fn from_k8s(ns: &api::Namespace) -> Result<NamespaceLabels, ModelError> {
+        let Some(name) = ns.metadata.name.as_deref().filter(|n| !n.is_empty()) else {
+            return Err(Ctx {
+                object: "Namespace <unnamed>".to_string(),
+            }
+            .missing("metadata.name"));
+        };
+        Ok(NamespaceLabels {
+            name: Sym::new(name),
+            labels: labels_of(ns.metadata.labels.as_ref()),
+        })
+    }
+}
