@@ -907,3 +907,790 @@ impl NamespaceLabels {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// (case, pod spec, cpu millis, memory bytes, extended resources).
+    type RequestCase = (&'static str, Value, i64, i64, Vec<(&'static str, i64)>);
+    /// (case, owner references, expected (kind, controller)).
+    type OwnerCase = (&'static str, Value, Option<(&'static str, bool)>);
+
+    const MI: i64 = 1 << 20;
+    const GI: i64 = 1 << 30;
+
+    fn api_pod(v: Value) -> api::Pod {
+        serde_json::from_value(v).expect("test pod JSON must deserialize")
+    }
+
+    fn api_node(v: Value) -> api::Node {
+        serde_json::from_value(v).expect("test node JSON must deserialize")
+    }
+
+    /// A pod named `p` in `default` with the given spec.
+    fn pod_with_spec(spec: Value) -> Result<Pod, ModelError> {
+        Pod::try_from(&api_pod(json!({"metadata": {"name": "p"}, "spec": spec})))
+    }
+
+    fn ok_pod(spec: Value) -> Pod {
+        match pod_with_spec(spec) {
+            Ok(p) => p,
+            Err(e) => panic!("conversion failed: {e}"),
+        }
+    }
+
+    fn ctr(name: &str, resources: Value) -> Value {
+        json!({"name": name, "resources": resources})
+    }
+
+    fn cpu_req(q: &str) -> Value {
+        json!({"requests": {"cpu": q}})
+    }
+
+    fn sidecar(name: &str, cpu: &str) -> Value {
+        json!({"name": name, "restartPolicy": "Always", "resources": {"requests": {"cpu": cpu}}})
+    }
+
+    fn ext(name: &str) -> ResourceName {
+        ResourceName::parse(name)
+    }
+
+    #[test]
+    fn pod_requests_table() {
+        let cases: Vec<RequestCase> = vec![
+            (
+                "app containers are summed",
+                json!({"containers": [
+                    ctr("a", json!({"requests": {"cpu": "100m", "memory": "100Mi"}})),
+                    ctr("b", cpu_req("250m")),
+                ]}),
+                350,
+                100 * MI,
+                vec![],
+            ),
+            (
+                "init container bigger than app containers wins per resource",
+                json!({
+                    "initContainers": [ctr("init", json!({"requests": {"cpu": "1", "memory": "50Mi"}}))],
+                    "containers": [
+                        ctr("a", json!({"requests": {"cpu": "100m", "memory": "100Mi"}})),
+                        ctr("b", cpu_req("200m")),
+                    ],
+                }),
+                1000,
+                100 * MI,
+                vec![],
+            ),
+            (
+                "sidecar after an init container does not add to it",
+                json!({
+                    "initContainers": [sidecar("s1", "100m"), ctr("init", cpu_req("1")), sidecar("s2", "200m")],
+                    "containers": [ctr("app", cpu_req("300m"))],
+                }),
+                1100,
+                0,
+                vec![],
+            ),
+            (
+                "sidecars before an init container add to it",
+                json!({
+                    "initContainers": [sidecar("s1", "100m"), sidecar("s2", "200m"), ctr("init", cpu_req("1"))],
+                    "containers": [ctr("app", cpu_req("300m"))],
+                }),
+                1300,
+                0,
+                vec![],
+            ),
+            (
+                "sidecars are added to the app sum when it is the peak",
+                json!({
+                    "initContainers": [ctr("init", cpu_req("100m")), sidecar("s1", "500m")],
+                    "containers": [ctr("app", cpu_req("700m"))],
+                }),
+                1200,
+                0,
+                vec![],
+            ),
+            (
+                "overhead is added",
+                json!({
+                    "containers": [ctr("a", json!({"requests": {"cpu": "100m", "memory": "10Mi"}}))],
+                    "overhead": {"cpu": "250m", "memory": "120Mi"},
+                }),
+                350,
+                130 * MI,
+                vec![],
+            ),
+            (
+                "limits without requests default the requests",
+                json!({
+                    "initContainers": [ctr("init", json!({"limits": {"memory": "2Gi"}}))],
+                    "containers": [ctr("a", json!({
+                        "requests": {"cpu": "100m"},
+                        "limits": {"cpu": "500m", "memory": "1Gi"},
+                    }))],
+                }),
+                100,
+                2 * GI,
+                vec![],
+            ),
+            (
+                "extended resources, GPUs and hugepages",
+                json!({"containers": [
+                    ctr("a", json!({
+                        "requests": {"hugepages-2Mi": "4Mi", "example.com/foo": "3", "ephemeral-storage": "1Gi"},
+                        "limits": {"nvidia.com/gpu": "2", "hugepages-2Mi": "4Mi"},
+                    })),
+                    ctr("b", json!({"limits": {"nvidia.com/gpu": "1"}})),
+                ]}),
+                0,
+                0,
+                vec![
+                    ("nvidia.com/gpu", 3),
+                    ("hugepages-2Mi", 4 * MI),
+                    ("example.com/foo", 3),
+                ],
+            ),
+            (
+                "cpu rounds up to whole millicores",
+                json!({"containers": [ctr("a", cpu_req("0.0001"))]}),
+                1,
+                0,
+                vec![],
+            ),
+            (
+                "pod-level requests replace the container aggregate",
+                json!({
+                    "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "3Gi"}},
+                    "containers": [ctr("a", json!({"requests": {"cpu": "100m"}}))],
+                }),
+                2000,
+                3 * GI,
+                vec![],
+            ),
+            (
+                "no containers still takes a pod slot",
+                json!({"containers": []}),
+                0,
+                0,
+                vec![],
+            ),
+        ];
+        for (case, spec, cpu, memory, extended) in cases {
+            let p = match pod_with_spec(spec) {
+                Ok(p) => p,
+                Err(e) => panic!("{case}: {e}"),
+            };
+            assert_eq!(p.requests.cpu, cpu, "{case}: cpu");
+            assert_eq!(p.requests.memory, memory, "{case}: memory");
+            assert_eq!(p.requests.pods, 1, "{case}: pods");
+            for (name, want) in &extended {
+                assert_eq!(p.requests.get(ext(name)), *want, "{case}: {name}");
+            }
+            if case.starts_with("extended") {
+                assert_eq!(
+                    p.requests.ephemeral_storage, GI,
+                    "{case}: ephemeral-storage"
+                );
+                assert_eq!(
+                    p.requests.extended.len(),
+                    extended.len(),
+                    "{case}: no other resources"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn node_view() {
+        let n = Node::try_from(&api_node(json!({
+            "metadata": {
+                "name": "n1",
+                "uid": "u-1",
+                "labels": {"topology.kubernetes.io/zone": "z1"},
+                "annotations": {"z": "1", "a": "2"},
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+                "deletionTimestamp": "2024-01-01T00:00:01Z",
+            },
+            "spec": {
+                "providerID": "aws:///z1/i-1",
+                "unschedulable": true,
+                "taints": [
+                    {"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                    {"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoExecute"},
+                ],
+            },
+            "status": {
+                "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "1"},
+                "allocatable": {"cpu": "3800m", "memory": "15Gi"},
+                "conditions": [{
+                    "type": "Ready", "status": "True",
+                    "lastTransitionTime": "2024-01-01T00:01:00Z",
+                }],
+            },
+        })))
+        .expect("valid node");
+        assert_eq!(n.name.as_str(), "n1");
+        assert_eq!(&*n.uid, "u-1");
+        assert_eq!(n.labels.get_str("topology.kubernetes.io/zone"), Some("z1"));
+        let keys: Vec<&str> = n.annotations.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["a", "z"]);
+        assert_eq!(n.annotation("z"), Some("1"));
+        assert_eq!(n.creation_ms, Some(1_704_067_200_000));
+        assert_eq!(n.deletion_ms, Some(1_704_067_201_000));
+        assert!(n.unschedulable);
+        assert_eq!(n.provider_id.as_deref(), Some("aws:///z1/i-1"));
+        assert_eq!(n.taints.len(), 2);
+        assert_eq!(n.taints[0].effect, TaintEffect::NoSchedule);
+        assert_eq!(n.taints[1].value.as_str(), "");
+        assert_eq!(n.taints[1].effect, TaintEffect::NoExecute);
+        assert_eq!(
+            (n.capacity.cpu, n.capacity.memory, n.capacity.pods),
+            (4000, 16 * GI, 110)
+        );
+        assert_eq!(n.allocatable.cpu, 3800);
+        assert_eq!(n.allocatable.memory, 15 * GI);
+        assert_eq!(n.allocatable.pods, 110, "pods falls back to capacity");
+        assert_eq!(
+            n.allocatable.get(ext("nvidia.com/gpu")),
+            1,
+            "gpu falls back to capacity"
+        );
+        assert!(n.is_ready());
+        assert_eq!(n.conditions[0].last_transition_ms, Some(1_704_067_260_000));
+    }
+
+    #[test]
+    fn bare_node_and_namespace() {
+        let n = Node::from_k8s(&api_node(json!({"metadata": {"name": "bare"}}))).expect("valid");
+        assert_eq!(n, Node::new("bare"));
+        let ns: api::Namespace = serde_json::from_value(
+            json!({"metadata": {"name": "team-a", "labels": {"env": "prod"}}}),
+        )
+        .expect("namespace JSON");
+        let nl = NamespaceLabels::from_k8s(&ns).expect("valid");
+        assert_eq!(nl.name.as_str(), "team-a");
+        assert_eq!(nl.labels.get_str("env"), Some("prod"));
+        let unnamed: api::Namespace =
+            serde_json::from_value(json!({"metadata": {}})).expect("JSON");
+        assert!(NamespaceLabels::from_k8s(&unnamed).is_err());
+    }
+
+    fn term(extra: Value) -> Value {
+        let mut t = json!({"topologyKey": "kubernetes.io/hostname"});
+        if let (Some(t), Some(extra)) = (t.as_object_mut(), extra.as_object()) {
+            t.extend(extra.clone());
+        }
+        t
+    }
+
+    #[test]
+    fn affinity_namespaces_and_label_keys() {
+        let p = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "p", "namespace": "team-a",
+                         "labels": {"app": "web", "pod-template-hash": "abc"}},
+            "spec": {
+                "containers": [],
+                "affinity": {
+                    "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        term(json!({"labelSelector": {"matchLabels": {"app": "db"}}})),
+                        term(json!({"labelSelector": {}, "namespaceSelector": {}})),
+                        term(json!({"namespaces": ["x", "y"],
+                                    "namespaceSelector": {"matchLabels": {"env": "prod"}}})),
+                    ]},
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        term(json!({
+                            "labelSelector": {"matchLabels": {"app": "web"},
+                                "matchExpressions": [{"key": "pod-template-hash", "operator": "In",
+                                                      "values": ["abc"]}]},
+                            "matchLabelKeys": ["pod-template-hash", "absent"],
+                            "mismatchLabelKeys": ["app"],
+                        })),
+                        term(json!({"matchLabelKeys": ["app"]})),
+                    ]},
+                },
+            },
+        })))
+        .expect("valid pod");
+        assert!(p.has_pod_affinity());
+        let ns = |t: &PodAffinityTerm| t.namespaces.iter().map(|n| n.as_str()).collect::<Vec<_>>();
+        assert_eq!(
+            ns(&p.affinity[0]),
+            ["team-a"],
+            "empty namespaces, no selector: own namespace"
+        );
+        assert!(p.affinity[0].namespace_selector.is_none());
+        assert!(
+            ns(&p.affinity[1]).is_empty(),
+            "namespaceSelector set: no defaulting"
+        );
+        assert_eq!(
+            p.affinity[1].namespace_selector,
+            Some(LabelSelector::default())
+        );
+        assert_eq!(p.affinity[1].label_selector, Some(LabelSelector::default()));
+        assert_eq!(ns(&p.affinity[2]), ["x", "y"]);
+        let nsel = p.affinity[2].namespace_selector.as_ref().expect("selector");
+        assert_eq!(nsel.match_labels.get_str("env"), Some("prod"));
+
+        let anti = &p.anti_affinity[0];
+        let sel = anti.label_selector.as_ref().expect("selector");
+        let req = |k: &str, op: SelectorOp, v: &str| SelectorRequirement {
+            key: Sym::new(k),
+            op,
+            values: vec![Sym::new(v)],
+        };
+        assert_eq!(
+            sel.match_expressions,
+            vec![
+                req("pod-template-hash", SelectorOp::In, "abc"),
+                req("app", SelectorOp::NotIn, "web"),
+            ],
+            "matchLabelKeys merged once (already present), absent key skipped, mismatch as NotIn"
+        );
+        let keys = |v: &[Sym]| v.iter().map(|k| k.as_str()).collect::<Vec<_>>();
+        assert_eq!(
+            keys(&anti.match_label_keys),
+            ["pod-template-hash", "absent"]
+        );
+        assert_eq!(keys(&anti.mismatch_label_keys), ["app"]);
+        assert_eq!(anti.topology_key.as_str(), "kubernetes.io/hostname");
+        assert!(
+            p.anti_affinity[1].label_selector.is_none(),
+            "a missing selector stays match-none"
+        );
+        // The merged selector behaves as the scheduler's: same-hash web pods only.
+        let other = Labels::from_pairs([("app", "web"), ("pod-template-hash", "abc")]);
+        assert!(!sel.matches(&other), "mismatchLabelKeys excludes app=web");
+    }
+
+    #[test]
+    fn node_affinity_tolerations_and_selector() {
+        let p = ok_pod(json!({
+            "containers": [],
+            "nodeName": "n1",
+            "nodeSelector": {"disk": "ssd"},
+            "priority": 1000,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                        {"key": "gen", "operator": "Gt", "values": ["3"]},
+                        {"key": "spot", "operator": "DoesNotExist"},
+                    ]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n2"]}]},
+                ],
+            }}},
+            "tolerations": [
+                {"operator": "Exists"},
+                {"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                {"key": "", "operator": "Exists", "effect": ""},
+                {"key": "x", "operator": "Equal", "effect": "NoExecute", "tolerationSeconds": 30},
+            ],
+        }));
+        assert_eq!(p.node_name.map(Sym::as_str), Some("n1"));
+        assert_eq!(p.node_selector.get_str("disk"), Some("ssd"));
+        assert_eq!(p.priority, 1000);
+        let ns = p.required_node_affinity.as_ref().expect("node affinity");
+        assert_eq!(ns.terms.len(), 2);
+        let ops: Vec<_> = ns.terms[0].match_expressions.iter().map(|r| r.op).collect();
+        assert_eq!(
+            ops,
+            [
+                NodeSelectorOp::In,
+                NodeSelectorOp::Gt,
+                NodeSelectorOp::DoesNotExist
+            ]
+        );
+        assert_eq!(
+            ns.terms[0].match_expressions[0].values,
+            vec![Sym::new("a"), Sym::new("b")]
+        );
+        assert!(ns.terms[0].match_fields.is_empty());
+        assert_eq!(ns.terms[1].match_fields[0].key.as_str(), "metadata.name");
+        assert_eq!(ns.terms[1].match_fields[0].op, NodeSelectorOp::NotIn);
+        let t = &p.tolerations;
+        assert_eq!(
+            (t[0].key, t[0].op, t[0].effect),
+            (None, TolerationOp::Exists, None)
+        );
+        assert_eq!(
+            t[1],
+            Toleration {
+                key: Some(Sym::new("gpu")),
+                op: TolerationOp::Equal,
+                value: Sym::new("true"),
+                effect: Some(TaintEffect::NoSchedule),
+            }
+        );
+        assert_eq!(
+            (t[2].key, t[2].effect),
+            (None, None),
+            "empty key and effect are None"
+        );
+        assert_eq!(t[3].effect, Some(TaintEffect::NoExecute));
+        assert_eq!(t[3].value.as_str(), "");
+    }
+
+    #[test]
+    fn spread_defaults_and_label_keys() {
+        let p = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "p", "labels": {"app": "web", "pod-template-hash": "abc"}},
+            "spec": {"containers": [], "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": "web"}},
+                 "matchLabelKeys": ["pod-template-hash", "absent"]},
+                {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
+                 "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 3,
+                 "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"},
+            ]},
+        })))
+        .expect("valid pod");
+        let [hard, soft] = p.spread.as_slice() else {
+            panic!("two constraints expected")
+        };
+        assert_eq!(hard.when_unsatisfiable, WhenUnsatisfiable::DoNotSchedule);
+        assert_eq!(
+            hard.node_affinity_policy,
+            InclusionPolicy::Honor,
+            "default Honor"
+        );
+        assert_eq!(
+            hard.node_taints_policy,
+            InclusionPolicy::Ignore,
+            "default Ignore"
+        );
+        assert_eq!(hard.min_domains, None);
+        let sel = hard.label_selector.as_ref().expect("selector");
+        assert_eq!(
+            sel.match_expressions,
+            vec![SelectorRequirement {
+                key: Sym::new("pod-template-hash"),
+                op: SelectorOp::In,
+                values: vec![Sym::new("abc")],
+            }]
+        );
+        assert_eq!(soft.when_unsatisfiable, WhenUnsatisfiable::ScheduleAnyway);
+        assert_eq!((soft.max_skew, soft.min_domains), (2, Some(3)));
+        assert_eq!(soft.node_affinity_policy, InclusionPolicy::Ignore);
+        assert_eq!(soft.node_taints_policy, InclusionPolicy::Honor);
+        assert!(soft.label_selector.is_none());
+    }
+
+    #[test]
+    fn host_ports_from_app_and_init_containers() {
+        let port = |ip: &str, proto: &str, port: u16| HostPort {
+            ip: Sym::new(ip),
+            protocol: Sym::new(proto),
+            port,
+        };
+        let cases: Vec<(&str, Value, Vec<HostPort>)> = vec![
+            (
+                "defaults, skips and init containers",
+                json!({
+                    "containers": [{"name": "a", "ports": [
+                        {"containerPort": 80, "hostPort": 8080},
+                        {"containerPort": 81},
+                        {"containerPort": 82, "hostPort": 0},
+                        {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"},
+                        {"containerPort": 84, "hostPort": 8084, "hostIP": ""},
+                    ]}],
+                    "initContainers": [{"name": "i", "ports": [{"containerPort": 90, "hostPort": 9090}]}],
+                }),
+                vec![
+                    port("0.0.0.0", "TCP", 8080),
+                    port("10.0.0.1", "UDP", 53),
+                    port("0.0.0.0", "TCP", 8084),
+                    port("0.0.0.0", "TCP", 9090),
+                ],
+            ),
+            (
+                "host network defaults hostPort to containerPort",
+                json!({"hostNetwork": true, "containers": [{"name": "a", "ports": [{"containerPort": 9100}]}]}),
+                vec![port("0.0.0.0", "TCP", 9100)],
+            ),
+        ];
+        for (case, spec, want) in cases {
+            assert_eq!(
+                ok_pod(spec).host_ports.as_slice(),
+                want.as_slice(),
+                "{case}"
+            );
+        }
+    }
+
+    fn owner_json(kind: &str, uid: &str, controller: Option<bool>) -> Value {
+        let mut o =
+            json!({"apiVersion": "apps/v1", "kind": kind, "name": kind.to_lowercase(), "uid": uid});
+        if let (Some(c), Some(obj)) = (controller, o.as_object_mut()) {
+            obj.insert("controller".into(), json!(c));
+        }
+        o
+    }
+
+    #[test]
+    fn owner_selection() {
+        let cases: Vec<OwnerCase> = vec![
+            (
+                "controller wins over earlier refs",
+                json!([
+                    owner_json("Foo", "1", Some(false)),
+                    owner_json("ReplicaSet", "2", Some(true))
+                ]),
+                Some(("ReplicaSet", true)),
+            ),
+            (
+                "no controller: first",
+                json!([owner_json("Foo", "1", None), owner_json("Bar", "2", None)]),
+                Some(("Foo", false)),
+            ),
+            ("none", json!([]), None),
+        ];
+        for (case, refs, want) in cases {
+            let p = Pod::from_k8s(&api_pod(
+                json!({"metadata": {"name": "p", "ownerReferences": refs}}),
+            ))
+            .expect("valid pod");
+            let got = p.owner.as_ref().map(|o| (o.kind.as_str(), o.controller));
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn status_volumes_and_metadata() {
+        let p = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "annotations": {"b": "2", "a": "1"},
+                         "creationTimestamp": "1970-01-01T00:00:01Z"},
+            "spec": {"containers": [], "volumes": [
+                {"name": "host", "hostPath": {"path": "/var/log"}},
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "disk", "emptyDir": {"medium": ""}},
+                {"name": "ram", "emptyDir": {"medium": "Memory"}},
+                {"name": "cfg", "configMap": {"name": "c"}},
+            ]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "lastTransitionTime": "1970-01-01T00:00:02Z"},
+                {"type": "Ready", "status": "True"},
+            ]},
+        })))
+        .expect("valid pod");
+        assert_eq!(p.key(), "ns/p");
+        assert_eq!(&*p.uid, "u");
+        assert_eq!(p.annotation("a"), Some("1"));
+        assert_eq!(p.annotations[0].0.as_ref(), "a");
+        assert_eq!(p.creation_ms, Some(1000));
+        assert_eq!(p.deletion_ms, None);
+        let local: Vec<(&str, bool)> = p
+            .volumes
+            .iter()
+            .map(|v| (v.name.as_ref(), v.local_storage))
+            .collect();
+        assert_eq!(
+            local,
+            [
+                ("host", true),
+                ("scratch", true),
+                ("disk", true),
+                ("ram", false),
+                ("cfg", false)
+            ]
+        );
+        assert_eq!(p.phase, PodPhase::Running);
+        assert_eq!(
+            p.conditions[0].reason.map(Sym::as_str),
+            Some("Unschedulable")
+        );
+        assert_eq!(p.conditions[0].last_transition_ms, Some(2000));
+        assert_eq!(p.conditions[1].reason, None);
+        let bare = Pod::from_k8s(&api_pod(json!({"metadata": {"name": "q"}}))).expect("valid");
+        assert_eq!(
+            bare,
+            Pod::new("default", "q"),
+            "no spec, no namespace: an empty default pod"
+        );
+    }
+
+    #[test]
+    fn malformed_objects_name_object_and_field() {
+        let two_inits = |mem: &str| {
+            json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+                "containers": [],
+                "initContainers": [{"name": "a"}, {"name": "b", "resources": {"requests": {"memory": mem}}}],
+            }})
+        };
+        let spec = |spec: Value| json!({"metadata": {"name": "p"}, "spec": spec});
+        let pod_cases: Vec<(&str, Value, &str)> = vec![
+            (
+                "bad quantity",
+                two_inits("12Zi"),
+                "Pod ns/p: field spec.initContainers[1].resources.requests.memory: ",
+            ),
+            (
+                "bad quantity in a limit used as request",
+                spec(
+                    json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": "lots"}}}]}),
+                ),
+                "Pod default/p: field spec.containers[0].resources.limits.cpu: ",
+            ),
+            (
+                "bad overhead",
+                spec(json!({"containers": [], "overhead": {"memory": "1..2"}})),
+                "Pod default/p: field spec.overhead.memory: ",
+            ),
+            (
+                "bad node affinity operator",
+                spec(json!({"containers": [], "affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "Like"}]},
+                ]}}}})),
+                "Pod default/p: field spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1].matchFields[0].operator: invalid value \"Like\"",
+            ),
+            (
+                "bad label selector operator",
+                spec(json!({"containers": [], "affinity": {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [term(json!({"labelSelector": {
+                        "matchExpressions": [{"key": "k", "operator": "Gt", "values": ["1"]}]}}))]}}})),
+                "Pod default/p: field spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator: invalid value \"Gt\"",
+            ),
+            (
+                "bad toleration operator",
+                spec(
+                    json!({"containers": [], "tolerations": [{"key": "k", "operator": "Matches"}]}),
+                ),
+                "Pod default/p: field spec.tolerations[0].operator: invalid value \"Matches\"",
+            ),
+            (
+                "bad toleration effect",
+                spec(
+                    json!({"containers": [], "tolerations": [{}, {"key": "k", "effect": "NoWay"}]}),
+                ),
+                "Pod default/p: field spec.tolerations[1].effect: invalid value \"NoWay\"",
+            ),
+            (
+                "maxSkew 0",
+                spec(
+                    json!({"containers": [], "topologySpreadConstraints": [{"maxSkew": 0,
+                    "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
+                ),
+                "Pod default/p: field spec.topologySpreadConstraints[0].maxSkew: invalid value \"0\"",
+            ),
+            (
+                "bad whenUnsatisfiable",
+                spec(
+                    json!({"containers": [], "topologySpreadConstraints": [{"maxSkew": 1,
+                    "topologyKey": "zone", "whenUnsatisfiable": "Sometimes"}]}),
+                ),
+                "Pod default/p: field spec.topologySpreadConstraints[0].whenUnsatisfiable: invalid value \"Sometimes\"",
+            ),
+            (
+                "host port out of range",
+                spec(
+                    json!({"containers": [], "initContainers": [{"name": "i", "ports": [
+                    {"containerPort": 1, "hostPort": 70000}]}]}),
+                ),
+                "Pod default/p: field spec.initContainers[0].ports[0].hostPort: invalid value \"70000\"",
+            ),
+            (
+                "missing pod name",
+                json!({"metadata": {"namespace": "ns"}, "spec": {"containers": []}}),
+                "Pod ns/<unnamed>: missing required field metadata.name",
+            ),
+        ];
+        for (case, pod, want) in pod_cases {
+            match Pod::from_k8s(&api_pod(pod)) {
+                Ok(_) => panic!("{case}: accepted"),
+                Err(e) => assert!(
+                    e.to_string().starts_with(want),
+                    "{case}: got {e}, want prefix {want}"
+                ),
+            }
+        }
+
+        let node_cases: Vec<(&str, Value, &str)> = vec![
+            (
+                "bad taint effect",
+                json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "k", "effect": "NoWhere"}]}}),
+                "Node n1: field spec.taints[0].effect: invalid value \"NoWhere\"",
+            ),
+            (
+                "bad allocatable",
+                json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "four"}}}),
+                "Node n1: field status.allocatable.cpu: ",
+            ),
+            (
+                "missing node name",
+                json!({"metadata": {}}),
+                "Node <unnamed>: missing required field metadata.name",
+            ),
+        ];
+        for (case, node, want) in node_cases {
+            match Node::from_k8s(&api_node(node)) {
+                Ok(_) => panic!("{case}: accepted"),
+                Err(e) => assert!(
+                    e.to_string().starts_with(want),
+                    "{case}: got {e}, want prefix {want}"
+                ),
+            }
+        }
+    }
+
+    fn replica(name: &str, uid: &str, cpu: &str) -> Pod {
+        Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": {"app": "web"},
+                         "ownerReferences": [owner_json("ReplicaSet", "rs-1", Some(true))]},
+            "spec": {"containers": [ctr("c", cpu_req(cpu))], "nodeSelector": {"pool": "a"}},
+        })))
+        .expect("valid pod")
+    }
+
+    #[test]
+    fn equivalence_groups_replicas() {
+        let a = replica("web-1", "u1", "100m");
+        let b = replica("web-2", "u2", "100m");
+        let c = replica("web-3", "u3", "200m");
+        assert_eq!(a.equivalence, b.equivalence, "same ReplicaSet and spec");
+        assert_ne!(a.equivalence, c.equivalence, "different requests");
+        let lone1 =
+            Pod::from_k8s(&api_pod(json!({"metadata": {"name": "x", "uid": "1"}}))).expect("valid");
+        let lone2 =
+            Pod::from_k8s(&api_pod(json!({"metadata": {"name": "y", "uid": "2"}}))).expect("valid");
+        assert_ne!(
+            lone1.equivalence, lone2.equivalence,
+            "pods without owner are never grouped"
+        );
+    }
+
+    proptest::proptest! {
+        /// Arbitrary strings in every validated field never panic the conversion.
+        #[test]
+        fn never_panics(
+            q in ".{0,12}",
+            op in "[A-Za-z]{0,8}",
+            effect in "[A-Za-z]{0,12}",
+            skew in proptest::num::i32::ANY,
+            host_port in proptest::num::i32::ANY,
+        ) {
+            let pod = api_pod(json!({"metadata": {"name": "p"}, "spec": {
+                "containers": [{"name": "a", "resources": {"requests": {"cpu": q.clone(), "x.io/y": q.clone()}},
+                                "ports": [{"containerPort": 1, "hostPort": host_port}]}],
+                "initContainers": [{"name": "i", "restartPolicy": "Always",
+                                    "resources": {"limits": {"memory": q.clone()}}}],
+                "overhead": {"memory": q.clone()},
+                "tolerations": [{"operator": op.clone(), "effect": effect.clone()}],
+                "topologySpreadConstraints": [{"maxSkew": skew, "topologyKey": "z",
+                                               "whenUnsatisfiable": op.clone()}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": op.clone()}]}]}}},
+            }}));
+            let _ = Pod::from_k8s(&pod);
+            let node = api_node(json!({"metadata": {"name": "n"},
+                "spec": {"taints": [{"key": "k", "effect": effect}]},
+                "status": {"capacity": {"cpu": q.clone()}, "allocatable": {"memory": q}}}));
+            let _ = Node::from_k8s(&node);
+        }
+    }
+}
