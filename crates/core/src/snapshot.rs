@@ -73,7 +73,12 @@ impl ClusterSnapshot {
     pub fn add_pod(&mut self, pod: Arc<Pod>, node: NodeId) -> Result<(), SnapshotError> {
         unimplemented!()
     }
-    pub fn remove_pod(&mut self, node: NodeId, namespace: Sym, name: &str) -> Result<Arc<Pod>, SnapshotError> {
+    pub fn remove_pod(
+        &mut self,
+        node: NodeId,
+        namespace: Sym,
+        name: &str,
+    ) -> Result<Arc<Pod>, SnapshotError> {
         unimplemented!()
     }
     pub fn node_id(&self, name: Sym) -> Option<NodeId> {
