@@ -73,7 +73,7 @@ impl Ctx {
 
 /// Parses a quantity string with the exact quantity parser.
 fn parse_quantity(text: &str) -> Result<Quantity, QuantityError> {
-    text.parse()
+    crate::quantity::parse(text)
 }
 
 /// Milliseconds since the Unix epoch of an API timestamp.
@@ -160,22 +160,19 @@ fn requests_with_defaults(
     ctx: &Ctx,
     path: &str,
     res: Option<&api::ResourceRequirements>,
-    keep: impl Fn(&str) -> bool,
 ) -> Result<Resources, ModelError> {
     let mut out = Resources::default();
     let Some(res) = res else { return Ok(out) };
     let requests = res.requests.as_ref();
     for (key, q) in requests.into_iter().flatten() {
-        if keep(key) {
-            let name = ResourceName::parse(key);
-            out.set(
-                name,
-                resource_value(ctx, &format!("{path}.requests.{key}"), name, q)?,
-            );
-        }
+        let name = ResourceName::parse(key);
+        out.set(
+            name,
+            resource_value(ctx, &format!("{path}.requests.{key}"), name, q)?,
+        );
     }
     for (key, q) in res.limits.iter().flatten() {
-        if keep(key) && !requests.is_some_and(|r| r.contains_key(key)) {
+        if !requests.is_some_and(|r| r.contains_key(key)) {
             let name = ResourceName::parse(key);
             out.set(
                 name,
@@ -196,29 +193,91 @@ fn is_sidecar(c: &api::Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
-/// Effective pod requests as kube-scheduler computes them.
-///
-/// App containers are summed; every sidecar is added to that sum; each regular init container
-/// needs its own request plus the sidecars started before it, and the pod needs the maximum of
-/// all of these. Pod-level requests (`spec.resources`) replace the container aggregate for the
-/// resources they cover; `spec.overhead` is added; `pods` is 1.
-fn pod_requests(ctx: &Ctx, spec: &api::PodSpec) -> Result<Resources, ModelError> {
-    let all = |_: &str| true;
+/// Which view of a container's requests an aggregate is computed from (in-place resize lets the
+/// spec, what the kubelet allocated and what it actuated differ for a running pod).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RequestSource {
+    /// The spec, with limit-to-request defaulting.
+    Spec,
+    /// `status.containerStatuses[].allocatedResources`, else the spec.
+    Allocated,
+    /// `status.containerStatuses[].resources.requests`, else allocated, else the spec.
+    Actuated,
+}
+
+/// The status of the container named `name` and its field path: app statuses are searched
+/// first, then init statuses, as the scheduler does.
+fn container_status<'a>(
+    status: Option<&'a api::PodStatus>,
+    name: &str,
+) -> Option<(String, &'a api::ContainerStatus)> {
+    let status = status?;
+    let find = |list: Option<&'a Vec<api::ContainerStatus>>, field: &str| {
+        list.into_iter()
+            .flatten()
+            .enumerate()
+            .find(|(_, cs)| cs.name == name)
+            .map(|(i, cs)| (format!("status.{field}[{i}]"), cs))
+    };
+    find(status.container_statuses.as_ref(), "containerStatuses").or_else(|| {
+        find(
+            status.init_container_statuses.as_ref(),
+            "initContainerStatuses",
+        )
+    })
+}
+
+/// The requests of one container (at `path`, e.g. `spec.containers[0]`) from `source`.
+/// `infeasible`: a resize is pending as infeasible, so the spec is not used as a fallback.
+fn container_requests(
+    ctx: &Ctx,
+    path: &str,
+    c: &api::Container,
+    status: Option<&api::PodStatus>,
+    source: RequestSource,
+    infeasible: bool,
+) -> Result<Resources, ModelError> {
+    if source != RequestSource::Spec
+        && let Some((status_path, cs)) = container_status(status, &c.name)
+    {
+        if source == RequestSource::Actuated
+            && let Some(actuated) = cs.resources.as_ref().and_then(|r| r.requests.as_ref())
+        {
+            let field = format!("{status_path}.resources.requests");
+            return resource_list(ctx, &field, Some(actuated));
+        }
+        if let Some(allocated) = cs.allocated_resources.as_ref() {
+            let field = format!("{status_path}.allocatedResources");
+            return resource_list(ctx, &field, Some(allocated));
+        }
+    }
+    if source != RequestSource::Spec && infeasible {
+        return Ok(Resources::default());
+    }
+    requests_with_defaults(ctx, &format!("{path}.resources"), c.resources.as_ref())
+}
+
+/// The container aggregate from one source: app containers summed, every sidecar added to that
+/// sum, and the maximum with each regular init container plus the sidecars started before it.
+fn aggregate_requests(
+    ctx: &Ctx,
+    spec: &api::PodSpec,
+    status: Option<&api::PodStatus>,
+    source: RequestSource,
+    infeasible: bool,
+) -> Result<Resources, ModelError> {
     let mut sum = Resources::default();
     for (i, c) in spec.containers.iter().enumerate() {
-        let path = format!("spec.containers[{i}].resources");
-        sum.add(&requests_with_defaults(
-            ctx,
-            &path,
-            c.resources.as_ref(),
-            all,
+        let path = format!("spec.containers[{i}]");
+        sum.add(&container_requests(
+            ctx, &path, c, status, source, infeasible,
         )?);
     }
     let mut sidecars = Resources::default();
     let mut init_peak = Resources::default();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let path = format!("spec.initContainers[{i}].resources");
-        let own = requests_with_defaults(ctx, &path, c.resources.as_ref(), all)?;
+        let path = format!("spec.initContainers[{i}]");
+        let own = container_requests(ctx, &path, c, status, source, infeasible)?;
         if is_sidecar(c) {
             sum.add(&own);
             sidecars.add(&own);
@@ -230,6 +289,60 @@ fn pod_requests(ctx: &Ctx, spec: &api::PodSpec) -> Result<Resources, ModelError>
         }
     }
     sum.max_with(&init_peak);
+    Ok(sum)
+}
+
+/// Whether any container status reports resources (only then can an in-place resize make the
+/// status differ from the spec).
+fn status_reports_resources(status: Option<&api::PodStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.container_statuses
+            .iter()
+            .chain(s.init_container_statuses.iter())
+            .flatten()
+            .any(|cs| cs.allocated_resources.is_some() || cs.resources.is_some())
+    })
+}
+
+/// Whether the pod's `PodResizePending` condition says the resize is infeasible.
+fn resize_infeasible(status: Option<&api::PodStatus>) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodResizePending"))
+        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"))
+}
+
+/// Effective pod requests as kube-scheduler computes them (with in-place pod resize enabled).
+///
+/// The container aggregate ([`aggregate_requests`]) is taken from the spec; for a pod whose
+/// container statuses report allocated or actuated resources it is the component-wise maximum
+/// of the spec, allocated and actuated aggregates (without the spec when the resize is
+/// infeasible). Pod-level requests (`spec.resources`) replace the aggregate for the resources
+/// they cover; `spec.overhead` is added; `pods` is 1.
+fn pod_requests(
+    ctx: &Ctx,
+    spec: &api::PodSpec,
+    status: Option<&api::PodStatus>,
+) -> Result<Resources, ModelError> {
+    let mut sum = if status_reports_resources(status) {
+        let infeasible = resize_infeasible(status);
+        let allocated =
+            aggregate_requests(ctx, spec, status, RequestSource::Allocated, infeasible)?;
+        let mut out = aggregate_requests(ctx, spec, status, RequestSource::Actuated, infeasible)?;
+        out.max_with(&allocated);
+        if !infeasible {
+            out.max_with(&aggregate_requests(
+                ctx,
+                spec,
+                status,
+                RequestSource::Spec,
+                false,
+            )?);
+        }
+        out
+    } else {
+        aggregate_requests(ctx, spec, status, RequestSource::Spec, false)?
+    };
 
     if let Some(pod_level) = spec.resources.as_ref() {
         let explicit = pod_level.requests.as_ref();
@@ -718,7 +831,7 @@ impl Pod {
         out.deletion_ms = time_ms(md.deletion_timestamp.as_ref());
 
         if let Some(spec) = pod.spec.as_ref() {
-            out.requests = pod_requests(&ctx, spec)?;
+            out.requests = pod_requests(&ctx, spec, pod.status.as_ref())?;
             out.node_name = spec
                 .node_name
                 .as_deref()
@@ -918,6 +1031,9 @@ mod tests {
     /// (case, owner references, expected (kind, controller)).
     type OwnerCase = (&'static str, Value, Option<(&'static str, bool)>);
 
+    /// (case, spec cpu, container statuses, conditions, cpu millis incl. the 50m sidecar).
+    type ResizeCase = (&'static str, &'static str, Value, Value, i64);
+
     const MI: i64 = 1 << 20;
     const GI: i64 = 1 << 30;
 
@@ -1101,6 +1217,88 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn running_pod(spec_cpu: &str, statuses: Value, conditions: Value) -> Result<Pod, ModelError> {
+        Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "initContainers": [sidecar("side", "50m")],
+                "containers": [ctr("app", cpu_req(spec_cpu))],
+            },
+            "status": {"phase": "Running", "containerStatuses": statuses, "conditions": conditions},
+        })))
+    }
+
+    fn status(name: &str, allocated: Option<&str>, actuated: Option<&str>) -> Value {
+        let mut s = json!({"name": name, "image": "i", "imageID": "", "ready": true,
+                           "restartCount": 0});
+        if let Some(obj) = s.as_object_mut() {
+            if let Some(a) = allocated {
+                obj.insert("allocatedResources".into(), json!({"cpu": a}));
+            }
+            if let Some(a) = actuated {
+                obj.insert("resources".into(), json!({"requests": {"cpu": a}}));
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn in_place_resize_uses_the_larger_of_spec_and_status() {
+        let infeasible =
+            json!([{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]);
+        let cases: Vec<ResizeCase> = vec![
+            (
+                "no status resources: spec",
+                "100m",
+                json!([status("app", None, None)]),
+                json!([]),
+                150,
+            ),
+            (
+                "allocated above spec",
+                "100m",
+                json!([status("app", Some("500m"), None)]),
+                json!([]),
+                550,
+            ),
+            (
+                "actuated above allocated",
+                "100m",
+                json!([status("app", Some("200m"), Some("300m"))]),
+                json!([]),
+                350,
+            ),
+            (
+                "spec above status",
+                "1",
+                json!([status("app", Some("200m"), None)]),
+                json!([]),
+                1050,
+            ),
+            (
+                "infeasible resize ignores the spec (a status-less container counts 0)",
+                "1",
+                json!([status("app", Some("200m"), None)]),
+                infeasible,
+                200,
+            ),
+        ];
+        for (case, cpu, statuses, conditions, want) in cases {
+            match running_pod(cpu, statuses, conditions) {
+                Ok(p) => assert_eq!(p.requests.cpu, want, "{case}"),
+                Err(e) => panic!("{case}: {e}"),
+            }
+        }
+        let bad = running_pod("1", json!([status("app", Some("x"), None)]), json!([]));
+        let msg = bad.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.starts_with(
+                "Pod default/p: field status.containerStatuses[0].allocatedResources.cpu: "
+            ),
+            "{msg}"
+        );
     }
 
     #[test]
