@@ -16,6 +16,7 @@ pub mod estimator;
 pub mod intern;
 pub mod labels;
 pub mod node;
+pub mod node_group;
 pub mod pod;
 pub mod predicates;
 pub mod quantity;
