@@ -15,6 +15,7 @@ pub mod convert;
 pub mod estimator;
 pub mod intern;
 pub mod labels;
+pub mod limits;
 pub mod node;
 pub mod node_group;
 pub mod pod;

@@ -1,0 +1,416 @@
+//! Cluster-wide resource limits (`--max-nodes-total`, `--cores-total`, `--memory-total`,
+//! `--gpu-total`; the `resourceLimits` of the `ClusterAutoscaler` resource in seed 002).
+//!
+//! Decides how many nodes of a given shape may still be added, and whether a node may be
+//! removed, without crossing a limit. Totals count every node of the cluster, control-plane and
+//! non-autoscaled ones included, by capacity. It must never propose a change that crosses a
+//! limit, and never tries to repair a cluster that is already outside a range (seed 002): it only
+//! refuses to make it worse.
+
+use std::fmt;
+
+use rustc_hash::FxHashMap;
+
+use crate::intern::Sym;
+use crate::node::Node;
+use crate::resources::ResourceName;
+
+/// Bytes in a GiB (memory limits are given in GiB).
+const GIB: i64 = 1 << 30;
+
+/// Why a `min:max` limit text was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitParseError {
+    /// Not `min:max` (or `type:min:max` for GPUs) with non-negative integers.
+    #[error("invalid limit {text:?}: expected {expected}")]
+    Syntax {
+        /// The rejected text.
+        text: String,
+        /// The expected form.
+        expected: &'static str,
+    },
+    /// min greater than max.
+    #[error("invalid limit {text:?}: min {min} is greater than max {max}")]
+    MinAboveMax {
+        /// The rejected text.
+        text: String,
+        /// Parsed min.
+        min: i64,
+        /// Parsed max.
+        max: i64,
+    },
+}
+
+/// An inclusive range in the resource's unit (millicores, bytes, GPU count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// Minimum.
+    pub min: i64,
+    /// Maximum.
+    pub max: i64,
+}
+
+impl Range {
+    /// No limit.
+    pub const UNLIMITED: Range = Range {
+        min: 0,
+        max: i64::MAX,
+    };
+
+    fn parse_pair(text: &str, min: &str, max: &str, unit: i64) -> Result<Range, LimitParseError> {
+        let syntax = || LimitParseError::Syntax {
+            text: text.to_string(),
+            expected: "min:max",
+        };
+        let min: i64 = min.trim().parse().map_err(|_| syntax())?;
+        let max: i64 = max.trim().parse().map_err(|_| syntax())?;
+        if min < 0 || max < 0 {
+            return Err(syntax());
+        }
+        if min > max {
+            return Err(LimitParseError::MinAboveMax {
+                text: text.to_string(),
+                min,
+                max,
+            });
+        }
+        Ok(Range {
+            min: min.saturating_mul(unit),
+            max: max.saturating_mul(unit),
+        })
+    }
+
+    /// Parses `--cores-total` (`min:max` in cores) into millicores.
+    pub fn parse_cores(text: &str) -> Result<Range, LimitParseError> {
+        let (min, max) = split2(text)?;
+        Range::parse_pair(text, min, max, 1000)
+    }
+
+    /// Parses `--memory-total` (`min:max` in GiB) into bytes.
+    pub fn parse_memory_gib(text: &str) -> Result<Range, LimitParseError> {
+        let (min, max) = split2(text)?;
+        Range::parse_pair(text, min, max, GIB)
+    }
+}
+
+fn split2(text: &str) -> Result<(&str, &str), LimitParseError> {
+    text.split_once(':')
+        .filter(|(_, max)| !max.contains(':'))
+        .ok_or_else(|| LimitParseError::Syntax {
+            text: text.to_string(),
+            expected: "min:max",
+        })
+}
+
+/// Parses one `--gpu-total` value, `type:min:max` (e.g. `nvidia.com/gpu:0:16`).
+pub fn parse_gpu_limit(text: &str) -> Result<(ResourceName, Range), LimitParseError> {
+    let syntax = || LimitParseError::Syntax {
+        text: text.to_string(),
+        expected: "type:min:max",
+    };
+    let mut parts = text.rsplitn(3, ':');
+    let (max, min, kind) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(max), Some(min), Some(kind)) if !kind.trim().is_empty() => (max, min, kind.trim()),
+        _ => return Err(syntax()),
+    };
+    let range = Range::parse_pair(text, min, max, 1).map_err(|e| match e {
+        LimitParseError::Syntax { .. } => syntax(),
+        other => other,
+    })?;
+    Ok((ResourceName::parse(kind), range))
+}
+
+/// The cluster-wide limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `--max-nodes-total` (0 means no limit, as upstream).
+    pub max_nodes_total: usize,
+    /// Cores, in millicores.
+    pub cpu: Range,
+    /// Memory, in bytes.
+    pub memory: Range,
+    /// Per GPU resource name (`nvidia.com/gpu`), in devices.
+    pub gpus: Vec<(ResourceName, Range)>,
+}
+
+impl Default for ResourceLimits {
+    /// Upstream's defaults: no node limit, cores 0:320000, memory 0:6400000 GiB, no GPU limit.
+    fn default() -> Self {
+        ResourceLimits {
+            max_nodes_total: 0,
+            cpu: Range {
+                min: 0,
+                max: 320_000 * 1000,
+            },
+            memory: Range {
+                min: 0,
+                max: 6_400_000 * GIB,
+            },
+            gpus: Vec::new(),
+        }
+    }
+}
+
+/// What the cluster has now (capacity of every node, plus upcoming nodes the caller adds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterTotals {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Millicores of capacity.
+    pub cpu: i64,
+    /// Bytes of memory capacity.
+    pub memory: i64,
+    /// GPU devices by resource name.
+    pub gpus: FxHashMap<Sym, i64>,
+}
+
+impl ClusterTotals {
+    /// Totals over `nodes` (every node: control plane and unmanaged nodes count, seed 002).
+    pub fn from_nodes<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> ClusterTotals {
+        let mut t = ClusterTotals::default();
+        for n in nodes {
+            t.add_node(n, 1);
+        }
+        t
+    }
+
+    /// Adds `count` nodes shaped like `node` (e.g. upcoming nodes of a group).
+    pub fn add_node(&mut self, node: &Node, count: usize) {
+        let c = i64::try_from(count).unwrap_or(i64::MAX);
+        self.nodes = self.nodes.saturating_add(count);
+        self.cpu = self.cpu.saturating_add(node.capacity.cpu.saturating_mul(c));
+        self.memory = self
+            .memory
+            .saturating_add(node.capacity.memory.saturating_mul(c));
+        for (name, v) in node.capacity.iter() {
+            if let (ResourceName::Extended(s), true) = (name, name.is_gpu()) {
+                let e = self.gpus.entry(s).or_default();
+                *e = e.saturating_add(v.saturating_mul(c));
+            }
+        }
+    }
+}
+
+/// Which limit stopped or capped a change. `Display` is the reason shown for pods and nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LimitReached {
+    /// `--max-nodes-total`.
+    MaxNodesTotal,
+    /// The cores range.
+    Cores,
+    /// The memory range.
+    Memory,
+    /// A GPU range.
+    Gpu(ResourceName),
+}
+
+impl fmt::Display for LimitReached {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitReached::MaxNodesTotal => f.write_str("max total nodes in cluster reached"),
+            LimitReached::Cores => f.write_str("exceeded quota: cluster-wide cores"),
+            LimitReached::Memory => f.write_str("exceeded quota: cluster-wide memory"),
+            LimitReached::Gpu(name) => write!(f, "exceeded quota: cluster-wide {name}"),
+        }
+    }
+}
+
+impl ResourceLimits {
+    /// How many nodes shaped like `node` may be added to a cluster with `totals`, at most
+    /// `wanted`. Returns the count and, when it is below `wanted`, the first limit that capped it.
+    pub fn max_new_nodes(
+        &self,
+        totals: &ClusterTotals,
+        node: &Node,
+        wanted: usize,
+    ) -> (usize, Option<LimitReached>) {
+        let mut allowed = wanted;
+        let mut reason = None;
+        let mut cap = |headroom: i64, per_node: i64, why: LimitReached| {
+            if per_node <= 0 {
+                return;
+            }
+            let n = usize::try_from((headroom.max(0)) / per_node).unwrap_or(usize::MAX);
+            if n < allowed {
+                allowed = n;
+                reason = Some(why);
+            }
+        };
+        if self.max_nodes_total > 0 {
+            let headroom = self.max_nodes_total.saturating_sub(totals.nodes);
+            cap(
+                i64::try_from(headroom).unwrap_or(i64::MAX),
+                1,
+                LimitReached::MaxNodesTotal,
+            );
+        }
+        cap(
+            self.cpu.max.saturating_sub(totals.cpu),
+            node.capacity.cpu,
+            LimitReached::Cores,
+        );
+        cap(
+            self.memory.max.saturating_sub(totals.memory),
+            node.capacity.memory,
+            LimitReached::Memory,
+        );
+        for (name, range) in &self.gpus {
+            if let ResourceName::Extended(s) = name {
+                let have = totals.gpus.get(s).copied().unwrap_or(0);
+                cap(
+                    range.max.saturating_sub(have),
+                    node.capacity.get(*name),
+                    LimitReached::Gpu(*name),
+                );
+            }
+        }
+        (allowed, reason)
+    }
+
+    /// Whether removing `node` keeps the cluster at or above every minimum. A cluster already
+    /// below a minimum is not made worse: the removal is refused.
+    pub fn check_removal(&self, totals: &ClusterTotals, node: &Node) -> Result<(), LimitReached> {
+        if node.capacity.cpu > 0 && totals.cpu.saturating_sub(node.capacity.cpu) < self.cpu.min {
+            return Err(LimitReached::Cores);
+        }
+        if node.capacity.memory > 0
+            && totals.memory.saturating_sub(node.capacity.memory) < self.memory.min
+        {
+            return Err(LimitReached::Memory);
+        }
+        for (name, range) in &self.gpus {
+            if let ResourceName::Extended(s) = name {
+                let per = node.capacity.get(*name);
+                let have = totals.gpus.get(s).copied().unwrap_or(0);
+                if per > 0 && have.saturating_sub(per) < range.min {
+                    return Err(LimitReached::Gpu(*name));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{GI, NodeBuilder};
+
+    fn node(cpu_cores: i64) -> Node {
+        let mut n = NodeBuilder::new("n", cpu_cores * 1000, 4 * cpu_cores * GI).build();
+        n.capacity = n.allocatable.clone();
+        n
+    }
+
+    #[test]
+    fn seed_002_example_cores_64_adds_at_most_4_nodes() {
+        let limits = ResourceLimits {
+            cpu: Range::parse_cores("0:64").unwrap(),
+            ..Default::default()
+        };
+        // 30 cores in the cluster.
+        let mut totals = ClusterTotals::default();
+        totals.add_node(&node(30), 1);
+        let (n, why) = limits.max_new_nodes(&totals, &node(8), 6);
+        assert_eq!(n, 4);
+        assert_eq!(why, Some(LimitReached::Cores));
+        assert_eq!(
+            why.unwrap().to_string(),
+            "exceeded quota: cluster-wide cores"
+        );
+        totals.add_node(&node(8), n);
+        assert_eq!(totals.cpu, 62_000);
+    }
+
+    #[test]
+    fn max_nodes_total_counts_every_node() {
+        let limits = ResourceLimits {
+            max_nodes_total: 3,
+            ..Default::default()
+        };
+        let totals = ClusterTotals::from_nodes([&node(4), &node(4)]);
+        assert_eq!(
+            limits.max_new_nodes(&totals, &node(4), 3),
+            (1, Some(LimitReached::MaxNodesTotal))
+        );
+        assert_eq!(limits.max_new_nodes(&totals, &node(4), 1), (1, None));
+        let full = ClusterTotals::from_nodes([&node(4), &node(4), &node(4), &node(4)]);
+        assert_eq!(
+            limits.max_new_nodes(&full, &node(4), 2),
+            (0, Some(LimitReached::MaxNodesTotal))
+        );
+    }
+
+    #[test]
+    fn gpu_limits_apply_per_type_and_only_to_gpu_nodes() {
+        let (name, range) = parse_gpu_limit("nvidia.com/gpu:0:4").unwrap();
+        let limits = ResourceLimits {
+            gpus: vec![(name, range)],
+            ..Default::default()
+        };
+        let mut gpu_node = node(8);
+        gpu_node
+            .capacity
+            .set(ResourceName::parse("nvidia.com/gpu"), 2);
+        let mut totals = ClusterTotals::default();
+        totals.add_node(&gpu_node, 1);
+        assert_eq!(limits.max_new_nodes(&totals, &gpu_node, 5).0, 1);
+        assert_eq!(limits.max_new_nodes(&totals, &node(8), 5), (5, None));
+        let mut amd = node(8);
+        amd.capacity.set(ResourceName::parse("amd.com/gpu"), 8);
+        assert_eq!(limits.max_new_nodes(&totals, &amd, 5), (5, None));
+    }
+
+    #[test]
+    fn removal_respects_minimums_and_does_not_repair() {
+        let limits = ResourceLimits {
+            cpu: Range::parse_cores("8:100").unwrap(),
+            memory: Range::parse_memory_gib("0:1000").unwrap(),
+            ..Default::default()
+        };
+        let totals = ClusterTotals::from_nodes([&node(4), &node(4), &node(4)]);
+        assert_eq!(limits.check_removal(&totals, &node(4)), Ok(()));
+        let small = ClusterTotals::from_nodes([&node(4), &node(4)]);
+        assert_eq!(
+            limits.check_removal(&small, &node(4)),
+            Err(LimitReached::Cores)
+        );
+        // Already above max: adding is refused, nothing is removed to repair it.
+        let over = ResourceLimits {
+            cpu: Range::parse_cores("0:4").unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(
+            over.max_new_nodes(&small, &node(4), 1),
+            (0, Some(LimitReached::Cores))
+        );
+    }
+
+    #[test]
+    fn limit_texts_are_validated() {
+        assert_eq!(
+            Range::parse_cores("8:128").unwrap(),
+            Range {
+                min: 8000,
+                max: 128_000
+            }
+        );
+        assert_eq!(Range::parse_memory_gib("4:256").unwrap().max, 256 * GI);
+        for bad in ["", "8", "a:b", "1:2:3", "-1:4", "4:-1"] {
+            assert!(
+                matches!(Range::parse_cores(bad), Err(LimitParseError::Syntax { .. })),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Range::parse_cores("9:8"),
+            Err(LimitParseError::MinAboveMax { .. })
+        ));
+        assert!(parse_gpu_limit("0:4").is_err());
+        assert!(parse_gpu_limit(":0:4").is_err());
+        assert!(matches!(
+            parse_gpu_limit("nvidia.com/gpu:5:4"),
+            Err(LimitParseError::MinAboveMax { .. })
+        ));
+    }
+}
