@@ -13,6 +13,7 @@
 //! state is empty. This module only reads the snapshot; it never mutates it and never panics.
 
 use std::fmt;
+use std::sync::LazyLock;
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -142,6 +143,15 @@ impl fmt::Display for Unfit {
         }
     }
 }
+
+/// The wildcard host IP.
+static ANY_IP: LazyLock<Sym> = LazyLock::new(|| Sym::new("0.0.0.0"));
+/// The taint a cordoned node is treated as having.
+static CORDON_TAINT: LazyLock<Taint> = LazyLock::new(|| Taint {
+    key: Sym::new("node.kubernetes.io/unschedulable"),
+    value: Sym::new(""),
+    effect: TaintEffect::NoSchedule,
+});
 
 /// A (topology key, value) pair.
 type Pair = (Sym, Sym);
@@ -379,9 +389,14 @@ impl ClusterSnapshot {
                     min: 0,
                 })
                 .collect();
-            // Per node and constraint: the domain, when the node is eligible.
-            let mut domain: FxHashMap<NodeId, SmallVec<[Option<Sym>; 2]>> = FxHashMap::default();
+            // Per node id and constraint: the domain, when the node is eligible (empty for nodes
+            // lacking a key, which count for no constraint).
+            let mut domain: Vec<SmallVec<[Option<Sym>; 2]>> = Vec::new();
             for (id, info) in self.nodes() {
+                let at = id.0 as usize;
+                if domain.len() <= at {
+                    domain.resize(at + 1, SmallVec::new());
+                }
                 let labels = &info.node.labels;
                 if !hard.iter().all(|c| labels.contains_key(c.topology_key)) {
                     continue;
@@ -402,13 +417,15 @@ impl ClusterSnapshot {
                     }
                     per.push(d);
                 }
-                domain.insert(id, per);
+                domain[at] = per;
             }
             for (n, existing) in self.pods_in_namespace(pod.namespace) {
                 if existing.deletion_ms.is_some() {
                     continue;
                 }
-                let Some(per) = domain.get(&n) else { continue };
+                let Some(per) = domain.get(n.0 as usize) else {
+                    continue;
+                };
                 for ((c, st), d) in hard.iter().zip(states.iter_mut()).zip(per.iter()) {
                     if let Some(v) = d
                         && c.label_selector
@@ -507,7 +524,7 @@ fn check_ports(pod: &Pod, info: &NodeInfo) -> Result<(), Unfit> {
     if pod.host_ports.is_empty() || info.used_ports().is_empty() {
         return Ok(());
     }
-    let any = Sym::new("0.0.0.0");
+    let any = *ANY_IP;
     let used = info.used_ports();
     for want in &pod.host_ports {
         let start = used.partition_point(|u| u.port < want.port);
@@ -592,12 +609,8 @@ fn field_requirement_matches(r: &NodeSelectorRequirement, node: &Node) -> bool {
 #[inline]
 pub fn check_node_static(pod: &Pod, node: &Node) -> Result<(), Unfit> {
     if node.unschedulable {
-        let cordon = Taint {
-            key: Sym::new("node.kubernetes.io/unschedulable"),
-            value: Sym::new(""),
-            effect: TaintEffect::NoSchedule,
-        };
-        if !pod.tolerations.iter().any(|t| t.tolerates(&cordon)) {
+        let cordon: &Taint = &CORDON_TAINT;
+        if !pod.tolerations.iter().any(|t| t.tolerates(cordon)) {
             return Err(Unfit::Unschedulable);
         }
     }
@@ -1443,6 +1456,81 @@ mod tests {
         ];
         for (u, t) in texts {
             assert_eq!(u.to_string(), t);
+        }
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Add(u8, u8, u8),
+            Remove(u8),
+            Fork,
+            Revert,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0u8..16, 0u8..6, 0u8..4).prop_map(|(p, n, k)| Op::Add(p, n, k)),
+                2 => (0u8..16).prop_map(Op::Remove),
+                1 => Just(Op::Fork),
+                1 => Just(Op::Revert),
+            ]
+        }
+
+        fn existing(p: u8, kind: u8) -> Arc<Pod> {
+            let b = PodBuilder::new(&format!("e{p}"), 10, 10);
+            match kind {
+                0 => b.label("app", "web"),
+                1 => b.label("app", "db"),
+                2 => b.label("app", "web").anti_affinity("app", "web", HOST),
+                _ => b.anti_affinity("app", "db", ZONE),
+            }
+            .arc()
+        }
+
+        proptest! {
+            /// Prepared state kept current with `refresh` answers exactly like a fresh
+            /// `prepare`, for trivial and non-trivial pods, across forks and reverts.
+            #[test]
+            fn refreshed_equals_fresh(ops in proptest::collection::vec(op(), 1..40)) {
+                let mut s = zoned();
+                let probes = [
+                    PodBuilder::new("plain", 1, 1).build(),
+                    web("w").build(),
+                    PodBuilder::new("db", 1, 1).label("app", "db").build(),
+                    web("s").spread("app", "web", ZONE, 1, None).build(),
+                    web("a").affinity("app", "web", ZONE).build(),
+                    PodBuilder::new("x", 1, 1).anti_affinity("app", "web", ZONE).build(),
+                ];
+                let mut prepared: Vec<Prepared> = probes.iter().map(|p| s.prepare(p)).collect();
+                let ids: Vec<NodeId> = s.node_ids().collect();
+                for op in ops {
+                    match op {
+                        Op::Add(p, n, k) => {
+                            let _ = s.add_pod(existing(p, k), ids[usize::from(n)]);
+                        }
+                        Op::Remove(p) => {
+                            let name = format!("e{p}");
+                            if let Some((n, _)) = s.pod(Sym::new("default"), &name) {
+                                s.remove_pod(n, Sym::new("default"), &name).unwrap();
+                            }
+                        }
+                        Op::Fork => s.fork(),
+                        Op::Revert => {
+                            let _ = s.revert();
+                        }
+                    }
+                    for (probe, prep) in probes.iter().zip(prepared.iter_mut()) {
+                        s.refresh(probe, prep);
+                        for &n in &ids {
+                            prop_assert_eq!(s.check(probe, prep, n), s.check_pod(probe, n));
+                        }
+                    }
+                }
+            }
         }
     }
 }
