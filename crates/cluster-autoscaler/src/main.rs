@@ -1,1 +1,76 @@
-fn main() {}
+//! `cluster-autoscaler`: the binary. Parses flags, loads input, calls the decision core and
+//! prints or applies its answer. It holds no decision logic of its own.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod plan;
+
+/// Kubernetes cluster autoscaler.
+#[derive(Debug, Parser)]
+#[command(name = "cluster-autoscaler", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Explain scheduling decisions on a snapshot of Kubernetes objects (YAML).
+    ///
+    /// Today it answers, for every pod that is not bound to a node, on which nodes of the
+    /// snapshot it would fit and, where it would not, why not, in kube-scheduler's words. Later
+    /// versions add the full scale-up and scale-down plan.
+    Plan(plan::PlanArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout with success, usage errors to stderr.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Plan(args) => plan::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// A failure of the binary, with the exit code it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl CliError {
+    /// Bad usage or bad input (a flag, a file, an object): exit code 2.
+    pub fn usage(error: anyhow::Error) -> CliError {
+        CliError { code: 2, error }
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}

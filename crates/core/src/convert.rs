@@ -66,7 +66,7 @@ impl Ctx {
         ModelError::Quantity {
             object: self.object.clone(),
             field: field.into(),
-            source,
+            error: source,
         }
     }
 }

@@ -19,14 +19,14 @@ use crate::taints::Toleration;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// A quantity that does not parse or is out of range.
-    #[error("{object}: field {field}: {source}")]
+    #[error("{object}: field {field}: {error}")]
     Quantity {
         /// `Pod ns/name` or `Node name`.
         object: String,
         /// Path of the field, e.g. `spec.containers[0].resources.requests.cpu`.
         field: String,
-        /// The parse error.
-        source: crate::quantity::QuantityError,
+        /// The parse error (part of the message, not a separate cause, so it prints once).
+        error: crate::quantity::QuantityError,
     },
     /// A field with a value the API does not allow.
     #[error("{object}: field {field}: invalid value {value:?}: {why}")]
