@@ -12,6 +12,8 @@
 
 pub mod affinity;
 pub mod convert;
+pub mod daemonset;
+pub mod duration;
 pub mod estimator;
 pub mod intern;
 pub mod labels;
