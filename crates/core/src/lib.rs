@@ -20,6 +20,7 @@ pub mod labels;
 pub mod limits;
 pub mod node;
 pub mod node_group;
+pub mod pending;
 pub mod pod;
 pub mod predicates;
 pub mod quantity;
