@@ -152,6 +152,9 @@ pub struct Estimate {
     pub skipped: Vec<usize>,
     /// The limit that cut the estimate short, if any.
     pub limit_hit: Option<LimitHit>,
+    /// How many pod-node predicate checks were run (for metrics, and to keep the equivalence
+    /// shortcuts honest in tests).
+    pub checks: usize,
 }
 
 impl Estimate {
@@ -218,6 +221,7 @@ struct Packer<'a, B> {
     unplaced: Vec<(usize, Unfit)>,
     skipped: Vec<usize>,
     limit_hit: Option<LimitHit>,
+    checks: usize,
 }
 
 /// Outcome of trying a pod on a fresh template node.
@@ -246,6 +250,7 @@ impl<'a, B: Budget> Packer<'a, B> {
             unplaced: Vec::new(),
             skipped: Vec::new(),
             limit_hit: None,
+            checks: 0,
         }
     }
 
@@ -273,6 +278,7 @@ impl<'a, B: Budget> Packer<'a, B> {
             unplaced: self.unplaced,
             skipped: self.skipped,
             limit_hit: self.limit_hit,
+            checks: self.checks,
         })
     }
 
@@ -285,9 +291,11 @@ impl<'a, B: Budget> Packer<'a, B> {
             cursor: 0,
             fresh_refusal: None,
         });
-        snapshot.refresh(pod, &mut group.prepared);
-
+        if group.cursor < self.opened.len() {
+            snapshot.refresh(pod, &mut group.prepared);
+        }
         while let Some(node) = self.opened.get_mut(group.cursor) {
+            self.checks += 1;
             if snapshot.check(pod, &group.prepared, node.id).is_ok() {
                 snapshot.add_pod(Arc::clone(pod), node.id)?;
                 node.pods.push(i);
@@ -312,6 +320,7 @@ impl<'a, B: Budget> Packer<'a, B> {
 
         let name = free_name(snapshot, &self.template.node, &mut self.next_suffix);
         snapshot.fork();
+        self.checks += 1;
         let trial = try_fresh_node(snapshot, self.template, name, pod, i, &mut group.prepared);
         match trial {
             Ok(Trial::Opened(node)) => {
@@ -475,6 +484,47 @@ mod tests {
         assert!(e.new_nodes.iter().all(|n| n.pods.len() == 2));
         assert!(e.unplaced.is_empty() && e.skipped.is_empty() && e.limit_hit.is_none());
         assert_eq!(e.placed_count(), 10);
+    }
+
+    #[test]
+    fn equivalent_pods_check_each_opened_node_once() {
+        let mut snap = ClusterSnapshot::new();
+        // Two groups interleaved, 10 pods per 1000m node.
+        let ps: Vec<_> = (0..200)
+            .map(|i| {
+                PodBuilder::new(&format!("p{i}"), 100, MI)
+                    .owner("ReplicaSet", if i % 2 == 0 { "a" } else { "b" })
+                    .arc()
+            })
+            .collect();
+        let e = estimate(
+            &mut snap,
+            &ps,
+            &template(1000, 4 * GI),
+            EstimatorLimits::unlimited(),
+        )
+        .expect("estimate");
+        assert_partition(&e, ps.len());
+        assert_eq!(e.node_count, 20);
+        // One check per pod plus at most one refusal per (group, node).
+        assert!(
+            e.checks <= ps.len() + 2 * e.node_count,
+            "{} checks",
+            e.checks
+        );
+        // Input order is kept for equal sizes, so the groups share nodes.
+        assert_eq!(e.new_nodes[0].pods, (0..10).collect::<Vec<_>>());
+
+        // A whole group that fits no template node costs one check.
+        let big = pods(50, 5000, MI);
+        let e = estimate(
+            &mut snap,
+            &big,
+            &template(1000, 4 * GI),
+            EstimatorLimits::unlimited(),
+        )
+        .expect("estimate");
+        assert_eq!((e.node_count, e.unplaced.len(), e.checks), (0, 50, 1));
     }
 
     #[test]
