@@ -18,7 +18,9 @@ impl Labels {
     }
 
     /// Builds a set from pairs; a later duplicate key wins.
-    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (K, V)>) -> Labels {
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Labels {
         let mut v: Vec<(Sym, Sym)> = Vec::new();
         for (k, val) in pairs {
             let k = Sym::new(k.as_ref());
@@ -35,7 +37,10 @@ impl Labels {
     /// The value of `key`, if present.
     #[inline]
     pub fn get(&self, key: Sym) -> Option<Sym> {
-        self.0.binary_search_by_key(&key, |(k, _)| *k).ok().map(|i| self.0[i].1)
+        self.0
+            .binary_search_by_key(&key, |(k, _)| *k)
+            .ok()
+            .map(|i| self.0[i].1)
     }
 
     /// The value of the label named `key`, if present (looks the key up without interning it).
@@ -166,7 +171,10 @@ mod tests {
         assert_eq!(l.len(), 2);
         assert_eq!(l.get_str("b"), Some("3"));
         l.insert(Sym::new("0"), Sym::new("x"));
-        assert_eq!(l.iter().next().map(|(k, _)| k), l.iter().map(|(k, _)| k).min());
+        assert_eq!(
+            l.iter().next().map(|(k, _)| k),
+            l.iter().map(|(k, _)| k).min()
+        );
         assert_eq!(l.remove(Sym::new("a")), Some(Sym::new("2")));
         assert_eq!(l.get_str("a"), None);
     }
@@ -182,7 +190,10 @@ mod tests {
         };
         assert!(s.matches(&l));
         assert!(!s.matches(&Labels::from_pairs([("app", "web")])));
-        assert!(req("x", SelectorOp::NotIn, &["1"]).matches(&l), "NotIn matches a missing key");
+        assert!(
+            req("x", SelectorOp::NotIn, &["1"]).matches(&l),
+            "NotIn matches a missing key"
+        );
         assert!(!req("app", SelectorOp::NotIn, &["web"]).matches(&l));
         assert!(req("app", SelectorOp::Exists, &[]).matches(&l));
         assert!(req("x", SelectorOp::DoesNotExist, &[]).matches(&l));

@@ -197,7 +197,10 @@ impl Pod {
             uid: Arc::from(""),
             labels: Labels::new(),
             annotations: Vec::new(),
-            requests: Resources { pods: 1, ..Resources::default() },
+            requests: Resources {
+                pods: 1,
+                ..Resources::default()
+            },
             node_name: None,
             node_selector: Labels::new(),
             required_node_affinity: None,

@@ -34,19 +34,25 @@ pub struct Quantity {
 impl Quantity {
     /// The value in thousandths of the unit, rounded up (CPU millicores).
     pub fn to_milli_ceil(&self) -> Result<i64, QuantityError> {
-        Err(QuantityError::OutOfRange { text: self.text.clone() })
+        Err(QuantityError::OutOfRange {
+            text: self.text.clone(),
+        })
     }
 
     /// The value in whole units, rounded up (bytes, counts).
     pub fn to_units_ceil(&self) -> Result<i64, QuantityError> {
-        Err(QuantityError::OutOfRange { text: self.text.clone() })
+        Err(QuantityError::OutOfRange {
+            text: self.text.clone(),
+        })
     }
 }
 
 impl FromStr for Quantity {
     type Err = QuantityError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Quantity { text: s.to_string() })
+        Ok(Quantity {
+            text: s.to_string(),
+        })
     }
 }
 

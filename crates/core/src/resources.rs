@@ -137,7 +137,11 @@ impl Resources {
             (ResourceName::Pods, self.pods),
         ]
         .into_iter()
-        .chain(self.extended.iter().map(|(k, v)| (ResourceName::Extended(*k), *v)))
+        .chain(
+            self.extended
+                .iter()
+                .map(|(k, v)| (ResourceName::Extended(*k), *v)),
+        )
         .filter(|(_, v)| *v != 0)
     }
 
@@ -145,7 +149,9 @@ impl Resources {
     pub fn add(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_add(other.cpu);
         self.memory = self.memory.saturating_add(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_add(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
         self.pods = self.pods.saturating_add(other.pods);
         for (k, v) in &other.extended {
             let name = ResourceName::Extended(*k);
@@ -157,7 +163,9 @@ impl Resources {
     pub fn sub(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_sub(other.cpu);
         self.memory = self.memory.saturating_sub(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
         self.pods = self.pods.saturating_sub(other.pods);
         for (k, v) in &other.extended {
             let name = ResourceName::Extended(*k);
@@ -196,7 +204,11 @@ impl Resources {
     /// The resources for which `self` (a request) does not fit into `allocatable - used`, in
     /// kube-scheduler's order (pods first, then cpu, memory, ephemeral-storage, extended by name).
     /// A resource the pod does not request never appears, even if the node is over-committed.
-    pub fn insufficient(&self, used: &Resources, allocatable: &Resources) -> SmallVec<[ResourceName; 2]> {
+    pub fn insufficient(
+        &self,
+        used: &Resources,
+        allocatable: &Resources,
+    ) -> SmallVec<[ResourceName; 2]> {
         let mut out = SmallVec::new();
         if self.pods > 0 && self.pods > allocatable.pods - used.pods {
             out.push(ResourceName::Pods);
@@ -247,12 +259,33 @@ mod tests {
 
     #[test]
     fn fit_and_insufficient_agree() {
-        let mut alloc = Resources { cpu: 1000, memory: 1 << 30, ephemeral_storage: 0, pods: 2, ..Default::default() };
+        let mut alloc = Resources {
+            cpu: 1000,
+            memory: 1 << 30,
+            ephemeral_storage: 0,
+            pods: 2,
+            ..Default::default()
+        };
         alloc.set(gpu(), 1);
-        let used = Resources { cpu: 600, memory: 0, ephemeral_storage: 0, pods: 1, ..Default::default() };
-        let mut req = Resources { cpu: 500, memory: 10, ephemeral_storage: 0, pods: 1, ..Default::default() };
+        let used = Resources {
+            cpu: 600,
+            memory: 0,
+            ephemeral_storage: 0,
+            pods: 1,
+            ..Default::default()
+        };
+        let mut req = Resources {
+            cpu: 500,
+            memory: 10,
+            ephemeral_storage: 0,
+            pods: 1,
+            ..Default::default()
+        };
         assert!(!req.fits(&used, &alloc));
-        assert_eq!(req.insufficient(&used, &alloc).as_slice(), &[ResourceName::Cpu]);
+        assert_eq!(
+            req.insufficient(&used, &alloc).as_slice(),
+            &[ResourceName::Cpu]
+        );
         req.cpu = 400;
         assert!(req.fits(&used, &alloc));
         assert!(req.insufficient(&used, &alloc).is_empty());
@@ -263,11 +296,20 @@ mod tests {
 
     #[test]
     fn arithmetic_saturates() {
-        let mut a = Resources { cpu: i64::MAX - 1, ..Default::default() };
-        a.add(&Resources { cpu: 10, ..Default::default() });
+        let mut a = Resources {
+            cpu: i64::MAX - 1,
+            ..Default::default()
+        };
+        a.add(&Resources {
+            cpu: 10,
+            ..Default::default()
+        });
         assert_eq!(a.cpu, i64::MAX);
         let mut b = Resources::default();
-        b.max_with(&Resources { memory: 5, ..Default::default() });
+        b.max_with(&Resources {
+            memory: 5,
+            ..Default::default()
+        });
         assert_eq!(b.memory, 5);
     }
 }

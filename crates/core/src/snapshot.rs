@@ -1,20 +1,38 @@
-//! CONTRACT (being implemented by the snapshot/predicates work): the cluster snapshot.
+//! The cluster snapshot the scheduling simulation runs on: nodes, the pods placed on them and
+//! the indices the predicates read.
 //!
-//! Holds nodes and the pods on them, with nested `fork()` / `revert()` / `commit()` whose cost is
-//! proportional to the changes made, and the indices the predicates need.
+//! Mutations can be undone in nested layers: [`ClusterSnapshot::fork`] opens a layer, and every
+//! mutation made while a layer is open records its inverse in that layer's undo log.
+//! [`ClusterSnapshot::revert`] replays the log backwards, [`ClusterSnapshot::commit`] hands it to
+//! the layer below (or drops it at the outermost layer). Both cost time proportional to the
+//! changes made since the fork, never to the size of the cluster, and revert restores the exact
+//! previous state (same node ids, same pod order, same indices).
+//!
+//! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
+//! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use crate::affinity::NamespaceLabels;
 use crate::intern::Sym;
+use crate::labels::Labels;
 use crate::node::Node;
-use crate::pod::Pod;
+use crate::pod::{HostPort, Pod};
 use crate::resources::Resources;
 
 /// Index of a node in a snapshot. Stable while the node exists; may be reused after the node is
 /// removed or its fork reverted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub u32);
+
+impl NodeId {
+    #[inline]
+    fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// Errors of snapshot mutations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,70 +63,731 @@ pub struct NodeInfo {
     pub pods: Vec<Arc<Pod>>,
     /// Sum of the pods' requests (`pods` counts them).
     pub requested: Resources,
+    /// Host ports bound by the pods, as a sorted multiset (one entry per binding pod).
+    ports: Vec<HostPort>,
+}
+
+fn port_key(p: &HostPort) -> (u16, Sym, Sym) {
+    (p.port, p.protocol, p.ip)
+}
+
+impl NodeInfo {
+    fn new(node: Arc<Node>) -> NodeInfo {
+        NodeInfo {
+            node,
+            pods: Vec::new(),
+            requested: Resources::default(),
+            ports: Vec::new(),
+        }
+    }
+
+    /// Host ports in use on this node, sorted by port, protocol and IP; a port bound by two pods
+    /// appears twice.
+    pub fn used_ports(&self) -> &[HostPort] {
+        &self.ports
+    }
+
+    fn account(&mut self, pod: &Pod) {
+        self.requested.add(&pod.requests);
+        for hp in &pod.host_ports {
+            let k = port_key(hp);
+            let at = self.ports.partition_point(|p| port_key(p) <= k);
+            self.ports.insert(at, *hp);
+        }
+    }
+
+    fn unaccount(&mut self, pod: &Pod) {
+        self.requested.sub(&pod.requests);
+        for hp in &pod.host_ports {
+            if let Some(i) = self.ports.iter().position(|p| p == hp) {
+                self.ports.remove(i);
+            }
+        }
+    }
+}
+
+/// Pods by namespace, then name, with the node each is on.
+type PodIndex = FxHashMap<Sym, FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>>;
+
+/// One recorded inverse operation.
+#[derive(Debug)]
+enum Undo {
+    /// A node was added at this id; `reused` says whether the id came from the free list.
+    AddedNode { id: NodeId, reused: bool },
+    /// A node was removed, with everything it held.
+    RemovedNode { id: NodeId, info: Box<NodeInfo> },
+    /// A pod was appended to a node's pod list.
+    AddedPod { node: NodeId },
+    /// A pod was removed from position `at` of a node's pod list.
+    RemovedPod {
+        node: NodeId,
+        at: usize,
+        pod: Arc<Pod>,
+    },
+    /// The namespace labels were replaced.
+    NamespaceLabels { old: FxHashMap<Sym, Labels> },
 }
 
 /// The snapshot.
 #[derive(Debug, Default)]
 pub struct ClusterSnapshot {
-    _todo: (),
+    slots: Vec<Option<NodeInfo>>,
+    free: Vec<u32>,
+    live: usize,
+    by_name: FxHashMap<Sym, NodeId>,
+    pods: PodIndex,
+    pod_count: usize,
+    /// Pods with required anti-affinity terms, by namespace and name.
+    anti: PodIndex,
+    anti_count: usize,
+    ns_labels: FxHashMap<Sym, Labels>,
+    /// Returned for namespaces without known labels.
+    no_labels: Labels,
+    logs: Vec<Vec<Undo>>,
+    version: u64,
 }
 
-#[allow(missing_docs, unused_variables)]
+fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>) {
+    index
+        .entry(pod.namespace)
+        .or_default()
+        .insert(pod.name.clone(), (node, pod.clone()));
+}
+
+fn index_remove(index: &mut PodIndex, pod: &Pod) {
+    if let Some(m) = index.get_mut(&pod.namespace) {
+        m.remove(&*pod.name);
+        if m.is_empty() {
+            index.remove(&pod.namespace);
+        }
+    }
+}
+
 impl ClusterSnapshot {
+    /// An empty snapshot with no fork open.
     pub fn new() -> Self {
-        unimplemented!()
+        Self::default()
     }
-    /// Namespace labels, for `namespaceSelector` in affinity terms.
+
+    /// Namespace labels, for `namespaceSelector` in affinity terms. Replaces any previous set;
+    /// undone by `revert` like every other mutation.
     pub fn set_namespace_labels(&mut self, namespaces: Vec<NamespaceLabels>) {
-        unimplemented!()
+        let new: FxHashMap<Sym, Labels> =
+            namespaces.into_iter().map(|n| (n.name, n.labels)).collect();
+        let old = std::mem::replace(&mut self.ns_labels, new);
+        self.record(Undo::NamespaceLabels { old });
+        self.version += 1;
     }
+
+    /// The labels of `namespace` (empty when unknown).
+    pub fn namespace_labels(&self, namespace: Sym) -> &Labels {
+        self.ns_labels.get(&namespace).unwrap_or(&self.no_labels)
+    }
+
+    /// Adds a node without pods.
     pub fn add_node(&mut self, node: Arc<Node>) -> Result<NodeId, SnapshotError> {
-        unimplemented!()
+        if self.by_name.contains_key(&node.name) {
+            return Err(SnapshotError::DuplicateNode(node.name.to_string()));
+        }
+        let (id, reused) = match self.free.pop() {
+            Some(i) => (NodeId(i), true),
+            None => {
+                self.slots.push(None);
+                (NodeId((self.slots.len() - 1) as u32), false)
+            }
+        };
+        self.by_name.insert(node.name, id);
+        self.slots[id.idx()] = Some(NodeInfo::new(node));
+        self.live += 1;
+        self.record(Undo::AddedNode { id, reused });
+        self.version += 1;
+        Ok(id)
     }
+
     /// Removes the node and its pods.
     pub fn remove_node(&mut self, id: NodeId) -> Result<(), SnapshotError> {
-        unimplemented!()
+        let info = self
+            .slots
+            .get_mut(id.idx())
+            .and_then(Option::take)
+            .ok_or_else(|| SnapshotError::UnknownNode(format!("#{}", id.0)))?;
+        for pod in &info.pods {
+            self.unindex_pod(pod);
+        }
+        self.by_name.remove(&info.node.name);
+        self.free.push(id.0);
+        self.live -= 1;
+        self.record(Undo::RemovedNode {
+            id,
+            info: Box::new(info),
+        });
+        self.version += 1;
+        Ok(())
     }
+
     /// Places `pod` on `node` (regardless of predicates: callers check first).
     pub fn add_pod(&mut self, pod: Arc<Pod>, node: NodeId) -> Result<(), SnapshotError> {
-        unimplemented!()
+        if self.slot(node).is_none() {
+            return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
+        }
+        if self
+            .pods
+            .get(&pod.namespace)
+            .is_some_and(|m| m.contains_key(&*pod.name))
+        {
+            return Err(SnapshotError::DuplicatePod(pod.key()));
+        }
+        self.push_pod(node, pod);
+        self.record(Undo::AddedPod { node });
+        self.version += 1;
+        Ok(())
     }
-    pub fn remove_pod(&mut self, node: NodeId, namespace: Sym, name: &str) -> Result<Arc<Pod>, SnapshotError> {
-        unimplemented!()
+
+    /// Removes the pod `namespace/name` from `node` and returns it.
+    pub fn remove_pod(
+        &mut self,
+        node: NodeId,
+        namespace: Sym,
+        name: &str,
+    ) -> Result<Arc<Pod>, SnapshotError> {
+        let Some(info) = self.slot(node) else {
+            return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
+        };
+        let Some(at) = info
+            .pods
+            .iter()
+            .position(|p| p.namespace == namespace && &*p.name == name)
+        else {
+            return Err(SnapshotError::UnknownPod(
+                format!("{namespace}/{name}"),
+                info.node.name.to_string(),
+            ));
+        };
+        let pod = self.take_pod(node, at);
+        self.record(Undo::RemovedPod {
+            node,
+            at,
+            pod: pod.clone(),
+        });
+        self.version += 1;
+        Ok(pod)
     }
+
+    /// The id of the node named `name`.
     pub fn node_id(&self, name: Sym) -> Option<NodeId> {
-        unimplemented!()
+        self.by_name.get(&name).copied()
     }
+
+    /// The node with this id, if live.
     pub fn node(&self, id: NodeId) -> Option<&NodeInfo> {
-        unimplemented!()
+        self.slot(id)
     }
-    /// Live nodes.
+
+    /// The node with this name, if present.
+    pub fn node_by_name(&self, name: Sym) -> Option<&NodeInfo> {
+        self.node_id(name).and_then(|id| self.slot(id))
+    }
+
+    /// The pod `namespace/name` and the node it is on.
+    pub fn pod(&self, namespace: Sym, name: &str) -> Option<(NodeId, &Arc<Pod>)> {
+        self.pods
+            .get(&namespace)
+            .and_then(|m| m.get(name))
+            .map(|(n, p)| (*n, p))
+    }
+
+    /// Every pod of `namespace` with its node, in no particular order.
+    pub fn pods_in_namespace(
+        &self,
+        namespace: Sym,
+    ) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
+        self.pods
+            .get(&namespace)
+            .into_iter()
+            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+    }
+
+    /// Every pod with its node, namespace by namespace, in no particular order.
+    pub fn all_pods(&self) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
+        self.pods
+            .values()
+            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+    }
+
+    /// Namespaces holding at least one pod.
+    pub fn namespaces(&self) -> impl Iterator<Item = Sym> + '_ {
+        self.pods.keys().copied()
+    }
+
+    /// Pods with required anti-affinity terms, with their node, in no particular order.
+    pub fn pods_with_anti_affinity(&self) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
+        self.anti
+            .values()
+            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+    }
+
+    /// Number of pods with required anti-affinity terms.
+    pub fn anti_affinity_pod_count(&self) -> usize {
+        self.anti_count
+    }
+
+    /// Number of pods in the snapshot.
+    pub fn pod_count(&self) -> usize {
+        self.pod_count
+    }
+
+    /// Live nodes, by increasing id.
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
-        std::iter::empty()
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| NodeId(i as u32))
     }
+
+    /// Live nodes with their info, by increasing id.
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|n| (NodeId(i as u32), n)))
+    }
+
     /// Number of live nodes.
     pub fn len(&self) -> usize {
-        unimplemented!()
+        self.live
     }
+
+    /// Whether there is no node.
     pub fn is_empty(&self) -> bool {
-        unimplemented!()
+        self.live == 0
     }
+
+    /// Opens a new undo layer.
     pub fn fork(&mut self) {
-        unimplemented!()
+        self.logs.push(Vec::new());
     }
+
+    /// Undoes every mutation since the matching `fork` and closes that layer.
     pub fn revert(&mut self) -> Result<(), SnapshotError> {
-        unimplemented!()
+        let log = self.logs.pop().ok_or(SnapshotError::NoFork)?;
+        for op in log.into_iter().rev() {
+            self.undo(op);
+        }
+        self.version += 1;
+        Ok(())
     }
+
+    /// Keeps the mutations since the matching `fork` and closes that layer (they stay undoable
+    /// by the enclosing layer, if any).
     pub fn commit(&mut self) -> Result<(), SnapshotError> {
-        unimplemented!()
+        let log = self.logs.pop().ok_or(SnapshotError::NoFork)?;
+        if let Some(below) = self.logs.last_mut() {
+            below.extend(log);
+        }
+        Ok(())
     }
+
     /// Number of open forks.
     pub fn depth(&self) -> usize {
-        unimplemented!()
+        self.logs.len()
     }
+
     /// A counter bumped by every mutation (add/remove node or pod, revert): prepared predicate
     /// state records it to know when it is stale.
     pub fn version(&self) -> u64 {
-        unimplemented!()
+        self.version
+    }
+
+    #[inline]
+    fn slot(&self, id: NodeId) -> Option<&NodeInfo> {
+        self.slots.get(id.idx()).and_then(Option::as_ref)
+    }
+
+    fn record(&mut self, op: Undo) {
+        if let Some(log) = self.logs.last_mut() {
+            log.push(op);
+        }
+    }
+
+    fn index_pod(&mut self, node: NodeId, pod: &Arc<Pod>) {
+        index_insert(&mut self.pods, node, pod);
+        self.pod_count += 1;
+        if !pod.anti_affinity.is_empty() {
+            index_insert(&mut self.anti, node, pod);
+            self.anti_count += 1;
+        }
+    }
+
+    fn unindex_pod(&mut self, pod: &Pod) {
+        index_remove(&mut self.pods, pod);
+        self.pod_count -= 1;
+        if !pod.anti_affinity.is_empty() {
+            index_remove(&mut self.anti, pod);
+            self.anti_count -= 1;
+        }
+    }
+
+    /// Appends `pod` to a live node and indexes it.
+    fn push_pod(&mut self, node: NodeId, pod: Arc<Pod>) {
+        self.index_pod(node, &pod);
+        if let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) {
+            info.account(&pod);
+            info.pods.push(pod);
+        }
+    }
+
+    /// Inserts `pod` at position `at` of a live node and indexes it.
+    fn insert_pod(&mut self, node: NodeId, at: usize, pod: Arc<Pod>) {
+        self.index_pod(node, &pod);
+        if let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) {
+            info.account(&pod);
+            let at = at.min(info.pods.len());
+            info.pods.insert(at, pod);
+        }
+    }
+
+    /// Removes the pod at position `at` of a live node (the caller checked both exist).
+    fn take_pod(&mut self, node: NodeId, at: usize) -> Arc<Pod> {
+        let info = self
+            .slots
+            .get_mut(node.idx())
+            .and_then(Option::as_mut)
+            .expect("take_pod on a live node");
+        let pod = info.pods.remove(at);
+        info.unaccount(&pod);
+        self.unindex_pod(&pod);
+        pod
+    }
+
+    fn undo(&mut self, op: Undo) {
+        match op {
+            Undo::AddedNode { id, reused } => {
+                if let Some(info) = self.slots.get_mut(id.idx()).and_then(Option::take) {
+                    self.by_name.remove(&info.node.name);
+                    self.live -= 1;
+                }
+                if reused {
+                    self.free.push(id.0);
+                } else if id.idx() + 1 == self.slots.len() {
+                    self.slots.pop();
+                }
+            }
+            Undo::RemovedNode { id, info } => {
+                if let Some(i) = self.free.iter().rposition(|f| *f == id.0) {
+                    self.free.remove(i);
+                }
+                for pod in &info.pods {
+                    self.index_pod(id, pod);
+                }
+                self.by_name.insert(info.node.name, id);
+                self.live += 1;
+                if let Some(slot) = self.slots.get_mut(id.idx()) {
+                    *slot = Some(*info);
+                }
+            }
+            Undo::AddedPod { node } => {
+                let last = self.slot(node).map(|n| n.pods.len()).unwrap_or(0);
+                if last > 0 {
+                    self.take_pod(node, last - 1);
+                }
+            }
+            Undo::RemovedPod { node, at, pod } => self.insert_pod(node, at, pod),
+            Undo::NamespaceLabels { old } => self.ns_labels = old,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    /// One node as seen by a [`Picture`]: id, name, pod keys in order, sums, ports.
+    type NodePicture = (u32, Sym, Vec<String>, Resources, Vec<HostPort>);
+
+    /// A canonical, comparable picture of everything observable in a snapshot.
+    #[derive(Debug, PartialEq)]
+    struct Picture {
+        nodes: Vec<NodePicture>,
+        by_name: Vec<(Sym, u32)>,
+        pods: Vec<(String, u32)>,
+        anti: Vec<(String, u32)>,
+        free: Vec<u32>,
+        len: usize,
+        pod_count: usize,
+        anti_count: usize,
+        ns_labels: Vec<(Sym, Labels)>,
+    }
+
+    fn flatten(index: &PodIndex) -> Vec<(String, u32)> {
+        let mut v: Vec<_> = index
+            .values()
+            .flat_map(|m| m.values().map(|(n, p)| (p.key(), n.0)))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn picture(s: &ClusterSnapshot) -> Picture {
+        let mut by_name: Vec<_> = s.by_name.iter().map(|(k, v)| (*k, v.0)).collect();
+        by_name.sort();
+        let mut ns_labels: Vec<_> = s.ns_labels.iter().map(|(k, v)| (*k, v.clone())).collect();
+        ns_labels.sort_by_key(|(k, _)| *k);
+        Picture {
+            nodes: s
+                .nodes()
+                .map(|(id, n)| {
+                    (
+                        id.0,
+                        n.node.name,
+                        n.pods.iter().map(|p| p.key()).collect(),
+                        n.requested.clone(),
+                        n.ports.clone(),
+                    )
+                })
+                .collect(),
+            by_name,
+            pods: flatten(&s.pods),
+            anti: flatten(&s.anti),
+            free: s.free.clone(),
+            len: s.len(),
+            pod_count: s.pod_count,
+            anti_count: s.anti_count,
+            ns_labels,
+        }
+    }
+
+    fn pod(name: &str) -> Arc<Pod> {
+        PodBuilder::new(name, 100, 1 << 20).host_port(80).arc()
+    }
+
+    #[test]
+    fn add_remove_and_lookup() {
+        let mut s = ClusterSnapshot::new();
+        assert!(s.is_empty());
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        let b = s
+            .add_node(NodeBuilder::new("b", 1000, 1 << 30).arc())
+            .unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.node_id(Sym::new("b")), Some(b));
+        s.add_pod(pod("p1"), a).unwrap();
+        s.add_pod(
+            PodBuilder::new("p2", 300, 0)
+                .anti_affinity("x", "y", "h")
+                .arc(),
+            a,
+        )
+        .unwrap();
+        let n = s.node(a).unwrap();
+        assert_eq!(n.requested.cpu, 400);
+        assert_eq!(n.requested.pods, 2);
+        assert_eq!(n.used_ports().len(), 1);
+        assert_eq!(s.pod(Sym::new("default"), "p2").map(|(n, _)| n), Some(a));
+        assert_eq!(s.anti_affinity_pod_count(), 1);
+        let p = s.remove_pod(a, Sym::new("default"), "p1").unwrap();
+        assert_eq!(&*p.name, "p1");
+        assert_eq!(s.node(a).unwrap().requested.cpu, 300);
+        assert!(s.node(a).unwrap().used_ports().is_empty());
+        s.remove_node(a).unwrap();
+        assert_eq!(s.anti_affinity_pod_count(), 0);
+        assert_eq!(s.pod_count(), 0);
+        assert!(s.node(a).is_none());
+        assert_eq!(s.node_ids().collect::<Vec<_>>(), vec![b]);
+        // The freed id is reused.
+        let c = s.add_node(NodeBuilder::new("c", 1, 1).arc()).unwrap();
+        assert_eq!(c, a);
+    }
+
+    #[test]
+    fn errors() {
+        let mut s = ClusterSnapshot::new();
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        assert!(matches!(
+            s.add_node(NodeBuilder::new("a", 1, 1).arc()),
+            Err(SnapshotError::DuplicateNode(n)) if n == "a"
+        ));
+        s.add_pod(pod("p"), a).unwrap();
+        assert!(matches!(
+            s.add_pod(pod("p"), a),
+            Err(SnapshotError::DuplicatePod(_))
+        ));
+        assert!(matches!(
+            s.add_pod(pod("q"), NodeId(7)),
+            Err(SnapshotError::UnknownNode(_))
+        ));
+        assert!(matches!(
+            s.remove_pod(a, Sym::new("default"), "nope"),
+            Err(SnapshotError::UnknownPod(_, _))
+        ));
+        assert!(matches!(
+            s.remove_pod(NodeId(9), Sym::new("default"), "p"),
+            Err(SnapshotError::UnknownNode(_))
+        ));
+        assert!(matches!(
+            s.remove_node(NodeId(9)),
+            Err(SnapshotError::UnknownNode(_))
+        ));
+        assert_eq!(s.revert(), Err(SnapshotError::NoFork));
+        assert_eq!(s.commit(), Err(SnapshotError::NoFork));
+        assert_eq!(s.depth(), 0);
+    }
+
+    #[test]
+    fn nested_fork_revert_commit_restore_exactly() {
+        let mut s = ClusterSnapshot::new();
+        let a = s
+            .add_node(NodeBuilder::new("a", 4000, 1 << 30).arc())
+            .unwrap();
+        let b = s
+            .add_node(NodeBuilder::new("b", 4000, 1 << 30).arc())
+            .unwrap();
+        s.add_pod(pod("p1"), a).unwrap();
+        s.add_pod(
+            PodBuilder::new("p2", 1, 1)
+                .anti_affinity("k", "v", "h")
+                .arc(),
+            a,
+        )
+        .unwrap();
+        s.add_pod(pod("p3"), b).unwrap();
+        let base = picture(&s);
+        let mut last = s.version();
+
+        s.fork();
+        s.remove_pod(a, Sym::new("default"), "p1").unwrap();
+        s.remove_node(a).unwrap();
+        let c = s.add_node(NodeBuilder::new("c", 1, 1).arc()).unwrap();
+        assert_eq!(c, a, "id reused inside the fork");
+        let mid = picture(&s);
+        s.fork();
+        s.add_pod(pod("p4"), c).unwrap();
+        s.remove_node(b).unwrap();
+        s.set_namespace_labels(vec![NamespaceLabels {
+            name: Sym::new("default"),
+            labels: Labels::from_pairs([("team", "x")]),
+        }]);
+        assert_eq!(s.depth(), 2);
+        assert!(s.version() > last);
+        last = s.version();
+        s.revert().unwrap();
+        assert!(s.version() > last);
+        last = s.version();
+        assert_eq!(picture(&s), mid);
+        s.fork();
+        s.add_pod(pod("p5"), c).unwrap();
+        s.commit().unwrap();
+        assert_eq!(s.depth(), 1);
+        s.revert().unwrap();
+        assert!(s.version() > last);
+        assert_eq!(picture(&s), base);
+        assert_eq!(s.depth(), 0);
+
+        // A commit at depth 0 keeps the changes.
+        s.fork();
+        s.remove_node(b).unwrap();
+        s.commit().unwrap();
+        assert!(s.node(b).is_none());
+        assert_eq!(s.revert(), Err(SnapshotError::NoFork));
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            AddNode(u8),
+            RemoveNode(u8),
+            AddPod(u8, u8, bool),
+            RemovePod(u8),
+            Fork,
+            Revert,
+            Commit,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => (0u8..6).prop_map(Op::AddNode),
+                1 => (0u8..8).prop_map(Op::RemoveNode),
+                4 => (0u8..12, 0u8..8, any::<bool>()).prop_map(|(p, n, a)| Op::AddPod(p, n, a)),
+                2 => (0u8..12).prop_map(Op::RemovePod),
+                2 => Just(Op::Fork),
+                1 => Just(Op::Revert),
+                1 => Just(Op::Commit),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn random_sequences_match_model(ops in proptest::collection::vec(op(), 1..80)) {
+                let mut s = ClusterSnapshot::new();
+                // The model: a picture taken at every fork.
+                let mut saved: Vec<Picture> = Vec::new();
+                let mut version = s.version();
+                for op in ops {
+                    match op {
+                        Op::AddNode(i) => {
+                            let _ = s.add_node(NodeBuilder::new(&format!("n{i}"), 1000, 1000).arc());
+                        }
+                        Op::RemoveNode(i) => {
+                            let _ = s.remove_node(NodeId(u32::from(i)));
+                        }
+                        Op::AddPod(p, n, anti) => {
+                            let mut b = PodBuilder::new(&format!("p{p}"), i64::from(p) + 1, 7)
+                                .host_port(u16::from(p % 3) + 1);
+                            if anti {
+                                b = b.anti_affinity("a", "b", "h");
+                            }
+                            let _ = s.add_pod(b.arc(), NodeId(u32::from(n)));
+                        }
+                        Op::RemovePod(p) => {
+                            let name = format!("p{p}");
+                            if let Some((n, _)) = s.pod(Sym::new("default"), &name) {
+                                s.remove_pod(n, Sym::new("default"), &name).unwrap();
+                            }
+                        }
+                        Op::Fork => {
+                            saved.push(picture(&s));
+                            s.fork();
+                        }
+                        Op::Revert => {
+                            let r = s.revert();
+                            match saved.pop() {
+                                Some(p) => {
+                                    prop_assert!(r.is_ok());
+                                    prop_assert_eq!(picture(&s), p);
+                                }
+                                None => prop_assert_eq!(r, Err(SnapshotError::NoFork)),
+                            }
+                        }
+                        Op::Commit => {
+                            let r = s.commit();
+                            prop_assert_eq!(r.is_ok(), saved.pop().is_some());
+                        }
+                    }
+                    prop_assert!(s.version() >= version);
+                    version = s.version();
+                    prop_assert_eq!(s.depth(), saved.len());
+                    // Sums always equal a recomputation.
+                    for (_, n) in s.nodes() {
+                        let mut r = Resources::default();
+                        for p in &n.pods {
+                            r.add(&p.requests);
+                        }
+                        prop_assert_eq!(&r, &n.requested);
+                    }
+                }
+                while let Some(p) = saved.pop() {
+                    s.revert().unwrap();
+                    prop_assert_eq!(picture(&s), p);
+                }
+            }
+        }
     }
 }

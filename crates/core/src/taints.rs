@@ -100,11 +100,20 @@ mod tests {
     use super::*;
 
     fn taint(k: &str, v: &str, e: TaintEffect) -> Taint {
-        Taint { key: Sym::new(k), value: Sym::new(v), effect: e }
+        Taint {
+            key: Sym::new(k),
+            value: Sym::new(v),
+            effect: e,
+        }
     }
 
     fn tol(k: Option<&str>, op: TolerationOp, v: &str, e: Option<TaintEffect>) -> Toleration {
-        Toleration { key: k.map(Sym::new), op, value: Sym::new(v), effect: e }
+        Toleration {
+            key: k.map(Sym::new),
+            op,
+            value: Sym::new(v),
+            effect: e,
+        }
     }
 
     #[test]
@@ -113,16 +122,41 @@ mod tests {
         assert!(tol(Some("gpu"), TolerationOp::Equal, "true", None).tolerates(&t));
         assert!(!tol(Some("gpu"), TolerationOp::Equal, "false", None).tolerates(&t));
         assert!(tol(Some("gpu"), TolerationOp::Exists, "", None).tolerates(&t));
-        assert!(tol(None, TolerationOp::Exists, "", None).tolerates(&t), "empty key + Exists");
+        assert!(
+            tol(None, TolerationOp::Exists, "", None).tolerates(&t),
+            "empty key + Exists"
+        );
         assert!(!tol(None, TolerationOp::Equal, "", None).tolerates(&t));
-        assert!(!tol(Some("gpu"), TolerationOp::Exists, "", Some(TaintEffect::NoExecute)).tolerates(&t));
-        assert!(tol(None, TolerationOp::Exists, "", Some(TaintEffect::NoSchedule)).tolerates(&t));
+        assert!(
+            !tol(
+                Some("gpu"),
+                TolerationOp::Exists,
+                "",
+                Some(TaintEffect::NoExecute)
+            )
+            .tolerates(&t)
+        );
+        assert!(
+            tol(
+                None,
+                TolerationOp::Exists,
+                "",
+                Some(TaintEffect::NoSchedule)
+            )
+            .tolerates(&t)
+        );
     }
 
     #[test]
     fn prefer_no_schedule_never_blocks() {
-        let taints = [taint("a", "", TaintEffect::PreferNoSchedule), taint("b", "", TaintEffect::NoExecute)];
-        assert_eq!(first_untolerated(&taints, &[]).map(|t| t.key), Some(Sym::new("b")));
+        let taints = [
+            taint("a", "", TaintEffect::PreferNoSchedule),
+            taint("b", "", TaintEffect::NoExecute),
+        ];
+        assert_eq!(
+            first_untolerated(&taints, &[]).map(|t| t.key),
+            Some(Sym::new("b"))
+        );
         let tols = [tol(Some("b"), TolerationOp::Exists, "", None)];
         assert!(first_untolerated(&taints, &tols).is_none());
     }

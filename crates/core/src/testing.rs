@@ -12,7 +12,7 @@ use crate::labels::{LabelSelector, Labels};
 use crate::node::{Node, NodeCondition};
 use crate::pod::{HostPort, OwnerRef, Pod};
 use crate::resources::{ResourceName, Resources};
-use crate::taints::{Taint, TaintEffect, TolerationOp, Toleration};
+use crate::taints::{Taint, TaintEffect, Toleration, TolerationOp};
 
 /// One GiB in bytes.
 pub const GI: i64 = 1 << 30;
@@ -27,10 +27,21 @@ impl NodeBuilder {
     /// A Ready node named `name` with `cpu_milli` millicores, `memory` bytes and 110 pod slots.
     pub fn new(name: &str, cpu_milli: i64, memory: i64) -> NodeBuilder {
         let mut n = Node::new(name);
-        n.allocatable = Resources { cpu: cpu_milli, memory, ephemeral_storage: 100 * GI, pods: 110, ..Default::default() };
+        n.allocatable = Resources {
+            cpu: cpu_milli,
+            memory,
+            ephemeral_storage: 100 * GI,
+            pods: 110,
+            ..Default::default()
+        };
         n.capacity = n.allocatable.clone();
-        n.labels.insert(Sym::new("kubernetes.io/hostname"), Sym::new(name));
-        n.conditions.push(NodeCondition { type_: Sym::new("Ready"), status: Sym::new("True"), last_transition_ms: None });
+        n.labels
+            .insert(Sym::new("kubernetes.io/hostname"), Sym::new(name));
+        n.conditions.push(NodeCondition {
+            type_: Sym::new("Ready"),
+            status: Sym::new("True"),
+            last_transition_ms: None,
+        });
         NodeBuilder(n)
     }
     /// Sets the pod slots.
@@ -56,7 +67,11 @@ impl NodeBuilder {
     }
     /// Adds a taint.
     pub fn taint(mut self, k: &str, v: &str, effect: TaintEffect) -> Self {
-        self.0.taints.push(Taint { key: Sym::new(k), value: Sym::new(v), effect });
+        self.0.taints.push(Taint {
+            key: Sym::new(k),
+            value: Sym::new(v),
+            effect,
+        });
         self
     }
     /// Cordons the node.
@@ -133,17 +148,36 @@ impl PodBuilder {
             }],
             match_fields: vec![],
         };
-        self.0.required_node_affinity.get_or_insert_with(NodeSelector::default).terms.push(term);
+        self.0
+            .required_node_affinity
+            .get_or_insert_with(NodeSelector::default)
+            .terms
+            .push(term);
         self
     }
     /// Adds a toleration.
-    pub fn toleration(mut self, key: Option<&str>, op: TolerationOp, value: &str, effect: Option<TaintEffect>) -> Self {
-        self.0.tolerations.push(Toleration { key: key.map(Sym::new), op, value: Sym::new(value), effect });
+    pub fn toleration(
+        mut self,
+        key: Option<&str>,
+        op: TolerationOp,
+        value: &str,
+        effect: Option<TaintEffect>,
+    ) -> Self {
+        self.0.tolerations.push(Toleration {
+            key: key.map(Sym::new),
+            op,
+            value: Sym::new(value),
+            effect,
+        });
         self
     }
     /// Adds a TCP host port on 0.0.0.0.
     pub fn host_port(mut self, port: u16) -> Self {
-        self.0.host_ports.push(HostPort { ip: Sym::new("0.0.0.0"), protocol: Sym::new("TCP"), port });
+        self.0.host_ports.push(HostPort {
+            ip: Sym::new("0.0.0.0"),
+            protocol: Sym::new("TCP"),
+            port,
+        });
         self
     }
     /// Adds a required anti-affinity term against pods labelled `k=v` in the pod's namespace.
@@ -159,12 +193,22 @@ impl PodBuilder {
         self
     }
     /// Adds a hard topology spread constraint over pods labelled `k=v`.
-    pub fn spread(mut self, k: &str, v: &str, topology_key: &str, max_skew: i32, min_domains: Option<i32>) -> Self {
+    pub fn spread(
+        mut self,
+        k: &str,
+        v: &str,
+        topology_key: &str,
+        max_skew: i32,
+        min_domains: Option<i32>,
+    ) -> Self {
         self.0.spread.push(TopologySpreadConstraint {
             max_skew,
             topology_key: Sym::new(topology_key),
             when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-            label_selector: Some(LabelSelector { match_labels: Labels::from_pairs([(k, v)]), match_expressions: vec![] }),
+            label_selector: Some(LabelSelector {
+                match_labels: Labels::from_pairs([(k, v)]),
+                match_expressions: vec![],
+            }),
             min_domains,
             node_affinity_policy: InclusionPolicy::Honor,
             node_taints_policy: InclusionPolicy::Ignore,
@@ -194,7 +238,10 @@ impl PodBuilder {
 
 fn affinity_term(ns: Sym, k: &str, v: &str, topology_key: &str) -> PodAffinityTerm {
     PodAffinityTerm {
-        label_selector: Some(LabelSelector { match_labels: Labels::from_pairs([(k, v)]), match_expressions: vec![] }),
+        label_selector: Some(LabelSelector {
+            match_labels: Labels::from_pairs([(k, v)]),
+            match_expressions: vec![],
+        }),
         namespaces: vec![ns],
         namespace_selector: None,
         topology_key: Sym::new(topology_key),
