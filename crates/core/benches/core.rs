@@ -210,6 +210,71 @@ fn estimator(c: &mut Criterion) {
     });
 }
 
+/// (c') The estimator where prepared predicate state is not trivial: 200 plain pending pods with
+/// 10% of the existing pods carrying anti-affinity terms, and 200 pending pods with a zone spread
+/// constraint. Fewer pods than (c) because each placement may re-prepare every group.
+fn estimator_constrained(c: &mut Criterion) {
+    let template = NodeTemplate {
+        node: NodeBuilder::new("ng-1", 16_000, 64 * GI)
+            .zone("zone-a")
+            .pods(110)
+            .build(),
+        daemonset_pods: vec![],
+    };
+    let pending = |n: usize, spread: bool| -> Vec<Arc<Pod>> {
+        (0..n)
+            .map(|i| {
+                let owner = format!("pending-{}", i % 20);
+                let mut b = PodBuilder::new(&format!("pending-pod-{i}"), 1000, 2 * GI)
+                    .owner("ReplicaSet", &owner)
+                    .label("app", &owner);
+                if spread {
+                    b = b.spread("app", &owner, ZONE, 1, None);
+                }
+                b.arc()
+            })
+            .collect()
+    };
+    let shape = Shape {
+        nodes: 1000,
+        pods_per_node: 30,
+        anti_affinity_percent: 10,
+    };
+    let mut anti = cluster(shape, 5);
+    let plain = pending(200, false);
+    c.bench_function("estimate/200_pods/1000_nodes_10pct_anti_affinity", |b| {
+        b.iter(|| {
+            let e = estimate(&mut anti, &plain, &template, EstimatorLimits::unlimited())
+                .expect("consistent input");
+            black_box(e.node_count)
+        })
+    });
+    let mut snap = cluster(
+        Shape {
+            anti_affinity_percent: 0,
+            ..shape
+        },
+        6,
+    );
+    let spread = pending(200, true);
+    c.bench_function("estimate/200_spread_pods/1000_nodes", |b| {
+        b.iter(|| {
+            let e = estimate(&mut snap, &spread, &template, EstimatorLimits::unlimited())
+                .expect("consistent input");
+            black_box(e.node_count)
+        })
+    });
+}
+
+criterion_group! {
+    name = slow;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(5));
+    targets = estimator_constrained
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
@@ -218,4 +283,4 @@ criterion_group! {
         .measurement_time(Duration::from_secs(3));
     targets = predicates, fork_revert, estimator
 }
-criterion_main!(benches);
+criterion_main!(benches, slow);
