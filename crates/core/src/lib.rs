@@ -28,5 +28,6 @@ pub mod quantity;
 pub mod resources;
 pub mod snapshot;
 pub mod taints;
+pub mod template;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

@@ -1,6 +1,6 @@
 //! The compact node view the simulator works on, built from a `k8s_openapi` `Node`.
 //!
-//! Building a view never panics: malformed fields become a [`ModelError`] naming the node and the
+//! Building a view never panics: malformed fields become a [`ModelError`](crate::pod::ModelError) naming the node and the
 //! field.
 
 use std::sync::Arc;

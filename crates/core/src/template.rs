@@ -1,0 +1,303 @@
+//! Node templates: what a new node of each group would look like when it registers.
+//!
+//! Decides the template of a group: a sanitized copy of a healthy node of the group (a fresh
+//! name and hostname label, the autoscaler's own taints, startup taints and node-condition taints
+//! removed, Ready, schedulable) or, for a group with no usable node, the provider's template;
+//! plus the DaemonSet pods that would start on it and the static (mirror) pods the source node
+//! runs. It never invents capacity: a group with neither a node nor a provider template has no
+//! template, and says so.
+
+use std::sync::Arc;
+
+use crate::daemonset::{DaemonSet, daemon_pods_for};
+use crate::estimator::{HOSTNAME_LABEL, NodeTemplate};
+use crate::intern::Sym;
+use crate::node::{Node, NodeCondition};
+use crate::node_group::NodeGroup;
+use crate::pod::Pod;
+use crate::snapshot::NodeInfo;
+
+/// Taint the autoscaler puts on nodes it is deleting.
+pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+/// Taint the autoscaler puts on nodes it considers unneeded (soft, PreferNoSchedule).
+pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler";
+/// Prefix of taints that are expected to disappear once a node has started.
+pub const STARTUP_TAINT_PREFIX: &str = "startup-taint.cluster-autoscaler.kubernetes.io/";
+/// Older spelling of [`STARTUP_TAINT_PREFIX`], still honoured upstream.
+pub const IGNORE_TAINT_PREFIX: &str = "ignore-taint.cluster-autoscaler.kubernetes.io/";
+/// Annotation marking a mirror (static) pod.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Taints the node lifecycle controller sets from node conditions: a fresh node does not carry
+/// them once it is Ready.
+const CONDITION_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/network-unavailable",
+    "node.kubernetes.io/out-of-disk",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// Options of template building.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TemplateOptions {
+    /// `--startup-taint` (and the older `--ignore-taint`): taint keys a node sheds once started.
+    pub startup_taints: Vec<String>,
+}
+
+/// Where a template came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateSource {
+    /// A sanitized copy of this node of the group.
+    Node(Sym),
+    /// The provider's template (scale from zero).
+    Provider,
+}
+
+/// Why a group has no template.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoTemplate {
+    /// No healthy node and no provider template.
+    #[error("no node template: the group has no healthy node and the provider gives no template")]
+    Unavailable,
+}
+
+/// A group's template and where it came from.
+#[derive(Clone, Debug)]
+pub struct GroupTemplate {
+    /// The template (node and daemon pods).
+    pub template: NodeTemplate,
+    /// Its source.
+    pub source: TemplateSource,
+}
+
+/// Whether a node may serve as a template: Ready, not being deleted, not cordoned, not marked for
+/// deletion by the autoscaler.
+pub fn is_healthy_template_source(node: &Node) -> bool {
+    node.is_ready()
+        && node.deletion_ms.is_none()
+        && !node.unschedulable
+        && !node
+            .taints
+            .iter()
+            .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT)
+}
+
+/// Builds the template of `group`. `group_nodes` are the group's registered nodes with their
+/// pods, in a stable order (the first healthy one is used, so the choice is deterministic).
+pub fn build_template(
+    group: &NodeGroup,
+    group_nodes: &[&NodeInfo],
+    daemonsets: &[DaemonSet],
+    opts: &TemplateOptions,
+) -> Result<GroupTemplate, NoTemplate> {
+    let name = template_name(group);
+    let (node, mirror_pods, source) = match group_nodes
+        .iter()
+        .find(|n| is_healthy_template_source(&n.node))
+    {
+        Some(info) => {
+            let mirrors: Vec<&Arc<Pod>> = info
+                .pods
+                .iter()
+                .filter(|p| p.annotation(MIRROR_POD_ANNOTATION).is_some())
+                .collect();
+            (
+                sanitize(&info.node, &name, opts),
+                mirrors,
+                TemplateSource::Node(info.node.name),
+            )
+        }
+        None => match &group.template {
+            Some(t) => (
+                sanitize(t, &name, opts),
+                Vec::new(),
+                TemplateSource::Provider,
+            ),
+            None => return Err(NoTemplate::Unavailable),
+        },
+    };
+    let mut pods = daemon_pods_for(daemonsets, &node);
+    for m in mirror_pods {
+        let mut p = (**m).clone();
+        p.name = Arc::from(format!("{}-{}", m.name, node.name));
+        p.node_name = Some(node.name);
+        p.update_equivalence();
+        pods.push(Arc::new(p));
+    }
+    Ok(GroupTemplate {
+        template: NodeTemplate {
+            node,
+            daemonset_pods: pods,
+        },
+        source,
+    })
+}
+
+/// A name no real node has: `template-node-for-<group id>` with `/` replaced.
+fn template_name(group: &NodeGroup) -> String {
+    format!("template-node-for-{}", group.id.as_str().replace('/', "-"))
+}
+
+/// A copy of `node` as a brand-new node of its group would register.
+pub fn sanitize(node: &Node, name: &str, opts: &TemplateOptions) -> Node {
+    let mut n = node.clone();
+    n.name = Sym::new(name);
+    n.uid = Arc::from("");
+    n.labels.insert(Sym::new(HOSTNAME_LABEL), n.name);
+    n.annotations.clear();
+    n.provider_id = None;
+    n.unschedulable = false;
+    n.creation_ms = None;
+    n.deletion_ms = None;
+    n.conditions = vec![NodeCondition {
+        type_: Sym::new("Ready"),
+        status: Sym::new("True"),
+        last_transition_ms: None,
+    }];
+    n.taints.retain(|t| {
+        let key = t.key.as_str();
+        key != TO_BE_DELETED_TAINT
+            && key != DELETION_CANDIDATE_TAINT
+            && !key.starts_with(STARTUP_TAINT_PREFIX)
+            && !key.starts_with(IGNORE_TAINT_PREFIX)
+            && !CONDITION_TAINTS.contains(&key)
+            && !opts.startup_taints.iter().any(|s| s == key)
+    });
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node_group::NodeGroup;
+    use crate::snapshot::ClusterSnapshot;
+    use crate::taints::TaintEffect;
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
+
+    fn info_of(snap: &ClusterSnapshot, name: &str) -> NodeInfo {
+        snap.node_by_name(Sym::new(name)).unwrap().clone()
+    }
+
+    #[test]
+    fn template_from_a_healthy_node_is_sanitized() {
+        let mut snap = ClusterSnapshot::new();
+        let sick = NodeBuilder::new("ng1-sick", 4000, 16 * GI)
+            .unschedulable()
+            .arc();
+        let good = NodeBuilder::new("ng1-a", 4000, 16 * GI)
+            .label("pool", "general")
+            .taint(TO_BE_DELETED_TAINT, "", TaintEffect::NoSchedule)
+            .arc();
+        let good2 = NodeBuilder::new("ng1-b", 4000, 16 * GI)
+            .label("pool", "general")
+            .taint(DELETION_CANDIDATE_TAINT, "", TaintEffect::PreferNoSchedule)
+            .taint(
+                "startup-taint.cluster-autoscaler.kubernetes.io/cni",
+                "",
+                TaintEffect::NoSchedule,
+            )
+            .taint("example.com/warming", "", TaintEffect::NoSchedule)
+            .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute)
+            .taint("dedicated", "batch", TaintEffect::NoSchedule)
+            .arc();
+        for n in [sick, good, good2] {
+            snap.add_node(n).unwrap();
+        }
+        let ids: Vec<_> = ["ng1-sick", "ng1-a", "ng1-b"]
+            .iter()
+            .map(|n| info_of(&snap, n))
+            .collect();
+        let refs: Vec<&NodeInfo> = ids.iter().collect();
+        let opts = TemplateOptions {
+            startup_taints: vec!["example.com/warming".into()],
+        };
+        let t = build_template(
+            &NodeGroup::new("MachineDeployment/ns/ng1", 0, 5, 3),
+            &refs,
+            &[],
+            &opts,
+        )
+        .unwrap();
+        // ng1-sick is cordoned and ng1-a is being deleted: ng1-b is the source.
+        assert_eq!(t.source, TemplateSource::Node(Sym::new("ng1-b")));
+        let node = &t.template.node;
+        assert_eq!(
+            node.name.as_str(),
+            "template-node-for-MachineDeployment-ns-ng1"
+        );
+        assert_eq!(
+            node.labels.get_str(HOSTNAME_LABEL),
+            Some(node.name.as_str())
+        );
+        assert_eq!(node.labels.get_str("pool"), Some("general"));
+        let taints: Vec<&str> = node.taints.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(taints, ["dedicated"]);
+        assert!(node.is_ready() && !node.unschedulable && node.provider_id.is_none());
+    }
+
+    #[test]
+    fn group_at_zero_uses_the_provider_template_and_daemon_pods() {
+        let ds = DaemonSet::from_k8s(
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "proxy", "namespace": "kube-system"},
+                "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "p", "resources": {"requests": {"cpu": "100m"}}}]}}}
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        let mut g = NodeGroup::new("ng0", 0, 5, 0);
+        assert_eq!(
+            build_template(&g, &[], &[], &TemplateOptions::default()).unwrap_err(),
+            NoTemplate::Unavailable
+        );
+        g.template = Some(NodeBuilder::new("whatever", 8000, 32 * GI).arc());
+        let t = build_template(
+            &g,
+            &[],
+            std::slice::from_ref(&ds),
+            &TemplateOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(t.source, TemplateSource::Provider);
+        assert_eq!(t.template.daemonset_pods.len(), 1);
+        assert_eq!(
+            t.template.daemonset_pods[0].node_name,
+            Some(t.template.node.name)
+        );
+    }
+
+    #[test]
+    fn mirror_pods_of_the_source_node_are_copied() {
+        let mut snap = ClusterSnapshot::new();
+        let id = snap
+            .add_node(NodeBuilder::new("n1", 4000, 16 * GI).arc())
+            .unwrap();
+        let mirror = PodBuilder::new("kube-proxy-n1", 100, 0)
+            .namespace("kube-system")
+            .node_name("n1")
+            .with(|p| p.annotations = vec![(Arc::from(MIRROR_POD_ANNOTATION), Arc::from("x"))])
+            .arc();
+        let app = PodBuilder::new("app", 1000, GI).node_name("n1").arc();
+        snap.add_pod(mirror, id).unwrap();
+        snap.add_pod(app, id).unwrap();
+        let info = info_of(&snap, "n1");
+        let t = build_template(
+            &NodeGroup::new("g", 0, 3, 1),
+            &[&info],
+            &[],
+            &TemplateOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            t.template.daemonset_pods.len(),
+            1,
+            "only the mirror pod, not the app pod"
+        );
+        assert_eq!(t.template.daemonset_pods[0].requests.cpu, 100);
+    }
+}
