@@ -153,7 +153,7 @@ pub struct Placement {
 /// starts its search where the last placement succeeded, so a cluster with room places each pod
 /// in a few checks.
 pub fn place_on_existing(snapshot: &mut ClusterSnapshot, mut pods: Vec<Arc<Pod>>) -> Placement {
-    pods.sort_by(|a, b| b.priority.cmp(&a.priority));
+    pods.sort_by_key(|p| std::cmp::Reverse(p.priority));
     let nodes: Vec<NodeId> = snapshot.node_ids().collect();
     let mut out = Placement::default();
     if nodes.is_empty() {
