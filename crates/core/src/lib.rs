@@ -13,6 +13,7 @@
 pub mod affinity;
 pub mod convert;
 pub mod estimator;
+pub mod expander;
 pub mod intern;
 pub mod labels;
 pub mod node;
