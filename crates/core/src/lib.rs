@@ -16,6 +16,7 @@ pub mod convert;
 pub mod daemonset;
 pub mod duration;
 pub mod estimator;
+pub mod expander;
 pub mod intern;
 pub mod labels;
 pub mod limits;
