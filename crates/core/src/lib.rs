@@ -27,6 +27,7 @@ pub mod pod;
 pub mod predicates;
 pub mod quantity;
 pub mod resources;
+pub mod scale_up;
 pub mod snapshot;
 pub mod taints;
 pub mod template;
