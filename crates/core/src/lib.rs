@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod affinity;
+pub mod autoscaler;
 pub mod balance;
 pub mod convert;
 pub mod daemonset;

@@ -1,0 +1,369 @@
+//! One decision of the autoscaler over a consistent view of the cluster (today: the scale-up
+//! half; scale-down and cluster state join it in later steps of `run_once`).
+//!
+//! Decides, from nodes, pods, DaemonSets and the provider's node groups at time `now`, which
+//! groups grow and why every other pending pod causes nothing. It is a pure function of its
+//! inputs: no I/O, no clock (the caller passes `now` and a [`Budget`]), no randomness but the
+//! seeded generator it is handed.
+
+use std::sync::Arc;
+
+use rand_chacha::ChaCha8Rng;
+
+use crate::affinity::NamespaceLabels;
+use crate::daemonset::{DaemonSet, daemon_pods_for};
+use crate::estimator::{Budget, HOSTNAME_LABEL};
+use crate::expander::ExpanderChain;
+use crate::intern::Sym;
+use crate::limits::{ClusterTotals, ResourceLimits};
+use crate::node::Node;
+use crate::node_group::{CloudProvider, NodeGroup};
+use crate::pending::{self, PendingOptions, SetAside};
+use crate::pod::{Pod, PodPhase};
+use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
+use crate::snapshot::{ClusterSnapshot, NodeInfo};
+use crate::template::{TemplateOptions, build_template};
+
+/// The objects one decision reads.
+pub struct ClusterView<'a> {
+    /// Every node of the cluster (control plane and unmanaged nodes included).
+    pub nodes: &'a [Arc<Node>],
+    /// Every pod.
+    pub pods: &'a [Arc<Pod>],
+    /// DaemonSets, for node templates.
+    pub daemonsets: &'a [DaemonSet],
+    /// Namespaces with labels, for affinity namespace selectors.
+    pub namespaces: &'a [NamespaceLabels],
+    /// The provider's node groups.
+    pub provider: &'a dyn CloudProvider,
+}
+
+/// Options of the scale-up decision.
+#[derive(Clone, Debug, Default)]
+pub struct ScaleUpConfig {
+    /// Pending-pod selection.
+    pub pending: PendingOptions,
+    /// Scale-up and balancing.
+    pub scale_up: ScaleUpOptions,
+    /// Cluster-wide limits.
+    pub limits: ResourceLimits,
+    /// Template building.
+    pub template: TemplateOptions,
+    /// The expander chain (with its priority config, if any).
+    pub expander: ExpanderChain,
+}
+
+/// What one scale-up decision found and decided.
+#[derive(Clone, Debug, Default)]
+pub struct ScaleUpDecision {
+    /// The decision proper.
+    pub result: ScaleUpResult,
+    /// Unschedulable pods not acted on, with why.
+    pub set_aside: Vec<(Arc<Pod>, SetAside)>,
+    /// Unschedulable pods that fit on existing or upcoming nodes (no new node needed).
+    pub fit_existing: Vec<Arc<Pod>>,
+    /// Upcoming nodes counted as capacity, per group index (target minus registered nodes).
+    pub upcoming: Vec<usize>,
+    /// Objects skipped because they were inconsistent (duplicate nodes, pods on unknown nodes).
+    pub warnings: Vec<String>,
+}
+
+/// Builds the scheduling snapshot of `view`: every node and every non-terminal pod bound to a
+/// known node. Inconsistent objects are skipped with a warning, never fatal.
+pub fn build_snapshot(view: &ClusterView<'_>, warnings: &mut Vec<String>) -> ClusterSnapshot {
+    let mut snapshot = ClusterSnapshot::new();
+    snapshot.set_namespace_labels(view.namespaces.to_vec());
+    for node in view.nodes {
+        if let Err(e) = snapshot.add_node(node.clone()) {
+            warnings.push(format!("Node {} skipped: {e}", node.name));
+        }
+    }
+    for pod in view.pods {
+        if matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) {
+            continue;
+        }
+        let Some(node) = pod.node_name else { continue };
+        match snapshot.node_id(node) {
+            Some(id) => {
+                if let Err(e) = snapshot.add_pod(pod.clone(), id) {
+                    warnings.push(format!("Pod {} skipped: {e}", pod.key()));
+                }
+            }
+            None => warnings.push(format!(
+                "Pod {} skipped: its node {node} is not known",
+                pod.key()
+            )),
+        }
+    }
+    snapshot
+}
+
+/// Decides the scale-up for `view` at `now_ms` (milliseconds since the Unix epoch). `blocked`
+/// says why a group must not grow now (backoff, unhealthy), if it must not.
+pub fn decide_scale_up(
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> ScaleUpDecision {
+    let mut decision = ScaleUpDecision::default();
+    let mut snapshot = build_snapshot(view, &mut decision.warnings);
+    let groups = view.provider.node_groups();
+
+    // Registered nodes per group, in view order (the first healthy one becomes the template).
+    let mut members: Vec<Vec<Sym>> = vec![Vec::new(); groups.len()];
+    for node in view.nodes {
+        if let Some(g) = view
+            .provider
+            .node_group_of(node)
+            .filter(|&g| g < groups.len())
+        {
+            members[g].push(node.name);
+        }
+    }
+    let templates: Vec<_> = groups
+        .iter()
+        .enumerate()
+        .map(|(g, group)| {
+            let infos: Vec<&NodeInfo> = members[g]
+                .iter()
+                .filter_map(|n| snapshot.node_by_name(*n))
+                .collect();
+            build_template(group, &infos, view.daemonsets, &config.template)
+        })
+        .collect();
+
+    let mut totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
+    // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
+    decision.upcoming = groups
+        .iter()
+        .enumerate()
+        .map(|(g, group)| group.target_size.saturating_sub(members[g].len()))
+        .collect();
+    for (g, &n) in decision.upcoming.iter().enumerate() {
+        let Ok(t) = &templates[g] else { continue };
+        totals.add_node(&t.template.node, n);
+        for i in 0..n {
+            add_upcoming_node(
+                &mut snapshot,
+                &t.template.node,
+                &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
+                view.daemonsets,
+                &mut decision.warnings,
+            );
+        }
+    }
+
+    let selected = pending::select(view.pods, now_ms, &config.pending);
+    decision.set_aside = selected.set_aside;
+    snapshot.fork();
+    let placement = pending::place_on_existing(&mut snapshot, selected.eligible);
+    decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
+
+    let inputs: Vec<GroupInput<'_>> = groups
+        .iter()
+        .zip(templates)
+        .enumerate()
+        .map(|(g, (group, template))| GroupInput {
+            group,
+            template,
+            blocked: blocked(g, group),
+        })
+        .collect();
+    let input = ScaleUpInput {
+        groups: inputs,
+        pods: placement.remaining,
+        limits: &config.limits,
+        totals,
+        expander: &config.expander,
+    };
+    decision.result = scale_up(&mut snapshot, input, &config.scale_up, rng, budget);
+    // Only forks were made after the build: nothing to keep.
+    let _ = snapshot.revert();
+    decision
+}
+
+/// Adds an upcoming node shaped like `template` (with its daemon pods) to the snapshot.
+fn add_upcoming_node(
+    snapshot: &mut ClusterSnapshot,
+    template: &Node,
+    name: &str,
+    daemonsets: &[DaemonSet],
+    warnings: &mut Vec<String>,
+) {
+    let mut node = template.clone();
+    node.name = Sym::new(name);
+    node.labels.insert(Sym::new(HOSTNAME_LABEL), node.name);
+    let pods = daemon_pods_for(daemonsets, &node);
+    match snapshot.add_node(Arc::new(node)) {
+        Ok(id) => {
+            for p in pods {
+                let _ = snapshot.add_pod(p, id);
+            }
+        }
+        Err(e) => warnings.push(format!("upcoming node {name} not simulated: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimator::Unlimited;
+    use crate::node_group::{Instance, InstanceState, StaticProvider};
+    use crate::pod::PodCondition;
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use rand::SeedableRng;
+
+    fn pending(name: &str, cpu: i64) -> Arc<Pod> {
+        PodBuilder::new(name, cpu, GI)
+            .owner("ReplicaSet", "web")
+            .with(|p| {
+                p.conditions.push(PodCondition {
+                    type_: Sym::new("PodScheduled"),
+                    status: Sym::new("False"),
+                    reason: Some(Sym::new("Unschedulable")),
+                    last_transition_ms: None,
+                })
+            })
+            .arc()
+    }
+
+    fn group_node(name: &str, cpu: i64) -> Arc<Node> {
+        let mut n = NodeBuilder::new(name, cpu, 16 * GI).build();
+        n.provider_id = Some(Arc::from(format!("test:///{name}")));
+        Arc::new(n)
+    }
+
+    /// One group `ng` with `nodes` registered 4-CPU nodes and the given target.
+    fn provider(nodes: &[&str], target: usize) -> StaticProvider {
+        let mut g = NodeGroup::new("ng", 0, 10, target);
+        g.instances = nodes
+            .iter()
+            .map(|n| Instance {
+                id: Arc::from(format!("test:///{n}")),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect();
+        StaticProvider::new(vec![g])
+    }
+
+    fn decide(nodes: &[Arc<Node>], pods: &[Arc<Pod>], p: &StaticProvider) -> ScaleUpDecision {
+        let view = ClusterView {
+            nodes,
+            pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: p,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        decide_scale_up(
+            &view,
+            &ScaleUpConfig::default(),
+            0,
+            &|_, _| None,
+            &mut rng,
+            &mut Unlimited,
+        )
+    }
+
+    #[test]
+    fn pending_pods_grow_the_group_from_a_node_template() {
+        let nodes = vec![group_node("n1", 4000)];
+        let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
+        let pods = vec![
+            busy,
+            pending("p1", 3000),
+            pending("p2", 3000),
+            pending("p3", 1000),
+        ];
+        let d = decide(&nodes, &pods, &provider(&["n1"], 1));
+        assert_eq!(d.result.increases.len(), 1);
+        // 3 + 3 + 1 CPU on 4-CPU nodes: two new nodes.
+        assert_eq!(d.result.increases[0].delta, 2);
+        assert_eq!(d.result.increases[0].new_target, 3);
+        assert_eq!(d.result.triggered.len(), 3);
+    }
+
+    #[test]
+    fn upcoming_nodes_absorb_the_burst_so_it_causes_one_scale_up() {
+        let nodes = vec![group_node("n1", 4000)];
+        let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
+        let pods = vec![busy, pending("p1", 3000), pending("p2", 3000)];
+        // The previous loop already raised the target to 3: two nodes are on their way.
+        let d = decide(&nodes, &pods, &provider(&["n1"], 3));
+        assert_eq!(d.upcoming, vec![2]);
+        assert!(d.result.increases.is_empty(), "{:?}", d.result.increases);
+        assert_eq!(d.fit_existing.len(), 2);
+    }
+
+    #[test]
+    fn pods_fitting_existing_nodes_and_expendable_pods_cause_nothing() {
+        let nodes = vec![group_node("n1", 4000)];
+        let low = PodBuilder::new("low", 8000, GI)
+            .priority(-20)
+            .with(|p| {
+                p.conditions.push(PodCondition {
+                    type_: Sym::new("PodScheduled"),
+                    status: Sym::new("False"),
+                    reason: Some(Sym::new("Unschedulable")),
+                    last_transition_ms: None,
+                })
+            })
+            .arc();
+        let pods = vec![pending("fits", 1000), low];
+        let d = decide(&nodes, &pods, &provider(&["n1"], 1));
+        assert!(d.result.increases.is_empty());
+        assert_eq!(d.fit_existing.len(), 1);
+        assert_eq!(d.set_aside.len(), 1);
+        assert!(matches!(
+            d.set_aside[0].1,
+            SetAside::Expendable {
+                priority: -20,
+                cutoff: -10
+            }
+        ));
+    }
+
+    #[test]
+    fn a_blocked_group_is_reported_and_not_grown() {
+        let nodes = vec![group_node("n1", 4000)];
+        let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
+        let pods = vec![busy, pending("p1", 3000)];
+        let p = provider(&["n1"], 1);
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let blocked =
+            |_: usize, _: &NodeGroup| Some("in backoff after failed scale-up".to_string());
+        let d = decide_scale_up(
+            &view,
+            &ScaleUpConfig::default(),
+            0,
+            &blocked,
+            &mut rng,
+            &mut Unlimited,
+        );
+        assert!(d.result.increases.is_empty());
+        let reasons = &d.result.no_scale_up[0].reasons;
+        assert_eq!(
+            reasons.values().next().map(String::as_str),
+            Some("in backoff after failed scale-up")
+        );
+    }
+
+    #[test]
+    fn inconsistent_objects_are_skipped_with_warnings() {
+        let nodes = vec![group_node("n1", 4000), group_node("n1", 4000)];
+        let ghost = PodBuilder::new("ghost", 100, GI).node_name("nowhere").arc();
+        let d = decide(&nodes, &[ghost], &provider(&["n1"], 1));
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    }
+}
