@@ -13,6 +13,7 @@
 //! state is empty. This module only reads the snapshot; it never mutates it and never panics.
 
 use std::fmt;
+use std::sync::LazyLock;
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -142,6 +143,15 @@ impl fmt::Display for Unfit {
         }
     }
 }
+
+/// The wildcard host IP.
+static ANY_IP: LazyLock<Sym> = LazyLock::new(|| Sym::new("0.0.0.0"));
+/// The taint a cordoned node is treated as having.
+static CORDON_TAINT: LazyLock<Taint> = LazyLock::new(|| Taint {
+    key: Sym::new("node.kubernetes.io/unschedulable"),
+    value: Sym::new(""),
+    effect: TaintEffect::NoSchedule,
+});
 
 /// A (topology key, value) pair.
 type Pair = (Sym, Sym);
@@ -379,9 +389,14 @@ impl ClusterSnapshot {
                     min: 0,
                 })
                 .collect();
-            // Per node and constraint: the domain, when the node is eligible.
-            let mut domain: FxHashMap<NodeId, SmallVec<[Option<Sym>; 2]>> = FxHashMap::default();
+            // Per node id and constraint: the domain, when the node is eligible (empty for nodes
+            // lacking a key, which count for no constraint).
+            let mut domain: Vec<SmallVec<[Option<Sym>; 2]>> = Vec::new();
             for (id, info) in self.nodes() {
+                let at = id.0 as usize;
+                if domain.len() <= at {
+                    domain.resize(at + 1, SmallVec::new());
+                }
                 let labels = &info.node.labels;
                 if !hard.iter().all(|c| labels.contains_key(c.topology_key)) {
                     continue;
@@ -402,13 +417,15 @@ impl ClusterSnapshot {
                     }
                     per.push(d);
                 }
-                domain.insert(id, per);
+                domain[at] = per;
             }
             for (n, existing) in self.pods_in_namespace(pod.namespace) {
                 if existing.deletion_ms.is_some() {
                     continue;
                 }
-                let Some(per) = domain.get(&n) else { continue };
+                let Some(per) = domain.get(n.0 as usize) else {
+                    continue;
+                };
                 for ((c, st), d) in hard.iter().zip(states.iter_mut()).zip(per.iter()) {
                     if let Some(v) = d
                         && c.label_selector
@@ -507,7 +524,7 @@ fn check_ports(pod: &Pod, info: &NodeInfo) -> Result<(), Unfit> {
     if pod.host_ports.is_empty() || info.used_ports().is_empty() {
         return Ok(());
     }
-    let any = Sym::new("0.0.0.0");
+    let any = *ANY_IP;
     let used = info.used_ports();
     for want in &pod.host_ports {
         let start = used.partition_point(|u| u.port < want.port);
@@ -592,12 +609,8 @@ fn field_requirement_matches(r: &NodeSelectorRequirement, node: &Node) -> bool {
 #[inline]
 pub fn check_node_static(pod: &Pod, node: &Node) -> Result<(), Unfit> {
     if node.unschedulable {
-        let cordon = Taint {
-            key: Sym::new("node.kubernetes.io/unschedulable"),
-            value: Sym::new(""),
-            effect: TaintEffect::NoSchedule,
-        };
-        if !pod.tolerations.iter().any(|t| t.tolerates(&cordon)) {
+        let cordon: &Taint = &CORDON_TAINT;
+        if !pod.tolerations.iter().any(|t| t.tolerates(cordon)) {
             return Err(Unfit::Unschedulable);
         }
     }
@@ -625,7 +638,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::affinity::{NodeSelector, NodeSelectorTerm};
+    use crate::affinity::{NamespaceLabels, NodeSelector, NodeSelectorTerm};
+    use crate::labels::LabelSelector;
     use crate::taints::TolerationOp;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
@@ -947,5 +961,576 @@ mod tests {
             err.reasons(),
             vec!["Too many pods".to_string(), "Insufficient cpu".into()]
         );
+    }
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    const HOST: &str = "kubernetes.io/hostname";
+
+    fn hp(ip: &str, proto: &str, port: u16) -> HostPort {
+        HostPort {
+            ip: Sym::new(ip),
+            protocol: Sym::new(proto),
+            port,
+        }
+    }
+
+    #[test]
+    fn host_ports() {
+        let cases: Vec<(&str, HostPort, HostPort, bool)> = vec![
+            (
+                "same wildcard",
+                hp("0.0.0.0", "TCP", 80),
+                hp("0.0.0.0", "TCP", 80),
+                false,
+            ),
+            (
+                "wildcard vs specific",
+                hp("0.0.0.0", "TCP", 80),
+                hp("10.0.0.1", "TCP", 80),
+                false,
+            ),
+            (
+                "specific vs wildcard",
+                hp("10.0.0.1", "TCP", 80),
+                hp("0.0.0.0", "TCP", 80),
+                false,
+            ),
+            (
+                "same specific",
+                hp("10.0.0.1", "TCP", 80),
+                hp("10.0.0.1", "TCP", 80),
+                false,
+            ),
+            (
+                "different ips",
+                hp("10.0.0.1", "TCP", 80),
+                hp("10.0.0.2", "TCP", 80),
+                true,
+            ),
+            (
+                "different protocols",
+                hp("0.0.0.0", "TCP", 80),
+                hp("0.0.0.0", "UDP", 80),
+                true,
+            ),
+            (
+                "different ports",
+                hp("0.0.0.0", "TCP", 80),
+                hp("0.0.0.0", "TCP", 81),
+                true,
+            ),
+        ];
+        for (name, used, want, fits) in cases {
+            let (mut s, id) = one_node(node().build());
+            let existing = PodBuilder::new("e", 1, 1)
+                .with(|p| p.host_ports.push(used))
+                .arc();
+            s.add_pod(existing, id).unwrap();
+            let pod = PodBuilder::new("p", 1, 1)
+                .with(|p| p.host_ports.push(want))
+                .build();
+            let got = s.check_pod(&pod, id);
+            if fits {
+                assert_eq!(got, Ok(()), "{name}");
+            } else {
+                assert_eq!(got, Err(Unfit::NodePorts), "{name}");
+            }
+        }
+    }
+
+    /// Three zones a, b, c with two nodes each (`a1`, `a2`, ...), 10 cpu each.
+    fn zoned() -> ClusterSnapshot {
+        let mut s = ClusterSnapshot::new();
+        for z in ["a", "b", "c"] {
+            for i in 1..=2 {
+                s.add_node(
+                    NodeBuilder::new(&format!("{z}{i}"), 10_000, 16 * GI)
+                        .zone(z)
+                        .arc(),
+                )
+                .unwrap();
+            }
+        }
+        s
+    }
+
+    fn id(s: &ClusterSnapshot, name: &str) -> NodeId {
+        s.node_id(Sym::new(name)).expect("node exists")
+    }
+
+    fn place(s: &mut ClusterSnapshot, node: &str, pod: PodBuilder) {
+        let n = id(s, node);
+        s.add_pod(pod.arc(), n).unwrap();
+    }
+
+    fn web(name: &str) -> PodBuilder {
+        PodBuilder::new(name, 10, 10).label("app", "web")
+    }
+
+    #[test]
+    fn pod_affinity() {
+        let mut s = zoned();
+        place(&mut s, "a1", web("w1"));
+        let pod = PodBuilder::new("p", 1, 1)
+            .affinity("app", "web", ZONE)
+            .build();
+        assert_eq!(s.check_pod(&pod, id(&s, "a2")), Ok(()), "same zone");
+        assert_eq!(
+            s.check_pod(&pod, id(&s, "b1")),
+            Err(Unfit::PodAffinity),
+            "other zone"
+        );
+        let host = PodBuilder::new("p", 1, 1)
+            .affinity("app", "web", HOST)
+            .build();
+        assert_eq!(s.check_pod(&host, id(&s, "a1")), Ok(()));
+        assert_eq!(s.check_pod(&host, id(&s, "a2")), Err(Unfit::PodAffinity));
+        // Other namespace does not count.
+        let other_ns = PodBuilder::new("p", 1, 1)
+            .namespace("other")
+            .affinity("app", "web", ZONE)
+            .build();
+        assert_eq!(
+            s.check_pod(&other_ns, id(&s, "a2")),
+            Err(Unfit::PodAffinity)
+        );
+        // A node lacking the topology key fails.
+        let nolabel = s
+            .add_node(NodeBuilder::new("bare", 10_000, GI).arc())
+            .unwrap();
+        assert_eq!(s.check_pod(&pod, nolabel), Err(Unfit::PodAffinity));
+    }
+
+    #[test]
+    fn pod_affinity_first_of_series() {
+        let mut s = zoned();
+        let bare = s
+            .add_node(NodeBuilder::new("bare", 10_000, GI).arc())
+            .unwrap();
+        // Matches its own term, nothing else matches: allowed anywhere with the key.
+        let selfish = web("p").affinity("app", "web", ZONE).build();
+        assert_eq!(s.check_pod(&selfish, id(&s, "b1")), Ok(()));
+        assert_eq!(
+            s.check_pod(&selfish, bare),
+            Err(Unfit::PodAffinity),
+            "key still required"
+        );
+        // Does not match its own term: refused.
+        let other = PodBuilder::new("p", 1, 1)
+            .affinity("app", "web", ZONE)
+            .build();
+        assert_eq!(s.check_pod(&other, id(&s, "b1")), Err(Unfit::PodAffinity));
+        // Once a matching pod exists, the exception no longer applies.
+        place(&mut s, "a1", web("w1"));
+        assert_eq!(s.check_pod(&selfish, id(&s, "b1")), Err(Unfit::PodAffinity));
+        assert_eq!(s.check_pod(&selfish, id(&s, "a2")), Ok(()));
+    }
+
+    #[test]
+    fn pod_affinity_needs_all_terms_matched_by_one_pod() {
+        let mut s = zoned();
+        place(&mut s, "a1", web("w1"));
+        place(&mut s, "a1", PodBuilder::new("db", 1, 1).label("app", "db"));
+        let pod = PodBuilder::new("p", 1, 1)
+            .affinity("app", "web", ZONE)
+            .affinity("app", "db", ZONE)
+            .build();
+        // No single pod matches both terms.
+        assert_eq!(s.check_pod(&pod, id(&s, "a2")), Err(Unfit::PodAffinity));
+    }
+
+    #[test]
+    fn pod_anti_affinity() {
+        let mut s = zoned();
+        place(&mut s, "a1", web("w1"));
+        let pod = PodBuilder::new("p", 1, 1)
+            .anti_affinity("app", "web", ZONE)
+            .build();
+        assert_eq!(s.check_pod(&pod, id(&s, "a2")), Err(Unfit::PodAntiAffinity));
+        assert_eq!(s.check_pod(&pod, id(&s, "b1")), Ok(()));
+        // A node without the key is not in any domain: allowed.
+        let bare = s
+            .add_node(NodeBuilder::new("bare", 10_000, GI).arc())
+            .unwrap();
+        assert_eq!(s.check_pod(&pod, bare), Ok(()));
+    }
+
+    #[test]
+    fn existing_pods_anti_affinity() {
+        let mut s = zoned();
+        // Only the existing pod declares anti-affinity, against app=web.
+        place(
+            &mut s,
+            "a1",
+            PodBuilder::new("lonely", 1, 1).anti_affinity("app", "web", ZONE),
+        );
+        let pod = web("w").build();
+        let p = s.prepare(&pod);
+        assert!(!p.is_trivial());
+        assert_eq!(
+            s.check(&pod, &p, id(&s, "a2")),
+            Err(Unfit::ExistingAntiAffinity)
+        );
+        assert_eq!(s.check(&pod, &p, id(&s, "c1")), Ok(()));
+        // A pod it does not select is unaffected and stays trivial.
+        let plain = PodBuilder::new("q", 1, 1).build();
+        assert!(s.prepare(&plain).is_trivial());
+        assert_eq!(s.check_pod(&plain, id(&s, "a2")), Ok(()));
+        // Other namespace: the term only looks at its own namespace.
+        let other = web("w").namespace("other").build();
+        assert_eq!(s.check_pod(&other, id(&s, "a2")), Ok(()));
+    }
+
+    #[test]
+    fn namespace_selector() {
+        let mut s = zoned();
+        s.set_namespace_labels(vec![
+            NamespaceLabels {
+                name: Sym::new("prod"),
+                labels: Labels::from_pairs([("env", "prod")]),
+            },
+            NamespaceLabels {
+                name: Sym::new("dev"),
+                labels: Labels::from_pairs([("env", "dev")]),
+            },
+        ]);
+        place(&mut s, "a1", web("w-prod").namespace("prod"));
+        place(&mut s, "b1", web("w-dev").namespace("dev"));
+        let with_sel = |sel: Option<LabelSelector>| {
+            PodBuilder::new("p", 1, 1)
+                .anti_affinity("app", "web", ZONE)
+                .with(|p| {
+                    p.anti_affinity[0].namespaces.clear();
+                    p.anti_affinity[0].namespace_selector = sel;
+                })
+                .build()
+        };
+        let prod = with_sel(Some(LabelSelector {
+            match_labels: Labels::from_pairs([("env", "prod")]),
+            match_expressions: vec![],
+        }));
+        assert_eq!(
+            s.check_pod(&prod, id(&s, "a2")),
+            Err(Unfit::PodAntiAffinity)
+        );
+        assert_eq!(s.check_pod(&prod, id(&s, "b2")), Ok(()));
+        let all = with_sel(Some(LabelSelector::default()));
+        assert_eq!(s.check_pod(&all, id(&s, "a2")), Err(Unfit::PodAntiAffinity));
+        assert_eq!(s.check_pod(&all, id(&s, "b2")), Err(Unfit::PodAntiAffinity));
+        assert_eq!(s.check_pod(&all, id(&s, "c1")), Ok(()));
+        // Existing pod's term with a namespace selector selecting the incoming pod's namespace.
+        place(
+            &mut s,
+            "c1",
+            PodBuilder::new("guard", 1, 1)
+                .anti_affinity("app", "db", ZONE)
+                .with(|p| {
+                    p.anti_affinity[0].namespace_selector = Some(LabelSelector {
+                        match_labels: Labels::from_pairs([("env", "dev")]),
+                        match_expressions: vec![],
+                    });
+                }),
+        );
+        let db_dev = PodBuilder::new("db", 1, 1)
+            .namespace("dev")
+            .label("app", "db")
+            .build();
+        assert_eq!(
+            s.check_pod(&db_dev, id(&s, "c2")),
+            Err(Unfit::ExistingAntiAffinity)
+        );
+        let db_prod = PodBuilder::new("db", 1, 1)
+            .namespace("prod")
+            .label("app", "db")
+            .build();
+        assert_eq!(s.check_pod(&db_prod, id(&s, "c2")), Ok(()));
+    }
+
+    #[test]
+    fn topology_spread() {
+        let mut s = zoned();
+        place(&mut s, "a1", web("w1"));
+        place(&mut s, "a2", web("w2"));
+        place(&mut s, "b1", web("w3"));
+        let pod = web("p").spread("app", "web", ZONE, 1, None).build();
+        // counts a=2, b=1, c=0: min 0.
+        assert_eq!(s.check_pod(&pod, id(&s, "a1")), Err(Unfit::Spread));
+        assert_eq!(s.check_pod(&pod, id(&s, "b1")), Err(Unfit::Spread));
+        assert_eq!(s.check_pod(&pod, id(&s, "c1")), Ok(()));
+        let skew2 = web("p").spread("app", "web", ZONE, 2, None).build();
+        assert_eq!(s.check_pod(&skew2, id(&s, "b2")), Ok(()));
+        // Not matching its own selector: no +1 for itself.
+        let outsider = PodBuilder::new("p", 1, 1)
+            .spread("app", "web", ZONE, 1, None)
+            .build();
+        assert_eq!(s.check_pod(&outsider, id(&s, "b1")), Ok(()));
+        assert_eq!(s.check_pod(&outsider, id(&s, "a1")), Err(Unfit::Spread));
+        // Missing key.
+        let bare = s
+            .add_node(NodeBuilder::new("bare", 10_000, GI).arc())
+            .unwrap();
+        assert_eq!(s.check_pod(&pod, bare), Err(Unfit::SpreadMissingLabel));
+        assert_eq!(
+            Unfit::SpreadMissingLabel.to_string(),
+            "node(s) didn't match pod topology spread constraints (missing required label)"
+        );
+        // Terminating pods and other namespaces are not counted.
+        let n = id(&s, "c1");
+        s.add_pod(web("dying").with(|p| p.deletion_ms = Some(1)).arc(), n)
+            .unwrap();
+        s.add_pod(web("elsewhere").namespace("other").arc(), n)
+            .unwrap();
+        assert_eq!(s.check_pod(&pod, id(&s, "c2")), Ok(()));
+        // Soft constraints are ignored.
+        let soft = web("p")
+            .spread("app", "web", ZONE, 1, None)
+            .with(|p| p.spread[0].when_unsatisfiable = WhenUnsatisfiable::ScheduleAnyway)
+            .build();
+        assert!(s.prepare(&soft).is_trivial());
+        assert_eq!(s.check_pod(&soft, id(&s, "a1")), Ok(()));
+    }
+
+    #[test]
+    fn spread_min_domains() {
+        let mut s = ClusterSnapshot::new();
+        for z in ["a", "b"] {
+            s.add_node(NodeBuilder::new(z, 10_000, GI).zone(z).arc())
+                .unwrap();
+        }
+        place(&mut s, "a", web("w1"));
+        place(&mut s, "b", web("w2"));
+        // counts a=1, b=1: global min 1, skew 1 everywhere.
+        let pod = web("p").spread("app", "web", ZONE, 1, None).build();
+        assert_eq!(s.check_pod(&pod, id(&s, "a")), Ok(()));
+        // minDomains 3 > 2 eligible domains: min is 0, skew 2 > 1.
+        let md = web("p").spread("app", "web", ZONE, 1, Some(3)).build();
+        assert_eq!(s.check_pod(&md, id(&s, "a")), Err(Unfit::Spread));
+        let md_ok = web("p").spread("app", "web", ZONE, 1, Some(2)).build();
+        assert_eq!(s.check_pod(&md_ok, id(&s, "a")), Ok(()));
+    }
+
+    #[test]
+    fn spread_inclusion_policies() {
+        let mut s = ClusterSnapshot::new();
+        s.add_node(
+            NodeBuilder::new("a", 10_000, GI)
+                .zone("a")
+                .label("pool", "x")
+                .arc(),
+        )
+        .unwrap();
+        s.add_node(
+            NodeBuilder::new("b", 10_000, GI)
+                .zone("b")
+                .label("pool", "x")
+                .arc(),
+        )
+        .unwrap();
+        s.add_node(
+            NodeBuilder::new("c", 10_000, GI)
+                .zone("c")
+                .label("pool", "y")
+                .taint("t", "", TaintEffect::NoSchedule)
+                .arc(),
+        )
+        .unwrap();
+        place(&mut s, "a", web("w1"));
+        place(&mut s, "b", web("w2"));
+        let base = || web("p").spread("app", "web", ZONE, 1, None);
+        // Honor node affinity (default): zone c excluded, min 1, skew 1 on a.
+        let honor = base().node_selector("pool", "x").build();
+        assert_eq!(s.check_pod(&honor, id(&s, "a")), Ok(()));
+        // Ignore node affinity: zone c (0 pods) counts, skew 2 on a.
+        let ignore = base()
+            .node_selector("pool", "x")
+            .with(|p| p.spread[0].node_affinity_policy = InclusionPolicy::Ignore)
+            .build();
+        assert_eq!(s.check_pod(&ignore, id(&s, "a")), Err(Unfit::Spread));
+        // Taints ignored (default): c counts.
+        let taints_ignored = base().build();
+        assert_eq!(
+            s.check_pod(&taints_ignored, id(&s, "a")),
+            Err(Unfit::Spread)
+        );
+        // Taints honored: the tainted zone c is excluded.
+        let taints_honored = base()
+            .with(|p| p.spread[0].node_taints_policy = InclusionPolicy::Honor)
+            .build();
+        assert_eq!(s.check_pod(&taints_honored, id(&s, "a")), Ok(()));
+    }
+
+    #[test]
+    fn prepare_is_trivial_and_refresh_tracks_changes() {
+        let mut s = zoned();
+        let plain = PodBuilder::new("p", 1, 1).build();
+        let mut p = s.prepare(&plain);
+        assert!(p.is_trivial());
+        assert_eq!(p.version(), s.version());
+        // An anti-affinity pod appears: refresh must pick it up.
+        place(
+            &mut s,
+            "a1",
+            PodBuilder::new("guard", 1, 1).anti_affinity("app", "web", ZONE),
+        );
+        let w = web("w").build();
+        let mut pw = Prepared::default();
+        s.refresh(&w, &mut pw);
+        assert_eq!(
+            s.check(&w, &pw, id(&s, "a2")),
+            Err(Unfit::ExistingAntiAffinity)
+        );
+        s.refresh(&plain, &mut p);
+        assert!(p.is_trivial(), "the guard does not select plain pods");
+        assert_eq!(p.version(), s.version());
+        // Spread counts follow placements after refresh.
+        let spread = web("s").spread("app", "web", ZONE, 1, None).build();
+        let mut ps = s.prepare(&spread);
+        assert_eq!(s.check(&spread, &ps, id(&s, "b1")), Ok(()));
+        s.fork();
+        place(&mut s, "a2", web("x0"));
+        place(&mut s, "b1", web("x1"));
+        place(&mut s, "c1", web("x2"));
+        s.refresh(&spread, &mut ps);
+        assert_eq!(s.check(&spread, &ps, id(&s, "b1")), Ok(()));
+        place(&mut s, "b2", web("x3"));
+        s.refresh(&spread, &mut ps);
+        assert_eq!(s.check(&spread, &ps, id(&s, "b1")), Err(Unfit::Spread));
+        s.revert().unwrap();
+        s.refresh(&spread, &mut ps);
+        assert_eq!(s.check(&spread, &ps, id(&s, "b1")), Ok(()));
+    }
+
+    #[test]
+    fn filter_order_and_messages() {
+        // Resources are checked before inter-pod rules.
+        let mut s = zoned();
+        place(&mut s, "a1", web("w1"));
+        let pod = PodBuilder::new("p", 20_000, 1)
+            .anti_affinity("app", "web", ZONE)
+            .build();
+        assert!(matches!(
+            s.check_pod(&pod, id(&s, "a1")),
+            Err(Unfit::Insufficient(_))
+        ));
+        let texts = [
+            (Unfit::Unschedulable, "node(s) were unschedulable"),
+            (
+                Unfit::NodeName,
+                "node(s) didn't match the requested node name",
+            ),
+            (
+                Unfit::UntoleratedTaint {
+                    key: Sym::new("k"),
+                    value: Sym::new("v"),
+                },
+                "node(s) had untolerated taint {k: v}",
+            ),
+            (
+                Unfit::NodeAffinity,
+                "node(s) didn't match Pod's node affinity/selector",
+            ),
+            (
+                Unfit::NodePorts,
+                "node(s) didn't have free ports for the requested pod ports",
+            ),
+            (
+                Unfit::Insufficient(SmallVec::from_slice(&[ResourceName::Cpu])),
+                "Insufficient cpu",
+            ),
+            (
+                Unfit::Spread,
+                "node(s) didn't match pod topology spread constraints",
+            ),
+            (
+                Unfit::PodAffinity,
+                "node(s) didn't match pod affinity rules",
+            ),
+            (
+                Unfit::PodAntiAffinity,
+                "node(s) didn't match pod anti-affinity rules",
+            ),
+            (
+                Unfit::ExistingAntiAffinity,
+                "node(s) didn't satisfy existing pods anti-affinity rules",
+            ),
+        ];
+        for (u, t) in texts {
+            assert_eq!(u.to_string(), t);
+        }
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Add(u8, u8, u8),
+            Remove(u8),
+            Fork,
+            Revert,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0u8..16, 0u8..6, 0u8..4).prop_map(|(p, n, k)| Op::Add(p, n, k)),
+                2 => (0u8..16).prop_map(Op::Remove),
+                1 => Just(Op::Fork),
+                1 => Just(Op::Revert),
+            ]
+        }
+
+        fn existing(p: u8, kind: u8) -> Arc<Pod> {
+            let b = PodBuilder::new(&format!("e{p}"), 10, 10);
+            match kind {
+                0 => b.label("app", "web"),
+                1 => b.label("app", "db"),
+                2 => b.label("app", "web").anti_affinity("app", "web", HOST),
+                _ => b.anti_affinity("app", "db", ZONE),
+            }
+            .arc()
+        }
+
+        proptest! {
+            /// Prepared state kept current with `refresh` answers exactly like a fresh
+            /// `prepare`, for trivial and non-trivial pods, across forks and reverts.
+            #[test]
+            fn refreshed_equals_fresh(ops in proptest::collection::vec(op(), 1..40)) {
+                let mut s = zoned();
+                let probes = [
+                    PodBuilder::new("plain", 1, 1).build(),
+                    web("w").build(),
+                    PodBuilder::new("db", 1, 1).label("app", "db").build(),
+                    web("s").spread("app", "web", ZONE, 1, None).build(),
+                    web("a").affinity("app", "web", ZONE).build(),
+                    PodBuilder::new("x", 1, 1).anti_affinity("app", "web", ZONE).build(),
+                ];
+                let mut prepared: Vec<Prepared> = probes.iter().map(|p| s.prepare(p)).collect();
+                let ids: Vec<NodeId> = s.node_ids().collect();
+                for op in ops {
+                    match op {
+                        Op::Add(p, n, k) => {
+                            let _ = s.add_pod(existing(p, k), ids[usize::from(n)]);
+                        }
+                        Op::Remove(p) => {
+                            let name = format!("e{p}");
+                            if let Some((n, _)) = s.pod(Sym::new("default"), &name) {
+                                s.remove_pod(n, Sym::new("default"), &name).unwrap();
+                            }
+                        }
+                        Op::Fork => s.fork(),
+                        Op::Revert => {
+                            let _ = s.revert();
+                        }
+                    }
+                    for (probe, prep) in probes.iter().zip(prepared.iter_mut()) {
+                        s.refresh(probe, prep);
+                        for &n in &ids {
+                            prop_assert_eq!(s.check(probe, prep, n), s.check_pod(probe, n));
+                        }
+                    }
+                }
+            }
+        }
     }
 }
