@@ -34,3 +34,4 @@ pub mod taints;
 pub mod template;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod utilization;
