@@ -27,6 +27,7 @@ pub mod pending;
 pub mod pod;
 pub mod predicates;
 pub mod quantity;
+pub mod removal;
 pub mod resources;
 pub mod scale_up;
 pub mod snapshot;
