@@ -1340,8 +1340,8 @@ mod tests {
             1i64..=4,
             any::<bool>(),
             0usize..3,
-            0usize..7,
-            0usize..7,
+            0usize..8,
+            0usize..5,
             prop::bool::weighted(0.15),
             prop::bool::weighted(0.15),
             prop::bool::weighted(0.1),
@@ -1377,17 +1377,18 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
+        #![proptest_config(ProptestConfig::with_cases(256))]
 
         #[test]
         fn decisions_respect_sizes_limits_and_account_for_every_pod(
             specs in prop::collection::vec(group_spec(), 0..5),
             pod_specs in prop::collection::vec((100i64..5000, prop::option::weighted(0.2, any::<bool>())), 0..12),
-            max_cores in 0i64..80,
-            max_mem_gib in 0i64..400,
-            max_nodes_total in 0usize..14,
+            // Each limit is absent half of the time, so that most cases do scale up.
+            max_cores in prop::option::of(0i64..80),
+            max_mem_gib in prop::option::of(0i64..400),
+            max_nodes_total in prop::option::of(1usize..20),
             totals in (0usize..8, 0i64..40, 0i64..200),
-            max_per_scale_up in 0usize..10,
+            max_per_scale_up in prop::option::of(0usize..10),
             balance in any::<bool>(),
             enforce_min in any::<bool>(),
             seed in any::<u64>(),
@@ -1407,16 +1408,22 @@ mod tests {
                 })
                 .collect();
             let mut case = Case::new(groups, ps);
-            case.limits.cpu.max = max_cores * 1000;
-            case.limits.memory.max = max_mem_gib * GI;
-            case.limits.max_nodes_total = max_nodes_total;
+            if let Some(cores) = max_cores {
+                case.limits.cpu.max = cores * 1000;
+            }
+            if let Some(gib) = max_mem_gib {
+                case.limits.memory.max = gib * GI;
+            }
+            case.limits.max_nodes_total = max_nodes_total.unwrap_or(0);
             case.totals = ClusterTotals {
                 nodes: totals.0,
                 cpu: totals.1 * 1000,
                 memory: totals.2 * GI,
                 ..Default::default()
             };
-            case.opts.max_nodes_per_scale_up = max_per_scale_up;
+            if let Some(n) = max_per_scale_up {
+                case.opts.max_nodes_per_scale_up = n;
+            }
             case.opts.balance_similar_node_groups = balance;
             case.opts.enforce_node_group_min_size = enforce_min;
             case.seed = seed;
@@ -1433,7 +1440,7 @@ mod tests {
                 let t = g.template.as_ref().expect("a group without template never grows");
                 after.add_node(&t.template.node, inc.delta);
             }
-            prop_assert!(r.total_nodes() <= max_per_scale_up);
+            prop_assert!(r.total_nodes() <= case.opts.max_nodes_per_scale_up);
             if within(&case.limits, &case.totals) {
                 prop_assert!(within(&case.limits, &after), "limits crossed: {:?} -> {:?}", case.totals, after);
             }
