@@ -35,4 +35,5 @@ pub mod taints;
 pub mod template;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod unneeded;
 pub mod utilization;

@@ -191,6 +191,24 @@ impl ClusterTotals {
     }
 }
 
+impl ClusterTotals {
+    /// Removes `count` nodes shaped like `node` (e.g. nodes planned for deletion).
+    pub fn remove_node(&mut self, node: &Node, count: usize) {
+        let c = i64::try_from(count).unwrap_or(i64::MAX);
+        self.nodes = self.nodes.saturating_sub(count);
+        self.cpu = self.cpu.saturating_sub(node.capacity.cpu.saturating_mul(c));
+        self.memory = self
+            .memory
+            .saturating_sub(node.capacity.memory.saturating_mul(c));
+        for (name, v) in node.capacity.iter() {
+            if let (ResourceName::Extended(s), true) = (name, name.is_gpu()) {
+                let e = self.gpus.entry(s).or_default();
+                *e = e.saturating_sub(v.saturating_mul(c));
+            }
+        }
+    }
+}
+
 /// Which limit stopped or capped a change. `Display` is the reason shown for pods and nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LimitReached {
