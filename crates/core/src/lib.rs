@@ -23,6 +23,7 @@ pub mod labels;
 pub mod limits;
 pub mod node;
 pub mod node_group;
+pub mod pdb;
 pub mod pending;
 pub mod pod;
 pub mod predicates;
