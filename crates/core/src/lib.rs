@@ -15,6 +15,7 @@ pub mod autoscaler;
 pub mod balance;
 pub mod convert;
 pub mod daemonset;
+pub mod drain;
 pub mod duration;
 pub mod estimator;
 pub mod expander;
