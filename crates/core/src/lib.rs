@@ -31,6 +31,7 @@ pub mod predicates;
 pub mod quantity;
 pub mod removal;
 pub mod resources;
+pub mod scale_down;
 pub mod scale_up;
 pub mod snapshot;
 pub mod taints;

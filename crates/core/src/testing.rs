@@ -74,6 +74,17 @@ impl NodeBuilder {
         });
         self
     }
+    /// Sets `spec.providerID`.
+    pub fn with_provider_id(mut self, id: &str) -> Self {
+        self.0.provider_id = Some(Arc::from(id));
+        self
+    }
+    /// Adds an annotation (kept sorted).
+    pub fn annotation(mut self, k: &str, v: &str) -> Self {
+        self.0.annotations.push((Arc::from(k), Arc::from(v)));
+        self.0.annotations.sort();
+        self
+    }
     /// Cordons the node.
     pub fn unschedulable(mut self) -> Self {
         self.0.unschedulable = true;
