@@ -85,6 +85,20 @@ impl NodeBuilder {
         self.0.annotations.sort();
         self
     }
+    /// Marks the node not Ready (its `Ready` condition becomes `False`).
+    pub fn not_ready(mut self) -> Self {
+        for c in &mut self.0.conditions {
+            if c.type_.as_str() == "Ready" {
+                c.status = Sym::new("False");
+            }
+        }
+        self
+    }
+    /// Gives mutable access for anything the builder lacks.
+    pub fn with(mut self, f: impl FnOnce(&mut Node)) -> Self {
+        f(&mut self.0);
+        self
+    }
     /// Cordons the node.
     pub fn unschedulable(mut self) -> Self {
         self.0.unschedulable = true;
