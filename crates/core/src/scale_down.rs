@@ -536,7 +536,17 @@ pub fn plan_scale_down(
     }
     let _ = snapshot.revert();
 
-    // 3. Unneeded timers.
+    // 3. Unneeded timers, and destinations remembered only for pods of unneeded nodes (so the
+    // hints never outgrow the cluster).
+    let keep: rustc_hash::FxHashSet<(Sym, Arc<str>)> = removable
+        .iter()
+        .flat_map(|r| {
+            r.destinations
+                .iter()
+                .map(|(p, _)| (p.namespace, p.name.clone()))
+        })
+        .collect();
+    state.hints.retain(|k, _| keep.contains(k));
     state
         .unneeded
         .update(now_ms, removable.iter().map(|r| r.cand.name));
@@ -1920,5 +1930,68 @@ mod tests {
             let second = plan_with(&mut w, &mut state, &opts, 11 * MIN, &mut Unlimited);
             check_plan(&mut w, &opts, &second, 11 * MIN)?;
         }
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+    use crate::drain::NoControllerLookup;
+    use crate::estimator::Unlimited;
+    use crate::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
+
+    #[test]
+    fn hints_are_kept_only_for_pods_of_unneeded_nodes() {
+        let mut snap = ClusterSnapshot::new();
+        let mut g = NodeGroup::new("ng", 0, 10, 2);
+        let mut nodes = Vec::new();
+        for (name, pod_cpu) in [("h-light", 100), ("h-room", 2000)] {
+            let n = NodeBuilder::new(name, 4000, 16 * GI)
+                .with_provider_id(&format!("test:///{name}"))
+                .arc();
+            g.instances.push(Instance {
+                id: n.provider_id.clone().unwrap(),
+                state: InstanceState::Running,
+                error: None,
+            });
+            let id = snap.add_node(n.clone()).unwrap();
+            let pod = PodBuilder::new(&format!("{name}-p"), pod_cpu, GI)
+                .owner("ReplicaSet", "rs")
+                .node_name(name)
+                .arc();
+            snap.add_pod(pod, id).unwrap();
+            nodes.push(n);
+        }
+        let provider = StaticProvider::new(vec![g]);
+        let limits = ResourceLimits::default();
+        let mut state = ScaleDownState::default();
+        state.hints.insert(
+            (Sym::new("default"), Arc::from("long-gone")),
+            Sym::new("h-room"),
+        );
+        let input = ScaleDownInput {
+            provider: &provider,
+            budgets: DisruptionBudgets::new(Vec::new()),
+            controllers: &NoControllerLookup,
+            limits: &limits,
+            totals: ClusterTotals::from_nodes(nodes.iter().map(|n| &**n)),
+            in_flight: InFlight::default(),
+        };
+        let plan = plan_scale_down(
+            &mut snap,
+            &mut state,
+            input,
+            &ScaleDownOptions::default(),
+            0,
+            &mut Unlimited,
+        );
+        assert_eq!(plan.unneeded.len(), 1);
+        assert_eq!(state.hints.len(), 1, "{:?}", state.hints);
+        assert!(
+            state
+                .hints
+                .contains_key(&(Sym::new("default"), Arc::from("h-light-p")))
+        );
     }
 }
