@@ -10,6 +10,7 @@
 //! [`predicates`]) and the bin-packing [`estimator`].
 #![warn(missing_docs)]
 
+pub mod actions;
 pub mod affinity;
 pub mod autoscaler;
 pub mod balance;
