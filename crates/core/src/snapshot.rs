@@ -8,6 +8,11 @@
 //! changes made since the fork, never to the size of the cluster, and revert restores the exact
 //! previous state (same node ids, same pod order, same indices).
 //!
+//! Every mutation also bumps [`ClusterSnapshot::version`] and is recorded in a bounded change
+//! journal (pod added to / removed from a node, node added / removed), so prepared predicate
+//! state can replay what changed since it was computed instead of recomputing it. A revert or a
+//! namespace-label change clears the journal: state prepared before it is recomputed in full.
+//!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
 
@@ -128,6 +133,24 @@ enum Undo {
     NamespaceLabels { old: FxHashMap<Sym, Labels> },
 }
 
+/// One recorded mutation, as prepared predicate state sees it: what was added or removed, and
+/// the node (as it was then) it happened on.
+#[derive(Debug, Clone)]
+pub(crate) enum Change {
+    /// A node was added, without pods.
+    AddedNode(Arc<Node>),
+    /// A node was removed together with these pods.
+    RemovedNode(Arc<Node>, Vec<Arc<Pod>>),
+    /// A pod was placed on the node.
+    AddedPod(Arc<Node>, Arc<Pod>),
+    /// A pod was removed from the node.
+    RemovedPod(Arc<Node>, Arc<Pod>),
+}
+
+/// Journal length at which its older half is dropped (state prepared before the dropped part is
+/// then recomputed in full).
+const JOURNAL_CAP: usize = 1 << 14;
+
 /// The snapshot.
 #[derive(Debug, Default)]
 pub struct ClusterSnapshot {
@@ -145,6 +168,13 @@ pub struct ClusterSnapshot {
     no_labels: Labels,
     logs: Vec<Vec<Undo>>,
     version: u64,
+    /// `journal[i]` is the mutation that produced version `journal_floor + i + 1`.
+    journal: Vec<Change>,
+    journal_floor: u64,
+    /// Bumped by every mutation that can change what existing pods' anti-affinity forbids: a pod
+    /// with anti-affinity terms added or removed (also with its node or by a revert), namespace
+    /// labels replaced.
+    anti_epoch: u64,
 }
 
 fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>) {
@@ -176,7 +206,8 @@ impl ClusterSnapshot {
             namespaces.into_iter().map(|n| (n.name, n.labels)).collect();
         let old = std::mem::replace(&mut self.ns_labels, new);
         self.record(Undo::NamespaceLabels { old });
-        self.version += 1;
+        self.anti_epoch += 1;
+        self.bump(None);
     }
 
     /// The labels of `namespace` (empty when unknown).
@@ -197,10 +228,10 @@ impl ClusterSnapshot {
             }
         };
         self.by_name.insert(node.name, id);
-        self.slots[id.idx()] = Some(NodeInfo::new(node));
+        self.slots[id.idx()] = Some(NodeInfo::new(node.clone()));
         self.live += 1;
         self.record(Undo::AddedNode { id, reused });
-        self.version += 1;
+        self.bump(Some(Change::AddedNode(node)));
         Ok(id)
     }
 
@@ -217,19 +248,23 @@ impl ClusterSnapshot {
         self.by_name.remove(&info.node.name);
         self.free.push(id.0);
         self.live -= 1;
+        if info.pods.iter().any(|p| !p.anti_affinity.is_empty()) {
+            self.anti_epoch += 1;
+        }
+        let change = Change::RemovedNode(info.node.clone(), info.pods.clone());
         self.record(Undo::RemovedNode {
             id,
             info: Box::new(info),
         });
-        self.version += 1;
+        self.bump(Some(change));
         Ok(())
     }
 
     /// Places `pod` on `node` (regardless of predicates: callers check first).
     pub fn add_pod(&mut self, pod: Arc<Pod>, node: NodeId) -> Result<(), SnapshotError> {
-        if self.slot(node).is_none() {
+        let Some(on) = self.slot(node).map(|n| n.node.clone()) else {
             return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
-        }
+        };
         if self
             .pods
             .get(&pod.namespace)
@@ -237,9 +272,12 @@ impl ClusterSnapshot {
         {
             return Err(SnapshotError::DuplicatePod(pod.key()));
         }
-        self.push_pod(node, pod);
+        if !pod.anti_affinity.is_empty() {
+            self.anti_epoch += 1;
+        }
+        self.push_pod(node, pod.clone());
         self.record(Undo::AddedPod { node });
-        self.version += 1;
+        self.bump(Some(Change::AddedPod(on, pod)));
         Ok(())
     }
 
@@ -263,13 +301,17 @@ impl ClusterSnapshot {
                 info.node.name.to_string(),
             ));
         };
+        let on = info.node.clone();
         let pod = self.take_pod(node, at);
+        if !pod.anti_affinity.is_empty() {
+            self.anti_epoch += 1;
+        }
         self.record(Undo::RemovedPod {
             node,
             at,
             pod: pod.clone(),
         });
-        self.version += 1;
+        self.bump(Some(Change::RemovedPod(on, pod.clone())));
         Ok(pod)
     }
 
@@ -371,10 +413,14 @@ impl ClusterSnapshot {
     /// Undoes every mutation since the matching `fork` and closes that layer.
     pub fn revert(&mut self) -> Result<(), SnapshotError> {
         let log = self.logs.pop().ok_or(SnapshotError::NoFork)?;
+        let mut anti = false;
         for op in log.into_iter().rev() {
-            self.undo(op);
+            anti |= self.undo(op);
         }
-        self.version += 1;
+        if anti {
+            self.anti_epoch += 1;
+        }
+        self.bump(None);
         Ok(())
     }
 
@@ -397,6 +443,46 @@ impl ClusterSnapshot {
     /// state records it to know when it is stale.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// A counter bumped by every mutation that can change what existing pods' required
+    /// anti-affinity forbids (a pod with such terms added or removed, directly, with its node or
+    /// by a revert; namespace labels replaced). Equal values at two versions mean that part of
+    /// the cluster is the same.
+    pub(crate) fn anti_epoch(&self) -> u64 {
+        self.anti_epoch
+    }
+
+    /// The mutations since `version`, oldest first, or `None` when the journal no longer reaches
+    /// back that far (a revert or namespace-label change since, or trimmed) or `version` is not
+    /// one of this snapshot's past versions.
+    pub(crate) fn changes_since(&self, version: u64) -> Option<&[Change]> {
+        if version < self.journal_floor || version > self.version {
+            return None;
+        }
+        let from = usize::try_from(version - self.journal_floor).ok()?;
+        self.journal.get(from..)
+    }
+
+    /// Bumps the version and journals `change`; `None` (a change the journal cannot express)
+    /// clears the journal, so older prepared state is recomputed.
+    fn bump(&mut self, change: Option<Change>) {
+        self.version += 1;
+        match change {
+            Some(c) => {
+                if self.journal.len() >= JOURNAL_CAP {
+                    let drop = JOURNAL_CAP / 2;
+                    self.journal.drain(..drop);
+                    self.journal_floor += drop as u64;
+                }
+                self.journal.push(c);
+            }
+            None => {
+                self.journal.clear();
+                self.journal_floor = self.version;
+            }
+        }
+        debug_assert_eq!(self.journal_floor + self.journal.len() as u64, self.version);
     }
 
     #[inline]
@@ -460,7 +546,9 @@ impl ClusterSnapshot {
         pod
     }
 
-    fn undo(&mut self, op: Undo) {
+    /// Applies one inverse operation; returns whether it touched a pod with anti-affinity terms
+    /// or namespace labels.
+    fn undo(&mut self, op: Undo) -> bool {
         match op {
             Undo::AddedNode { id, reused } => {
                 if let Some(info) = self.slots.get_mut(id.idx()).and_then(Option::take) {
@@ -472,6 +560,7 @@ impl ClusterSnapshot {
                 } else if id.idx() + 1 == self.slots.len() {
                     self.slots.pop();
                 }
+                false
             }
             Undo::RemovedNode { id, info } => {
                 if let Some(i) = self.free.iter().rposition(|f| *f == id.0) {
@@ -480,20 +569,27 @@ impl ClusterSnapshot {
                 for pod in &info.pods {
                     self.index_pod(id, pod);
                 }
+                let anti = info.pods.iter().any(|p| !p.anti_affinity.is_empty());
                 self.by_name.insert(info.node.name, id);
                 self.live += 1;
                 if let Some(slot) = self.slots.get_mut(id.idx()) {
                     *slot = Some(*info);
                 }
+                anti
             }
             Undo::AddedPod { node } => {
                 let last = self.slot(node).map(|n| n.pods.len()).unwrap_or(0);
-                if last > 0 {
-                    self.take_pod(node, last - 1);
-                }
+                last > 0 && !self.take_pod(node, last - 1).anti_affinity.is_empty()
             }
-            Undo::RemovedPod { node, at, pod } => self.insert_pod(node, at, pod),
-            Undo::NamespaceLabels { old } => self.ns_labels = old,
+            Undo::RemovedPod { node, at, pod } => {
+                let anti = !pod.anti_affinity.is_empty();
+                self.insert_pod(node, at, pod);
+                anti
+            }
+            Undo::NamespaceLabels { old } => {
+                self.ns_labels = old;
+                true
+            }
         }
     }
 }
@@ -694,6 +790,95 @@ mod tests {
         s.commit().unwrap();
         assert!(s.node(b).is_none());
         assert_eq!(s.revert(), Err(SnapshotError::NoFork));
+    }
+
+    #[test]
+    fn journal_records_changes_and_resets() {
+        let mut s = ClusterSnapshot::new();
+        let v0 = s.version();
+        assert_eq!(s.changes_since(v0).map(<[Change]>::len), Some(0));
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        s.add_pod(pod("p1"), a).unwrap();
+        let epoch = s.anti_epoch();
+        let v1 = s.version();
+        s.add_pod(
+            PodBuilder::new("p2", 1, 1)
+                .anti_affinity("k", "v", "h")
+                .arc(),
+            a,
+        )
+        .unwrap();
+        assert!(
+            s.anti_epoch() > epoch,
+            "an anti-affinity pod bumps the epoch"
+        );
+        let epoch = s.anti_epoch();
+        s.remove_pod(a, Sym::new("default"), "p1").unwrap();
+        assert_eq!(s.anti_epoch(), epoch, "a plain pod does not");
+        let kinds: Vec<&str> = s
+            .changes_since(v0)
+            .unwrap()
+            .iter()
+            .map(|c| match c {
+                Change::AddedNode(_) => "node+",
+                Change::RemovedNode(..) => "node-",
+                Change::AddedPod(..) => "pod+",
+                Change::RemovedPod(..) => "pod-",
+            })
+            .collect();
+        assert_eq!(kinds, ["node+", "pod+", "pod+", "pod-"]);
+        assert_eq!(s.changes_since(v1).map(<[Change]>::len), Some(2));
+        assert!(s.changes_since(s.version() + 1).is_none(), "future version");
+
+        // Removing a node journals its pods with it.
+        s.fork();
+        let v2 = s.version();
+        s.remove_node(a).unwrap();
+        assert!(s.anti_epoch() > epoch);
+        match s.changes_since(v2) {
+            Some([Change::RemovedNode(n, pods)]) => {
+                assert_eq!(n.name, Sym::new("a"));
+                assert_eq!(pods.len(), 1);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // A revert clears the journal: older versions must recompute.
+        let epoch = s.anti_epoch();
+        s.revert().unwrap();
+        assert!(s.anti_epoch() > epoch, "the anti-affinity pod came back");
+        assert!(s.changes_since(v2).is_none());
+        assert_eq!(s.changes_since(s.version()).map(<[Change]>::len), Some(0));
+        // A revert of plain changes only keeps the epoch.
+        let epoch = s.anti_epoch();
+        s.fork();
+        s.add_pod(pod("p3"), a).unwrap();
+        s.revert().unwrap();
+        assert_eq!(s.anti_epoch(), epoch);
+        // Namespace labels reset too.
+        let v3 = s.version();
+        s.set_namespace_labels(vec![]);
+        assert!(s.changes_since(v3).is_none());
+        assert!(s.anti_epoch() > epoch);
+    }
+
+    #[test]
+    fn journal_is_bounded() {
+        let mut s = ClusterSnapshot::new();
+        let v0 = s.version();
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        let p = pod("p");
+        for _ in 0..(JOURNAL_CAP + 10) / 2 {
+            s.add_pod(p.clone(), a).unwrap();
+            s.remove_pod(a, Sym::new("default"), "p").unwrap();
+        }
+        assert!(s.journal.len() <= JOURNAL_CAP);
+        assert!(s.changes_since(v0).is_none(), "trimmed past v0");
+        let recent = s.version() - 10;
+        assert_eq!(s.changes_since(recent).map(<[Change]>::len), Some(10));
     }
 
     mod prop {
