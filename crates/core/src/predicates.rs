@@ -24,7 +24,7 @@ use crate::affinity::{
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use crate::intern::Sym;
-use crate::labels::Labels;
+use crate::labels::{LabelSelector, Labels};
 use crate::node::Node;
 use crate::pod::{HostPort, Pod};
 use crate::resources::ResourceName;
@@ -516,32 +516,64 @@ impl ClusterSnapshot {
                 .is_some_and(|s| s.matches(&pod.labels))
     }
 
-    /// Calls `f` with every pod that any of `terms` could select (by namespace), with its node.
-    fn for_candidates<'a>(
-        &'a self,
-        terms: impl Iterator<Item = &'a PodAffinityTerm> + Clone,
-        mut f: impl FnMut(&NodeInfo, &Pod),
+    /// Calls `f` with every pod of `namespaces` (all namespaces when `None`) that `selector`
+    /// could match, with its node: through the label index when the selector has `matchLabels`
+    /// (the pair with the fewest pods), else every pod of those namespaces. Callers still match
+    /// each pod; a `None` selector matches nothing.
+    fn for_selectable(
+        &self,
+        namespaces: Option<&[Sym]>,
+        selector: Option<&LabelSelector>,
+        mut f: impl FnMut(NodeId, &NodeInfo, &Pod),
     ) {
+        let Some(selector) = selector else { return };
+        let mut nss: SmallVec<[Sym; 4]> = match namespaces {
+            Some(list) => list.iter().copied().collect(),
+            None => self.namespaces().collect(),
+        };
+        nss.sort_unstable();
+        nss.dedup();
         let mut visit = |n: NodeId, p: &Pod| {
             if let Some(info) = self.node(n) {
-                f(info, p);
+                f(n, info, p);
             }
         };
-        if terms.clone().any(|t| t.namespace_selector.is_some()) {
-            for (n, p) in self.all_pods() {
-                visit(n, p);
+        let best = selector
+            .match_labels
+            .iter()
+            .map(|(k, v)| {
+                let n: usize = nss
+                    .iter()
+                    .map(|ns| self.pods_with_label_count(*ns, k, v))
+                    .sum();
+                (n, k, v)
+            })
+            .min_by_key(|(n, _, _)| *n);
+        match best {
+            Some((_, k, v)) => {
+                for ns in nss {
+                    for (n, p) in self.pods_with_label(ns, k, v) {
+                        visit(n, p);
+                    }
+                }
             }
-        } else {
-            let mut namespaces: SmallVec<[Sym; 4]> =
-                terms.flat_map(|t| t.namespaces.iter().copied()).collect();
-            namespaces.sort_unstable();
-            namespaces.dedup();
-            for ns in namespaces {
-                for (n, p) in self.pods_in_namespace(ns) {
-                    visit(n, p);
+            None => {
+                for ns in nss {
+                    for (n, p) in self.pods_in_namespace(ns) {
+                        visit(n, p);
+                    }
                 }
             }
         }
+    }
+
+    /// Calls `f` with every pod `term` could select, with its node.
+    fn for_term_candidates(&self, term: &PodAffinityTerm, f: impl FnMut(NodeId, &NodeInfo, &Pod)) {
+        let namespaces = term
+            .namespace_selector
+            .is_none()
+            .then_some(term.namespaces.as_slice());
+        self.for_selectable(namespaces, term.label_selector.as_ref(), f);
     }
 
     /// Counts (`delta` 1) or uncounts (-1) the anti-affinity terms of `existing`, on `node`,
@@ -563,23 +595,32 @@ impl ClusterSnapshot {
         }
     }
 
-    /// Counts or uncounts `existing`, on `node`, for the incoming pod's own affinity and
-    /// anti-affinity terms.
-    fn own_terms_delta(&self, pod: &Pod, h: &mut Heavy, node: &Node, existing: &Pod, delta: i32) {
-        let labels = &node.labels;
+    /// Counts or uncounts `existing`, on `node`, for the incoming pod's own affinity terms (it
+    /// counts when all of them select it).
+    fn affinity_delta(&self, pod: &Pod, h: &mut Heavy, node: &Node, existing: &Pod, delta: i32) {
         if !pod.affinity.is_empty() && pod.affinity.iter().all(|t| self.term_selects(t, existing)) {
             for t in &pod.affinity {
-                if let Some(v) = labels.get(t.topology_key) {
+                if let Some(v) = node.labels.get(t.topology_key) {
                     bump_count(&mut h.affinity_counts, (t.topology_key, v), delta);
                 }
             }
         }
-        for t in &pod.anti_affinity {
-            if let Some(v) = labels.get(t.topology_key)
-                && self.term_selects(t, existing)
-            {
-                bump_count(&mut h.anti_counts, (t.topology_key, v), delta);
-            }
+    }
+
+    /// Counts or uncounts `existing`, on `node`, for one of the incoming pod's anti-affinity
+    /// terms.
+    fn anti_term_delta(
+        &self,
+        term: &PodAffinityTerm,
+        h: &mut Heavy,
+        node: &Node,
+        existing: &Pod,
+        delta: i32,
+    ) {
+        if let Some(v) = node.labels.get(term.topology_key)
+            && self.term_selects(term, existing)
+        {
+            bump_count(&mut h.anti_counts, (term.topology_key, v), delta);
         }
     }
 
@@ -600,7 +641,10 @@ impl ClusterSnapshot {
             return;
         }
         if pod.has_pod_affinity() {
-            self.own_terms_delta(pod, h, node, existing, delta);
+            self.affinity_delta(pod, h, node, existing, delta);
+            for t in &pod.anti_affinity {
+                self.anti_term_delta(t, h, node, existing, delta);
+            }
         }
         if !hard.is_empty()
             && counts_for_spread(pod, existing)
@@ -671,11 +715,16 @@ impl ClusterSnapshot {
             }
         }
 
-        // The incoming pod's own affinity and anti-affinity.
-        if pod.has_pod_affinity() {
-            let terms = pod.affinity.iter().chain(pod.anti_affinity.iter());
-            self.for_candidates(terms, |info, existing| {
-                self.own_terms_delta(pod, &mut h, &info.node, existing, 1);
+        // The incoming pod's own affinity (candidates: what its first term selects) and
+        // anti-affinity (per term).
+        if let Some(first) = pod.affinity.first() {
+            self.for_term_candidates(first, |_, info, existing| {
+                self.affinity_delta(pod, &mut h, &info.node, existing, 1);
+            });
+        }
+        for t in &pod.anti_affinity {
+            self.for_term_candidates(t, |_, info, existing| {
+                self.anti_term_delta(t, &mut h, &info.node, existing, 1);
             });
         }
 
@@ -690,19 +739,35 @@ impl ClusterSnapshot {
                 }
                 let per = spread_domains(pod, &hard, &info.node);
                 if let Some(per) = &per {
-                    spread_node_delta(&mut h, per, 1);
+                    for (st, d) in h.spread.iter_mut().zip(per.iter()) {
+                        if let Some(v) = d {
+                            *st.nodes.entry(*v).or_insert(0) += 1;
+                            st.counts.entry(*v).or_insert(0);
+                        }
+                    }
                 }
                 domain[at] = per;
             }
-            for (n, existing) in self.pods_in_namespace(pod.namespace) {
-                if !counts_for_spread(pod, existing) {
+            for (i, c) in hard.iter().enumerate() {
+                let Some(st) = h.spread.get_mut(i) else {
                     continue;
-                }
-                if let Some(Some(per)) = domain.get(n.0 as usize) {
-                    spread_pod_delta(&hard, &mut h, per, existing, 1);
-                }
+                };
+                let selector = c.label_selector.as_ref();
+                self.for_selectable(Some(&[pod.namespace]), selector, |n, _, existing| {
+                    if let Some(Some(per)) = domain.get(n.0 as usize)
+                        && let Some(Some(v)) = per.get(i)
+                        && counts_for_spread(pod, existing)
+                        && selector.is_some_and(|s| s.matches(&existing.labels))
+                        && let Some(count) = st.counts.get_mut(v)
+                    {
+                        *count += 1;
+                    }
+                });
             }
             for st in &mut h.spread {
+                for &count in st.counts.values() {
+                    *st.hist.entry(count).or_insert(0) += 1;
+                }
                 st.update_min();
             }
         }

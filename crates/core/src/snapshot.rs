@@ -111,8 +111,14 @@ impl NodeInfo {
     }
 }
 
+/// Pods by name, with the node each is on.
+type PodSet = FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>;
+
 /// Pods by namespace, then name, with the node each is on.
-type PodIndex = FxHashMap<Sym, FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>>;
+type PodIndex = FxHashMap<Sym, PodSet>;
+
+/// Pods by (namespace, label key, label value), then name.
+type LabelIndex = FxHashMap<(Sym, Sym, Sym), PodSet>;
 
 /// One recorded inverse operation.
 #[derive(Debug)]
@@ -163,6 +169,8 @@ pub struct ClusterSnapshot {
     /// Pods with required anti-affinity terms, by namespace and name.
     anti: PodIndex,
     anti_count: usize,
+    /// Every pod under each of its labels.
+    by_label: LabelIndex,
     ns_labels: FxHashMap<Sym, Labels>,
     /// Returned for namespaces without known labels.
     no_labels: Labels,
@@ -182,6 +190,27 @@ fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>) {
         .entry(pod.namespace)
         .or_default()
         .insert(pod.name.clone(), (node, pod.clone()));
+}
+
+fn label_index_insert(index: &mut LabelIndex, node: NodeId, pod: &Arc<Pod>) {
+    for (k, v) in pod.labels.iter() {
+        index
+            .entry((pod.namespace, k, v))
+            .or_default()
+            .insert(pod.name.clone(), (node, pod.clone()));
+    }
+}
+
+fn label_index_remove(index: &mut LabelIndex, pod: &Pod) {
+    for (k, v) in pod.labels.iter() {
+        let key = (pod.namespace, k, v);
+        if let Some(m) = index.get_mut(&key) {
+            m.remove(&*pod.name);
+            if m.is_empty() {
+                index.remove(&key);
+            }
+        }
+    }
 }
 
 fn index_remove(index: &mut PodIndex, pod: &Pod) {
@@ -356,6 +385,31 @@ impl ClusterSnapshot {
             .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
     }
 
+    /// Pods of `namespace` labelled `key=value`, with their node, in no particular order.
+    pub fn pods_with_label(
+        &self,
+        namespace: Sym,
+        key: Sym,
+        value: Sym,
+    ) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
+        self.by_label
+            .get(&(namespace, key, value))
+            .into_iter()
+            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+    }
+
+    /// Number of pods of `namespace` labelled `key=value`.
+    pub fn pods_with_label_count(&self, namespace: Sym, key: Sym, value: Sym) -> usize {
+        self.by_label
+            .get(&(namespace, key, value))
+            .map_or(0, |m| m.len())
+    }
+
+    /// Number of pods in `namespace`.
+    pub fn pods_in_namespace_count(&self, namespace: Sym) -> usize {
+        self.pods.get(&namespace).map_or(0, |m| m.len())
+    }
+
     /// Namespaces holding at least one pod.
     pub fn namespaces(&self) -> impl Iterator<Item = Sym> + '_ {
         self.pods.keys().copied()
@@ -498,6 +552,7 @@ impl ClusterSnapshot {
 
     fn index_pod(&mut self, node: NodeId, pod: &Arc<Pod>) {
         index_insert(&mut self.pods, node, pod);
+        label_index_insert(&mut self.by_label, node, pod);
         self.pod_count += 1;
         if !pod.anti_affinity.is_empty() {
             index_insert(&mut self.anti, node, pod);
@@ -507,6 +562,7 @@ impl ClusterSnapshot {
 
     fn unindex_pod(&mut self, pod: &Pod) {
         index_remove(&mut self.pods, pod);
+        label_index_remove(&mut self.by_label, pod);
         self.pod_count -= 1;
         if !pod.anti_affinity.is_empty() {
             index_remove(&mut self.anti, pod);
@@ -609,6 +665,7 @@ mod tests {
         by_name: Vec<(Sym, u32)>,
         pods: Vec<(String, u32)>,
         anti: Vec<(String, u32)>,
+        by_label: Vec<(Sym, Sym, Sym, String, u32)>,
         free: Vec<u32>,
         len: usize,
         pod_count: usize,
@@ -646,6 +703,17 @@ mod tests {
             by_name,
             pods: flatten(&s.pods),
             anti: flatten(&s.anti),
+            by_label: {
+                let mut v: Vec<_> = s
+                    .by_label
+                    .iter()
+                    .flat_map(|(&(ns, k, val), m)| {
+                        m.values().map(move |(n, p)| (ns, k, val, p.key(), n.0))
+                    })
+                    .collect();
+                v.sort();
+                v
+            },
             free: s.free.clone(),
             len: s.len(),
             pod_count: s.pod_count,
@@ -925,7 +993,11 @@ mod tests {
                         }
                         Op::AddPod(p, n, anti) => {
                             let mut b = PodBuilder::new(&format!("p{p}"), i64::from(p) + 1, 7)
-                                .host_port(u16::from(p % 3) + 1);
+                                .host_port(u16::from(p % 3) + 1)
+                                .label("app", if p % 2 == 0 { "even" } else { "odd" });
+                            if p % 3 == 0 {
+                                b = b.label("tier", "x");
+                            }
                             if anti {
                                 b = b.anti_affinity("a", "b", "h");
                             }
@@ -959,6 +1031,22 @@ mod tests {
                     prop_assert!(s.version() >= version);
                     version = s.version();
                     prop_assert_eq!(s.depth(), saved.len());
+                    // The label index always equals a recomputation.
+                    let mut want: Vec<_> = s
+                        .all_pods()
+                        .flat_map(|(n, p)| {
+                            p.labels
+                                .iter()
+                                .map(move |(k, v)| (p.namespace, k, v, p.key(), n.0))
+                        })
+                        .collect();
+                    want.sort();
+                    prop_assert_eq!(&picture(&s).by_label, &want);
+                    for &(ns, k, v, _, _) in &want {
+                        let n = want.iter().filter(|w| (w.0, w.1, w.2) == (ns, k, v)).count();
+                        prop_assert_eq!(s.pods_with_label_count(ns, k, v), n);
+                        prop_assert_eq!(s.pods_with_label(ns, k, v).count(), n);
+                    }
                     // Sums always equal a recomputation.
                     for (_, n) in s.nodes() {
                         let mut r = Resources::default();
