@@ -10,7 +10,13 @@
 //! topology domains that existing pods' anti-affinity forbids), and [`ClusterSnapshot::check`]
 //! (Filter) answers for one node with a few comparisons. For a pod without inter-pod or spread
 //! constraints in a cluster where no pod has anti-affinity, preparing is O(1) and the prepared
-//! state is empty. This module only reads the snapshot; it never mutates it and never panics.
+//! state is empty. Preparing a term or spread constraint with `matchLabels` visits only the pods
+//! carrying its rarest label (the snapshot's label index).
+//!
+//! [`ClusterSnapshot::refresh`] keeps prepared state current incrementally: it replays the
+//! snapshot's change journal since the prepared version into the counts, and must always end in
+//! exactly the state a fresh `prepare` computes (a property test checks this). This module only
+//! reads the snapshot; it never mutates it and never panics.
 
 use std::collections::BTreeMap;
 use std::fmt;

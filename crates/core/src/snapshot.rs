@@ -13,6 +13,9 @@
 //! state can replay what changed since it was computed instead of recomputing it. A revert or a
 //! namespace-label change clears the journal: state prepared before it is recomputed in full.
 //!
+//! Pods are indexed by namespace and name, by (namespace, label key, value) for selectors, and
+//! separately when they carry required anti-affinity terms.
+//!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
 
@@ -117,8 +120,15 @@ type PodSet = FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>;
 /// Pods by namespace, then name, with the node each is on.
 type PodIndex = FxHashMap<Sym, PodSet>;
 
-/// Pods by (namespace, label key, label value), then name.
-type LabelIndex = FxHashMap<(Sym, Sym, Sym), PodSet>;
+/// Pods by (namespace, label key, label value), then by identity (see [`pod_identity`]).
+type LabelIndex = FxHashMap<(Sym, Sym, Sym), FxHashMap<usize, (NodeId, Arc<Pod>)>>;
+
+/// The address of a pod held by the snapshot: unique among its pods (one `Arc` each, names are
+/// unique) and cheaper to hash than the name. Only for pods reached through the snapshot's own
+/// `Arc`s.
+fn pod_identity(pod: &Pod) -> usize {
+    std::ptr::from_ref(pod) as usize
+}
 
 /// One recorded inverse operation.
 #[derive(Debug)]
@@ -197,7 +207,7 @@ fn label_index_insert(index: &mut LabelIndex, node: NodeId, pod: &Arc<Pod>) {
         index
             .entry((pod.namespace, k, v))
             .or_default()
-            .insert(pod.name.clone(), (node, pod.clone()));
+            .insert(pod_identity(pod), (node, pod.clone()));
     }
 }
 
@@ -205,7 +215,7 @@ fn label_index_remove(index: &mut LabelIndex, pod: &Pod) {
     for (k, v) in pod.labels.iter() {
         let key = (pod.namespace, k, v);
         if let Some(m) = index.get_mut(&key) {
-            m.remove(&*pod.name);
+            m.remove(&pod_identity(pod));
             if m.is_empty() {
                 index.remove(&key);
             }
