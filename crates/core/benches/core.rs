@@ -210,9 +210,9 @@ fn estimator(c: &mut Criterion) {
     });
 }
 
-/// (c') The estimator where prepared predicate state is not trivial: 200 plain pending pods with
-/// 10% of the existing pods carrying anti-affinity terms, and 200 pending pods with a zone spread
-/// constraint. Fewer pods than (c) because each placement may re-prepare every group.
+/// (c') The estimator where prepared predicate state is not trivial: 200 and 2,000 plain pending
+/// pods with 10% of the existing pods carrying anti-affinity terms, and 200 pending pods with a
+/// zone spread constraint.
 fn estimator_constrained(c: &mut Criterion) {
     let template = NodeTemplate {
         node: NodeBuilder::new("ng-1", 16_000, 64 * GI)
@@ -246,6 +246,19 @@ fn estimator_constrained(c: &mut Criterion) {
         b.iter(|| {
             let e = estimate(&mut anti, &plain, &template, EstimatorLimits::unlimited())
                 .expect("consistent input");
+            black_box(e.node_count)
+        })
+    });
+    let plain_2000 = pending(2000, false);
+    c.bench_function("estimate/2000_pods/1000_nodes_10pct_anti_affinity", |b| {
+        b.iter(|| {
+            let e = estimate(
+                &mut anti,
+                &plain_2000,
+                &template,
+                EstimatorLimits::unlimited(),
+            )
+            .expect("consistent input");
             black_box(e.node_count)
         })
     });

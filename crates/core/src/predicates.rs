@@ -10,8 +10,15 @@
 //! topology domains that existing pods' anti-affinity forbids), and [`ClusterSnapshot::check`]
 //! (Filter) answers for one node with a few comparisons. For a pod without inter-pod or spread
 //! constraints in a cluster where no pod has anti-affinity, preparing is O(1) and the prepared
-//! state is empty. This module only reads the snapshot; it never mutates it and never panics.
+//! state is empty. Preparing a term or spread constraint with `matchLabels` visits only the pods
+//! carrying its rarest label (the snapshot's label index).
+//!
+//! [`ClusterSnapshot::refresh`] keeps prepared state current incrementally: it replays the
+//! snapshot's change journal since the prepared version into the counts, and must always end in
+//! exactly the state a fresh `prepare` computes (a property test checks this). This module only
+//! reads the snapshot; it never mutates it and never panics.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::LazyLock;
 
@@ -20,14 +27,14 @@ use smallvec::SmallVec;
 
 use crate::affinity::{
     InclusionPolicy, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
-    WhenUnsatisfiable,
+    TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use crate::intern::Sym;
-use crate::labels::Labels;
+use crate::labels::{LabelSelector, Labels};
 use crate::node::Node;
 use crate::pod::{HostPort, Pod};
 use crate::resources::ResourceName;
-use crate::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+use crate::snapshot::{Change, ClusterSnapshot, NodeId, NodeInfo};
 use crate::taints::{Taint, TaintEffect, first_untolerated};
 
 /// Why a pod does not fit a node (one variant per filter reason, Display = kube-scheduler text).
@@ -156,15 +163,38 @@ static CORDON_TAINT: LazyLock<Taint> = LazyLock::new(|| Taint {
 /// A (topology key, value) pair.
 type Pair = (Sym, Sym);
 
+/// Adds `delta` to `map[key]`, keeping only positive counts; returns whether the key was
+/// `(absent before, absent after)`.
+fn bump_count<K: std::hash::Hash + Eq>(
+    map: &mut FxHashMap<K, u32>,
+    key: K,
+    delta: i32,
+) -> (bool, bool) {
+    let old = map.get(&key).copied().unwrap_or(0);
+    let new = old.saturating_add_signed(delta);
+    if new == 0 {
+        map.remove(&key);
+    } else {
+        map.insert(key, new);
+    }
+    (old == 0, new == 0)
+}
+
 /// Per hard spread constraint: matching pods per eligible domain and the effective minimum.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct SpreadState {
     /// Topology key.
     key: Sym,
     /// `maxSkew`.
     max_skew: i64,
+    /// `minDomains` (at least 1).
+    min_domains: i64,
     /// Matching pods per eligible domain value (domains without pods are present with 0).
     counts: FxHashMap<Sym, i64>,
+    /// Eligible nodes per domain value: a domain exists while it has at least one.
+    nodes: FxHashMap<Sym, u32>,
+    /// How many domains have each count, to keep the minimum without a scan.
+    hist: BTreeMap<i64, u32>,
     /// The global minimum to subtract: 0 when there are fewer eligible domains than
     /// `minDomains`, otherwise the smallest count.
     min: i64,
@@ -172,11 +202,56 @@ struct SpreadState {
     self_match: i64,
 }
 
-/// The non-trivial part of a prepared pod.
-#[derive(Clone, Debug, Default)]
+impl SpreadState {
+    fn hist_add(&mut self, count: i64, delta: i32) {
+        let e = self.hist.entry(count).or_insert(0);
+        *e = e.saturating_add_signed(delta);
+        if *e == 0 {
+            self.hist.remove(&count);
+        }
+    }
+
+    /// One more (`delta` 1) or one fewer (-1) eligible node in domain `v`.
+    fn node_delta(&mut self, v: Sym, delta: i32) {
+        let (was_absent, is_absent) = bump_count(&mut self.nodes, v, delta);
+        if was_absent && !is_absent {
+            self.counts.insert(v, 0);
+            self.hist_add(0, 1);
+        } else if is_absent && let Some(c) = self.counts.remove(&v) {
+            self.hist_add(c, -1);
+        }
+    }
+
+    /// One more or one fewer matching pod in domain `v` (which must have an eligible node).
+    fn pod_delta(&mut self, v: Sym, delta: i32) {
+        let Some(c) = self.counts.get_mut(&v) else {
+            return;
+        };
+        let old = *c;
+        *c = old + i64::from(delta);
+        let new = *c;
+        self.hist_add(old, -1);
+        self.hist_add(new, 1);
+    }
+
+    fn update_min(&mut self) {
+        self.min = if (self.counts.len() as i64) < self.min_domains {
+            0
+        } else {
+            self.hist.keys().next().copied().unwrap_or(0)
+        };
+    }
+}
+
+/// The non-trivial part of a prepared pod. Every count map holds only positive counts, so the
+/// state reached by replaying changes is identical to the one computed from scratch.
+#[derive(Clone, Debug, Default, PartialEq)]
 struct Heavy {
-    /// Topology pairs where an existing pod's anti-affinity term matches the incoming pod.
-    existing_anti: Vec<Pair>,
+    /// Topology pairs where existing pods' anti-affinity terms match the incoming pod, with how
+    /// many (pod, term) contribute.
+    existing_anti: FxHashMap<Pair, u32>,
+    /// The topology keys of `existing_anti`, with how many pairs have each.
+    existing_anti_keys: SmallVec<[(Sym, u32); 2]>,
     /// The pod's required affinity terms: (topology key) per term.
     affinity_keys: Vec<Sym>,
     /// Pods matching all affinity terms, per topology pair of each term.
@@ -191,11 +266,47 @@ struct Heavy {
     spread: Vec<SpreadState>,
 }
 
-/// Per-pod state computed once against a snapshot version (kube-scheduler's PreFilter): affinity
-/// and spread counts per topology domain, existing pods' anti-affinity against this pod.
+impl Heavy {
+    fn is_empty(&self) -> bool {
+        self.existing_anti.is_empty()
+            && self.affinity_keys.is_empty()
+            && self.anti_keys.is_empty()
+            && self.spread.is_empty()
+    }
+
+    fn existing_anti_delta(&mut self, pair: Pair, delta: i32) {
+        let (was_absent, is_absent) = bump_count(&mut self.existing_anti, pair, delta);
+        let key_delta = match (was_absent, is_absent) {
+            (true, false) => 1,
+            (false, true) => -1,
+            _ => return,
+        };
+        let keys = &mut self.existing_anti_keys;
+        match keys.iter().position(|(k, _)| *k == pair.0) {
+            Some(i) => {
+                keys[i].1 = keys[i].1.saturating_add_signed(key_delta);
+                if keys[i].1 == 0 {
+                    keys.remove(i);
+                }
+            }
+            None if key_delta > 0 => {
+                let at = keys.partition_point(|(k, _)| *k < pair.0);
+                keys.insert(at, (pair.0, 1));
+            }
+            None => {}
+        }
+    }
+}
+
+/// Per-pod state computed against a snapshot version (kube-scheduler's PreFilter): affinity
+/// and spread counts per topology domain, existing pods' anti-affinity against this pod. Kept
+/// current by [`ClusterSnapshot::refresh`], which replays the snapshot's changes since.
 #[derive(Clone, Debug, Default)]
 pub struct Prepared {
+    /// Whether this came from `prepare` (a default value is recomputed on first refresh).
+    valid: bool,
     version: u64,
+    anti_epoch: u64,
     heavy: Option<Box<Heavy>>,
 }
 
@@ -220,6 +331,84 @@ fn needs_cluster_state(pod: &Pod) -> bool {
             .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
 }
 
+/// The pod's hard spread constraints, in order.
+type Hard<'a> = SmallVec<[&'a TopologySpreadConstraint; 2]>;
+
+/// What replaying a change needs to know about the incoming pod.
+struct Incoming<'a> {
+    pod: &'a Pod,
+    hard: Hard<'a>,
+    /// Whether the pod has no inter-pod or spread constraint (only existing anti-affinity).
+    plain: bool,
+}
+
+fn hard_spread(pod: &Pod) -> Hard<'_> {
+    pod.spread
+        .iter()
+        .filter(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+        .collect()
+}
+
+/// Per hard constraint, the domain `node` counts in for `pod` (`None` when the node is not
+/// eligible for that constraint); `None` overall when the node lacks one of the constraints'
+/// keys (it then counts for no constraint).
+fn spread_domains(pod: &Pod, hard: &Hard<'_>, node: &Node) -> Option<SmallVec<[Option<Sym>; 2]>> {
+    let labels = &node.labels;
+    if !hard.iter().all(|c| labels.contains_key(c.topology_key)) {
+        return None;
+    }
+    let per = hard
+        .iter()
+        .map(|c| {
+            let eligible = (c.node_affinity_policy == InclusionPolicy::Ignore
+                || node_affinity_matches(pod, node))
+                && (c.node_taints_policy == InclusionPolicy::Ignore
+                    || first_untolerated(&node.taints, &pod.tolerations).is_none());
+            if eligible {
+                labels.get(c.topology_key)
+            } else {
+                None
+            }
+        })
+        .collect();
+    Some(per)
+}
+
+/// Whether `existing` counts for `pod`'s spread constraints at all (same namespace, not
+/// terminating).
+fn counts_for_spread(pod: &Pod, existing: &Pod) -> bool {
+    existing.namespace == pod.namespace && existing.deletion_ms.is_none()
+}
+
+/// Counts (`delta` 1) or uncounts (-1) `existing` in the spread states, `per` being the domains
+/// of its node.
+fn spread_pod_delta(
+    hard: &Hard<'_>,
+    h: &mut Heavy,
+    per: &[Option<Sym>],
+    existing: &Pod,
+    delta: i32,
+) {
+    for ((c, st), d) in hard.iter().zip(h.spread.iter_mut()).zip(per.iter()) {
+        if let Some(v) = d
+            && c.label_selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&existing.labels))
+        {
+            st.pod_delta(*v, delta);
+        }
+    }
+}
+
+/// Adds (`delta` 1) or removes (-1) an eligible node to the spread states' domains.
+fn spread_node_delta(h: &mut Heavy, per: &[Option<Sym>], delta: i32) {
+    for (st, d) in h.spread.iter_mut().zip(per.iter()) {
+        if let Some(v) = d {
+            st.node_delta(*v, delta);
+        }
+    }
+}
+
 impl ClusterSnapshot {
     /// PreFilter: O(1) for a pod without affinity, anti-affinity or spread constraints when no
     /// existing pod has anti-affinity.
@@ -228,29 +417,71 @@ impl ClusterSnapshot {
             None
         } else {
             let h = self.compute_heavy(pod);
-            let empty = h.existing_anti.is_empty()
-                && h.affinity_keys.is_empty()
-                && h.anti_keys.is_empty()
-                && h.spread.is_empty();
-            (!empty).then(|| Box::new(h))
+            (!h.is_empty()).then(|| Box::new(h))
         };
         Prepared {
+            valid: true,
             version: self.version(),
+            anti_epoch: self.anti_epoch(),
             heavy,
         }
     }
 
-    /// Makes `prepared` current after snapshot mutations (no-op when not stale or trivial).
+    /// Makes `prepared` (from [`ClusterSnapshot::prepare`] for this pod, or an equivalent one)
+    /// current after snapshot mutations, answering exactly like a fresh `prepare`.
+    ///
+    /// Incremental: the changes since the prepared version are replayed into the state. For a
+    /// pod without inter-pod or spread constraints this is O(1) unless a pod with anti-affinity
+    /// terms came or went, and then O(1) per change that is not such a pod. State older than a
+    /// revert, a namespace-label change or the journal's reach is recomputed in full.
     pub fn refresh(&self, pod: &Pod, prepared: &mut Prepared) {
-        if prepared.version == self.version() {
+        let version = self.version();
+        if !prepared.valid {
+            *prepared = self.prepare(pod);
             return;
         }
-        if !needs_cluster_state(pod) && self.anti_affinity_pod_count() == 0 {
+        if prepared.version == version {
+            return;
+        }
+        let plain = !needs_cluster_state(pod);
+        if plain {
+            // Only existing pods' anti-affinity matters, and it did not change, or is gone.
+            let unchanged = prepared.anti_epoch == self.anti_epoch();
+            if unchanged || self.anti_affinity_pod_count() == 0 {
+                if !unchanged {
+                    prepared.heavy = None;
+                }
+                prepared.version = version;
+                prepared.anti_epoch = self.anti_epoch();
+                return;
+            }
+        }
+        // Replaying more changes than a full scan would visit is not worth it.
+        let worth = self.pod_count() + self.len();
+        let changes = match self.changes_since(prepared.version) {
+            Some(c) if c.len() <= worth && (plain || prepared.heavy.is_some()) => c,
+            _ => {
+                *prepared = self.prepare(pod);
+                return;
+            }
+        };
+        let inc = Incoming {
+            pod,
+            hard: hard_spread(pod),
+            plain,
+        };
+        let h = prepared.heavy.get_or_insert_with(Box::default);
+        for change in changes {
+            self.replay(&inc, h, change);
+        }
+        for st in &mut h.spread {
+            st.update_min();
+        }
+        if h.is_empty() {
             prepared.heavy = None;
-            prepared.version = self.version();
-            return;
         }
-        *prepared = self.prepare(pod);
+        prepared.version = version;
+        prepared.anti_epoch = self.anti_epoch();
     }
 
     /// Filter: all predicates of `pod` on `node`, first failure returned. `prepared` must come
@@ -291,160 +522,260 @@ impl ClusterSnapshot {
                 .is_some_and(|s| s.matches(&pod.labels))
     }
 
-    /// Calls `f` with every pod that any of `terms` could select (by namespace), with its node.
-    fn for_candidates<'a>(
-        &'a self,
-        terms: impl Iterator<Item = &'a PodAffinityTerm> + Clone,
-        mut f: impl FnMut(&NodeInfo, &Pod),
+    /// Calls `f` with every pod of `namespaces` (all namespaces when `None`) that `selector`
+    /// could match, with its node: through the label index when the selector has `matchLabels`
+    /// (the pair with the fewest pods), else every pod of those namespaces. Callers still match
+    /// each pod; a `None` selector matches nothing.
+    fn for_selectable(
+        &self,
+        namespaces: Option<&[Sym]>,
+        selector: Option<&LabelSelector>,
+        mut f: impl FnMut(NodeId, &NodeInfo, &Pod),
     ) {
+        let Some(selector) = selector else { return };
+        let mut nss: SmallVec<[Sym; 4]> = match namespaces {
+            Some(list) => list.iter().copied().collect(),
+            None => self.namespaces().collect(),
+        };
+        nss.sort_unstable();
+        nss.dedup();
         let mut visit = |n: NodeId, p: &Pod| {
             if let Some(info) = self.node(n) {
-                f(info, p);
+                f(n, info, p);
             }
         };
-        if terms.clone().any(|t| t.namespace_selector.is_some()) {
-            for (n, p) in self.all_pods() {
-                visit(n, p);
+        let best = selector
+            .match_labels
+            .iter()
+            .map(|(k, v)| {
+                let n: usize = nss
+                    .iter()
+                    .map(|ns| self.pods_with_label_count(*ns, k, v))
+                    .sum();
+                (n, k, v)
+            })
+            .min_by_key(|(n, _, _)| *n);
+        match best {
+            Some((_, k, v)) => {
+                for ns in nss {
+                    for (n, p) in self.pods_with_label(ns, k, v) {
+                        visit(n, p);
+                    }
+                }
             }
-        } else {
-            let mut namespaces: SmallVec<[Sym; 4]> =
-                terms.flat_map(|t| t.namespaces.iter().copied()).collect();
-            namespaces.sort_unstable();
-            namespaces.dedup();
-            for ns in namespaces {
-                for (n, p) in self.pods_in_namespace(ns) {
-                    visit(n, p);
+            None => {
+                for ns in nss {
+                    for (n, p) in self.pods_in_namespace(ns) {
+                        visit(n, p);
+                    }
                 }
             }
         }
     }
 
-    fn compute_heavy(&self, pod: &Pod) -> Heavy {
-        let mut h = Heavy::default();
+    /// Calls `f` with every pod `term` could select, with its node.
+    fn for_term_candidates(&self, term: &PodAffinityTerm, f: impl FnMut(NodeId, &NodeInfo, &Pod)) {
+        let namespaces = term
+            .namespace_selector
+            .is_none()
+            .then_some(term.namespaces.as_slice());
+        self.for_selectable(namespaces, term.label_selector.as_ref(), f);
+    }
 
-        // Existing pods' anti-affinity against the incoming pod.
-        for (n, existing) in self.pods_with_anti_affinity() {
-            let Some(info) = self.node(n) else { continue };
-            for term in &existing.anti_affinity {
-                if let Some(v) = info.node.labels.get(term.topology_key)
-                    && self.term_selects(term, pod)
-                {
-                    h.existing_anti.push((term.topology_key, v));
+    /// Counts (`delta` 1) or uncounts (-1) the anti-affinity terms of `existing`, on `node`,
+    /// that select the incoming `pod`.
+    fn existing_anti_delta(
+        &self,
+        pod: &Pod,
+        h: &mut Heavy,
+        node: &Node,
+        existing: &Pod,
+        delta: i32,
+    ) {
+        for term in &existing.anti_affinity {
+            if let Some(v) = node.labels.get(term.topology_key)
+                && self.term_selects(term, pod)
+            {
+                h.existing_anti_delta((term.topology_key, v), delta);
+            }
+        }
+    }
+
+    /// Counts or uncounts `existing`, on `node`, for the incoming pod's own affinity terms (it
+    /// counts when all of them select it).
+    fn affinity_delta(&self, pod: &Pod, h: &mut Heavy, node: &Node, existing: &Pod, delta: i32) {
+        if !pod.affinity.is_empty() && pod.affinity.iter().all(|t| self.term_selects(t, existing)) {
+            for t in &pod.affinity {
+                if let Some(v) = node.labels.get(t.topology_key) {
+                    bump_count(&mut h.affinity_counts, (t.topology_key, v), delta);
                 }
             }
         }
-        h.existing_anti.sort_unstable();
-        h.existing_anti.dedup();
+    }
 
-        // The incoming pod's own affinity and anti-affinity.
-        if pod.has_pod_affinity() {
-            h.affinity_keys = pod.affinity.iter().map(|t| t.topology_key).collect();
-            h.anti_keys = pod.anti_affinity.iter().map(|t| t.topology_key).collect();
-            h.affinity_self_match =
-                !pod.affinity.is_empty() && pod.affinity.iter().all(|t| self.term_selects(t, pod));
-            let terms = pod.affinity.iter().chain(pod.anti_affinity.iter());
-            let mut aff = FxHashMap::default();
-            let mut anti = FxHashMap::default();
-            self.for_candidates(terms, |info, existing| {
-                let labels = &info.node.labels;
-                if !pod.affinity.is_empty()
-                    && pod.affinity.iter().all(|t| self.term_selects(t, existing))
-                {
-                    for t in &pod.affinity {
-                        if let Some(v) = labels.get(t.topology_key) {
-                            *aff.entry((t.topology_key, v)).or_insert(0u32) += 1;
-                        }
-                    }
-                }
-                for t in &pod.anti_affinity {
-                    if let Some(v) = labels.get(t.topology_key)
-                        && self.term_selects(t, existing)
-                    {
-                        *anti.entry((t.topology_key, v)).or_insert(0u32) += 1;
-                    }
-                }
-            });
-            h.affinity_counts = aff;
-            h.anti_counts = anti;
+    /// Counts or uncounts `existing`, on `node`, for one of the incoming pod's anti-affinity
+    /// terms.
+    fn anti_term_delta(
+        &self,
+        term: &PodAffinityTerm,
+        h: &mut Heavy,
+        node: &Node,
+        existing: &Pod,
+        delta: i32,
+    ) {
+        if let Some(v) = node.labels.get(term.topology_key)
+            && self.term_selects(term, existing)
+        {
+            bump_count(&mut h.anti_counts, (term.topology_key, v), delta);
         }
+    }
 
-        // Hard topology spread constraints.
-        let hard: SmallVec<[_; 2]> = pod
-            .spread
-            .iter()
-            .filter(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
-            .collect();
-        if !hard.is_empty() {
-            let mut states: Vec<SpreadState> = hard
+    /// Counts or uncounts one pod added to or removed from `node`, in every part of the state.
+    fn pod_delta(
+        &self,
+        inc: &Incoming<'_>,
+        h: &mut Heavy,
+        node: &Node,
+        existing: &Pod,
+        delta: i32,
+    ) {
+        let (pod, hard) = (inc.pod, &inc.hard);
+        if !existing.anti_affinity.is_empty() {
+            self.existing_anti_delta(pod, h, node, existing, delta);
+        }
+        if inc.plain {
+            return;
+        }
+        if pod.has_pod_affinity() {
+            self.affinity_delta(pod, h, node, existing, delta);
+            for t in &pod.anti_affinity {
+                self.anti_term_delta(t, h, node, existing, delta);
+            }
+        }
+        if !hard.is_empty()
+            && counts_for_spread(pod, existing)
+            && let Some(per) = spread_domains(pod, hard, node)
+        {
+            spread_pod_delta(hard, h, &per, existing, delta);
+        }
+    }
+
+    /// Replays one snapshot change into `h`.
+    fn replay(&self, inc: &Incoming<'_>, h: &mut Heavy, change: &Change) {
+        let (pod, hard) = (inc.pod, &inc.hard);
+        match change {
+            Change::AddedPod(node, existing) => self.pod_delta(inc, h, node, existing, 1),
+            Change::RemovedPod(node, existing) => self.pod_delta(inc, h, node, existing, -1),
+            Change::AddedNode(node) => {
+                if !hard.is_empty()
+                    && let Some(per) = spread_domains(pod, hard, node)
+                {
+                    spread_node_delta(h, &per, 1);
+                }
+            }
+            Change::RemovedNode(node, pods) => {
+                for existing in pods {
+                    self.pod_delta(inc, h, node, existing, -1);
+                }
+                if !hard.is_empty()
+                    && let Some(per) = spread_domains(pod, hard, node)
+                {
+                    spread_node_delta(h, &per, -1);
+                }
+            }
+        }
+    }
+
+    /// The full PreFilter computation.
+    fn compute_heavy(&self, pod: &Pod) -> Heavy {
+        let hard = hard_spread(pod);
+        let mut h = Heavy {
+            affinity_keys: pod.affinity.iter().map(|t| t.topology_key).collect(),
+            anti_keys: pod.anti_affinity.iter().map(|t| t.topology_key).collect(),
+            affinity_self_match: !pod.affinity.is_empty()
+                && pod.affinity.iter().all(|t| self.term_selects(t, pod)),
+            spread: hard
                 .iter()
                 .map(|c| SpreadState {
                     key: c.topology_key,
                     max_skew: i64::from(c.max_skew),
+                    min_domains: i64::from(c.min_domains.unwrap_or(1).max(1)),
                     self_match: i64::from(
                         c.label_selector
                             .as_ref()
                             .is_some_and(|s| s.matches(&pod.labels)),
                     ),
                     counts: FxHashMap::default(),
+                    nodes: FxHashMap::default(),
+                    hist: BTreeMap::new(),
                     min: 0,
                 })
-                .collect();
-            // Per node id and constraint: the domain, when the node is eligible (empty for nodes
-            // lacking a key, which count for no constraint).
-            let mut domain: Vec<SmallVec<[Option<Sym>; 2]>> = Vec::new();
+                .collect(),
+            ..Heavy::default()
+        };
+
+        // Existing pods' anti-affinity against the incoming pod.
+        for (n, existing) in self.pods_with_anti_affinity() {
+            if let Some(info) = self.node(n) {
+                self.existing_anti_delta(pod, &mut h, &info.node, existing, 1);
+            }
+        }
+
+        // The incoming pod's own affinity (candidates: what its first term selects) and
+        // anti-affinity (per term).
+        if let Some(first) = pod.affinity.first() {
+            self.for_term_candidates(first, |_, info, existing| {
+                self.affinity_delta(pod, &mut h, &info.node, existing, 1);
+            });
+        }
+        for t in &pod.anti_affinity {
+            self.for_term_candidates(t, |_, info, existing| {
+                self.anti_term_delta(t, &mut h, &info.node, existing, 1);
+            });
+        }
+
+        // Hard topology spread constraints: eligible domains, then matching pods.
+        if !hard.is_empty() {
+            // Per node id: the domains, when the node has every key.
+            let mut domain: Vec<Option<SmallVec<[Option<Sym>; 2]>>> = Vec::new();
             for (id, info) in self.nodes() {
                 let at = id.0 as usize;
                 if domain.len() <= at {
-                    domain.resize(at + 1, SmallVec::new());
+                    domain.resize(at + 1, None);
                 }
-                let labels = &info.node.labels;
-                if !hard.iter().all(|c| labels.contains_key(c.topology_key)) {
-                    continue;
-                }
-                let mut per: SmallVec<[Option<Sym>; 2]> = SmallVec::new();
-                for (c, st) in hard.iter().zip(states.iter_mut()) {
-                    let eligible = (c.node_affinity_policy == InclusionPolicy::Ignore
-                        || node_affinity_matches(pod, &info.node))
-                        && (c.node_taints_policy == InclusionPolicy::Ignore
-                            || first_untolerated(&info.node.taints, &pod.tolerations).is_none());
-                    let d = if eligible {
-                        labels.get(c.topology_key)
-                    } else {
-                        None
-                    };
-                    if let Some(v) = d {
-                        st.counts.entry(v).or_insert(0);
+                let per = spread_domains(pod, &hard, &info.node);
+                if let Some(per) = &per {
+                    for (st, d) in h.spread.iter_mut().zip(per.iter()) {
+                        if let Some(v) = d {
+                            *st.nodes.entry(*v).or_insert(0) += 1;
+                            st.counts.entry(*v).or_insert(0);
+                        }
                     }
-                    per.push(d);
                 }
                 domain[at] = per;
             }
-            for (n, existing) in self.pods_in_namespace(pod.namespace) {
-                if existing.deletion_ms.is_some() {
-                    continue;
-                }
-                let Some(per) = domain.get(n.0 as usize) else {
+            for (i, c) in hard.iter().enumerate() {
+                let Some(st) = h.spread.get_mut(i) else {
                     continue;
                 };
-                for ((c, st), d) in hard.iter().zip(states.iter_mut()).zip(per.iter()) {
-                    if let Some(v) = d
-                        && c.label_selector
-                            .as_ref()
-                            .is_some_and(|s| s.matches(&existing.labels))
+                let selector = c.label_selector.as_ref();
+                self.for_selectable(Some(&[pod.namespace]), selector, |n, _, existing| {
+                    if let Some(Some(per)) = domain.get(n.0 as usize)
+                        && let Some(Some(v)) = per.get(i)
+                        && counts_for_spread(pod, existing)
+                        && selector.is_some_and(|s| s.matches(&existing.labels))
+                        && let Some(count) = st.counts.get_mut(v)
                     {
-                        *st.counts.entry(*v).or_insert(0) += 1;
+                        *count += 1;
                     }
+                });
+            }
+            for st in &mut h.spread {
+                for &count in st.counts.values() {
+                    *st.hist.entry(count).or_insert(0) += 1;
                 }
+                st.update_min();
             }
-            for (c, st) in hard.iter().zip(states.iter_mut()) {
-                let min_domains = i64::from(c.min_domains.unwrap_or(1).max(1));
-                st.min = if (st.counts.len() as i64) < min_domains {
-                    0
-                } else {
-                    st.counts.values().copied().min().unwrap_or(0)
-                };
-            }
-            h.spread = states;
         }
         h
     }
@@ -484,8 +815,10 @@ fn check_heavy(h: &Heavy, labels: &Labels) -> Result<(), Unfit> {
             return Err(Unfit::PodAntiAffinity);
         }
     }
-    for (k, v) in &h.existing_anti {
-        if labels.get(*k) == Some(*v) {
+    for (k, _) in &h.existing_anti_keys {
+        if let Some(v) = labels.get(*k)
+            && h.existing_anti.contains_key(&(*k, v))
+        {
             return Err(Unfit::ExistingAntiAffinity);
         }
     }
@@ -1465,18 +1798,30 @@ mod tests {
 
         #[derive(Clone, Debug)]
         enum Op {
+            /// Pod name, node index (modulo the live nodes), kind.
             Add(u8, u8, u8),
             Remove(u8),
+            /// Node name, kind.
+            AddNode(u8, u8),
+            /// Node index (modulo the live nodes).
+            RemoveNode(u8),
+            /// Whether the default namespace is labelled env=prod.
+            NamespaceLabels(bool),
             Fork,
             Revert,
+            Commit,
         }
 
         fn op() -> impl Strategy<Value = Op> {
             prop_oneof![
-                4 => (0u8..16, 0u8..6, 0u8..4).prop_map(|(p, n, k)| Op::Add(p, n, k)),
-                2 => (0u8..16).prop_map(Op::Remove),
+                6 => (0u8..16, any::<u8>(), 0u8..8).prop_map(|(p, n, k)| Op::Add(p, n, k)),
+                3 => (0u8..16).prop_map(Op::Remove),
+                2 => (0u8..6, 0u8..6).prop_map(|(n, k)| Op::AddNode(n, k)),
+                1 => any::<u8>().prop_map(Op::RemoveNode),
+                1 => any::<bool>().prop_map(Op::NamespaceLabels),
                 1 => Just(Op::Fork),
                 1 => Just(Op::Revert),
+                1 => Just(Op::Commit),
             ]
         }
 
@@ -1486,47 +1831,143 @@ mod tests {
                 0 => b.label("app", "web"),
                 1 => b.label("app", "db"),
                 2 => b.label("app", "web").anti_affinity("app", "web", HOST),
-                _ => b.anti_affinity("app", "db", ZONE),
+                3 => b.anti_affinity("app", "db", ZONE),
+                4 => web("x").with(|p| p.deletion_ms = Some(1)),
+                5 => web("x").namespace("other"),
+                // Anti-affinity towards web pods of namespaces labelled env=prod.
+                6 => b
+                    .label("app", "guard")
+                    .anti_affinity("app", "web", ZONE)
+                    .with(|p| {
+                        p.anti_affinity[0].namespaces.clear();
+                        p.anti_affinity[0].namespace_selector = Some(LabelSelector {
+                            match_labels: Labels::from_pairs([("env", "prod")]),
+                            match_expressions: vec![],
+                        });
+                    }),
+                _ => b,
+            }
+            .with(|x| x.name = Arc::from(format!("e{p}")))
+            .arc()
+        }
+
+        fn extra_node(n: u8, kind: u8) -> Arc<Node> {
+            let b = NodeBuilder::new(&format!("n{n}"), 10_000, 16 * GI);
+            match kind {
+                0 => b.zone("a"),
+                1 => b.zone("d"),
+                2 => b,
+                3 => b.zone("b").taint("t", "", TaintEffect::NoSchedule),
+                4 => b.zone("e").label("pool", "x"),
+                _ => b.zone("c").label("pool", "x"),
             }
             .arc()
         }
 
+        fn probes() -> Vec<Pod> {
+            vec![
+                PodBuilder::new("plain", 1, 1).build(),
+                web("w").build(),
+                PodBuilder::new("db", 1, 1).label("app", "db").build(),
+                web("s").spread("app", "web", ZONE, 1, None).build(),
+                web("s4").spread("app", "web", ZONE, 1, Some(4)).build(),
+                web("sh").spread("app", "web", HOST, 1, None).build(),
+                web("sp")
+                    .spread("app", "web", ZONE, 1, None)
+                    .spread("app", "db", HOST, 2, Some(2))
+                    .node_selector("pool", "x")
+                    .with(|p| p.spread[1].node_taints_policy = InclusionPolicy::Honor)
+                    .build(),
+                web("a").affinity("app", "web", ZONE).build(),
+                PodBuilder::new("x", 1, 1)
+                    .anti_affinity("app", "web", ZONE)
+                    .build(),
+                PodBuilder::new("ax", 1, 1)
+                    .label("app", "db")
+                    .affinity("app", "db", HOST)
+                    .anti_affinity("app", "web", HOST)
+                    .build(),
+                PodBuilder::new("nsel", 1, 1)
+                    .anti_affinity("app", "web", ZONE)
+                    .with(|p| {
+                        p.anti_affinity[0].namespaces.clear();
+                        p.anti_affinity[0].namespace_selector = Some(LabelSelector::default());
+                    })
+                    .build(),
+            ]
+        }
+
         proptest! {
             /// Prepared state kept current with `refresh` answers exactly like a fresh
-            /// `prepare`, for trivial and non-trivial pods, across forks and reverts.
+            /// `prepare`, for trivial and non-trivial pods, across pod and node changes,
+            /// namespace labels, forks, commits and reverts; refreshed after every change or
+            /// only every few changes (longer replays). The state itself equals the fresh one.
             #[test]
-            fn refreshed_equals_fresh(ops in proptest::collection::vec(op(), 1..40)) {
+            fn refreshed_equals_fresh(ops in proptest::collection::vec(op(), 1..60)) {
                 let mut s = zoned();
-                let probes = [
-                    PodBuilder::new("plain", 1, 1).build(),
-                    web("w").build(),
-                    PodBuilder::new("db", 1, 1).label("app", "db").build(),
-                    web("s").spread("app", "web", ZONE, 1, None).build(),
-                    web("a").affinity("app", "web", ZONE).build(),
-                    PodBuilder::new("x", 1, 1).anti_affinity("app", "web", ZONE).build(),
-                ];
-                let mut prepared: Vec<Prepared> = probes.iter().map(|p| s.prepare(p)).collect();
-                let ids: Vec<NodeId> = s.node_ids().collect();
-                for op in ops {
+                let probes = probes();
+                let mut eager: Vec<Prepared> = probes.iter().map(|p| s.prepare(p)).collect();
+                let mut lazy = eager.clone();
+                for (step, op) in ops.into_iter().enumerate() {
+                    let ids: Vec<NodeId> = s.node_ids().collect();
+                    let pick = |i: u8| (!ids.is_empty()).then(|| ids[usize::from(i) % ids.len()]);
                     match op {
                         Op::Add(p, n, k) => {
-                            let _ = s.add_pod(existing(p, k), ids[usize::from(n)]);
+                            if let Some(n) = pick(n) {
+                                let _ = s.add_pod(existing(p, k), n);
+                            }
                         }
                         Op::Remove(p) => {
                             let name = format!("e{p}");
-                            if let Some((n, _)) = s.pod(Sym::new("default"), &name) {
-                                s.remove_pod(n, Sym::new("default"), &name).unwrap();
+                            for ns in ["default", "other"] {
+                                let ns = Sym::new(ns);
+                                if let Some((n, _)) = s.pod(ns, &name) {
+                                    s.remove_pod(n, ns, &name).unwrap();
+                                }
                             }
+                        }
+                        Op::AddNode(n, k) => {
+                            let _ = s.add_node(extra_node(n, k));
+                        }
+                        Op::RemoveNode(n) => {
+                            if let Some(n) = pick(n) {
+                                s.remove_node(n).unwrap();
+                            }
+                        }
+                        Op::NamespaceLabels(prod) => {
+                            let labels = if prod {
+                                Labels::from_pairs([("env", "prod")])
+                            } else {
+                                Labels::new()
+                            };
+                            s.set_namespace_labels(vec![NamespaceLabels {
+                                name: Sym::new("default"),
+                                labels,
+                            }]);
                         }
                         Op::Fork => s.fork(),
                         Op::Revert => {
                             let _ = s.revert();
                         }
+                        Op::Commit => {
+                            let _ = s.commit();
+                        }
                     }
-                    for (probe, prep) in probes.iter().zip(prepared.iter_mut()) {
-                        s.refresh(probe, prep);
-                        for &n in &ids {
-                            prop_assert_eq!(s.check(probe, prep, n), s.check_pod(probe, n));
+                    let ids: Vec<NodeId> = s.node_ids().collect();
+                    for (i, probe) in probes.iter().enumerate() {
+                        let fresh = s.prepare(probe);
+                        let mut states = vec![&mut eager[i]];
+                        if step % 3 == 2 {
+                            states.push(&mut lazy[i]);
+                        }
+                        for prep in states {
+                            s.refresh(probe, prep);
+                            prop_assert_eq!(prep.version(), s.version());
+                            prop_assert_eq!(prep.is_trivial(), fresh.is_trivial());
+                            prop_assert_eq!(&prep.heavy, &fresh.heavy, "probe {}", probe.name);
+                            for &n in &ids {
+                                prop_assert_eq!(s.check(probe, prep, n), s.check(probe, &fresh, n));
+                            }
                         }
                     }
                 }

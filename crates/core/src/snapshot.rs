@@ -8,6 +8,14 @@
 //! changes made since the fork, never to the size of the cluster, and revert restores the exact
 //! previous state (same node ids, same pod order, same indices).
 //!
+//! Every mutation also bumps [`ClusterSnapshot::version`] and is recorded in a bounded change
+//! journal (pod added to / removed from a node, node added / removed), so prepared predicate
+//! state can replay what changed since it was computed instead of recomputing it. A revert or a
+//! namespace-label change clears the journal: state prepared before it is recomputed in full.
+//!
+//! Pods are indexed by namespace and name, by (namespace, label key, value) for selectors, and
+//! separately when they carry required anti-affinity terms.
+//!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
 
@@ -106,8 +114,21 @@ impl NodeInfo {
     }
 }
 
+/// Pods by name, with the node each is on.
+type PodSet = FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>;
+
 /// Pods by namespace, then name, with the node each is on.
-type PodIndex = FxHashMap<Sym, FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>>;
+type PodIndex = FxHashMap<Sym, PodSet>;
+
+/// Pods by (namespace, label key, label value), then by identity (see [`pod_identity`]).
+type LabelIndex = FxHashMap<(Sym, Sym, Sym), FxHashMap<usize, (NodeId, Arc<Pod>)>>;
+
+/// The address of a pod held by the snapshot: unique among its pods (one `Arc` each, names are
+/// unique) and cheaper to hash than the name. Only for pods reached through the snapshot's own
+/// `Arc`s.
+fn pod_identity(pod: &Pod) -> usize {
+    std::ptr::from_ref(pod) as usize
+}
 
 /// One recorded inverse operation.
 #[derive(Debug)]
@@ -128,6 +149,24 @@ enum Undo {
     NamespaceLabels { old: FxHashMap<Sym, Labels> },
 }
 
+/// One recorded mutation, as prepared predicate state sees it: what was added or removed, and
+/// the node (as it was then) it happened on.
+#[derive(Debug, Clone)]
+pub(crate) enum Change {
+    /// A node was added, without pods.
+    AddedNode(Arc<Node>),
+    /// A node was removed together with these pods.
+    RemovedNode(Arc<Node>, Vec<Arc<Pod>>),
+    /// A pod was placed on the node.
+    AddedPod(Arc<Node>, Arc<Pod>),
+    /// A pod was removed from the node.
+    RemovedPod(Arc<Node>, Arc<Pod>),
+}
+
+/// Journal length at which its older half is dropped (state prepared before the dropped part is
+/// then recomputed in full).
+const JOURNAL_CAP: usize = 1 << 14;
+
 /// The snapshot.
 #[derive(Debug, Default)]
 pub struct ClusterSnapshot {
@@ -140,11 +179,20 @@ pub struct ClusterSnapshot {
     /// Pods with required anti-affinity terms, by namespace and name.
     anti: PodIndex,
     anti_count: usize,
+    /// Every pod under each of its labels.
+    by_label: LabelIndex,
     ns_labels: FxHashMap<Sym, Labels>,
     /// Returned for namespaces without known labels.
     no_labels: Labels,
     logs: Vec<Vec<Undo>>,
     version: u64,
+    /// `journal[i]` is the mutation that produced version `journal_floor + i + 1`.
+    journal: Vec<Change>,
+    journal_floor: u64,
+    /// Bumped by every mutation that can change what existing pods' anti-affinity forbids: a pod
+    /// with anti-affinity terms added or removed (also with its node or by a revert), namespace
+    /// labels replaced.
+    anti_epoch: u64,
 }
 
 fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>) {
@@ -152,6 +200,27 @@ fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>) {
         .entry(pod.namespace)
         .or_default()
         .insert(pod.name.clone(), (node, pod.clone()));
+}
+
+fn label_index_insert(index: &mut LabelIndex, node: NodeId, pod: &Arc<Pod>) {
+    for (k, v) in pod.labels.iter() {
+        index
+            .entry((pod.namespace, k, v))
+            .or_default()
+            .insert(pod_identity(pod), (node, pod.clone()));
+    }
+}
+
+fn label_index_remove(index: &mut LabelIndex, pod: &Pod) {
+    for (k, v) in pod.labels.iter() {
+        let key = (pod.namespace, k, v);
+        if let Some(m) = index.get_mut(&key) {
+            m.remove(&pod_identity(pod));
+            if m.is_empty() {
+                index.remove(&key);
+            }
+        }
+    }
 }
 
 fn index_remove(index: &mut PodIndex, pod: &Pod) {
@@ -176,7 +245,8 @@ impl ClusterSnapshot {
             namespaces.into_iter().map(|n| (n.name, n.labels)).collect();
         let old = std::mem::replace(&mut self.ns_labels, new);
         self.record(Undo::NamespaceLabels { old });
-        self.version += 1;
+        self.anti_epoch += 1;
+        self.bump(None);
     }
 
     /// The labels of `namespace` (empty when unknown).
@@ -197,10 +267,10 @@ impl ClusterSnapshot {
             }
         };
         self.by_name.insert(node.name, id);
-        self.slots[id.idx()] = Some(NodeInfo::new(node));
+        self.slots[id.idx()] = Some(NodeInfo::new(node.clone()));
         self.live += 1;
         self.record(Undo::AddedNode { id, reused });
-        self.version += 1;
+        self.bump(Some(Change::AddedNode(node)));
         Ok(id)
     }
 
@@ -217,19 +287,23 @@ impl ClusterSnapshot {
         self.by_name.remove(&info.node.name);
         self.free.push(id.0);
         self.live -= 1;
+        if info.pods.iter().any(|p| !p.anti_affinity.is_empty()) {
+            self.anti_epoch += 1;
+        }
+        let change = Change::RemovedNode(info.node.clone(), info.pods.clone());
         self.record(Undo::RemovedNode {
             id,
             info: Box::new(info),
         });
-        self.version += 1;
+        self.bump(Some(change));
         Ok(())
     }
 
     /// Places `pod` on `node` (regardless of predicates: callers check first).
     pub fn add_pod(&mut self, pod: Arc<Pod>, node: NodeId) -> Result<(), SnapshotError> {
-        if self.slot(node).is_none() {
+        let Some(on) = self.slot(node).map(|n| n.node.clone()) else {
             return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
-        }
+        };
         if self
             .pods
             .get(&pod.namespace)
@@ -237,9 +311,12 @@ impl ClusterSnapshot {
         {
             return Err(SnapshotError::DuplicatePod(pod.key()));
         }
-        self.push_pod(node, pod);
+        if !pod.anti_affinity.is_empty() {
+            self.anti_epoch += 1;
+        }
+        self.push_pod(node, pod.clone());
         self.record(Undo::AddedPod { node });
-        self.version += 1;
+        self.bump(Some(Change::AddedPod(on, pod)));
         Ok(())
     }
 
@@ -263,13 +340,17 @@ impl ClusterSnapshot {
                 info.node.name.to_string(),
             ));
         };
+        let on = info.node.clone();
         let pod = self.take_pod(node, at);
+        if !pod.anti_affinity.is_empty() {
+            self.anti_epoch += 1;
+        }
         self.record(Undo::RemovedPod {
             node,
             at,
             pod: pod.clone(),
         });
-        self.version += 1;
+        self.bump(Some(Change::RemovedPod(on, pod.clone())));
         Ok(pod)
     }
 
@@ -312,6 +393,31 @@ impl ClusterSnapshot {
         self.pods
             .values()
             .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+    }
+
+    /// Pods of `namespace` labelled `key=value`, with their node, in no particular order.
+    pub fn pods_with_label(
+        &self,
+        namespace: Sym,
+        key: Sym,
+        value: Sym,
+    ) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
+        self.by_label
+            .get(&(namespace, key, value))
+            .into_iter()
+            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+    }
+
+    /// Number of pods of `namespace` labelled `key=value`.
+    pub fn pods_with_label_count(&self, namespace: Sym, key: Sym, value: Sym) -> usize {
+        self.by_label
+            .get(&(namespace, key, value))
+            .map_or(0, |m| m.len())
+    }
+
+    /// Number of pods in `namespace`.
+    pub fn pods_in_namespace_count(&self, namespace: Sym) -> usize {
+        self.pods.get(&namespace).map_or(0, |m| m.len())
     }
 
     /// Namespaces holding at least one pod.
@@ -371,10 +477,14 @@ impl ClusterSnapshot {
     /// Undoes every mutation since the matching `fork` and closes that layer.
     pub fn revert(&mut self) -> Result<(), SnapshotError> {
         let log = self.logs.pop().ok_or(SnapshotError::NoFork)?;
+        let mut anti = false;
         for op in log.into_iter().rev() {
-            self.undo(op);
+            anti |= self.undo(op);
         }
-        self.version += 1;
+        if anti {
+            self.anti_epoch += 1;
+        }
+        self.bump(None);
         Ok(())
     }
 
@@ -399,6 +509,46 @@ impl ClusterSnapshot {
         self.version
     }
 
+    /// A counter bumped by every mutation that can change what existing pods' required
+    /// anti-affinity forbids (a pod with such terms added or removed, directly, with its node or
+    /// by a revert; namespace labels replaced). Equal values at two versions mean that part of
+    /// the cluster is the same.
+    pub(crate) fn anti_epoch(&self) -> u64 {
+        self.anti_epoch
+    }
+
+    /// The mutations since `version`, oldest first, or `None` when the journal no longer reaches
+    /// back that far (a revert or namespace-label change since, or trimmed) or `version` is not
+    /// one of this snapshot's past versions.
+    pub(crate) fn changes_since(&self, version: u64) -> Option<&[Change]> {
+        if version < self.journal_floor || version > self.version {
+            return None;
+        }
+        let from = usize::try_from(version - self.journal_floor).ok()?;
+        self.journal.get(from..)
+    }
+
+    /// Bumps the version and journals `change`; `None` (a change the journal cannot express)
+    /// clears the journal, so older prepared state is recomputed.
+    fn bump(&mut self, change: Option<Change>) {
+        self.version += 1;
+        match change {
+            Some(c) => {
+                if self.journal.len() >= JOURNAL_CAP {
+                    let drop = JOURNAL_CAP / 2;
+                    self.journal.drain(..drop);
+                    self.journal_floor += drop as u64;
+                }
+                self.journal.push(c);
+            }
+            None => {
+                self.journal.clear();
+                self.journal_floor = self.version;
+            }
+        }
+        debug_assert_eq!(self.journal_floor + self.journal.len() as u64, self.version);
+    }
+
     #[inline]
     fn slot(&self, id: NodeId) -> Option<&NodeInfo> {
         self.slots.get(id.idx()).and_then(Option::as_ref)
@@ -412,6 +562,7 @@ impl ClusterSnapshot {
 
     fn index_pod(&mut self, node: NodeId, pod: &Arc<Pod>) {
         index_insert(&mut self.pods, node, pod);
+        label_index_insert(&mut self.by_label, node, pod);
         self.pod_count += 1;
         if !pod.anti_affinity.is_empty() {
             index_insert(&mut self.anti, node, pod);
@@ -421,6 +572,7 @@ impl ClusterSnapshot {
 
     fn unindex_pod(&mut self, pod: &Pod) {
         index_remove(&mut self.pods, pod);
+        label_index_remove(&mut self.by_label, pod);
         self.pod_count -= 1;
         if !pod.anti_affinity.is_empty() {
             index_remove(&mut self.anti, pod);
@@ -460,7 +612,9 @@ impl ClusterSnapshot {
         pod
     }
 
-    fn undo(&mut self, op: Undo) {
+    /// Applies one inverse operation; returns whether it touched a pod with anti-affinity terms
+    /// or namespace labels.
+    fn undo(&mut self, op: Undo) -> bool {
         match op {
             Undo::AddedNode { id, reused } => {
                 if let Some(info) = self.slots.get_mut(id.idx()).and_then(Option::take) {
@@ -472,6 +626,7 @@ impl ClusterSnapshot {
                 } else if id.idx() + 1 == self.slots.len() {
                     self.slots.pop();
                 }
+                false
             }
             Undo::RemovedNode { id, info } => {
                 if let Some(i) = self.free.iter().rposition(|f| *f == id.0) {
@@ -480,20 +635,27 @@ impl ClusterSnapshot {
                 for pod in &info.pods {
                     self.index_pod(id, pod);
                 }
+                let anti = info.pods.iter().any(|p| !p.anti_affinity.is_empty());
                 self.by_name.insert(info.node.name, id);
                 self.live += 1;
                 if let Some(slot) = self.slots.get_mut(id.idx()) {
                     *slot = Some(*info);
                 }
+                anti
             }
             Undo::AddedPod { node } => {
                 let last = self.slot(node).map(|n| n.pods.len()).unwrap_or(0);
-                if last > 0 {
-                    self.take_pod(node, last - 1);
-                }
+                last > 0 && !self.take_pod(node, last - 1).anti_affinity.is_empty()
             }
-            Undo::RemovedPod { node, at, pod } => self.insert_pod(node, at, pod),
-            Undo::NamespaceLabels { old } => self.ns_labels = old,
+            Undo::RemovedPod { node, at, pod } => {
+                let anti = !pod.anti_affinity.is_empty();
+                self.insert_pod(node, at, pod);
+                anti
+            }
+            Undo::NamespaceLabels { old } => {
+                self.ns_labels = old;
+                true
+            }
         }
     }
 }
@@ -513,6 +675,7 @@ mod tests {
         by_name: Vec<(Sym, u32)>,
         pods: Vec<(String, u32)>,
         anti: Vec<(String, u32)>,
+        by_label: Vec<(Sym, Sym, Sym, String, u32)>,
         free: Vec<u32>,
         len: usize,
         pod_count: usize,
@@ -550,6 +713,17 @@ mod tests {
             by_name,
             pods: flatten(&s.pods),
             anti: flatten(&s.anti),
+            by_label: {
+                let mut v: Vec<_> = s
+                    .by_label
+                    .iter()
+                    .flat_map(|(&(ns, k, val), m)| {
+                        m.values().map(move |(n, p)| (ns, k, val, p.key(), n.0))
+                    })
+                    .collect();
+                v.sort();
+                v
+            },
             free: s.free.clone(),
             len: s.len(),
             pod_count: s.pod_count,
@@ -696,6 +870,95 @@ mod tests {
         assert_eq!(s.revert(), Err(SnapshotError::NoFork));
     }
 
+    #[test]
+    fn journal_records_changes_and_resets() {
+        let mut s = ClusterSnapshot::new();
+        let v0 = s.version();
+        assert_eq!(s.changes_since(v0).map(<[Change]>::len), Some(0));
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        s.add_pod(pod("p1"), a).unwrap();
+        let epoch = s.anti_epoch();
+        let v1 = s.version();
+        s.add_pod(
+            PodBuilder::new("p2", 1, 1)
+                .anti_affinity("k", "v", "h")
+                .arc(),
+            a,
+        )
+        .unwrap();
+        assert!(
+            s.anti_epoch() > epoch,
+            "an anti-affinity pod bumps the epoch"
+        );
+        let epoch = s.anti_epoch();
+        s.remove_pod(a, Sym::new("default"), "p1").unwrap();
+        assert_eq!(s.anti_epoch(), epoch, "a plain pod does not");
+        let kinds: Vec<&str> = s
+            .changes_since(v0)
+            .unwrap()
+            .iter()
+            .map(|c| match c {
+                Change::AddedNode(_) => "node+",
+                Change::RemovedNode(..) => "node-",
+                Change::AddedPod(..) => "pod+",
+                Change::RemovedPod(..) => "pod-",
+            })
+            .collect();
+        assert_eq!(kinds, ["node+", "pod+", "pod+", "pod-"]);
+        assert_eq!(s.changes_since(v1).map(<[Change]>::len), Some(2));
+        assert!(s.changes_since(s.version() + 1).is_none(), "future version");
+
+        // Removing a node journals its pods with it.
+        s.fork();
+        let v2 = s.version();
+        s.remove_node(a).unwrap();
+        assert!(s.anti_epoch() > epoch);
+        match s.changes_since(v2) {
+            Some([Change::RemovedNode(n, pods)]) => {
+                assert_eq!(n.name, Sym::new("a"));
+                assert_eq!(pods.len(), 1);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // A revert clears the journal: older versions must recompute.
+        let epoch = s.anti_epoch();
+        s.revert().unwrap();
+        assert!(s.anti_epoch() > epoch, "the anti-affinity pod came back");
+        assert!(s.changes_since(v2).is_none());
+        assert_eq!(s.changes_since(s.version()).map(<[Change]>::len), Some(0));
+        // A revert of plain changes only keeps the epoch.
+        let epoch = s.anti_epoch();
+        s.fork();
+        s.add_pod(pod("p3"), a).unwrap();
+        s.revert().unwrap();
+        assert_eq!(s.anti_epoch(), epoch);
+        // Namespace labels reset too.
+        let v3 = s.version();
+        s.set_namespace_labels(vec![]);
+        assert!(s.changes_since(v3).is_none());
+        assert!(s.anti_epoch() > epoch);
+    }
+
+    #[test]
+    fn journal_is_bounded() {
+        let mut s = ClusterSnapshot::new();
+        let v0 = s.version();
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        let p = pod("p");
+        for _ in 0..(JOURNAL_CAP + 10) / 2 {
+            s.add_pod(p.clone(), a).unwrap();
+            s.remove_pod(a, Sym::new("default"), "p").unwrap();
+        }
+        assert!(s.journal.len() <= JOURNAL_CAP);
+        assert!(s.changes_since(v0).is_none(), "trimmed past v0");
+        let recent = s.version() - 10;
+        assert_eq!(s.changes_since(recent).map(<[Change]>::len), Some(10));
+    }
+
     mod prop {
         use super::*;
         use proptest::prelude::*;
@@ -740,7 +1003,11 @@ mod tests {
                         }
                         Op::AddPod(p, n, anti) => {
                             let mut b = PodBuilder::new(&format!("p{p}"), i64::from(p) + 1, 7)
-                                .host_port(u16::from(p % 3) + 1);
+                                .host_port(u16::from(p % 3) + 1)
+                                .label("app", if p % 2 == 0 { "even" } else { "odd" });
+                            if p % 3 == 0 {
+                                b = b.label("tier", "x");
+                            }
                             if anti {
                                 b = b.anti_affinity("a", "b", "h");
                             }
@@ -774,6 +1041,22 @@ mod tests {
                     prop_assert!(s.version() >= version);
                     version = s.version();
                     prop_assert_eq!(s.depth(), saved.len());
+                    // The label index always equals a recomputation.
+                    let mut want: Vec<_> = s
+                        .all_pods()
+                        .flat_map(|(n, p)| {
+                            p.labels
+                                .iter()
+                                .map(move |(k, v)| (p.namespace, k, v, p.key(), n.0))
+                        })
+                        .collect();
+                    want.sort();
+                    prop_assert_eq!(&picture(&s).by_label, &want);
+                    for &(ns, k, v, _, _) in &want {
+                        let n = want.iter().filter(|w| (w.0, w.1, w.2) == (ns, k, v)).count();
+                        prop_assert_eq!(s.pods_with_label_count(ns, k, v), n);
+                        prop_assert_eq!(s.pods_with_label(ns, k, v).count(), n);
+                    }
                     // Sums always equal a recomputation.
                     for (_, n) in s.nodes() {
                         let mut r = Resources::default();
