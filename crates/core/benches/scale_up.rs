@@ -16,11 +16,10 @@ use std::time::Duration;
 
 use autoscaler_core::autoscaler::{ClusterView, ScaleUpConfig, build_snapshot, decide_scale_up};
 use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::intern::Sym;
 use autoscaler_core::node::Node;
 use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
 use autoscaler_core::pending::place_on_existing;
-use autoscaler_core::pod::{Pod, PodCondition};
+use autoscaler_core::pod::Pod;
 use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
@@ -29,15 +28,7 @@ use rand_chacha::ChaCha8Rng;
 const GROUPS: usize = 10;
 
 fn unschedulable(b: PodBuilder) -> Arc<Pod> {
-    b.with(|p| {
-        p.conditions.push(PodCondition {
-            type_: Sym::new("PodScheduled"),
-            status: Sym::new("False"),
-            reason: Some(Sym::new("Unschedulable")),
-            last_transition_ms: None,
-        })
-    })
-    .arc()
+    b.unschedulable().arc()
 }
 
 /// `nodes` nodes of 16 CPU / 64 GiB / 110 pods over 10 groups, each node holding

@@ -212,21 +212,13 @@ mod tests {
     use super::*;
     use crate::estimator::Unlimited;
     use crate::node_group::{Instance, InstanceState, StaticProvider};
-    use crate::pod::PodCondition;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
     use rand::SeedableRng;
 
     fn pending(name: &str, cpu: i64) -> Arc<Pod> {
         PodBuilder::new(name, cpu, GI)
             .owner("ReplicaSet", "web")
-            .with(|p| {
-                p.conditions.push(PodCondition {
-                    type_: Sym::new("PodScheduled"),
-                    status: Sym::new("False"),
-                    reason: Some(Sym::new("Unschedulable")),
-                    last_transition_ms: None,
-                })
-            })
+            .unschedulable()
             .arc()
     }
 
@@ -304,14 +296,7 @@ mod tests {
         let nodes = vec![group_node("n1", 4000)];
         let low = PodBuilder::new("low", 8000, GI)
             .priority(-20)
-            .with(|p| {
-                p.conditions.push(PodCondition {
-                    type_: Sym::new("PodScheduled"),
-                    status: Sym::new("False"),
-                    reason: Some(Sym::new("Unschedulable")),
-                    last_transition_ms: None,
-                })
-            })
+            .unschedulable()
             .arc();
         let pods = vec![pending("fits", 1000), low];
         let d = decide(&nodes, &pods, &provider(&["n1"], 1));

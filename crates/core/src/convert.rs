@@ -395,6 +395,22 @@ fn selector_op(ctx: &Ctx, field: &str, op: &str) -> Result<SelectorOp, ModelErro
     }
 }
 
+/// A `metav1.LabelSelector` of any object (`object` as errors name it, e.g.
+/// `PodDisruptionBudget ns/name`) at `path`.
+pub(crate) fn label_selector(
+    object: &str,
+    path: &str,
+    sel: &meta::LabelSelector,
+) -> Result<LabelSelector, ModelError> {
+    selector_of(
+        &Ctx {
+            object: object.to_string(),
+        },
+        path,
+        sel,
+    )
+}
+
 /// A `metav1.LabelSelector` at `path`.
 fn selector_of(
     ctx: &Ctx,

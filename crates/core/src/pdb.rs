@@ -12,13 +12,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1 as policy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::intern::Sym;
-use crate::labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement};
+use crate::labels::{LabelSelector, Labels};
 use crate::pod::{ModelError, Pod};
 
 /// The namespace of a namespaced object without `metadata.namespace`.
@@ -101,7 +100,11 @@ impl PodDisruptionBudget {
         let spec = pdb.spec.as_ref();
         let selector = match spec.and_then(|s| s.selector.as_ref()) {
             None => None,
-            Some(sel) => Some(selector_of(&object, "spec.selector", sel)?),
+            Some(sel) => Some(crate::convert::label_selector(
+                &object,
+                "spec.selector",
+                sel,
+            )?),
         };
         let min_available = spec
             .and_then(|s| s.min_available.as_ref())
@@ -206,42 +209,6 @@ fn int_or_percent(object: &str, field: &str, v: &IntOrString) -> Result<IntOrPer
             }
         }
     }
-}
-
-fn selector_of(
-    object: &str,
-    path: &str,
-    sel: &meta::LabelSelector,
-) -> Result<LabelSelector, ModelError> {
-    let mut out = LabelSelector {
-        match_labels: sel
-            .match_labels
-            .as_ref()
-            .map_or_else(Labels::new, |m| Labels::from_pairs(m.iter())),
-        match_expressions: Vec::new(),
-    };
-    for (i, r) in sel.match_expressions.iter().flatten().enumerate() {
-        let op = match r.operator.as_str() {
-            "In" => SelectorOp::In,
-            "NotIn" => SelectorOp::NotIn,
-            "Exists" => SelectorOp::Exists,
-            "DoesNotExist" => SelectorOp::DoesNotExist,
-            other => {
-                return Err(ModelError::Invalid {
-                    object: object.to_string(),
-                    field: format!("{path}.matchExpressions[{i}].operator"),
-                    value: other.to_string(),
-                    why: "operator must be one of In, NotIn, Exists, DoesNotExist".into(),
-                });
-            }
-        };
-        out.match_expressions.push(SelectorRequirement {
-            key: Sym::new(&r.key),
-            op,
-            values: r.values.iter().flatten().map(|v| Sym::new(v)).collect(),
-        });
-    }
-    Ok(out)
 }
 
 /// A set of evictions refused because one budget would be exceeded.

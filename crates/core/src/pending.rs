@@ -201,20 +201,10 @@ pub fn place_on_existing(snapshot: &mut ClusterSnapshot, mut pods: Vec<Arc<Pod>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intern::Sym;
-    use crate::pod::PodCondition;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     fn unschedulable(b: PodBuilder) -> Arc<Pod> {
-        b.with(|p| {
-            p.conditions.push(PodCondition {
-                type_: Sym::new("PodScheduled"),
-                status: Sym::new("False"),
-                reason: Some(Sym::new("Unschedulable")),
-                last_transition_ms: None,
-            })
-        })
-        .arc()
+        b.unschedulable().arc()
     }
 
     #[test]

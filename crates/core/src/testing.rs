@@ -240,6 +240,17 @@ impl PodBuilder {
         });
         self
     }
+    /// Marks the pod as kube-scheduler does when it fits nowhere: `PodScheduled=False`, reason
+    /// `Unschedulable`.
+    pub fn unschedulable(mut self) -> Self {
+        self.0.conditions.push(crate::pod::PodCondition {
+            type_: Sym::new("PodScheduled"),
+            status: Sym::new("False"),
+            reason: Some(Sym::new("Unschedulable")),
+            last_transition_ms: None,
+        });
+        self
+    }
     /// Sets the priority.
     pub fn priority(mut self, p: i32) -> Self {
         self.0.priority = p;
