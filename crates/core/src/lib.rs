@@ -35,6 +35,7 @@ pub mod resources;
 pub mod scale_down;
 pub mod scale_up;
 pub mod snapshot;
+pub mod store;
 pub mod taints;
 pub mod template;
 #[cfg(any(test, feature = "test-util"))]

@@ -1,0 +1,306 @@
+//! An in-memory store of Kubernetes objects as the API returns them (untyped JSON), keyed by
+//! API group, kind, namespace and name.
+//!
+//! It is what the three worlds share: the live shell's reflectors fill it from watches, `plan`
+//! fills it from a YAML snapshot, the simulated world owns one. Providers and view builders
+//! read from it. Objects of any API version are kept as they come, so readers can handle every
+//! version a cluster serves (Cluster API's `v1beta1` and `v1beta2`, OpenShift's
+//! `machine.openshift.io/v1beta1`). The store never talks to anything and never interprets an
+//! object beyond its identity.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Why an object could not be stored or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The object lacks `apiVersion`, `kind` or `metadata.name`.
+    #[error("{place}: object has no {field}")]
+    MissingField {
+        /// Where the object came from (document number, list item).
+        place: String,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// Not valid YAML.
+    #[error("{place}: not valid YAML: {message}")]
+    Yaml {
+        /// Where.
+        place: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// `items` of a List is not a list.
+    #[error("{place}: field items of a {kind} is not a list")]
+    BadList {
+        /// Where.
+        place: String,
+        /// The list kind.
+        kind: String,
+    },
+}
+
+/// Identity of an object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// API group (`""` for the core group, `apps`, `cluster.x-k8s.io`).
+    pub group: String,
+    /// Kind (`Pod`, `MachineDeployment`).
+    pub kind: String,
+    /// Namespace (`""` for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// The API group of an `apiVersion` (`v1` → `""`, `apps/v1` → `apps`).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// The version of an `apiVersion` (`apps/v1` → `v1`).
+pub fn version_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or(api_version, |(_, v)| v)
+}
+
+/// The store.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectStore {
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
+}
+
+impl ObjectStore {
+    /// An empty store.
+    pub fn new() -> ObjectStore {
+        ObjectStore::default()
+    }
+
+    /// The key an object would be stored under.
+    pub fn key_of(obj: &Value, place: &str) -> Result<ObjectKey, StoreError> {
+        let missing = |field| StoreError::MissingField {
+            place: place.to_string(),
+            field,
+        };
+        let api_version = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| missing("apiVersion"))?;
+        let kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or_else(|| missing("kind"))?;
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| missing("metadata.name"))?;
+        let namespace = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        Ok(ObjectKey {
+            group: group_of(api_version).to_string(),
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Stores `obj` (replacing an object with the same identity), returning its key.
+    pub fn insert(&mut self, obj: Value, place: &str) -> Result<ObjectKey, StoreError> {
+        let key = ObjectStore::key_of(&obj, place)?;
+        self.objects.insert(key.clone(), Arc::new(obj));
+        Ok(key)
+    }
+
+    /// Removes an object.
+    pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.objects.remove(key)
+    }
+
+    /// The object with this identity.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+        self.objects.get(key)
+    }
+
+    /// Every object of `group` and `kind`, ordered by namespace then name.
+    pub fn list<'a>(
+        &'a self,
+        group: &'a str,
+        kind: &'a str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+        let start = ObjectKey {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        self.objects
+            .range(start..)
+            .take_while(move |(k, _)| k.group == group && k.kind == kind)
+    }
+
+    /// Every object of `group` and `kind`, decoded as `T`; objects that do not decode are
+    /// returned as errors naming the object (callers skip them with a warning).
+    pub fn typed<T: DeserializeOwned>(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> Vec<Result<T, (ObjectKey, String)>> {
+        self.list(group, kind)
+            .map(|(k, v)| T::deserialize(&**v).map_err(|e| (k.clone(), e.to_string())))
+            .collect()
+    }
+
+    /// The API versions present for `group` and `kind` (as found on the objects).
+    pub fn versions(&self, group: &str, kind: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .list(group, kind)
+            .filter_map(|(_, o)| {
+                o.get("apiVersion")
+                    .and_then(Value::as_str)
+                    .map(|a| version_of(a).to_string())
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Adds every object of a YAML text: documents separated by `---`, `kind: List` (and
+    /// `*List`) objects expanded. Empty documents are skipped. The first malformed document or
+    /// object stops the load with an error naming it; objects read before it stay stored.
+    pub fn load_yaml(&mut self, text: &str) -> Result<usize, StoreError> {
+        let mut n = 0;
+        for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let place = format!("document {}", i + 1);
+            let value: Value =
+                serde::Deserialize::deserialize(doc).map_err(|e| StoreError::Yaml {
+                    place: place.clone(),
+                    message: e.to_string(),
+                })?;
+            n += self.add_value(value, &place)?;
+        }
+        Ok(n)
+    }
+
+    fn add_value(&mut self, value: Value, place: &str) -> Result<usize, StoreError> {
+        if value.is_null() {
+            return Ok(0);
+        }
+        let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind == "List" || (kind.ends_with("List") && value.get("items").is_some()) {
+            let kind = kind.to_string();
+            let items = match value.get("items") {
+                Some(Value::Array(items)) => items.clone(),
+                Some(Value::Null) | None => Vec::new(),
+                Some(_) => {
+                    return Err(StoreError::BadList {
+                        place: place.to_string(),
+                        kind,
+                    });
+                }
+            };
+            let mut n = 0;
+            for (j, item) in items.into_iter().enumerate() {
+                n += self.add_value(item, &format!("{place}, items[{j}]"))?;
+            }
+            return Ok(n);
+        }
+        self.insert(value, place)?;
+        Ok(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_keyed_by_group_kind_namespace_name() {
+        let mut s = ObjectStore::new();
+        let n = s
+            .load_yaml(
+                "apiVersion: cluster.x-k8s.io/v1beta1\nkind: MachineDeployment\nmetadata: {name: md-b, namespace: ns}\n---\n\
+                 apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineDeployment\nmetadata: {name: md-a, namespace: ns}\n---\n\
+                 apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n---\n",
+            )
+            .unwrap();
+        assert_eq!(n, 3);
+        let names: Vec<&str> = s
+            .list("cluster.x-k8s.io", "MachineDeployment")
+            .map(|(k, _)| k.name.as_str())
+            .collect();
+        assert_eq!(names, ["md-a", "md-b"]);
+        assert_eq!(
+            s.versions("cluster.x-k8s.io", "MachineDeployment"),
+            ["v1beta1", "v1beta2"]
+        );
+        assert_eq!(s.list("", "Node").count(), 1);
+        assert_eq!(s.list("", "Pod").count(), 0);
+        let key = ObjectKey {
+            group: String::new(),
+            kind: "Node".into(),
+            namespace: String::new(),
+            name: "n1".into(),
+        };
+        assert_eq!(key.to_string(), "Node n1");
+        assert!(s.remove(&key).is_some());
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn malformed_input_is_a_named_error() {
+        let mut s = ObjectStore::new();
+        let e = s.load_yaml("kind: Pod\nmetadata: {name: p}\n").unwrap_err();
+        assert_eq!(e.to_string(), "document 1: object has no apiVersion");
+        let e = s
+            .load_yaml("apiVersion: v1\nkind: List\nitems: 3\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("items of a List is not a list"));
+        let e = s.load_yaml("a: [b\n").unwrap_err();
+        assert!(matches!(e, StoreError::Yaml { .. }));
+        let e = s
+            .load_yaml("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node}\n")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "document 1, items[0]: object has no metadata.name"
+        );
+    }
+
+    #[test]
+    fn typed_reads_report_objects_that_do_not_decode() {
+        let mut s = ObjectStore::new();
+        s.load_yaml("apiVersion: v1\nkind: Node\nmetadata: {name: good}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: bad}\nspec: {unschedulable: maybe}\n").unwrap();
+        let nodes = s.typed::<k8s_openapi::api::core::v1::Node>("", "Node");
+        assert_eq!(nodes.len(), 2);
+        assert!(
+            nodes[0].is_err() && nodes[1].is_ok(),
+            "bad sorts before good"
+        );
+        assert_eq!(nodes[0].as_ref().unwrap_err().0.name, "bad");
+    }
+}
