@@ -91,6 +91,7 @@ fn bench_decision(c: &mut Criterion) {
         daemonsets: &[],
         namespaces: &[],
         provider: &provider,
+        pdbs: &[],
     };
     let mut group = c.benchmark_group("scale_up");
     group
@@ -120,6 +121,7 @@ fn bench_decision(c: &mut Criterion) {
         daemonsets: &[],
         namespaces: &[],
         provider: &provider,
+        pdbs: &[],
     };
     let mut snapshot = build_snapshot(&view, &mut warnings);
     group.bench_function("filter_12000_ownerless_pending_1000_nodes_with_room", |b| {

@@ -8,18 +8,25 @@
 
 use std::sync::Arc;
 
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::affinity::NamespaceLabels;
 use crate::daemonset::{DaemonSet, daemon_pods_for};
+use crate::drain::ControllerLookup;
 use crate::estimator::{Budget, HOSTNAME_LABEL};
 use crate::expander::ExpanderChain;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, ResourceLimits};
 use crate::node::Node;
 use crate::node_group::{CloudProvider, NodeGroup};
+use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::pending::{self, PendingOptions, SetAside};
 use crate::pod::{Pod, PodPhase};
+use crate::scale_down::{
+    InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
+};
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::snapshot::{ClusterSnapshot, NodeInfo};
 use crate::template::{TemplateOptions, build_template};
@@ -36,6 +43,8 @@ pub struct ClusterView<'a> {
     pub namespaces: &'a [NamespaceLabels],
     /// The provider's node groups.
     pub provider: &'a dyn CloudProvider,
+    /// PodDisruptionBudgets.
+    pub pdbs: &'a [PodDisruptionBudget],
 }
 
 /// Options of the scale-up decision.
@@ -108,9 +117,29 @@ pub fn decide_scale_up(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
+    let mut warnings = Vec::new();
+    let mut snapshot = build_snapshot(view, &mut warnings);
+    let mut decision =
+        decide_scale_up_on(&mut snapshot, view, config, now_ms, blocked, rng, budget);
+    warnings.append(&mut decision.warnings);
+    decision.warnings = warnings;
+    decision
+}
+
+/// [`decide_scale_up`] on a snapshot the caller built from `view` with [`build_snapshot`]; the
+/// snapshot is left as found (every change is made on a fork and reverted).
+pub fn decide_scale_up_on(
+    snapshot: &mut ClusterSnapshot,
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> ScaleUpDecision {
     let mut decision = ScaleUpDecision::default();
-    let mut snapshot = build_snapshot(view, &mut decision.warnings);
     let groups = view.provider.node_groups();
+    snapshot.fork();
 
     // Registered nodes per group, in view order (the first healthy one becomes the template).
     let mut members: Vec<Vec<Sym>> = vec![Vec::new(); groups.len()];
@@ -147,7 +176,7 @@ pub fn decide_scale_up(
         totals.add_node(&t.template.node, n);
         for i in 0..n {
             add_upcoming_node(
-                &mut snapshot,
+                snapshot,
                 &t.template.node,
                 &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
                 view.daemonsets,
@@ -159,7 +188,7 @@ pub fn decide_scale_up(
     let selected = pending::select(view.pods, now_ms, &config.pending);
     decision.set_aside = selected.set_aside;
     snapshot.fork();
-    let placement = pending::place_on_existing(&mut snapshot, selected.eligible);
+    let placement = pending::place_on_existing(snapshot, selected.eligible);
     decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
 
     let inputs: Vec<GroupInput<'_>> = groups
@@ -179,10 +208,114 @@ pub fn decide_scale_up(
         totals,
         expander: &config.expander,
     };
-    decision.result = scale_up(&mut snapshot, input, &config.scale_up, rng, budget);
-    // Only forks were made after the build: nothing to keep.
+    decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
+    // Two forks: upcoming nodes, then pending placements. Neither is kept.
+    let _ = snapshot.revert();
     let _ = snapshot.revert();
     decision
+}
+
+/// Options of the whole loop.
+#[derive(Clone, Debug, Default)]
+pub struct AutoscalerOptions {
+    /// Scale-up (pending pods, expanders, balancing, limits, templates).
+    pub scale_up: ScaleUpConfig,
+    /// Scale-down.
+    pub scale_down: ScaleDownOptions,
+    /// Seed of the expanders' tie-break generator (deterministic decisions).
+    pub seed: u64,
+}
+
+/// What one loop decided.
+#[derive(Clone, Debug, Default)]
+pub struct LoopOutcome {
+    /// The scale-up decision.
+    pub scale_up: ScaleUpDecision,
+    /// The scale-down plan.
+    pub scale_down: ScaleDownPlan,
+    /// What the shell should do, in order.
+    pub actions: Vec<Action>,
+}
+
+/// The autoscaler: options plus the state kept between loops.
+#[derive(Clone, Debug)]
+pub struct Autoscaler {
+    /// Options.
+    pub options: AutoscalerOptions,
+    /// Scale-down state (unneeded timers, remembered destinations, delays).
+    pub scale_down: ScaleDownState,
+    rng: ChaCha8Rng,
+}
+
+impl Autoscaler {
+    /// A fresh autoscaler (no state from earlier loops).
+    pub fn new(options: AutoscalerOptions) -> Autoscaler {
+        let rng = ChaCha8Rng::seed_from_u64(options.seed);
+        Autoscaler {
+            options,
+            scale_down: ScaleDownState::default(),
+            rng,
+        }
+    }
+
+    /// One loop at `now_ms`: scale-up for the pending pods, then scale-down planning, on one
+    /// snapshot of `view`. `in_flight` are deletions started by earlier loops and not finished;
+    /// `budget` bounds bin-packing and removal simulation together.
+    pub fn run_once(
+        &mut self,
+        view: &ClusterView<'_>,
+        controllers: &dyn ControllerLookup,
+        in_flight: InFlight,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+    ) -> LoopOutcome {
+        let mut warnings = Vec::new();
+        let mut snapshot = build_snapshot(view, &mut warnings);
+        let opts = &self.options;
+        let mut up = decide_scale_up_on(
+            &mut snapshot,
+            view,
+            &opts.scale_up,
+            now_ms,
+            &|_, _| None,
+            &mut self.rng,
+            budget,
+        );
+        warnings.append(&mut up.warnings);
+        up.warnings = warnings;
+        if !up.result.increases.is_empty() {
+            self.scale_down.record_scale_up(now_ms);
+        }
+
+        // Pending pods that fit existing nodes will land there: scale-down must see them placed.
+        snapshot.fork();
+        let _ = pending::place_on_existing(&mut snapshot, up.fit_existing.clone());
+        let input = ScaleDownInput {
+            provider: view.provider,
+            budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
+            controllers,
+            limits: &opts.scale_up.limits,
+            totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
+            in_flight,
+        };
+        let down = plan_scale_down(
+            &mut snapshot,
+            &mut self.scale_down,
+            input,
+            &opts.scale_down,
+            now_ms,
+            budget,
+        );
+        let _ = snapshot.revert();
+
+        let mut actions = scale_up_actions(&up.result);
+        actions.extend(scale_down_actions(&down, now_ms));
+        LoopOutcome {
+            scale_up: up,
+            scale_down: down,
+            actions,
+        }
+    }
 }
 
 /// Adds an upcoming node shaped like `template` (with its daemon pods) to the snapshot.
@@ -249,6 +382,7 @@ mod tests {
             daemonsets: &[],
             namespaces: &[],
             provider: p,
+            pdbs: &[],
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         decide_scale_up(
@@ -324,6 +458,7 @@ mod tests {
             daemonsets: &[],
             namespaces: &[],
             provider: &p,
+            pdbs: &[],
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let blocked =
@@ -350,5 +485,149 @@ mod tests {
         let ghost = PodBuilder::new("ghost", 100, GI).node_name("nowhere").arc();
         let d = decide(&nodes, &[ghost], &provider(&["n1"], 1));
         assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    }
+}
+
+#[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use crate::drain::NoControllerLookup;
+    use crate::estimator::Unlimited;
+    use crate::node_group::{Instance, InstanceState, StaticProvider};
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
+
+    const MIN: i64 = 60_000;
+
+    fn cluster(nodes: &[&str], target: usize) -> (Vec<Arc<Node>>, StaticProvider) {
+        let nodes: Vec<Arc<Node>> = nodes
+            .iter()
+            .map(|n| {
+                NodeBuilder::new(n, 4000, 16 * GI)
+                    .with_provider_id(&format!("test:///{n}"))
+                    .arc()
+            })
+            .collect();
+        let mut g = NodeGroup::new("ng", 1, 10, target);
+        g.instances = nodes
+            .iter()
+            .map(|n| Instance {
+                id: n.provider_id.clone().unwrap(),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect();
+        (nodes, StaticProvider::new(vec![g]))
+    }
+
+    fn run(
+        a: &mut Autoscaler,
+        nodes: &[Arc<Node>],
+        pods: &[Arc<Pod>],
+        p: &StaticProvider,
+        now: i64,
+    ) -> LoopOutcome {
+        let view = ClusterView {
+            nodes,
+            pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: p,
+            pdbs: &[],
+        };
+        a.run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            now,
+            &mut Unlimited,
+        )
+    }
+
+    #[test]
+    fn a_burst_scales_up_and_holds_scale_down() {
+        let (nodes, p) = cluster(&["n1", "n2"], 2);
+        let mut pods = vec![
+            PodBuilder::new("busy", 3500, GI)
+                .owner("ReplicaSet", "a")
+                .node_name("n1")
+                .arc(),
+        ];
+        pods.extend((0..3).map(|i| {
+            PodBuilder::new(&format!("p{i}"), 3000, GI)
+                .owner("ReplicaSet", "b")
+                .unschedulable()
+                .arc()
+        }));
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let out = run(&mut a, &nodes, &pods, &p, 0);
+        // n2 is empty and takes one pod; two more nodes for the others.
+        assert_eq!(
+            out.actions,
+            vec![Action::IncreaseSize {
+                group: "ng".into(),
+                delta: 2,
+                new_target: 4
+            }]
+        );
+        assert_eq!(a.scale_down.last_scale_up_ms, Some(0));
+        // n2 is not unneeded: the pending pod that fits there will land on it.
+        assert!(
+            out.scale_down.unneeded.is_empty(),
+            "{:?}",
+            out.scale_down.unneeded
+        );
+    }
+
+    #[test]
+    fn quiet_nodes_are_removed_after_the_unneeded_time() {
+        let (nodes, p) = cluster(&["n1", "n2", "n3"], 3);
+        let pods = vec![
+            PodBuilder::new("web", 1000, GI)
+                .owner("ReplicaSet", "a")
+                .node_name("n1")
+                .arc(),
+        ];
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let first = run(&mut a, &nodes, &pods, &p, 0);
+        // n2 and n3 are empty and go first; then n1's pod has nowhere left to move.
+        assert_eq!(first.scale_down.unneeded.len(), 2);
+        assert!(first.scale_down.deletions.is_empty());
+        let later = run(&mut a, &nodes, &pods, &p, 11 * MIN);
+        // min size 1: two of the three go. The emptiest go first; n1's pod has nowhere to move
+        // once the others are promised for deletion, or n1 is kept by min size.
+        assert_eq!(later.scale_down.deletions.len(), 2);
+        let deleted: Vec<Action> = later
+            .actions
+            .iter()
+            .filter(|a| {
+                matches!(
+                    a,
+                    Action::DeleteEmptyNodes { .. } | Action::DrainAndDelete { .. }
+                )
+            })
+            .cloned()
+            .collect();
+        assert!(!deleted.is_empty());
+    }
+
+    #[test]
+    fn loops_are_deterministic_for_a_seed() {
+        let (nodes, p) = cluster(&["n1"], 1);
+        let pods: Vec<Arc<Pod>> = (0..20)
+            .map(|i| {
+                PodBuilder::new(&format!("p{i}"), 700, GI)
+                    .owner("ReplicaSet", "b")
+                    .unschedulable()
+                    .arc()
+            })
+            .collect();
+        let once = |seed| {
+            let mut a = Autoscaler::new(AutoscalerOptions {
+                seed,
+                ..Default::default()
+            });
+            run(&mut a, &nodes, &pods, &p, 0).actions
+        };
+        assert_eq!(once(7), once(7));
     }
 }
