@@ -141,8 +141,10 @@ pub fn decide_scale_up_on(
     let groups = view.provider.node_groups();
     snapshot.fork();
 
-    // Registered nodes per group, in view order (the first healthy one becomes the template).
+    // Registered nodes per group, in view order (the first healthy one becomes the template),
+    // and how many of them have started (a node not started yet is still on its way).
     let mut members: Vec<Vec<Sym>> = vec![Vec::new(); groups.len()];
+    let mut started = vec![0usize; groups.len()];
     for node in view.nodes {
         if let Some(g) = view
             .provider
@@ -150,6 +152,9 @@ pub fn decide_scale_up_on(
             .filter(|&g| g < groups.len())
         {
             members[g].push(node.name);
+            if !is_not_started(node, now_ms) {
+                started[g] += 1;
+            }
         }
     }
     let templates: Vec<_> = groups
@@ -169,11 +174,13 @@ pub fn decide_scale_up_on(
     decision.upcoming = groups
         .iter()
         .enumerate()
-        .map(|(g, group)| group.target_size.saturating_sub(members[g].len()))
+        .map(|(g, group)| group.target_size.saturating_sub(started[g]))
         .collect();
     for (g, &n) in decision.upcoming.iter().enumerate() {
         let Ok(t) = &templates[g] else { continue };
-        totals.add_node(&t.template.node, n);
+        // Registered nodes are already in the totals, started or not.
+        let unregistered = groups[g].target_size.saturating_sub(members[g].len());
+        totals.add_node(&t.template.node, unregistered.min(n));
         for i in 0..n {
             add_upcoming_node(
                 snapshot,
@@ -318,6 +325,20 @@ impl Autoscaler {
     }
 }
 
+/// How long a registered node may take to become Ready before it stops counting as upcoming
+/// (upstream's `MaxNodeStartupTime`, 15 minutes).
+pub const MAX_NODE_STARTUP_MS: i64 = 15 * 60 * 1000;
+
+/// Whether `node` has registered but not started yet: not Ready and created less than
+/// [`MAX_NODE_STARTUP_MS`] before `now_ms`. Such a node cannot take pods yet (the kubelet's
+/// `not-ready` taint) but is the answer to an earlier scale-up, so it counts as upcoming.
+pub fn is_not_started(node: &Node, now_ms: i64) -> bool {
+    !node.is_ready()
+        && node
+            .creation_ms
+            .is_some_and(|c| now_ms < c.saturating_add(MAX_NODE_STARTUP_MS))
+}
+
 /// Adds an upcoming node shaped like `template` (with its daemon pods) to the snapshot.
 fn add_upcoming_node(
     snapshot: &mut ClusterSnapshot,
@@ -423,6 +444,45 @@ mod tests {
         assert_eq!(d.upcoming, vec![2]);
         assert!(d.result.increases.is_empty(), "{:?}", d.result.increases);
         assert_eq!(d.fit_existing.len(), 2);
+    }
+
+    /// A node the last scale-up asked for has registered but is not Ready yet (it still carries
+    /// the kubelet's `not-ready` taint): it is still on its way, so the pods waiting for it must
+    /// not cause a second scale-up.
+    #[test]
+    fn a_registered_node_not_started_yet_still_counts_as_upcoming() {
+        use crate::taints::TaintEffect;
+        let now = 10 * 60 * 1000;
+        let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
+            .not_ready()
+            .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule)
+            .with_provider_id("test:///n2")
+            .with(|n| n.creation_ms = Some(now - 60_000))
+            .arc();
+        let nodes = vec![group_node("n1", 4000), fresh];
+        let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
+        let pods = vec![busy, pending("p1", 3000)];
+        let p = provider(&["n1", "n2"], 2);
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let d = decide_scale_up(
+            &view,
+            &ScaleUpConfig::default(),
+            now,
+            &|_, _| None,
+            &mut rng,
+            &mut Unlimited,
+        );
+        assert!(d.result.increases.is_empty(), "{:?}", d.result.increases);
+        assert_eq!(d.upcoming, vec![1]);
+        assert_eq!(d.fit_existing.len(), 1);
     }
 
     #[test]
