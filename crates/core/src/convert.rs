@@ -845,6 +845,14 @@ impl Pod {
         out.owner = owner_of(md.owner_references.as_ref());
         out.creation_ms = time_ms(md.creation_timestamp.as_ref());
         out.deletion_ms = time_ms(md.deletion_timestamp.as_ref());
+        out.termination_grace_ms = md
+            .deletion_grace_period_seconds
+            .or_else(|| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
+            .map(|s| s.max(0).saturating_mul(1000));
 
         if let Some(spec) = pod.spec.as_ref() {
             out.requests = pod_requests(&ctx, spec, pod.status.as_ref())?;
@@ -1673,6 +1681,25 @@ mod tests {
     }
 
     #[test]
+    fn termination_grace_period_prefers_the_deletion_grace_period() {
+        let spec = json!({"containers": [], "terminationGracePeriodSeconds": 600});
+        let p = Pod::from_k8s(&api_pod(
+            json!({"metadata": {"name": "p"}, "spec": spec.clone()}),
+        ))
+        .unwrap();
+        assert_eq!(p.termination_grace_ms, Some(600_000));
+        let p = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "p", "deletionTimestamp": "1970-01-01T00:00:05Z", "deletionGracePeriodSeconds": 45},
+            "spec": spec,
+        })))
+        .unwrap();
+        assert_eq!(
+            (p.deletion_ms, p.termination_grace_ms),
+            (Some(5000), Some(45_000))
+        );
+    }
+
+    #[test]
     fn status_volumes_and_metadata() {
         let p = Pod::from_k8s(&api_pod(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u", "annotations": {"b": "2", "a": "1"},
@@ -1697,6 +1724,7 @@ mod tests {
         assert_eq!(p.annotations[0].0.as_ref(), "a");
         assert_eq!(p.creation_ms, Some(1000));
         assert_eq!(p.deletion_ms, None);
+        assert_eq!(p.termination_grace_ms, None);
         let local: Vec<(&str, bool)> = p
             .volumes
             .iter()

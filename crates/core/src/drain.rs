@@ -179,6 +179,12 @@ pub enum BlockReason {
         /// The local-storage volumes not listed as safe to lose.
         volumes: Vec<Arc<str>>,
     },
+    /// More than one PodDisruptionBudget covers the pod: the Eviction API refuses to evict such
+    /// a pod at all, so its node cannot be drained.
+    MultiplePdbs {
+        /// The budgets, `namespace/name`.
+        pdbs: Vec<String>,
+    },
     /// A PodDisruptionBudget covering the pod allows no further disruption.
     NotEnoughPdb {
         /// The budget, `namespace/name`.
@@ -198,6 +204,7 @@ impl BlockReason {
             BlockReason::UnmovableKubeSystemPod => "UnmovableKubeSystemPod",
             BlockReason::NotSafeToEvictAnnotation => "NotSafeToEvictAnnotation",
             BlockReason::LocalStorageRequested { .. } => "LocalStorageRequested",
+            BlockReason::MultiplePdbs { .. } => "MultiplePdbs",
             BlockReason::NotEnoughPdb { .. } => "NotEnoughPdb",
         }
     }
@@ -249,6 +256,11 @@ impl fmt::Display for BlockReason {
                      (--skip-nodes-with-local-storage)"
                 )
             }
+            BlockReason::MultiplePdbs { pdbs } => write!(
+                f,
+                "it is covered by more than one PodDisruptionBudget ({}), which the Eviction API refuses to evict",
+                pdbs.join(", ")
+            ),
             BlockReason::NotEnoughPdb { pdb, detail } => write!(
                 f,
                 "PodDisruptionBudget {pdb} allows no further disruption ({detail})"
@@ -319,8 +331,11 @@ pub fn is_daemonset_pod(pod: &Pod) -> bool {
 /// [`LONG_TERMINATING_EXTRA_MS`] at `now_ms`.
 pub fn is_long_terminating(pod: &Pod, now_ms: i64) -> bool {
     pod.deletion_ms.is_some_and(|d| {
-        d.saturating_add(DEFAULT_TERMINATION_GRACE_MS)
-            .saturating_add(LONG_TERMINATING_EXTRA_MS)
+        d.saturating_add(
+            pod.termination_grace_ms
+                .unwrap_or(DEFAULT_TERMINATION_GRACE_MS),
+        )
+        .saturating_add(LONG_TERMINATING_EXTRA_MS)
             < now_ms
     })
 }
@@ -412,6 +427,15 @@ fn controller_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
 
 /// The PodDisruptionBudget rule: every budget covering the pod must allow one more disruption.
 fn pdb_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
+    let covering = ctx.budgets.for_pod(pod);
+    if covering.len() > 1 {
+        let pdbs = covering
+            .iter()
+            .filter_map(|&i| ctx.budgets.pdbs().get(i))
+            .map(|p| p.key())
+            .collect();
+        return Some(BlockReason::MultiplePdbs { pdbs });
+    }
     let i = ctx.budgets.exhausted_for(pod)?;
     let pdb = ctx.budgets.pdbs().get(i)?;
     Some(BlockReason::NotEnoughPdb {
@@ -1307,5 +1331,79 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod grace_tests {
+    use super::*;
+    use crate::testing::{GI, PodBuilder};
+
+    #[test]
+    fn a_terminating_pod_is_waited_for_its_own_grace_period() {
+        let deleting = |grace_ms: Option<i64>| {
+            PodBuilder::new("slow", 100, GI)
+                .with(|p| {
+                    p.deletion_ms = Some(0);
+                    p.termination_grace_ms = grace_ms;
+                })
+                .build()
+        };
+        // Default 30 s grace plus the 30 s margin.
+        assert!(!is_long_terminating(&deleting(None), 60_000));
+        assert!(is_long_terminating(&deleting(None), 60_001));
+        // A 600 s grace period is honoured: still shutting down after a minute.
+        assert!(!is_long_terminating(&deleting(Some(600_000)), 61_000));
+        assert!(is_long_terminating(&deleting(Some(600_000)), 630_001));
+    }
+}
+
+#[cfg(test)]
+mod multiple_pdb_tests {
+    use super::*;
+    use crate::labels::{LabelSelector, Labels};
+    use crate::pdb::PodDisruptionBudget;
+    use crate::testing::{GI, PodBuilder};
+
+    fn budget(name: &str, key: &str, value: &str) -> PodDisruptionBudget {
+        let selector = LabelSelector {
+            match_labels: Labels::from_pairs([(key, value)]),
+            match_expressions: Vec::new(),
+        };
+        PodDisruptionBudget::new("default", name, Some(selector), 5)
+    }
+
+    #[test]
+    fn a_pod_under_two_budgets_blocks_its_node() {
+        let pod = PodBuilder::new("web-1", 100, GI)
+            .owner("ReplicaSet", "web")
+            .label("app", "web")
+            .label("tier", "fe")
+            .arc();
+        let opts = DrainOptions::default();
+        let one = DisruptionBudgets::new(vec![budget("by-app", "app", "web")]);
+        let ctx = DrainContext {
+            opts: &opts,
+            budgets: &one,
+            controllers: &NoControllerLookup,
+            now_ms: 0,
+        };
+        assert!(drain_node(std::slice::from_ref(&pod), &ctx).is_ok());
+        let two = DisruptionBudgets::new(vec![
+            budget("by-app", "app", "web"),
+            budget("by-tier", "tier", "fe"),
+        ]);
+        let ctx = DrainContext {
+            opts: &opts,
+            budgets: &two,
+            controllers: &NoControllerLookup,
+            now_ms: 0,
+        };
+        let err = drain_node(std::slice::from_ref(&pod), &ctx).unwrap_err();
+        assert_eq!(err.reason.code(), "MultiplePdbs");
+        assert!(
+            err.to_string().contains("default/by-app, default/by-tier"),
+            "{err}"
+        );
     }
 }

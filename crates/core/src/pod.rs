@@ -162,6 +162,10 @@ pub struct Pod {
     pub creation_ms: Option<i64>,
     /// Deletion time if the pod is being deleted, milliseconds since the Unix epoch.
     pub deletion_ms: Option<i64>,
+    /// Grace period of the pod's termination, milliseconds: `metadata.deletionGracePeriodSeconds`
+    /// while it is being deleted, else `spec.terminationGracePeriodSeconds`; `None` when neither
+    /// is set (the API default is 30 s).
+    pub termination_grace_ms: Option<i64>,
     /// Hash of owner UID and every scheduling-relevant field: pods with equal keys are
     /// interchangeable for scheduling, so each equivalence group is checked once per node.
     pub equivalence: u64,
@@ -216,6 +220,7 @@ impl Pod {
             volumes: Vec::new(),
             creation_ms: None,
             deletion_ms: None,
+            termination_grace_ms: None,
             equivalence: 0,
         };
         p.update_equivalence();
