@@ -175,6 +175,9 @@ pub enum Unremovable {
     BeingDeleted,
     /// Its group is at (or below) its min size.
     MinSizeReached,
+    /// The group scales only as a whole (zero-or-max): removing one node would leave it
+    /// part-sized, so its nodes are never removed one by one.
+    AtomicGroup,
     /// Utilization at or above the threshold.
     NotUnderutilized {
         /// The utilization.
@@ -201,6 +204,9 @@ impl fmt::Display for Unremovable {
             }
             Unremovable::BeingDeleted => f.write_str("node is being deleted"),
             Unremovable::MinSizeReached => f.write_str("node group min size reached"),
+            Unremovable::AtomicGroup => f.write_str(
+                "node group scales only as a whole (zero-or-max); nodes are not removed one by one",
+            ),
             Unremovable::NotUnderutilized {
                 utilization,
                 threshold,
@@ -341,6 +347,9 @@ pub fn plan_scale_down(
                 return Err(Unremovable::BeingDeleted);
             }
             let group = &groups[g];
+            if group.options.zero_or_max_scaling {
+                return Err(Unremovable::AtomicGroup);
+            }
             if group.target_size.saturating_sub(in_flight_of(g)) <= group.min_size {
                 return Err(Unremovable::MinSizeReached);
             }
@@ -1004,6 +1013,24 @@ mod tests {
                 .all(|d| !d.empty && d.evict.len() == 1 && d.destinations.len() == 1)
         );
         assert_eq!(p.waiting.len(), 1);
+    }
+
+    #[test]
+    fn an_atomic_group_never_loses_a_single_node() {
+        let spec = (0..3)
+            .map(|i| (node(&format!("atomic-{i}"), 4000), vec![]))
+            .collect();
+        let mut w = world(0, spec);
+        w.provider.groups_mut()[0].options.zero_or_max_scaling = true;
+        let mut state = ScaleDownState::default();
+        plan_at(&mut w, &mut state, &ScaleDownOptions::default(), 0);
+        let p = plan_at(&mut w, &mut state, &ScaleDownOptions::default(), 11 * MIN);
+        assert!(p.deletions.is_empty() && p.unneeded.is_empty());
+        assert!(
+            p.unremovable
+                .iter()
+                .all(|(_, r)| *r == Unremovable::AtomicGroup)
+        );
     }
 
     #[test]
