@@ -620,3 +620,133 @@ impl ClusterApiProvider {
         self.node_group_of(node).map(|i| &self.groups[i].id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::{
+        CPU_KEY, EPHEMERAL_DISK_KEY, GPU_COUNT_KEY, GPU_TYPE_KEY, LABELS_KEY, MAX_PODS_KEY,
+        MEMORY_KEY, TAINTS_KEY,
+    };
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[-+ 0-9]{0,4}",
+            "[0-9.]{1,5}(m|Mi|Gi|G|k|e3|s|h)?",
+            "[a-z=,:/.A-Z ]{0,20}",
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Random annotation texts never panic and give either a valid group or a warning that
+        /// names the object.
+        #[test]
+        fn random_annotations_give_a_group_or_a_warning(
+            min in text(), max in text(), cpu in text(), mem in text(), disk in text(),
+            pods in text(), gpu_type in text(), gpu_count in text(), labels in text(),
+            taints in text(), option in text(), replicas in -2i64..4,
+        ) {
+            let config = ClusterApiConfig::default();
+            let md = json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "MachineDeployment",
+                "metadata": {"name": "md", "namespace": "ns", "annotations": {
+                    config.min_size_key(): min, config.max_size_key(): max,
+                    CPU_KEY: cpu, MEMORY_KEY: mem, EPHEMERAL_DISK_KEY: disk, MAX_PODS_KEY: pods,
+                    GPU_TYPE_KEY: gpu_type, GPU_COUNT_KEY: gpu_count, LABELS_KEY: labels,
+                    TAINTS_KEY: taints,
+                    format!("{}scaledownunneededtime", config.options_prefix()): option.clone(),
+                    format!("{}scaledownutilizationthreshold", config.options_prefix()): option,
+                }},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"a": "b"}}},
+            });
+            let mut store = ObjectStore::new();
+            store.insert(md, "test").unwrap();
+            let (p, warnings) = ClusterApiProvider::discover(&store, &config);
+            match p.node_groups() {
+                [] => prop_assert!(
+                    warnings.iter().any(|w| w.starts_with("MachineDeployment ns/md: ")),
+                    "no group and no warning: {:?}", warnings
+                ),
+                [g] => {
+                    prop_assert!(g.min_size <= g.max_size && g.max_size > 0);
+                    prop_assert!(replicas >= 0);
+                    if let Some(t) = &g.template {
+                        prop_assert!(t.capacity.cpu > 0 && t.capacity.memory > 0);
+                        prop_assert!(t.capacity.pods > 0);
+                    }
+                    if let Some(u) = g.options.scale_down_utilization_threshold {
+                        prop_assert!((0.0..=1.0).contains(&u));
+                    }
+                    // Resizes never panic either.
+                    let _ = p.increase_size(g.id.as_str(), 1);
+                    let _ = p.decrease_target_size(g.id.as_str(), 1);
+                    let _ = p.delete_nodes(g.id.as_str(), &[]);
+                }
+                more => prop_assert!(false, "one object, {} groups", more.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn placeholder_and_selector_basics() {
+        assert_eq!(placeholder_id("ns", "m"), "clusterapi://ns/m");
+        let s = Selector::parse(&json!({"matchExpressions": [
+            {"key": "a", "operator": "NotIn", "values": ["x"]},
+            {"key": "b", "operator": "Exists"}]}))
+        .unwrap();
+        let l = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(s.matches(&l(&[("b", "")])));
+        assert!(!s.matches(&l(&[("a", "x"), ("b", "")])));
+        assert!(!s.matches(&l(&[])));
+        assert!(
+            Selector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "Near"}]}))
+                .is_err()
+        );
+        assert!(Selector::parse(&json!({"matchExpressions": 3})).is_err());
+    }
+
+    #[test]
+    fn replicas_and_selector_problems_are_warnings() {
+        let config = ClusterApiConfig::default();
+        let mut store = ObjectStore::new();
+        for (name, spec) in [
+            ("no-replicas", json!({"selector": {}})),
+            ("neg-replicas", json!({"replicas": -1, "selector": {}})),
+            ("str-replicas", json!({"replicas": "3", "selector": {}})),
+            ("no-selector", json!({"replicas": 1})),
+            ("bad-spec", json!("nonsense")),
+        ] {
+            store
+                .insert(
+                    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet",
+                    "metadata": {"name": name, "namespace": "ns", "annotations": {
+                        config.min_size_key(): "1", config.max_size_key(): "2",
+                        CPU_KEY: "1", MEMORY_KEY: "1Gi"}},
+                    "spec": spec}),
+                    "t",
+                )
+                .unwrap();
+        }
+        let (p, w) = ClusterApiProvider::discover(&store, &config);
+        assert!(p.node_groups().is_empty());
+        assert_eq!(w.len(), 5, "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("no-selector") && w.contains("spec.selector"))
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("neg-replicas") && w.contains("spec.replicas"))
+        );
+    }
+}
