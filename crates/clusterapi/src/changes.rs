@@ -339,3 +339,61 @@ pub fn apply(store: &mut ObjectStore, changes: &[ObjectChange]) -> Result<(), Ap
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn apply_edits_json_and_names_missing_objects() {
+        let mut s = ObjectStore::new();
+        let key = s
+            .insert(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                       "metadata": {"name": "m", "namespace": "ns", "annotations": null}}),
+                "t",
+            )
+            .unwrap();
+        let annotate = ObjectChange::AnnotateMachine {
+            key: key.clone(),
+            api_version: "cluster.x-k8s.io/v1beta1".into(),
+            annotation: "cluster.x-k8s.io/delete-machine".into(),
+            value: DELETE_MACHINE_VALUE.into(),
+        };
+        let resize = ObjectChange::SetReplicas {
+            key: key.clone(),
+            api_version: String::new(),
+            replicas: 4,
+        };
+        apply(&mut s, &[annotate, resize]).unwrap();
+        let obj = s.get(&key).unwrap();
+        assert_eq!(
+            obj.pointer("/metadata/annotations/cluster.x-k8s.io~1delete-machine"),
+            Some(&json!("cluster-autoscaler"))
+        );
+        assert_eq!(obj.pointer("/spec/replicas"), Some(&json!(4)));
+        let remove = ObjectChange::RemoveMachineAnnotation {
+            key: key.clone(),
+            api_version: String::new(),
+            annotation: "cluster.x-k8s.io/delete-machine".into(),
+        };
+        apply(&mut s, &[remove]).unwrap();
+        assert_eq!(
+            s.get(&key).unwrap().pointer("/metadata/annotations"),
+            Some(&json!({}))
+        );
+        let mut missing = key.clone();
+        missing.name = "gone".into();
+        let e = apply(
+            &mut s,
+            &[ObjectChange::SetReplicas {
+                key: missing,
+                api_version: String::new(),
+                replicas: 1,
+            }],
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "Machine ns/gone is not in the store");
+    }
+}
