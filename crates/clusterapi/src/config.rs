@@ -1,0 +1,306 @@
+//! Configuration of the Cluster API provider: which API group the machine objects live in, and
+//! which scalable resources node-group auto-discovery admits.
+//!
+//! It decides the annotation and label keys that follow from the API group, and parses
+//! `--node-group-auto-discovery=clusterapi:...` specs. It never reads the environment or any
+//! file: the binary passes `CAPI_GROUP` in.
+
+use serde_json::Value;
+
+/// The Cluster API group (the default).
+pub const DEFAULT_API_GROUP: &str = "cluster.x-k8s.io";
+/// OpenShift's Machine API group.
+pub const OPENSHIFT_API_GROUP: &str = "machine.openshift.io";
+/// The architecture given to scale-from-zero templates unless configured otherwise.
+pub const DEFAULT_ARCH: &str = "amd64";
+
+/// Why a configuration text was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The spec is not `clusterapi:key=value,...`.
+    #[error("auto-discovery spec {spec:?} should look like clusterapi:key=value,key=value")]
+    Shape {
+        /// The rejected spec.
+        spec: String,
+    },
+    /// The discoverer before `:` is not `clusterapi`.
+    #[error(
+        "auto-discovery spec {spec:?}: unsupported discoverer {discoverer:?} (only clusterapi)"
+    )]
+    Discoverer {
+        /// The rejected spec.
+        spec: String,
+        /// The discoverer named.
+        discoverer: String,
+    },
+    /// An item is not `key=value` (or has an empty key).
+    #[error("auto-discovery spec {spec:?}: {item:?} is not a key=value pair")]
+    Pair {
+        /// The rejected spec.
+        spec: String,
+        /// The offending item.
+        item: String,
+    },
+    /// The API group is not a DNS-subdomain-like name.
+    #[error("API group {group:?} is not a valid group name")]
+    Group {
+        /// The rejected group.
+        group: String,
+    },
+}
+
+/// One `--node-group-auto-discovery=clusterapi:...` spec: every given field must match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AutoDiscovery {
+    /// Only resources in this namespace.
+    pub namespace: Option<String>,
+    /// Only resources of this cluster (`spec.clusterName`, else the `<group>/cluster-name` label).
+    pub cluster_name: Option<String>,
+    /// Only resources carrying all these labels (`key=value`).
+    pub labels: Vec<(String, String)>,
+}
+
+impl AutoDiscovery {
+    /// Parses `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; empty items are
+    /// ignored; any other shape is an error naming the text.
+    pub fn parse(spec: &str) -> Result<AutoDiscovery, ConfigError> {
+        let Some((discoverer, rest)) = spec.split_once(':') else {
+            return Err(ConfigError::Shape { spec: spec.into() });
+        };
+        if rest.contains(':') {
+            return Err(ConfigError::Shape { spec: spec.into() });
+        }
+        if discoverer != "clusterapi" {
+            return Err(ConfigError::Discoverer {
+                spec: spec.into(),
+                discoverer: discoverer.into(),
+            });
+        }
+        let mut out = AutoDiscovery::default();
+        for item in rest.split(',').filter(|i| !i.is_empty()) {
+            let pair = item.split_once('=').filter(|(k, v)| {
+                !k.is_empty() && !v.contains('=') && !k.contains(char::is_whitespace)
+            });
+            let Some((k, v)) = pair else {
+                return Err(ConfigError::Pair {
+                    spec: spec.into(),
+                    item: item.into(),
+                });
+            };
+            match k {
+                "namespace" => out.namespace = Some(v.to_string()),
+                "clusterName" => out.cluster_name = Some(v.to_string()),
+                _ => out.labels.push((k.to_string(), v.to_string())),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the resource `obj` (in `namespace`, of cluster `cluster_name`) is admitted.
+    pub(crate) fn admits(&self, obj: &Value, namespace: &str, cluster_name: &str) -> bool {
+        if self.namespace.as_deref().is_some_and(|n| n != namespace) {
+            return false;
+        }
+        if self
+            .cluster_name
+            .as_deref()
+            .is_some_and(|c| c != cluster_name)
+        {
+            return false;
+        }
+        let labels = obj.pointer("/metadata/labels");
+        self.labels.iter().all(|(k, v)| {
+            labels
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+                .is_some_and(|x| x == v)
+        })
+    }
+}
+
+/// The provider's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterApiConfig {
+    /// API group of Machines, MachineSets, MachineDeployments and MachinePools; also the prefix
+    /// of the size, option and delete-machine annotations and of the cluster-name label.
+    pub api_group: String,
+    /// Auto-discovery specs, ORed; empty admits every annotated resource.
+    pub auto_discovery: Vec<AutoDiscovery>,
+    /// `kubernetes.io/arch` of scale-from-zero templates (upstream reads
+    /// `CAPI_SCALE_ZERO_DEFAULT_ARCH`; the binary passes it in).
+    pub default_arch: String,
+}
+
+impl Default for ClusterApiConfig {
+    fn default() -> Self {
+        ClusterApiConfig {
+            api_group: DEFAULT_API_GROUP.to_string(),
+            auto_discovery: Vec::new(),
+            default_arch: DEFAULT_ARCH.to_string(),
+        }
+    }
+}
+
+impl ClusterApiConfig {
+    /// The configuration for `api_group`, no auto-discovery filter.
+    pub fn for_group(api_group: &str) -> ClusterApiConfig {
+        ClusterApiConfig {
+            api_group: api_group.to_string(),
+            ..ClusterApiConfig::default()
+        }
+    }
+
+    /// The API group from a flag (first) or the `CAPI_GROUP` environment value the caller read,
+    /// else the default. Empty values count as unset. A value that cannot be a group name is an
+    /// error.
+    pub fn from_env_and_flag(
+        flag: Option<&str>,
+        env: Option<&str>,
+    ) -> Result<ClusterApiConfig, ConfigError> {
+        let group = flag
+            .filter(|s| !s.trim().is_empty())
+            .or(env.filter(|s| !s.trim().is_empty()))
+            .unwrap_or(DEFAULT_API_GROUP)
+            .trim();
+        let valid = group.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+        if !valid || group.len() > 253 {
+            return Err(ConfigError::Group {
+                group: group.to_string(),
+            });
+        }
+        Ok(ClusterApiConfig::for_group(group))
+    }
+
+    /// Adds auto-discovery specs (each `clusterapi:...`).
+    pub fn with_auto_discovery<S: AsRef<str>>(
+        mut self,
+        specs: &[S],
+    ) -> Result<ClusterApiConfig, ConfigError> {
+        for s in specs {
+            self.auto_discovery.push(AutoDiscovery::parse(s.as_ref())?);
+        }
+        Ok(self)
+    }
+
+    /// `<group>/cluster-api-autoscaler-node-group-min-size`.
+    pub fn min_size_key(&self) -> String {
+        format!(
+            "{}/cluster-api-autoscaler-node-group-min-size",
+            self.api_group
+        )
+    }
+
+    /// `<group>/cluster-api-autoscaler-node-group-max-size`.
+    pub fn max_size_key(&self) -> String {
+        format!(
+            "{}/cluster-api-autoscaler-node-group-max-size",
+            self.api_group
+        )
+    }
+
+    /// `<group>/delete-machine`: the Machine annotation that makes its owner remove it first.
+    pub fn delete_machine_key(&self) -> String {
+        format!("{}/delete-machine", self.api_group)
+    }
+
+    /// `<group>/autoscaling-options-`: prefix of per-group option annotations.
+    pub fn options_prefix(&self) -> String {
+        format!("{}/autoscaling-options-", self.api_group)
+    }
+
+    /// `<group>/cluster-name`: the label naming an object's cluster.
+    pub fn cluster_name_label(&self) -> String {
+        format!("{}/cluster-name", self.api_group)
+    }
+
+    /// Whether `obj` passes the auto-discovery filter (always, when there is none).
+    pub(crate) fn admits(&self, obj: &Value, namespace: &str) -> bool {
+        if self.auto_discovery.is_empty() {
+            return true;
+        }
+        let cluster = cluster_name_of(obj, &self.cluster_name_label());
+        self.auto_discovery
+            .iter()
+            .any(|a| a.admits(obj, namespace, &cluster))
+    }
+}
+
+/// The cluster an object belongs to: `spec.clusterName`, else the cluster-name label, else "".
+pub(crate) fn cluster_name_of(obj: &Value, label: &str) -> String {
+    if let Some(c) = obj.pointer("/spec/clusterName").and_then(Value::as_str) {
+        return c.to_string();
+    }
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(label))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn auto_discovery_specs_parse_and_reject_with_the_text() {
+        let a = AutoDiscovery::parse("clusterapi:namespace=blue,clusterName=test1,color=green")
+            .unwrap();
+        assert_eq!(a.namespace.as_deref(), Some("blue"));
+        assert_eq!(a.cluster_name.as_deref(), Some("test1"));
+        assert_eq!(a.labels, [("color".to_string(), "green".to_string())]);
+        assert_eq!(
+            AutoDiscovery::parse("clusterapi:").unwrap(),
+            AutoDiscovery::default()
+        );
+        let e = AutoDiscovery::parse("asg:tag=x").unwrap_err();
+        assert!(e.to_string().contains("\"asg\""), "{e}");
+        let e = AutoDiscovery::parse("clusterapi:namespace").unwrap_err();
+        assert!(e.to_string().contains("\"namespace\""), "{e}");
+        assert!(AutoDiscovery::parse("clusterapi").is_err());
+        assert!(AutoDiscovery::parse("clusterapi:a=b:c").is_err());
+        assert!(AutoDiscovery::parse("clusterapi:a=b=c").is_err());
+    }
+
+    #[test]
+    fn group_comes_from_flag_then_env_then_default() {
+        let d = ClusterApiConfig::from_env_and_flag(None, None).unwrap();
+        assert_eq!(d.api_group, DEFAULT_API_GROUP);
+        let e = ClusterApiConfig::from_env_and_flag(None, Some("machine.openshift.io")).unwrap();
+        assert_eq!(e.api_group, OPENSHIFT_API_GROUP);
+        assert_eq!(
+            e.min_size_key(),
+            "machine.openshift.io/cluster-api-autoscaler-node-group-min-size"
+        );
+        assert_eq!(
+            e.delete_machine_key(),
+            "machine.openshift.io/delete-machine"
+        );
+        let f = ClusterApiConfig::from_env_and_flag(Some("test.k8s.io"), Some("x.io")).unwrap();
+        assert_eq!(f.api_group, "test.k8s.io");
+        let blank = ClusterApiConfig::from_env_and_flag(Some(""), Some(" ")).unwrap();
+        assert_eq!(blank.api_group, DEFAULT_API_GROUP);
+        assert!(ClusterApiConfig::from_env_and_flag(Some("Bad Group"), None).is_err());
+    }
+
+    #[test]
+    fn specs_are_ored_and_cluster_name_falls_back_to_the_label() {
+        let c = ClusterApiConfig::default()
+            .with_auto_discovery(&["clusterapi:namespace=a", "clusterapi:clusterName=c1"])
+            .unwrap();
+        let by_spec = json!({"spec": {"clusterName": "c1"}});
+        let by_label = json!({"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}}});
+        let other = json!({"spec": {"clusterName": "c2"}});
+        assert!(c.admits(&other, "a"));
+        assert!(c.admits(&by_spec, "b"));
+        assert!(c.admits(&by_label, "b"));
+        assert!(!c.admits(&other, "b"));
+    }
+}

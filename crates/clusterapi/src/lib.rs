@@ -1,0 +1,23 @@
+//! The Cluster API provider (seed 003): node groups from MachineDeployments, MachineSets and
+//! MachinePools that opt into autoscaling with the `<group>/cluster-api-autoscaler-node-group-
+//! {min,max}-size` annotations (or an OpenShift `MachineAutoscaler`), read from an
+//! [`ObjectStore`](autoscaler_core::store::ObjectStore) so that one code path serves a live
+//! cluster, a snapshot file and the simulated world.
+//!
+//! [`ClusterApiProvider::discover`] reads the store and returns the core's
+//! [`NodeGroup`](autoscaler_core::node_group::NodeGroup) views plus warnings; resizes
+//! ([`ClusterApiProvider::increase_size`], [`ClusterApiProvider::delete_nodes`],
+//! [`ClusterApiProvider::decrease_target_size`]) return [`ObjectChange`]s for the shell to
+//! apply. The crate never talks HTTP, never reads the environment or the clock.
+#![warn(missing_docs)]
+
+pub mod annotations;
+pub mod changes;
+pub mod config;
+pub mod provider;
+
+pub use changes::{ApplyError, ObjectChange, ProviderError, apply};
+pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
+pub use provider::{
+    BoundsSource, ClusterApiProvider, MachineInfo, ScalableResource, placeholder_id,
+};

@@ -1,0 +1,752 @@
+//! Discovery: node groups from the MachineDeployments, MachineSets and MachinePools of an
+//! object store, with their sizes, instances (from Machines), scale-from-zero templates and
+//! option overrides, and the map from nodes to groups.
+//!
+//! It decides which objects are node groups and what state each Machine is in. It only reads
+//! the store: it never changes an object and never talks to a cluster. Every problem with an
+//! object becomes a warning naming the object, and that object is skipped; nothing panics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use autoscaler_core::node::Node;
+use autoscaler_core::node_group::{
+    CloudProvider, Instance, InstanceError, InstanceErrorClass, InstanceState, NodeGroup,
+    NodeGroupId,
+};
+use autoscaler_core::store::{ObjectKey, ObjectStore, group_of};
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+
+use crate::annotations;
+use crate::config::{ClusterApiConfig, cluster_name_of};
+
+/// Kind of a MachineDeployment.
+pub const MACHINE_DEPLOYMENT: &str = "MachineDeployment";
+/// Kind of a MachineSet.
+pub const MACHINE_SET: &str = "MachineSet";
+/// Kind of a MachinePool.
+pub const MACHINE_POOL: &str = "MachinePool";
+/// Kind of a Machine.
+pub const MACHINE: &str = "Machine";
+/// API group of OpenShift's `MachineAutoscaler`.
+pub const MACHINE_AUTOSCALER_GROUP: &str = "autoscaling.openshift.io";
+/// Kind of OpenShift's `MachineAutoscaler`.
+pub const MACHINE_AUTOSCALER: &str = "MachineAutoscaler";
+/// Annotation that pauses reconciliation of a Cluster API resource (upstream never autoscales
+/// a paused resource).
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// Label a MachineDeployment puts on its MachineSets.
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+/// Node label naming a node's GPU type for GPU limits.
+pub const GPU_LABEL: &str = "cluster-api/accelerator";
+/// Machine phase of a terminal failure.
+const PHASE_FAILED: &str = "Failed";
+
+/// The instance id of a Machine that has no `spec.providerID` yet: `clusterapi://<ns>/<name>`.
+/// Stable across the Machine's life until it gets a provider id, so the core tracks it as one
+/// instance.
+pub fn placeholder_id(namespace: &str, name: &str) -> String {
+    format!("clusterapi://{namespace}/{name}")
+}
+
+/// Where a group's min and max came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BoundsSource {
+    /// The `<group>/cluster-api-autoscaler-node-group-{min,max}-size` annotations.
+    Annotations,
+    /// An OpenShift `MachineAutoscaler` targeting the resource.
+    MachineAutoscaler(ObjectKey),
+}
+
+/// One Machine (or, for a MachinePool without Machine objects, one provider id) of a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineInfo {
+    /// The Machine, `None` for a MachinePool instance known only from `spec.providerIDList`.
+    pub key: Option<ObjectKey>,
+    /// The Machine's `apiVersion` as found.
+    pub api_version: String,
+    /// The provider id (`spec.providerID`, else the referenced Node's).
+    pub provider_id: Option<Arc<str>>,
+    /// The id reported to the core: the provider id, else [`placeholder_id`].
+    pub instance_id: Arc<str>,
+    /// `status.nodeRef.name`.
+    pub node_name: Option<String>,
+    /// State.
+    pub state: InstanceState,
+    /// The failure the Machine reports.
+    pub error: Option<InstanceError>,
+    /// Whether it already carries the delete-machine annotation.
+    pub marked_for_deletion: bool,
+}
+
+impl MachineInfo {
+    /// Whether the Machine has become a healthy node: a node reference, not failed, not deleting.
+    pub fn has_node(&self) -> bool {
+        self.node_name.is_some() && self.error.is_none() && self.state != InstanceState::Deleting
+    }
+}
+
+/// What actions need to know about a group's scalable resource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalableResource {
+    /// The resource (its group, kind, namespace, name).
+    pub key: ObjectKey,
+    /// Its `apiVersion` as found in the store.
+    pub api_version: String,
+    /// Min size.
+    pub min_size: usize,
+    /// Max size.
+    pub max_size: usize,
+    /// `spec.replicas`.
+    pub replicas: i64,
+    /// Where min and max came from.
+    pub bounds_from: BoundsSource,
+    /// Its Machines.
+    pub machines: Vec<MachineInfo>,
+}
+
+/// The Cluster API provider: node groups discovered from an object store.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterApiProvider {
+    config: ClusterApiConfig,
+    groups: Vec<NodeGroup>,
+    resources: Vec<ScalableResource>,
+    by_provider_id: FxHashMap<Arc<str>, usize>,
+    by_node_name: FxHashMap<String, usize>,
+}
+
+/// A Machine object with what selection needs.
+struct MachineObj<'a> {
+    key: &'a ObjectKey,
+    obj: &'a Value,
+    labels: BTreeMap<String, String>,
+    owner_set: Option<&'a str>,
+    owner_pool: Option<&'a str>,
+    cluster: String,
+}
+
+impl ClusterApiProvider {
+    /// Discovers the node groups in `store`, returning the provider and a warning for every
+    /// object that looks meant to be autoscaled but cannot be.
+    pub fn discover(
+        store: &ObjectStore,
+        config: &ClusterApiConfig,
+    ) -> (ClusterApiProvider, Vec<String>) {
+        let mut warnings = Vec::new();
+        let group = config.api_group.as_str();
+        let cluster_label = config.cluster_name_label();
+        let autoscalers = machine_autoscalers(store, config, &mut warnings);
+        let machines: Vec<MachineObj> = store
+            .list(group, MACHINE)
+            .map(|(key, obj)| MachineObj {
+                key,
+                obj,
+                labels: annotations::string_map(obj.pointer("/metadata/labels")),
+                owner_set: owner(obj, MACHINE_SET),
+                owner_pool: owner(obj, MACHINE_POOL),
+                cluster: cluster_name_of(obj, &cluster_label),
+            })
+            .collect();
+
+        let mut p = ClusterApiProvider {
+            config: config.clone(),
+            ..ClusterApiProvider::default()
+        };
+        for kind in [MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE_POOL] {
+            for (key, obj) in store.list(group, kind) {
+                if kind == MACHINE_SET && owner(obj, MACHINE_DEPLOYMENT).is_some() {
+                    // Its MachineDeployment owns the replica count.
+                    continue;
+                }
+                if !config.admits(obj, &key.namespace) {
+                    continue;
+                }
+                let ma =
+                    autoscalers.get(&(kind.to_string(), key.namespace.clone(), key.name.clone()));
+                match p.build(store, key, obj, ma, &machines, &mut warnings) {
+                    Ok(Some((group, resource))) => {
+                        let i = p.groups.len();
+                        for m in &resource.machines {
+                            if let Some(id) = &m.provider_id {
+                                p.by_provider_id.insert(id.clone(), i);
+                            }
+                            if let Some(n) = &m.node_name {
+                                p.by_node_name.insert(n.clone(), i);
+                            }
+                        }
+                        p.groups.push(group);
+                        p.resources.push(resource);
+                    }
+                    Ok(None) => {}
+                    Err(why) => warnings.push(format!("{key}: {why}; not autoscaled")),
+                }
+            }
+        }
+        (p, warnings)
+    }
+
+    /// The configuration discovery used.
+    pub fn config(&self) -> &ClusterApiConfig {
+        &self.config
+    }
+
+    /// The scalable resources, parallel to [`CloudProvider::node_groups`].
+    pub fn resources(&self) -> &[ScalableResource] {
+        &self.resources
+    }
+
+    /// Index of the group with this id.
+    pub fn group_index(&self, id: &str) -> Option<usize> {
+        self.groups.iter().position(|g| g.id.as_str() == id)
+    }
+
+    /// The scalable resource of the group with this id.
+    pub fn resource(&self, id: &str) -> Option<&ScalableResource> {
+        self.group_index(id).map(|i| &self.resources[i])
+    }
+
+    /// Builds one group; `Ok(None)` when the object is not meant to be autoscaled.
+    fn build(
+        &self,
+        store: &ObjectStore,
+        key: &ObjectKey,
+        obj: &Value,
+        ma: Option<&(ObjectKey, usize, usize)>,
+        machines: &[MachineObj],
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<(NodeGroup, ScalableResource)>, String> {
+        let config = &self.config;
+        let ann = annotations::annotations_of(obj);
+        let (min_key, max_key) = (config.min_size_key(), config.max_size_key());
+        let ((min_size, max_size), bounds_from) = match ma {
+            Some((ma_key, min, max)) => (
+                (*min, *max),
+                BoundsSource::MachineAutoscaler(ma_key.clone()),
+            ),
+            None => match annotations::bounds(&ann, &min_key, &max_key) {
+                Ok(Some(b)) => (b, BoundsSource::Annotations),
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            },
+        };
+        if ann.contains_key(PAUSED_ANNOTATION) {
+            return Err(format!("paused ({PAUSED_ANNOTATION})"));
+        }
+        let replicas = match obj.pointer("/spec/replicas") {
+            None | Some(Value::Null) => return Err("has no spec.replicas".to_string()),
+            Some(v) => match v.as_i64() {
+                Some(r) if r >= 0 => r,
+                _ => return Err(format!("spec.replicas is {v}: not a non-negative integer")),
+            },
+        };
+        let api_version = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let id = format!("{}/{}/{}", key.kind, key.namespace, key.name);
+        let what = key.to_string();
+        let machine_infos = self.machines_of(store, key, obj, machines)?;
+        let shape = annotations::node_shape(obj, &ann, &what, warnings);
+        let template = annotations::template_node(&id, &shape, &config.default_arch);
+        if template.is_none() && !machine_infos.iter().any(MachineInfo::has_node) {
+            if replicas == 0 {
+                return Err(format!(
+                    "has 0 replicas and no capacity annotations ({}cpu and memory): it cannot scale from zero",
+                    annotations::CAPACITY_PREFIX
+                ));
+            }
+            warnings.push(format!(
+                "{what}: no node yet and no capacity annotations: the group has no template until a node registers"
+            ));
+        }
+        let options = annotations::options(&ann, &config.options_prefix(), &what, warnings);
+        let mut group = NodeGroup::new(
+            &id,
+            min_size,
+            max_size,
+            usize::try_from(replicas).unwrap_or(0),
+        );
+        group.instances = machine_infos
+            .iter()
+            .map(|m| Instance {
+                id: m.instance_id.clone(),
+                state: m.state,
+                error: m.error.clone(),
+            })
+            .collect();
+        group.template = template;
+        group.options = options;
+        Ok(Some((
+            group,
+            ScalableResource {
+                key: key.clone(),
+                api_version,
+                min_size,
+                max_size,
+                replicas,
+                bounds_from,
+                machines: machine_infos,
+            },
+        )))
+    }
+
+    /// The Machines of a resource: selected by its selector in its namespace (and cluster), and
+    /// owned by it (a MachineSet), by one of its MachineSets (a MachineDeployment) or by it (a
+    /// MachinePool, plus provider ids of `spec.providerIDList` without a Machine).
+    fn machines_of(
+        &self,
+        store: &ObjectStore,
+        key: &ObjectKey,
+        obj: &Value,
+        machines: &[MachineObj],
+    ) -> Result<Vec<MachineInfo>, String> {
+        let cluster = cluster_name_of(obj, &self.config.cluster_name_label());
+        let same_place = |m: &&MachineObj| {
+            m.key.namespace == key.namespace
+                && (cluster.is_empty() || m.cluster.is_empty() || m.cluster == cluster)
+        };
+        let selected: Vec<&MachineObj> = match key.kind.as_str() {
+            MACHINE_POOL => machines
+                .iter()
+                .filter(same_place)
+                .filter(|m| m.owner_pool == Some(key.name.as_str()))
+                .collect(),
+            kind => {
+                let selector = match obj.pointer("/spec/selector") {
+                    Some(s) if !s.is_null() => Selector::parse(s)?,
+                    _ => return Err("has no spec.selector".to_string()),
+                };
+                let sets: Vec<&str> = if kind == MACHINE_DEPLOYMENT {
+                    store
+                        .list(&key.group, MACHINE_SET)
+                        .filter(|(k, o)| {
+                            k.namespace == key.namespace
+                                && (owner(o, MACHINE_DEPLOYMENT) == Some(key.name.as_str())
+                                    || o.pointer("/metadata/labels")
+                                        .and_then(|l| l.get(DEPLOYMENT_NAME_LABEL))
+                                        .and_then(Value::as_str)
+                                        == Some(key.name.as_str()))
+                        })
+                        .map(|(k, _)| k.name.as_str())
+                        .collect()
+                } else {
+                    vec![key.name.as_str()]
+                };
+                machines
+                    .iter()
+                    .filter(same_place)
+                    .filter(|m| selector.matches(&m.labels))
+                    .filter(|m| m.owner_set.is_none_or(|s| sets.contains(&s)))
+                    .collect()
+            }
+        };
+        let mut out: Vec<MachineInfo> = selected
+            .into_iter()
+            .map(|m| self.machine_info(store, m))
+            .collect();
+        if key.kind == MACHINE_POOL {
+            let list = obj
+                .pointer("/spec/providerIDList")
+                .and_then(Value::as_array);
+            for id in list.into_iter().flatten().filter_map(Value::as_str) {
+                if id.is_empty() || out.iter().any(|m| m.provider_id.as_deref() == Some(id)) {
+                    continue;
+                }
+                out.push(MachineInfo {
+                    key: None,
+                    api_version: String::new(),
+                    provider_id: Some(Arc::from(id)),
+                    instance_id: Arc::from(id),
+                    node_name: None,
+                    state: InstanceState::Running,
+                    error: None,
+                    marked_for_deletion: false,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn machine_info(&self, store: &ObjectStore, m: &MachineObj) -> MachineInfo {
+        let obj = m.obj;
+        let node_name = obj
+            .pointer("/status/nodeRef/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        let provider_id: Option<Arc<str>> = obj
+            .pointer("/spec/providerID")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .map(Arc::from)
+            .or_else(|| {
+                // Not every infrastructure provider fills spec.providerID: take the Node's.
+                let node = store.get(&ObjectKey {
+                    group: String::new(),
+                    kind: "Node".into(),
+                    namespace: String::new(),
+                    name: node_name.clone()?,
+                })?;
+                node.pointer("/spec/providerID")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.is_empty())
+                    .map(Arc::from)
+            });
+        let deleting = obj
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null());
+        let state = if deleting {
+            InstanceState::Deleting
+        } else if node_name.is_none() {
+            InstanceState::Creating
+        } else {
+            InstanceState::Running
+        };
+        let instance_id = provider_id
+            .clone()
+            .unwrap_or_else(|| Arc::from(placeholder_id(&m.key.namespace, &m.key.name)));
+        MachineInfo {
+            key: Some(m.key.clone()),
+            api_version: obj
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            provider_id,
+            instance_id,
+            error: machine_error(obj, deleting, node_name.is_some()),
+            node_name,
+            state,
+            marked_for_deletion: obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(self.config.delete_machine_key()))
+                .is_some(),
+        }
+    }
+}
+
+/// The failure a Machine reports: phase `Failed`, or `status.failureReason` /
+/// `status.failureMessage` (v1beta2 keeps them under `status.deprecated.v1beta1`; OpenShift
+/// calls them `status.errorReason` / `status.errorMessage`).
+fn machine_error(obj: &Value, deleting: bool, has_node: bool) -> Option<InstanceError> {
+    let text = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    // Cluster API v1beta1, Cluster API v1beta2, OpenShift Machine API.
+    let reason = text("/status/failureReason")
+        .or_else(|| text("/status/deprecated/v1beta1/failureReason"))
+        .or_else(|| text("/status/errorReason"));
+    let message = text("/status/failureMessage")
+        .or_else(|| text("/status/deprecated/v1beta1/failureMessage"))
+        .or_else(|| text("/status/errorMessage"));
+    let failed_phase = text("/status/phase").as_deref() == Some(PHASE_FAILED);
+    if !failed_phase && reason.is_none() && message.is_none() {
+        return None;
+    }
+    let stockout = |s: &Option<String>| {
+        s.as_deref().is_some_and(|s| {
+            let s = s.to_ascii_lowercase();
+            s.contains("insufficientresources")
+                || s.contains("insufficient capacity")
+                || s.contains("quota")
+        })
+    };
+    let class = if stockout(&reason) || stockout(&message) {
+        InstanceErrorClass::OutOfResources
+    } else {
+        InstanceErrorClass::Other
+    };
+    let fallback = if deleting {
+        "DeletingFailed"
+    } else if has_node {
+        "MachineFailed"
+    } else {
+        "ProvisioningFailed"
+    };
+    Some(InstanceError {
+        class,
+        code: reason.unwrap_or_else(|| fallback.to_string()),
+        message: message.unwrap_or_else(|| format!("Machine failed ({fallback})")),
+    })
+}
+
+/// Name of the first owner of `kind`.
+fn owner<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("kind").and_then(Value::as_str) == Some(kind))
+        .and_then(|r| r.get("name").and_then(Value::as_str))
+        .filter(|n| !n.is_empty())
+}
+
+/// Min and max from valid `MachineAutoscaler`s, keyed by target (kind, namespace, name).
+fn machine_autoscalers(
+    store: &ObjectStore,
+    config: &ClusterApiConfig,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<(String, String, String), (ObjectKey, usize, usize)> {
+    let mut out = BTreeMap::new();
+    for (key, obj) in store.list(MACHINE_AUTOSCALER_GROUP, MACHINE_AUTOSCALER) {
+        let size = |field: &str| -> Result<usize, String> {
+            let v = obj.pointer(&format!("/spec/{field}"));
+            v.and_then(Value::as_i64)
+                .and_then(|i| usize::try_from(i).ok())
+                .ok_or_else(|| match v {
+                    None => format!("spec.{field} is missing"),
+                    Some(v) => format!("spec.{field} is {v}: not a non-negative integer"),
+                })
+        };
+        let target = obj.pointer("/spec/scaleTargetRef");
+        let field = |f: &str| {
+            target
+                .and_then(|t| t.get(f))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        let result = (|| {
+            let (min, max) = (size("minReplicas")?, size("maxReplicas")?);
+            let (min, max) =
+                annotations::check_bounds(min, max, "spec.minReplicas", "spec.maxReplicas")
+                    .map_err(|e| e.to_string())?;
+            let (api_version, kind, name) = (field("apiVersion"), field("kind"), field("name"));
+            if kind.is_empty() || name.is_empty() {
+                return Err("spec.scaleTargetRef needs kind and name".to_string());
+            }
+            if !api_version.is_empty() && group_of(api_version) != config.api_group {
+                return Err(format!(
+                    "spec.scaleTargetRef.apiVersion {api_version} is not in group {}",
+                    config.api_group
+                ));
+            }
+            Ok((kind.to_string(), name.to_string(), min, max))
+        })();
+        match result {
+            Ok((kind, name, min, max)) => {
+                let target = (kind, key.namespace.clone(), name);
+                if let Some((first, _, _)) = out.get(&target) {
+                    warnings.push(format!(
+                        "{key}: targets {} {}/{} like {first}; ignored",
+                        target.0, target.1, target.2
+                    ));
+                } else {
+                    out.insert(target, (key.clone(), min, max));
+                }
+            }
+            Err(why) => warnings.push(format!("{key}: {why}; ignored")),
+        }
+    }
+    out
+}
+
+/// A `metav1.LabelSelector` over plain strings (no interning of object data).
+#[derive(Debug, Default)]
+struct Selector {
+    labels: BTreeMap<String, String>,
+    expressions: Vec<(String, String, Vec<String>)>,
+}
+
+impl Selector {
+    fn parse(v: &Value) -> Result<Selector, String> {
+        let mut s = Selector {
+            labels: annotations::string_map(v.get("matchLabels")),
+            expressions: Vec::new(),
+        };
+        if let Some(list) = v.get("matchExpressions").filter(|l| !l.is_null()) {
+            let list = list
+                .as_array()
+                .ok_or("spec.selector.matchExpressions is not a list")?;
+            for (i, e) in list.iter().enumerate() {
+                let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+                let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
+                let values: Vec<String> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect();
+                if key.is_empty() || !matches!(op, "In" | "NotIn" | "Exists" | "DoesNotExist") {
+                    return Err(format!(
+                        "spec.selector.matchExpressions[{i}] has no key or an unknown operator {op:?}"
+                    ));
+                }
+                s.expressions
+                    .push((key.to_string(), op.to_string(), values));
+            }
+        }
+        Ok(s)
+    }
+
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self.expressions.iter().all(|(k, op, values)| {
+                let v = labels.get(k);
+                match op.as_str() {
+                    "In" => v.is_some_and(|v| values.contains(v)),
+                    "NotIn" => v.is_none_or(|v| !values.contains(v)),
+                    "Exists" => v.is_some(),
+                    _ => v.is_none(),
+                }
+            })
+    }
+}
+
+impl CloudProvider for ClusterApiProvider {
+    fn node_groups(&self) -> &[NodeGroup] {
+        &self.groups
+    }
+
+    fn node_group_of(&self, node: &Node) -> Option<usize> {
+        node.provider_id
+            .as_ref()
+            .and_then(|id| self.by_provider_id.get(id).copied())
+            .or_else(|| self.by_node_name.get(node.name.as_str()).copied())
+    }
+
+    fn gpu_label(&self) -> Option<&str> {
+        Some(GPU_LABEL)
+    }
+}
+
+impl ClusterApiProvider {
+    /// The id of the group `node` belongs to.
+    pub fn group_id_of(&self, node: &Node) -> Option<&NodeGroupId> {
+        self.node_group_of(node).map(|i| &self.groups[i].id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::{
+        CPU_KEY, EPHEMERAL_DISK_KEY, GPU_COUNT_KEY, GPU_TYPE_KEY, LABELS_KEY, MAX_PODS_KEY,
+        MEMORY_KEY, TAINTS_KEY,
+    };
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[-+ 0-9]{0,4}",
+            "[0-9.]{1,5}(m|Mi|Gi|G|k|e3|s|h)?",
+            "[a-z=,:/.A-Z ]{0,20}",
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Random annotation texts never panic and give either a valid group or a warning that
+        /// names the object.
+        #[test]
+        fn random_annotations_give_a_group_or_a_warning(
+            min in text(), max in text(), cpu in text(), mem in text(), disk in text(),
+            pods in text(), gpu_type in text(), gpu_count in text(), labels in text(),
+            taints in text(), option in text(), replicas in -2i64..4,
+        ) {
+            let config = ClusterApiConfig::default();
+            let md = json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "MachineDeployment",
+                "metadata": {"name": "md", "namespace": "ns", "annotations": {
+                    config.min_size_key(): min, config.max_size_key(): max,
+                    CPU_KEY: cpu, MEMORY_KEY: mem, EPHEMERAL_DISK_KEY: disk, MAX_PODS_KEY: pods,
+                    GPU_TYPE_KEY: gpu_type, GPU_COUNT_KEY: gpu_count, LABELS_KEY: labels,
+                    TAINTS_KEY: taints,
+                    format!("{}scaledownunneededtime", config.options_prefix()): option.clone(),
+                    format!("{}scaledownutilizationthreshold", config.options_prefix()): option,
+                }},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"a": "b"}}},
+            });
+            let mut store = ObjectStore::new();
+            store.insert(md, "test").unwrap();
+            let (p, warnings) = ClusterApiProvider::discover(&store, &config);
+            match p.node_groups() {
+                [] => prop_assert!(
+                    warnings.iter().any(|w| w.starts_with("MachineDeployment ns/md: ")),
+                    "no group and no warning: {:?}", warnings
+                ),
+                [g] => {
+                    prop_assert!(g.min_size <= g.max_size && g.max_size > 0);
+                    prop_assert!(replicas >= 0);
+                    if let Some(t) = &g.template {
+                        prop_assert!(t.capacity.cpu > 0 && t.capacity.memory > 0);
+                        prop_assert!(t.capacity.pods > 0);
+                    }
+                    if let Some(u) = g.options.scale_down_utilization_threshold {
+                        prop_assert!((0.0..=1.0).contains(&u));
+                    }
+                    // Resizes never panic either.
+                    let _ = p.increase_size(g.id.as_str(), 1);
+                    let _ = p.decrease_target_size(g.id.as_str(), 1);
+                    let _ = p.delete_nodes(g.id.as_str(), &[]);
+                }
+                more => prop_assert!(false, "one object, {} groups", more.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn placeholder_and_selector_basics() {
+        assert_eq!(placeholder_id("ns", "m"), "clusterapi://ns/m");
+        let s = Selector::parse(&json!({"matchExpressions": [
+            {"key": "a", "operator": "NotIn", "values": ["x"]},
+            {"key": "b", "operator": "Exists"}]}))
+        .unwrap();
+        let l = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(s.matches(&l(&[("b", "")])));
+        assert!(!s.matches(&l(&[("a", "x"), ("b", "")])));
+        assert!(!s.matches(&l(&[])));
+        assert!(
+            Selector::parse(&json!({"matchExpressions": [{"key": "a", "operator": "Near"}]}))
+                .is_err()
+        );
+        assert!(Selector::parse(&json!({"matchExpressions": 3})).is_err());
+    }
+
+    #[test]
+    fn replicas_and_selector_problems_are_warnings() {
+        let config = ClusterApiConfig::default();
+        let mut store = ObjectStore::new();
+        for (name, spec) in [
+            ("no-replicas", json!({"selector": {}})),
+            ("neg-replicas", json!({"replicas": -1, "selector": {}})),
+            ("str-replicas", json!({"replicas": "3", "selector": {}})),
+            ("no-selector", json!({"replicas": 1})),
+            ("bad-spec", json!("nonsense")),
+        ] {
+            store
+                .insert(
+                    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet",
+                    "metadata": {"name": name, "namespace": "ns", "annotations": {
+                        config.min_size_key(): "1", config.max_size_key(): "2",
+                        CPU_KEY: "1", MEMORY_KEY: "1Gi"}},
+                    "spec": spec}),
+                    "t",
+                )
+                .unwrap();
+        }
+        let (p, w) = ClusterApiProvider::discover(&store, &config);
+        assert!(p.node_groups().is_empty());
+        assert_eq!(w.len(), 5, "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("no-selector") && w.contains("spec.selector"))
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("neg-replicas") && w.contains("spec.replicas"))
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! The Cluster API provider over stores built from `kubectl get -o yaml`-style fixtures.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use autoscaler_clusterapi::annotations::{ARCH_LABEL, OS_LABEL};
+use autoscaler_clusterapi::{
+    BoundsSource, ClusterApiConfig, ClusterApiProvider, ObjectChange, ProviderError, apply,
+    placeholder_id,
+};
+use autoscaler_core::node::Node;
+use autoscaler_core::node_group::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
+use autoscaler_core::resources::ResourceName;
+use autoscaler_core::store::ObjectStore;
+use autoscaler_core::taints::TaintEffect;
+
+const CAPI: &str = include_str!("fixtures/capi.yaml");
+const OPENSHIFT: &str = include_str!("fixtures/openshift.yaml");
+
+fn store(text: &str) -> ObjectStore {
+    let mut s = ObjectStore::new();
+    s.load_yaml(text).expect("fixture loads");
+    s
+}
+
+fn ids(p: &ClusterApiProvider) -> Vec<&str> {
+    p.node_groups().iter().map(|g| g.id.as_str()).collect()
+}
+
+fn group<'a>(p: &'a ClusterApiProvider, id: &str) -> &'a NodeGroup {
+    &p.node_groups()[p.group_index(id).expect("group exists")]
+}
+
+fn node(name: &str, provider_id: Option<&str>) -> Node {
+    let mut n = Node::new(name);
+    n.provider_id = provider_id.map(Arc::from);
+    n
+}
+
+#[test]
+fn discovery_finds_annotated_resources_and_warns_about_malformed_ones() {
+    let (p, warnings) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    assert_eq!(
+        ids(&p),
+        [
+            "MachineDeployment/default/md-gpu",
+            "MachineDeployment/default/md-workers",
+            "MachineSet/other/ms-standalone",
+        ]
+    );
+    let find = |needle: &str| warnings.iter().find(|w| w.contains(needle));
+    let bad = find("md-bad").expect("warning for md-bad");
+    assert!(
+        bad.contains("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"),
+        "{bad}"
+    );
+    assert!(bad.contains("\"two\""), "{bad}");
+    let inv = find("md-inverted").expect("warning for md-inverted");
+    assert!(
+        inv.contains("min size 5") && inv.contains("max size 3"),
+        "{inv}"
+    );
+    let zero = find("md-zero").expect("warning for md-zero");
+    assert!(zero.contains("cannot scale from zero"), "{zero}");
+    assert!(
+        find("md-plain").is_none(),
+        "an object without annotations is not a candidate"
+    );
+    assert!(
+        find("md-workers-7d9f8").is_none(),
+        "owned MachineSets are skipped quietly"
+    );
+    // The API version is the one found on each object.
+    assert_eq!(
+        p.resource("MachineDeployment/default/md-gpu")
+            .unwrap()
+            .api_version,
+        "cluster.x-k8s.io/v1beta2"
+    );
+    assert_eq!(
+        p.resource("MachineDeployment/default/md-workers")
+            .unwrap()
+            .api_version,
+        "cluster.x-k8s.io/v1beta1"
+    );
+}
+
+#[test]
+fn auto_discovery_filters_by_namespace_cluster_and_labels_ored() {
+    let s = store(CAPI);
+    let with = |specs: &[&str]| {
+        let c = ClusterApiConfig::default()
+            .with_auto_discovery(specs)
+            .unwrap();
+        let (p, _) = ClusterApiProvider::discover(&s, &c);
+        ids(&p).into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        with(&["clusterapi:namespace=other"]),
+        ["MachineSet/other/ms-standalone"]
+    );
+    assert_eq!(
+        with(&["clusterapi:clusterName=prod"]),
+        [
+            "MachineDeployment/default/md-gpu",
+            "MachineDeployment/default/md-workers"
+        ]
+    );
+    assert_eq!(
+        with(&["clusterapi:namespace=default,team=a"]),
+        ["MachineDeployment/default/md-workers"]
+    );
+    assert_eq!(
+        with(&["clusterapi:namespace=default,clusterName=staging"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        with(&["clusterapi:team=a", "clusterapi:clusterName=staging"]),
+        [
+            "MachineDeployment/default/md-workers",
+            "MachineSet/other/ms-standalone"
+        ]
+    );
+}
+
+#[test]
+fn sizes_come_from_annotations_and_replicas() {
+    let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    let g = group(&p, "MachineDeployment/default/md-workers");
+    assert_eq!((g.min_size, g.max_size, g.target_size), (1, 5, 3));
+    let g = group(&p, "MachineDeployment/default/md-gpu");
+    assert_eq!((g.min_size, g.max_size, g.target_size), (0, 4, 0));
+    let g = group(&p, "MachineSet/other/ms-standalone");
+    assert_eq!((g.min_size, g.max_size, g.target_size), (2, 3, 2));
+}
+
+#[test]
+fn instances_carry_state_and_failures() {
+    let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    let g = group(&p, "MachineDeployment/default/md-workers");
+    let inst: Vec<(&str, InstanceState)> = g.instances.iter().map(|i| (&*i.id, i.state)).collect();
+    assert_eq!(
+        inst,
+        [
+            ("aws:///us-east-1a/i-0001", InstanceState::Running),
+            ("aws:///us-east-1a/i-0002", InstanceState::Creating),
+            (
+                "clusterapi://default/md-workers-7d9f8-ccccc",
+                InstanceState::Creating
+            ),
+        ]
+    );
+    assert_eq!(
+        placeholder_id("default", "md-workers-7d9f8-ccccc"),
+        &*g.instances[2].id
+    );
+    assert!(g.instances[0].error.is_none() && g.instances[1].error.is_none());
+    let e = g.instances[2]
+        .error
+        .as_ref()
+        .expect("failed machine reports an error");
+    assert_eq!(e.class, InstanceErrorClass::OutOfResources);
+    assert_eq!(e.code, "InsufficientResourcesError");
+    assert!(e.message.contains("InsufficientInstanceCapacity"));
+
+    let g = group(&p, "MachineSet/other/ms-standalone");
+    let inst: Vec<(&str, InstanceState)> = g.instances.iter().map(|i| (&*i.id, i.state)).collect();
+    // The second Machine has no providerID: the one of its Node is used.
+    assert_eq!(
+        inst,
+        [
+            ("aws:///us-east-1b/i-0004", InstanceState::Deleting),
+            ("aws:///us-east-1b/i-0005", InstanceState::Running),
+        ]
+    );
+
+    assert_eq!(
+        p.node_group_of(&node("ip-10-0-0-1", Some("aws:///us-east-1a/i-0001"))),
+        p.group_index("MachineDeployment/default/md-workers")
+    );
+    assert_eq!(
+        p.node_group_of(&node("ip-10-0-0-5", Some("aws:///us-east-1b/i-0005"))),
+        p.group_index("MachineSet/other/ms-standalone")
+    );
+    assert_eq!(
+        p.node_group_of(&node("control-plane-1", Some("aws:///us-east-1a/i-cp01"))),
+        None
+    );
+    assert_eq!(p.gpu_label(), Some("cluster-api/accelerator"));
+}
+
+#[test]
+fn scale_from_zero_template_from_capacity_annotations() {
+    let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    let t = group(&p, "MachineDeployment/default/md-gpu")
+        .template
+        .clone()
+        .expect("template");
+    assert_eq!(t.capacity.cpu, 8000);
+    assert_eq!(t.capacity.memory, 32 << 30);
+    assert_eq!(t.capacity.ephemeral_storage, 100 << 30);
+    assert_eq!(t.capacity.pods, 58);
+    assert_eq!(t.allocatable.get(ResourceName::parse("nvidia.com/gpu")), 2);
+    assert_eq!(t.allocatable, t.capacity);
+    assert_eq!(t.labels.get_str("accelerator"), Some("a10g"));
+    assert_eq!(t.labels.get_str("pool"), Some("gpu"));
+    assert_eq!(t.labels.get_str("node-role.kubernetes.io/gpu"), Some(""));
+    assert_eq!(t.labels.get_str(OS_LABEL), Some("linux"));
+    assert_eq!(t.labels.get_str(ARCH_LABEL), Some("amd64"));
+    assert!(t.labels.get_str("kubernetes.io/hostname").is_some());
+    assert_eq!(t.labels.get_str("cluster.x-k8s.io/deployment-name"), None);
+    let taints: Vec<(&str, &str, TaintEffect)> = t
+        .taints
+        .iter()
+        .map(|x| (x.key.as_str(), x.value.as_str(), x.effect))
+        .collect();
+    assert_eq!(
+        taints,
+        [
+            ("dedicated", "gpu-override", TaintEffect::NoSchedule),
+            ("node-setup", "true", TaintEffect::NoSchedule),
+            ("nvidia.com/gpu", "present", TaintEffect::NoSchedule),
+        ]
+    );
+    assert!(t.is_ready());
+    // A group with nodes and no capacity annotations has no provider template.
+    assert!(
+        group(&p, "MachineDeployment/default/md-workers")
+            .template
+            .is_none()
+    );
+}
+
+#[test]
+fn per_group_options_override_globals() {
+    let (p, w) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    let o = &group(&p, "MachineDeployment/default/md-workers").options;
+    assert_eq!(o.scale_down_utilization_threshold, Some(0.4));
+    assert_eq!(o.scale_down_gpu_utilization_threshold, Some(0.2));
+    assert_eq!(o.scale_down_unneeded_time, Some(Duration::from_secs(900)));
+    assert_eq!(o.scale_down_unready_time, Some(Duration::from_secs(1500)));
+    assert_eq!(o.max_node_provision_time, Some(Duration::from_secs(3600)));
+    assert!(
+        !w.iter().any(|w| w.contains("autoscaling-options")),
+        "{w:?}"
+    );
+    assert_eq!(
+        group(&p, "MachineDeployment/default/md-gpu").options,
+        Default::default()
+    );
+}
+
+#[test]
+fn delete_nodes_marks_machines_then_lowers_replicas() {
+    let mut s = store(CAPI);
+    let config = ClusterApiConfig::default();
+    let (p, _) = ClusterApiProvider::discover(&s, &config);
+    let id = "MachineDeployment/default/md-workers";
+    let n1 = node("ip-10-0-0-1", Some("aws:///us-east-1a/i-0001"));
+    let changes = p.delete_nodes(id, &[&n1, &n1]).unwrap();
+    assert_eq!(
+        changes.len(),
+        2,
+        "one mark (duplicates ignored), one resize: {changes:?}"
+    );
+    match &changes[0] {
+        ObjectChange::AnnotateMachine {
+            key,
+            api_version,
+            annotation,
+            ..
+        } => {
+            assert_eq!(key.name, "md-workers-7d9f8-aaaaa");
+            assert_eq!(api_version, "cluster.x-k8s.io/v1beta1");
+            assert_eq!(annotation, "cluster.x-k8s.io/delete-machine");
+        }
+        c => panic!("expected a mark first, got {c:?}"),
+    }
+    match &changes[1] {
+        ObjectChange::SetReplicas { key, replicas, .. } => {
+            assert_eq!(
+                (key.kind.as_str(), key.name.as_str(), *replicas),
+                ("MachineDeployment", "md-workers", 2)
+            );
+        }
+        c => panic!("expected a resize, got {c:?}"),
+    }
+    apply(&mut s, &changes).unwrap();
+    let (p2, _) = ClusterApiProvider::discover(&s, &config);
+    let r = p2.resource(id).unwrap();
+    assert_eq!(r.replicas, 2);
+    assert!(r.machines[0].marked_for_deletion);
+    assert!(!r.machines[1].marked_for_deletion);
+    assert_eq!(group(&p2, id).target_size, 2);
+}
+
+#[test]
+fn resizes_are_refused_at_the_limits_and_for_foreign_nodes() {
+    let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    let md = "MachineDeployment/default/md-workers";
+    let ms = "MachineSet/other/ms-standalone";
+    assert_eq!(
+        p.increase_size(md, 2).unwrap(),
+        [ObjectChange::SetReplicas {
+            key: p.resource(md).unwrap().key.clone(),
+            api_version: "cluster.x-k8s.io/v1beta1".into(),
+            replicas: 5
+        }]
+    );
+    let e = p.increase_size(md, 3).unwrap_err();
+    assert_eq!(
+        e,
+        ProviderError::AboveMax {
+            group: md.into(),
+            target: 6,
+            max: 5
+        }
+    );
+    assert!(e.to_string().contains(md) && e.to_string().contains("max size 5"));
+    assert!(matches!(
+        p.increase_size(md, 0),
+        Err(ProviderError::ZeroDelta { .. })
+    ));
+    assert!(matches!(
+        p.increase_size("MachineSet/x/y", 1),
+        Err(ProviderError::UnknownGroup { .. })
+    ));
+
+    // ms-standalone is at its min (2 of 2).
+    let n5 = node("ip-10-0-0-5", Some("aws:///us-east-1b/i-0005"));
+    let e = p.delete_nodes(ms, &[&n5]).unwrap_err();
+    assert!(matches!(e, ProviderError::BelowMin { min: 2, .. }), "{e}");
+    // A node of another group, and a node of no group.
+    let e = p.delete_nodes(md, &[&n5]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("(it is in MachineSet/other/ms-standalone)"),
+        "{e}"
+    );
+    let cp = node("control-plane-1", Some("aws:///us-east-1a/i-cp01"));
+    assert!(matches!(
+        p.delete_nodes(md, &[&cp]),
+        Err(ProviderError::NotInGroup { other: None, .. })
+    ));
+
+    // md-workers: 3 replicas, one machine with a node: the target may drop by 2, not 3.
+    assert!(matches!(
+        p.decrease_target_size(md, 2).unwrap()[0],
+        ObjectChange::SetReplicas { replicas: 1, .. }
+    ));
+    let e = p.decrease_target_size(md, 3).unwrap_err();
+    assert_eq!(
+        e,
+        ProviderError::WouldDeleteNodes {
+            group: md.into(),
+            replicas: 3,
+            delta: 3,
+            nodes: 1
+        }
+    );
+}
+
+#[test]
+fn openshift_machine_sets_and_machine_autoscalers() {
+    let s = store(OPENSHIFT);
+    let config = ClusterApiConfig::from_env_and_flag(None, Some("machine.openshift.io")).unwrap();
+    let (p, warnings) = ClusterApiProvider::discover(&s, &config);
+    assert_eq!(
+        ids(&p),
+        [
+            "MachineSet/openshift-machine-api/ocp-worker-us-east-1a",
+            "MachineSet/openshift-machine-api/ocp-worker-us-east-1b",
+        ]
+    );
+    assert!(
+        warnings.iter().any(
+            |w| w.contains("MachineAutoscaler openshift-machine-api/broken")
+                && w.contains("min size 3")
+        ),
+        "{warnings:?}"
+    );
+
+    let a = group(&p, "MachineSet/openshift-machine-api/ocp-worker-us-east-1a");
+    assert_eq!((a.min_size, a.max_size, a.target_size), (1, 4, 2));
+    assert_eq!(a.instances.len(), 2);
+    assert_eq!(a.instances[0].state, InstanceState::Running);
+    let failed = &a.instances[1];
+    assert_eq!(failed.state, InstanceState::Creating);
+    let e = failed.error.as_ref().unwrap();
+    assert_eq!(
+        (e.class, e.code.as_str()),
+        (InstanceErrorClass::Other, "InvalidConfiguration")
+    );
+
+    let b = group(&p, "MachineSet/openshift-machine-api/ocp-worker-us-east-1b");
+    assert_eq!((b.min_size, b.max_size), (1, 6));
+    let r = p
+        .resource("MachineSet/openshift-machine-api/ocp-worker-us-east-1b")
+        .unwrap();
+    assert!(
+        matches!(&r.bounds_from, BoundsSource::MachineAutoscaler(k) if k.name == "worker-us-east-1b")
+    );
+
+    let n = node("ip-10-1-0-1.ec2.internal", Some("aws:///us-east-1a/i-0a"));
+    let c = p
+        .delete_nodes(
+            "MachineSet/openshift-machine-api/ocp-worker-us-east-1a",
+            &[&n],
+        )
+        .unwrap();
+    assert!(
+        matches!(&c[0], ObjectChange::AnnotateMachine { annotation, api_version, .. }
+        if annotation == "machine.openshift.io/delete-machine" && api_version == "machine.openshift.io/v1beta1")
+    );
+    assert!(matches!(
+        &c[1],
+        ObjectChange::SetReplicas { replicas: 1, .. }
+    ));
+
+    // With the default group nothing of OpenShift's is seen.
+    let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
+    assert!(p.node_groups().is_empty());
+}
