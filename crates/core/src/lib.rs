@@ -25,6 +25,7 @@ pub mod labels;
 pub mod limits;
 pub mod node;
 pub mod node_group;
+pub mod objects;
 pub mod pdb;
 pub mod pending;
 pub mod pod;
