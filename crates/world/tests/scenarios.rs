@@ -387,7 +387,11 @@ fn jobs_run_to_completion() {
     })
     .unwrap();
     w.advance(29_000);
-    assert_eq!(w.live_pods().len(), 2, "parallelism 2, waiting for the node");
+    assert_eq!(
+        w.live_pods().len(),
+        2,
+        "parallelism 2, waiting for the node"
+    );
     w.advance(92_000);
     let job = get(&w, "batch", "Job", "default", "batch").unwrap();
     assert_eq!(job["status"]["succeeded"], 4);
@@ -468,4 +472,39 @@ fn five_thousand_pods_onto_two_hundred_nodes_quickly() {
     // Debug builds are slow; the bound still catches quadratic behaviour.
     assert!(took.as_secs_f64() < 5.0, "took {took:?}");
     eprintln!("scheduled 5000 pods in {took:?}");
+}
+
+#[test]
+fn applied_objects_and_priority_order() {
+    let mut w = world(11);
+    w.apply(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "static-1", "labels": {"kubernetes.io/hostname": "static-1"}},
+        "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }))
+    .unwrap();
+    // Pre-bound pod takes one cpu at once.
+    w.add_pod(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "namespace": "default"},
+               "spec": {"nodeName": "static-1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+        None,
+    )
+    .unwrap();
+    assert_eq!(w.pending_count(), 0);
+    let mk = |name: &str, prio: i32| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+               "spec": {"priority": prio, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+    };
+    w.add_pod(mk("low", 0), None).unwrap();
+    w.add_pod(mk("high", 1000), None).unwrap();
+    w.advance(1_000);
+    let pods = w.live_pods();
+    let node_of = |n: &str| pods.iter().find(|p| p.1 == n).and_then(|p| p.2.clone());
+    assert_eq!(node_of("high").as_deref(), Some("static-1"));
+    assert_eq!(node_of("low"), None, "the higher priority pod goes first");
+    assert!(matches!(
+        w.add_pod(mk("low", 0), None),
+        Err(WorldError::AlreadyExists(_))
+    ));
 }
