@@ -439,7 +439,6 @@ impl World {
             rs.uid.clone(),
             rs.spec.pod_lifetime_ms,
         );
-        let mut changed = false;
         if have < want {
             for _ in have..want {
                 let name = self.fresh_pod_name(&id.0, &id.1);
@@ -457,7 +456,6 @@ impl World {
                     rs.pods.insert(name);
                 }
             }
-            changed = true;
         } else if have > want {
             // Unscheduled pods go first, then the newest.
             let mut victims: Vec<(bool, std::cmp::Reverse<u64>, String)> = rs
@@ -473,7 +471,6 @@ impl World {
             for (_, _, n) in victims.into_iter().take(have - want) {
                 self.remove_pod(&(id.0.clone(), n), None);
             }
-            changed = true;
         }
         let (total, ready) = self.count_ready(id, |w, id| {
             w.replica_sets
@@ -481,7 +478,6 @@ impl World {
                 .map(|r| r.pods.iter().cloned().collect())
                 .unwrap_or_default()
         });
-        let _ = changed;
         let mut kinds = vec!["ReplicaSet"];
         if self.replica_sets.get(id).is_some_and(|r| r.spec.deployment) {
             kinds.push("Deployment");
