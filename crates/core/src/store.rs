@@ -125,6 +125,12 @@ impl ObjectStore {
         Ok(key)
     }
 
+    /// Stores an already shared object under `key` (the caller vouches that `key` is the
+    /// object's identity). Lets a writer that keeps its own log share one allocation.
+    pub fn insert_shared(&mut self, key: ObjectKey, obj: Arc<Value>) {
+        self.objects.insert(key, obj);
+    }
+
     /// Removes an object.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
         self.objects.remove(key)

@@ -1,0 +1,160 @@
+//! The Eviction API and the disruption controller: budgets' `status.disruptionsAllowed` is kept
+//! current from the pods their selectors match, and an eviction is refused when a covering
+//! budget allows no more disruptions.
+//!
+//! It decides whether an eviction may proceed. Simplifications: the expected pod count is the
+//! number of live pods the selector matches (not the controllers' scale); a pod is healthy when
+//! bound and running; a budget with neither `minAvailable` nor `maxUnavailable` allows nothing.
+//! It never deletes a pod a budget protects.
+
+use autoscaler_core::pdb::{IntOrPercent, PodDisruptionBudget};
+use k8s_openapi::api::policy::v1 as policy;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::world::{NsName, World};
+
+/// Why an eviction was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvictionError {
+    /// No such live pod.
+    #[error("pod {0} not found")]
+    NotFound(String),
+    /// A budget covering the pod allows no more disruptions.
+    #[error(
+        "cannot evict pod {pod} as it would violate the pod's disruption budget {pdb}: {message}"
+    )]
+    PdbViolation {
+        /// The pod.
+        pod: String,
+        /// The budget, `namespace/name`.
+        pdb: String,
+        /// Its state.
+        message: String,
+    },
+    /// More than one budget covers the pod (the API server refuses these).
+    #[error("pod {pod} is covered by more than one PodDisruptionBudget: {pdbs:?}")]
+    MultiplePdbs {
+        /// The pod.
+        pod: String,
+        /// The budgets.
+        pdbs: Vec<String>,
+    },
+}
+
+/// A budget's computed status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Budget {
+    expected: i64,
+    healthy: i64,
+    desired: i64,
+    allowed: i64,
+}
+
+fn scaled(v: IntOrPercent, total: i64) -> i64 {
+    match v {
+        IntOrPercent::Int(n) => i64::from(n),
+        // Percentages round up, as the disruption controller does.
+        IntOrPercent::Percent(p) => (i64::from(p) * total + 99) / 100,
+    }
+}
+
+impl World {
+    /// The budgets stored, with their views.
+    fn budgets(&self) -> Vec<(NsName, Value, PodDisruptionBudget)> {
+        self.store
+            .objects()
+            .list("policy", "PodDisruptionBudget")
+            .filter_map(|(k, v)| {
+                let typed = policy::PodDisruptionBudget::deserialize(&**v).ok()?;
+                let view = PodDisruptionBudget::from_k8s(&typed).ok()?;
+                Some(((k.namespace.clone(), k.name.clone()), (**v).clone(), view))
+            })
+            .collect()
+    }
+
+    fn budget_of(&self, pdb: &PodDisruptionBudget) -> Budget {
+        let (mut expected, mut healthy) = (0i64, 0i64);
+        for p in self.pods.values() {
+            if pdb.matches(&p.view) {
+                expected += 1;
+                if p.node.is_some() {
+                    healthy += 1;
+                }
+            }
+        }
+        let desired = match (pdb.min_available, pdb.max_unavailable) {
+            (Some(m), _) => scaled(m, expected),
+            (None, Some(m)) => (expected - scaled(m, expected)).max(0),
+            (None, None) => expected,
+        };
+        Budget {
+            expected,
+            healthy,
+            desired,
+            allowed: (healthy - desired).max(0),
+        }
+    }
+
+    /// Rewrites every budget's status if pods changed since the last refresh.
+    pub(crate) fn refresh_pdbs(&mut self) {
+        if !self.pdbs_dirty {
+            return;
+        }
+        self.pdbs_dirty = false;
+        for (_, mut obj, view) in self.budgets() {
+            let b = self.budget_of(&view);
+            obj["status"] = json!({
+                "currentHealthy": b.healthy,
+                "desiredHealthy": b.desired,
+                "disruptionsAllowed": b.allowed,
+                "expectedPods": b.expected,
+                "observedGeneration": obj.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+            });
+            let _ = self.put(obj);
+        }
+    }
+
+    /// Evicts a pod as the Eviction API does: pending pods go at once; a running pod goes only
+    /// if the one budget covering it (if any) allows a disruption. The pod is deleted; its
+    /// controller recreates it.
+    pub fn evict(&mut self, namespace: &str, name: &str) -> Result<(), EvictionError> {
+        let id = (namespace.to_string(), name.to_string());
+        let pod_key = format!("{namespace}/{name}");
+        let Some(st) = self.pods.get(&id) else {
+            return Err(EvictionError::NotFound(pod_key));
+        };
+        if st.node.is_some() {
+            let view = st.view.clone();
+            let covering: Vec<_> = self
+                .budgets()
+                .into_iter()
+                .filter(|(_, _, b)| b.matches(&view))
+                .collect();
+            if covering.len() > 1 {
+                return Err(EvictionError::MultiplePdbs {
+                    pod: pod_key,
+                    pdbs: covering.iter().map(|(_, _, b)| b.key()).collect(),
+                });
+            }
+            if let Some((_, _, pdb)) = covering.first() {
+                let b = self.budget_of(pdb);
+                if b.allowed <= 0 {
+                    return Err(EvictionError::PdbViolation {
+                        pod: pod_key,
+                        pdb: pdb.key(),
+                        message: format!(
+                            "{} healthy of {} desired, 0 disruptions allowed",
+                            b.healthy, b.desired
+                        ),
+                    });
+                }
+            }
+        }
+        self.remove_pod(&id, None);
+        self.pdbs_dirty = true;
+        self.refresh_pdbs();
+        self.reconcile();
+        Ok(())
+    }
+}

@@ -1,0 +1,30 @@
+//! A simulated Kubernetes cluster in virtual time, for `cluster-autoscaler simulate`.
+//!
+//! The world keeps Kubernetes objects as JSON in a versioned store with a change log (watch),
+//! and runs simplified controllers where the autoscaler can see the difference: a scheduler
+//! using the core's predicates ([`scheduler`]), a Cluster API machine controller with
+//! provisioning delays and injected faults ([`machines`]), workload controllers ([`workloads`]),
+//! and the Eviction API honouring PodDisruptionBudgets ([`eviction`]). Time only moves when the
+//! caller steps it ([`World::step_until`], [`World::advance`]); every random choice comes from a
+//! ChaCha generator seeded by [`WorldConfig::seed`], so a seed replays identically.
+//!
+//! The world must never leak into the product's `run` path, read the real clock or use
+//! unseeded randomness.
+#![warn(missing_docs)]
+
+pub mod eviction;
+pub mod machines;
+pub mod metrics;
+pub mod objects;
+pub mod scheduler;
+pub mod time;
+pub mod workloads;
+pub mod world;
+
+pub use eviction::EvictionError;
+pub use machines::NodeGroupSpec;
+pub use metrics::{Metrics, PodWait, Sample};
+pub use objects::{WatchEvent, WatchEventKind};
+pub use time::SimTime;
+pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec};
+pub use world::{Fault, FaultKind, ProvisioningDelay, World, WorldConfig, WorldError};

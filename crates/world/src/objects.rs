@@ -1,0 +1,213 @@
+//! The world's API server storage: objects as JSON in an [`ObjectStore`], a global
+//! `resourceVersion` bumped on every write, `uid` and `creationTimestamp` assigned on creation,
+//! and a change log that plays the role of watch streams.
+//!
+//! It decides object identity and versioning only; it never interprets an object's spec or
+//! status (controllers do) and never reads the real clock (timestamps come from virtual time).
+
+use std::sync::Arc;
+
+use autoscaler_core::store::{ObjectKey, ObjectStore, StoreError};
+use serde_json::{Value, json};
+
+use crate::time::{SimTime, rfc3339};
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WatchEventKind {
+    /// The object was created.
+    Added,
+    /// The object was replaced by a newer version.
+    Modified,
+    /// The object was removed; the event carries its last version.
+    Deleted,
+}
+
+/// One entry of the change log, as a watch stream would deliver it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchEvent {
+    /// The `resourceVersion` this change produced (for deletions, a fresh version too).
+    pub rv: u64,
+    /// Virtual time of the change.
+    pub at: SimTime,
+    /// Added, modified or deleted.
+    pub kind: WatchEventKind,
+    /// The object's identity.
+    pub key: ObjectKey,
+    /// The object after the change (before it, for deletions).
+    pub object: Arc<Value>,
+}
+
+/// The versioned store.
+#[derive(Clone, Debug)]
+pub struct VersionedStore {
+    store: ObjectStore,
+    rv: u64,
+    uids: u64,
+    epoch_ms: i64,
+    log: Vec<WatchEvent>,
+}
+
+impl VersionedStore {
+    /// An empty store whose virtual time 0 is `epoch_ms` milliseconds after the Unix epoch.
+    pub fn new(epoch_ms: i64) -> VersionedStore {
+        VersionedStore {
+            store: ObjectStore::new(),
+            rv: 0,
+            uids: 0,
+            epoch_ms,
+            log: Vec::new(),
+        }
+    }
+
+    /// The current (latest) `resourceVersion`.
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    /// The store's objects, for readers (cheap to clone: objects are shared).
+    pub fn objects(&self) -> &ObjectStore {
+        &self.store
+    }
+
+    /// The object with this identity.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+        self.store.get(key)
+    }
+
+    /// Every change with a `resourceVersion` greater than `rv`, oldest first.
+    pub fn events_since(&self, rv: u64) -> &[WatchEvent] {
+        let at = self.log.partition_point(|e| e.rv <= rv);
+        &self.log[at..]
+    }
+
+    /// The whole change log.
+    pub fn log(&self) -> &[WatchEvent] {
+        &self.log
+    }
+
+    /// The API timestamp of virtual time `t`.
+    pub fn timestamp(&self, t: SimTime) -> String {
+        rfc3339(
+            self.epoch_ms
+                .saturating_add(i64::try_from(t).unwrap_or(i64::MAX)),
+        )
+    }
+
+    /// A fresh, deterministic uid.
+    pub fn new_uid(&mut self) -> String {
+        self.uids += 1;
+        format!("00000000-0000-4000-8000-{:012x}", self.uids)
+    }
+
+    /// Creates or replaces `obj`. On creation a missing `uid` and `creationTimestamp` are
+    /// filled in; on replacement they are carried over from the stored version. Sets
+    /// `metadata.resourceVersion`. A write that changes nothing but the version is skipped and
+    /// returns `Ok(None)`.
+    pub fn put(&mut self, mut obj: Value, now: SimTime) -> Result<Option<ObjectKey>, StoreError> {
+        let key = ObjectStore::key_of(&obj, "world")?;
+        if !obj.get("metadata").is_some_and(Value::is_object) {
+            obj["metadata"] = json!({});
+        }
+        let old = self.store.get(&key).cloned();
+        let kind = match &old {
+            Some(old) => {
+                for field in ["uid", "creationTimestamp", "resourceVersion"] {
+                    if let Some(v) = old.pointer(&format!("/metadata/{field}")) {
+                        obj["metadata"][field] = v.clone();
+                    }
+                }
+                if **old == obj {
+                    return Ok(None);
+                }
+                WatchEventKind::Modified
+            }
+            None => {
+                if obj.pointer("/metadata/uid").is_none() {
+                    obj["metadata"]["uid"] = Value::String(self.new_uid());
+                }
+                if obj.pointer("/metadata/creationTimestamp").is_none() {
+                    obj["metadata"]["creationTimestamp"] = Value::String(self.timestamp(now));
+                }
+                WatchEventKind::Added
+            }
+        };
+        self.rv += 1;
+        obj["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        let obj = Arc::new(obj);
+        self.store.insert_shared(key.clone(), obj.clone());
+        self.log.push(WatchEvent {
+            rv: self.rv,
+            at: now,
+            kind,
+            key: key.clone(),
+            object: obj,
+        });
+        Ok(Some(key))
+    }
+
+    /// Removes an object, logging a deletion. Returns its last version.
+    pub fn delete(&mut self, key: &ObjectKey, now: SimTime) -> Option<Arc<Value>> {
+        let old = self.store.remove(key)?;
+        self.rv += 1;
+        self.log.push(WatchEvent {
+            rv: self.rv,
+            at: now,
+            kind: WatchEventKind::Deleted,
+            key: key.clone(),
+            object: old.clone(),
+        });
+        Some(old)
+    }
+}
+
+/// The key of a namespaced or cluster-scoped object.
+pub fn key(group: &str, kind: &str, namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        group: group.to_string(),
+        kind: kind.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_bump_versions_and_are_logged() {
+        let mut s = VersionedStore::new(1_735_689_600_000);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}, "data": {"x": "1"}});
+        let k = s.put(cm.clone(), 5_000).unwrap().unwrap();
+        let stored = s.get(&k).unwrap().clone();
+        assert_eq!(stored["metadata"]["resourceVersion"], "1");
+        assert_eq!(
+            stored["metadata"]["creationTimestamp"],
+            "2025-01-01T00:00:05Z"
+        );
+        let uid = stored["metadata"]["uid"].clone();
+        assert_eq!(
+            s.put(cm.clone(), 6_000).unwrap(),
+            None,
+            "no-op write skipped"
+        );
+        let mut cm2 = cm;
+        cm2["data"]["x"] = json!("2");
+        s.put(cm2, 7_000).unwrap();
+        assert_eq!(s.get(&k).unwrap()["metadata"]["uid"], uid);
+        assert_eq!(s.get(&k).unwrap()["metadata"]["resourceVersion"], "2");
+        s.delete(&k, 8_000);
+        let kinds: Vec<_> = s.events_since(0).iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                WatchEventKind::Added,
+                WatchEventKind::Modified,
+                WatchEventKind::Deleted
+            ]
+        );
+        assert_eq!(s.events_since(2).len(), 1);
+        assert!(s.objects().is_empty());
+    }
+}

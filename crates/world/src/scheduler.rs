@@ -1,0 +1,136 @@
+//! The world's kube-scheduler: on each tick, pending pods in queue order (priority, then age)
+//! are bound first-fit to the nodes of the scheduling snapshot using the core's predicates;
+//! those that fit nowhere get `PodScheduled=False, reason=Unschedulable` with kube-scheduler's
+//! message.
+//!
+//! It decides placement only. It never scores nodes (first fit in snapshot order), never
+//! preempts and never writes a condition that did not change.
+
+use std::collections::BTreeMap;
+
+use autoscaler_core::snapshot::NodeId;
+use rustc_hash::FxHashMap;
+use serde_json::json;
+
+use crate::objects::key;
+use crate::world::{NsName, World};
+
+impl World {
+    /// One scheduler pass over every pending pod.
+    pub(crate) fn schedule_pending(&mut self) {
+        let mut queue: Vec<(i32, u64, NsName)> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.node.is_none())
+            .map(|(k, p)| (-p.view.priority, p.seq, k.clone()))
+            .collect();
+        if queue.is_empty() {
+            return;
+        }
+        queue.sort();
+        let node_ids: Vec<NodeId> = {
+            let mut v: Vec<(String, NodeId)> =
+                self.nodes.iter().map(|(n, s)| (n.clone(), s.id)).collect();
+            // Oldest-registered first is not tracked; name order is deterministic.
+            v.sort();
+            v.into_iter().map(|(_, id)| id).collect()
+        };
+        // For pods whose fit can only get worse as pods are added (no inter-pod affinity, no
+        // spread), a node rejected for one pod of an equivalence class rejects the rest of the
+        // class during this pass: resume from there, and reuse a failure message.
+        let mut cursor: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut failed: FxHashMap<u64, String> = FxHashMap::default();
+        for (_, _, id) in queue {
+            let Some(view) = self.pods.get(&id).map(|p| p.view.clone()) else {
+                continue;
+            };
+            let monotone = view.affinity.is_empty() && view.spread.is_empty();
+            if monotone && let Some(msg) = failed.get(&view.equivalence).cloned() {
+                self.mark_unschedulable(&id, msg);
+                continue;
+            }
+            let prepared = self.snapshot.prepare(&view);
+            let start = if monotone {
+                cursor.get(&view.equivalence).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            let mut chosen = None;
+            for (i, nid) in node_ids.iter().enumerate().skip(start) {
+                if self.snapshot.check(&view, &prepared, *nid).is_ok() {
+                    chosen = Some(i);
+                    break;
+                }
+            }
+            match chosen {
+                Some(i) => {
+                    if monotone {
+                        cursor.insert(view.equivalence, i);
+                    }
+                    let name = self
+                        .snapshot
+                        .node(node_ids[i])
+                        .map(|n| n.node.name.as_str().to_string());
+                    if let Some(name) = name {
+                        self.bind(&id, &name);
+                    }
+                }
+                None => {
+                    let msg = self.failure_message(&view, &node_ids);
+                    if monotone {
+                        failed.insert(view.equivalence, msg.clone());
+                    }
+                    self.mark_unschedulable(&id, msg);
+                }
+            }
+        }
+    }
+
+    /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
+    /// reasons counted per node and sorted as strings.
+    fn failure_message(&self, pod: &autoscaler_core::pod::Pod, nodes: &[NodeId]) -> String {
+        if nodes.is_empty() {
+            return "no nodes available to schedule pods".to_string();
+        }
+        let prepared = self.snapshot.prepare(pod);
+        let mut hist: BTreeMap<String, usize> = BTreeMap::new();
+        for nid in nodes {
+            if let Err(unfit) = self.snapshot.check(pod, &prepared, *nid) {
+                for r in unfit.reasons() {
+                    *hist.entry(r).or_default() += 1;
+                }
+            }
+        }
+        let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+        parts.sort();
+        format!(
+            "0/{} nodes are available: {}.",
+            nodes.len(),
+            parts.join(", ")
+        )
+    }
+
+    fn mark_unschedulable(&mut self, id: &NsName, msg: String) {
+        let Some(st) = self.pods.get_mut(id) else {
+            return;
+        };
+        if st.unschedulable.as_deref() == Some(msg.as_str()) {
+            return;
+        }
+        st.unschedulable = Some(msg.clone());
+        let k = key("", "Pod", &id.0, &id.1);
+        let ts = self.store.timestamp(self.now);
+        if let Some(mut obj) = self.get_owned(&k) {
+            obj["status"]["phase"] = json!("Pending");
+            obj["status"]["conditions"] = json!([{
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": msg,
+                "lastProbeTime": null,
+                "lastTransitionTime": ts,
+            }]);
+            let _ = self.put(obj);
+        }
+    }
+}

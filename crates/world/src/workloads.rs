@@ -1,0 +1,632 @@
+//! Workload controllers: ReplicaSets (optionally under a Deployment) keeping a replica count
+//! that follows a schedule, Jobs running a number of pods to completion, DaemonSets placing one
+//! pod on each matching node.
+//!
+//! They decide which pods exist; they never place pods (the scheduler does) and never look at
+//! resources. Pod lifetime counts from when a pod starts running: a ReplicaSet's pod whose
+//! lifetime ends is deleted (and replaced), a Job's or bare pod's succeeds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use autoscaler_core::pod::Pod;
+use autoscaler_core::predicates::check_node_static;
+use k8s_openapi::api::core::v1 as api;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::objects::key;
+use crate::time::SimTime;
+use crate::world::{Event, NsName, Owner, PodState, World, WorldError};
+
+/// A pod template: labels plus a pod spec, built with the helpers or given as JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodTemplate {
+    /// Pod labels.
+    pub labels: BTreeMap<String, String>,
+    /// The pod spec (`spec` of a Pod), as JSON.
+    pub spec: Value,
+}
+
+impl Default for PodTemplate {
+    fn default() -> Self {
+        PodTemplate::new()
+    }
+}
+
+impl PodTemplate {
+    /// One container `app` with no requests.
+    pub fn new() -> PodTemplate {
+        PodTemplate {
+            labels: BTreeMap::new(),
+            spec: json!({"containers": [{"name": "app", "image": "sim/app"}]}),
+        }
+    }
+
+    /// A template from an arbitrary pod spec.
+    pub fn from_spec(labels: BTreeMap<String, String>, spec: Value) -> PodTemplate {
+        PodTemplate { labels, spec }
+    }
+
+    /// Sets the first container's requests.
+    pub fn requests(mut self, cpu: &str, memory: &str) -> PodTemplate {
+        self.spec["containers"][0]["resources"]["requests"] = json!({"cpu": cpu, "memory": memory});
+        self
+    }
+
+    /// Adds a request of another resource (e.g. `nvidia.com/gpu`) to the first container.
+    pub fn request(mut self, resource: &str, quantity: &str) -> PodTemplate {
+        self.spec["containers"][0]["resources"]["requests"][resource] = json!(quantity);
+        if resource.contains('/') {
+            self.spec["containers"][0]["resources"]["limits"][resource] = json!(quantity);
+        }
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, k: &str, v: &str) -> PodTemplate {
+        self.labels.insert(k.to_string(), v.to_string());
+        self
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, p: i32) -> PodTemplate {
+        self.spec["priority"] = json!(p);
+        self
+    }
+
+    /// Adds a node selector pair.
+    pub fn node_selector(mut self, k: &str, v: &str) -> PodTemplate {
+        self.spec["nodeSelector"][k] = json!(v);
+        self
+    }
+
+    /// Adds a toleration (`operator` `Equal` or `Exists`; empty effect tolerates all).
+    pub fn toleration(mut self, k: &str, operator: &str, value: &str, effect: &str) -> PodTemplate {
+        let mut t = json!({"key": k, "operator": operator});
+        if !value.is_empty() {
+            t["value"] = json!(value);
+        }
+        if !effect.is_empty() {
+            t["effect"] = json!(effect);
+        }
+        match self.spec["tolerations"].as_array_mut() {
+            Some(ts) => ts.push(t),
+            None => self.spec["tolerations"] = json!([t]),
+        }
+        self
+    }
+
+    fn pod(&self, ns: &str, name: &str, owner: Value, restart: &str) -> Value {
+        let mut spec = self.spec.clone();
+        spec["restartPolicy"] = json!(restart);
+        if spec.get("schedulerName").is_none() {
+            spec["schedulerName"] = json!("default-scheduler");
+        }
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": self.labels, "ownerReferences": [owner]},
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        })
+    }
+
+    fn as_object(&self) -> Value {
+        json!({"metadata": {"labels": self.labels}, "spec": self.spec})
+    }
+}
+
+/// A ReplicaSet (optionally owned by a Deployment of the same name) whose replica count follows
+/// a schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplicaSetSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name (of the Deployment too).
+    pub name: String,
+    /// Pod template.
+    pub template: PodTemplate,
+    /// Replicas at creation.
+    pub replicas: u32,
+    /// Later replica counts: `(virtual time, replicas)`.
+    pub schedule: Vec<(SimTime, u32)>,
+    /// How long each pod runs once started before it ends and is replaced; `None` forever.
+    pub pod_lifetime_ms: Option<SimTime>,
+    /// Whether a Deployment owns the ReplicaSet.
+    pub deployment: bool,
+}
+
+/// A Job: `completions` pods, at most `parallelism` at once, each running `duration_ms`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Pod template.
+    pub template: PodTemplate,
+    /// Successful pods needed.
+    pub completions: u32,
+    /// Pods at once.
+    pub parallelism: u32,
+    /// How long each pod runs once started.
+    pub duration_ms: SimTime,
+}
+
+/// A DaemonSet: one pod on each node its template's selector, affinity and tolerations allow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DaemonSetSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Pod template.
+    pub template: PodTemplate,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ReplicaSetState {
+    spec: ReplicaSetSpec,
+    uid: String,
+    replicas: u32,
+    pods: BTreeSet<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct JobState {
+    spec: JobSpec,
+    uid: String,
+    active: BTreeSet<String>,
+    succeeded: u32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct DaemonSetState {
+    spec: DaemonSetSpec,
+    uid: String,
+    /// The model view of the template, for node matching.
+    view: Pod,
+    by_node: BTreeMap<String, String>,
+}
+
+fn owner_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true})
+}
+
+/// Tolerations the DaemonSet controller adds to its pods.
+fn daemon_tolerations() -> Vec<Value> {
+    let mut v = Vec::new();
+    for (k, effect) in [
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ] {
+        v.push(json!({"key": k, "operator": "Exists", "effect": effect}));
+    }
+    v
+}
+
+impl World {
+    fn uid_of(&self, group: &str, kind: &str, ns: &str, name: &str) -> String {
+        self.store
+            .get(&key(group, kind, ns, name))
+            .and_then(|o| o.pointer("/metadata/uid"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Adds a ReplicaSet (and its Deployment) and queues its replica schedule.
+    pub fn add_replica_set(&mut self, spec: ReplicaSetSpec) -> Result<(), WorldError> {
+        let id = (spec.namespace.clone(), spec.name.clone());
+        if self.replica_sets.contains_key(&id) {
+            return Err(WorldError::AlreadyExists(format!(
+                "ReplicaSet {}/{}",
+                id.0, id.1
+            )));
+        }
+        let selector = json!({"matchLabels": spec.template.labels});
+        let mut owners = Vec::new();
+        if spec.deployment {
+            self.put(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": spec.name, "namespace": spec.namespace, "generation": 1},
+                "spec": {"replicas": spec.replicas, "selector": selector, "template": spec.template.as_object()},
+            }))?;
+            let uid = self.uid_of("apps", "Deployment", &id.0, &id.1);
+            owners.push(owner_ref("apps/v1", "Deployment", &spec.name, &uid));
+        }
+        self.put(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": spec.name, "namespace": spec.namespace, "generation": 1, "ownerReferences": owners},
+            "spec": {"replicas": spec.replicas, "selector": selector, "template": spec.template.as_object()},
+        }))?;
+        let uid = self.uid_of("apps", "ReplicaSet", &id.0, &id.1);
+        for (t, n) in &spec.schedule {
+            self.schedule(
+                *t,
+                Event::Replicas {
+                    rs: id.clone(),
+                    replicas: *n,
+                },
+            );
+        }
+        self.replica_sets.insert(
+            id,
+            ReplicaSetState {
+                replicas: spec.replicas,
+                spec,
+                uid,
+                pods: BTreeSet::new(),
+            },
+        );
+        self.reconcile();
+        Ok(())
+    }
+
+    /// Changes a ReplicaSet's (and its Deployment's) replica count now.
+    pub fn scale_replica_set(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        replicas: u32,
+    ) -> Result<(), WorldError> {
+        let id = (namespace.to_string(), name.to_string());
+        if !self.replica_sets.contains_key(&id) {
+            return Err(WorldError::NotFound(format!(
+                "ReplicaSet {namespace}/{name}"
+            )));
+        }
+        self.set_rs_replicas(&id, replicas);
+        self.reconcile();
+        Ok(())
+    }
+
+    pub(crate) fn set_rs_replicas(&mut self, id: &NsName, replicas: u32) {
+        let Some(rs) = self.replica_sets.get_mut(id) else {
+            return;
+        };
+        rs.replicas = replicas;
+        let deployment = rs.spec.deployment;
+        let mut kinds = vec!["ReplicaSet"];
+        if deployment {
+            kinds.push("Deployment");
+        }
+        for kind in kinds {
+            if let Some(mut obj) = self.get_owned(&key("apps", kind, &id.0, &id.1)) {
+                obj["spec"]["replicas"] = json!(replicas);
+                let g = obj["metadata"]["generation"].as_i64().unwrap_or(1);
+                obj["metadata"]["generation"] = json!(g + 1);
+                let _ = self.put(obj);
+            }
+        }
+    }
+
+    /// Adds a Job.
+    pub fn add_job(&mut self, spec: JobSpec) -> Result<(), WorldError> {
+        let id = (spec.namespace.clone(), spec.name.clone());
+        if self.jobs.contains_key(&id) {
+            return Err(WorldError::AlreadyExists(format!("Job {}/{}", id.0, id.1)));
+        }
+        self.put(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": spec.name, "namespace": spec.namespace},
+            "spec": {"completions": spec.completions, "parallelism": spec.parallelism, "template": spec.template.as_object()},
+            "status": {"startTime": self.store.timestamp(self.now)},
+        }))?;
+        let uid = self.uid_of("batch", "Job", &id.0, &id.1);
+        self.jobs.insert(
+            id,
+            JobState {
+                spec,
+                uid,
+                active: BTreeSet::new(),
+                succeeded: 0,
+            },
+        );
+        self.reconcile();
+        Ok(())
+    }
+
+    /// Adds a DaemonSet.
+    pub fn add_daemon_set(&mut self, spec: DaemonSetSpec) -> Result<(), WorldError> {
+        let id = (spec.namespace.clone(), spec.name.clone());
+        if self.daemon_sets.contains_key(&id) {
+            return Err(WorldError::AlreadyExists(format!(
+                "DaemonSet {}/{}",
+                id.0, id.1
+            )));
+        }
+        let mut template = spec.template.clone();
+        let mut tol = template.spec["tolerations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        tol.extend(daemon_tolerations());
+        template.spec["tolerations"] = Value::Array(tol);
+        let probe = template.pod(&id.0, &id.1, json!({}), "Always");
+        let view = api::Pod::deserialize(&probe)
+            .map_err(|e| e.to_string())
+            .and_then(|p| Pod::from_k8s(&p).map_err(|e| e.to_string()))
+            .map_err(|message| WorldError::Invalid {
+                object: format!("DaemonSet {}/{}", id.0, id.1),
+                message,
+            })?;
+        self.put(json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": spec.name, "namespace": spec.namespace, "generation": 1},
+            "spec": {"selector": {"matchLabels": spec.template.labels}, "template": template.as_object()},
+        }))?;
+        let uid = self.uid_of("apps", "DaemonSet", &id.0, &id.1);
+        self.daemon_sets.insert(
+            id,
+            DaemonSetState {
+                spec: DaemonSetSpec { template, ..spec },
+                uid,
+                view,
+                by_node: BTreeMap::new(),
+            },
+        );
+        self.reconcile();
+        Ok(())
+    }
+
+    /// A controller's pod left (deleted or finished).
+    pub(crate) fn pod_removed(&mut self, id: &NsName, st: &PodState, succeeded: bool) {
+        match &st.owner {
+            Owner::None => {}
+            Owner::ReplicaSet(rs) => {
+                if let Some(r) = self.replica_sets.get_mut(rs) {
+                    r.pods.remove(&id.1);
+                }
+            }
+            Owner::Job(j) => {
+                if let Some(j) = self.jobs.get_mut(j) {
+                    j.active.remove(&id.1);
+                    if succeeded {
+                        j.succeeded += 1;
+                    }
+                }
+            }
+            Owner::DaemonSet(ds, node) => {
+                if let Some(d) = self.daemon_sets.get_mut(ds)
+                    && d.by_node.get(node) == Some(&id.1)
+                {
+                    d.by_node.remove(node);
+                }
+            }
+        }
+    }
+
+    fn fresh_pod_name(&mut self, ns: &str, base: &str) -> String {
+        loop {
+            let n = format!("{base}-{}", self.suffix());
+            if !self.pods.contains_key(&(ns.to_string(), n.clone()))
+                && self.store.get(&key("", "Pod", ns, &n)).is_none()
+            {
+                return n;
+            }
+        }
+    }
+
+    /// Brings every workload's pods in line with its spec and writes the statuses.
+    pub(crate) fn reconcile_workloads(&mut self) {
+        let ids: Vec<NsName> = self.replica_sets.keys().cloned().collect();
+        for id in ids {
+            self.reconcile_rs(&id);
+        }
+        let ids: Vec<NsName> = self.jobs.keys().cloned().collect();
+        for id in ids {
+            self.reconcile_job(&id);
+        }
+        let ids: Vec<NsName> = self.daemon_sets.keys().cloned().collect();
+        for id in ids {
+            self.reconcile_ds(&id);
+        }
+    }
+
+    fn reconcile_rs(&mut self, id: &NsName) {
+        let Some(rs) = self.replica_sets.get(id) else {
+            return;
+        };
+        let want = rs.replicas as usize;
+        let have = rs.pods.len();
+        let (template, uid, lifetime) = (
+            rs.spec.template.clone(),
+            rs.uid.clone(),
+            rs.spec.pod_lifetime_ms,
+        );
+        if have < want {
+            for _ in have..want {
+                let name = self.fresh_pod_name(&id.0, &id.1);
+                let obj = template.pod(
+                    &id.0,
+                    &name,
+                    owner_ref("apps/v1", "ReplicaSet", &id.1, &uid),
+                    "Always",
+                );
+                if self
+                    .create_pod(obj, Owner::ReplicaSet(id.clone()), lifetime)
+                    .is_ok()
+                    && let Some(rs) = self.replica_sets.get_mut(id)
+                {
+                    rs.pods.insert(name);
+                }
+            }
+        } else if have > want {
+            // Unscheduled pods go first, then the newest.
+            let mut victims: Vec<(bool, std::cmp::Reverse<u64>, String)> = rs
+                .pods
+                .iter()
+                .filter_map(|n| {
+                    self.pods
+                        .get(&(id.0.clone(), n.clone()))
+                        .map(|p| (p.node.is_some(), std::cmp::Reverse(p.seq), n.clone()))
+                })
+                .collect();
+            victims.sort();
+            for (_, _, n) in victims.into_iter().take(have - want) {
+                self.remove_pod(&(id.0.clone(), n), None);
+            }
+        }
+        let (total, ready) = self.count_ready(id, |w, id| {
+            w.replica_sets
+                .get(id)
+                .map(|r| r.pods.iter().cloned().collect())
+                .unwrap_or_default()
+        });
+        let mut kinds = vec!["ReplicaSet"];
+        if self.replica_sets.get(id).is_some_and(|r| r.spec.deployment) {
+            kinds.push("Deployment");
+        }
+        for kind in kinds {
+            if let Some(mut obj) = self.get_owned(&key("apps", kind, &id.0, &id.1)) {
+                let generation = obj["metadata"]["generation"].clone();
+                obj["status"] = json!({
+                    "replicas": total, "readyReplicas": ready, "availableReplicas": ready,
+                    "observedGeneration": generation,
+                });
+                let _ = self.put(obj);
+            }
+        }
+    }
+
+    fn count_ready(
+        &self,
+        id: &NsName,
+        names: impl Fn(&World, &NsName) -> Vec<String>,
+    ) -> (usize, usize) {
+        let names = names(self, id);
+        let ready = names
+            .iter()
+            .filter(|n| {
+                self.pods
+                    .get(&(id.0.clone(), (*n).clone()))
+                    .is_some_and(|p| p.node.is_some())
+            })
+            .count();
+        (names.len(), ready)
+    }
+
+    fn reconcile_job(&mut self, id: &NsName) {
+        let Some(j) = self.jobs.get(id) else {
+            return;
+        };
+        let done = j.succeeded + j.active.len() as u32;
+        let room = j.spec.parallelism.saturating_sub(j.active.len() as u32);
+        let todo = j.spec.completions.saturating_sub(done).min(room);
+        let (template, uid, duration) =
+            (j.spec.template.clone(), j.uid.clone(), j.spec.duration_ms);
+        let template = template.label("job-name", &id.1);
+        for _ in 0..todo {
+            let name = self.fresh_pod_name(&id.0, &id.1);
+            let obj = template.pod(
+                &id.0,
+                &name,
+                owner_ref("batch/v1", "Job", &id.1, &uid),
+                "Never",
+            );
+            if self
+                .create_pod(obj, Owner::Job(id.clone()), Some(duration))
+                .is_ok()
+                && let Some(j) = self.jobs.get_mut(id)
+            {
+                j.active.insert(name);
+            }
+        }
+        let Some(j) = self.jobs.get(id) else {
+            return;
+        };
+        let (active, succeeded, complete) = (
+            j.active.len(),
+            j.succeeded,
+            j.succeeded >= j.spec.completions,
+        );
+        if let Some(mut obj) = self.get_owned(&key("batch", "Job", &id.0, &id.1)) {
+            obj["status"]["active"] = json!(active);
+            obj["status"]["succeeded"] = json!(succeeded);
+            if complete && obj["status"].get("completionTime").is_none() {
+                let ts = self.store.timestamp(self.now);
+                obj["status"]["completionTime"] = json!(ts);
+                obj["status"]["conditions"] =
+                    json!([{"type": "Complete", "status": "True", "lastTransitionTime": ts}]);
+            }
+            let _ = self.put(obj);
+        }
+    }
+
+    fn reconcile_ds(&mut self, id: &NsName) {
+        let Some(ds) = self.daemon_sets.get(id) else {
+            return;
+        };
+        let mut missing = Vec::new();
+        for (name, st) in &self.nodes {
+            if ds.by_node.contains_key(name) {
+                continue;
+            }
+            let Some(info) = self.snapshot.node(st.id) else {
+                continue;
+            };
+            let mut probe = ds.view.clone();
+            probe.node_name = None;
+            if check_node_static(&probe, &info.node).is_ok() {
+                missing.push(name.clone());
+            }
+        }
+        let gone: Vec<String> = ds
+            .by_node
+            .keys()
+            .filter(|n| !self.nodes.contains_key(*n))
+            .cloned()
+            .collect();
+        let (template, uid) = (ds.spec.template.clone(), ds.uid.clone());
+        for node in missing {
+            let name = self.fresh_pod_name(&id.0, &id.1);
+            let mut t = template.clone();
+            t.spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
+            let obj = t.pod(
+                &id.0,
+                &name,
+                owner_ref("apps/v1", "DaemonSet", &id.1, &uid),
+                "Always",
+            );
+            if self
+                .create_pod(obj, Owner::DaemonSet(id.clone(), node.clone()), None)
+                .is_ok()
+                && let Some(d) = self.daemon_sets.get_mut(id)
+            {
+                d.by_node.insert(node, name);
+            }
+        }
+        if let Some(d) = self.daemon_sets.get_mut(id) {
+            for n in gone {
+                d.by_node.remove(&n);
+            }
+        }
+        let Some(d) = self.daemon_sets.get(id) else {
+            return;
+        };
+        let desired = d.by_node.len();
+        let ready = d
+            .by_node
+            .values()
+            .filter(|n| {
+                self.pods
+                    .get(&(id.0.clone(), (*n).clone()))
+                    .is_some_and(|p| p.node.is_some())
+            })
+            .count();
+        if let Some(mut obj) = self.get_owned(&key("apps", "DaemonSet", &id.0, &id.1)) {
+            obj["status"] = json!({
+                "desiredNumberScheduled": desired, "currentNumberScheduled": desired,
+                "numberReady": ready, "numberAvailable": ready, "numberMisscheduled": 0,
+                "observedGeneration": 1,
+            });
+            let _ = self.put(obj);
+        }
+    }
+}
