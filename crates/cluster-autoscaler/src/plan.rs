@@ -1,272 +1,327 @@
-//! `plan`: load a snapshot of Kubernetes objects from YAML and explain, for every pod not bound
-//! to a node, where it would fit and why it would not fit elsewhere.
+//! `plan`: load a snapshot of Kubernetes objects from YAML and print what one loop of the
+//! autoscaler would decide now, and why: where each unbound pod would fit, the scale-ups, the
+//! unneeded nodes and deletions, the reason for every pending pod that triggers nothing and every
+//! node that is not removable.
 //!
-//! Input and output only: the answers come from the core's snapshot and predicates.
+//! Input and output only: the decisions come from the core (`Autoscaler::run_once`) and the
+//! Cluster API provider over the same object store the live controller and the simulation use.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
-use autoscaler_core::node::Node;
-use autoscaler_core::pod::{Pod, PodPhase};
-use autoscaler_core::snapshot::ClusterSnapshot;
-use k8s_openapi::api::core::v1 as corev1;
+use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_core::actions::Action;
+use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView, build_snapshot};
+use autoscaler_core::duration::format_duration;
+use autoscaler_core::estimator::Unlimited;
+use autoscaler_core::objects::read_objects;
+use autoscaler_core::pending::is_unschedulable;
+use autoscaler_core::scale_down::{InFlight, Waiting};
+use autoscaler_core::scale_up::IncreaseReason;
+use autoscaler_core::store::ObjectStore;
 
 use crate::CliError;
 
 /// Flags of `plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// YAML file with Kubernetes objects (Nodes, Pods, Namespaces; other kinds are ignored).
+    /// YAML file with Kubernetes objects (Nodes, Pods, DaemonSets, PodDisruptionBudgets,
+    /// Namespaces, workload controllers, Cluster API MachineDeployments / MachineSets / Machines).
     /// Documents separated by `---`; `kind: List` objects are expanded.
     #[arg(long, value_name = "FILE")]
     pub snapshot: PathBuf,
     /// How many fitting nodes to name per pod.
     #[arg(long, default_value_t = 5)]
     pub show_nodes: usize,
-}
-
-/// Objects read from a snapshot file.
-#[derive(Debug, Default)]
-pub struct Loaded {
-    /// Nodes.
-    pub nodes: Vec<Node>,
-    /// Pods.
-    pub pods: Vec<Pod>,
-    /// Namespaces with their labels.
-    pub namespaces: Vec<autoscaler_core::affinity::NamespaceLabels>,
-    /// Count of objects of kinds `plan` does not use, by kind.
-    pub ignored: BTreeMap<String, usize>,
-}
-
-/// Parses a YAML text into model objects. Errors name the document and the object.
-pub fn load(text: &str) -> Result<Loaded, anyhow::Error> {
-    let mut loaded = Loaded::default();
-    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = serde_json::Value::deserialize_yaml(doc)
-            .with_context(|| format!("document {} is not valid YAML", i + 1))?;
-        if value.is_null() {
-            continue;
-        }
-        add_object(&mut loaded, value, &format!("document {}", i + 1))?;
-    }
-    Ok(loaded)
-}
-
-trait DeserializeYaml: Sized {
-    fn deserialize_yaml(doc: serde_yaml_ng::Deserializer<'_>)
-    -> Result<Self, serde_yaml_ng::Error>;
-}
-
-impl DeserializeYaml for serde_json::Value {
-    fn deserialize_yaml(
-        doc: serde_yaml_ng::Deserializer<'_>,
-    ) -> Result<Self, serde_yaml_ng::Error> {
-        serde::Deserialize::deserialize(doc)
-    }
-}
-
-fn add_object(loaded: &mut Loaded, value: serde_json::Value, place: &str) -> anyhow::Result<()> {
-    let kind = value
-        .get("kind")
-        .and_then(|k| k.as_str())
-        .unwrap_or("")
-        .to_string();
-    let name = value
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or("<unnamed>")
-        .to_string();
-    match kind.as_str() {
-        "List" | "PodList" | "NodeList" | "NamespaceList" => {
-            let items = match value.get("items") {
-                Some(serde_json::Value::Array(items)) => items.clone(),
-                Some(serde_json::Value::Null) | None => Vec::new(),
-                Some(_) => return Err(anyhow!("{place}: {kind}: field items is not a list")),
-            };
-            for (j, item) in items.into_iter().enumerate() {
-                add_object(loaded, item, &format!("{place}, items[{j}]"))?;
-            }
-        }
-        "Node" => {
-            let obj: corev1::Node = serde_json::from_value(value)
-                .with_context(|| format!("{place}: Node {name} does not match the Node schema"))?;
-            loaded
-                .nodes
-                .push(Node::from_k8s(&obj).with_context(|| place.to_string())?);
-        }
-        "Pod" => {
-            let obj: corev1::Pod = serde_json::from_value(value)
-                .with_context(|| format!("{place}: Pod {name} does not match the Pod schema"))?;
-            loaded
-                .pods
-                .push(Pod::from_k8s(&obj).with_context(|| place.to_string())?);
-        }
-        "Namespace" => {
-            let obj: corev1::Namespace = serde_json::from_value(value).with_context(|| {
-                format!("{place}: Namespace {name} does not match the Namespace schema")
-            })?;
-            loaded.namespaces.push(
-                autoscaler_core::affinity::NamespaceLabels::from_k8s(&obj)
-                    .with_context(|| place.to_string())?,
-            );
-        }
-        "" => return Err(anyhow!("{place}: object {name} has no kind")),
-        other => *loaded.ignored.entry(other.to_string()).or_default() += 1,
-    }
-    Ok(())
-}
-
-/// The explanation for one pending pod.
-#[derive(Debug, PartialEq, Eq)]
-pub struct PodVerdict {
-    /// `namespace/name`.
-    pub pod: String,
-    /// Names of nodes it fits on, in snapshot order.
-    pub fits: Vec<String>,
-    /// Failure reasons (kube-scheduler text) and how many nodes gave each.
-    pub reasons: BTreeMap<String, usize>,
-    /// Number of nodes checked.
-    pub nodes: usize,
-}
-
-impl PodVerdict {
-    /// kube-scheduler's `FitError` sentence: `0/3 nodes are available: 2 Insufficient cpu, ...`.
-    pub fn summary(&self) -> String {
-        let mut s = format!("{}/{} nodes are available", self.fits.len(), self.nodes);
-        if !self.reasons.is_empty() {
-            s.push_str(": ");
-            // kube-scheduler sorts the formatted "count reason" strings.
-            let mut parts: Vec<String> = self
-                .reasons
-                .iter()
-                .map(|(r, n)| format!("{n} {r}"))
-                .collect();
-            parts.sort();
-            s.push_str(&parts.join(", "));
-        }
-        s.push('.');
-        s
-    }
-}
-
-/// Builds the snapshot from loaded objects and explains every pod not bound to a node.
-/// Returns the verdicts and warnings about objects that were skipped.
-pub fn explain(loaded: Loaded) -> (Vec<PodVerdict>, Vec<String>) {
-    let mut warnings = Vec::new();
-    let mut snapshot = ClusterSnapshot::new();
-    snapshot.set_namespace_labels(loaded.namespaces);
-    for node in loaded.nodes {
-        let name = node.name;
-        if let Err(e) = snapshot.add_node(Arc::new(node)) {
-            warnings.push(format!("Node {name} skipped: {e}"));
-        }
-    }
-    let mut pending = Vec::new();
-    for pod in loaded.pods {
-        if matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) {
-            continue;
-        }
-        match pod.node_name {
-            None => pending.push(pod),
-            Some(node) => match snapshot.node_id(node) {
-                Some(id) => {
-                    let key = pod.key();
-                    if let Err(e) = snapshot.add_pod(Arc::new(pod), id) {
-                        warnings.push(format!("Pod {key} skipped: {e}"));
-                    }
-                }
-                None => warnings.push(format!(
-                    "Pod {} skipped: bound to node {node}, which is not in the snapshot",
-                    pod.key()
-                )),
-            },
-        }
-    }
-    let ids: Vec<_> = snapshot.node_ids().collect();
-    let verdicts = pending
-        .iter()
-        .map(|pod| {
-            let prepared = snapshot.prepare(pod);
-            let mut verdict = PodVerdict {
-                pod: pod.key(),
-                fits: Vec::new(),
-                reasons: BTreeMap::new(),
-                nodes: ids.len(),
-            };
-            for &id in &ids {
-                match snapshot.check(pod, &prepared, id) {
-                    Ok(()) => verdict.fits.push(
-                        snapshot
-                            .node(id)
-                            .map(|n| n.node.name.to_string())
-                            .unwrap_or_default(),
-                    ),
-                    Err(unfit) => {
-                        for reason in unfit.reasons() {
-                            *verdict.reasons.entry(reason).or_default() += 1;
-                        }
-                    }
-                }
-            }
-            verdict
-        })
-        .collect();
-    (verdicts, warnings)
+    /// The decision time (RFC 3339, e.g. `2026-01-01T00:00:00Z`); default: now.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+    /// API group of the Cluster API objects (`cluster.x-k8s.io`, or `machine.openshift.io`);
+    /// default: the `CAPI_GROUP` environment variable, else `cluster.x-k8s.io`.
+    #[arg(long, value_name = "GROUP")]
+    pub capi_group: Option<String>,
+    /// `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; repeatable (ORed).
+    #[arg(long, value_name = "SPEC")]
+    pub node_group_auto_discovery: Vec<String>,
 }
 
 /// Runs `plan`.
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
+    let now_ms = match &args.now {
+        Some(t) => t
+            .parse::<jiff::Timestamp>()
+            .map_err(|e| CliError::usage(anyhow!("--now {t:?}: {e}")))?
+            .as_millisecond(),
+        None => jiff::Timestamp::now().as_millisecond(),
+    };
+    let env = std::env::var("CAPI_GROUP").ok();
+    let config = ClusterApiConfig::from_env_and_flag(args.capi_group.as_deref(), env.as_deref())
+        .and_then(|c| c.with_auto_discovery(&args.node_group_auto_discovery))
+        .map_err(|e| CliError::usage(anyhow!("{e}")))?;
     let text = std::fs::read_to_string(&args.snapshot)
         .with_context(|| format!("cannot read snapshot file {}", args.snapshot.display()))
         .map_err(CliError::usage)?;
-    let loaded = load(&text)
+    let report = plan_text(&text, &config, now_ms, args.show_nodes)
         .with_context(|| format!("snapshot file {}", args.snapshot.display()))
         .map_err(CliError::usage)?;
-    let ignored = loaded.ignored.clone();
-    let (verdicts, warnings) = explain(loaded);
-    print!(
-        "{}",
-        render(&verdicts, &warnings, &ignored, args.show_nodes)
-    );
+    print!("{report}");
     Ok(())
 }
 
-fn render(
-    verdicts: &[PodVerdict],
-    warnings: &[String],
-    ignored: &BTreeMap<String, usize>,
+/// The whole report for a snapshot text. Errors (malformed YAML or objects) name the document
+/// or the object and the field.
+pub fn plan_text(
+    text: &str,
+    config: &ClusterApiConfig,
+    now_ms: i64,
     show_nodes: usize,
-) -> String {
+) -> anyhow::Result<String> {
+    let mut store = ObjectStore::new();
+    store.load_yaml(text)?;
+    let (objects, errors) = read_objects(&store);
+    if let Some(e) = errors.first() {
+        return Err(anyhow!("{e}"));
+    }
+    let (provider, provider_warnings) = ClusterApiProvider::discover(&store, config);
+    let view = ClusterView {
+        nodes: &objects.nodes,
+        pods: &objects.pods,
+        daemonsets: &objects.daemonsets,
+        namespaces: &objects.namespaces,
+        provider: &provider,
+        pdbs: &objects.pdbs,
+    };
     let mut out = String::new();
-    for w in warnings {
+    for w in &provider_warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    if !ignored.is_empty() {
-        let kinds: Vec<String> = ignored.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    explain_scheduling(&view, show_nodes, &mut out);
+
+    let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
+    let outcome = autoscaler.run_once(
+        &view,
+        &objects.controllers,
+        InFlight::default(),
+        now_ms,
+        &mut Unlimited,
+    );
+    for w in &outcome.scale_up.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+
+    let groups = autoscaler_core::node_group::CloudProvider::node_groups(&provider);
+    let _ = writeln!(
+        out,
+        "\nNode groups:{}",
+        if groups.is_empty() { " none found" } else { "" }
+    );
+    for g in groups {
         let _ = writeln!(
             out,
-            "note: ignored objects of other kinds: {}",
-            kinds.join(", ")
+            "  {}: size {} (min {}, max {})",
+            g.id, g.target_size, g.min_size, g.max_size
         );
     }
-    if verdicts.is_empty() {
-        let _ = writeln!(out, "No pod is waiting for a node.");
+
+    let up = &outcome.scale_up;
+    let _ = writeln!(out, "\nScale-up:");
+    if up.result.increases.is_empty() {
+        let _ = writeln!(out, "  none");
     }
-    for v in verdicts {
-        let _ = write!(out, "{}: {}", v.pod, v.summary());
-        if !v.fits.is_empty() {
-            let shown: Vec<&str> = v.fits.iter().take(show_nodes).map(String::as_str).collect();
-            let more = v.fits.len().saturating_sub(shown.len());
-            let _ = write!(out, " Fits on: {}", shown.join(", "));
-            if more > 0 {
-                let _ = write!(out, " and {more} more");
-            }
-            out.push('.');
+    for inc in &up.result.increases {
+        let from = inc.new_target - inc.delta;
+        let why = match inc.reason {
+            IncreaseReason::PendingPods => "for pending pods",
+            IncreaseReason::Balancing => "balancing a similar group",
+            IncreaseReason::MinSize => "to its min size",
+        };
+        let _ = writeln!(
+            out,
+            "  {}: {} -> {} (+{}, {why})",
+            inc.group, from, inc.new_target, inc.delta
+        );
+    }
+    if !up.result.triggered.is_empty() {
+        let _ = writeln!(
+            out,
+            "  for {} pod(s): {}",
+            up.result.triggered.len(),
+            names(up.result.triggered.iter().map(|p| p.key()))
+        );
+    }
+    if !up.fit_existing.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} pending pod(s) fit existing or upcoming nodes: {}",
+            up.fit_existing.len(),
+            names(up.fit_existing.iter().map(|p| p.key()))
+        );
+    }
+    for note in &up.result.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    for n in &up.result.no_scale_up {
+        let reasons: Vec<String> = n.reasons.iter().map(|(g, r)| format!("{g}: {r}")).collect();
+        let why = if reasons.is_empty() {
+            "no node group".to_string()
+        } else {
+            reasons.join("; ")
+        };
+        let _ = writeln!(out, "  {} triggers no scale-up: {why}", n.pod.key());
+    }
+    for (pod, why) in &up.set_aside {
+        let _ = writeln!(out, "  {} is not acted on: {why}", pod.key());
+    }
+
+    let down = &outcome.scale_down;
+    let _ = writeln!(out, "\nScale-down:");
+    if down.unneeded.is_empty() {
+        let _ = writeln!(out, "  no unneeded node");
+    }
+    let waiting: BTreeMap<_, _> = down.waiting.iter().map(|(n, w)| (*n, w)).collect();
+    for (node, _) in &down.unneeded {
+        let status = match waiting.get(node) {
+            Some(Waiting::UnneededTime { deletable_at_ms }) => format!(
+                "unneeded; deletable after {}",
+                format_duration(std::time::Duration::from_millis(
+                    u64::try_from(deletable_at_ms - now_ms).unwrap_or(0)
+                ))
+            ),
+            Some(Waiting::MinSize) => "unneeded; kept: node group min size".into(),
+            Some(Waiting::Limit(l)) => format!("unneeded; kept: {l}"),
+            Some(Waiting::Parallelism) => "unneeded; waits for the deletion parallelism".into(),
+            Some(Waiting::Cooldown(why)) => format!("unneeded; {why}"),
+            None => "deleted now".into(),
+        };
+        let _ = writeln!(out, "  {node}: {status}");
+    }
+    for (node, why) in &down.unremovable {
+        let _ = writeln!(out, "  {node} is not removable: {why}");
+    }
+
+    let _ = writeln!(out, "\nActions:");
+    if outcome.actions.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for a in &outcome.actions {
+        let _ = writeln!(out, "  {}", describe(a));
+    }
+    Ok(out)
+}
+
+/// For every pod not bound to a node: where it would fit and, elsewhere, why not, in
+/// kube-scheduler's words; and whether the scheduler has marked it unschedulable yet.
+fn explain_scheduling(view: &ClusterView<'_>, show_nodes: usize, out: &mut String) {
+    let mut warnings = Vec::new();
+    let snapshot = build_snapshot(view, &mut warnings);
+    for w in &warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    let ids: Vec<_> = snapshot.node_ids().collect();
+    let _ = writeln!(out, "Scheduling:");
+    let mut any = false;
+    for pod in view
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none() && p.deletion_ms.is_none())
+    {
+        if matches!(
+            pod.phase,
+            autoscaler_core::pod::PodPhase::Succeeded | autoscaler_core::pod::PodPhase::Failed
+        ) {
+            continue;
         }
-        out.push('\n');
+        any = true;
+        let prepared = snapshot.prepare(pod);
+        let mut fits = Vec::new();
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for &id in &ids {
+            match snapshot.check(pod, &prepared, id) {
+                Ok(()) => fits.push(
+                    snapshot
+                        .node(id)
+                        .map(|n| n.node.name.to_string())
+                        .unwrap_or_default(),
+                ),
+                Err(unfit) => {
+                    for r in unfit.reasons() {
+                        *reasons.entry(r).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut line = format!(
+            "  {}: {}/{} nodes are available",
+            pod.key(),
+            fits.len(),
+            ids.len()
+        );
+        if !reasons.is_empty() {
+            // kube-scheduler sorts the formatted "count reason" strings.
+            let mut parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+            parts.sort();
+            line.push_str(": ");
+            line.push_str(&parts.join(", "));
+        }
+        line.push('.');
+        if !fits.is_empty() {
+            let shown: Vec<&str> = fits.iter().take(show_nodes).map(String::as_str).collect();
+            let _ = write!(line, " Fits on: {}", shown.join(", "));
+            if fits.len() > shown.len() {
+                let _ = write!(line, " and {} more", fits.len() - shown.len());
+            }
+            line.push('.');
+        }
+        if !is_unschedulable(pod) {
+            line.push_str(
+                " (not marked Unschedulable by the scheduler yet: the autoscaler waits for that)",
+            );
+        }
+        let _ = writeln!(out, "{line}");
     }
-    out
+    if !any {
+        let _ = writeln!(out, "  no pod is waiting for a node");
+    }
+}
+
+fn names(keys: impl Iterator<Item = String>) -> String {
+    keys.collect::<Vec<_>>().join(", ")
+}
+
+fn describe(a: &Action) -> String {
+    match a {
+        Action::IncreaseSize {
+            group,
+            delta,
+            new_target,
+        } => format!("increase {group} by {delta} to {new_target}"),
+        Action::AddTaint { node, taint } => {
+            format!(
+                "taint {node} with {}={}:{}",
+                taint.key,
+                taint.value,
+                taint.effect.as_str()
+            )
+        }
+        Action::RemoveTaint { node, key } => format!("remove taint {key} from {node}"),
+        Action::DeleteEmptyNodes { group, nodes } => {
+            format!(
+                "delete empty node(s) {} of {group}",
+                names(nodes.iter().map(|n| n.to_string()))
+            )
+        }
+        Action::DrainAndDelete {
+            group,
+            node,
+            evict,
+            grace_period_sec,
+            sequential,
+        } => format!(
+            "drain {node} of {group} (evict {}{}, grace {grace_period_sec}s) and delete it",
+            names(evict.iter().map(|p| format!("{}/{}", p.namespace, p.name))),
+            if *sequential { ", one at a time" } else { "" }
+        ),
+    }
 }
