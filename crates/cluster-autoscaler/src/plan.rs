@@ -297,6 +297,17 @@ fn describe(a: &Action) -> String {
             delta,
             new_target,
         } => format!("increase {group} by {delta} to {new_target}"),
+        Action::DecreaseTargetSize { group, delta } => {
+            format!("decrease the target of {group} by {delta}")
+        }
+        Action::DeleteInstances {
+            group,
+            instances,
+            reason,
+        } => format!(
+            "delete instance(s) {} of {group} ({reason})",
+            names(instances.iter().map(|i| i.to_string()))
+        ),
         Action::AddTaint { node, taint } => {
             format!(
                 "taint {node} with {}={}:{}",

@@ -39,6 +39,14 @@ pub enum ObjectChange {
         /// Annotation value.
         value: String,
     },
+    /// Delete a Machine object: its owner replaces it. Used for a broken instance (failed or
+    /// never registered) of a group at its min size, where lowering the replicas is not allowed.
+    DeleteMachine {
+        /// The Machine.
+        key: ObjectKey,
+        /// Its `apiVersion` as found.
+        api_version: String,
+    },
     /// Remove an annotation from a Machine (to roll back a deletion mark when lowering the
     /// replicas failed).
     RemoveMachineAnnotation {
@@ -241,6 +249,61 @@ impl ClusterApiProvider {
         Ok(out)
     }
 
+    /// Removes broken instances of `group` (failed, or never registered), by instance id as the
+    /// core sees them ([`MachineInfo::instance_id`]). While the group stays at or above its min
+    /// size, each Machine is marked with `<group>/delete-machine` and the replicas are lowered by
+    /// that many; an instance whose removal would go below the min is deleted outright instead,
+    /// so its owner replaces it and the group keeps its size. Unknown ids and Machines already
+    /// being deleted are skipped.
+    pub fn delete_instances(
+        &self,
+        group: &str,
+        instance_ids: &[&str],
+    ) -> Result<Vec<ObjectChange>, ProviderError> {
+        let r = self.find(group)?;
+        let key = self.config().delete_machine_key();
+        let min = delta_i64(r.min_size);
+        let mut target = r.replicas;
+        let mut marks = Vec::new();
+        let mut deletes = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
+        for id in instance_ids {
+            if seen.contains(id) {
+                continue;
+            }
+            seen.push(id);
+            let Some(m) = r.machines.iter().find(|m| &*m.instance_id == *id) else {
+                continue;
+            };
+            if m.state == autoscaler_core::node_group::InstanceState::Deleting {
+                continue;
+            }
+            let Some(machine) = m.key.clone() else {
+                continue;
+            };
+            if target - 1 >= min {
+                target -= 1;
+                marks.push(ObjectChange::AnnotateMachine {
+                    key: machine,
+                    api_version: m.api_version.clone(),
+                    annotation: key.clone(),
+                    value: DELETE_MACHINE_VALUE.to_string(),
+                });
+            } else {
+                deletes.push(ObjectChange::DeleteMachine {
+                    key: machine,
+                    api_version: m.api_version.clone(),
+                });
+            }
+        }
+        let mut out = marks;
+        if target != r.replicas {
+            out.push(Self::set_replicas(r, target));
+        }
+        out.extend(deletes);
+        Ok(out)
+    }
+
     /// Lowers the target of `group` by `delta` without removing any existing node: refused when
     /// fewer than `delta` machines lack a node, or below the min.
     pub fn decrease_target_size(
@@ -279,7 +342,14 @@ impl ClusterApiProvider {
 /// first change that cannot be applied; earlier ones stay applied.
 pub fn apply(store: &mut ObjectStore, changes: &[ObjectChange]) -> Result<(), ApplyError> {
     for c in changes {
+        if let ObjectChange::DeleteMachine { key, .. } = c {
+            store
+                .remove(key)
+                .ok_or_else(|| ApplyError::NotFound { key: key.clone() })?;
+            continue;
+        }
         let (key, path, field): (&ObjectKey, [&str; 2], &'static str) = match c {
+            ObjectChange::DeleteMachine { .. } => continue,
             ObjectChange::SetReplicas { key, .. } => (key, ["spec", "replicas"], "spec"),
             ObjectChange::AnnotateMachine {
                 key, annotation, ..
@@ -323,6 +393,7 @@ pub fn apply(store: &mut ObjectStore, changes: &[ObjectChange]) -> Result<(), Ap
                     .ok_or_else(malformed)?
                     .insert(path[1].to_string(), Value::from(value.as_str()));
             }
+            ObjectChange::DeleteMachine { .. } => {}
             ObjectChange::RemoveMachineAnnotation { .. } => {
                 if let Some(ann) = outer.get_mut("annotations").and_then(Value::as_object_mut) {
                     ann.remove(path[1]);

@@ -421,3 +421,59 @@ fn openshift_machine_sets_and_machine_autoscalers() {
     let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
     assert!(p.node_groups().is_empty());
 }
+
+#[test]
+fn broken_instances_are_removed_and_replaced_at_min_size() {
+    let mut s = store(CAPI);
+    let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
+    let failed = "clusterapi://default/md-workers-7d9f8-ccccc";
+    let changes = p
+        .delete_instances(
+            "MachineDeployment/default/md-workers",
+            &[failed, "aws:///us-east-1a/i-0002", failed, "unknown"],
+        )
+        .unwrap();
+    let kinds: Vec<&str> = changes
+        .iter()
+        .map(|c| match c {
+            ObjectChange::AnnotateMachine { key, .. } => key.name.as_str(),
+            ObjectChange::SetReplicas { replicas, .. } => {
+                assert_eq!(*replicas, 1);
+                "replicas"
+            }
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "md-workers-7d9f8-ccccc",
+            "md-workers-7d9f8-bbbbb",
+            "replicas"
+        ]
+    );
+    apply(&mut s, &changes).unwrap();
+    // At min size (1): the last instance is deleted outright, for its owner to replace it.
+    let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
+    let changes = p
+        .delete_instances(
+            "MachineDeployment/default/md-workers",
+            &["aws:///us-east-1a/i-0001"],
+        )
+        .unwrap();
+    assert!(
+        matches!(&changes[..], [ObjectChange::DeleteMachine { key, .. }] if key.name == "md-workers-7d9f8-aaaaa"),
+        "{changes:?}"
+    );
+    apply(&mut s, &changes).unwrap();
+    assert_eq!(
+        s.list("cluster.x-k8s.io", "Machine")
+            .filter(|(k, _)| k.name == "md-workers-7d9f8-aaaaa")
+            .count(),
+        0
+    );
+    assert!(matches!(
+        p.delete_instances("nope", &[]),
+        Err(ProviderError::UnknownGroup { .. })
+    ));
+}

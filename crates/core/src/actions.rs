@@ -34,6 +34,26 @@ pub enum Action {
         /// Target size after the increase.
         new_target: usize,
     },
+    /// Lower a group's target by `delta` without removing any registered node (target-size
+    /// correction, or the unfulfilled part of a timed-out scale-up): only instances that have no
+    /// node yet go.
+    DecreaseTargetSize {
+        /// Group.
+        group: NodeGroupId,
+        /// How much to lower the target.
+        delta: usize,
+    },
+    /// Remove broken instances of a group (failed, or never registered within the provision
+    /// time), by instance id; the provider lowers the target by as many, or replaces them when
+    /// the group is at its min size.
+    DeleteInstances {
+        /// Group.
+        group: NodeGroupId,
+        /// Instance ids as the provider reports them.
+        instances: Vec<Arc<str>>,
+        /// Why (`ScaleUpFailed`, `DeleteUnregistered`), for events.
+        reason: &'static str,
+    },
     /// Add a taint to a node (idempotent: replace a taint with the same key and effect).
     AddTaint {
         /// Node.
