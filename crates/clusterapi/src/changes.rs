@@ -281,7 +281,7 @@ impl ClusterApiProvider {
             let Some(machine) = m.key.clone() else {
                 continue;
             };
-            if target - 1 >= min {
+            if target > min {
                 target -= 1;
                 marks.push(ObjectChange::AnnotateMachine {
                     key: machine,
