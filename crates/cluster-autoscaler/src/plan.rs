@@ -45,6 +45,18 @@ pub struct PlanArgs {
     /// `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; repeatable (ORed).
     #[arg(long, value_name = "SPEC")]
     pub node_group_auto_discovery: Vec<String>,
+    /// `text` for people, `json` for machines.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// Output formats of `plan`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Text for people.
+    Text,
+    /// One JSON document.
+    Json,
 }
 
 /// Runs `plan`.
@@ -63,9 +75,13 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.snapshot)
         .with_context(|| format!("cannot read snapshot file {}", args.snapshot.display()))
         .map_err(CliError::usage)?;
-    let report = plan_text(&text, &config, now_ms, args.show_nodes)
-        .with_context(|| format!("snapshot file {}", args.snapshot.display()))
-        .map_err(CliError::usage)?;
+    let report = match args.output {
+        OutputFormat::Text => plan_text(&text, &config, now_ms, args.show_nodes),
+        OutputFormat::Json => plan_json(&text, &config, now_ms)
+            .map(|v| format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())),
+    }
+    .with_context(|| format!("snapshot file {}", args.snapshot.display()))
+    .map_err(CliError::usage)?;
     print!("{report}");
     Ok(())
 }
@@ -78,40 +94,20 @@ pub fn plan_text(
     now_ms: i64,
     show_nodes: usize,
 ) -> anyhow::Result<String> {
-    let mut store = ObjectStore::new();
-    store.load_yaml(text)?;
-    let (objects, errors) = read_objects(&store);
-    if let Some(e) = errors.first() {
-        return Err(anyhow!("{e}"));
-    }
-    let (provider, provider_warnings) = ClusterApiProvider::discover(&store, config);
-    let view = ClusterView {
-        nodes: &objects.nodes,
-        pods: &objects.pods,
-        daemonsets: &objects.daemonsets,
-        namespaces: &objects.namespaces,
-        provider: &provider,
-        pdbs: &objects.pdbs,
-    };
+    let d = decide(text, config, now_ms)?;
+    let view = d.view();
     let mut out = String::new();
-    for w in &provider_warnings {
+    for w in &d.provider_warnings {
         let _ = writeln!(out, "warning: {w}");
     }
     explain_scheduling(&view, show_nodes, &mut out);
 
-    let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
-    let outcome = autoscaler.run_once(
-        &view,
-        &objects.controllers,
-        InFlight::default(),
-        now_ms,
-        &mut Unlimited,
-    );
+    let outcome = &d.outcome;
     for w in &outcome.scale_up.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
 
-    let groups = autoscaler_core::node_group::CloudProvider::node_groups(&provider);
+    let groups = autoscaler_core::node_group::CloudProvider::node_groups(&d.provider);
     let _ = writeln!(
         out,
         "\nNode groups:{}",
@@ -335,4 +331,98 @@ fn describe(a: &Action) -> String {
             if *sequential { ", one at a time" } else { "" }
         ),
     }
+}
+
+/// The same decision as [`plan_text`], as one JSON document.
+pub fn plan_json(
+    text: &str,
+    config: &ClusterApiConfig,
+    now_ms: i64,
+) -> anyhow::Result<serde_json::Value> {
+    use serde_json::json;
+    let d = decide(text, config, now_ms)?;
+    let (outcome, provider, provider_warnings) = (&d.outcome, &d.provider, &d.provider_warnings);
+    let up = &outcome.scale_up;
+    let down = &outcome.scale_down;
+    let groups: Vec<_> = autoscaler_core::node_group::CloudProvider::node_groups(provider)
+        .iter()
+        .map(|g| json!({"id": g.id.as_str(), "size": g.target_size, "min": g.min_size, "max": g.max_size}))
+        .collect();
+    let waiting: BTreeMap<_, _> = down.waiting.iter().map(|(n, w)| (*n, w)).collect();
+    Ok(json!({
+        "now_ms": now_ms,
+        "warnings": provider_warnings.iter().chain(&up.warnings).collect::<Vec<_>>(),
+        "node_groups": groups,
+        "scale_up": {
+            "increases": up.result.increases.iter().map(|i| json!({
+                "group": i.group.as_str(), "from": i.new_target - i.delta, "to": i.new_target, "delta": i.delta,
+                "reason": format!("{:?}", i.reason),
+            })).collect::<Vec<_>>(),
+            "pods_helped": up.result.triggered.iter().map(|p| p.key()).collect::<Vec<_>>(),
+            "pods_fitting_existing_nodes": up.fit_existing.iter().map(|p| p.key()).collect::<Vec<_>>(),
+            "pods_without_scale_up": up.result.no_scale_up.iter().map(|n| json!({
+                "pod": n.pod.key(),
+                "reasons": n.reasons.iter().map(|(g, r)| (g.to_string(), r.clone())).collect::<BTreeMap<_, _>>(),
+            })).collect::<Vec<_>>(),
+            "pods_set_aside": up.set_aside.iter().map(|(p, why)| json!({"pod": p.key(), "reason": why.to_string()})).collect::<Vec<_>>(),
+            "notes": up.result.notes,
+        },
+        "scale_down": {
+            "unneeded": down.unneeded.iter().map(|(n, since)| json!({
+                "node": n.as_str(),
+                "since_ms": since,
+                "deleted_now": !waiting.contains_key(n),
+                "waiting": waiting.get(n).map(|w| format!("{w:?}")),
+            })).collect::<Vec<_>>(),
+            "unremovable": down.unremovable.iter().map(|(n, why)| json!({"node": n.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
+        },
+        "actions": outcome.actions.iter().map(describe).collect::<Vec<_>>(),
+    }))
+}
+
+/// The objects of a snapshot, its node groups and one loop's decision on them.
+struct Decided {
+    objects: autoscaler_core::objects::ClusterObjects,
+    provider: ClusterApiProvider,
+    provider_warnings: Vec<String>,
+    outcome: autoscaler_core::autoscaler::LoopOutcome,
+}
+
+impl Decided {
+    fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: &self.objects.nodes,
+            pods: &self.objects.pods,
+            daemonsets: &self.objects.daemonsets,
+            namespaces: &self.objects.namespaces,
+            provider: &self.provider,
+            pdbs: &self.objects.pdbs,
+        }
+    }
+}
+
+/// Loads `text`, discovers the node groups and runs one loop at `now_ms`.
+fn decide(text: &str, config: &ClusterApiConfig, now_ms: i64) -> anyhow::Result<Decided> {
+    let mut store = ObjectStore::new();
+    store.load_yaml(text)?;
+    let (objects, errors) = read_objects(&store);
+    if let Some(e) = errors.first() {
+        return Err(anyhow!("{e}"));
+    }
+    let (provider, provider_warnings) = ClusterApiProvider::discover(&store, config);
+    let mut d = Decided {
+        objects,
+        provider,
+        provider_warnings,
+        outcome: Default::default(),
+    };
+    let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
+    d.outcome = autoscaler.run_once(
+        &d.view(),
+        &d.objects.controllers,
+        InFlight::default(),
+        now_ms,
+        &mut Unlimited,
+    );
+    Ok(d)
 }

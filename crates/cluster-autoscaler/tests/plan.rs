@@ -234,3 +234,43 @@ fn help_is_the_documented_main_job() {
             .contains("--snapshot <FILE>")
     );
 }
+
+#[test]
+fn json_output_carries_the_same_decision() {
+    let out = run(&[
+        "plan",
+        "--snapshot",
+        &example(),
+        "--now",
+        NOW,
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(
+        v["scale_up"]["increases"][0]["group"],
+        "MachineDeployment/default/general"
+    );
+    assert_eq!(v["scale_up"]["increases"][0]["to"], 3);
+    assert_eq!(
+        v["scale_up"]["pods_helped"],
+        serde_json::json!(["default/web-3"])
+    );
+    assert_eq!(
+        v["scale_up"]["pods_without_scale_up"][0]["reasons"]["MachineDeployment/default/gpu"],
+        "node(s) had untolerated taint {dedicated: gpu}"
+    );
+    assert_eq!(
+        v["scale_down"]["unremovable"].as_array().map(Vec::len),
+        Some(3)
+    );
+    assert_eq!(
+        v["actions"],
+        serde_json::json!(["increase MachineDeployment/default/general by 1 to 3"])
+    );
+}
