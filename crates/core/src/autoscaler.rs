@@ -13,6 +13,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::affinity::NamespaceLabels;
+use crate::cluster_state::{
+    ClusterState, ClusterStateOptions, ClusterStatus, Event, SCALED_UP_GROUP,
+};
 use crate::daemonset::{DaemonSet, daemon_pods_for};
 use crate::drain::ControllerLookup;
 use crate::estimator::{Budget, HOSTNAME_LABEL};
@@ -20,7 +23,7 @@ use crate::expander::ExpanderChain;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, ResourceLimits};
 use crate::node::Node;
-use crate::node_group::{CloudProvider, NodeGroup};
+use crate::node_group::{CloudProvider, NodeGroup, NodeGroupId};
 use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::pending::{self, PendingOptions, SetAside};
 use crate::pod::{Pod, PodPhase};
@@ -137,6 +140,23 @@ pub fn decide_scale_up_on(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
+    decide_scale_up_with_upcoming(snapshot, view, config, now_ms, blocked, None, rng, budget)
+}
+
+/// [`decide_scale_up_on`] with the upcoming nodes per group index given by the caller (the
+/// cluster state's count, which leaves out failed, long-unregistered and reverted instances);
+/// `None` derives them from the view (target minus started nodes).
+#[allow(clippy::too_many_arguments)]
+pub fn decide_scale_up_with_upcoming(
+    snapshot: &mut ClusterSnapshot,
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    upcoming: Option<&[usize]>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> ScaleUpDecision {
     let mut decision = ScaleUpDecision::default();
     let groups = view.provider.node_groups();
     snapshot.fork();
@@ -174,7 +194,10 @@ pub fn decide_scale_up_on(
     decision.upcoming = groups
         .iter()
         .enumerate()
-        .map(|(g, group)| group.target_size.saturating_sub(started[g]))
+        .map(|(g, group)| match upcoming {
+            Some(u) => u.get(g).copied().unwrap_or(0),
+            None => group.target_size.saturating_sub(started[g]),
+        })
         .collect();
     for (g, &n) in decision.upcoming.iter().enumerate() {
         let Ok(t) = &templates[g] else { continue };
@@ -231,6 +254,8 @@ pub struct AutoscalerOptions {
     pub scale_down: ScaleDownOptions,
     /// Seed of the expanders' tie-break generator (deterministic decisions).
     pub seed: u64,
+    /// Cluster state: provision and startup times, health thresholds, backoff.
+    pub cluster_state: ClusterStateOptions,
 }
 
 /// What one loop decided.
@@ -240,8 +265,14 @@ pub struct LoopOutcome {
     pub scale_up: ScaleUpDecision,
     /// The scale-down plan.
     pub scale_down: ScaleDownPlan,
-    /// What the shell should do, in order.
+    /// What the shell should do, in order: removal of broken instances and reverts of
+    /// unfulfilled scale-ups first, then scale-up, then scale-down.
     pub actions: Vec<Action>,
+    /// Events for the shell to publish (`ScaledUpGroup`, `ScaleUpTimedOut`, `ScaleUpFailed`,
+    /// `DeleteUnregistered`, `ClusterUnhealthy`, `FailedToScaleUpGroup`, ...).
+    pub events: Vec<Event>,
+    /// Cluster health and per-group health, backoff and upcoming nodes, for the status.
+    pub status: ClusterStatus,
 }
 
 /// The autoscaler: options plus the state kept between loops.
@@ -251,6 +282,8 @@ pub struct Autoscaler {
     pub options: AutoscalerOptions,
     /// Scale-down state (unneeded timers, remembered destinations, delays).
     pub scale_down: ScaleDownState,
+    /// Cluster state (scale-up requests, instance ages, backoff, health).
+    pub cluster_state: ClusterState,
     rng: ChaCha8Rng,
 }
 
@@ -259,15 +292,26 @@ impl Autoscaler {
     pub fn new(options: AutoscalerOptions) -> Autoscaler {
         let rng = ChaCha8Rng::seed_from_u64(options.seed);
         Autoscaler {
+            cluster_state: ClusterState::new(options.cluster_state.clone()),
             options,
             scale_down: ScaleDownState::default(),
             rng,
         }
     }
 
-    /// One loop at `now_ms`: scale-up for the pending pods, then scale-down planning, on one
-    /// snapshot of `view`. `in_flight` are deletions started by earlier loops and not finished;
-    /// `budget` bounds bin-packing and removal simulation together.
+    /// Reports that the provider call growing `group` (an `IncreaseSize` of this process) failed
+    /// at `now_ms`: the group is backed off at once and a `FailedToScaleUpGroup` event comes
+    /// with the next loop's events.
+    pub fn record_scale_up_failure(&mut self, group: &NodeGroupId, now_ms: i64, message: &str) {
+        self.cluster_state
+            .record_scale_up_failure(group, now_ms, message);
+    }
+
+    /// One loop at `now_ms`: cluster state first (broken instances, timed-out scale-ups,
+    /// health, backoff), then, if the cluster is healthy, scale-up for the pending pods and
+    /// scale-down planning on one snapshot of `view`. `in_flight` are deletions started by
+    /// earlier loops and not finished; `budget` bounds bin-packing and removal simulation
+    /// together. An unhealthy cluster only gets its instances without a node removed.
     pub fn run_once(
         &mut self,
         view: &ClusterView<'_>,
@@ -276,15 +320,32 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
     ) -> LoopOutcome {
+        let state = self.cluster_state.update(view.nodes, view.provider, now_ms);
+        let mut actions = state.actions;
+        let mut events = state.events;
+        let status = state.status;
+        if !status.healthy {
+            return LoopOutcome {
+                actions,
+                events,
+                status,
+                ..LoopOutcome::default()
+            };
+        }
+
         let mut warnings = Vec::new();
         let mut snapshot = build_snapshot(view, &mut warnings);
         let opts = &self.options;
-        let mut up = decide_scale_up_on(
+        let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
+        let blocked =
+            |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
+        let mut up = decide_scale_up_with_upcoming(
             &mut snapshot,
             view,
             &opts.scale_up,
             now_ms,
-            &|_, _| None,
+            &blocked,
+            Some(&upcoming),
             &mut self.rng,
             budget,
         );
@@ -293,12 +354,35 @@ impl Autoscaler {
         if !up.result.increases.is_empty() {
             self.scale_down.record_scale_up(now_ms);
         }
+        for inc in &up.result.increases {
+            self.cluster_state
+                .record_scale_up(&inc.group, inc.delta, now_ms);
+            events.push(Event {
+                reason: SCALED_UP_GROUP,
+                object: inc.group.to_string(),
+                message: format!(
+                    "Scale-up: setting group {} size to {} (+{})",
+                    inc.group, inc.new_target, inc.delta
+                ),
+                warning: false,
+            });
+        }
 
+        // Nodes of unhealthy groups are left alone by scale-down too.
+        let hidden: Vec<bool> = status
+            .groups
+            .iter()
+            .map(|g| g.unhealthy.is_some())
+            .collect();
+        let provider = HideGroups {
+            inner: view.provider,
+            hidden: &hidden,
+        };
         // Pending pods that fit existing nodes will land there: scale-down must see them placed.
         snapshot.fork();
         let _ = pending::place_on_existing(&mut snapshot, up.fit_existing.clone());
         let input = ScaleDownInput {
-            provider: view.provider,
+            provider: &provider,
             budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
             controllers,
             limits: &opts.scale_up.limits,
@@ -315,13 +399,37 @@ impl Autoscaler {
         );
         let _ = snapshot.revert();
 
-        let mut actions = scale_up_actions(&up.result);
+        actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
         LoopOutcome {
             scale_up: up,
             scale_down: down,
             actions,
+            events,
+            status,
         }
+    }
+}
+
+/// A provider that hides the nodes of some groups (unhealthy ones) from scale-down.
+struct HideGroups<'a> {
+    inner: &'a dyn CloudProvider,
+    hidden: &'a [bool],
+}
+
+impl CloudProvider for HideGroups<'_> {
+    fn node_groups(&self) -> &[NodeGroup] {
+        self.inner.node_groups()
+    }
+
+    fn node_group_of(&self, node: &Node) -> Option<usize> {
+        self.inner
+            .node_group_of(node)
+            .filter(|&g| !self.hidden.get(g).copied().unwrap_or(false))
+    }
+
+    fn gpu_label(&self) -> Option<&str> {
+        self.inner.gpu_label()
     }
 }
 
