@@ -703,3 +703,105 @@ impl ClusterState {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node_group::{Instance, StaticProvider};
+    use crate::testing::{GI, NodeBuilder};
+
+    const MIN: i64 = 60_000;
+    const T0: i64 = 1_700_000_000_000;
+
+    fn node(name: &str, ready: bool) -> Arc<Node> {
+        let b = NodeBuilder::new(name, 4000, 16 * GI).with_provider_id(&format!("test:///{name}"));
+        if ready { b.arc() } else { b.not_ready().arc() }
+    }
+
+    fn provider(nodes: &[Arc<Node>], target: usize) -> StaticProvider {
+        let mut g = NodeGroup::new("ng", 0, 20, target);
+        g.instances = nodes
+            .iter()
+            .map(|n| Instance {
+                id: n.provider_id.clone().unwrap_or_else(|| Arc::from("")),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect();
+        StaticProvider::new(vec![g])
+    }
+
+    #[test]
+    fn a_later_increase_does_not_extend_the_deadline_of_an_earlier_one() {
+        let mut s = ClusterState::default();
+        let id = NodeGroupId::from("ng");
+        let nodes = vec![node("n1", true)];
+        s.record_scale_up(&id, 1, T0);
+        s.update(&nodes, &provider(&nodes, 2), T0 + MIN);
+        // Ten minutes later more pods ask for another node of the same group.
+        s.record_scale_up(&id, 1, T0 + 10 * MIN);
+        let u = s.update(&nodes, &provider(&nodes, 3), T0 + 10 * MIN + 10_000);
+        assert_eq!(u.status.groups[0].requests.len(), 2);
+        assert_eq!(u.status.groups[0].upcoming, 2);
+        // The first request still times out fifteen minutes after it was made.
+        let u = s.update(&nodes, &provider(&nodes, 3), T0 + 15 * MIN + 1);
+        assert_eq!(
+            u.actions,
+            vec![Action::DecreaseTargetSize {
+                group: id.clone(),
+                delta: 2
+            }]
+        );
+        assert_eq!(u.events[0].reason, SCALE_UP_TIMED_OUT);
+    }
+
+    #[test]
+    fn registered_nodes_complete_a_request_and_end_an_older_backoff() {
+        let mut s = ClusterState::default();
+        let id = NodeGroupId::from("ng");
+        s.record_scale_up_failure(&id, T0, "boom");
+        let mut nodes = vec![node("n1", true)];
+        let u = s.update(&nodes, &provider(&nodes, 1), T0 + 10 * MIN);
+        assert_eq!(u.events[0].reason, FAILED_TO_SCALE_UP_GROUP);
+        // Backoff over; a new scale-up of one node registers.
+        s.record_scale_up(&id, 1, T0 + 10 * MIN);
+        let u = s.update(&nodes, &provider(&nodes, 2), T0 + 11 * MIN);
+        assert_eq!(u.status.groups[0].upcoming, 1);
+        nodes.push(node("n2", true));
+        let u = s.update(&nodes, &provider(&nodes, 2), T0 + 12 * MIN);
+        assert!(u.status.groups[0].requests.is_empty());
+        assert_eq!(u.status.groups[0].upcoming, 0);
+        assert!(s.backoff.get(&id).is_none());
+    }
+
+    #[test]
+    fn a_group_with_too_many_unready_nodes_is_unhealthy() {
+        let mut s = ClusterState::default();
+        let mut nodes: Vec<Arc<Node>> = (0..4).map(|i| node(&format!("u{i}"), false)).collect();
+        nodes.extend((0..2).map(|i| node(&format!("r{i}"), true)));
+        let p = provider(&nodes, 6);
+        // Plus healthy unmanaged nodes, so the cluster as a whole stays healthy.
+        let mut all = nodes.clone();
+        all.extend(
+            (0..10)
+                .map(|i| Arc::new(NodeBuilder::new(&format!("static{i}"), 4000, 16 * GI).build())),
+        );
+        let u = s.update(&all, &p, T0);
+        assert!(u.status.healthy);
+        let g = &u.status.groups[0];
+        assert_eq!(g.readiness.unready, 4);
+        assert!(g.unhealthy.is_some());
+        assert!(
+            g.blocked_reason()
+                .unwrap()
+                .starts_with("node group unhealthy")
+        );
+    }
+
+    #[test]
+    fn times_are_formatted_as_rfc3339() {
+        assert_eq!(format_time_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_time_ms(1_700_000_000_999), "2023-11-14T22:13:20Z");
+        assert_eq!(format_time_ms(951_782_400_000), "2000-02-29T00:00:00Z");
+    }
+}
