@@ -1,8 +1,9 @@
-//! One decision of the autoscaler over a consistent view of the cluster (today: the scale-up
-//! half; scale-down and cluster state join it in later steps of `run_once`).
+//! One decision of the autoscaler over a consistent view of the cluster: cluster state (broken
+//! instances, timed-out scale-ups, health, backoff), then scale-up, then scale-down.
 //!
 //! Decides, from nodes, pods, DaemonSets and the provider's node groups at time `now`, which
-//! groups grow and why every other pending pod causes nothing. It is a pure function of its
+//! broken instances go, which groups grow and why every other pending pod causes nothing, and
+//! which nodes are removed. It is a pure function of its
 //! inputs: no I/O, no clock (the caller passes `now` and a [`Budget`]), no randomness but the
 //! seeded generator it is handed.
 
