@@ -1,8 +1,9 @@
-//! One decision of the autoscaler over a consistent view of the cluster (today: the scale-up
-//! half; scale-down and cluster state join it in later steps of `run_once`).
+//! One decision of the autoscaler over a consistent view of the cluster: cluster state (broken
+//! instances, timed-out scale-ups, health, backoff), then scale-up, then scale-down.
 //!
 //! Decides, from nodes, pods, DaemonSets and the provider's node groups at time `now`, which
-//! groups grow and why every other pending pod causes nothing. It is a pure function of its
+//! broken instances go, which groups grow and why every other pending pod causes nothing, and
+//! which nodes are removed. It is a pure function of its
 //! inputs: no I/O, no clock (the caller passes `now` and a [`Budget`]), no randomness but the
 //! seeded generator it is handed.
 
@@ -13,6 +14,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::affinity::NamespaceLabels;
+use crate::cluster_state::{
+    ClusterState, ClusterStateOptions, ClusterStatus, Event, SCALED_UP_GROUP,
+};
 use crate::daemonset::{DaemonSet, daemon_pods_for};
 use crate::drain::ControllerLookup;
 use crate::estimator::{Budget, HOSTNAME_LABEL};
@@ -20,7 +24,7 @@ use crate::expander::ExpanderChain;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, ResourceLimits};
 use crate::node::Node;
-use crate::node_group::{CloudProvider, NodeGroup};
+use crate::node_group::{CloudProvider, NodeGroup, NodeGroupId};
 use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::pending::{self, PendingOptions, SetAside};
 use crate::pod::{Pod, PodPhase};
@@ -137,6 +141,23 @@ pub fn decide_scale_up_on(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
+    decide_scale_up_with_upcoming(snapshot, view, config, now_ms, blocked, None, rng, budget)
+}
+
+/// [`decide_scale_up_on`] with the upcoming nodes per group index given by the caller (the
+/// cluster state's count, which leaves out failed, long-unregistered and reverted instances);
+/// `None` derives them from the view (target minus started nodes).
+#[allow(clippy::too_many_arguments)]
+pub fn decide_scale_up_with_upcoming(
+    snapshot: &mut ClusterSnapshot,
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    upcoming: Option<&[usize]>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> ScaleUpDecision {
     let mut decision = ScaleUpDecision::default();
     let groups = view.provider.node_groups();
     snapshot.fork();
@@ -174,7 +195,10 @@ pub fn decide_scale_up_on(
     decision.upcoming = groups
         .iter()
         .enumerate()
-        .map(|(g, group)| group.target_size.saturating_sub(started[g]))
+        .map(|(g, group)| match upcoming {
+            Some(u) => u.get(g).copied().unwrap_or(0),
+            None => group.target_size.saturating_sub(started[g]),
+        })
         .collect();
     for (g, &n) in decision.upcoming.iter().enumerate() {
         let Ok(t) = &templates[g] else { continue };
@@ -231,6 +255,8 @@ pub struct AutoscalerOptions {
     pub scale_down: ScaleDownOptions,
     /// Seed of the expanders' tie-break generator (deterministic decisions).
     pub seed: u64,
+    /// Cluster state: provision and startup times, health thresholds, backoff.
+    pub cluster_state: ClusterStateOptions,
 }
 
 /// What one loop decided.
@@ -240,8 +266,14 @@ pub struct LoopOutcome {
     pub scale_up: ScaleUpDecision,
     /// The scale-down plan.
     pub scale_down: ScaleDownPlan,
-    /// What the shell should do, in order.
+    /// What the shell should do, in order: removal of broken instances and reverts of
+    /// unfulfilled scale-ups first, then scale-up, then scale-down.
     pub actions: Vec<Action>,
+    /// Events for the shell to publish (`ScaledUpGroup`, `ScaleUpTimedOut`, `ScaleUpFailed`,
+    /// `DeleteUnregistered`, `ClusterUnhealthy`, `FailedToScaleUpGroup`, ...).
+    pub events: Vec<Event>,
+    /// Cluster health and per-group health, backoff and upcoming nodes, for the status.
+    pub status: ClusterStatus,
 }
 
 /// The autoscaler: options plus the state kept between loops.
@@ -251,6 +283,8 @@ pub struct Autoscaler {
     pub options: AutoscalerOptions,
     /// Scale-down state (unneeded timers, remembered destinations, delays).
     pub scale_down: ScaleDownState,
+    /// Cluster state (scale-up requests, instance ages, backoff, health).
+    pub cluster_state: ClusterState,
     rng: ChaCha8Rng,
 }
 
@@ -259,15 +293,26 @@ impl Autoscaler {
     pub fn new(options: AutoscalerOptions) -> Autoscaler {
         let rng = ChaCha8Rng::seed_from_u64(options.seed);
         Autoscaler {
+            cluster_state: ClusterState::new(options.cluster_state.clone()),
             options,
             scale_down: ScaleDownState::default(),
             rng,
         }
     }
 
-    /// One loop at `now_ms`: scale-up for the pending pods, then scale-down planning, on one
-    /// snapshot of `view`. `in_flight` are deletions started by earlier loops and not finished;
-    /// `budget` bounds bin-packing and removal simulation together.
+    /// Reports that the provider call growing `group` (an `IncreaseSize` of this process) failed
+    /// at `now_ms`: the group is backed off at once and a `FailedToScaleUpGroup` event comes
+    /// with the next loop's events.
+    pub fn record_scale_up_failure(&mut self, group: &NodeGroupId, now_ms: i64, message: &str) {
+        self.cluster_state
+            .record_scale_up_failure(group, now_ms, message);
+    }
+
+    /// One loop at `now_ms`: cluster state first (broken instances, timed-out scale-ups,
+    /// health, backoff), then, if the cluster is healthy, scale-up for the pending pods and
+    /// scale-down planning on one snapshot of `view`. `in_flight` are deletions started by
+    /// earlier loops and not finished; `budget` bounds bin-packing and removal simulation
+    /// together. An unhealthy cluster only gets its instances without a node removed.
     pub fn run_once(
         &mut self,
         view: &ClusterView<'_>,
@@ -276,15 +321,32 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
     ) -> LoopOutcome {
+        let state = self.cluster_state.update(view.nodes, view.provider, now_ms);
+        let mut actions = state.actions;
+        let mut events = state.events;
+        let status = state.status;
+        if !status.healthy {
+            return LoopOutcome {
+                actions,
+                events,
+                status,
+                ..LoopOutcome::default()
+            };
+        }
+
         let mut warnings = Vec::new();
         let mut snapshot = build_snapshot(view, &mut warnings);
         let opts = &self.options;
-        let mut up = decide_scale_up_on(
+        let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
+        let blocked =
+            |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
+        let mut up = decide_scale_up_with_upcoming(
             &mut snapshot,
             view,
             &opts.scale_up,
             now_ms,
-            &|_, _| None,
+            &blocked,
+            Some(&upcoming),
             &mut self.rng,
             budget,
         );
@@ -293,12 +355,35 @@ impl Autoscaler {
         if !up.result.increases.is_empty() {
             self.scale_down.record_scale_up(now_ms);
         }
+        for inc in &up.result.increases {
+            self.cluster_state
+                .record_scale_up(&inc.group, inc.delta, now_ms);
+            events.push(Event {
+                reason: SCALED_UP_GROUP,
+                object: inc.group.to_string(),
+                message: format!(
+                    "Scale-up: setting group {} size to {} (+{})",
+                    inc.group, inc.new_target, inc.delta
+                ),
+                warning: false,
+            });
+        }
 
+        // Nodes of unhealthy groups are left alone by scale-down too.
+        let hidden: Vec<bool> = status
+            .groups
+            .iter()
+            .map(|g| g.unhealthy.is_some())
+            .collect();
+        let provider = HideGroups {
+            inner: view.provider,
+            hidden: &hidden,
+        };
         // Pending pods that fit existing nodes will land there: scale-down must see them placed.
         snapshot.fork();
         let _ = pending::place_on_existing(&mut snapshot, up.fit_existing.clone());
         let input = ScaleDownInput {
-            provider: view.provider,
+            provider: &provider,
             budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
             controllers,
             limits: &opts.scale_up.limits,
@@ -315,13 +400,37 @@ impl Autoscaler {
         );
         let _ = snapshot.revert();
 
-        let mut actions = scale_up_actions(&up.result);
+        actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
         LoopOutcome {
             scale_up: up,
             scale_down: down,
             actions,
+            events,
+            status,
         }
+    }
+}
+
+/// A provider that hides the nodes of some groups (unhealthy ones) from scale-down.
+struct HideGroups<'a> {
+    inner: &'a dyn CloudProvider,
+    hidden: &'a [bool],
+}
+
+impl CloudProvider for HideGroups<'_> {
+    fn node_groups(&self) -> &[NodeGroup] {
+        self.inner.node_groups()
+    }
+
+    fn node_group_of(&self, node: &Node) -> Option<usize> {
+        self.inner
+            .node_group_of(node)
+            .filter(|&g| !self.hidden.get(g).copied().unwrap_or(false))
+    }
+
+    fn gpu_label(&self) -> Option<&str> {
+        self.inner.gpu_label()
     }
 }
 
@@ -689,5 +798,405 @@ mod loop_tests {
             run(&mut a, &nodes, &pods, &p, 0).actions
         };
         assert_eq!(once(7), once(7));
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::*;
+    use crate::cluster_state::{
+        CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
+        SCALE_UP_TIMED_OUT,
+    };
+    use crate::drain::NoControllerLookup;
+    use crate::estimator::Unlimited;
+    use crate::node_group::{
+        Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
+    };
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
+
+    const SEC: i64 = 1000;
+    const MIN: i64 = 60 * SEC;
+    /// A clock value far from zero, as real loops see.
+    const T0: i64 = 1_700_000_000_000;
+
+    fn node(name: &str, ready: bool) -> Arc<Node> {
+        let b = NodeBuilder::new(name, 4000, 16 * GI).with_provider_id(&format!("test:///{name}"));
+        if ready { b.arc() } else { b.not_ready().arc() }
+    }
+
+    fn instance(id: &str, state: InstanceState, error: Option<InstanceError>) -> Instance {
+        Instance {
+            id: Arc::from(format!("test:///{id}")),
+            state,
+            error,
+        }
+    }
+
+    fn group(id: &str, nodes: &[Arc<Node>]) -> NodeGroup {
+        let mut g = NodeGroup::new(id, 0, 20, nodes.len());
+        g.instances = nodes
+            .iter()
+            .map(|n| instance(n.name.as_str(), InstanceState::Running, None))
+            .collect();
+        g
+    }
+
+    fn busy(node: &str, cpu: i64) -> Arc<Pod> {
+        PodBuilder::new(&format!("busy-{node}"), cpu, GI)
+            .owner("ReplicaSet", "busy")
+            .node_name(node)
+            .arc()
+    }
+
+    fn pending(name: &str) -> Arc<Pod> {
+        PodBuilder::new(name, 3000, GI)
+            .owner("ReplicaSet", "web")
+            .unschedulable()
+            .arc()
+    }
+
+    /// Groups `a` and `b`, one full 4-CPU node each, one pending 3-CPU pod.
+    fn two_groups() -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider) {
+        let (a1, b1) = (node("a1", true), node("b1", true));
+        let p = StaticProvider::new(vec![
+            group("a", std::slice::from_ref(&a1)),
+            group("b", std::slice::from_ref(&b1)),
+        ]);
+        let pods = vec![busy("a1", 4000), busy("b1", 4000), pending("p")];
+        (vec![a1, b1], pods, p)
+    }
+
+    fn run(
+        a: &mut Autoscaler,
+        nodes: &[Arc<Node>],
+        pods: &[Arc<Pod>],
+        p: &StaticProvider,
+        now: i64,
+    ) -> LoopOutcome {
+        let view = ClusterView {
+            nodes,
+            pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: p,
+            pdbs: &[],
+        };
+        a.run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            now,
+            &mut Unlimited,
+        )
+    }
+
+    /// Applies the actions as a provider would: increases create instances (in `Creating`, with
+    /// `error` if given), decreases drop instances without a node, deletions drop instances.
+    fn apply(p: &mut StaticProvider, actions: &[Action], error: Option<InstanceError>) {
+        for action in actions {
+            match action {
+                Action::IncreaseSize {
+                    group, new_target, ..
+                } => {
+                    let g = p.groups_mut().iter_mut().find(|g| g.id == *group).unwrap();
+                    while g.instances.len() < *new_target {
+                        let id = format!("{}-new{}", group, g.instances.len());
+                        g.instances
+                            .push(instance(&id, InstanceState::Creating, error.clone()));
+                    }
+                    g.target_size = *new_target;
+                }
+                Action::DecreaseTargetSize { group, delta } => {
+                    let g = p.groups_mut().iter_mut().find(|g| g.id == *group).unwrap();
+                    for _ in 0..*delta {
+                        if let Some(i) = g
+                            .instances
+                            .iter()
+                            .rposition(|i| i.state == InstanceState::Creating)
+                        {
+                            g.instances.remove(i);
+                        }
+                    }
+                    g.target_size -= delta;
+                }
+                Action::DeleteInstances {
+                    group, instances, ..
+                } => {
+                    let g = p.groups_mut().iter_mut().find(|g| g.id == *group).unwrap();
+                    g.instances.retain(|i| !instances.contains(&i.id));
+                    g.target_size -= instances.len();
+                }
+                _ => {}
+            }
+        }
+        p.reindex();
+    }
+
+    fn increases(out: &LoopOutcome) -> Vec<(String, usize)> {
+        out.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::IncreaseSize { group, delta, .. } => Some((group.to_string(), *delta)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reasons(out: &LoopOutcome) -> Vec<&'static str> {
+        out.events.iter().map(|e| e.reason).collect()
+    }
+
+    #[test]
+    fn a_timed_out_scale_up_is_reverted_backed_off_and_sought_elsewhere() {
+        let (nodes, pods, mut p) = two_groups();
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let first = run(&mut a, &nodes, &pods, &p, T0);
+        let grown = increases(&first);
+        assert_eq!(grown.len(), 1, "{:?}", first.actions);
+        let (x, other) = if grown[0].0 == "a" {
+            ("a", "b")
+        } else {
+            ("b", "a")
+        };
+        apply(&mut p, &first.actions, None);
+
+        // The node is on its way: the same pod causes no second scale-up.
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 10 * SEC);
+        assert!(increases(&out).is_empty(), "{:?}", out.actions);
+        let gx = out
+            .status
+            .groups
+            .iter()
+            .find(|g| g.id.as_str() == x)
+            .unwrap();
+        assert_eq!(gx.upcoming, 1);
+        assert_eq!(gx.requests.len(), 1);
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 15 * MIN);
+        assert!(out.actions.is_empty(), "{:?}", out.actions);
+
+        // Past the provision time: revert, back off, and grow the other group in the same loop.
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 15 * MIN + 5 * SEC);
+        assert_eq!(
+            out.actions[0],
+            Action::DecreaseTargetSize {
+                group: x.into(),
+                delta: 1
+            }
+        );
+        assert_eq!(increases(&out), vec![(other.to_string(), 1)]);
+        assert!(
+            reasons(&out).contains(&SCALE_UP_TIMED_OUT),
+            "{:?}",
+            out.events
+        );
+        let gx = out
+            .status
+            .groups
+            .iter()
+            .find(|g| g.id.as_str() == x)
+            .unwrap();
+        let b = gx.backoff.as_ref().expect("backed off");
+        assert_eq!(b.reason.code, "timeout");
+        assert_eq!(b.until_ms, T0 + 20 * MIN + 5 * SEC);
+        assert!(
+            gx.blocked_reason()
+                .unwrap()
+                .starts_with("in backoff after failed scale-up")
+        );
+        apply(&mut p, &out.actions, None);
+
+        // Next loop: nothing more (the other group's node is on its way), nothing repeated.
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 15 * MIN + 15 * SEC);
+        assert!(out.actions.is_empty(), "{:?}", out.actions);
+    }
+
+    #[test]
+    fn a_stockout_backs_off_at_once_deletes_the_instances_and_grows_another_group() {
+        let (nodes, pods, mut p) = two_groups();
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let first = run(&mut a, &nodes, &pods, &p, T0);
+        let x = increases(&first)[0].0.clone();
+        let stockout = InstanceError {
+            class: InstanceErrorClass::OutOfResources,
+            code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+            message: "no capacity in zone".into(),
+        };
+        apply(&mut p, &first.actions, Some(stockout));
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 10 * SEC);
+        let failed_id: Arc<str> = Arc::from(format!("test:///{x}-new1"));
+        assert_eq!(
+            out.actions[0],
+            Action::DeleteInstances {
+                group: x.as_str().into(),
+                instances: vec![failed_id],
+                reason: SCALE_UP_FAILED
+            }
+        );
+        let grown = increases(&out);
+        assert_eq!(grown.len(), 1, "{:?}", out.actions);
+        assert_ne!(grown[0].0, x);
+        assert!(reasons(&out).contains(&SCALE_UP_FAILED));
+        let gx = out
+            .status
+            .groups
+            .iter()
+            .find(|g| g.id.as_str() == x)
+            .unwrap();
+        let b = gx.backoff.as_ref().expect("backed off");
+        assert_eq!(b.reason.class, InstanceErrorClass::OutOfResources);
+        assert_eq!(b.until_ms, T0 + 10 * SEC + 5 * MIN);
+
+        // The shell has not deleted the instance yet: no duplicate deletion, no new scale-up.
+        let mut lagging = p.clone();
+        apply(&mut lagging, &out.actions[1..], None);
+        let again = run(&mut a, &nodes, &pods, &lagging, T0 + 20 * SEC);
+        assert!(again.actions.is_empty(), "{:?}", again.actions);
+    }
+
+    /// Eight nodes with `unready` of them unready, full, and one instance that never registered.
+    fn unready_cluster(unready: usize) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider) {
+        let nodes: Vec<Arc<Node>> = (0..8)
+            .map(|i| node(&format!("n{i}"), i >= unready))
+            .collect();
+        let mut g = group("ng", &nodes);
+        g.instances
+            .push(instance("ghost", InstanceState::Running, None));
+        g.target_size += 1;
+        let mut pods: Vec<Arc<Pod>> = nodes.iter().map(|n| busy(n.name.as_str(), 2000)).collect();
+        pods.push(pending("p"));
+        (nodes, pods, StaticProvider::new(vec![g]))
+    }
+
+    #[test]
+    fn an_unhealthy_cluster_only_removes_unregistered_instances() {
+        let (nodes, pods, p) = unready_cluster(4);
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let out = run(&mut a, &nodes, &pods, &p, T0);
+        assert!(!out.status.healthy);
+        assert!(
+            out.status
+                .message
+                .as_deref()
+                .unwrap()
+                .starts_with("Cluster is not ready for autoscaling")
+        );
+        assert!(reasons(&out).contains(&CLUSTER_UNHEALTHY));
+        assert!(out.actions.is_empty(), "{:?}", out.actions);
+        assert!(out.scale_up.result.increases.is_empty());
+        assert!(out.scale_down.unneeded.is_empty());
+
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 16 * MIN);
+        assert_eq!(
+            out.actions,
+            vec![Action::DeleteInstances {
+                group: "ng".into(),
+                instances: vec![Arc::from("test:///ghost")],
+                reason: DELETE_UNREGISTERED
+            }]
+        );
+        assert!(reasons(&out).contains(&DELETE_UNREGISTERED));
+    }
+
+    #[test]
+    fn three_unready_of_eight_is_healthy_and_scales() {
+        let (nodes, pods, mut p) = unready_cluster(3);
+        // Without the instance that never registered.
+        let g = &mut p.groups_mut()[0];
+        g.instances.pop();
+        g.target_size -= 1;
+        p.reindex();
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let out = run(&mut a, &nodes, &pods, &p, T0);
+        assert!(out.status.healthy);
+        assert_eq!(out.status.unready, 3);
+        assert!(out.status.groups[0].unhealthy.is_none());
+        assert_eq!(increases(&out), vec![("ng".to_string(), 1)]);
+        assert!(reasons(&out).contains(&SCALED_UP_GROUP));
+    }
+
+    /// An instance that never registers is deleted after the provision time; the excess it
+    /// stood for times out like a scale-up, so the group is backed off too.
+    #[test]
+    fn an_instance_that_never_registers_is_deleted_and_its_group_backed_off() {
+        let (nodes, pods, p) = unready_cluster(0);
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let out = run(&mut a, &nodes, &pods, &p, T0);
+        // The instance counts as upcoming and takes the pod.
+        assert!(out.actions.is_empty(), "{:?}", out.actions);
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 15 * MIN + SEC);
+        assert_eq!(
+            out.actions,
+            vec![Action::DeleteInstances {
+                group: "ng".into(),
+                instances: vec![Arc::from("test:///ghost")],
+                reason: DELETE_UNREGISTERED
+            }]
+        );
+        assert!(out.status.groups[0].backoff.is_some());
+        assert!(out.status.groups[0].unhealthy.is_none());
+    }
+
+    /// Seed 004, third scenario: after a restart, a group with no node in the cluster and a
+    /// target above what exists (instances stuck in creation, or none at all) is corrected
+    /// within one provision time of the first loop, and backed off.
+    #[test]
+    fn a_restart_rebuilds_requests_and_corrects_a_stuck_group_within_one_provision_time() {
+        for with_instances in [true, false] {
+            let mut g = NodeGroup::new("stuck", 0, 10, 2);
+            if with_instances {
+                g.instances = vec![
+                    instance("s1", InstanceState::Creating, None),
+                    instance("s2", InstanceState::Creating, None),
+                ];
+            }
+            let p = StaticProvider::new(vec![g]);
+            let mut a = Autoscaler::new(AutoscalerOptions::default());
+            let first = run(&mut a, &[], &[], &p, T0);
+            assert!(first.actions.is_empty());
+            let status = &first.status.groups[0];
+            assert_eq!(status.upcoming, 2);
+            assert_eq!(status.requests.len(), 1);
+            assert!(!status.requests[0].ours);
+            assert!(run(&mut a, &[], &[], &p, T0 + 15 * MIN).actions.is_empty());
+
+            let out = run(&mut a, &[], &[], &p, T0 + 15 * MIN + 10 * SEC);
+            let expected = if with_instances {
+                Action::DeleteInstances {
+                    group: "stuck".into(),
+                    instances: vec![Arc::from("test:///s1"), Arc::from("test:///s2")],
+                    reason: DELETE_UNREGISTERED,
+                }
+            } else {
+                Action::DecreaseTargetSize {
+                    group: "stuck".into(),
+                    delta: 2,
+                }
+            };
+            assert_eq!(out.actions, vec![expected]);
+            assert!(
+                reasons(&out).contains(&FIX_NODE_GROUP_SIZE),
+                "{:?}",
+                out.events
+            );
+            assert!(out.status.groups[0].backoff.is_some());
+            assert_eq!(out.status.groups[0].upcoming, 0);
+        }
+    }
+
+    #[test]
+    fn a_failed_provider_call_backs_off_at_once() {
+        let (nodes, pods, mut p) = two_groups();
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let first = run(&mut a, &nodes, &pods, &p, T0);
+        let x = increases(&first)[0].0.clone();
+        // The call failed: the provider shows nothing new.
+        a.record_scale_up_failure(&x.as_str().into(), T0 + SEC, "quota exceeded");
+        apply(&mut p, &[], None);
+        let out = run(&mut a, &nodes, &pods, &p, T0 + 10 * SEC);
+        assert!(reasons(&out).contains(&crate::cluster_state::FAILED_TO_SCALE_UP_GROUP));
+        let grown = increases(&out);
+        assert_eq!(grown.len(), 1);
+        assert_ne!(grown[0].0, x);
     }
 }

@@ -13,7 +13,9 @@
 pub mod actions;
 pub mod affinity;
 pub mod autoscaler;
+pub mod backoff;
 pub mod balance;
+pub mod cluster_state;
 pub mod convert;
 pub mod daemonset;
 pub mod drain;

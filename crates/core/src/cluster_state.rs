@@ -1,0 +1,807 @@
+//! Cluster state between loops: readiness of nodes, upcoming nodes, scale-up requests and their
+//! timeouts, failed and long-unregistered instances, backoff, and cluster and group health.
+//!
+//! Decides, from what the provider and the cluster show at `now` (never from memory alone), which
+//! groups are healthy and may grow, how many nodes are on their way per group, which broken
+//! instances must go (`DeleteInstances`), which unfulfilled scale-ups must be reverted
+//! (`DecreaseTargetSize`) and which events and status lines describe all that. Memory only adds
+//! ages: an instance or a target excess first seen at `T` is "since `T`", so a restart in the
+//! middle of a scale-up rebuilds its requests and still corrects them within one provision time.
+//!
+//! It never performs an action, never reads a clock, and never removes a registered node (only
+//! instances that have no node).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::actions::Action;
+use crate::backoff::{Backoff, BackoffOptions, FailureReason, ms};
+use crate::node::Node;
+use crate::node_group::{
+    CloudProvider, InstanceError, InstanceErrorClass, InstanceState, NodeGroup, NodeGroupId,
+};
+use crate::template::TO_BE_DELETED_TAINT;
+
+/// Event reason: a group was grown.
+pub const SCALED_UP_GROUP: &str = "ScaledUpGroup";
+/// Event reason: the provider call growing a group failed.
+pub const FAILED_TO_SCALE_UP_GROUP: &str = "FailedToScaleUpGroup";
+/// Event reason: a scale-up did not complete within the provision time.
+pub const SCALE_UP_TIMED_OUT: &str = "ScaleUpTimedOut";
+/// Event reason (and `DeleteInstances` reason): instances the provider reports in error.
+pub const SCALE_UP_FAILED: &str = "ScaleUpFailed";
+/// Event reason (and `DeleteInstances` reason): instances that never registered as nodes.
+pub const DELETE_UNREGISTERED: &str = "DeleteUnregistered";
+/// Event reason: the cluster has too many unready nodes to autoscale.
+pub const CLUSTER_UNHEALTHY: &str = "ClusterUnhealthy";
+/// Event reason: a target nobody asked for in this process's memory (after a restart, or set by
+/// someone else) was not reached within the provision time and is lowered to what exists.
+pub const FIX_NODE_GROUP_SIZE: &str = "FixNodeGroupSize";
+/// Status text of an unhealthy cluster.
+pub const NOT_READY_FOR_AUTOSCALING: &str = "Cluster is not ready for autoscaling";
+
+/// How long an issued deletion or target decrease is trusted to be under way before it is issued
+/// again, if the provider still shows the same thing.
+const REISSUE_MS: i64 = 2 * 60 * 1000;
+
+/// Options of the cluster state, with upstream's flag names and defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterStateOptions {
+    /// `--max-node-provision-time` (15m): how long a scale-up or a new instance may take to
+    /// register. Groups may override it ([`crate::node_group::NodeGroupOptions`]).
+    pub max_node_provision_time: Duration,
+    /// `--max-node-startup-time` (15m): how long a registered node may take to become Ready
+    /// before it counts as unready.
+    pub max_node_startup_time: Duration,
+    /// `--ok-total-unready-count` (3).
+    pub ok_total_unready_count: usize,
+    /// `--max-total-unready-percentage` (45).
+    pub max_total_unready_percentage: f64,
+    /// Backoff durations.
+    pub backoff: BackoffOptions,
+}
+
+impl Default for ClusterStateOptions {
+    fn default() -> Self {
+        ClusterStateOptions {
+            max_node_provision_time: Duration::from_secs(15 * 60),
+            max_node_startup_time: Duration::from_secs(15 * 60),
+            ok_total_unready_count: 3,
+            max_total_unready_percentage: 45.0,
+            backoff: BackoffOptions::default(),
+        }
+    }
+}
+
+/// A Kubernetes event for the shell to publish.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Reason, as upstream names it (e.g. [`SCALE_UP_TIMED_OUT`]).
+    pub reason: &'static str,
+    /// The object it is about: a node group id, or `cluster` for cluster-wide events.
+    pub object: String,
+    /// Message.
+    pub message: String,
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+}
+
+/// One outstanding part of a group's target that has no node yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaleUpRequest {
+    /// Nodes still expected from it.
+    pub delta: usize,
+    /// When it was made, or first seen (a target excess found without a request in memory).
+    pub since_ms: i64,
+    /// Made by this process (false: rebuilt from what the provider shows).
+    pub ours: bool,
+}
+
+/// Node and instance counts of one group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupReadiness {
+    /// Ready nodes.
+    pub ready: usize,
+    /// Not Ready nodes past the startup time.
+    pub unready: usize,
+    /// Not Ready nodes within the startup time (still upcoming).
+    pub not_started: usize,
+    /// Nodes being deleted (deletion timestamp or `ToBeDeletedByClusterAutoscaler` taint).
+    pub being_deleted: usize,
+    /// Instances without a node, within the provision time.
+    pub unregistered: usize,
+    /// Instances without a node for longer than the provision time.
+    pub long_unregistered: usize,
+    /// Instances without a node that the provider reports in error.
+    pub failed: usize,
+    /// Target minus everything the provider and the cluster show (instances not created yet).
+    pub missing: usize,
+}
+
+/// Why a group is backed off, and until when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackoffStatus {
+    /// End of the backoff, milliseconds since the Unix epoch.
+    pub until_ms: i64,
+    /// Failures since the last reset.
+    pub failures: u32,
+    /// The last failure.
+    pub reason: FailureReason,
+}
+
+/// One group in the status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupStatus {
+    /// Id.
+    pub id: NodeGroupId,
+    /// Min size.
+    pub min_size: usize,
+    /// Max size.
+    pub max_size: usize,
+    /// Target size the provider shows.
+    pub target_size: usize,
+    /// Counts.
+    pub readiness: GroupReadiness,
+    /// Nodes on their way that count as capacity for scale-up: registered but not started, and
+    /// instances (created or not yet) within the provision time, minus any part being reverted.
+    pub upcoming: usize,
+    /// Outstanding scale-up requests, oldest first.
+    pub requests: Vec<ScaleUpRequest>,
+    /// Why the group is unhealthy (not scaled), if it is.
+    pub unhealthy: Option<String>,
+    /// The backoff, if the group is backed off now.
+    pub backoff: Option<BackoffStatus>,
+}
+
+impl GroupStatus {
+    /// Why the group must not grow now (unhealthy or backed off), as shown to users.
+    pub fn blocked_reason(&self) -> Option<String> {
+        if let Some(why) = &self.unhealthy {
+            return Some(format!("node group unhealthy: {why}"));
+        }
+        self.backoff.as_ref().map(|b| {
+            format!(
+                "in backoff after failed scale-up ({}: {}) until {}",
+                class_name(b.reason.class),
+                b.reason.code,
+                format_time_ms(b.until_ms)
+            )
+        })
+    }
+}
+
+/// Cluster-wide status.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterStatus {
+    /// Whether the cluster is healthy enough to autoscale.
+    pub healthy: bool,
+    /// [`NOT_READY_FOR_AUTOSCALING`] with the counts when unhealthy.
+    pub message: Option<String>,
+    /// Ready nodes (all nodes, managed or not).
+    pub ready: usize,
+    /// Unready nodes past the startup time.
+    pub unready: usize,
+    /// Nodes not started yet.
+    pub not_started: usize,
+    /// Nodes being deleted.
+    pub being_deleted: usize,
+    /// All registered nodes.
+    pub total_nodes: usize,
+    /// Per group, in the provider's order.
+    pub groups: Vec<GroupStatus>,
+}
+
+/// What one update found and asks for.
+#[derive(Clone, Debug, Default)]
+pub struct StateUpdate {
+    /// The status.
+    pub status: ClusterStatus,
+    /// Deletions of broken instances and reverts of unfulfilled scale-ups.
+    pub actions: Vec<Action>,
+    /// Events.
+    pub events: Vec<Event>,
+}
+
+/// What is remembered about one group.
+#[derive(Clone, Debug, Default)]
+struct GroupMemory {
+    requests: Vec<ScaleUpRequest>,
+    /// Since when the group has a non-zero target and no node at all.
+    no_nodes_since_ms: Option<i64>,
+    /// A target decrease issued from this target at this time, not yet visible.
+    pending_revert: Option<(usize, i64)>,
+}
+
+/// What is remembered about one instance without a node.
+#[derive(Clone, Debug)]
+struct InstanceMemory {
+    first_seen_ms: i64,
+    delete_issued_ms: Option<i64>,
+    failure_recorded: bool,
+}
+
+/// The cluster state kept between loops.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterState {
+    /// Options.
+    pub options: ClusterStateOptions,
+    /// Per-group backoff.
+    pub backoff: Backoff,
+    groups: BTreeMap<NodeGroupId, GroupMemory>,
+    instances: FxHashMap<Arc<str>, InstanceMemory>,
+    queued_events: Vec<Event>,
+}
+
+/// Where a node stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeKind {
+    Ready,
+    Unready,
+    NotStarted,
+    BeingDeleted,
+}
+
+fn classify(node: &Node, now_ms: i64, startup_ms: i64) -> NodeKind {
+    if node.deletion_ms.is_some()
+        || node
+            .taints
+            .iter()
+            .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT)
+    {
+        NodeKind::BeingDeleted
+    } else if node.is_ready() {
+        NodeKind::Ready
+    } else if node
+        .creation_ms
+        .is_some_and(|c| now_ms < c.saturating_add(startup_ms))
+    {
+        NodeKind::NotStarted
+    } else {
+        NodeKind::Unready
+    }
+}
+
+/// Whether `unready` of `total` passes both thresholds (`--ok-total-unready-count` and
+/// `--max-total-unready-percentage`).
+fn too_many_unready(unready: usize, total: usize, opts: &ClusterStateOptions) -> bool {
+    unready > opts.ok_total_unready_count
+        && unready as f64 > opts.max_total_unready_percentage / 100.0 * total as f64
+}
+
+fn class_name(class: InstanceErrorClass) -> &'static str {
+    match class {
+        InstanceErrorClass::OutOfResources => "OutOfResources",
+        InstanceErrorClass::Other => "Other",
+    }
+}
+
+/// `2024-01-02T03:04:05Z` for milliseconds since the Unix epoch (UTC, proleptic Gregorian).
+pub fn format_time_ms(time_ms: i64) -> String {
+    let secs = time_ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl ClusterState {
+    /// Empty state with `options`.
+    pub fn new(options: ClusterStateOptions) -> ClusterState {
+        ClusterState {
+            backoff: Backoff::new(options.backoff.clone()),
+            options,
+            ..ClusterState::default()
+        }
+    }
+
+    fn provision_ms(&self, group: &NodeGroup) -> i64 {
+        ms(group
+            .options
+            .max_node_provision_time
+            .unwrap_or(self.options.max_node_provision_time))
+    }
+
+    /// Records an increase of `group` by `delta` made at `now_ms` (the shell applies it before
+    /// the next update, or reports its failure with [`ClusterState::record_scale_up_failure`]).
+    pub fn record_scale_up(&mut self, group: &NodeGroupId, delta: usize, now_ms: i64) {
+        if delta == 0 {
+            return;
+        }
+        let mem = self.groups.entry(group.clone()).or_default();
+        mem.requests.push(ScaleUpRequest {
+            delta,
+            since_ms: now_ms,
+            ours: true,
+        });
+    }
+
+    /// Records that the provider call growing `group` failed at `now_ms`: the request it was
+    /// for is dropped, the group is backed off at once, and a `FailedToScaleUpGroup` event is
+    /// queued for the next update.
+    pub fn record_scale_up_failure(&mut self, group: &NodeGroupId, now_ms: i64, message: &str) {
+        if let Some(mem) = self.groups.get_mut(group)
+            && let Some(i) = mem.requests.iter().rposition(|r| r.ours)
+        {
+            mem.requests.remove(i);
+        }
+        let until = self.backoff.record_failure(
+            group,
+            FailureReason {
+                class: InstanceErrorClass::Other,
+                code: "cloudProviderError".into(),
+                message: message.to_string(),
+            },
+            now_ms,
+        );
+        self.queued_events.push(Event {
+            reason: FAILED_TO_SCALE_UP_GROUP,
+            object: group.to_string(),
+            message: format!(
+                "Scale-up of {group} failed: {message}; backed off until {}",
+                format_time_ms(until)
+            ),
+            warning: true,
+        });
+    }
+
+    /// Brings the state up to date with `nodes` and the provider's groups at `now_ms`, and
+    /// returns the status with the actions and events it calls for. When the cluster is
+    /// unhealthy only instances without a node are deleted; timeouts wait (requests keep their
+    /// age and are judged once the cluster is healthy again).
+    pub fn update(
+        &mut self,
+        nodes: &[Arc<Node>],
+        provider: &dyn CloudProvider,
+        now_ms: i64,
+    ) -> StateUpdate {
+        let mut out = StateUpdate {
+            events: std::mem::take(&mut self.queued_events),
+            ..StateUpdate::default()
+        };
+        let groups = provider.node_groups();
+        let startup_ms = ms(self.options.max_node_startup_time);
+        self.backoff.remove_stale(now_ms);
+
+        // Nodes: cluster-wide and per group.
+        let mut per_group = vec![GroupReadiness::default(); groups.len()];
+        let mut registered: FxHashSet<Arc<str>> = FxHashSet::default();
+        let status = &mut out.status;
+        for node in nodes {
+            let kind = classify(node, now_ms, startup_ms);
+            status.total_nodes += 1;
+            let counts = |r: &mut GroupReadiness| match kind {
+                NodeKind::Ready => r.ready += 1,
+                NodeKind::Unready => r.unready += 1,
+                NodeKind::NotStarted => r.not_started += 1,
+                NodeKind::BeingDeleted => r.being_deleted += 1,
+            };
+            let mut all = GroupReadiness::default();
+            counts(&mut all);
+            status.ready += all.ready;
+            status.unready += all.unready;
+            status.not_started += all.not_started;
+            status.being_deleted += all.being_deleted;
+            if let Some(g) = provider.node_group_of(node).filter(|&g| g < groups.len()) {
+                counts(&mut per_group[g]);
+            }
+            if let Some(id) = &node.provider_id {
+                registered.insert(id.clone());
+            }
+        }
+        status.healthy = !too_many_unready(status.unready, status.total_nodes, &self.options);
+        if !status.healthy {
+            let msg = format!(
+                "{NOT_READY_FOR_AUTOSCALING}: {} of {} nodes are unready (more than {} and more than {}%)",
+                status.unready,
+                status.total_nodes,
+                self.options.ok_total_unready_count,
+                self.options.max_total_unready_percentage
+            );
+            out.events.push(Event {
+                reason: CLUSTER_UNHEALTHY,
+                object: "cluster".into(),
+                message: msg.clone(),
+                warning: true,
+            });
+            status.message = Some(msg);
+        }
+        let healthy = status.healthy;
+
+        let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
+        for (g, group) in groups.iter().enumerate() {
+            let provision_ms = self.provision_ms(group);
+            let readiness = &mut per_group[g];
+            let mut failed: Vec<(Arc<str>, &InstanceError)> = Vec::new();
+            let mut long: Vec<Arc<str>> = Vec::new();
+            let mut without_node = 0usize;
+            for inst in &group.instances {
+                if registered.contains(&inst.id) || inst.state == InstanceState::Deleting {
+                    continue;
+                }
+                seen.insert(inst.id.clone());
+                without_node += 1;
+                let m = self
+                    .instances
+                    .entry(inst.id.clone())
+                    .or_insert(InstanceMemory {
+                        first_seen_ms: now_ms,
+                        delete_issued_ms: None,
+                        failure_recorded: false,
+                    });
+                if let Some(err) = &inst.error {
+                    failed.push((inst.id.clone(), err));
+                } else if now_ms.saturating_sub(m.first_seen_ms) > provision_ms {
+                    long.push(inst.id.clone());
+                } else {
+                    readiness.unregistered += 1;
+                }
+            }
+            readiness.failed = failed.len();
+            readiness.long_unregistered = long.len();
+            let active = readiness.ready + readiness.unready + readiness.not_started;
+            readiness.missing = group.target_size.saturating_sub(active + without_node);
+
+            let mem = self.groups.entry(group.id.clone()).or_default();
+            if let Some((from, at)) = mem.pending_revert
+                && (group.target_size != from || now_ms.saturating_sub(at) > REISSUE_MS)
+            {
+                mem.pending_revert = None;
+            }
+            let reverting = mem.pending_revert.is_some();
+            let unfulfilled = if reverting {
+                0
+            } else {
+                readiness.unregistered + readiness.missing
+            };
+            let long_pending = long
+                .iter()
+                .filter(|id| {
+                    self.instances
+                        .get(*id)
+                        .is_none_or(|m| m.delete_issued_ms.is_none())
+                })
+                .count();
+
+            // Requests follow what the provider shows: arrived nodes complete the oldest ones;
+            // an excess nobody remembers asking for becomes a request aged from now.
+            let wanted = unfulfilled + long_pending;
+            let asked: usize = mem.requests.iter().map(|r| r.delta).sum();
+            if wanted < asked {
+                let mut done = asked - wanted;
+                let mut completed_since = None;
+                while done > 0 {
+                    let Some(first) = mem.requests.first_mut() else {
+                        break;
+                    };
+                    let take = done.min(first.delta);
+                    first.delta -= take;
+                    done -= take;
+                    if first.delta == 0 {
+                        completed_since = Some(first.since_ms);
+                        mem.requests.remove(0);
+                    }
+                }
+                // A completed scale-up ends the backoff, unless a failure came after it began.
+                if mem.requests.is_empty()
+                    && failed.is_empty()
+                    && let Some(since) = completed_since
+                    && self
+                        .backoff
+                        .get(&group.id)
+                        .is_some_and(|b| b.last_failure_ms <= since)
+                {
+                    self.backoff.remove(&group.id);
+                }
+            } else if wanted > asked {
+                mem.requests.push(ScaleUpRequest {
+                    delta: wanted - asked,
+                    since_ms: now_ms,
+                    ours: false,
+                });
+            }
+
+            // Timeout: the oldest request waited longer than the provision time.
+            let timed_out = healthy
+                && mem
+                    .requests
+                    .first()
+                    .is_some_and(|r| now_ms.saturating_sub(r.since_ms) > provision_ms);
+            let mut reverted = 0;
+            if timed_out {
+                let ours = mem.requests.iter().any(|r| r.ours);
+                let waiting: usize = mem.requests.iter().map(|r| r.delta).sum();
+                mem.requests.clear();
+                let reason = FailureReason {
+                    class: InstanceErrorClass::Other,
+                    code: "timeout".into(),
+                    message: format!(
+                        "{waiting} node(s) did not register within {}s",
+                        provision_ms / 1000
+                    ),
+                };
+                let until = self.backoff.record_failure(&group.id, reason, now_ms);
+                if unfulfilled > 0 {
+                    out.actions.push(Action::DecreaseTargetSize {
+                        group: group.id.clone(),
+                        delta: unfulfilled,
+                    });
+                    mem.pending_revert = Some((group.target_size, now_ms));
+                    reverted = unfulfilled;
+                }
+                let (reason, what) = if ours {
+                    (SCALE_UP_TIMED_OUT, "Scale-up")
+                } else {
+                    (FIX_NODE_GROUP_SIZE, "Target size")
+                };
+                out.events.push(Event {
+                    reason,
+                    object: group.id.to_string(),
+                    message: format!(
+                        "{what} of {} timed out: {waiting} node(s) did not register within {}s; \
+                         target lowered by {reverted} to {}; backed off until {}",
+                        group.id,
+                        provision_ms / 1000,
+                        group.target_size.saturating_sub(reverted),
+                        format_time_ms(until)
+                    ),
+                    warning: true,
+                });
+            }
+
+            // Failed instances: back off at once (once per new failure batch) and delete them.
+            let new_failures: Vec<&(Arc<str>, &InstanceError)> = failed
+                .iter()
+                .filter(|(id, _)| self.instances.get(id).is_some_and(|m| !m.failure_recorded))
+                .collect();
+            if let Some((_, err)) = new_failures.first() {
+                let until = self.backoff.record_failure(
+                    &group.id,
+                    FailureReason {
+                        class: err.class,
+                        code: err.code.clone(),
+                        message: err.message.clone(),
+                    },
+                    now_ms,
+                );
+                out.events.push(Event {
+                    reason: SCALE_UP_FAILED,
+                    object: group.id.to_string(),
+                    message: format!(
+                        "{} instance(s) of {} failed ({}: {}: {}); deleting them; backed off until {}",
+                        new_failures.len(),
+                        group.id,
+                        class_name(err.class),
+                        err.code,
+                        err.message,
+                        format_time_ms(until)
+                    ),
+                    warning: true,
+                });
+            }
+            for (id, _) in &new_failures {
+                if let Some(m) = self.instances.get_mut(id) {
+                    m.failure_recorded = true;
+                }
+            }
+            let failed_ids: Vec<Arc<str>> = failed.iter().map(|(id, _)| id.clone()).collect();
+            for (ids, reason) in [(failed_ids, SCALE_UP_FAILED), (long, DELETE_UNREGISTERED)] {
+                let due: Vec<Arc<str>> = ids
+                    .into_iter()
+                    .filter(|id| match self.instances.get_mut(id) {
+                        Some(m) => {
+                            let due = m
+                                .delete_issued_ms
+                                .is_none_or(|t| now_ms.saturating_sub(t) > REISSUE_MS);
+                            if due {
+                                m.delete_issued_ms = Some(now_ms);
+                            }
+                            due
+                        }
+                        None => false,
+                    })
+                    .collect();
+                if due.is_empty() {
+                    continue;
+                }
+                if reason == DELETE_UNREGISTERED {
+                    out.events.push(Event {
+                        reason,
+                        object: group.id.to_string(),
+                        message: format!(
+                            "Removing {} instance(s) of {} that did not register within {}s: {}",
+                            due.len(),
+                            group.id,
+                            provision_ms / 1000,
+                            due.iter().map(|s| &**s).collect::<Vec<_>>().join(", ")
+                        ),
+                        warning: false,
+                    });
+                }
+                out.actions.push(Action::DeleteInstances {
+                    group: group.id.clone(),
+                    instances: due,
+                    reason,
+                });
+            }
+
+            // Health of the group.
+            let mem = self.groups.entry(group.id.clone()).or_default();
+            let all_nodes = active + readiness.being_deleted;
+            let mut unhealthy = None;
+            if group.target_size > 0 && all_nodes == 0 {
+                let since = *mem.no_nodes_since_ms.get_or_insert(now_ms);
+                if now_ms.saturating_sub(since) > provision_ms {
+                    unhealthy = Some(format!(
+                        "target size {} but no node registered for longer than {}s",
+                        group.target_size,
+                        provision_ms / 1000
+                    ));
+                }
+            } else {
+                mem.no_nodes_since_ms = None;
+            }
+            let requested: usize = mem.requests.iter().map(|r| r.delta).sum();
+            let min_acceptable = group
+                .target_size
+                .saturating_sub(requested + reverted)
+                .saturating_sub(readiness.failed + readiness.long_unregistered);
+            let unjustified = min_acceptable.saturating_sub(readiness.ready);
+            if unhealthy.is_none() && too_many_unready(unjustified, active, &self.options) {
+                unhealthy = Some(format!(
+                    "{unjustified} node(s) missing or unready below the acceptable {min_acceptable}"
+                ));
+            }
+            let reverting = reverting || reverted > 0;
+            let upcoming = readiness.not_started + if reverting { 0 } else { unfulfilled };
+            let backoff = self
+                .backoff
+                .active(&group.id, now_ms)
+                .map(|b| BackoffStatus {
+                    until_ms: b.until_ms,
+                    failures: b.failures,
+                    reason: b.reason.clone(),
+                });
+            out.status.groups.push(GroupStatus {
+                id: group.id.clone(),
+                min_size: group.min_size,
+                max_size: group.max_size,
+                target_size: group.target_size,
+                readiness: readiness.clone(),
+                upcoming,
+                requests: mem.requests.clone(),
+                unhealthy,
+                backoff,
+            });
+        }
+
+        // Forget what the provider no longer shows.
+        self.instances.retain(|id, _| seen.contains(id));
+        let ids: FxHashSet<&NodeGroupId> = groups.iter().map(|g| &g.id).collect();
+        self.groups.retain(|id, _| ids.contains(id));
+
+        if !healthy {
+            out.actions
+                .retain(|a| matches!(a, Action::DeleteInstances { .. }));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node_group::{Instance, StaticProvider};
+    use crate::testing::{GI, NodeBuilder};
+
+    const MIN: i64 = 60_000;
+    const T0: i64 = 1_700_000_000_000;
+
+    fn node(name: &str, ready: bool) -> Arc<Node> {
+        let b = NodeBuilder::new(name, 4000, 16 * GI).with_provider_id(&format!("test:///{name}"));
+        if ready { b.arc() } else { b.not_ready().arc() }
+    }
+
+    fn provider(nodes: &[Arc<Node>], target: usize) -> StaticProvider {
+        let mut g = NodeGroup::new("ng", 0, 20, target);
+        g.instances = nodes
+            .iter()
+            .map(|n| Instance {
+                id: n.provider_id.clone().unwrap_or_else(|| Arc::from("")),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect();
+        StaticProvider::new(vec![g])
+    }
+
+    #[test]
+    fn a_later_increase_does_not_extend_the_deadline_of_an_earlier_one() {
+        let mut s = ClusterState::default();
+        let id = NodeGroupId::from("ng");
+        let nodes = vec![node("n1", true)];
+        s.record_scale_up(&id, 1, T0);
+        s.update(&nodes, &provider(&nodes, 2), T0 + MIN);
+        // Ten minutes later more pods ask for another node of the same group.
+        s.record_scale_up(&id, 1, T0 + 10 * MIN);
+        let u = s.update(&nodes, &provider(&nodes, 3), T0 + 10 * MIN + 10_000);
+        assert_eq!(u.status.groups[0].requests.len(), 2);
+        assert_eq!(u.status.groups[0].upcoming, 2);
+        // The first request still times out fifteen minutes after it was made.
+        let u = s.update(&nodes, &provider(&nodes, 3), T0 + 15 * MIN + 1);
+        assert_eq!(
+            u.actions,
+            vec![Action::DecreaseTargetSize {
+                group: id.clone(),
+                delta: 2
+            }]
+        );
+        assert_eq!(u.events[0].reason, SCALE_UP_TIMED_OUT);
+    }
+
+    #[test]
+    fn registered_nodes_complete_a_request_and_end_an_older_backoff() {
+        let mut s = ClusterState::default();
+        let id = NodeGroupId::from("ng");
+        s.record_scale_up_failure(&id, T0, "boom");
+        let mut nodes = vec![node("n1", true)];
+        let u = s.update(&nodes, &provider(&nodes, 1), T0 + 10 * MIN);
+        assert_eq!(u.events[0].reason, FAILED_TO_SCALE_UP_GROUP);
+        // Backoff over; a new scale-up of one node registers.
+        s.record_scale_up(&id, 1, T0 + 10 * MIN);
+        let u = s.update(&nodes, &provider(&nodes, 2), T0 + 11 * MIN);
+        assert_eq!(u.status.groups[0].upcoming, 1);
+        nodes.push(node("n2", true));
+        let u = s.update(&nodes, &provider(&nodes, 2), T0 + 12 * MIN);
+        assert!(u.status.groups[0].requests.is_empty());
+        assert_eq!(u.status.groups[0].upcoming, 0);
+        assert!(s.backoff.get(&id).is_none());
+    }
+
+    #[test]
+    fn a_group_with_too_many_unready_nodes_is_unhealthy() {
+        let mut s = ClusterState::default();
+        let mut nodes: Vec<Arc<Node>> = (0..4).map(|i| node(&format!("u{i}"), false)).collect();
+        nodes.extend((0..2).map(|i| node(&format!("r{i}"), true)));
+        let p = provider(&nodes, 6);
+        // Plus healthy unmanaged nodes, so the cluster as a whole stays healthy.
+        let mut all = nodes.clone();
+        all.extend(
+            (0..10)
+                .map(|i| Arc::new(NodeBuilder::new(&format!("static{i}"), 4000, 16 * GI).build())),
+        );
+        let u = s.update(&all, &p, T0);
+        assert!(u.status.healthy);
+        let g = &u.status.groups[0];
+        assert_eq!(g.readiness.unready, 4);
+        assert!(g.unhealthy.is_some());
+        assert!(
+            g.blocked_reason()
+                .unwrap()
+                .starts_with("node group unhealthy")
+        );
+    }
+
+    #[test]
+    fn times_are_formatted_as_rfc3339() {
+        assert_eq!(format_time_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_time_ms(1_700_000_000_999), "2023-11-14T22:13:20Z");
+        assert_eq!(format_time_ms(951_782_400_000), "2000-02-29T00:00:00Z");
+    }
+}
