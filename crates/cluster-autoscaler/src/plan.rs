@@ -107,18 +107,40 @@ pub fn plan_text(
         let _ = writeln!(out, "warning: {w}");
     }
 
-    let groups = autoscaler_core::node_group::CloudProvider::node_groups(&d.provider);
+    let status = &outcome.status;
+    let _ = writeln!(
+        out,
+        "\nCluster: {} ({} ready, {} unready, {} starting, {} being deleted)",
+        status.message.as_deref().unwrap_or("healthy"),
+        status.ready,
+        status.unready,
+        status.not_started,
+        status.being_deleted
+    );
     let _ = writeln!(
         out,
         "\nNode groups:{}",
-        if groups.is_empty() { " none found" } else { "" }
+        if status.groups.is_empty() {
+            " none found"
+        } else {
+            ""
+        }
     );
-    for g in groups {
-        let _ = writeln!(
-            out,
+    for g in &status.groups {
+        let mut line = format!(
             "  {}: size {} (min {}, max {})",
             g.id, g.target_size, g.min_size, g.max_size
         );
+        if g.upcoming > 0 {
+            let _ = write!(line, ", {} upcoming", g.upcoming);
+        }
+        if let Some(why) = g.blocked_reason() {
+            let _ = write!(line, "; {why}");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    for e in &outcome.events {
+        let _ = writeln!(out, "  event {} {}: {}", e.reason, e.object, e.message);
     }
 
     let up = &outcome.scale_up;

@@ -274,3 +274,48 @@ fn json_output_carries_the_same_decision() {
         serde_json::json!(["increase MachineDeployment/default/general by 1 to 3"])
     );
 }
+
+#[test]
+fn a_failed_machine_backs_its_group_off_and_is_deleted() {
+    let failed = r#"
+---
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: Machine
+metadata:
+  name: gpu-1-b
+  namespace: default
+  labels: {cluster.x-k8s.io/deployment-name: gpu}
+  ownerReferences: [{apiVersion: cluster.x-k8s.io/v1beta1, kind: MachineSet, name: gpu-1, uid: ms-gpu, controller: true}]
+spec: {clusterName: demo}
+status: {phase: Failed, failureReason: InsufficientCapacity, failureMessage: "no GPU capacity in zone-a"}
+"#;
+    // The gpu group asked for a second machine, which failed.
+    let text = std::fs::read_to_string(example())
+        .unwrap()
+        .replace("replicas: 1\n", "replicas: 2\n")
+        + failed;
+    let f = TempPath::with_text(&text);
+    let out = run(&["plan", "--snapshot", f.as_str(), "--now", NOW]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("MachineDeployment/default/gpu: size 2 (min 0, max 3)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("in backoff after failed scale-up"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("event ScaleUpFailed MachineDeployment/default/gpu"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("delete instance(s) clusterapi://default/gpu-1-b of MachineDeployment/default/gpu (ScaleUpFailed)"),
+        "{stdout}"
+    );
+}
