@@ -13,6 +13,7 @@ use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::actions::{Action, PodRef};
 use autoscaler_core::autoscaler::{Autoscaler, ClusterView};
 use autoscaler_core::estimator::Unlimited;
+use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::objects::read_objects;
 use autoscaler_core::scale_down::InFlight;
 use autoscaler_core::template::TO_BE_DELETED_TAINT;
@@ -175,10 +176,18 @@ impl<'a> Driver<'a> {
                 GroupLog::default(),
             );
         }
+        // The priority expander's ConfigMap, read as the live shell reads it from the cluster.
+        let mut options = scenario.options.clone();
+        let priorities = scenario.objects.iter().find_map(|o| {
+            (o["kind"] == "ConfigMap" && o["metadata"]["name"] == PRIORITY_CONFIG_MAP_NAME)
+                .then(|| o["data"][PRIORITY_CONFIG_KEY].as_str())
+                .flatten()
+        });
+        options.scale_up.expander.set_priority_text(priorities);
         Ok(Driver {
             scenario,
             world,
-            autoscaler: Autoscaler::new(scenario.options.clone()),
+            autoscaler: Autoscaler::new(options),
             config: ClusterApiConfig::default(),
             drains: Vec::new(),
             log,
