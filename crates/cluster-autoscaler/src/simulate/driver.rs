@@ -290,7 +290,6 @@ impl<'a> Driver<'a> {
         let outcome =
             self.autoscaler
                 .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
-        drop(view);
         for action in outcome.actions {
             self.apply(action);
         }

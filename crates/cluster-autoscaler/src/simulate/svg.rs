@@ -17,6 +17,9 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
 ];
 
+/// A named, coloured series of `(seconds, value)` points.
+type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+
 fn nice_max(v: f64) -> f64 {
     if v <= 1.0 {
         return 1.0;
@@ -37,14 +40,7 @@ fn esc(s: &str) -> String {
 }
 
 /// One panel: axes, ticks, labels and a step line per series.
-fn panel(
-    o: &mut String,
-    top: f64,
-    title: &str,
-    ylabel: &str,
-    dur_s: f64,
-    series: &[(&str, &str, Vec<(f64, f64)>)],
-) {
+fn panel(o: &mut String, top: f64, title: &str, ylabel: &str, dur_s: f64, series: &[Series<'_>]) {
     let plot_w = W - LEFT - RIGHT;
     let ymax = nice_max(
         series
@@ -159,7 +155,7 @@ pub fn timeline(r: &Report) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif">"#
     );
     let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let groups: Vec<(&str, &str, Vec<(f64, f64)>)> = r
+    let groups: Vec<Series<'_>> = r
         .groups
         .iter()
         .enumerate()
