@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod plan;
+mod simulate;
 
 /// Kubernetes cluster autoscaler.
 #[derive(Debug, Parser)]
@@ -23,6 +24,11 @@ enum Command {
     /// snapshot it would fit and, where it would not, why not, in kube-scheduler's words. Later
     /// versions add the full scale-up and scale-down plan.
     Plan(plan::PlanArgs),
+    /// Run the autoscaler against a simulated cluster in virtual time and report what happened.
+    ///
+    /// Without SCENARIO it runs a built-in scenario (three node groups, a morning burst, quiet
+    /// hours, a PodDisruptionBudget). Scenario files are described in docs/scenarios.md.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +46,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Plan(args) => plan::run(&args),
+        Command::Simulate(args) => simulate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -61,6 +68,11 @@ impl CliError {
     /// Bad usage or bad input (a flag, a file, an object): exit code 2.
     pub fn usage(error: anyhow::Error) -> CliError {
         CliError { code: 2, error }
+    }
+
+    /// A failure to write output: exit code 1.
+    pub fn io(error: anyhow::Error) -> CliError {
+        CliError { code: 1, error }
     }
 
     /// The process exit code.

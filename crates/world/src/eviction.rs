@@ -158,3 +158,35 @@ impl World {
         Ok(())
     }
 }
+
+/// A budget's state as the disruption controller computes it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetStatus {
+    /// `namespace/name`.
+    pub pdb: String,
+    /// Pods the selector matches that are bound and running.
+    pub healthy: i64,
+    /// Pods that must stay healthy.
+    pub desired: i64,
+}
+
+impl World {
+    /// Every budget's current healthy and desired counts, sorted by budget (for callers that
+    /// check that no disruption broke a budget).
+    pub fn budget_statuses(&self) -> Vec<BudgetStatus> {
+        let mut v: Vec<BudgetStatus> = self
+            .budgets()
+            .into_iter()
+            .map(|((ns, n), _, view)| {
+                let b = self.budget_of(&view);
+                BudgetStatus {
+                    pdb: format!("{ns}/{n}"),
+                    healthy: b.healthy,
+                    desired: b.desired,
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.pdb.cmp(&b.pdb));
+        v
+    }
+}

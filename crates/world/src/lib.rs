@@ -21,7 +21,7 @@ pub mod time;
 pub mod workloads;
 pub mod world;
 
-pub use eviction::EvictionError;
+pub use eviction::{BudgetStatus, EvictionError};
 pub use machines::NodeGroupSpec;
 pub use metrics::{Metrics, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};

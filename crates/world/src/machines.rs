@@ -570,3 +570,39 @@ impl World {
         })
     }
 }
+
+impl World {
+    /// Deletes a Machine object (with its Node and the Node's pods), as `kubectl delete
+    /// machine` does; its MachineSet then replaces it if the replicas still ask for it.
+    pub fn remove_machine(&mut self, namespace: &str, name: &str) -> Result<(), WorldError> {
+        let k = (namespace.to_string(), name.to_string());
+        let Some(group) = self.machines.get(&k).map(|m| m.group.clone()) else {
+            return Err(WorldError::NotFound(format!("Machine {namespace}/{name}")));
+        };
+        self.delete_machine(&k);
+        self.reconcile_group(&group);
+        self.reconcile();
+        Ok(())
+    }
+
+    /// Removes an annotation from a Machine (no-op if it is absent).
+    pub fn remove_machine_annotation(
+        &mut self,
+        namespace: &str,
+        machine: &str,
+        annotation: &str,
+    ) -> Result<(), WorldError> {
+        let k = key(CAPI_GROUP, "Machine", namespace, machine);
+        let Some(mut obj) = self.get_owned(&k) else {
+            return Err(WorldError::NotFound(k.to_string()));
+        };
+        if let Some(a) = obj
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            a.remove(annotation);
+        }
+        self.put(obj)?;
+        Ok(())
+    }
+}

@@ -616,6 +616,33 @@ impl World {
         Ok(())
     }
 
+    /// Deletes the objects of pods that have finished (phase `Succeeded` or `Failed`), as the
+    /// pod garbage collector does; returns how many. Keeps long replays from carrying every
+    /// finished pod in the store.
+    pub fn gc_terminal_pods(&mut self) -> usize {
+        let done: Vec<ObjectKey> = self
+            .store
+            .objects()
+            .list("", "Pod")
+            .filter(|(_, v)| {
+                matches!(
+                    v.pointer("/status/phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                )
+            })
+            .map(|(k, _)| k.clone())
+            .filter(|k| {
+                !self
+                    .pods
+                    .contains_key(&(k.namespace.clone(), k.name.clone()))
+            })
+            .collect();
+        for k in &done {
+            self.store.delete(k, self.now);
+        }
+        done.len()
+    }
+
     /// Adds a bare pod (no controller) that runs for `lifetime_ms` once started, or forever.
     pub fn add_pod(&mut self, obj: Value, lifetime_ms: Option<SimTime>) -> Result<(), WorldError> {
         self.create_pod(obj, Owner::None, lifetime_ms)?;

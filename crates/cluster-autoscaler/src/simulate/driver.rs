@@ -1,0 +1,588 @@
+//! The simulation driver: runs the real decision core (`Autoscaler::run_once`) every scan
+//! interval of virtual time against the simulated world, and applies each action to the world
+//! the way the live shell would (scale subresource, taints, Eviction API, Machine annotations).
+//!
+//! It decides how actions are carried out over time (drains kept in flight across loops, a
+//! PodDisruptionBudget refusal retried until a timeout) and records what happened for the
+//! report. It never decides what to scale (the core does) and never reads the real clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use autoscaler_clusterapi::changes::ObjectChange;
+use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_core::actions::{Action, PodRef};
+use autoscaler_core::autoscaler::{Autoscaler, ClusterView};
+use autoscaler_core::estimator::Unlimited;
+use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
+use autoscaler_core::objects::read_objects;
+use autoscaler_core::scale_down::InFlight;
+use autoscaler_core::template::TO_BE_DELETED_TAINT;
+use autoscaler_world::{Metrics, SimTime, World, WorldConfig, WorldError};
+use serde_json::Value;
+
+use super::scenario::{Scenario, group_object};
+
+/// How long a drain keeps retrying evictions refused by a budget before it gives up (upstream's
+/// pod eviction timeout is 2 minutes).
+pub const DRAIN_TIMEOUT_MS: SimTime = 120_000;
+
+/// The cluster name of the simulated Cluster API objects.
+const CLUSTER: &str = "sim";
+
+/// Why a simulation could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The world refused an object of the scenario.
+    #[error("scenario object {what}: {source}")]
+    World {
+        /// Which object.
+        what: String,
+        /// Why.
+        source: WorldError,
+    },
+}
+
+/// What happened to one node group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupLog {
+    /// Scale-ups applied.
+    pub scale_ups: u64,
+    /// Nodes asked for by them.
+    pub nodes_added: u64,
+    /// Scale-ups the API refused.
+    pub scale_up_errors: u64,
+    /// Nodes removed by scale-down (empty or drained).
+    pub nodes_removed: u64,
+    /// Machines seen failed (stockouts).
+    pub failed_provisionings: u64,
+    /// Broken instances removed (`DeleteInstances`).
+    pub instances_deleted: u64,
+    /// Target decreases applied (`DecreaseTargetSize`).
+    pub target_decreases: u64,
+}
+
+/// A failure of a group and whether (and when) another group was grown after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// The group that failed.
+    pub group: String,
+    /// When the failure was first seen.
+    pub failed_at_ms: SimTime,
+    /// The group grown instead, and when.
+    pub fell_back: Option<(String, SimTime)>,
+}
+
+/// Everything the report is built from.
+#[derive(Clone, Debug, Default)]
+pub struct RunLog {
+    /// The world's samples and pod waits.
+    pub metrics: Metrics,
+    /// Loops run.
+    pub loops: u64,
+    /// Per group (`namespace/name`).
+    pub groups: BTreeMap<String, GroupLog>,
+    /// Pods evicted.
+    pub evictions: u64,
+    /// Evictions refused by a budget (retried later).
+    pub eviction_refusals: u64,
+    /// Evictions or deletions after which a budget had fewer healthy pods than it requires
+    /// while it had enough before.
+    pub pdb_violations: u64,
+    /// Drains started.
+    pub drains: u64,
+    /// Drains given up.
+    pub drains_failed: u64,
+    /// Failures and fallbacks.
+    pub fallbacks: Vec<Fallback>,
+    /// Actions that could not be applied, with why (first 50).
+    pub errors: Vec<String>,
+    /// How many actions could not be applied.
+    pub error_count: u64,
+    /// Pods never started by the end (still pending).
+    pub pending_at_end: usize,
+    /// Pods created in total (workload controllers and replay).
+    pub pods_created: usize,
+}
+
+/// A drain in progress.
+#[derive(Clone, Debug)]
+struct Drain {
+    group: String,
+    node: String,
+    left: Vec<PodRef>,
+    sequential: bool,
+    deadline: SimTime,
+}
+
+/// The driver: a world, the autoscaler and what is in flight.
+pub struct Driver<'a> {
+    scenario: &'a Scenario,
+    world: World,
+    autoscaler: Autoscaler,
+    config: ClusterApiConfig,
+    drains: Vec<Drain>,
+    log: RunLog,
+    seen_failed: BTreeSet<String>,
+}
+
+fn short(group_id: &str) -> String {
+    group_id
+        .strip_prefix("MachineDeployment/")
+        .unwrap_or(group_id)
+        .to_string()
+}
+
+impl<'a> Driver<'a> {
+    /// Builds the world of `scenario` at time 0.
+    pub fn new(scenario: &'a Scenario) -> Result<Driver<'a>, DriverError> {
+        let mut world = World::new(WorldConfig {
+            seed: scenario.seed,
+            metrics_interval_ms: scenario.sample_interval,
+            default_delay: scenario.default_delay,
+            cluster_name: CLUSTER.into(),
+            ..WorldConfig::default()
+        });
+        let err = |what: String| move |source| DriverError::World { what, source };
+        for g in &scenario.groups {
+            if let Some(d) = g.delay {
+                world.set_provisioning_delay(&g.spec.name, d);
+            }
+            world
+                .apply(group_object(g, CLUSTER))
+                .map_err(err(format!("node group {}", g.spec.name)))?;
+        }
+        for f in &scenario.faults {
+            world.inject_fault(f.clone());
+        }
+        for (i, o) in scenario.objects.iter().enumerate() {
+            world
+                .apply(o.clone())
+                .map_err(err(format!("objects[{i}]")))?;
+        }
+        for d in &scenario.daemon_sets {
+            world
+                .add_daemon_set(d.clone())
+                .map_err(err(format!("DaemonSet {}", d.name)))?;
+        }
+        for r in &scenario.replica_sets {
+            world
+                .add_replica_set(r.clone())
+                .map_err(err(format!("Deployment {}", r.name)))?;
+        }
+        let mut log = RunLog::default();
+        for g in &scenario.groups {
+            log.groups.insert(
+                format!("{}/{}", g.spec.namespace, g.spec.name),
+                GroupLog::default(),
+            );
+        }
+        // The priority expander's ConfigMap, read as the live shell reads it from the cluster.
+        let mut options = scenario.options.clone();
+        let priorities = scenario.objects.iter().find_map(|o| {
+            (o["kind"] == "ConfigMap" && o["metadata"]["name"] == PRIORITY_CONFIG_MAP_NAME)
+                .then(|| o["data"][PRIORITY_CONFIG_KEY].as_str())
+                .flatten()
+        });
+        options.scale_up.expander.set_priority_text(priorities);
+        Ok(Driver {
+            scenario,
+            world,
+            autoscaler: Autoscaler::new(options),
+            config: ClusterApiConfig::default(),
+            drains: Vec::new(),
+            log,
+            seen_failed: BTreeSet::new(),
+        })
+    }
+
+    /// Runs to the end of the scenario, calling `progress` with the virtual time after each loop.
+    pub fn run(mut self, progress: &mut dyn FnMut(SimTime)) -> RunLog {
+        let s = self.scenario;
+        let mut jobs = s.jobs.iter().peekable();
+        let mut pods = s.pods.iter().peekable();
+        let mut t: SimTime = 0;
+        loop {
+            // Creations due before this loop, each at its own instant.
+            loop {
+                let next_job = jobs.peek().map(|j| j.0).filter(|&at| at <= t);
+                let next_pod = pods.peek().map(|p| p.at).filter(|&at| at <= t);
+                match (next_job, next_pod) {
+                    (Some(j), p) if p.is_none_or(|p| j <= p) => {
+                        if let Some((at, spec)) = jobs.next() {
+                            self.world.step_until(*at);
+                            if let Err(e) = self.world.add_job(spec.clone()) {
+                                self.error(format!("job {}: {e}", spec.name));
+                            }
+                        }
+                    }
+                    (_, Some(_)) => {
+                        if let Some(p) = pods.next() {
+                            self.world.step_until(p.at);
+                            if let Err(e) = self.world.add_pod(p.object.clone(), p.lifetime) {
+                                self.error(format!("trace pod: {e}"));
+                            }
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            self.world.step_until(t);
+            self.one_loop(t);
+            progress(t);
+            if t >= s.duration {
+                break;
+            }
+            t = (t + s.scan_interval).min(s.duration);
+            if !s.pods.is_empty() {
+                self.world.gc_terminal_pods();
+            }
+        }
+        self.world.sample_metrics();
+        self.log.metrics = self.world.metrics().clone();
+        self.log.pending_at_end = self.world.pending_count();
+        self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
+        self.log
+    }
+
+    fn error(&mut self, e: String) {
+        self.log.error_count += 1;
+        if self.log.errors.len() < 50 {
+            self.log
+                .errors
+                .push(format!("{}: {e}", super::report::clock(self.world.now())));
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.world.config().epoch_ms + self.world.now() as i64
+    }
+
+    fn provider(&self) -> ClusterApiProvider {
+        ClusterApiProvider::discover(self.world.objects(), &self.config).0
+    }
+
+    fn one_loop(&mut self, t: SimTime) {
+        self.log.loops += 1;
+        self.observe_failures(t);
+        self.continue_drains();
+        let store = self.world.store();
+        let (objects, _errors) = read_objects(&store);
+        let (provider, _warnings) = ClusterApiProvider::discover(&store, &self.config);
+        let mut in_flight = InFlight {
+            per_group: vec![0; provider.resources().len()],
+            empty: 0,
+            drains: self.drains.len(),
+        };
+        for d in &self.drains {
+            if let Some(i) = provider.group_index(&d.group) {
+                in_flight.per_group[i] += 1;
+            }
+        }
+        let view = ClusterView {
+            nodes: &objects.nodes,
+            pods: &objects.pods,
+            daemonsets: &objects.daemonsets,
+            namespaces: &objects.namespaces,
+            provider: &provider,
+            pdbs: &objects.pdbs,
+        };
+        let now = self.now_ms();
+        let outcome =
+            self.autoscaler
+                .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
+        for action in outcome.actions {
+            self.apply(action);
+        }
+    }
+
+    /// Records Machines that failed to provision since the last loop.
+    fn observe_failures(&mut self, t: SimTime) {
+        let failed: Vec<(String, String)> = self
+            .world
+            .objects()
+            .list("cluster.x-k8s.io", "Machine")
+            .filter(|(_, m)| m.pointer("/status/failureReason").is_some())
+            .map(|(k, m)| {
+                let group = m
+                    .pointer("/metadata/labels/cluster.x-k8s.io~1deployment-name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                (
+                    format!("{}/{}", k.namespace, k.name),
+                    format!("{}/{group}", k.namespace),
+                )
+            })
+            .collect();
+        for (machine, group) in failed {
+            if self.seen_failed.insert(machine) {
+                self.log
+                    .groups
+                    .entry(group.clone())
+                    .or_default()
+                    .failed_provisionings += 1;
+                self.failure(group, t);
+            }
+        }
+    }
+
+    fn failure(&mut self, group: String, t: SimTime) {
+        let open = self
+            .log
+            .fallbacks
+            .iter()
+            .any(|f| f.group == group && f.fell_back.is_none());
+        if !open {
+            self.log.fallbacks.push(Fallback {
+                group,
+                failed_at_ms: t,
+                fell_back: None,
+            });
+        }
+    }
+
+    fn scaled_up(&mut self, group: &str, t: SimTime) {
+        for f in &mut self.log.fallbacks {
+            if f.fell_back.is_none() && f.group != group {
+                f.fell_back = Some((group.to_string(), t));
+            }
+        }
+    }
+
+    /// Applies provider changes to the world.
+    fn apply_changes(&mut self, changes: Vec<ObjectChange>) -> Result<(), WorldError> {
+        for c in changes {
+            match c {
+                ObjectChange::SetReplicas { key, replicas, .. } => {
+                    let n = u32::try_from(replicas.max(0)).unwrap_or(u32::MAX);
+                    self.world.set_replicas(&key.namespace, &key.name, n)?;
+                }
+                ObjectChange::AnnotateMachine {
+                    key,
+                    annotation,
+                    value,
+                    ..
+                } => self
+                    .world
+                    .annotate_machine(&key.namespace, &key.name, &annotation, &value)?,
+                ObjectChange::DeleteMachine { key, .. } => {
+                    self.world.remove_machine(&key.namespace, &key.name)?
+                }
+                ObjectChange::RemoveMachineAnnotation {
+                    key, annotation, ..
+                } => {
+                    self.world
+                        .remove_machine_annotation(&key.namespace, &key.name, &annotation)?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, action: Action) {
+        let t = self.world.now();
+        match action {
+            Action::IncreaseSize { group, delta, .. } => {
+                let id = group.as_str().to_string();
+                let g = short(&id);
+                match self.provider().increase_size(&id, delta) {
+                    Ok(changes) => match self.apply_changes(changes) {
+                        Ok(()) => {
+                            let e = self.log.groups.entry(g.clone()).or_default();
+                            e.scale_ups += 1;
+                            e.nodes_added += delta as u64;
+                            self.scaled_up(&g, t);
+                        }
+                        Err(e) => {
+                            self.log
+                                .groups
+                                .entry(g.clone())
+                                .or_default()
+                                .scale_up_errors += 1;
+                            self.failure(g, t);
+                            self.error(format!("scale-up of {id}: {e}"));
+                        }
+                    },
+                    Err(e) => self.error(format!("scale-up of {id}: {e}")),
+                }
+            }
+            Action::DecreaseTargetSize { group, delta } => {
+                let id = group.as_str().to_string();
+                match self
+                    .provider()
+                    .decrease_target_size(&id, delta)
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| self.apply_changes(c).map_err(|e| e.to_string()))
+                {
+                    Ok(()) => {
+                        self.log
+                            .groups
+                            .entry(short(&id))
+                            .or_default()
+                            .target_decreases += 1
+                    }
+                    Err(e) => self.error(format!("decrease target of {id}: {e}")),
+                }
+            }
+            Action::DeleteInstances {
+                group, instances, ..
+            } => {
+                let id = group.as_str().to_string();
+                let ids: Vec<&str> = instances.iter().map(|i| &**i).collect();
+                match self
+                    .provider()
+                    .delete_instances(&id, &ids)
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| self.apply_changes(c).map_err(|e| e.to_string()))
+                {
+                    Ok(()) => {
+                        self.log
+                            .groups
+                            .entry(short(&id))
+                            .or_default()
+                            .instances_deleted += ids.len() as u64
+                    }
+                    Err(e) => self.error(format!("delete instances of {id}: {e}")),
+                }
+            }
+            Action::AddTaint { node, taint } => {
+                if let Err(e) = self.world.taint_node(
+                    node.as_str(),
+                    taint.key.as_str(),
+                    taint.value.as_str(),
+                    taint.effect.as_str(),
+                ) {
+                    self.error(format!("taint {node}: {e}"));
+                }
+            }
+            Action::RemoveTaint { node, key } => {
+                if self.drains.iter().any(|d| d.node == node.as_str()) {
+                    return;
+                }
+                if let Err(e) = self.world.untaint_node(node.as_str(), key.as_str()) {
+                    self.error(format!("untaint {node}: {e}"));
+                }
+            }
+            Action::DeleteEmptyNodes { group, nodes } => {
+                let names: Vec<String> = nodes.iter().map(|n| n.as_str().to_string()).collect();
+                self.delete_nodes(group.as_str(), &names);
+            }
+            Action::DrainAndDelete {
+                group,
+                node,
+                evict,
+                sequential,
+                ..
+            } => {
+                if self.drains.iter().any(|d| d.node == node.as_str()) {
+                    return;
+                }
+                self.log.drains += 1;
+                self.drains.push(Drain {
+                    group: group.as_str().to_string(),
+                    node: node.as_str().to_string(),
+                    left: evict,
+                    sequential,
+                    deadline: t + DRAIN_TIMEOUT_MS,
+                });
+                self.continue_drains();
+            }
+        }
+    }
+
+    /// Evicts what the drains in flight still have to evict; deletes the drained nodes; gives up
+    /// on drains past their deadline (removing the taint).
+    fn continue_drains(&mut self) {
+        let now = self.world.now();
+        let drains = std::mem::take(&mut self.drains);
+        let mut keep = Vec::new();
+        for mut d in drains {
+            let mut left = Vec::new();
+            let mut blocked = false;
+            for p in std::mem::take(&mut d.left) {
+                if blocked {
+                    left.push(p);
+                    continue;
+                }
+                let before = self.world.budget_statuses();
+                match self.world.evict(p.namespace.as_str(), &p.name) {
+                    Ok(()) => {
+                        self.log.evictions += 1;
+                        self.check_budgets(&before);
+                    }
+                    Err(autoscaler_world::EvictionError::NotFound(_)) => {}
+                    Err(_) => {
+                        self.log.eviction_refusals += 1;
+                        left.push(p);
+                        blocked = d.sequential;
+                    }
+                }
+            }
+            d.left = left;
+            if d.left.is_empty() {
+                let group = d.group.clone();
+                self.delete_nodes(&group, std::slice::from_ref(&d.node));
+            } else if now >= d.deadline {
+                self.log.drains_failed += 1;
+                let _ = self.world.untaint_node(&d.node, TO_BE_DELETED_TAINT);
+                self.error(format!(
+                    "drain of {} gave up: {} pod(s) could not be evicted",
+                    d.node,
+                    d.left.len()
+                ));
+            } else {
+                keep.push(d);
+            }
+        }
+        self.drains = keep;
+    }
+
+    fn delete_nodes(&mut self, group: &str, names: &[String]) {
+        let store = self.world.store();
+        let (objects, _) = read_objects(&store);
+        let provider = ClusterApiProvider::discover(&store, &self.config).0;
+        let nodes: Vec<&autoscaler_core::node::Node> = objects
+            .nodes
+            .iter()
+            .filter(|n| names.iter().any(|x| x == n.name.as_str()))
+            .map(|n| &**n)
+            .collect();
+        if nodes.is_empty() {
+            return;
+        }
+        let before = self.world.budget_statuses();
+        match provider
+            .delete_nodes(group, &nodes)
+            .map_err(|e| e.to_string())
+            .and_then(|c| self.apply_changes(c).map_err(|e| e.to_string()))
+        {
+            Ok(()) => {
+                self.check_budgets(&before);
+                self.log
+                    .groups
+                    .entry(short(group))
+                    .or_default()
+                    .nodes_removed += nodes.len() as u64;
+            }
+            Err(e) => {
+                for n in names {
+                    let _ = self.world.untaint_node(n, TO_BE_DELETED_TAINT);
+                }
+                self.error(format!("delete nodes {names:?} of {group}: {e}"));
+            }
+        }
+    }
+
+    /// Counts budgets that a disruption took from satisfied to violated.
+    fn check_budgets(&mut self, before: &[autoscaler_world::BudgetStatus]) {
+        let after = self.world.budget_statuses();
+        for b in &after {
+            let was_ok = before
+                .iter()
+                .find(|x| x.pdb == b.pdb)
+                .is_none_or(|x| x.healthy >= x.desired);
+            if was_ok && b.healthy < b.desired {
+                self.log.pdb_violations += 1;
+            }
+        }
+    }
+}

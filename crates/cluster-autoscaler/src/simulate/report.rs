@@ -1,0 +1,425 @@
+//! The simulation report: a deterministic summary of a run (the same scenario and seed give a
+//! byte-identical JSON), as text for people and JSON for machines.
+//!
+//! It decides what is measured and how (percentiles by nearest rank, node-hours integrated over
+//! the samples, cost from registered nodes). It never reads the real clock: wall time is the
+//! caller's to print, outside the report.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use autoscaler_world::SimTime;
+use serde::Serialize;
+
+use super::driver::RunLog;
+use super::scenario::Scenario;
+
+/// `h:mm:ss` of a virtual time.
+pub fn clock(t: SimTime) -> String {
+    let s = t / 1000;
+    format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Wait-time percentiles, seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Waits {
+    /// Pods that started running.
+    pub started: usize,
+    /// Median.
+    pub p50_s: f64,
+    /// 90th percentile.
+    pub p90_s: f64,
+    /// 99th percentile.
+    pub p99_s: f64,
+    /// Longest.
+    pub max_s: f64,
+}
+
+/// One node group's figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupReport {
+    /// `namespace/name`.
+    pub group: String,
+    /// Min size.
+    pub min: u32,
+    /// Max size.
+    pub max: u32,
+    /// Registered nodes at the start.
+    pub nodes_start: usize,
+    /// Registered nodes at the end.
+    pub nodes_end: usize,
+    /// Most registered nodes at once.
+    pub nodes_max: usize,
+    /// Registered-node hours.
+    pub node_hours: f64,
+    /// Price per node-hour.
+    pub price_per_hour: f64,
+    /// `node_hours * price_per_hour`.
+    pub cost: f64,
+    /// Scale-ups applied.
+    pub scale_ups: u64,
+    /// Nodes asked for by the scale-ups.
+    pub nodes_added: u64,
+    /// Scale-ups the API refused.
+    pub scale_up_errors: u64,
+    /// Nodes removed by scale-down.
+    pub nodes_removed: u64,
+    /// Machines that failed to provision.
+    pub failed_provisionings: u64,
+    /// Broken instances removed.
+    pub instances_deleted: u64,
+}
+
+/// A failed group and the fallback to another.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FallbackReport {
+    /// The group that failed.
+    pub group: String,
+    /// When its failure was first seen, seconds.
+    pub failed_at_s: f64,
+    /// The group grown instead, if any.
+    pub fell_back_to: Option<String>,
+    /// Seconds from the failure to that scale-up.
+    pub after_s: Option<f64>,
+}
+
+/// One timeline point.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Point {
+    /// Virtual time, seconds.
+    pub t_s: f64,
+    /// Pods not bound to a node.
+    pub pending: usize,
+    /// Registered nodes per group.
+    pub nodes: BTreeMap<String, usize>,
+}
+
+/// The report of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// Its description.
+    pub description: String,
+    /// Seed.
+    pub seed: u64,
+    /// Virtual duration, seconds.
+    pub duration_s: f64,
+    /// Loop interval, seconds.
+    pub scan_interval_s: f64,
+    /// Loops run.
+    pub loops: u64,
+    /// Node groups.
+    pub groups: Vec<GroupReport>,
+    /// Pods created.
+    pub pods_created: usize,
+    /// Pods still pending at the end.
+    pub pods_pending_at_end: usize,
+    /// Creation-to-running waits.
+    pub pod_wait: Waits,
+    /// Most pending pods at a sample.
+    pub pending_max: usize,
+    /// Total node-hours.
+    pub node_hours: f64,
+    /// Total cost.
+    pub cost: f64,
+    /// Scale-ups (all groups).
+    pub scale_ups: u64,
+    /// Nodes removed (all groups).
+    pub scale_downs: u64,
+    /// Pods evicted.
+    pub evictions: u64,
+    /// Evictions refused by a budget (retried).
+    pub eviction_refusals: u64,
+    /// Disruptions that broke a PodDisruptionBudget (must be zero).
+    pub pdb_violations: u64,
+    /// Drains started.
+    pub drains: u64,
+    /// Drains given up.
+    pub drains_failed: u64,
+    /// Failed provisionings (all groups).
+    pub failed_provisionings: u64,
+    /// Failures and the fallback to another group.
+    pub fallbacks: Vec<FallbackReport>,
+    /// Actions that could not be applied.
+    pub actuation_errors: u64,
+    /// The first of them.
+    pub actuation_error_samples: Vec<String>,
+    /// Samples over time.
+    pub timeline: Vec<Point>,
+}
+
+fn percentile(sorted: &[SimTime], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    let i = rank.clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
+}
+
+impl Report {
+    /// Builds the report of a run.
+    pub fn new(s: &Scenario, log: &RunLog) -> Report {
+        let samples = &log.metrics.samples;
+        let mut waits: Vec<SimTime> = log.metrics.waits.iter().map(|w| w.wait_ms()).collect();
+        waits.sort_unstable();
+        let mut groups = Vec::new();
+        for g in &s.groups {
+            let id = format!("{}/{}", g.spec.namespace, g.spec.name);
+            let at = |i: usize| {
+                samples
+                    .get(i)
+                    .and_then(|x| x.nodes_per_group.get(&id).copied())
+                    .unwrap_or(0)
+            };
+            let mut ms_nodes: u128 = 0;
+            for w in samples.windows(2) {
+                let n = w[0].nodes_per_group.get(&id).copied().unwrap_or(0) as u128;
+                ms_nodes += n * u128::from(w[1].at_ms.saturating_sub(w[0].at_ms));
+            }
+            let node_hours = ms_nodes as f64 / 3_600_000.0;
+            let gl = log.groups.get(&id).cloned().unwrap_or_default();
+            groups.push(GroupReport {
+                group: id.clone(),
+                min: g.spec.min_size,
+                max: g.spec.max_size,
+                nodes_start: at(0),
+                nodes_end: at(samples.len().saturating_sub(1)),
+                nodes_max: samples
+                    .iter()
+                    .filter_map(|x| x.nodes_per_group.get(&id).copied())
+                    .max()
+                    .unwrap_or(0),
+                node_hours: round3(node_hours),
+                price_per_hour: g.price_per_hour,
+                cost: round3(node_hours * g.price_per_hour),
+                scale_ups: gl.scale_ups,
+                nodes_added: gl.nodes_added,
+                scale_up_errors: gl.scale_up_errors,
+                nodes_removed: gl.nodes_removed,
+                failed_provisionings: gl.failed_provisionings,
+                instances_deleted: gl.instances_deleted,
+            });
+        }
+        let fallbacks = log
+            .fallbacks
+            .iter()
+            .map(|f| FallbackReport {
+                group: f.group.clone(),
+                failed_at_s: f.failed_at_ms as f64 / 1000.0,
+                fell_back_to: f.fell_back.as_ref().map(|x| x.0.clone()),
+                after_s: f
+                    .fell_back
+                    .as_ref()
+                    .map(|x| x.1.saturating_sub(f.failed_at_ms) as f64 / 1000.0),
+            })
+            .collect();
+        Report {
+            scenario: s.name.clone(),
+            description: s.description.clone(),
+            seed: s.seed,
+            duration_s: s.duration as f64 / 1000.0,
+            scan_interval_s: s.scan_interval as f64 / 1000.0,
+            loops: log.loops,
+            pods_created: log.pods_created,
+            pods_pending_at_end: log.pending_at_end,
+            pod_wait: Waits {
+                started: waits.len(),
+                p50_s: percentile(&waits, 50.0),
+                p90_s: percentile(&waits, 90.0),
+                p99_s: percentile(&waits, 99.0),
+                max_s: waits.last().map_or(0.0, |w| *w as f64 / 1000.0),
+            },
+            pending_max: samples.iter().map(|x| x.pending).max().unwrap_or(0),
+            node_hours: round3(groups.iter().map(|g| g.node_hours).sum()),
+            cost: round3(groups.iter().map(|g| g.cost).sum()),
+            scale_ups: groups.iter().map(|g| g.scale_ups).sum(),
+            scale_downs: groups.iter().map(|g| g.nodes_removed).sum(),
+            failed_provisionings: groups.iter().map(|g| g.failed_provisionings).sum(),
+            groups,
+            evictions: log.evictions,
+            eviction_refusals: log.eviction_refusals,
+            pdb_violations: log.pdb_violations,
+            drains: log.drains,
+            drains_failed: log.drains_failed,
+            fallbacks,
+            actuation_errors: log.error_count,
+            actuation_error_samples: log.errors.clone(),
+            timeline: samples
+                .iter()
+                .map(|x| Point {
+                    t_s: x.at_ms as f64 / 1000.0,
+                    pending: x.pending,
+                    nodes: x.nodes_per_group.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The report as pretty JSON (deterministic: fields in declaration order, maps sorted).
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self)
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    }
+
+    /// The summary for people: a coarse timeline and the figures.
+    pub fn summary(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "Scenario {} (seed {}): {} of virtual time, {} loops every {}s",
+            self.scenario,
+            self.seed,
+            clock((self.duration_s * 1000.0) as SimTime),
+            self.loops,
+            self.scan_interval_s
+        );
+        if !self.description.is_empty() {
+            let _ = writeln!(o, "  {}", self.description);
+        }
+        let _ = writeln!(o, "\nTimeline (registered nodes per group, pending pods):");
+        let names: Vec<&str> = self
+            .groups
+            .iter()
+            .map(|g| g.group.rsplit('/').next().unwrap_or(&g.group))
+            .collect();
+        let mut header = format!("  {:>8}", "time");
+        for n in &names {
+            let _ = write!(header, " {n:>9}");
+        }
+        let _ = write!(header, " {:>9}", "pending");
+        let _ = writeln!(o, "{header}");
+        let rows = 12usize;
+        let n = self.timeline.len();
+        let mut picked: Vec<usize> = (0..=rows).map(|i| i * n.saturating_sub(1) / rows).collect();
+        picked.dedup();
+        for i in picked {
+            let Some(p) = self.timeline.get(i) else {
+                continue;
+            };
+            let mut line = format!("  {:>8}", clock((p.t_s * 1000.0) as SimTime));
+            for g in &self.groups {
+                let _ = write!(line, " {:>9}", p.nodes.get(&g.group).copied().unwrap_or(0));
+            }
+            let _ = write!(line, " {:>9}", p.pending);
+            let _ = writeln!(o, "{line}");
+        }
+        let _ = writeln!(o, "\nNode groups:");
+        for g in &self.groups {
+            let _ = writeln!(
+                o,
+                "  {:<22} min {:>2} max {:>3}  nodes {:>3} -> {:>3} (peak {:>3})  {:>8.2} node-h  cost {:>8.2}  +{} in {} scale-ups, -{} removed{}{}",
+                g.group,
+                g.min,
+                g.max,
+                g.nodes_start,
+                g.nodes_end,
+                g.nodes_max,
+                g.node_hours,
+                g.cost,
+                g.nodes_added,
+                g.scale_ups,
+                g.nodes_removed,
+                if g.failed_provisionings > 0 {
+                    format!(", {} failed provisionings", g.failed_provisionings)
+                } else {
+                    String::new()
+                },
+                if g.scale_up_errors > 0 {
+                    format!(", {} scale-up API errors", g.scale_up_errors)
+                } else {
+                    String::new()
+                },
+            );
+        }
+        let w = &self.pod_wait;
+        let _ = writeln!(
+            o,
+            "\nPods: {} created, {} started, {} still pending at the end (peak pending {})",
+            self.pods_created, w.started, self.pods_pending_at_end, self.pending_max
+        );
+        let _ = writeln!(
+            o,
+            "Pod wait (creation to running): p50 {:.0}s  p90 {:.0}s  p99 {:.0}s  max {:.0}s",
+            w.p50_s, w.p90_s, w.p99_s, w.max_s
+        );
+        let _ = writeln!(
+            o,
+            "Cost: {:.2} node-hours, {:.2} total",
+            self.node_hours, self.cost
+        );
+        let _ = writeln!(
+            o,
+            "Scale-ups: {}  nodes removed: {}  drains: {} ({} given up)  evictions: {} ({} refused by a PDB, retried)",
+            self.scale_ups,
+            self.scale_downs,
+            self.drains,
+            self.drains_failed,
+            self.evictions,
+            self.eviction_refusals
+        );
+        let _ = writeln!(o, "PDB violations: {}", self.pdb_violations);
+        let _ = writeln!(o, "Failed provisionings: {}", self.failed_provisionings);
+        for f in &self.fallbacks {
+            match (&f.fell_back_to, f.after_s) {
+                (Some(to), Some(after)) => {
+                    let _ = writeln!(
+                        o,
+                        "  {} failed at {}; fell back to {} after {:.0}s",
+                        f.group,
+                        clock((f.failed_at_s * 1000.0) as SimTime),
+                        to,
+                        after
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        o,
+                        "  {} failed at {}; no other group was grown afterwards",
+                        f.group,
+                        clock((f.failed_at_s * 1000.0) as SimTime)
+                    );
+                }
+            }
+        }
+        if self.actuation_errors > 0 {
+            let _ = writeln!(
+                o,
+                "Actions that could not be applied: {}",
+                self.actuation_errors
+            );
+            for e in self.actuation_error_samples.iter().take(5) {
+                let _ = writeln!(o, "  {e}");
+            }
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<SimTime> = (1..=100).map(|x| x * 1000).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 90.0), 90.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&[5000], 99.0), 5.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn clock_renders_hours_minutes_seconds() {
+        assert_eq!(clock(0), "0:00:00");
+        assert_eq!(clock(3_723_000), "1:02:03");
+    }
+}

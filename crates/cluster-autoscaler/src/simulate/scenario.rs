@@ -1,0 +1,955 @@
+//! The scenario file of `simulate`: what the simulated cluster looks like, what happens to it and
+//! how the autoscaler is configured; parsed strictly (unknown fields are errors naming the field)
+//! and validated into the world's and the core's own types.
+//!
+//! It decides how scenario text maps onto the world and the autoscaler options; it never runs
+//! anything and never reads the clock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use autoscaler_core::autoscaler::AutoscalerOptions;
+use autoscaler_core::duration::parse_duration;
+use autoscaler_core::expander::ExpanderChain;
+use autoscaler_core::limits::{Range, parse_gpu_limit};
+use autoscaler_world::{
+    DaemonSetSpec, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate, ProvisioningDelay,
+    ReplicaSetSpec, SimTime,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The built-in scenario `simulate` runs without an argument.
+pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
+
+/// Why a scenario cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The YAML does not parse or does not match the schema (the message names the field).
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml_ng::Error),
+    /// A field has a value that parses but makes no sense.
+    #[error("field `{field}`: {message}")]
+    Invalid {
+        /// Path of the field, e.g. `node_groups[1].max`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A trace file cannot be read.
+    #[error("trace {path}: {message}")]
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A scenario file as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// A name for reports.
+    pub name: String,
+    /// One line saying what it shows.
+    #[serde(default)]
+    pub description: String,
+    /// Virtual duration, e.g. `3h`.
+    pub duration: String,
+    /// Seed of every random choice.
+    #[serde(default)]
+    pub seed: u64,
+    /// How often metrics are sampled (default: 10s, or longer so a run keeps about 2,000
+    /// samples).
+    #[serde(default)]
+    pub sample_interval: Option<String>,
+    /// Provisioning delay of groups that give none (default 60s..120s).
+    #[serde(default)]
+    pub provisioning_delay: Option<DelayFile>,
+    /// Autoscaler options, by flag name.
+    #[serde(default)]
+    pub options: OptionsFile,
+    /// Node groups (MachineDeployments).
+    pub node_groups: Vec<GroupFile>,
+    /// Kubernetes objects created at the start (PodDisruptionBudgets, Namespaces, Pods, ...).
+    #[serde(default)]
+    pub objects: Vec<Value>,
+    /// Injected faults.
+    #[serde(default)]
+    pub faults: Vec<FaultFile>,
+    /// Workloads.
+    #[serde(default)]
+    pub workloads: Vec<WorkloadFile>,
+}
+
+/// A uniform delay distribution.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayFile {
+    /// Shortest, e.g. `60s`.
+    pub min: String,
+    /// Longest, e.g. `2m`.
+    pub max: String,
+}
+
+/// Autoscaler options, named as the flags are.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OptionsFile {
+    /// `--scan-interval` (10s): how often the loop runs, in virtual time.
+    pub scan_interval: Option<String>,
+    /// `--expander`.
+    pub expander: Option<String>,
+    /// `--balance-similar-node-groups`.
+    pub balance_similar_node_groups: Option<bool>,
+    /// `--max-nodes-total`.
+    pub max_nodes_total: Option<usize>,
+    /// `--cores-total` (`min:max`).
+    pub cores_total: Option<String>,
+    /// `--memory-total` (`min:max`, GiB).
+    pub memory_total: Option<String>,
+    /// `--gpu-total` (`type:min:max`), repeatable.
+    #[serde(default)]
+    pub gpu_total: Vec<String>,
+    /// `--max-nodes-per-scaleup`.
+    pub max_nodes_per_scaleup: Option<usize>,
+    /// `--enforce-node-group-min-size`.
+    pub enforce_node_group_min_size: Option<bool>,
+    /// `--new-pod-scale-up-delay`.
+    pub new_pod_scale_up_delay: Option<String>,
+    /// `--expendable-pods-priority-cutoff`.
+    pub expendable_pods_priority_cutoff: Option<i32>,
+    /// `--scale-down-enabled`.
+    pub scale_down_enabled: Option<bool>,
+    /// `--scale-down-utilization-threshold`.
+    pub scale_down_utilization_threshold: Option<f64>,
+    /// `--scale-down-gpu-utilization-threshold`.
+    pub scale_down_gpu_utilization_threshold: Option<f64>,
+    /// `--scale-down-unneeded-time`.
+    pub scale_down_unneeded_time: Option<String>,
+    /// `--scale-down-unready-time`.
+    pub scale_down_unready_time: Option<String>,
+    /// `--scale-down-delay-after-add`.
+    pub scale_down_delay_after_add: Option<String>,
+    /// `--scale-down-delay-after-delete`.
+    pub scale_down_delay_after_delete: Option<String>,
+    /// `--scale-down-delay-after-failure`.
+    pub scale_down_delay_after_failure: Option<String>,
+    /// `--max-scale-down-parallelism`.
+    pub max_scale_down_parallelism: Option<usize>,
+    /// `--max-drain-parallelism`.
+    pub max_drain_parallelism: Option<usize>,
+    /// `--max-graceful-termination-sec`.
+    pub max_graceful_termination_sec: Option<u64>,
+}
+
+/// A node group.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupFile {
+    /// MachineDeployment name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Min size annotation.
+    pub min: u32,
+    /// Max size annotation.
+    pub max: u32,
+    /// Initial replicas (default: `min`).
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    /// Node CPU (quantity).
+    pub cpu: String,
+    /// Node memory (quantity).
+    pub memory: String,
+    /// Max pods per node (default 110).
+    #[serde(default = "default_max_pods")]
+    pub max_pods: u32,
+    /// GPUs per node.
+    #[serde(default)]
+    pub gpu: Option<GpuFile>,
+    /// Node labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Node taints, `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    /// More MachineDeployment annotations (e.g. per-group autoscaling options).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Price of one node per hour, for the cost report.
+    #[serde(default)]
+    pub price_per_hour: f64,
+    /// Provisioning delay of this group.
+    #[serde(default)]
+    pub provisioning_delay: Option<DelayFile>,
+}
+
+/// GPUs of a node.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuFile {
+    /// Resource name (default `nvidia.com/gpu`).
+    #[serde(default = "default_gpu_resource")]
+    pub resource: String,
+    /// GPUs per node.
+    pub count: u32,
+}
+
+/// A fault.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultFile {
+    /// The node group (MachineDeployment name).
+    pub group: String,
+    /// Start (virtual time, e.g. `30m`).
+    pub from: String,
+    /// End (exclusive).
+    pub to: String,
+    /// `stockout`, `slow`, `never-registers` or `scale-api-error`.
+    pub kind: String,
+    /// Failure reason of a stockout (default `InsufficientCapacity`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Delay of a `slow` fault.
+    #[serde(default)]
+    pub delay: Option<String>,
+}
+
+/// What the pods of a workload look like.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodFile {
+    /// CPU request (default `100m`).
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// Memory request (default `128Mi`).
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// GPUs requested.
+    #[serde(default)]
+    pub gpu: u32,
+    /// GPU resource name (default `nvidia.com/gpu`).
+    #[serde(default)]
+    pub gpu_resource: Option<String>,
+    /// Pod labels (default `app: <workload name>`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Priority.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// Node selector.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations, as in a pod spec.
+    #[serde(default)]
+    pub tolerations: Vec<Value>,
+    /// Any further pod spec fields (merged over the generated spec).
+    #[serde(default)]
+    pub spec: Option<Value>,
+}
+
+/// A change of a Deployment's replicas at a time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicasAt {
+    /// When.
+    pub at: String,
+    /// Replicas from then on.
+    pub replicas: u32,
+}
+
+/// A workload.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
+pub enum WorkloadFile {
+    /// A Deployment (with its ReplicaSet) following a replica schedule.
+    Deployment {
+        /// Name.
+        name: String,
+        /// Namespace (default `default`).
+        #[serde(default = "default_ns")]
+        namespace: String,
+        /// Replicas at the start.
+        replicas: u32,
+        /// Later replica counts.
+        #[serde(default)]
+        schedule: Vec<ReplicasAt>,
+        /// How long each pod runs before it is replaced (default forever).
+        #[serde(default)]
+        pod_lifetime: Option<String>,
+        /// The pods.
+        #[serde(default)]
+        pod: PodFile,
+    },
+    /// A Job created at `at`.
+    Job {
+        /// Name.
+        name: String,
+        /// Namespace (default `default`).
+        #[serde(default = "default_ns")]
+        namespace: String,
+        /// Creation time (default 0).
+        #[serde(default)]
+        at: Option<String>,
+        /// Successful pods needed.
+        completions: u32,
+        /// Pods at once (default `completions`).
+        #[serde(default)]
+        parallelism: Option<u32>,
+        /// How long each pod runs once started.
+        duration: String,
+        /// The pods.
+        #[serde(default)]
+        pod: PodFile,
+    },
+    /// A DaemonSet.
+    DaemonSet {
+        /// Name.
+        name: String,
+        /// Namespace (default `kube-system`).
+        #[serde(default = "default_ds_ns")]
+        namespace: String,
+        /// The pods.
+        #[serde(default)]
+        pod: PodFile,
+    },
+    /// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
+    Trace {
+        /// CSV path, relative to the scenario file's directory.
+        file: String,
+        /// Namespace (default `default`).
+        #[serde(default = "default_ns")]
+        namespace: String,
+        /// Multiplies arrival times and durations (default 1).
+        #[serde(default)]
+        time_scale: Option<f64>,
+        /// Keep every Nth row (default 1: all).
+        #[serde(default)]
+        sample: Option<usize>,
+        /// Skip rows arriving before this trace time (before scaling; default 0).
+        #[serde(default)]
+        start: Option<String>,
+        /// Keep at most this many rows (after sampling).
+        #[serde(default)]
+        limit: Option<usize>,
+        /// GPU resource name (default `nvidia.com/gpu`).
+        #[serde(default)]
+        gpu_resource: Option<String>,
+        /// Node label to select `gpu_model` with; without it the model is ignored.
+        #[serde(default)]
+        gpu_model_label: Option<String>,
+        /// Tolerations given to every replayed pod.
+        #[serde(default)]
+        tolerations: Vec<Value>,
+    },
+}
+
+fn default_ns() -> String {
+    "default".into()
+}
+fn default_ds_ns() -> String {
+    "kube-system".into()
+}
+fn default_max_pods() -> u32 {
+    110
+}
+fn default_gpu_resource() -> String {
+    "nvidia.com/gpu".into()
+}
+
+/// A pod created at a virtual time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedPod {
+    /// When.
+    pub at: SimTime,
+    /// The Pod object.
+    pub object: Value,
+    /// How long it runs once started.
+    pub lifetime: Option<SimTime>,
+}
+
+/// A validated node group.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// The world's spec.
+    pub spec: NodeGroupSpec,
+    /// Extra annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Price per node-hour.
+    pub price_per_hour: f64,
+    /// Its provisioning delay, if it has its own.
+    pub delay: Option<ProvisioningDelay>,
+}
+
+/// A validated scenario, ready to build a world from.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Virtual duration.
+    pub duration: SimTime,
+    /// Seed.
+    pub seed: u64,
+    /// Loop interval.
+    pub scan_interval: SimTime,
+    /// Metrics interval.
+    pub sample_interval: SimTime,
+    /// Default provisioning delay.
+    pub default_delay: ProvisioningDelay,
+    /// Autoscaler options.
+    pub options: AutoscalerOptions,
+    /// Node groups.
+    pub groups: Vec<Group>,
+    /// Objects created at the start.
+    pub objects: Vec<Value>,
+    /// Faults.
+    pub faults: Vec<Fault>,
+    /// Deployments.
+    pub replica_sets: Vec<ReplicaSetSpec>,
+    /// Jobs with their creation time.
+    pub jobs: Vec<(SimTime, JobSpec)>,
+    /// DaemonSets.
+    pub daemon_sets: Vec<DaemonSetSpec>,
+    /// Bare pods by creation time (trace replay), sorted by time.
+    pub pods: Vec<TimedPod>,
+}
+
+fn ms(field: &str, text: &str) -> Result<SimTime, ScenarioError> {
+    parse_duration(text)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .map_err(|e| invalid(field, e.to_string()))
+}
+
+fn dur(field: &str, text: &Option<String>) -> Result<Option<Duration>, ScenarioError> {
+    text.as_deref()
+        .map(|t| parse_duration(t).map_err(|e| invalid(field, e.to_string())))
+        .transpose()
+}
+
+fn delay(field: &str, d: &DelayFile) -> Result<ProvisioningDelay, ScenarioError> {
+    let min_ms = ms(&format!("{field}.min"), &d.min)?;
+    let max_ms = ms(&format!("{field}.max"), &d.max)?;
+    if max_ms < min_ms {
+        return Err(invalid(format!("{field}.max"), "is below min"));
+    }
+    Ok(ProvisioningDelay { min_ms, max_ms })
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `base` is the directory relative paths (traces) are
+    /// read from.
+    pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
+        let file: ScenarioFile = serde_yaml_ng::from_str(text)?;
+        Scenario::from_file(file, base)
+    }
+
+    fn from_file(f: ScenarioFile, base: &Path) -> Result<Scenario, ScenarioError> {
+        let duration = ms("duration", &f.duration)?;
+        if duration == 0 {
+            return Err(invalid("duration", "must be positive"));
+        }
+        let (options, scan_interval) = options(&f.options, f.seed)?;
+        let sample_interval = match &f.sample_interval {
+            Some(t) => ms("sample_interval", t)?.max(1),
+            None => (duration / 2_000).max(10_000),
+        };
+        let default_delay = match &f.provisioning_delay {
+            Some(d) => delay("provisioning_delay", d)?,
+            None => ProvisioningDelay {
+                min_ms: 60_000,
+                max_ms: 120_000,
+            },
+        };
+        if f.node_groups.is_empty() {
+            return Err(invalid("node_groups", "at least one node group is needed"));
+        }
+        let mut groups = Vec::new();
+        for (i, g) in f.node_groups.iter().enumerate() {
+            groups.push(group(&format!("node_groups[{i}]"), g)?);
+        }
+        for (i, g) in groups.iter().enumerate() {
+            if groups[..i].iter().any(|o| o.spec.name == g.spec.name) {
+                return Err(invalid(
+                    format!("node_groups[{i}].name"),
+                    format!("{} is given twice", g.spec.name),
+                ));
+            }
+        }
+        let mut faults = Vec::new();
+        for (i, x) in f.faults.iter().enumerate() {
+            let field = format!("faults[{i}]");
+            if !groups.iter().any(|g| g.spec.name == x.group) {
+                return Err(invalid(
+                    format!("{field}.group"),
+                    format!("no node group {}", x.group),
+                ));
+            }
+            let kind = match x.kind.as_str() {
+                "stockout" => FaultKind::Stockout {
+                    reason: x
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| "InsufficientCapacity".into()),
+                },
+                "slow" => FaultKind::Slow {
+                    delay_ms: match &x.delay {
+                        Some(d) => ms(&format!("{field}.delay"), d)?,
+                        None => {
+                            return Err(invalid(format!("{field}.delay"), "slow needs a delay"));
+                        }
+                    },
+                },
+                "never-registers" => FaultKind::NeverRegisters,
+                "scale-api-error" => FaultKind::ScaleApiError,
+                other => {
+                    return Err(invalid(
+                        format!("{field}.kind"),
+                        format!(
+                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error)"
+                        ),
+                    ));
+                }
+            };
+            faults.push(Fault {
+                group: x.group.clone(),
+                from_ms: ms(&format!("{field}.from"), &x.from)?,
+                to_ms: ms(&format!("{field}.to"), &x.to)?,
+                kind,
+            });
+        }
+        let mut s = Scenario {
+            name: f.name,
+            description: f.description,
+            duration,
+            seed: f.seed,
+            scan_interval,
+            sample_interval,
+            default_delay,
+            options,
+            groups,
+            objects: f.objects,
+            faults,
+            replica_sets: Vec::new(),
+            jobs: Vec::new(),
+            daemon_sets: Vec::new(),
+            pods: Vec::new(),
+        };
+        for (i, w) in f.workloads.iter().enumerate() {
+            s.add_workload(&format!("workloads[{i}]"), w, base)?;
+        }
+        s.pods.sort_by_key(|p| p.at);
+        Ok(s)
+    }
+
+    fn add_workload(
+        &mut self,
+        field: &str,
+        w: &WorkloadFile,
+        base: &Path,
+    ) -> Result<(), ScenarioError> {
+        match w {
+            WorkloadFile::Deployment {
+                name,
+                namespace,
+                replicas,
+                schedule,
+                pod_lifetime,
+                pod,
+            } => {
+                let mut sched = Vec::new();
+                for (j, r) in schedule.iter().enumerate() {
+                    sched.push((ms(&format!("{field}.schedule[{j}].at"), &r.at)?, r.replicas));
+                }
+                let lifetime = pod_lifetime
+                    .as_deref()
+                    .map(|t| ms(&format!("{field}.pod_lifetime"), t))
+                    .transpose()?;
+                self.replica_sets.push(ReplicaSetSpec {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    template: template(&format!("{field}.pod"), name, pod)?,
+                    replicas: *replicas,
+                    schedule: sched,
+                    pod_lifetime_ms: lifetime,
+                    deployment: true,
+                });
+            }
+            WorkloadFile::Job {
+                name,
+                namespace,
+                at,
+                completions,
+                parallelism,
+                duration,
+                pod,
+            } => {
+                let at = at
+                    .as_deref()
+                    .map(|t| ms(&format!("{field}.at"), t))
+                    .transpose()?
+                    .unwrap_or(0);
+                self.jobs.push((
+                    at,
+                    JobSpec {
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        template: template(&format!("{field}.pod"), name, pod)?,
+                        completions: *completions,
+                        parallelism: parallelism.unwrap_or(*completions).max(1),
+                        duration_ms: ms(&format!("{field}.duration"), duration)?,
+                    },
+                ));
+            }
+            WorkloadFile::DaemonSet {
+                name,
+                namespace,
+                pod,
+            } => self.daemon_sets.push(DaemonSetSpec {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                template: template(&format!("{field}.pod"), name, pod)?,
+            }),
+            WorkloadFile::Trace {
+                file,
+                namespace,
+                time_scale,
+                sample,
+                start,
+                limit,
+                gpu_resource,
+                gpu_model_label,
+                tolerations,
+            } => {
+                let scale = time_scale.unwrap_or(1.0);
+                if !(scale.is_finite() && scale > 0.0) {
+                    return Err(invalid(format!("{field}.time_scale"), "must be positive"));
+                }
+                let sample = sample.unwrap_or(1);
+                if sample == 0 {
+                    return Err(invalid(format!("{field}.sample"), "must be at least 1"));
+                }
+                let start_ms = start
+                    .as_deref()
+                    .map(|t| ms(&format!("{field}.start"), t))
+                    .transpose()?
+                    .unwrap_or(0);
+                let path = base.join(file);
+                let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError::Trace {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                let opts = super::trace::ReplayOptions {
+                    namespace: namespace.clone(),
+                    time_scale: scale,
+                    sample,
+                    start_ms,
+                    limit: limit.unwrap_or(usize::MAX),
+                    horizon_ms: self.duration,
+                    gpu_resource: gpu_resource.clone().unwrap_or_else(default_gpu_resource),
+                    gpu_model_label: gpu_model_label.clone(),
+                    tolerations: tolerations.clone(),
+                };
+                let pods =
+                    super::trace::replay(&text, &opts).map_err(|message| ScenarioError::Trace {
+                        path: path.clone(),
+                        message,
+                    })?;
+                self.pods.extend(pods);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
+    if g.max == 0 || g.min > g.max {
+        return Err(invalid(
+            format!("{field}.max"),
+            format!(
+                "bounds min {} max {} (need 0 <= min <= max, max > 0)",
+                g.min, g.max
+            ),
+        ));
+    }
+    let replicas = g.replicas.unwrap_or(g.min);
+    if replicas > g.max {
+        return Err(invalid(format!("{field}.replicas"), "is above max"));
+    }
+    for (q, name) in [(&g.cpu, "cpu"), (&g.memory, "memory")] {
+        autoscaler_core::quantity::parse(q)
+            .map_err(|e| invalid(format!("{field}.{name}"), e.to_string()))?;
+    }
+    let mut taints = Vec::new();
+    for (i, t) in g.taints.iter().enumerate() {
+        let parsed = t.split_once(':').and_then(|(kv, effect)| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let ok = matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute");
+            (ok && !k.is_empty()).then(|| (k.to_string(), v.to_string(), effect.to_string()))
+        });
+        match parsed {
+            Some(x) => taints.push(x),
+            None => {
+                return Err(invalid(
+                    format!("{field}.taints[{i}]"),
+                    format!("{t:?} is not key=value:NoSchedule|PreferNoSchedule|NoExecute"),
+                ));
+            }
+        }
+    }
+    if !(g.price_per_hour.is_finite() && g.price_per_hour >= 0.0) {
+        return Err(invalid(format!("{field}.price_per_hour"), "must be >= 0"));
+    }
+    Ok(Group {
+        spec: NodeGroupSpec {
+            namespace: g.namespace.clone(),
+            name: g.name.clone(),
+            replicas,
+            min_size: g.min,
+            max_size: g.max,
+            cpu: g.cpu.clone(),
+            memory: g.memory.clone(),
+            max_pods: g.max_pods,
+            gpu: g.gpu.as_ref().map(|x| (x.resource.clone(), x.count)),
+            labels: g.labels.clone(),
+            taints,
+        },
+        annotations: g.annotations.clone(),
+        price_per_hour: g.price_per_hour,
+        delay: g
+            .provisioning_delay
+            .as_ref()
+            .map(|d| delay(&format!("{field}.provisioning_delay"), d))
+            .transpose()?,
+    })
+}
+
+fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, ScenarioError> {
+    let cpu = p.cpu.clone().unwrap_or_else(|| "100m".into());
+    let memory = p.memory.clone().unwrap_or_else(|| "128Mi".into());
+    for (q, f) in [(&cpu, "cpu"), (&memory, "memory")] {
+        autoscaler_core::quantity::parse(q)
+            .map_err(|e| invalid(format!("{field}.{f}"), e.to_string()))?;
+    }
+    let mut t = PodTemplate::new().requests(&cpu, &memory);
+    if p.gpu > 0 {
+        let res = p.gpu_resource.clone().unwrap_or_else(default_gpu_resource);
+        t = t.request(&res, &p.gpu.to_string());
+    }
+    if p.labels.is_empty() {
+        t = t.label("app", name);
+    }
+    for (k, v) in &p.labels {
+        t = t.label(k, v);
+    }
+    if let Some(pr) = p.priority {
+        t = t.priority(pr);
+    }
+    for (k, v) in &p.node_selector {
+        t = t.node_selector(k, v);
+    }
+    if !p.tolerations.is_empty() {
+        t.spec["tolerations"] = Value::Array(p.tolerations.clone());
+    }
+    if let Some(extra) = &p.spec {
+        let Some(obj) = extra.as_object() else {
+            return Err(invalid(format!("{field}.spec"), "must be a mapping"));
+        };
+        for (k, v) in obj {
+            t.spec[k] = v.clone();
+        }
+    }
+    Ok(t)
+}
+
+fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), ScenarioError> {
+    let mut a = AutoscalerOptions {
+        seed,
+        ..AutoscalerOptions::default()
+    };
+    let scan = match &o.scan_interval {
+        Some(t) => ms("options.scan-interval", t)?,
+        None => 10_000,
+    };
+    if scan == 0 {
+        return Err(invalid("options.scan-interval", "must be positive"));
+    }
+    if let Some(e) = &o.expander {
+        a.scale_up.expander =
+            ExpanderChain::parse(e).map_err(|e| invalid("options.expander", e.to_string()))?;
+    }
+    let up = &mut a.scale_up;
+    if let Some(b) = o.balance_similar_node_groups {
+        up.scale_up.balance_similar_node_groups = b;
+    }
+    if let Some(n) = o.max_nodes_total {
+        up.limits.max_nodes_total = n;
+    }
+    if let Some(c) = &o.cores_total {
+        up.limits.cpu =
+            Range::parse_cores(c).map_err(|e| invalid("options.cores-total", e.to_string()))?;
+    }
+    if let Some(m) = &o.memory_total {
+        up.limits.memory = Range::parse_memory_gib(m)
+            .map_err(|e| invalid("options.memory-total", e.to_string()))?;
+    }
+    for (i, g) in o.gpu_total.iter().enumerate() {
+        up.limits.gpus.push(
+            parse_gpu_limit(g)
+                .map_err(|e| invalid(format!("options.gpu-total[{i}]"), e.to_string()))?,
+        );
+    }
+    if let Some(n) = o.max_nodes_per_scaleup {
+        up.scale_up.max_nodes_per_scale_up = n;
+    }
+    if let Some(b) = o.enforce_node_group_min_size {
+        up.scale_up.enforce_node_group_min_size = b;
+    }
+    if let Some(d) = dur("options.new-pod-scale-up-delay", &o.new_pod_scale_up_delay)? {
+        up.pending.new_pod_scale_up_delay = d;
+    }
+    if let Some(c) = o.expendable_pods_priority_cutoff {
+        up.pending.expendable_pods_priority_cutoff = c;
+    }
+    let down = &mut a.scale_down;
+    if let Some(b) = o.scale_down_enabled {
+        down.enabled = b;
+    }
+    for (v, name, slot) in [
+        (
+            o.scale_down_utilization_threshold,
+            "options.scale-down-utilization-threshold",
+            &mut down.utilization_threshold,
+        ),
+        (
+            o.scale_down_gpu_utilization_threshold,
+            "options.scale-down-gpu-utilization-threshold",
+            &mut down.gpu_utilization_threshold,
+        ),
+    ] {
+        if let Some(v) = v {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(invalid(name, "must be within 0..1"));
+            }
+            *slot = v;
+        }
+    }
+    for (text, name, slot) in [
+        (
+            &o.scale_down_unneeded_time,
+            "options.scale-down-unneeded-time",
+            &mut down.unneeded_time,
+        ),
+        (
+            &o.scale_down_unready_time,
+            "options.scale-down-unready-time",
+            &mut down.unready_time,
+        ),
+        (
+            &o.scale_down_delay_after_add,
+            "options.scale-down-delay-after-add",
+            &mut down.delay_after_add,
+        ),
+        (
+            &o.scale_down_delay_after_delete,
+            "options.scale-down-delay-after-delete",
+            &mut down.delay_after_delete,
+        ),
+        (
+            &o.scale_down_delay_after_failure,
+            "options.scale-down-delay-after-failure",
+            &mut down.delay_after_failure,
+        ),
+    ] {
+        if let Some(d) = dur(name, text)? {
+            *slot = d;
+        }
+    }
+    if let Some(n) = o.max_scale_down_parallelism {
+        down.max_scale_down_parallelism = n;
+    }
+    if let Some(n) = o.max_drain_parallelism {
+        down.max_drain_parallelism = n;
+    }
+    if let Some(n) = o.max_graceful_termination_sec {
+        down.max_graceful_termination_sec = n;
+    }
+    Ok((a, scan))
+}
+
+/// The MachineDeployment object of a group, with its extra annotations.
+pub fn group_object(g: &Group, cluster: &str) -> Value {
+    let mut obj = g.spec.to_object(cluster);
+    for (k, v) in &g.annotations {
+        obj["metadata"]["annotations"][k] = json!(v);
+    }
+    obj
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_scenario_parses() {
+        let s = Scenario::parse(DEFAULT_SCENARIO, Path::new(".")).expect("default parses");
+        assert!(s.duration >= 3_600_000);
+        assert_eq!(s.groups.len(), 3);
+        assert!(s.groups.iter().any(|g| g.spec.gpu.is_some()));
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let text = DEFAULT_SCENARIO.replacen("seed:", "sede: 1\nseed:", 1);
+        let e = Scenario::parse(&text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `sede`"), "{e}");
+        let text = DEFAULT_SCENARIO.replacen("options:", "options:\n  scan-intervall: 5s", 1);
+        let e = Scenario::parse(&text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scan-intervall"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let text = "name: x\nduration: 1h\nnode_groups:\n- {name: a, min: 3, max: 2, cpu: '4', memory: 16Gi}\n";
+        let e = Scenario::parse(text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("field `node_groups[0].max`"), "{e}");
+        let text = "name: x\nduration: soon\nnode_groups: []\n";
+        let e = Scenario::parse(text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("field `duration`"), "{e}");
+        let text = "name: x\nduration: 1h\noptions: {expander: cheapest}\nnode_groups:\n- {name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}\n";
+        let e = Scenario::parse(text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("field `options.expander`"), "{e}");
+    }
+
+    #[test]
+    fn options_use_the_flag_names() {
+        let text = "name: x\nduration: 1h\noptions:\n  scan-interval: 5s\n  scale-down-unneeded-time: 2m\n  max-nodes-total: 7\n  cores-total: '0:64'\nnode_groups:\n- {name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}\n";
+        let s = Scenario::parse(text, Path::new(".")).unwrap();
+        assert_eq!(s.scan_interval, 5_000);
+        assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
+        assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
+        assert_eq!(s.options.scale_up.limits.cpu.max, 64_000);
+    }
+}

@@ -1,0 +1,225 @@
+//! Scenario tests of `cluster-autoscaler simulate`: the examples (shortened where they are long)
+//! run through the binary, and their JSON reports are checked against the outcomes they show.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `simulate` with `args`, returning the report JSON and the summary.
+fn simulate(name: &str, args: &[&str]) -> (Value, String) {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let report = dir.join("report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        .arg("simulate")
+        .args(args)
+        .arg("--report")
+        .arg(&report)
+        .current_dir(repo())
+        .output()
+        .expect("run the binary");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "simulate {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&report).expect("report written");
+    let _ = std::fs::remove_dir_all(&dir);
+    (serde_json::from_str(&text).expect("report is JSON"), stdout)
+}
+
+fn num(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{ptr} missing in report"))
+}
+
+#[test]
+fn the_default_scenario_runs_and_prints_the_summary() {
+    let (r, out) = simulate("default", &[]);
+    for needle in [
+        "Timeline",
+        "Node groups:",
+        "Pod wait (creation to running): p50",
+        "PDB violations: 0",
+        "Failed provisionings:",
+    ] {
+        assert!(out.contains(needle), "summary lacks {needle:?}:\n{out}");
+    }
+    assert_eq!(r["groups"].as_array().map(Vec::len), Some(3));
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    assert!(num(&r, "/scale_ups") >= 2.0, "burst and GPU job scale up");
+    assert!(num(&r, "/scale_downs") >= 1.0, "quiet hours scale down");
+}
+
+#[test]
+fn burst_pods_all_run_within_the_provisioning_delay_plus_two_scan_intervals() {
+    let (r, _) = simulate("burst", &["examples/burst.yaml", "--duration", "15m"]);
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    assert_eq!(num(&r, "/pod_wait/started"), num(&r, "/pods_created"));
+    // Delay at most 90 s (examples/burst.yaml), scan interval 10 s.
+    let bound = 90.0 + 2.0 * num(&r, "/scan_interval_s");
+    assert!(
+        num(&r, "/pod_wait/max_s") <= bound,
+        "max wait {} > {bound}",
+        num(&r, "/pod_wait/max_s")
+    );
+    assert_eq!(num(&r, "/scale_ups"), 1.0, "one burst, one scale-up");
+}
+
+#[test]
+fn quiet_hours_return_nodes_to_min_after_the_unneeded_time() {
+    let (r, _) = simulate("quiet", &["examples/quiet-hours.yaml"]);
+    let g = &r["groups"][0];
+    assert!(
+        num(g, "/nodes_max") > num(g, "/min"),
+        "the busy hour scaled up"
+    );
+    assert_eq!(num(g, "/nodes_end"), num(g, "/min"));
+    // The burst ends at 50 m; unneeded time and delay after add are 5 m each. The group is
+    // back at min well before 50 m + 5 m + 15 m.
+    let min = num(g, "/min") as u64;
+    let back = r["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter(|p| num(p, "/t_s") >= 3000.0)
+        .find(|p| p["nodes"]["default/workers"].as_u64() == Some(min))
+        .map(|p| num(p, "/t_s"))
+        .expect("back at min");
+    assert!(back <= 3000.0 + 20.0 * 60.0, "back at min only at {back} s");
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+}
+
+#[test]
+fn balanced_groups_grow_evenly() {
+    let (r, _) = simulate(
+        "zones",
+        &["examples/three-zones-balanced.yaml", "--duration", "20m"],
+    );
+    let peaks: Vec<f64> = (0..3).map(|i| num(&r["groups"][i], "/nodes_max")).collect();
+    let (lo, hi) = peaks
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+    assert!(hi - lo <= 1.0, "peaks {peaks:?}");
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+}
+
+#[test]
+fn the_cores_limit_is_never_exceeded() {
+    let (r, _) = simulate("cores", &["examples/cores-limit.yaml", "--duration", "20m"]);
+    for p in r["timeline"].as_array().expect("timeline") {
+        let nodes = p["nodes"]["default/workers"].as_u64().unwrap_or(0);
+        assert!(nodes * 4 <= 32, "{nodes} 4-core nodes at {}", p["t_s"]);
+    }
+    assert!(
+        num(&r, "/pods_pending_at_end") > 0.0,
+        "the limit leaves pods pending"
+    );
+}
+
+#[test]
+fn stockouts_are_counted_as_failed_provisionings() {
+    let (r, out) = simulate(
+        "stockout",
+        &["examples/stockout-fallback.yaml", "--duration", "10m"],
+    );
+    assert!(num(&r["groups"][0], "/failed_provisionings") > 0.0);
+    assert_eq!(r["fallbacks"][0]["group"], "default/spot");
+    assert!(out.contains("default/spot failed at"), "{out}");
+}
+
+#[test]
+fn every_example_keeps_every_pdb() {
+    for f in [
+        "examples/quiet-hours.yaml",
+        "examples/three-zones-balanced.yaml",
+    ] {
+        let (r, _) = simulate("pdb", &[f, "--duration", "1h"]);
+        assert_eq!(num(&r, "/pdb_violations"), 0.0, "{f}");
+    }
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_a_byte_identical_report() {
+    let run = |tag: &str, seed: &str| {
+        let dir = std::env::temp_dir().join(format!("ca-sim-{}-det-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let report = dir.join("r.json");
+        let plot = dir.join("t.svg");
+        let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+            .args([
+                "simulate",
+                "--duration",
+                "1h30m",
+                "--seed",
+                seed,
+                "--report",
+            ])
+            .arg(&report)
+            .arg("--plot")
+            .arg(&plot)
+            .current_dir(repo())
+            .output()
+            .expect("run");
+        assert!(out.status.success());
+        let r = std::fs::read(&report).expect("report");
+        let svg = std::fs::read_to_string(&plot).expect("plot");
+        let _ = std::fs::remove_dir_all(&dir);
+        (r, svg)
+    };
+    let (a, svg) = run("a", "9");
+    let (b, _) = run("b", "9");
+    assert!(a == b, "reports differ between two runs with the same seed");
+    assert!(svg.starts_with("<svg") && svg.contains("virtual time (h:mm)"));
+    assert!(svg.contains("default/gpu") && svg.contains("pending pods"));
+    let (c, _) = run("c", "10");
+    assert!(a != c, "another seed changes the run");
+}
+
+#[test]
+fn a_bad_scenario_exits_2_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-bad", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("bad.yaml");
+    std::fs::write(
+        &path,
+        "name: bad\nduration: 1h\nnode_groups:\n- {name: a, min: 0, max: 3, cpu: '4', memory: 16Gi, colour: red}\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        .arg("simulate")
+        .arg(&path)
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field `colour`"), "{err}");
+}
+
+#[test]
+fn the_alibaba_trace_replays_when_the_trace_is_present() {
+    let trace = repo().join("../shared/traces/alibaba-gpu-2023-pods.csv");
+    if !trace.exists() {
+        eprintln!(
+            "skipped: trace {} is absent (see ../shared/traces/README.md)",
+            trace.display()
+        );
+        return;
+    }
+    let (r, _) = simulate(
+        "alibaba",
+        &["examples/alibaba-gpu.yaml", "--duration", "30m"],
+    );
+    assert!(num(&r, "/pods_created") > 100.0);
+    assert!(num(&r, "/pod_wait/started") > 100.0);
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+}
