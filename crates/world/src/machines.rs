@@ -332,7 +332,7 @@ impl World {
         let fault = self
             .faults
             .iter()
-            .find(|f| f.active(&g.1, self.now) && f.kind != FaultKind::ScaleApiError)
+            .find(|f| f.active(&g.1, self.now) && f.affects_provisioning())
             .map(|f| f.kind.clone());
         let ms_uid = self
             .store

@@ -83,6 +83,13 @@ pub enum FaultKind {
     NeverRegisters,
     /// `set_replicas` on the group fails during the window.
     ScaleApiError,
+    /// At the start of the window the first `count` Ready nodes of the group (by name) become
+    /// NotReady (Ready condition `False`, `node.kubernetes.io/not-ready` taint); at its end they
+    /// are Ready again. Machines created meanwhile are not affected.
+    NodesNotReady {
+        /// How many nodes go down.
+        count: u32,
+    },
 }
 
 /// A fault injected into one node group (MachineDeployment name) for `[from_ms, to_ms)`.
@@ -101,6 +108,14 @@ pub struct Fault {
 impl Fault {
     pub(crate) fn active(&self, group: &str, now: SimTime) -> bool {
         self.group == group && self.from_ms <= now && now < self.to_ms
+    }
+
+    /// Whether the fault changes how new Machines of its group are provisioned.
+    pub(crate) fn affects_provisioning(&self) -> bool {
+        !matches!(
+            self.kind,
+            FaultKind::ScaleApiError | FaultKind::NodesNotReady { .. }
+        )
     }
 }
 
@@ -196,6 +211,8 @@ pub(crate) enum Event {
     PodDone { pod: NsName, uid: String },
     /// A ReplicaSet's replica schedule changes its count.
     Replicas { rs: NsName, replicas: u32 },
+    /// Start or end of a `NodesNotReady` fault (index into the faults).
+    Readiness { fault: usize, start: bool },
 }
 
 #[derive(Debug)]
@@ -245,6 +262,8 @@ pub struct World {
     pub(crate) daemon_sets: BTreeMap<NsName, DaemonSetState>,
     pub(crate) pdbs_dirty: bool,
     pub(crate) metrics: Metrics,
+    /// Nodes taken down by each active `NodesNotReady` fault (by fault index).
+    pub(crate) not_ready_by_fault: BTreeMap<usize, Vec<String>>,
 }
 
 impl World {
@@ -271,6 +290,7 @@ impl World {
             daemon_sets: BTreeMap::new(),
             pdbs_dirty: false,
             metrics: Metrics::default(),
+            not_ready_by_fault: BTreeMap::new(),
         };
         let tick = w.cfg.scheduler_interval_ms.max(1);
         w.schedule(tick, Event::SchedulerTick);
@@ -321,6 +341,23 @@ impl World {
 
     /// Injects a fault.
     pub fn inject_fault(&mut self, fault: Fault) {
+        if matches!(fault.kind, FaultKind::NodesNotReady { .. }) {
+            let index = self.faults.len();
+            self.schedule(
+                fault.from_ms,
+                Event::Readiness {
+                    fault: index,
+                    start: true,
+                },
+            );
+            self.schedule(
+                fault.to_ms,
+                Event::Readiness {
+                    fault: index,
+                    start: false,
+                },
+            );
+        }
         self.faults.push(fault);
     }
 
@@ -370,6 +407,7 @@ impl World {
             Event::MachineReady { machine, uid } => self.machine_ready(&machine, &uid),
             Event::PodDone { pod, uid } => self.pod_done(&pod, &uid),
             Event::Replicas { rs, replicas } => self.set_rs_replicas(&rs, replicas),
+            Event::Readiness { fault, start } => self.readiness_fault(fault, start),
         }
     }
 
@@ -726,7 +764,11 @@ impl World {
     }
 
     /// Rewrites a node object through `edit` and refreshes its snapshot entry, keeping its pods.
-    fn edit_node(&mut self, name: &str, edit: impl FnOnce(&mut Value)) -> Result<(), WorldError> {
+    pub(crate) fn edit_node(
+        &mut self,
+        name: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> Result<(), WorldError> {
         let k = key("", "Node", "", name);
         let (Some(mut obj), Some(st)) = (self.get_owned(&k), self.nodes.get(name).cloned()) else {
             return Err(WorldError::NotFound(format!("Node {name}")));
