@@ -11,7 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::actions::{Action, PodRef};
-use autoscaler_core::autoscaler::{Autoscaler, ClusterView};
+use autoscaler_core::autoscaler::LoopOutcome;
+use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
+use autoscaler_core::cluster_state::{
+    CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
+    SCALE_UP_TIMED_OUT,
+};
 use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::objects::read_objects;
@@ -102,6 +107,43 @@ pub struct RunLog {
     pub pending_at_end: usize,
     /// Pods created in total (workload controllers and replay).
     pub pods_created: usize,
+    /// Events the core emitted, with the virtual time of their loop (a `ClusterUnhealthy`
+    /// repeated in consecutive loops is kept once).
+    pub events: Vec<CoreEvent>,
+    /// Loops in which the cluster was not ready for autoscaling.
+    pub unhealthy_loops: u64,
+    /// Each new backoff (or extension) of a group, as the core's status shows it.
+    pub backoffs: Vec<BackoffLog>,
+    /// Virtual times at which the autoscaler was restarted.
+    pub restarts: Vec<SimTime>,
+}
+
+/// An event of the core at a virtual time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreEvent {
+    /// Virtual time of the loop.
+    pub at_ms: SimTime,
+    /// Reason (`ScaledUpGroup`, `ScaleUpTimedOut`, ...).
+    pub reason: String,
+    /// Group (`namespace/name`) or `cluster`.
+    pub object: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A backoff of a group seen in the core's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackoffLog {
+    /// Virtual time of the loop that first showed it.
+    pub at_ms: SimTime,
+    /// Group (`namespace/name`).
+    pub group: String,
+    /// Failures since the last reset.
+    pub failures: u32,
+    /// End of the backoff, virtual time.
+    pub until_ms: SimTime,
+    /// Failure code (`timeout`, the Machine's failure reason, `cloudProviderError`).
+    pub code: String,
 }
 
 /// A drain in progress.
@@ -119,6 +161,10 @@ pub struct Driver<'a> {
     scenario: &'a Scenario,
     world: World,
     autoscaler: Autoscaler,
+    options: AutoscalerOptions,
+    restarts_done: usize,
+    last_backoff: BTreeMap<String, i64>,
+    was_unhealthy: bool,
     config: ClusterApiConfig,
     drains: Vec<Drain>,
     log: RunLog,
@@ -143,6 +189,10 @@ impl<'a> Driver<'a> {
             ..WorldConfig::default()
         });
         let err = |what: String| move |source| DriverError::World { what, source };
+        // Faults first: a fault from 0s applies to the Machines of the initial replicas too.
+        for f in &scenario.faults {
+            world.inject_fault(f.clone());
+        }
         for g in &scenario.groups {
             if let Some(d) = g.delay {
                 world.set_provisioning_delay(&g.spec.name, d);
@@ -150,9 +200,6 @@ impl<'a> Driver<'a> {
             world
                 .apply(group_object(g, CLUSTER))
                 .map_err(err(format!("node group {}", g.spec.name)))?;
-        }
-        for f in &scenario.faults {
-            world.inject_fault(f.clone());
         }
         for (i, o) in scenario.objects.iter().enumerate() {
             world
@@ -187,7 +234,11 @@ impl<'a> Driver<'a> {
         Ok(Driver {
             scenario,
             world,
-            autoscaler: Autoscaler::new(options),
+            autoscaler: Autoscaler::new(options.clone()),
+            options,
+            restarts_done: 0,
+            last_backoff: BTreeMap::new(),
+            was_unhealthy: false,
             config: ClusterApiConfig::default(),
             drains: Vec::new(),
             log,
@@ -227,6 +278,7 @@ impl<'a> Driver<'a> {
                 }
             }
             self.world.step_until(t);
+            self.restart_if_due(t);
             self.one_loop(t);
             progress(t);
             if t >= s.duration {
@@ -242,6 +294,75 @@ impl<'a> Driver<'a> {
         self.log.pending_at_end = self.world.pending_count();
         self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
         self.log
+    }
+
+    /// Replaces the autoscaler with a fresh one (the process restarted) when a restart time of
+    /// the scenario has come; drains in flight are dropped with the process.
+    fn restart_if_due(&mut self, t: SimTime) {
+        let mut due = false;
+        while self
+            .scenario
+            .restart_at
+            .get(self.restarts_done)
+            .is_some_and(|&r| r <= t)
+        {
+            self.restarts_done += 1;
+            due = true;
+        }
+        if due {
+            self.autoscaler = Autoscaler::new(self.options.clone());
+            self.drains.clear();
+            self.last_backoff.clear();
+            self.log.restarts.push(t);
+        }
+    }
+
+    /// Records the events and new backoffs of one loop's outcome; failures the core saw count
+    /// as failures of their group for the fallback figures.
+    fn record_outcome(&mut self, t: SimTime, outcome: &LoopOutcome) {
+        let epoch = self.world.config().epoch_ms;
+        let unhealthy = !outcome.status.healthy;
+        if unhealthy {
+            self.log.unhealthy_loops += 1;
+        }
+        for e in &outcome.events {
+            if e.reason == CLUSTER_UNHEALTHY && self.was_unhealthy {
+                continue;
+            }
+            let object = short(&e.object);
+            if [
+                SCALE_UP_TIMED_OUT,
+                SCALE_UP_FAILED,
+                FAILED_TO_SCALE_UP_GROUP,
+                FIX_NODE_GROUP_SIZE,
+            ]
+            .contains(&e.reason)
+            {
+                self.failure(object.clone(), t);
+            }
+            self.log.events.push(CoreEvent {
+                at_ms: t,
+                reason: e.reason.to_string(),
+                object,
+                message: e.message.clone(),
+            });
+        }
+        self.was_unhealthy = unhealthy;
+        for g in &outcome.status.groups {
+            let Some(b) = &g.backoff else { continue };
+            let id = short(g.id.as_str());
+            if self.last_backoff.get(&id) == Some(&b.until_ms) {
+                continue;
+            }
+            self.last_backoff.insert(id.clone(), b.until_ms);
+            self.log.backoffs.push(BackoffLog {
+                at_ms: t,
+                group: id,
+                failures: b.failures,
+                until_ms: u64::try_from(b.until_ms.saturating_sub(epoch)).unwrap_or(0),
+                code: b.reason.code.clone(),
+            });
+        }
     }
 
     fn error(&mut self, e: String) {
@@ -290,6 +411,7 @@ impl<'a> Driver<'a> {
         let outcome =
             self.autoscaler
                 .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
+        self.record_outcome(t, &outcome);
         for action in outcome.actions {
             self.apply(action);
         }
@@ -399,10 +521,18 @@ impl<'a> Driver<'a> {
                                 .or_default()
                                 .scale_up_errors += 1;
                             self.failure(g, t);
+                            let now = self.now_ms();
+                            self.autoscaler
+                                .record_scale_up_failure(&group, now, &e.to_string());
                             self.error(format!("scale-up of {id}: {e}"));
                         }
                     },
-                    Err(e) => self.error(format!("scale-up of {id}: {e}")),
+                    Err(e) => {
+                        let now = self.now_ms();
+                        self.autoscaler
+                            .record_scale_up_failure(&group, now, &e.to_string());
+                        self.error(format!("scale-up of {id}: {e}"));
+                    }
                 }
             }
             Action::DecreaseTargetSize { group, delta } => {

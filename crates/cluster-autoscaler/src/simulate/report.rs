@@ -72,7 +72,54 @@ pub struct GroupReport {
     pub failed_provisionings: u64,
     /// Broken instances removed.
     pub instances_deleted: u64,
+    /// Target decreases applied (unfulfilled scale-ups reverted).
+    pub target_decreases: u64,
 }
+
+/// An event of the core.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventReport {
+    /// Virtual time of the loop, seconds.
+    pub t_s: f64,
+    /// Reason (`ScaledUpGroup`, `ScaleUpTimedOut`, `ScaleUpFailed`, `DeleteUnregistered`,
+    /// `ClusterUnhealthy`, `FailedToScaleUpGroup`, `FixNodeGroupSize`).
+    pub reason: String,
+    /// Group (`namespace/name`) or `cluster`.
+    pub object: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A backoff of a group.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BackoffReport {
+    /// When the loop first showed it, seconds.
+    pub t_s: f64,
+    /// Group (`namespace/name`).
+    pub group: String,
+    /// Failures since the last reset.
+    pub failures: u32,
+    /// End of the backoff, seconds of virtual time.
+    pub until_s: f64,
+    /// `until_s - t_s`.
+    pub duration_s: f64,
+    /// Failure code.
+    pub code: String,
+}
+
+/// When one pod started running.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PodStart {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Created, seconds.
+    pub created_s: f64,
+    /// Running, seconds.
+    pub running_s: f64,
+}
+
+/// How many pod starts the report lists one by one.
+pub const POD_STARTS_LISTED: usize = 200;
 
 /// A failed group and the fallback to another.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -149,8 +196,23 @@ pub struct Report {
     pub actuation_errors: u64,
     /// The first of them.
     pub actuation_error_samples: Vec<String>,
+    /// Events of the core, with virtual times (a `ClusterUnhealthy` repeated in consecutive
+    /// loops is listed once).
+    pub events: Vec<EventReport>,
+    /// Loops in which the cluster was not ready for autoscaling.
+    pub unhealthy_loops: u64,
+    /// Backoffs of groups as the core's status showed them.
+    pub backoffs: Vec<BackoffReport>,
+    /// Virtual times (seconds) at which the autoscaler was restarted.
+    pub restarts_s: Vec<f64>,
+    /// The first pods to start running, in start order.
+    pub pod_starts: Vec<PodStart>,
     /// Samples over time.
     pub timeline: Vec<Point>,
+}
+
+fn secs(ms: SimTime) -> f64 {
+    ms as f64 / 1000.0
 }
 
 fn percentile(sorted: &[SimTime], p: f64) -> f64 {
@@ -204,6 +266,7 @@ impl Report {
                 nodes_removed: gl.nodes_removed,
                 failed_provisionings: gl.failed_provisionings,
                 instances_deleted: gl.instances_deleted,
+                target_decreases: gl.target_decreases,
             });
         }
         let fallbacks = log
@@ -250,6 +313,41 @@ impl Report {
             fallbacks,
             actuation_errors: log.error_count,
             actuation_error_samples: log.errors.clone(),
+            events: log
+                .events
+                .iter()
+                .map(|e| EventReport {
+                    t_s: secs(e.at_ms),
+                    reason: e.reason.clone(),
+                    object: e.object.clone(),
+                    message: e.message.clone(),
+                })
+                .collect(),
+            unhealthy_loops: log.unhealthy_loops,
+            backoffs: log
+                .backoffs
+                .iter()
+                .map(|b| BackoffReport {
+                    t_s: secs(b.at_ms),
+                    group: b.group.clone(),
+                    failures: b.failures,
+                    until_s: secs(b.until_ms),
+                    duration_s: secs(b.until_ms.saturating_sub(b.at_ms)),
+                    code: b.code.clone(),
+                })
+                .collect(),
+            restarts_s: log.restarts.iter().map(|&t| secs(t)).collect(),
+            pod_starts: log
+                .metrics
+                .waits
+                .iter()
+                .take(POD_STARTS_LISTED)
+                .map(|w| PodStart {
+                    pod: w.pod.clone(),
+                    created_s: secs(w.created_ms),
+                    running_s: secs(w.running_ms),
+                })
+                .collect(),
             timeline: samples
                 .iter()
                 .map(|x| Point {

@@ -150,6 +150,24 @@ pub struct OptionsFile {
     pub max_drain_parallelism: Option<usize>,
     /// `--max-graceful-termination-sec`.
     pub max_graceful_termination_sec: Option<u64>,
+    /// `--max-node-provision-time` (15m).
+    pub max_node_provision_time: Option<String>,
+    /// `--max-node-startup-time` (15m).
+    pub max_node_startup_time: Option<String>,
+    /// `--ok-total-unready-count` (3).
+    pub ok_total_unready_count: Option<usize>,
+    /// `--max-total-unready-percentage` (45).
+    pub max_total_unready_percentage: Option<f64>,
+    /// `--initial-node-group-backoff-duration` (5m).
+    pub initial_node_group_backoff_duration: Option<String>,
+    /// `--max-node-group-backoff-duration` (30m).
+    pub max_node_group_backoff_duration: Option<String>,
+    /// `--node-group-backoff-reset-timeout` (3h).
+    pub node_group_backoff_reset_timeout: Option<String>,
+    /// Not a flag: virtual times at which the autoscaler process restarts (a fresh `Autoscaler`,
+    /// all in-memory state dropped), e.g. `[30m]`.
+    #[serde(default)]
+    pub restart_at: Vec<String>,
 }
 
 /// A node group.
@@ -216,8 +234,11 @@ pub struct FaultFile {
     pub from: String,
     /// End (exclusive).
     pub to: String,
-    /// `stockout`, `slow`, `never-registers` or `scale-api-error`.
+    /// `stockout`, `slow`, `never-registers`, `scale-api-error` or `nodes-not-ready`.
     pub kind: String,
+    /// Nodes a `nodes-not-ready` fault takes down.
+    #[serde(default)]
+    pub count: Option<u32>,
     /// Failure reason of a stockout (default `InsufficientCapacity`).
     #[serde(default)]
     pub reason: Option<String>,
@@ -425,6 +446,8 @@ pub struct Scenario {
     pub daemon_sets: Vec<DaemonSetSpec>,
     /// Bare pods by creation time (trace replay), sorted by time.
     pub pods: Vec<TimedPod>,
+    /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
+    pub restart_at: Vec<SimTime>,
 }
 
 fn ms(field: &str, text: &str) -> Result<SimTime, ScenarioError> {
@@ -514,11 +537,16 @@ impl Scenario {
                 },
                 "never-registers" => FaultKind::NeverRegisters,
                 "scale-api-error" => FaultKind::ScaleApiError,
+                "nodes-not-ready" => FaultKind::NodesNotReady {
+                    count: x.count.ok_or_else(|| {
+                        invalid(format!("{field}.count"), "nodes-not-ready needs a count")
+                    })?,
+                },
                 other => {
                     return Err(invalid(
                         format!("{field}.kind"),
                         format!(
-                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error)"
+                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error, nodes-not-ready)"
                         ),
                     ));
                 }
@@ -546,6 +574,7 @@ impl Scenario {
             jobs: Vec::new(),
             daemon_sets: Vec::new(),
             pods: Vec::new(),
+            restart_at: restarts(&f.options)?,
         };
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
@@ -886,7 +915,67 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
     if let Some(n) = o.max_graceful_termination_sec {
         down.max_graceful_termination_sec = n;
     }
+    cluster_state_options(o, &mut a)?;
     Ok((a, scan))
+}
+
+/// The cluster-state flags: provision and startup times, health thresholds, backoff.
+fn cluster_state_options(o: &OptionsFile, a: &mut AutoscalerOptions) -> Result<(), ScenarioError> {
+    let cs = &mut a.cluster_state;
+    for (text, name, slot) in [
+        (
+            &o.max_node_provision_time,
+            "options.max-node-provision-time",
+            &mut cs.max_node_provision_time,
+        ),
+        (
+            &o.max_node_startup_time,
+            "options.max-node-startup-time",
+            &mut cs.max_node_startup_time,
+        ),
+        (
+            &o.initial_node_group_backoff_duration,
+            "options.initial-node-group-backoff-duration",
+            &mut cs.backoff.initial,
+        ),
+        (
+            &o.max_node_group_backoff_duration,
+            "options.max-node-group-backoff-duration",
+            &mut cs.backoff.max,
+        ),
+        (
+            &o.node_group_backoff_reset_timeout,
+            "options.node-group-backoff-reset-timeout",
+            &mut cs.backoff.reset_timeout,
+        ),
+    ] {
+        if let Some(d) = dur(name, text)? {
+            *slot = d;
+        }
+    }
+    if let Some(n) = o.ok_total_unready_count {
+        cs.ok_total_unready_count = n;
+    }
+    if let Some(p) = o.max_total_unready_percentage {
+        if !(0.0..=100.0).contains(&p) {
+            return Err(invalid(
+                "options.max-total-unready-percentage",
+                "must be within 0..100",
+            ));
+        }
+        cs.max_total_unready_percentage = p;
+    }
+    Ok(())
+}
+
+/// The restart times of option `restart-at`, sorted.
+fn restarts(o: &OptionsFile) -> Result<Vec<SimTime>, ScenarioError> {
+    let mut v = Vec::new();
+    for (i, t) in o.restart_at.iter().enumerate() {
+        v.push(ms(&format!("options.restart-at[{i}]"), t)?);
+    }
+    v.sort_unstable();
+    Ok(v)
 }
 
 /// The MachineDeployment object of a group, with its extra annotations.
