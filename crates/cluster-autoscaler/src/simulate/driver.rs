@@ -140,6 +140,8 @@ pub struct BackoffLog {
     pub group: String,
     /// Failures since the last reset.
     pub failures: u32,
+    /// The failure that started (or extended) it, virtual time.
+    pub failed_at_ms: SimTime,
     /// End of the backoff, virtual time.
     pub until_ms: SimTime,
     /// Failure code (`timeout`, the Machine's failure reason, `cloudProviderError`).
@@ -355,11 +357,19 @@ impl<'a> Driver<'a> {
                 continue;
             }
             self.last_backoff.insert(id.clone(), b.until_ms);
+            let virtual_ms = |ms: i64| u64::try_from(ms.saturating_sub(epoch)).unwrap_or(0);
+            let failed_at = self
+                .autoscaler
+                .cluster_state
+                .backoff
+                .get(&g.id)
+                .map_or(t, |x| virtual_ms(x.last_failure_ms));
             self.log.backoffs.push(BackoffLog {
                 at_ms: t,
                 group: id,
                 failures: b.failures,
-                until_ms: u64::try_from(b.until_ms.saturating_sub(epoch)).unwrap_or(0),
+                failed_at_ms: failed_at,
+                until_ms: virtual_ms(b.until_ms),
                 code: b.reason.code.clone(),
             });
         }

@@ -99,9 +99,11 @@ pub struct BackoffReport {
     pub group: String,
     /// Failures since the last reset.
     pub failures: u32,
+    /// The failure that started (or extended) it, seconds.
+    pub failed_at_s: f64,
     /// End of the backoff, seconds of virtual time.
     pub until_s: f64,
-    /// `until_s - t_s`.
+    /// `until_s - failed_at_s`: the backoff's length.
     pub duration_s: f64,
     /// Failure code.
     pub code: String,
@@ -331,8 +333,9 @@ impl Report {
                     t_s: secs(b.at_ms),
                     group: b.group.clone(),
                     failures: b.failures,
+                    failed_at_s: secs(b.failed_at_ms),
                     until_s: secs(b.until_ms),
-                    duration_s: secs(b.until_ms.saturating_sub(b.at_ms)),
+                    duration_s: secs(b.until_ms.saturating_sub(b.failed_at_ms)),
                     code: b.code.clone(),
                 })
                 .collect(),
