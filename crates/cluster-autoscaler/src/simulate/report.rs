@@ -490,6 +490,15 @@ impl Report {
                 }
             }
         }
+        if !self.restarts_s.is_empty() || self.unhealthy_loops > 0 || !self.backoffs.is_empty() {
+            let _ = writeln!(
+                o,
+                "Restarts: {}  loops with the cluster not ready for autoscaling: {}  backoffs: {}",
+                self.restarts_s.len(),
+                self.unhealthy_loops,
+                self.backoffs.len()
+            );
+        }
         if self.actuation_errors > 0 {
             let _ = writeln!(
                 o,
