@@ -451,9 +451,23 @@ fn machine_error(obj: &Value, deleting: bool, has_node: bool) -> Option<Instance
     let stockout = |s: &Option<String>| {
         s.as_deref().is_some_and(|s| {
             let s = s.to_ascii_lowercase();
-            s.contains("insufficientresources")
-                || s.contains("insufficient capacity")
-                || s.contains("quota")
+            // Stockouts and quota as the infrastructure providers word them (AWS
+            // `InsufficientInstanceCapacity`, GCE `ZONE_RESOURCE_POOL_EXHAUSTED`, Azure
+            // `SkuNotAvailable` / `AllocationFailed`, generic "out of capacity").
+            [
+                "insufficientresources",
+                "insufficient capacity",
+                "insufficientinstancecapacity",
+                "resource_pool_exhausted",
+                "skunotavailable",
+                "allocationfailed",
+                "out of capacity",
+                "outofcapacity",
+                "stockout",
+                "quota",
+            ]
+            .iter()
+            .any(|k| s.contains(k))
         })
     };
     let class = if stockout(&reason) || stockout(&message) {
@@ -747,6 +761,44 @@ mod tests {
         assert!(
             w.iter()
                 .any(|w| w.contains("neg-replicas") && w.contains("spec.replicas"))
+        );
+    }
+}
+
+#[cfg(test)]
+mod stockout_tests {
+    use super::*;
+    use autoscaler_core::node_group::InstanceErrorClass;
+
+    #[test]
+    fn provider_stockout_wordings_are_out_of_resources() {
+        let class = |reason: &str| {
+            let m = serde_json::json!({"status": {"phase": "Failed", "failureReason": reason}});
+            machine_error(&m, false, false).map(|e| e.class)
+        };
+        for stockout in [
+            "InsufficientInstanceCapacity",
+            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "SkuNotAvailable",
+            "QuotaExceeded",
+        ] {
+            assert_eq!(
+                class(stockout),
+                Some(InstanceErrorClass::OutOfResources),
+                "{stockout}"
+            );
+        }
+        assert_eq!(
+            class("InvalidConfiguration"),
+            Some(InstanceErrorClass::Other)
+        );
+        assert_eq!(
+            machine_error(
+                &serde_json::json!({"status": {"phase": "Running"}}),
+                false,
+                true
+            ),
+            None
         );
     }
 }

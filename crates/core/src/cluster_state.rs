@@ -550,15 +550,22 @@ impl ClusterState {
                 } else {
                     (FIX_NODE_GROUP_SIZE, "Target size")
                 };
+                let fix = if reverted > 0 {
+                    format!(
+                        "target lowered by {reverted} to {}",
+                        group.target_size.saturating_sub(reverted)
+                    )
+                } else {
+                    "the instances that never registered are deleted".to_string()
+                };
                 out.events.push(Event {
                     reason,
                     object: group.id.to_string(),
                     message: format!(
                         "{what} of {} timed out: {waiting} node(s) did not register within {}s; \
-                         target lowered by {reverted} to {}; backed off until {}",
+                         {fix}; backed off until {}",
                         group.id,
                         provision_ms / 1000,
-                        group.target_size.saturating_sub(reverted),
                         format_time_ms(until)
                     ),
                     warning: true,
