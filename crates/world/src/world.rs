@@ -245,6 +245,10 @@ pub struct World {
     pub(crate) daemon_sets: BTreeMap<NsName, DaemonSetState>,
     pub(crate) pdbs_dirty: bool,
     pub(crate) metrics: Metrics,
+    /// Pods kept with a terminal phase since the last [`World::gc_terminal_pods`].
+    terminal: Vec<NsName>,
+    /// Whether [`World::gc_terminal_pods`] has scanned every pod object once.
+    gc_scanned: bool,
 }
 
 impl World {
@@ -271,6 +275,8 @@ impl World {
             daemon_sets: BTreeMap::new(),
             pdbs_dirty: false,
             metrics: Metrics::default(),
+            terminal: Vec::new(),
+            gc_scanned: false,
         };
         let tick = w.cfg.scheduler_interval_ms.max(1);
         w.schedule(tick, Event::SchedulerTick);
@@ -307,6 +313,12 @@ impl World {
     /// Every change after `rv`, oldest first (a watch from `rv`).
     pub fn events_since(&self, rv: u64) -> &[WatchEvent] {
         self.store.events_since(rv)
+    }
+
+    /// Forgets the change log up to and including `rv`: [`World::events_since`] from an
+    /// earlier version then starts after `rv`. For a single reader that has seen those changes.
+    pub fn forget_events_upto(&mut self, rv: u64) {
+        self.store.forget_upto(rv);
     }
 
     /// The metrics recorded so far.
@@ -579,6 +591,7 @@ impl World {
                         }
                     }
                     let _ = self.put(obj);
+                    self.terminal.push(id.clone());
                 }
             }
             None => {
@@ -620,17 +633,28 @@ impl World {
     /// pod garbage collector does; returns how many. Keeps long replays from carrying every
     /// finished pod in the store.
     pub fn gc_terminal_pods(&mut self) -> usize {
-        let done: Vec<ObjectKey> = self
-            .store
-            .objects()
-            .list("", "Pod")
-            .filter(|(_, v)| {
-                matches!(
-                    v.pointer("/status/phase").and_then(Value::as_str),
-                    Some("Succeeded" | "Failed")
-                )
+        // Only pods that ended in this world since the last collection can be new garbage,
+        // plus terminal pods given as objects at the start (found by the first full scan).
+        let mut candidates: Vec<ObjectKey> = std::mem::take(&mut self.terminal)
+            .into_iter()
+            .map(|(ns, n)| key("", "Pod", &ns, &n))
+            .collect();
+        if !self.gc_scanned {
+            self.gc_scanned = true;
+            candidates.extend(self.store.objects().list("", "Pod").map(|(k, _)| k.clone()));
+        }
+        candidates.sort();
+        candidates.dedup();
+        let done: Vec<ObjectKey> = candidates
+            .into_iter()
+            .filter(|k| {
+                self.store.get(k).is_some_and(|v| {
+                    matches!(
+                        v.pointer("/status/phase").and_then(Value::as_str),
+                        Some("Succeeded" | "Failed")
+                    )
+                })
             })
-            .map(|(k, _)| k.clone())
             .filter(|k| {
                 !self
                     .pods

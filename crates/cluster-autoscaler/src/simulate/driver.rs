@@ -14,12 +14,12 @@ use autoscaler_core::actions::{Action, PodRef};
 use autoscaler_core::autoscaler::{Autoscaler, ClusterView};
 use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
-use autoscaler_core::objects::read_objects;
 use autoscaler_core::scale_down::InFlight;
 use autoscaler_core::template::TO_BE_DELETED_TAINT;
 use autoscaler_world::{Metrics, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
+use super::informer::Informer;
 use super::scenario::{Scenario, group_object};
 
 /// How long a drain keeps retrying evictions refused by a budget before it gives up (upstream's
@@ -123,6 +123,7 @@ pub struct Driver<'a> {
     drains: Vec<Drain>,
     log: RunLog,
     seen_failed: BTreeSet<String>,
+    informer: Informer,
 }
 
 fn short(group_id: &str) -> String {
@@ -192,6 +193,7 @@ impl<'a> Driver<'a> {
             drains: Vec::new(),
             log,
             seen_failed: BTreeSet::new(),
+            informer: Informer::new(),
         })
     }
 
@@ -261,13 +263,21 @@ impl<'a> Driver<'a> {
         ClusterApiProvider::discover(self.world.objects(), &self.config).0
     }
 
+    /// Brings the informer up to date and lets the world forget the changes it has seen.
+    fn sync(&mut self) {
+        self.informer.sync(&self.world);
+        self.world
+            .forget_events_upto(self.informer.resource_version());
+    }
+
     fn one_loop(&mut self, t: SimTime) {
         self.log.loops += 1;
         self.observe_failures(t);
         self.continue_drains();
-        let store = self.world.store();
-        let (objects, _errors) = read_objects(&store);
-        let (provider, _warnings) = ClusterApiProvider::discover(&store, &self.config);
+        self.sync();
+        let objects = self.informer.objects();
+        let (provider, _warnings) =
+            ClusterApiProvider::discover(self.informer.store_without_pods(), &self.config);
         let mut in_flight = InFlight {
             per_group: vec![0; provider.resources().len()],
             empty: 0,
@@ -537,15 +547,11 @@ impl<'a> Driver<'a> {
     }
 
     fn delete_nodes(&mut self, group: &str, names: &[String]) {
-        let store = self.world.store();
-        let (objects, _) = read_objects(&store);
-        let provider = ClusterApiProvider::discover(&store, &self.config).0;
-        let nodes: Vec<&autoscaler_core::node::Node> = objects
-            .nodes
-            .iter()
-            .filter(|n| names.iter().any(|x| x == n.name.as_str()))
-            .map(|n| &**n)
-            .collect();
+        self.sync();
+        let provider =
+            ClusterApiProvider::discover(self.informer.store_without_pods(), &self.config).0;
+        let views = self.informer.nodes_named(names);
+        let nodes: Vec<&autoscaler_core::node::Node> = views.iter().map(|n| &**n).collect();
         if nodes.is_empty() {
             return;
         }

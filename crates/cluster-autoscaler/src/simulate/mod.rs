@@ -6,6 +6,7 @@
 //! the report, so that the same scenario and seed give a byte-identical report.
 
 pub mod driver;
+pub mod informer;
 pub mod report;
 pub mod scenario;
 pub mod svg;
