@@ -249,6 +249,14 @@ pub struct World {
     terminal: Vec<NsName>,
     /// Whether [`World::gc_terminal_pods`] has scanned every pod object once.
     gc_scanned: bool,
+    /// Live pods not bound to a node, in scheduling-queue order (priority, then creation).
+    pub(crate) pending: std::collections::BTreeSet<(i32, u64, NsName)>,
+    /// Bumped by every change that can alter a scheduling outcome (pods created, bound or
+    /// removed; nodes added, edited or removed).
+    pub(crate) sched_epoch: u64,
+    /// The epoch at which a scheduler pass changed nothing: until the epoch moves, another
+    /// pass would decide exactly the same and is skipped.
+    pub(crate) sched_idle_at: Option<u64>,
 }
 
 impl World {
@@ -277,6 +285,9 @@ impl World {
             metrics: Metrics::default(),
             terminal: Vec::new(),
             gc_scanned: false,
+            pending: std::collections::BTreeSet::new(),
+            sched_epoch: 0,
+            sched_idle_at: None,
         };
         let tick = w.cfg.scheduler_interval_ms.max(1);
         w.schedule(tick, Event::SchedulerTick);
@@ -487,6 +498,9 @@ impl World {
         view.creation_ms = Some(self.cfg.epoch_ms + self.now as i64);
         let node = view.node_name.map(|n| n.as_str().to_string());
         self.pod_seq += 1;
+        self.pending
+            .insert((-view.priority, self.pod_seq, id.clone()));
+        self.sched_epoch += 1;
         self.pods.insert(
             id.clone(),
             PodState {
@@ -542,9 +556,12 @@ impl World {
         let Some(st) = self.pods.get_mut(id) else {
             return false;
         };
+        let queued = (-st.view.priority, st.seq, id.clone());
         st.view = view;
         st.node = Some(node.to_string());
         st.unschedulable = None;
+        self.pending.remove(&queued);
+        self.sched_epoch += 1;
         let created = st.created;
         let lifetime = st.lifetime;
         let uid = st.uid.clone();
@@ -570,6 +587,9 @@ impl World {
     /// otherwise the object is deleted. The owner is told.
     pub(crate) fn remove_pod(&mut self, id: &NsName, terminal: Option<&str>) -> Option<PodState> {
         let st = self.pods.remove(id)?;
+        self.pending
+            .remove(&(-st.view.priority, st.seq, id.clone()));
+        self.sched_epoch += 1;
         if let Some(node) = &st.node
             && let Some(n) = self.nodes.get(node)
         {
@@ -704,6 +724,7 @@ impl World {
                 message: e.to_string(),
             })?;
         self.nodes.insert(k.name.clone(), NodeState { id, machine });
+        self.sched_epoch += 1;
         Ok(k.name)
     }
 
@@ -745,6 +766,7 @@ impl World {
         }
         let _ = self.snapshot.remove_node(st.id);
         self.nodes.remove(name);
+        self.sched_epoch += 1;
         self.store.delete(&key("", "Node", "", name), self.now);
         Ok(())
     }
@@ -781,6 +803,7 @@ impl World {
         if let Some(n) = self.nodes.get_mut(name) {
             n.id = id;
         }
+        self.sched_epoch += 1;
         Ok(())
     }
 
@@ -839,7 +862,7 @@ impl World {
 
     /// Number of live pods not bound to a node.
     pub fn pending_count(&self) -> usize {
-        self.pods.values().filter(|p| p.node.is_none()).count()
+        self.pending.len()
     }
 
     /// The scheduling snapshot the scheduler works on (nodes and bound pods).

@@ -259,8 +259,10 @@ impl<'a> Driver<'a> {
         self.world.config().epoch_ms + self.world.now() as i64
     }
 
-    fn provider(&self) -> ClusterApiProvider {
-        ClusterApiProvider::discover(self.world.objects(), &self.config).0
+    /// The provider as discovered from the world's objects now.
+    fn provider(&mut self) -> ClusterApiProvider {
+        self.sync();
+        self.informer.provider(&self.config)
     }
 
     /// Brings the informer up to date and lets the world forget the changes it has seen.
@@ -274,10 +276,8 @@ impl<'a> Driver<'a> {
         self.log.loops += 1;
         self.observe_failures(t);
         self.continue_drains();
-        self.sync();
+        let provider = self.provider();
         let objects = self.informer.objects();
-        let (provider, _warnings) =
-            ClusterApiProvider::discover(self.informer.store_without_pods(), &self.config);
         let mut in_flight = InFlight {
             per_group: vec![0; provider.resources().len()],
             empty: 0,
@@ -547,9 +547,7 @@ impl<'a> Driver<'a> {
     }
 
     fn delete_nodes(&mut self, group: &str, names: &[String]) {
-        self.sync();
-        let provider =
-            ClusterApiProvider::discover(self.informer.store_without_pods(), &self.config).0;
+        let provider = self.provider();
         let views = self.informer.nodes_named(names);
         let nodes: Vec<&autoscaler_core::node::Node> = views.iter().map(|n| &**n).collect();
         if nodes.is_empty() {

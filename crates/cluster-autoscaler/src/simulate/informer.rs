@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::node::Node;
 use autoscaler_core::objects::{ClusterObjects, read_objects};
 use autoscaler_core::pod::Pod;
@@ -32,6 +33,10 @@ pub struct Informer {
     no_pods: ObjectStore,
     /// Every object but Pods and Nodes: DaemonSets, budgets, namespaces, controllers.
     rest: ObjectStore,
+    /// Bumped whenever `no_pods` changes.
+    no_pods_version: u64,
+    /// The provider discovered at `no_pods_version`.
+    provider: Option<(u64, ClusterApiProvider)>,
 }
 
 fn is_pod(k: &ObjectKey) -> bool {
@@ -89,6 +94,7 @@ impl Informer {
             } else {
                 self.rest.insert_shared(k.clone(), e.object.clone());
             }
+            self.no_pods_version += 1;
             if deleted {
                 self.no_pods.remove(k);
             } else {
@@ -102,9 +108,17 @@ impl Informer {
         self.rv
     }
 
-    /// Every object but Pods, for provider discovery.
-    pub fn store_without_pods(&self) -> &ObjectStore {
-        &self.no_pods
+    /// The Cluster API provider discovered from the objects (rediscovered only when an object
+    /// other than a Pod changed since the last call).
+    pub fn provider(&mut self, config: &ClusterApiConfig) -> ClusterApiProvider {
+        match &self.provider {
+            Some((v, p)) if *v == self.no_pods_version && p.config() == config => p.clone(),
+            _ => {
+                let p = ClusterApiProvider::discover(&self.no_pods, config).0;
+                self.provider = Some((self.no_pods_version, p.clone()));
+                p
+            }
+        }
     }
 
     /// The model objects, as `read_objects` reads them from the world's store.
