@@ -223,3 +223,26 @@ fn the_alibaba_trace_replays_when_the_trace_is_present() {
     assert!(num(&r, "/pod_wait/started") > 100.0);
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
 }
+
+#[test]
+fn consolidation_drains_scattered_pods_under_their_budget() {
+    let (r, out) = simulate("consolidation", &["examples/consolidation.yaml"]);
+    assert!(num(&r, "/drains") > 0.0, "no drain:\n{out}");
+    assert!(num(&r, "/evictions") > 0.0, "no eviction:\n{out}");
+    // The budget refused some evictions (a sequential drain, a replacement not yet running);
+    // they were retried, and no drain gave up.
+    assert!(num(&r, "/eviction_refusals") > 0.0, "no refusal:\n{out}");
+    assert_eq!(num(&r, "/drains_failed"), 0.0);
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+    // Every pod (evicted ones' replacements included) ends up running.
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    assert_eq!(num(&r, "/pod_wait/started"), num(&r, "/pods_created"));
+    // Back toward min: the ten web pods fit on three 4-CPU nodes.
+    let g = &r["groups"][0];
+    assert!(num(g, "/nodes_max") >= 8.0, "the batch burst scaled up");
+    assert!(
+        num(g, "/nodes_end") <= num(g, "/min") + 1.0,
+        "{} nodes at the end",
+        num(g, "/nodes_end")
+    );
+}
