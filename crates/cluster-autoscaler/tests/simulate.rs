@@ -246,3 +246,97 @@ fn consolidation_drains_scattered_pods_under_their_budget() {
         num(g, "/nodes_end")
     );
 }
+
+/// The scenario of the snapshot test: default autoscaler options (so that `plan`, which runs
+/// with the defaults, decides with the same options as the simulated loop).
+const SNAPSHOT_SCENARIO: &str = "name: snap
+duration: 20m
+seed: 5
+node_groups:
+  - {name: workers, min: 1, max: 10, cpu: '4', memory: 16Gi}
+workloads:
+  - kind: deployment
+    name: web
+    replicas: 2
+    schedule:
+      - {at: 5m, replicas: 20}
+      - {at: 12m, replicas: 26}
+    pod: {cpu: '1', memory: 1Gi}
+";
+
+#[test]
+fn plan_on_a_world_snapshot_decides_the_scale_up_the_loop_decided() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-snapshot", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scenario = dir.join("snap.yaml");
+    std::fs::write(&scenario, SNAPSHOT_SCENARIO).expect("write scenario");
+    let bin = env!("CARGO_BIN_EXE_cluster-autoscaler");
+    let mut scale_ups_seen = 0;
+    // Before the burst, at the burst, while nodes are upcoming, at the second burst.
+    for at in ["1m", "5m", "5m10s", "6m30s", "12m", "12m10s"] {
+        let snap = dir.join(format!("snap-{at}.yaml"));
+        let out = Command::new(bin)
+            .arg("simulate")
+            .arg(&scenario)
+            .args(["--quiet", "--snapshot-at", at, "--snapshot-out"])
+            .arg(&snap)
+            .output()
+            .expect("run simulate");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&snap).expect("snapshot written");
+        let now = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# now: "))
+            .expect("now in the header")
+            .to_string();
+        let loop_actions: Vec<String> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("# actions the loop decided:"))
+            .skip(1)
+            .map_while(|l| l.strip_prefix("#   "))
+            .filter(|a| *a != "none")
+            .map(str::to_string)
+            .collect();
+        let out = Command::new(bin)
+            .args(["plan", "--output", "json", "--now", &now, "--snapshot"])
+            .arg(&snap)
+            .output()
+            .expect("run plan");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: Value = serde_json::from_slice(&out.stdout).expect("plan JSON");
+        let plan_actions: Vec<String> = plan["actions"]
+            .as_array()
+            .expect("actions")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect();
+        // The scale-up is decided from the objects alone (upcoming nodes are the target size
+        // minus the registered nodes in both); scale-down also depends on the loop's memory
+        // (how long each node has been unneeded), which a fresh `plan` does not have.
+        let ups = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .filter(|a| a.starts_with("increase "))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            ups(&loop_actions),
+            ups(&plan_actions),
+            "at {at}: the loop decided {loop_actions:?}, plan {plan_actions:?}"
+        );
+        scale_ups_seen += ups(&loop_actions).len();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        scale_ups_seen >= 2,
+        "both bursts scale up at a compared instant"
+    );
+}

@@ -104,6 +104,19 @@ pub struct RunLog {
     pub pods_created: usize,
 }
 
+/// The world's objects and the loop's decision at one instant (`simulate --snapshot-at`).
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotTaken {
+    /// Virtual time of the loop.
+    pub at_ms: SimTime,
+    /// The loop's clock, milliseconds since the Unix epoch (what `plan --now` is given).
+    pub now_ms: i64,
+    /// Every object the loop read, as multi-document YAML.
+    pub yaml: String,
+    /// The actions the loop decided, described as `plan` describes them.
+    pub actions: Vec<String>,
+}
+
 /// A drain in progress.
 #[derive(Clone, Debug)]
 struct Drain {
@@ -124,6 +137,8 @@ pub struct Driver<'a> {
     log: RunLog,
     seen_failed: BTreeSet<String>,
     informer: Informer,
+    snapshot_at: Option<SimTime>,
+    snapshot: Option<SnapshotTaken>,
 }
 
 fn short(group_id: &str) -> String {
@@ -194,11 +209,28 @@ impl<'a> Driver<'a> {
             log,
             seen_failed: BTreeSet::new(),
             informer: Informer::new(),
+            snapshot_at: None,
+            snapshot: None,
         })
     }
 
+    /// Asks for the world's objects and the loop's actions at the first loop at or after `at`
+    /// (virtual ms), taken just before the autoscaler reads the objects.
+    pub fn snapshot_at(&mut self, at: SimTime) {
+        self.snapshot_at = Some(at);
+    }
+
     /// Runs to the end of the scenario, calling `progress` with the virtual time after each loop.
-    pub fn run(mut self, progress: &mut dyn FnMut(SimTime)) -> RunLog {
+    pub fn run(self, progress: &mut dyn FnMut(SimTime)) -> RunLog {
+        self.run_with_snapshot(progress).0
+    }
+
+    /// Runs to the end of the scenario like [`Driver::run`], also returning the snapshot asked
+    /// for with [`Driver::snapshot_at`] (none if the run ended before it).
+    pub fn run_with_snapshot(
+        mut self,
+        progress: &mut dyn FnMut(SimTime),
+    ) -> (RunLog, Option<SnapshotTaken>) {
         let s = self.scenario;
         let mut jobs = s.jobs.iter().peekable();
         let mut pods = s.pods.iter().peekable();
@@ -243,7 +275,7 @@ impl<'a> Driver<'a> {
         self.log.metrics = self.world.metrics().clone();
         self.log.pending_at_end = self.world.pending_count();
         self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
-        self.log
+        (self.log, self.snapshot)
     }
 
     fn error(&mut self, e: String) {
@@ -297,9 +329,21 @@ impl<'a> Driver<'a> {
             pdbs: &objects.pdbs,
         };
         let now = self.now_ms();
+        let take = self.snapshot.is_none() && self.snapshot_at.is_some_and(|at| at <= t);
+        if take {
+            self.snapshot = Some(SnapshotTaken {
+                at_ms: t,
+                now_ms: now,
+                yaml: objects_yaml(self.world.objects()),
+                actions: Vec::new(),
+            });
+        }
         let outcome =
             self.autoscaler
                 .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
+        if take && let Some(snap) = &mut self.snapshot {
+            snap.actions = outcome.actions.iter().map(crate::plan::describe).collect();
+        }
         for action in outcome.actions {
             self.apply(action);
         }
@@ -589,4 +633,18 @@ impl<'a> Driver<'a> {
             }
         }
     }
+}
+
+/// Every object of `store` as multi-document YAML (`---` between documents), in store order.
+pub fn objects_yaml(store: &autoscaler_core::store::ObjectStore) -> String {
+    let mut out = String::new();
+    for (_, obj) in store.iter() {
+        out.push_str("---\n");
+        match serde_yaml_ng::to_string(&**obj) {
+            Ok(text) => out.push_str(&text),
+            // A JSON value always serializes; keep the document count right regardless.
+            Err(e) => out.push_str(&format!("# not serializable: {e}\n")),
+        }
+    }
+    out
 }
