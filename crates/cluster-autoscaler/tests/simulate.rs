@@ -340,3 +340,28 @@ fn plan_on_a_world_snapshot_decides_the_scale_up_the_loop_decided() {
         "both bursts scale up at a compared instant"
     );
 }
+
+#[test]
+fn the_azure_replay_runs_shortened_when_the_trace_is_present() {
+    let trace = repo().join("../shared/traces/azure-v1-vms.csv");
+    if !trace.exists() {
+        eprintln!(
+            "skipped: trace {} is absent (see ../shared/traces/README.md)",
+            trace.display()
+        );
+        return;
+    }
+    // The full replay (84 h of virtual time) is for `--release`; its first 30 minutes here.
+    let (r, _) = simulate(
+        "azure",
+        &["examples/azure-replay.yaml", "--duration", "30m"],
+    );
+    assert!(
+        num(&r, "/pods_created") > 1000.0,
+        "the trace's first VMs arrive"
+    );
+    assert!(num(&r, "/scale_ups") >= 1.0);
+    // Pods wait for at most one provisioning delay (2 min) plus two loops.
+    assert!(num(&r, "/pod_wait/max_s") <= 120.0 + 20.0);
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+}
