@@ -308,7 +308,8 @@ fn names(keys: impl Iterator<Item = String>) -> String {
     keys.collect::<Vec<_>>().join(", ")
 }
 
-fn describe(a: &Action) -> String {
+/// One action in words, as `plan` prints it (text and JSON).
+pub fn describe(a: &Action) -> String {
     match a {
         Action::IncreaseSize {
             group,

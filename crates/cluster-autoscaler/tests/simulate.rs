@@ -223,3 +223,145 @@ fn the_alibaba_trace_replays_when_the_trace_is_present() {
     assert!(num(&r, "/pod_wait/started") > 100.0);
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
 }
+
+#[test]
+fn consolidation_drains_scattered_pods_under_their_budget() {
+    let (r, out) = simulate("consolidation", &["examples/consolidation.yaml"]);
+    assert!(num(&r, "/drains") > 0.0, "no drain:\n{out}");
+    assert!(num(&r, "/evictions") > 0.0, "no eviction:\n{out}");
+    // The budget refused some evictions (a sequential drain, a replacement not yet running);
+    // they were retried, and no drain gave up.
+    assert!(num(&r, "/eviction_refusals") > 0.0, "no refusal:\n{out}");
+    assert_eq!(num(&r, "/drains_failed"), 0.0);
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+    // Every pod (evicted ones' replacements included) ends up running.
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    assert_eq!(num(&r, "/pod_wait/started"), num(&r, "/pods_created"));
+    // Back toward min: the ten web pods fit on three 4-CPU nodes.
+    let g = &r["groups"][0];
+    assert!(num(g, "/nodes_max") >= 8.0, "the batch burst scaled up");
+    assert!(
+        num(g, "/nodes_end") <= num(g, "/min") + 1.0,
+        "{} nodes at the end",
+        num(g, "/nodes_end")
+    );
+}
+
+/// The scenario of the snapshot test: default autoscaler options (so that `plan`, which runs
+/// with the defaults, decides with the same options as the simulated loop).
+const SNAPSHOT_SCENARIO: &str = "name: snap
+duration: 20m
+seed: 5
+node_groups:
+  - {name: workers, min: 1, max: 10, cpu: '4', memory: 16Gi}
+workloads:
+  - kind: deployment
+    name: web
+    replicas: 2
+    schedule:
+      - {at: 5m, replicas: 20}
+      - {at: 12m, replicas: 26}
+    pod: {cpu: '1', memory: 1Gi}
+";
+
+#[test]
+fn plan_on_a_world_snapshot_decides_the_scale_up_the_loop_decided() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-snapshot", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scenario = dir.join("snap.yaml");
+    std::fs::write(&scenario, SNAPSHOT_SCENARIO).expect("write scenario");
+    let bin = env!("CARGO_BIN_EXE_cluster-autoscaler");
+    let mut scale_ups_seen = 0;
+    // Before the burst, at the burst, while nodes are upcoming, at the second burst.
+    for at in ["1m", "5m", "5m10s", "6m30s", "12m", "12m10s"] {
+        let snap = dir.join(format!("snap-{at}.yaml"));
+        let out = Command::new(bin)
+            .arg("simulate")
+            .arg(&scenario)
+            .args(["--quiet", "--snapshot-at", at, "--snapshot-out"])
+            .arg(&snap)
+            .output()
+            .expect("run simulate");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&snap).expect("snapshot written");
+        let now = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# now: "))
+            .expect("now in the header")
+            .to_string();
+        let loop_actions: Vec<String> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("# actions the loop decided:"))
+            .skip(1)
+            .map_while(|l| l.strip_prefix("#   "))
+            .filter(|a| *a != "none")
+            .map(str::to_string)
+            .collect();
+        let out = Command::new(bin)
+            .args(["plan", "--output", "json", "--now", &now, "--snapshot"])
+            .arg(&snap)
+            .output()
+            .expect("run plan");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: Value = serde_json::from_slice(&out.stdout).expect("plan JSON");
+        let plan_actions: Vec<String> = plan["actions"]
+            .as_array()
+            .expect("actions")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect();
+        // The scale-up is decided from the objects alone (upcoming nodes are the target size
+        // minus the registered nodes in both); scale-down also depends on the loop's memory
+        // (how long each node has been unneeded), which a fresh `plan` does not have.
+        let ups = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .filter(|a| a.starts_with("increase "))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            ups(&loop_actions),
+            ups(&plan_actions),
+            "at {at}: the loop decided {loop_actions:?}, plan {plan_actions:?}"
+        );
+        scale_ups_seen += ups(&loop_actions).len();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        scale_ups_seen >= 2,
+        "both bursts scale up at a compared instant"
+    );
+}
+
+#[test]
+fn the_azure_replay_runs_shortened_when_the_trace_is_present() {
+    let trace = repo().join("../shared/traces/azure-v1-vms.csv");
+    if !trace.exists() {
+        eprintln!(
+            "skipped: trace {} is absent (see ../shared/traces/README.md)",
+            trace.display()
+        );
+        return;
+    }
+    // The full replay (84 h of virtual time) is for `--release`; its first 30 minutes here.
+    let (r, _) = simulate(
+        "azure",
+        &["examples/azure-replay.yaml", "--duration", "30m"],
+    );
+    assert!(
+        num(&r, "/pods_created") > 1000.0,
+        "the trace's first VMs arrive"
+    );
+    assert!(num(&r, "/scale_ups") >= 1.0);
+    // Pods wait for at most one provisioning delay (2 min) plus two loops.
+    assert!(num(&r, "/pod_wait/max_s") <= 120.0 + 20.0);
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+}

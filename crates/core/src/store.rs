@@ -131,6 +131,11 @@ impl ObjectStore {
         self.objects.insert(key, obj);
     }
 
+    /// Every object, ordered by group, kind, namespace and name.
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Value>)> {
+        self.objects.iter()
+    }
+
     /// Removes an object.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
         self.objects.remove(key)

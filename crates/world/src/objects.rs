@@ -81,6 +81,13 @@ impl VersionedStore {
         &self.log[at..]
     }
 
+    /// Drops the change log up to and including `rv` (a consumer that has read it lets the
+    /// store forget it, so that long runs do not keep every version of every object).
+    pub fn forget_upto(&mut self, rv: u64) {
+        let at = self.log.partition_point(|e| e.rv <= rv);
+        self.log.drain(..at);
+    }
+
     /// The whole change log.
     pub fn log(&self) -> &[WatchEvent] {
         &self.log

@@ -18,16 +18,12 @@ use crate::world::{NsName, World};
 impl World {
     /// One scheduler pass over every pending pod.
     pub(crate) fn schedule_pending(&mut self) {
-        let mut queue: Vec<(i32, u64, NsName)> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.node.is_none())
-            .map(|(k, p)| (-p.view.priority, p.seq, k.clone()))
-            .collect();
-        if queue.is_empty() {
+        // Nothing changed since a pass that changed nothing: this one would decide the same.
+        if self.pending.is_empty() || self.sched_idle_at == Some(self.sched_epoch) {
             return;
         }
-        queue.sort();
+        let epoch = self.sched_epoch;
+        let queue: Vec<(i32, u64, NsName)> = self.pending.iter().cloned().collect();
         let node_ids: Vec<NodeId> = {
             let mut v: Vec<(String, NodeId)> =
                 self.nodes.iter().map(|(n, s)| (n.clone(), s.id)).collect();
@@ -84,6 +80,7 @@ impl World {
                 }
             }
         }
+        self.sched_idle_at = (self.sched_epoch == epoch).then_some(epoch);
     }
 
     /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,

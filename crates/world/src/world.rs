@@ -264,6 +264,18 @@ pub struct World {
     pub(crate) metrics: Metrics,
     /// Nodes taken down by each active `NodesNotReady` fault (by fault index).
     pub(crate) not_ready_by_fault: BTreeMap<usize, Vec<String>>,
+    /// Pods kept with a terminal phase since the last [`World::gc_terminal_pods`].
+    terminal: Vec<NsName>,
+    /// Whether [`World::gc_terminal_pods`] has scanned every pod object once.
+    gc_scanned: bool,
+    /// Live pods not bound to a node, in scheduling-queue order (priority, then creation).
+    pub(crate) pending: std::collections::BTreeSet<(i32, u64, NsName)>,
+    /// Bumped by every change that can alter a scheduling outcome (pods created, bound or
+    /// removed; nodes added, edited or removed).
+    pub(crate) sched_epoch: u64,
+    /// The epoch at which a scheduler pass changed nothing: until the epoch moves, another
+    /// pass would decide exactly the same and is skipped.
+    pub(crate) sched_idle_at: Option<u64>,
 }
 
 impl World {
@@ -291,6 +303,11 @@ impl World {
             pdbs_dirty: false,
             metrics: Metrics::default(),
             not_ready_by_fault: BTreeMap::new(),
+            terminal: Vec::new(),
+            gc_scanned: false,
+            pending: std::collections::BTreeSet::new(),
+            sched_epoch: 0,
+            sched_idle_at: None,
         };
         let tick = w.cfg.scheduler_interval_ms.max(1);
         w.schedule(tick, Event::SchedulerTick);
@@ -327,6 +344,12 @@ impl World {
     /// Every change after `rv`, oldest first (a watch from `rv`).
     pub fn events_since(&self, rv: u64) -> &[WatchEvent] {
         self.store.events_since(rv)
+    }
+
+    /// Forgets the change log up to and including `rv`: [`World::events_since`] from an
+    /// earlier version then starts after `rv`. For a single reader that has seen those changes.
+    pub fn forget_events_upto(&mut self, rv: u64) {
+        self.store.forget_upto(rv);
     }
 
     /// The metrics recorded so far.
@@ -513,6 +536,9 @@ impl World {
         view.creation_ms = Some(self.cfg.epoch_ms + self.now as i64);
         let node = view.node_name.map(|n| n.as_str().to_string());
         self.pod_seq += 1;
+        self.pending
+            .insert((-view.priority, self.pod_seq, id.clone()));
+        self.sched_epoch += 1;
         self.pods.insert(
             id.clone(),
             PodState {
@@ -568,9 +594,12 @@ impl World {
         let Some(st) = self.pods.get_mut(id) else {
             return false;
         };
+        let queued = (-st.view.priority, st.seq, id.clone());
         st.view = view;
         st.node = Some(node.to_string());
         st.unschedulable = None;
+        self.pending.remove(&queued);
+        self.sched_epoch += 1;
         let created = st.created;
         let lifetime = st.lifetime;
         let uid = st.uid.clone();
@@ -596,6 +625,9 @@ impl World {
     /// otherwise the object is deleted. The owner is told.
     pub(crate) fn remove_pod(&mut self, id: &NsName, terminal: Option<&str>) -> Option<PodState> {
         let st = self.pods.remove(id)?;
+        self.pending
+            .remove(&(-st.view.priority, st.seq, id.clone()));
+        self.sched_epoch += 1;
         if let Some(node) = &st.node
             && let Some(n) = self.nodes.get(node)
         {
@@ -617,6 +649,7 @@ impl World {
                         }
                     }
                     let _ = self.put(obj);
+                    self.terminal.push(id.clone());
                 }
             }
             None => {
@@ -658,17 +691,28 @@ impl World {
     /// pod garbage collector does; returns how many. Keeps long replays from carrying every
     /// finished pod in the store.
     pub fn gc_terminal_pods(&mut self) -> usize {
-        let done: Vec<ObjectKey> = self
-            .store
-            .objects()
-            .list("", "Pod")
-            .filter(|(_, v)| {
-                matches!(
-                    v.pointer("/status/phase").and_then(Value::as_str),
-                    Some("Succeeded" | "Failed")
-                )
+        // Only pods that ended in this world since the last collection can be new garbage,
+        // plus terminal pods given as objects at the start (found by the first full scan).
+        let mut candidates: Vec<ObjectKey> = std::mem::take(&mut self.terminal)
+            .into_iter()
+            .map(|(ns, n)| key("", "Pod", &ns, &n))
+            .collect();
+        if !self.gc_scanned {
+            self.gc_scanned = true;
+            candidates.extend(self.store.objects().list("", "Pod").map(|(k, _)| k.clone()));
+        }
+        candidates.sort();
+        candidates.dedup();
+        let done: Vec<ObjectKey> = candidates
+            .into_iter()
+            .filter(|k| {
+                self.store.get(k).is_some_and(|v| {
+                    matches!(
+                        v.pointer("/status/phase").and_then(Value::as_str),
+                        Some("Succeeded" | "Failed")
+                    )
+                })
             })
-            .map(|(k, _)| k.clone())
             .filter(|k| {
                 !self
                     .pods
@@ -718,6 +762,7 @@ impl World {
                 message: e.to_string(),
             })?;
         self.nodes.insert(k.name.clone(), NodeState { id, machine });
+        self.sched_epoch += 1;
         Ok(k.name)
     }
 
@@ -759,6 +804,7 @@ impl World {
         }
         let _ = self.snapshot.remove_node(st.id);
         self.nodes.remove(name);
+        self.sched_epoch += 1;
         self.store.delete(&key("", "Node", "", name), self.now);
         Ok(())
     }
@@ -799,6 +845,7 @@ impl World {
         if let Some(n) = self.nodes.get_mut(name) {
             n.id = id;
         }
+        self.sched_epoch += 1;
         Ok(())
     }
 
@@ -857,7 +904,7 @@ impl World {
 
     /// Number of live pods not bound to a node.
     pub fn pending_count(&self) -> usize {
-        self.pods.values().filter(|p| p.node.is_none()).count()
+        self.pending.len()
     }
 
     /// The scheduling snapshot the scheduler works on (nodes and bound pods).

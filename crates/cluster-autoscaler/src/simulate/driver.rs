@@ -19,12 +19,12 @@ use autoscaler_core::cluster_state::{
 };
 use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
-use autoscaler_core::objects::read_objects;
 use autoscaler_core::scale_down::InFlight;
 use autoscaler_core::template::TO_BE_DELETED_TAINT;
 use autoscaler_world::{Metrics, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
+use super::informer::Informer;
 use super::scenario::{Scenario, group_object};
 
 /// How long a drain keeps retrying evictions refused by a budget before it gives up (upstream's
@@ -148,6 +148,19 @@ pub struct BackoffLog {
     pub code: String,
 }
 
+/// The world's objects and the loop's decision at one instant (`simulate --snapshot-at`).
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotTaken {
+    /// Virtual time of the loop.
+    pub at_ms: SimTime,
+    /// The loop's clock, milliseconds since the Unix epoch (what `plan --now` is given).
+    pub now_ms: i64,
+    /// Every object the loop read, as multi-document YAML.
+    pub yaml: String,
+    /// The actions the loop decided, described as `plan` describes them.
+    pub actions: Vec<String>,
+}
+
 /// A drain in progress.
 #[derive(Clone, Debug)]
 struct Drain {
@@ -171,6 +184,9 @@ pub struct Driver<'a> {
     drains: Vec<Drain>,
     log: RunLog,
     seen_failed: BTreeSet<String>,
+    informer: Informer,
+    snapshot_at: Option<SimTime>,
+    snapshot: Option<SnapshotTaken>,
 }
 
 fn short(group_id: &str) -> String {
@@ -245,11 +261,29 @@ impl<'a> Driver<'a> {
             drains: Vec::new(),
             log,
             seen_failed: BTreeSet::new(),
+            informer: Informer::new(),
+            snapshot_at: None,
+            snapshot: None,
         })
     }
 
+    /// Asks for the world's objects and the loop's actions at the first loop at or after `at`
+    /// (virtual ms), taken just before the autoscaler reads the objects.
+    pub fn snapshot_at(&mut self, at: SimTime) {
+        self.snapshot_at = Some(at);
+    }
+
     /// Runs to the end of the scenario, calling `progress` with the virtual time after each loop.
-    pub fn run(mut self, progress: &mut dyn FnMut(SimTime)) -> RunLog {
+    pub fn run(self, progress: &mut dyn FnMut(SimTime)) -> RunLog {
+        self.run_with_snapshot(progress).0
+    }
+
+    /// Runs to the end of the scenario like [`Driver::run`], also returning the snapshot asked
+    /// for with [`Driver::snapshot_at`] (none if the run ended before it).
+    pub fn run_with_snapshot(
+        mut self,
+        progress: &mut dyn FnMut(SimTime),
+    ) -> (RunLog, Option<SnapshotTaken>) {
         let s = self.scenario;
         let mut jobs = s.jobs.iter().peekable();
         let mut pods = s.pods.iter().peekable();
@@ -295,7 +329,7 @@ impl<'a> Driver<'a> {
         self.log.metrics = self.world.metrics().clone();
         self.log.pending_at_end = self.world.pending_count();
         self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
-        self.log
+        (self.log, self.snapshot)
     }
 
     /// Replaces the autoscaler with a fresh one (the process restarted) when a restart time of
@@ -388,17 +422,25 @@ impl<'a> Driver<'a> {
         self.world.config().epoch_ms + self.world.now() as i64
     }
 
-    fn provider(&self) -> ClusterApiProvider {
-        ClusterApiProvider::discover(self.world.objects(), &self.config).0
+    /// The provider as discovered from the world's objects now.
+    fn provider(&mut self) -> ClusterApiProvider {
+        self.sync();
+        self.informer.provider(&self.config)
+    }
+
+    /// Brings the informer up to date and lets the world forget the changes it has seen.
+    fn sync(&mut self) {
+        self.informer.sync(&self.world);
+        self.world
+            .forget_events_upto(self.informer.resource_version());
     }
 
     fn one_loop(&mut self, t: SimTime) {
         self.log.loops += 1;
         self.observe_failures(t);
         self.continue_drains();
-        let store = self.world.store();
-        let (objects, _errors) = read_objects(&store);
-        let (provider, _warnings) = ClusterApiProvider::discover(&store, &self.config);
+        let provider = self.provider();
+        let objects = self.informer.objects();
         let mut in_flight = InFlight {
             per_group: vec![0; provider.resources().len()],
             empty: 0,
@@ -418,10 +460,22 @@ impl<'a> Driver<'a> {
             pdbs: &objects.pdbs,
         };
         let now = self.now_ms();
+        let take = self.snapshot.is_none() && self.snapshot_at.is_some_and(|at| at <= t);
+        if take {
+            self.snapshot = Some(SnapshotTaken {
+                at_ms: t,
+                now_ms: now,
+                yaml: objects_yaml(self.world.objects()),
+                actions: Vec::new(),
+            });
+        }
         let outcome =
             self.autoscaler
                 .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
         self.record_outcome(t, &outcome);
+        if take && let Some(snap) = &mut self.snapshot {
+            snap.actions = outcome.actions.iter().map(crate::plan::describe).collect();
+        }
         for action in outcome.actions {
             self.apply(action);
         }
@@ -677,15 +731,9 @@ impl<'a> Driver<'a> {
     }
 
     fn delete_nodes(&mut self, group: &str, names: &[String]) {
-        let store = self.world.store();
-        let (objects, _) = read_objects(&store);
-        let provider = ClusterApiProvider::discover(&store, &self.config).0;
-        let nodes: Vec<&autoscaler_core::node::Node> = objects
-            .nodes
-            .iter()
-            .filter(|n| names.iter().any(|x| x == n.name.as_str()))
-            .map(|n| &**n)
-            .collect();
+        let provider = self.provider();
+        let views = self.informer.nodes_named(names);
+        let nodes: Vec<&autoscaler_core::node::Node> = views.iter().map(|n| &**n).collect();
         if nodes.is_empty() {
             return;
         }
@@ -725,4 +773,18 @@ impl<'a> Driver<'a> {
             }
         }
     }
+}
+
+/// Every object of `store` as multi-document YAML (`---` between documents), in store order.
+pub fn objects_yaml(store: &autoscaler_core::store::ObjectStore) -> String {
+    let mut out = String::new();
+    for (_, obj) in store.iter() {
+        out.push_str("---\n");
+        match serde_yaml_ng::to_string(&**obj) {
+            Ok(text) => out.push_str(&text),
+            // A JSON value always serializes; keep the document count right regardless.
+            Err(e) => out.push_str(&format!("# not serializable: {e}\n")),
+        }
+    }
+    out
 }

@@ -6,6 +6,7 @@
 //! the report, so that the same scenario and seed give a byte-identical report.
 
 pub mod driver;
+pub mod informer;
 pub mod report;
 pub mod scenario;
 pub mod svg;
@@ -41,6 +42,15 @@ pub struct SimulateArgs {
     /// Print only the summary's last lines (no timeline table).
     #[arg(long)]
     pub quiet: bool,
+    /// Virtual time (e.g. `25m`) of the loop whose input `--snapshot-out` writes: the first loop
+    /// at or after it.
+    #[arg(long, value_name = "DURATION", requires = "snapshot_out")]
+    pub snapshot_at: Option<String>,
+    /// Write the world's objects, as the loop at `--snapshot-at` read them, as multi-document
+    /// YAML (for `plan --snapshot`); a comment header gives the loop's clock (`plan --now`) and
+    /// the actions it decided.
+    #[arg(long, value_name = "FILE", requires = "snapshot_at")]
+    pub snapshot_out: Option<PathBuf>,
 }
 
 /// Loads the scenario named by the flags (or the built-in one) with the overrides applied.
@@ -90,8 +100,18 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
     {
         bar.set_style(style);
     }
-    let driver = driver::Driver::new(&s).map_err(|e| CliError::usage(anyhow!("{e}")))?;
-    let log = driver.run(&mut |t| bar.set_position(t / 1000));
+    let mut driver = driver::Driver::new(&s).map_err(|e| CliError::usage(anyhow!("{e}")))?;
+    if let Some(at) = &args.snapshot_at {
+        let d = autoscaler_core::duration::parse_duration(at)
+            .map_err(|e| CliError::usage(anyhow!("--snapshot-at {at:?}: {e}")))?;
+        driver.snapshot_at(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    }
+    let mut progress = |t| bar.set_position(t / 1000);
+    let (log, snapshot) = if args.snapshot_at.is_some() {
+        driver.run_with_snapshot(&mut progress)
+    } else {
+        (driver.run(&mut progress), None)
+    };
     bar.finish_and_clear();
     let wall = started.elapsed();
     let report = report::Report::new(&s, &log);
@@ -110,6 +130,17 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         report::clock(s.duration),
         wall.as_secs_f64()
     );
+    if let Some(p) = &args.snapshot_out {
+        let Some(snap) = snapshot else {
+            return Err(CliError::usage(anyhow!(
+                "--snapshot-at is after the end of the run ({})",
+                report::clock(s.duration)
+            )));
+        };
+        std::fs::write(p, snapshot_text(&s, &snap))
+            .with_context(|| format!("cannot write {}", p.display()))
+            .map_err(CliError::io)?;
+    }
     if let Some(p) = &args.report {
         std::fs::write(p, report.to_json())
             .with_context(|| format!("cannot write {}", p.display()))
@@ -121,4 +152,26 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
             .map_err(CliError::io)?;
     }
     Ok(())
+}
+
+/// The `--snapshot-out` file: a comment header (scenario, loop time, `plan --now` value, the
+/// loop's actions) and the objects.
+pub fn snapshot_text(s: &Scenario, snap: &driver::SnapshotTaken) -> String {
+    let now = jiff::Timestamp::from_millisecond(snap.now_ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| snap.now_ms.to_string());
+    let mut out = format!(
+        "# cluster-autoscaler simulate: scenario {} (seed {}), the objects the loop at virtual time {} read\n# now: {now}\n# actions the loop decided:\n",
+        s.name,
+        s.seed,
+        report::clock(snap.at_ms),
+    );
+    for a in &snap.actions {
+        out.push_str(&format!("#   {a}\n"));
+    }
+    if snap.actions.is_empty() {
+        out.push_str("#   none\n");
+    }
+    out.push_str(&snap.yaml);
+    out
 }
