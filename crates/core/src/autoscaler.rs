@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
 
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::affinity::NamespaceLabels;
@@ -32,7 +33,7 @@ use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
 };
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
-use crate::snapshot::{ClusterSnapshot, NodeInfo};
+use crate::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use crate::template::{TemplateOptions, build_template};
 
 /// The objects one decision reads.
@@ -286,6 +287,200 @@ pub struct Autoscaler {
     /// Cluster state (scale-up requests, instance ages, backoff, health).
     pub cluster_state: ClusterState,
     rng: ChaCha8Rng,
+    /// The scheduling snapshot of the last loop's view, updated instead of rebuilt.
+    cache: SnapshotCache,
+}
+
+/// Whether `pod` belongs in the scheduling snapshot: bound to a node and not terminal.
+fn in_snapshot(pod: &Pod) -> bool {
+    pod.node_name.is_some() && !matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed)
+}
+
+/// The address of an object behind an `Arc`: the cache holds a clone of every `Arc` it keys,
+/// so an address is never reused for another object while it is a key.
+fn addr<T>(a: &Arc<T>) -> usize {
+    Arc::as_ptr(a) as usize
+}
+
+/// The scheduling snapshot kept between loops. Each loop updates it from the view: objects
+/// whose `Arc` is the one seen last loop are kept, others are removed and added again, and the
+/// node and pod order is set to the view's, so that it equals what [`build_snapshot`] would
+/// build (same nodes in the same order, same pods per node in the same order, same namespace
+/// labels). A view that [`build_snapshot`] would warn about is always built afresh.
+#[derive(Debug, Default)]
+struct SnapshotCache {
+    snapshot: ClusterSnapshot,
+    /// Whether `snapshot` and the maps are those of the last view (false: rebuild).
+    valid: bool,
+    /// Nodes in the snapshot by address: the node, its id and the generation last seen.
+    nodes: FxHashMap<usize, (Arc<Node>, NodeId, u64)>,
+    /// Pods in the snapshot by address: the pod, its node and the generation last seen.
+    pods: FxHashMap<usize, (Arc<Pod>, NodeId, u64)>,
+    /// The namespace labels set in the snapshot.
+    namespaces: Vec<NamespaceLabels>,
+    /// Bumped by every update.
+    generation: u64,
+}
+
+impl Clone for SnapshotCache {
+    /// A clone starts without a snapshot (its first loop builds one).
+    fn clone(&self) -> Self {
+        SnapshotCache::default()
+    }
+}
+
+impl SnapshotCache {
+    /// Brings the snapshot to `view`, incrementally when the last view's snapshot is kept,
+    /// afresh otherwise.
+    fn sync(&mut self, view: &ClusterView<'_>, warnings: &mut Vec<String>) {
+        if !(self.valid && self.snapshot.depth() == 0 && self.update(view).is_some()) {
+            self.rebuild(view, warnings);
+        }
+    }
+
+    /// A fresh snapshot with [`build_snapshot`]; kept for the next loop only without warnings.
+    fn rebuild(&mut self, view: &ClusterView<'_>, warnings: &mut Vec<String>) {
+        let before = warnings.len();
+        *self = SnapshotCache {
+            snapshot: build_snapshot(view, warnings),
+            generation: self.generation,
+            ..SnapshotCache::default()
+        };
+        if warnings.len() != before {
+            return;
+        }
+        let g = self.generation;
+        for n in view.nodes {
+            let Some(id) = self.snapshot.node_id(n.name) else {
+                return;
+            };
+            self.nodes.insert(addr(n), (n.clone(), id, g));
+        }
+        for p in view.pods.iter().filter(|p| in_snapshot(p)) {
+            let Some(id) = p.node_name.and_then(|n| self.snapshot.node_id(n)) else {
+                return;
+            };
+            self.pods.insert(addr(p), (p.clone(), id, g));
+        }
+        self.namespaces = view.namespaces.to_vec();
+        self.valid = true;
+    }
+
+    /// Applies the differences between the last view and `view`; `None` when `view` is not
+    /// consistent (what [`build_snapshot`] would warn about), leaving the cache to rebuild.
+    fn update(&mut self, view: &ClusterView<'_>) -> Option<()> {
+        self.generation += 1;
+        let g = self.generation;
+
+        // Nodes: unchanged ones stay; changed and removed ones go with their pods.
+        let mut new_nodes = Vec::new();
+        for n in view.nodes {
+            match self.nodes.get_mut(&addr(n)) {
+                Some(e) if e.2 != g => e.2 = g,
+                Some(_) => return None,
+                None => new_nodes.push(n),
+            }
+        }
+        if new_nodes.len() + self.nodes.len() != view.nodes.len() {
+            let gone: Vec<usize> = self
+                .nodes
+                .iter()
+                .filter(|(_, e)| e.2 != g)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in gone {
+                let (_, id, _) = self.nodes.remove(&k)?;
+                for p in &self.snapshot.node(id)?.pods {
+                    self.pods.remove(&addr(p));
+                }
+                self.snapshot.remove_node(id).ok()?;
+            }
+        }
+        for n in new_nodes {
+            let id = self.snapshot.add_node(n.clone()).ok()?;
+            self.nodes.insert(addr(n), (n.clone(), id, g));
+        }
+
+        // Pods: removed ones first (a replaced pod keeps its name), then new ones.
+        let mut new_pods = Vec::new();
+        let mut kept = 0usize;
+        for p in view.pods.iter().filter(|p| in_snapshot(p)) {
+            match self.pods.get_mut(&addr(p)) {
+                Some(e) if e.2 != g => {
+                    e.2 = g;
+                    kept += 1;
+                }
+                Some(_) => return None,
+                None => new_pods.push(p),
+            }
+        }
+        if kept != self.pods.len() {
+            let gone: Vec<usize> = self
+                .pods
+                .iter()
+                .filter(|(_, e)| e.2 != g)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in gone {
+                let (p, id, _) = self.pods.remove(&k)?;
+                self.snapshot.remove_pod(id, p.namespace, &p.name).ok()?;
+            }
+        }
+        for p in new_pods {
+            let id = self.snapshot.node_id(p.node_name?)?;
+            self.snapshot.add_pod(p.clone(), id).ok()?;
+            self.pods.insert(addr(p), (p.clone(), id, g));
+        }
+
+        if self.namespaces != view.namespaces {
+            self.namespaces = view.namespaces.to_vec();
+            self.snapshot.set_namespace_labels(self.namespaces.clone());
+        }
+
+        // Order: nodes as in the view, each node's pods as in the view.
+        let ids: Vec<NodeId> = view
+            .nodes
+            .iter()
+            .map(|n| self.nodes.get(&addr(n)).map(|e| e.1))
+            .collect::<Option<_>>()?;
+        if !self.snapshot.node_ids().eq(ids.iter().copied()) {
+            self.snapshot.set_node_order(ids).ok()?;
+        }
+        let slots = self.nodes.values().map(|e| e.1.0 as usize + 1).max();
+        let mut cursor = vec![0usize; slots.unwrap_or(0)];
+        let mut unordered = vec![false; cursor.len()];
+        for p in view.pods.iter().filter(|p| in_snapshot(p)) {
+            let id = self.pods.get(&addr(p))?.1;
+            let at = cursor.get_mut(id.0 as usize)?;
+            let info = self.snapshot.node(id)?;
+            if info.pods.get(*at).is_some_and(|q| Arc::ptr_eq(p, q)) {
+                *at += 1;
+            } else {
+                unordered[id.0 as usize] = true;
+            }
+        }
+        if unordered.iter().any(|u| *u) {
+            let rank: FxHashMap<usize, usize> = view
+                .pods
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    in_snapshot(p)
+                        && self
+                            .pods
+                            .get(&addr(p))
+                            .is_some_and(|e| unordered[e.1.0 as usize])
+                })
+                .map(|(i, p)| (addr(p), i))
+                .collect();
+            for (i, _) in unordered.iter().enumerate().filter(|(_, u)| **u) {
+                self.snapshot
+                    .sort_pods_by_key(NodeId(i as u32), |p| rank.get(&addr(p)).copied())
+                    .ok()?;
+            }
+        }
+        Some(())
+    }
 }
 
 impl Autoscaler {
@@ -297,6 +492,7 @@ impl Autoscaler {
             options,
             scale_down: ScaleDownState::default(),
             rng,
+            cache: SnapshotCache::default(),
         }
     }
 
@@ -335,13 +531,14 @@ impl Autoscaler {
         }
 
         let mut warnings = Vec::new();
-        let mut snapshot = build_snapshot(view, &mut warnings);
+        self.cache.sync(view, &mut warnings);
+        let snapshot = &mut self.cache.snapshot;
         let opts = &self.options;
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
         let mut up = decide_scale_up_with_upcoming(
-            &mut snapshot,
+            snapshot,
             view,
             &opts.scale_up,
             now_ms,
@@ -381,7 +578,7 @@ impl Autoscaler {
         };
         // Pending pods that fit existing nodes will land there: scale-down must see them placed.
         snapshot.fork();
-        let _ = pending::place_on_existing(&mut snapshot, up.fit_existing.clone());
+        let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
         let input = ScaleDownInput {
             provider: &provider,
             budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
@@ -391,7 +588,7 @@ impl Autoscaler {
             in_flight,
         };
         let down = plan_scale_down(
-            &mut snapshot,
+            snapshot,
             &mut self.scale_down,
             input,
             &opts.scale_down,
@@ -399,6 +596,11 @@ impl Autoscaler {
             budget,
         );
         let _ = snapshot.revert();
+        // Every change above was made on forks and reverted: the snapshot is the view's again.
+        debug_assert_eq!(snapshot.depth(), 0);
+        if snapshot.depth() != 0 {
+            self.cache.valid = false;
+        }
 
         actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
@@ -1198,5 +1400,208 @@ mod state_tests {
         let grown = increases(&out);
         assert_eq!(grown.len(), 1);
         assert_ne!(grown[0].0, x);
+    }
+
+    /// Nodes in snapshot order with their pods in order, sums and ports; namespace labels.
+    fn picture(s: &ClusterSnapshot) -> Vec<(Sym, Vec<String>, String, Vec<crate::pod::HostPort>)> {
+        s.nodes()
+            .map(|(_, i)| {
+                (
+                    i.node.name,
+                    i.pods.iter().map(|p| p.key()).collect(),
+                    format!("{:?}", i.requested),
+                    i.used_ports().to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    /// Runs `run_once` over a sequence of changing views with the kept snapshot and with a
+    /// clone of the autoscaler (which starts without one): same outcome, and the kept snapshot
+    /// equals a fresh [`build_snapshot`] of each view.
+    #[test]
+    fn the_kept_snapshot_equals_a_fresh_build_over_changing_views() {
+        let ns_a = NamespaceLabels {
+            name: Sym::new("default"),
+            labels: crate::labels::Labels::from_pairs([("team", "a")]),
+        };
+        let ns_b = NamespaceLabels {
+            name: Sym::new("default"),
+            labels: crate::labels::Labels::from_pairs([("team", "b")]),
+        };
+        let mk = |name: &str| node(name, true);
+        let pod = |name: &str, on: &str, cpu: i64| {
+            PodBuilder::new(name, cpu, GI)
+                .owner("ReplicaSet", "rs")
+                .label("app", name)
+                .node_name(on)
+                .arc()
+        };
+        let (n0, n1, n2, n3) = (mk("n0"), mk("n1"), mk("n2"), mk("n3"));
+        let p = StaticProvider::new(vec![group(
+            "g",
+            &[n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+        )]);
+        let a0 = pod("a0", "n0", 500);
+        let a1 = pod("a1", "n0", 700);
+        let b0 = pod("b0", "n1", 300);
+        let c0 = pod("c0", "n2", 1000);
+        let d0 = PodBuilder::new("d0", 200, GI)
+            .node_name("n3")
+            .host_port(8080)
+            .arc();
+        let pend = pending("pend");
+        // A pod moved from n0 to n1 (same name, new object), a pod with a changed spec.
+        let a1_moved = pod("a1", "n1", 700);
+        let b0_bigger = pod("b0", "n1", 1500);
+        let n4 = mk("n4");
+        let n1_relabelled = NodeBuilder::new("n1", 4000, 16 * GI)
+            .with_provider_id("test:///n1")
+            .label("x", "y")
+            .arc();
+        let done = PodBuilder::new("e0", 100, GI)
+            .node_name("n3")
+            .with(|p| p.phase = PodPhase::Succeeded)
+            .arc();
+        let orphan = pod("o0", "gone", 100);
+        type View = (Vec<Arc<Node>>, Vec<Arc<Pod>>, Vec<NamespaceLabels>);
+        let views: Vec<View> = vec![
+            (
+                vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+                vec![
+                    a0.clone(),
+                    a1.clone(),
+                    b0.clone(),
+                    c0.clone(),
+                    d0.clone(),
+                    pend.clone(),
+                ],
+                vec![ns_a.clone()],
+            ),
+            // Unchanged.
+            (
+                vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+                vec![
+                    a0.clone(),
+                    a1.clone(),
+                    b0.clone(),
+                    c0.clone(),
+                    d0.clone(),
+                    pend.clone(),
+                ],
+                vec![ns_a.clone()],
+            ),
+            // A pod moves, another's spec changes, the pod order changes, namespace labels change.
+            (
+                vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+                vec![
+                    a1_moved.clone(),
+                    b0_bigger.clone(),
+                    a0.clone(),
+                    c0.clone(),
+                    d0.clone(),
+                    pend.clone(),
+                ],
+                vec![ns_b.clone()],
+            ),
+            // A node goes with its pod, a new one comes first in the view, a pod finishes.
+            (
+                vec![n4.clone(), n0.clone(), n1.clone(), n3.clone()],
+                vec![
+                    a1_moved.clone(),
+                    b0_bigger.clone(),
+                    a0.clone(),
+                    done.clone(),
+                    d0.clone(),
+                    pend.clone(),
+                    pod("f0", "n4", 400),
+                ],
+                vec![ns_b.clone()],
+            ),
+            // A node object replaced (its pods stay), nodes reordered, pods back on n0.
+            (
+                vec![n3.clone(), n1_relabelled.clone(), n0.clone(), n4.clone()],
+                vec![
+                    a1.clone(),
+                    a0.clone(),
+                    b0_bigger.clone(),
+                    d0.clone(),
+                    pend.clone(),
+                ],
+                vec![],
+            ),
+            // An inconsistent view (a pod on an unknown node): warned about, as a fresh build.
+            (
+                vec![n3.clone(), n1_relabelled.clone(), n0.clone()],
+                vec![a1.clone(), orphan.clone(), d0.clone(), pend.clone()],
+                vec![],
+            ),
+            // Back to a consistent view.
+            (
+                vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+                vec![
+                    a0.clone(),
+                    a1.clone(),
+                    b0.clone(),
+                    c0.clone(),
+                    d0.clone(),
+                    pend.clone(),
+                ],
+                vec![ns_a.clone()],
+            ),
+            (
+                vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+                vec![d0.clone(), c0.clone(), b0.clone(), a1.clone(), a0.clone()],
+                vec![ns_a.clone()],
+            ),
+        ];
+        let mut kept = Autoscaler::new(AutoscalerOptions::default());
+        for (step, (nodes, pods, namespaces)) in views.iter().enumerate() {
+            let view = ClusterView {
+                nodes,
+                pods,
+                daemonsets: &[],
+                namespaces,
+                provider: &p,
+                pdbs: &[],
+            };
+            let mut fresh = kept.clone();
+            let now = T0 + step as i64 * 10 * SEC;
+            let out = kept.run_once(
+                &view,
+                &NoControllerLookup,
+                InFlight::default(),
+                now,
+                &mut Unlimited,
+            );
+            let expected = fresh.run_once(
+                &view,
+                &NoControllerLookup,
+                InFlight::default(),
+                now,
+                &mut Unlimited,
+            );
+            assert_eq!(format!("{out:?}"), format!("{expected:?}"), "step {step}");
+            let mut warnings = Vec::new();
+            let built = build_snapshot(&view, &mut warnings);
+            assert_eq!(
+                picture(&kept.cache.snapshot),
+                picture(&built),
+                "step {step}"
+            );
+            assert_eq!(
+                kept.cache.snapshot.pod_count(),
+                built.pod_count(),
+                "step {step}"
+            );
+            let ns = Sym::new("default");
+            assert_eq!(
+                kept.cache.snapshot.namespace_labels(ns),
+                built.namespace_labels(ns),
+                "step {step}"
+            );
+            assert_eq!(kept.cache.snapshot.depth(), 0);
+            assert_eq!(kept.cache.valid, warnings.is_empty(), "step {step}");
+        }
     }
 }

@@ -135,8 +135,16 @@ fn pod_identity(pod: &Pod) -> usize {
 enum Undo {
     /// A node was added at this id; `reused` says whether the id came from the free list.
     AddedNode { id: NodeId, reused: bool },
-    /// A node was removed, with everything it held.
-    RemovedNode { id: NodeId, info: Box<NodeInfo> },
+    /// A node was removed from position `pos` of the node order, with everything it held.
+    RemovedNode {
+        id: NodeId,
+        pos: usize,
+        info: Box<NodeInfo>,
+    },
+    /// The node order was replaced.
+    NodeOrder { old: Vec<NodeId> },
+    /// The order of a node's pods was replaced.
+    PodOrder { node: NodeId, old: Vec<Arc<Pod>> },
     /// A pod was appended to a node's pod list.
     AddedPod { node: NodeId },
     /// A pod was removed from position `at` of a node's pod list.
@@ -171,6 +179,8 @@ const JOURNAL_CAP: usize = 1 << 14;
 #[derive(Debug, Default)]
 pub struct ClusterSnapshot {
     slots: Vec<Option<NodeInfo>>,
+    /// Live nodes in iteration order: order of addition unless set by `set_node_order`.
+    order: Vec<NodeId>,
     free: Vec<u32>,
     live: usize,
     by_name: FxHashMap<Sym, NodeId>,
@@ -268,6 +278,7 @@ impl ClusterSnapshot {
         };
         self.by_name.insert(node.name, id);
         self.slots[id.idx()] = Some(NodeInfo::new(node.clone()));
+        self.order.push(id);
         self.live += 1;
         self.record(Undo::AddedNode { id, reused });
         self.bump(Some(Change::AddedNode(node)));
@@ -287,12 +298,21 @@ impl ClusterSnapshot {
         self.by_name.remove(&info.node.name);
         self.free.push(id.0);
         self.live -= 1;
+        let pos = self
+            .order
+            .iter()
+            .rposition(|&o| o == id)
+            .unwrap_or(self.order.len());
+        if pos < self.order.len() {
+            self.order.remove(pos);
+        }
         if info.pods.iter().any(|p| !p.anti_affinity.is_empty()) {
             self.anti_epoch += 1;
         }
         let change = Change::RemovedNode(info.node.clone(), info.pods.clone());
         self.record(Undo::RemovedNode {
             id,
+            pos,
             info: Box::new(info),
         });
         self.bump(Some(change));
@@ -442,21 +462,61 @@ impl ClusterSnapshot {
         self.pod_count
     }
 
-    /// Live nodes, by increasing id.
+    /// Live nodes, in the node order: order of addition (a node re-added after a removal comes
+    /// last), unless set by [`ClusterSnapshot::set_node_order`]. A snapshot built by adding
+    /// nodes only lists them by increasing id.
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| NodeId(i as u32))
+        self.order.iter().copied()
     }
 
-    /// Live nodes with their info, by increasing id.
+    /// Live nodes with their info, in the node order (see [`ClusterSnapshot::node_ids`]).
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> + '_ {
-        self.slots
+        self.order
             .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|n| (NodeId(i as u32), n)))
+            .filter_map(|&id| self.slot(id).map(|n| (id, n)))
+    }
+
+    /// Replaces the node order with `ids`, which must list every live node exactly once
+    /// (otherwise nothing changes and the first offending id is reported). Undone by `revert`.
+    pub fn set_node_order(&mut self, ids: Vec<NodeId>) -> Result<(), SnapshotError> {
+        let mut seen = vec![false; self.slots.len()];
+        for &id in &ids {
+            match seen.get_mut(id.idx()) {
+                Some(s) if !*s && self.slot(id).is_some() => *s = true,
+                _ => return Err(SnapshotError::UnknownNode(format!("#{}", id.0))),
+            }
+        }
+        if ids.len() != self.live {
+            return Err(SnapshotError::UnknownNode(format!(
+                "{} of {} nodes ordered",
+                ids.len(),
+                self.live
+            )));
+        }
+        if ids != self.order {
+            let old = std::mem::replace(&mut self.order, ids);
+            self.record(Undo::NodeOrder { old });
+            self.bump(None);
+        }
+        Ok(())
+    }
+
+    /// Reorders the pods of `node` by `key` (a stable sort). Undone by `revert`.
+    pub fn sort_pods_by_key<K: Ord>(
+        &mut self,
+        node: NodeId,
+        key: impl FnMut(&Arc<Pod>) -> K,
+    ) -> Result<(), SnapshotError> {
+        let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) else {
+            return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
+        };
+        let old = info.pods.clone();
+        info.pods.sort_by_key(key);
+        if info.pods.iter().zip(&old).any(|(a, b)| !Arc::ptr_eq(a, b)) {
+            self.record(Undo::PodOrder { node, old });
+            self.bump(None);
+        }
+        Ok(())
     }
 
     /// Number of live nodes.
@@ -621,6 +681,9 @@ impl ClusterSnapshot {
                     self.by_name.remove(&info.node.name);
                     self.live -= 1;
                 }
+                if let Some(p) = self.order.iter().rposition(|&o| o == id) {
+                    self.order.remove(p);
+                }
                 if reused {
                     self.free.push(id.0);
                 } else if id.idx() + 1 == self.slots.len() {
@@ -628,7 +691,8 @@ impl ClusterSnapshot {
                 }
                 false
             }
-            Undo::RemovedNode { id, info } => {
+            Undo::RemovedNode { id, pos, info } => {
+                self.order.insert(pos.min(self.order.len()), id);
                 if let Some(i) = self.free.iter().rposition(|f| *f == id.0) {
                     self.free.remove(i);
                 }
@@ -655,6 +719,16 @@ impl ClusterSnapshot {
             Undo::NamespaceLabels { old } => {
                 self.ns_labels = old;
                 true
+            }
+            Undo::NodeOrder { old } => {
+                self.order = old;
+                false
+            }
+            Undo::PodOrder { node, old } => {
+                if let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) {
+                    info.pods = old;
+                }
+                false
             }
         }
     }
