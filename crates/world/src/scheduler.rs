@@ -36,6 +36,8 @@ impl World {
         // class during this pass: resume from there, and reuse a failure message.
         let mut cursor: FxHashMap<u64, usize> = FxHashMap::default();
         let mut failed: FxHashMap<u64, String> = FxHashMap::default();
+        let mut cache = std::mem::take(&mut self.failures);
+        cache.used.clear();
         for (_, _, id) in queue {
             let Some(view) = self.pods.get(&id).map(|p| p.view.clone()) else {
                 continue;
@@ -72,7 +74,11 @@ impl World {
                     }
                 }
                 None => {
-                    let msg = self.failure_message(&view, &node_ids);
+                    let msg = if monotone && self.snapshot.anti_affinity_pod_count() == 0 {
+                        self.cached_failure_message(&view, &node_ids, &mut cache)
+                    } else {
+                        self.failure_message(&view, &node_ids)
+                    };
                     if monotone {
                         failed.insert(view.equivalence, msg.clone());
                     }
@@ -81,6 +87,80 @@ impl World {
             }
         }
         self.sched_idle_at = (self.sched_epoch == epoch).then_some(epoch);
+        // Classes that did not fail in this pass are forgotten.
+        let used = std::mem::take(&mut cache.used);
+        cache.classes.retain(|k, _| used.contains(k));
+        cache.used = used;
+        self.failures = cache;
+    }
+
+    /// [`World::failure_message`] for a pod whose verdict on a node depends only on that node
+    /// and its pods (no inter-pod affinity or spread of its own, no existing pod with
+    /// anti-affinity): per-node reasons are kept per equivalence class with the node's stamp
+    /// and recomputed only for nodes changed since; the message itself is reused while no node
+    /// changed. Gives exactly [`World::failure_message`]'s text.
+    fn cached_failure_message(
+        &self,
+        pod: &autoscaler_core::pod::Pod,
+        nodes: &[NodeId],
+        cache: &mut FailureCache,
+    ) -> String {
+        let msg = self.cached_failure_message_inner(pod, nodes, cache);
+        debug_assert_eq!(msg, self.failure_message(pod, nodes));
+        msg
+    }
+
+    fn cached_failure_message_inner(
+        &self,
+        pod: &autoscaler_core::pod::Pod,
+        nodes: &[NodeId],
+        cache: &mut FailureCache,
+    ) -> String {
+        if nodes.is_empty() {
+            return "no nodes available to schedule pods".to_string();
+        }
+        cache.used.insert(pod.equivalence);
+        let class = cache.classes.entry(pod.equivalence).or_default();
+        let stamp = |id: NodeId| self.node_stamps.get(id.0 as usize).copied().unwrap_or(0);
+        if let Some((seen, msg)) = &class.message
+            && seen.len() == nodes.len()
+            && seen
+                .iter()
+                .zip(nodes)
+                .all(|(&(id, st), &n)| id == n && st == stamp(n))
+        {
+            return msg.clone();
+        }
+        let mut prepared = None;
+        for &nid in nodes {
+            let st = stamp(nid);
+            if class.reasons.get(&nid).is_some_and(|(s, _)| *s == st) {
+                continue;
+            }
+            let prepared = prepared.get_or_insert_with(|| self.snapshot.prepare(pod));
+            let reasons = match self.snapshot.check(pod, prepared, nid) {
+                Ok(()) => Vec::new(),
+                Err(unfit) => unfit.reasons(),
+            };
+            class.reasons.insert(nid, (st, reasons));
+        }
+        let mut hist: BTreeMap<&str, usize> = BTreeMap::new();
+        for nid in nodes {
+            if let Some((_, reasons)) = class.reasons.get(nid) {
+                for r in reasons {
+                    *hist.entry(r.as_str()).or_default() += 1;
+                }
+            }
+        }
+        let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+        parts.sort();
+        let msg = format!(
+            "0/{} nodes are available: {}.",
+            nodes.len(),
+            parts.join(", ")
+        );
+        class.message = Some((nodes.iter().map(|&n| (n, stamp(n))).collect(), msg.clone()));
+        msg
     }
 
     /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
@@ -130,4 +210,21 @@ impl World {
             let _ = self.put(obj);
         }
     }
+}
+
+/// Failure verdicts of equivalence classes, kept between scheduler passes.
+#[derive(Debug, Default)]
+pub(crate) struct FailureCache {
+    /// Per equivalence class.
+    classes: FxHashMap<u64, ClassFailures>,
+    /// Classes that failed in the current pass.
+    used: rustc_hash::FxHashSet<u64>,
+}
+
+/// One class's verdicts: per node its stamp and reasons, and the last message with the nodes
+/// and stamps it was computed on.
+#[derive(Debug, Default)]
+struct ClassFailures {
+    reasons: FxHashMap<NodeId, (u64, Vec<String>)>,
+    message: Option<(Vec<(NodeId, u64)>, String)>,
 }

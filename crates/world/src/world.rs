@@ -276,6 +276,13 @@ pub struct World {
     /// The epoch at which a scheduler pass changed nothing: until the epoch moves, another
     /// pass would decide exactly the same and is skipped.
     pub(crate) sched_idle_at: Option<u64>,
+    /// Per snapshot node id: a stamp renewed whenever the node or its pods change (see
+    /// [`World::touch_node`]), so that per-node scheduling verdicts can be reused.
+    pub(crate) node_stamps: Vec<u64>,
+    /// The last stamp handed out.
+    pub(crate) stamp_seq: u64,
+    /// kube-scheduler failure verdicts kept between scheduler passes, per equivalence class.
+    pub(crate) failures: crate::scheduler::FailureCache,
 }
 
 impl World {
@@ -308,6 +315,9 @@ impl World {
             pending: std::collections::BTreeSet::new(),
             sched_epoch: 0,
             sched_idle_at: None,
+            node_stamps: Vec::new(),
+            stamp_seq: 0,
+            failures: Default::default(),
         };
         let tick = w.cfg.scheduler_interval_ms.max(1);
         w.schedule(tick, Event::SchedulerTick);
@@ -577,6 +587,7 @@ impl World {
         if self.snapshot.add_pod(view.clone(), node_id).is_err() {
             return false;
         }
+        self.touch_node(node_id);
         let k = key("", "Pod", &id.0, &id.1);
         let ts = self.store.timestamp(self.now);
         if let Some(mut obj) = self.get_owned(&k) {
@@ -621,6 +632,16 @@ impl World {
         true
     }
 
+    /// Renews the stamp of snapshot node `id`: the node or its pods changed.
+    pub(crate) fn touch_node(&mut self, id: NodeId) {
+        let i = id.0 as usize;
+        if self.node_stamps.len() <= i {
+            self.node_stamps.resize(i + 1, 0);
+        }
+        self.stamp_seq += 1;
+        self.node_stamps[i] = self.stamp_seq;
+    }
+
     /// Removes a live pod. `terminal` keeps its object with that final phase (`Succeeded`);
     /// otherwise the object is deleted. The owner is told.
     pub(crate) fn remove_pod(&mut self, id: &NsName, terminal: Option<&str>) -> Option<PodState> {
@@ -631,9 +652,11 @@ impl World {
         if let Some(node) = &st.node
             && let Some(n) = self.nodes.get(node)
         {
+            let nid = n.id;
             let _ = self
                 .snapshot
-                .remove_pod(n.id, st.view.namespace, &st.view.name);
+                .remove_pod(nid, st.view.namespace, &st.view.name);
+            self.touch_node(nid);
         }
         let k = key("", "Pod", &id.0, &id.1);
         match terminal {
@@ -762,6 +785,7 @@ impl World {
                 message: e.to_string(),
             })?;
         self.nodes.insert(k.name.clone(), NodeState { id, machine });
+        self.touch_node(id);
         self.sched_epoch += 1;
         Ok(k.name)
     }
@@ -803,6 +827,7 @@ impl World {
             self.remove_pod(&id, None);
         }
         let _ = self.snapshot.remove_node(st.id);
+        self.touch_node(st.id);
         self.nodes.remove(name);
         self.sched_epoch += 1;
         self.store.delete(&key("", "Node", "", name), self.now);
@@ -842,6 +867,8 @@ impl World {
         for p in pods {
             let _ = self.snapshot.add_pod(p, id);
         }
+        self.touch_node(st.id);
+        self.touch_node(id);
         if let Some(n) = self.nodes.get_mut(name) {
             n.id = id;
         }
