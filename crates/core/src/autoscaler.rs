@@ -314,8 +314,9 @@ struct SnapshotCache {
     valid: bool,
     /// Nodes in the snapshot by address: the node, its id and the generation last seen.
     nodes: FxHashMap<usize, (Arc<Node>, NodeId, u64)>,
-    /// Pods in the snapshot by address: the pod, its node and the generation last seen.
-    pods: FxHashMap<usize, (Arc<Pod>, NodeId, u64)>,
+    /// Pods in the snapshot by address: the pod, its node, the generation last seen and its
+    /// position in that view.
+    pods: FxHashMap<usize, (Arc<Pod>, NodeId, u64, usize)>,
     /// The namespace labels set in the snapshot.
     namespaces: Vec<NamespaceLabels>,
     /// Bumped by every update.
@@ -356,11 +357,14 @@ impl SnapshotCache {
             };
             self.nodes.insert(addr(n), (n.clone(), id, g));
         }
-        for p in view.pods.iter().filter(|p| in_snapshot(p)) {
+        for (i, p) in view.pods.iter().enumerate() {
+            if !in_snapshot(p) {
+                continue;
+            }
             let Some(id) = p.node_name.and_then(|n| self.snapshot.node_id(n)) else {
                 return;
             };
-            self.pods.insert(addr(p), (p.clone(), id, g));
+            self.pods.insert(addr(p), (p.clone(), id, g, i));
         }
         self.namespaces = view.namespaces.to_vec();
         self.valid = true;
@@ -401,17 +405,31 @@ impl SnapshotCache {
             self.nodes.insert(addr(n), (n.clone(), id, g));
         }
 
-        // Pods: removed ones first (a replaced pod keeps its name), then new ones.
+        // Pods: removed ones first (a replaced pod keeps its name), then new ones. Each node's
+        // pods are in view order after every update; kept pods keep it while their relative
+        // order in the view is unchanged (ranks increasing), and new pods appended to a node
+        // keep it when they come after all its kept pods in the view.
+        let slots = self.nodes.values().map(|e| e.1.0 as usize + 1).max();
+        let mut last_kept: Vec<Option<usize>> = vec![None; slots.unwrap_or(0)];
         let mut new_pods = Vec::new();
         let mut kept = 0usize;
-        for p in view.pods.iter().filter(|p| in_snapshot(p)) {
+        let mut last_rank = None;
+        let mut reordered = false;
+        for (i, p) in view.pods.iter().enumerate() {
+            if !in_snapshot(p) {
+                continue;
+            }
             match self.pods.get_mut(&addr(p)) {
                 Some(e) if e.2 != g => {
                     e.2 = g;
                     kept += 1;
+                    reordered |= last_rank.is_some_and(|r| e.3 <= r);
+                    last_rank = Some(e.3);
+                    e.3 = i;
+                    *last_kept.get_mut(e.1.0 as usize)? = Some(i);
                 }
                 Some(_) => return None,
-                None => new_pods.push(p),
+                None => new_pods.push((i, p)),
             }
         }
         if kept != self.pods.len() {
@@ -422,14 +440,23 @@ impl SnapshotCache {
                 .map(|(k, _)| *k)
                 .collect();
             for k in gone {
-                let (p, id, _) = self.pods.remove(&k)?;
+                let (p, id, _, _) = self.pods.remove(&k)?;
                 self.snapshot.remove_pod(id, p.namespace, &p.name).ok()?;
             }
         }
-        for p in new_pods {
+        let mut unordered = vec![reordered; last_kept.len()];
+        for (i, p) in new_pods {
             let id = self.snapshot.node_id(p.node_name?)?;
             self.snapshot.add_pod(p.clone(), id).ok()?;
-            self.pods.insert(addr(p), (p.clone(), id, g));
+            self.pods.insert(addr(p), (p.clone(), id, g, i));
+            if last_kept
+                .get(id.0 as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|k| k > i)
+            {
+                unordered[id.0 as usize] = true;
+            }
         }
 
         if self.namespaces != view.namespaces {
@@ -446,36 +473,12 @@ impl SnapshotCache {
         if !self.snapshot.node_ids().eq(ids.iter().copied()) {
             self.snapshot.set_node_order(ids).ok()?;
         }
-        let slots = self.nodes.values().map(|e| e.1.0 as usize + 1).max();
-        let mut cursor = vec![0usize; slots.unwrap_or(0)];
-        let mut unordered = vec![false; cursor.len()];
-        for p in view.pods.iter().filter(|p| in_snapshot(p)) {
-            let id = self.pods.get(&addr(p))?.1;
-            let at = cursor.get_mut(id.0 as usize)?;
-            let info = self.snapshot.node(id)?;
-            if info.pods.get(*at).is_some_and(|q| Arc::ptr_eq(p, q)) {
-                *at += 1;
-            } else {
-                unordered[id.0 as usize] = true;
-            }
-        }
-        if unordered.iter().any(|u| *u) {
-            let rank: FxHashMap<usize, usize> = view
-                .pods
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| {
-                    in_snapshot(p)
-                        && self
-                            .pods
-                            .get(&addr(p))
-                            .is_some_and(|e| unordered[e.1.0 as usize])
-                })
-                .map(|(i, p)| (addr(p), i))
-                .collect();
-            for (i, _) in unordered.iter().enumerate().filter(|(_, u)| **u) {
+        for (i, _) in unordered.iter().enumerate().filter(|(_, u)| **u) {
+            let id = NodeId(i as u32);
+            if self.snapshot.node(id).is_some() {
+                let pods = &self.pods;
                 self.snapshot
-                    .sort_pods_by_key(NodeId(i as u32), |p| rank.get(&addr(p)).copied())
+                    .sort_pods_by_key(id, |p| pods.get(&addr(p)).map(|e| e.3))
                     .ok()?;
             }
         }
@@ -1552,6 +1555,19 @@ mod state_tests {
             (
                 vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
                 vec![d0.clone(), c0.clone(), b0.clone(), a1.clone(), a0.clone()],
+                vec![ns_a.clone()],
+            ),
+            // A new pod before the kept pods of its node, the others in the same order.
+            (
+                vec![n0.clone(), n1.clone(), n2.clone(), n3.clone()],
+                vec![
+                    d0.clone(),
+                    c0.clone(),
+                    b0.clone(),
+                    pod("a00", "n0", 100),
+                    a1.clone(),
+                    a0.clone(),
+                ],
                 vec![ns_a.clone()],
             ),
         ];

@@ -423,7 +423,7 @@ impl<'a> Driver<'a> {
     }
 
     /// The provider as discovered from the world's objects now.
-    fn provider(&mut self) -> ClusterApiProvider {
+    fn provider(&mut self) -> std::sync::Arc<ClusterApiProvider> {
         self.sync();
         self.informer.provider(&self.config)
     }
@@ -456,7 +456,7 @@ impl<'a> Driver<'a> {
             pods: &objects.pods,
             daemonsets: &objects.daemonsets,
             namespaces: &objects.namespaces,
-            provider: &provider,
+            provider: &*provider,
             pdbs: &objects.pdbs,
         };
         let now = self.now_ms();

@@ -36,7 +36,7 @@ pub struct Informer {
     /// Bumped whenever `no_pods` changes.
     no_pods_version: u64,
     /// The provider discovered at `no_pods_version`.
-    provider: Option<(u64, ClusterApiProvider)>,
+    provider: Option<(u64, Arc<ClusterApiProvider>)>,
 }
 
 fn is_pod(k: &ObjectKey) -> bool {
@@ -110,11 +110,11 @@ impl Informer {
 
     /// The Cluster API provider discovered from the objects (rediscovered only when an object
     /// other than a Pod changed since the last call).
-    pub fn provider(&mut self, config: &ClusterApiConfig) -> ClusterApiProvider {
+    pub fn provider(&mut self, config: &ClusterApiConfig) -> Arc<ClusterApiProvider> {
         match &self.provider {
             Some((v, p)) if *v == self.no_pods_version && p.config() == config => p.clone(),
             _ => {
-                let p = ClusterApiProvider::discover(&self.no_pods, config).0;
+                let p = Arc::new(ClusterApiProvider::discover(&self.no_pods, config).0);
                 self.provider = Some((self.no_pods_version, p.clone()));
                 p
             }
