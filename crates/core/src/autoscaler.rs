@@ -319,6 +319,9 @@ struct SnapshotCache {
     pods: FxHashMap<usize, (Arc<Pod>, NodeId, u64, usize)>,
     /// The namespace labels set in the snapshot.
     namespaces: Vec<NamespaceLabels>,
+    /// The view's pods that are not in the snapshot (unbound or terminal), in view order: the
+    /// only ones that can be pending.
+    outside: Vec<Arc<Pod>>,
     /// Bumped by every update.
     generation: u64,
 }
@@ -347,6 +350,12 @@ impl SnapshotCache {
             generation: self.generation,
             ..SnapshotCache::default()
         };
+        self.outside = view
+            .pods
+            .iter()
+            .filter(|p| !in_snapshot(p))
+            .cloned()
+            .collect();
         if warnings.len() != before {
             return;
         }
@@ -415,11 +424,12 @@ impl SnapshotCache {
         let mut kept = 0usize;
         let mut last_rank = None;
         let mut reordered = false;
+        self.outside.clear();
         for (i, p) in view.pods.iter().enumerate() {
-            if !in_snapshot(p) {
-                continue;
-            }
+            // A kept pod is the same object, so still in the snapshot: its own memory is not
+            // read at all.
             match self.pods.get_mut(&addr(p)) {
+                None if !in_snapshot(p) => self.outside.push(p.clone()),
                 Some(e) if e.2 != g => {
                     e.2 = g;
                     kept += 1;
@@ -535,14 +545,21 @@ impl Autoscaler {
 
         let mut warnings = Vec::new();
         self.cache.sync(view, &mut warnings);
-        let snapshot = &mut self.cache.snapshot;
+        let SnapshotCache {
+            snapshot, outside, ..
+        } = &mut self.cache;
+        // Only pods outside the snapshot (not bound) can be pending: the scale-up reads those.
+        let pending_view = ClusterView {
+            pods: outside,
+            ..*view
+        };
         let opts = &self.options;
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
         let mut up = decide_scale_up_with_upcoming(
             snapshot,
-            view,
+            &pending_view,
             &opts.scale_up,
             now_ms,
             &blocked,

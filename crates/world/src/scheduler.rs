@@ -24,13 +24,8 @@ impl World {
         }
         let epoch = self.sched_epoch;
         let queue: Vec<(i32, u64, NsName)> = self.pending.iter().cloned().collect();
-        let node_ids: Vec<NodeId> = {
-            let mut v: Vec<(String, NodeId)> =
-                self.nodes.iter().map(|(n, s)| (n.clone(), s.id)).collect();
-            // Oldest-registered first is not tracked; name order is deterministic.
-            v.sort();
-            v.into_iter().map(|(_, id)| id).collect()
-        };
+        // Oldest-registered first is not tracked; name order (the map's) is deterministic.
+        let node_ids: Vec<NodeId> = self.nodes.values().map(|s| s.id).collect();
         // For pods whose fit can only get worse as pods are added (no inter-pod affinity, no
         // spread), a node rejected for one pod of an equivalence class rejects the rest of the
         // class during this pass: resume from there, and reuse a failure message.
