@@ -116,6 +116,58 @@ pub struct ScaleDownState {
     pub last_delete_ms: Option<i64>,
     /// Last failed deletion (for `--scale-down-delay-after-failure`).
     pub last_failure_ms: Option<i64>,
+    /// Utilization of each node at the last pass, with what it was computed from.
+    utilization_memo: UtilizationMemo,
+}
+
+/// Per node name: the node's and its pods' addresses (the memo holds the `Arc`s, so they are
+/// not reused) and options the utilization was computed with, and the result.
+type UtilizationEntry = (
+    Arc<crate::node::Node>,
+    Vec<Arc<Pod>>,
+    crate::utilization::UtilizationOptions,
+    crate::utilization::Utilization,
+);
+
+/// Utilizations of the last pass: a node whose object and pods (the same `Arc`s, in the same
+/// order) did not change keeps its utilization without reading its pods again.
+#[derive(Clone, Debug, Default)]
+struct UtilizationMemo {
+    last: rustc_hash::FxHashMap<Sym, UtilizationEntry>,
+    next: rustc_hash::FxHashMap<Sym, UtilizationEntry>,
+}
+
+impl UtilizationMemo {
+    /// [`utilization`] of `info`, reused when nothing it reads changed since the last pass.
+    fn get(
+        &mut self,
+        info: &crate::snapshot::NodeInfo,
+        opts: crate::utilization::UtilizationOptions,
+    ) -> crate::utilization::Utilization {
+        let name = info.node.name;
+        let reused = self.last.remove(&name).filter(|(n, pods, o, _)| {
+            *o == opts
+                && Arc::ptr_eq(n, &info.node)
+                && pods.len() == info.pods.len()
+                && pods.iter().zip(&info.pods).all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        let entry = reused.unwrap_or_else(|| {
+            (
+                info.node.clone(),
+                info.pods.clone(),
+                opts,
+                utilization(info, opts),
+            )
+        });
+        let util = entry.3;
+        self.next.insert(name, entry);
+        util
+    }
+
+    /// Ends a pass: nodes not seen in it are forgotten.
+    fn end_pass(&mut self) {
+        self.last = std::mem::take(&mut self.next);
+    }
 }
 
 impl ScaleDownState {
@@ -324,6 +376,7 @@ pub fn plan_scale_down(
     // 1. Eligibility: one verdict per node, or a candidate.
     let mut candidates = Vec::new();
     let ids: Vec<NodeId> = snapshot.node_ids().collect();
+    let mut memo = std::mem::take(&mut state.utilization_memo);
     for &id in &ids {
         let Some(info) = snapshot.node(id) else {
             continue;
@@ -353,7 +406,7 @@ pub fn plan_scale_down(
             if group.target_size.saturating_sub(in_flight_of(g)) <= group.min_size {
                 return Err(Unremovable::MinSizeReached);
             }
-            let util = utilization(info, opts.utilization);
+            let util = memo.get(info, opts.utilization);
             let threshold = if util.gpu {
                 group
                     .options
@@ -394,6 +447,8 @@ pub fn plan_scale_down(
             Err(why) => plan.unremovable.push((node.name, why)),
         }
     }
+    memo.end_pass();
+    state.utilization_memo = memo;
     candidates.sort_by(|a, b| {
         let prev = |c: &Candidate| c.previously_since.map_or((1, 0), |s| (0, s));
         prev(a)
@@ -705,6 +760,36 @@ mod tests {
     use crate::pdb::PodDisruptionBudget;
     use crate::pod::Volume;
     use crate::testing::{GI, MI, NodeBuilder, PodBuilder};
+
+    /// The memo gives what `utilization` computes, across pod changes on the same node.
+    #[test]
+    fn utilization_memo_follows_pod_changes() {
+        let mut snap = ClusterSnapshot::new();
+        let id = snap
+            .add_node(NodeBuilder::new("n", 4000, 8 * GI).arc())
+            .expect("node");
+        let opts = UtilizationOptions::default();
+        let mut memo = UtilizationMemo::default();
+        let pods = [
+            PodBuilder::new("a", 1000, GI).node_name("n").arc(),
+            PodBuilder::new("b", 500, 6 * GI).node_name("n").arc(),
+        ];
+        for step in 0..4 {
+            match step {
+                1 => snap.add_pod(pods[0].clone(), id).expect("a"),
+                2 => snap.add_pod(pods[1].clone(), id).expect("b"),
+                3 => {
+                    snap.remove_pod(id, pods[0].namespace, "a").expect("rm");
+                }
+                _ => {}
+            }
+            for _ in 0..2 {
+                let info = snap.node(id).expect("live");
+                assert_eq!(memo.get(info, opts), utilization(info, opts), "step {step}");
+                memo.end_pass();
+            }
+        }
+    }
     use proptest::prelude::*;
 
     const MIN: i64 = 60_000;

@@ -184,6 +184,9 @@ pub struct Driver<'a> {
     drains: Vec<Drain>,
     log: RunLog,
     seen_failed: BTreeSet<String>,
+    /// The informer's version of non-Pod objects when Machines were last scanned for failures
+    /// (no Machine can have failed since while it is unchanged).
+    failures_scanned_at: Option<u64>,
     informer: Informer,
     snapshot_at: Option<SimTime>,
     snapshot: Option<SnapshotTaken>,
@@ -261,6 +264,7 @@ impl<'a> Driver<'a> {
             drains: Vec::new(),
             log,
             seen_failed: BTreeSet::new(),
+            failures_scanned_at: None,
             informer: Informer::new(),
             snapshot_at: None,
             snapshot: None,
@@ -483,6 +487,12 @@ impl<'a> Driver<'a> {
 
     /// Records Machines that failed to provision since the last loop.
     fn observe_failures(&mut self, t: SimTime) {
+        self.sync();
+        let version = self.informer.no_pods_version();
+        if self.failures_scanned_at == Some(version) {
+            return;
+        }
+        self.failures_scanned_at = Some(version);
         let failed: Vec<(String, String)> = self
             .world
             .objects()

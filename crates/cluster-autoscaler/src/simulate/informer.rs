@@ -103,6 +103,11 @@ impl Informer {
         }
     }
 
+    /// A counter bumped whenever an object other than a Pod changed.
+    pub fn no_pods_version(&self) -> u64 {
+        self.no_pods_version
+    }
+
     /// The last `resourceVersion` applied.
     pub fn resource_version(&self) -> u64 {
         self.rv
