@@ -444,7 +444,9 @@ impl<'a> Driver<'a> {
         self.observe_failures(t);
         self.continue_drains();
         let provider = self.provider();
-        let objects = self.informer.objects();
+        let now = self.now_ms();
+        let objects = self.informer.objects_without_pods();
+        let pods = self.informer.pods();
         let mut in_flight = InFlight {
             per_group: vec![0; provider.resources().len()],
             empty: 0,
@@ -457,13 +459,12 @@ impl<'a> Driver<'a> {
         }
         let view = ClusterView {
             nodes: &objects.nodes,
-            pods: &objects.pods,
+            pods,
             daemonsets: &objects.daemonsets,
             namespaces: &objects.namespaces,
             provider: &*provider,
             pdbs: &objects.pdbs,
         };
-        let now = self.now_ms();
         let take = self.snapshot.is_none() && self.snapshot_at.is_some_and(|at| at <= t);
         if take {
             self.snapshot = Some(SnapshotTaken {

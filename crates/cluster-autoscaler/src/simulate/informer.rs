@@ -27,6 +27,11 @@ pub struct Informer {
     rv: u64,
     /// Pods, converted, in store order.
     pods: BTreeMap<ObjectKey, Arc<Pod>>,
+    /// The values of `pods` in order as of the last [`Informer::pods`] call (the `Arc`s are held
+    /// here, so their addresses are not reused while they are listed).
+    pod_list: Vec<Arc<Pod>>,
+    /// Addresses of the pods removed from or replaced in `pods` since then.
+    pods_gone: rustc_hash::FxHashSet<usize>,
     /// Nodes, converted, in store order.
     nodes: BTreeMap<ObjectKey, Arc<Node>>,
     /// Every object but Pods (Nodes included): what the provider discovers groups from.
@@ -70,13 +75,12 @@ impl Informer {
             let k = &e.key;
             let deleted = e.kind == WatchEventKind::Deleted;
             if is_pod(k) {
-                match (deleted, pod_view(&e.object)) {
-                    (false, Some(p)) => {
-                        self.pods.insert(k.clone(), p);
-                    }
-                    _ => {
-                        self.pods.remove(k);
-                    }
+                let old = match (deleted, pod_view(&e.object)) {
+                    (false, Some(p)) => self.pods.insert(k.clone(), p),
+                    _ => self.pods.remove(k),
+                };
+                if let Some(old) = old {
+                    self.pods_gone.insert(Arc::as_ptr(&old) as usize);
                 }
                 continue;
             }
@@ -127,10 +131,47 @@ impl Informer {
     }
 
     /// The model objects, as `read_objects` reads them from the world's store.
+    #[cfg(test)]
     pub fn objects(&self) -> ClusterObjects {
         let (mut out, _errors) = read_objects(&self.rest);
         out.nodes = self.nodes.values().cloned().collect();
         out.pods = self.pods.values().cloned().collect();
+        out
+    }
+
+    /// The pods, as [`Informer::objects`] lists them. The list is patched rather than rebuilt:
+    /// pods kept since the last call are moved over without touching them, only new ones are
+    /// cloned from the map.
+    pub fn pods(&mut self) -> &[Arc<Pod>] {
+        let gone = std::mem::take(&mut self.pods_gone);
+        let mut old = std::mem::take(&mut self.pod_list).into_iter().peekable();
+        let mut list = Vec::with_capacity(self.pods.len());
+        for v in self.pods.values() {
+            // Kept pods come in the same order in both; removed ones are skipped.
+            loop {
+                match old.peek() {
+                    Some(o) if Arc::ptr_eq(o, v) => {
+                        list.extend(old.next());
+                        break;
+                    }
+                    Some(o) if gone.contains(&(Arc::as_ptr(o) as usize)) => {
+                        old.next();
+                    }
+                    _ => {
+                        list.push(v.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        self.pod_list = list;
+        &self.pod_list
+    }
+
+    /// [`Informer::objects`] without the pods (see [`Informer::pods`]).
+    pub fn objects_without_pods(&self) -> ClusterObjects {
+        let (mut out, _errors) = read_objects(&self.rest);
+        out.nodes = self.nodes.values().cloned().collect();
         out
     }
 
@@ -175,6 +216,14 @@ mod tests {
             w.add_pod(pod, Some(200_000 + i * 10_000)).expect("pod");
             w.advance(60_000);
             inf.sync(&w);
+            let listed: Vec<_> = inf.pods().to_vec();
+            assert_eq!(listed.len(), inf.objects().pods.len());
+            assert!(
+                listed
+                    .iter()
+                    .zip(&inf.objects().pods)
+                    .all(|(a, b)| Arc::ptr_eq(a, b))
+            );
         }
         w.advance(600_000);
         w.gc_terminal_pods();
@@ -187,6 +236,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&got.pods), names(&want.pods));
+        assert_eq!(names(inf.pods()), names(&want.pods));
         let nn = |v: &[Arc<Node>]| v.iter().map(|n| n.name).collect::<Vec<_>>();
         assert_eq!(nn(&got.nodes), nn(&want.nodes));
         assert!(!want.nodes.is_empty());
