@@ -184,9 +184,6 @@ pub struct Driver<'a> {
     drains: Vec<Drain>,
     log: RunLog,
     seen_failed: BTreeSet<String>,
-    /// The informer's version of non-Pod objects when Machines were last scanned for failures
-    /// (no Machine can have failed since while it is unchanged).
-    failures_scanned_at: Option<u64>,
     informer: Informer,
     snapshot_at: Option<SimTime>,
     snapshot: Option<SnapshotTaken>,
@@ -264,7 +261,6 @@ impl<'a> Driver<'a> {
             drains: Vec::new(),
             log,
             seen_failed: BTreeSet::new(),
-            failures_scanned_at: None,
             informer: Informer::new(),
             snapshot_at: None,
             snapshot: None,
@@ -488,16 +484,14 @@ impl<'a> Driver<'a> {
 
     /// Records Machines that failed to provision since the last loop.
     fn observe_failures(&mut self, t: SimTime) {
+        // Only a Machine written since the last scan can have failed since: scan those, in
+        // store order.
         self.sync();
-        let version = self.informer.no_pods_version();
-        if self.failures_scanned_at == Some(version) {
-            return;
-        }
-        self.failures_scanned_at = Some(version);
-        let failed: Vec<(String, String)> = self
-            .world
-            .objects()
-            .list("cluster.x-k8s.io", "Machine")
+        let changed = self.informer.take_changed_machines();
+        let store = self.world.objects();
+        let failed: Vec<(String, String)> = changed
+            .iter()
+            .filter_map(|k| store.get(k).map(|m| (k, m)))
             .filter(|(_, m)| m.pointer("/status/failureReason").is_some())
             .map(|(k, m)| {
                 let group = m

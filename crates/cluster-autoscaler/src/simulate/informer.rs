@@ -30,6 +30,8 @@ pub struct Informer {
     /// The values of `pods` in order as of the last [`Informer::pods`] call (the `Arc`s are held
     /// here, so their addresses are not reused while they are listed).
     pod_list: Vec<Arc<Pod>>,
+    /// Machines created or updated since the last [`Informer::take_changed_machines`].
+    machines_changed: std::collections::BTreeSet<ObjectKey>,
     /// Addresses of the pods removed from or replaced in `pods` since then.
     pods_gone: rustc_hash::FxHashSet<usize>,
     /// Nodes, converted, in store order.
@@ -99,6 +101,9 @@ impl Informer {
                 self.rest.insert_shared(k.clone(), e.object.clone());
             }
             self.no_pods_version += 1;
+            if !deleted && k.group == "cluster.x-k8s.io" && k.kind == "Machine" {
+                self.machines_changed.insert(k.clone());
+            }
             if deleted {
                 self.no_pods.remove(k);
             } else {
@@ -107,9 +112,9 @@ impl Informer {
         }
     }
 
-    /// A counter bumped whenever an object other than a Pod changed.
-    pub fn no_pods_version(&self) -> u64 {
-        self.no_pods_version
+    /// The Machines created or updated since the last call, in store order.
+    pub fn take_changed_machines(&mut self) -> std::collections::BTreeSet<ObjectKey> {
+        std::mem::take(&mut self.machines_changed)
     }
 
     /// The last `resourceVersion` applied.
