@@ -116,45 +116,54 @@ impl World {
         }
         cache.used.insert(pod.equivalence);
         let class = cache.classes.entry(pod.equivalence).or_default();
-        let stamp = |id: NodeId| self.node_stamps.get(id.0 as usize).copied().unwrap_or(0);
-        if let Some((seen, msg)) = &class.message
-            && seen.len() == nodes.len()
-            && seen
-                .iter()
-                .zip(nodes)
-                .all(|(&(id, st), &n)| id == n && st == stamp(n))
-        {
-            return msg.clone();
+        if class.ids != nodes {
+            *class = ClassFailures {
+                ids: nodes.to_vec(),
+                entries: vec![(None, Vec::new()); nodes.len()],
+                ..ClassFailures::default()
+            };
         }
         let mut prepared = None;
-        for &nid in nodes {
-            let st = stamp(nid);
-            if class.reasons.get(&nid).is_some_and(|(s, _)| *s == st) {
+        let mut changed = false;
+        for (&nid, entry) in nodes.iter().zip(class.entries.iter_mut()) {
+            let st = self.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
+            if entry.0 == Some(st) {
                 continue;
             }
+            changed = true;
             let prepared = prepared.get_or_insert_with(|| self.snapshot.prepare(pod));
             let reasons = match self.snapshot.check(pod, prepared, nid) {
                 Ok(()) => Vec::new(),
                 Err(unfit) => unfit.reasons(),
             };
-            class.reasons.insert(nid, (st, reasons));
-        }
-        let mut hist: BTreeMap<&str, usize> = BTreeMap::new();
-        for nid in nodes {
-            if let Some((_, reasons)) = class.reasons.get(nid) {
-                for r in reasons {
-                    *hist.entry(r.as_str()).or_default() += 1;
+            for r in &entry.1 {
+                if let Some(n) = class.counts.get_mut(r) {
+                    *n -= 1;
+                    if *n == 0 {
+                        class.counts.remove(r);
+                    }
                 }
             }
+            for r in &reasons {
+                *class.counts.entry(r.clone()).or_default() += 1;
+            }
+            *entry = (Some(st), reasons);
         }
-        let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+        if !changed && let Some(msg) = &class.message {
+            return msg.clone();
+        }
+        let mut parts: Vec<String> = class
+            .counts
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
         parts.sort();
         let msg = format!(
             "0/{} nodes are available: {}.",
             nodes.len(),
             parts.join(", ")
         );
-        class.message = Some((nodes.iter().map(|&n| (n, stamp(n))).collect(), msg.clone()));
+        class.message = Some(msg.clone());
         msg
     }
 
@@ -216,10 +225,13 @@ pub(crate) struct FailureCache {
     used: rustc_hash::FxHashSet<u64>,
 }
 
-/// One class's verdicts: per node its stamp and reasons, and the last message with the nodes
-/// and stamps it was computed on.
+/// One class's verdicts on the nodes `ids` (in scheduling order): per node the stamp its
+/// reasons were computed at (`None`: not yet) and the reasons, the count of each reason over
+/// the nodes, and the message of those counts.
 #[derive(Debug, Default)]
 struct ClassFailures {
-    reasons: FxHashMap<NodeId, (u64, Vec<String>)>,
-    message: Option<(Vec<(NodeId, u64)>, String)>,
+    ids: Vec<NodeId>,
+    entries: Vec<(Option<u64>, Vec<String>)>,
+    counts: BTreeMap<String, usize>,
+    message: Option<String>,
 }
