@@ -886,6 +886,47 @@ mod tests {
         assert_eq!(s.depth(), 0);
     }
 
+    /// Node order and pod order changes are undone by `revert`, and removing then re-adding a
+    /// node lists it last.
+    #[test]
+    fn order_changes_revert_exactly() {
+        let mut s = ClusterSnapshot::new();
+        let ids: Vec<NodeId> = ["a", "b", "c"]
+            .iter()
+            .map(|n| {
+                s.add_node(NodeBuilder::new(n, 1000, 1 << 30).arc())
+                    .expect("node")
+            })
+            .collect();
+        for p in ["p1", "p2", "p3"] {
+            s.add_pod(pod(p), ids[0]).expect("pod");
+        }
+        let before = picture(&s);
+        s.fork();
+        s.set_node_order(vec![ids[2], ids[0], ids[1]])
+            .expect("order");
+        let names: Vec<Sym> = s.nodes().map(|(_, i)| i.node.name).collect();
+        assert_eq!(names, vec![Sym::new("c"), Sym::new("a"), Sym::new("b")]);
+        s.sort_pods_by_key(ids[0], |p| std::cmp::Reverse(p.name.to_string()))
+            .expect("sort");
+        let pods: Vec<String> = s
+            .node(ids[0])
+            .expect("a")
+            .pods
+            .iter()
+            .map(|p| p.key())
+            .collect();
+        assert_eq!(pods.first().map(String::as_str), Some("default/p3"));
+        s.remove_node(ids[1]).expect("remove");
+        let again = s
+            .add_node(NodeBuilder::new("b", 1000, 1 << 30).arc())
+            .expect("re-add");
+        assert_eq!(s.node_ids().last(), Some(again));
+        assert!(s.set_node_order(vec![ids[0]]).is_err());
+        s.revert().expect("revert");
+        assert_eq!(picture(&s), before);
+    }
+
     #[test]
     fn nested_fork_revert_commit_restore_exactly() {
         let mut s = ClusterSnapshot::new();
