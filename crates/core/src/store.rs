@@ -8,8 +8,10 @@
 //! `machine.openshift.io/v1beta1`). The store never talks to anything and never interprets an
 //! object beyond its identity.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -77,9 +79,14 @@ pub fn version_of(api_version: &str) -> &str {
 }
 
 /// The store.
+///
+/// Point reads and replacements go through a hash index (no string ordering comparisons);
+/// the ordered key set is touched only when an identity appears or disappears, and gives
+/// iteration and listing their group, kind, namespace, name order.
 #[derive(Clone, Debug, Default)]
 pub struct ObjectStore {
-    objects: BTreeMap<ObjectKey, Arc<Value>>,
+    objects: FxHashMap<ObjectKey, Arc<Value>>,
+    order: BTreeSet<ObjectKey>,
 }
 
 impl ObjectStore {
@@ -121,24 +128,40 @@ impl ObjectStore {
     /// Stores `obj` (replacing an object with the same identity), returning its key.
     pub fn insert(&mut self, obj: Value, place: &str) -> Result<ObjectKey, StoreError> {
         let key = ObjectStore::key_of(&obj, place)?;
-        self.objects.insert(key.clone(), Arc::new(obj));
+        self.insert_shared(key.clone(), Arc::new(obj));
         Ok(key)
     }
 
     /// Stores an already shared object under `key` (the caller vouches that `key` is the
     /// object's identity). Lets a writer that keeps its own log share one allocation.
     pub fn insert_shared(&mut self, key: ObjectKey, obj: Arc<Value>) {
-        self.objects.insert(key, obj);
+        if let Some(slot) = self.objects.get_mut(&key) {
+            *slot = obj;
+        } else {
+            self.order.insert(key.clone());
+            self.objects.insert(key, obj);
+        }
+    }
+
+    /// The stored object of a key taken from the ordered set.
+    fn entry<'a>(&'a self, key: &'a ObjectKey) -> (&'a ObjectKey, &'a Arc<Value>) {
+        let obj = self
+            .objects
+            .get(key)
+            .expect("the ordered key set and the index hold the same keys");
+        (key, obj)
     }
 
     /// Every object, ordered by group, kind, namespace and name.
     pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Value>)> {
-        self.objects.iter()
+        self.order.iter().map(|k| self.entry(k))
     }
 
     /// Removes an object.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.objects.remove(key)
+        let old = self.objects.remove(key)?;
+        self.order.remove(key);
+        Some(old)
     }
 
     /// The object with this identity.
@@ -158,9 +181,10 @@ impl ObjectStore {
             namespace: String::new(),
             name: String::new(),
         };
-        self.objects
+        self.order
             .range(start..)
-            .take_while(move |(k, _)| k.group == group && k.kind == kind)
+            .take_while(move |k| k.group == group && k.kind == kind)
+            .map(|k| self.entry(k))
     }
 
     /// Every object of `group` and `kind`, decoded as `T`; objects that do not decode are
