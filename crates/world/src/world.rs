@@ -249,7 +249,7 @@ pub struct World {
     queued: u64,
     pub(crate) store: VersionedStore,
     pub(crate) snapshot: ClusterSnapshot,
-    pub(crate) pods: BTreeMap<NsName, PodState>,
+    pub(crate) pods: rustc_hash::FxHashMap<NsName, PodState>,
     pod_seq: u64,
     pub(crate) nodes: BTreeMap<String, NodeState>,
     pub(crate) machines: BTreeMap<NsName, MachineState>,
@@ -296,7 +296,7 @@ impl World {
             queue: BinaryHeap::new(),
             queued: 0,
             snapshot: ClusterSnapshot::new(),
-            pods: BTreeMap::new(),
+            pods: rustc_hash::FxHashMap::default(),
             pod_seq: 0,
             nodes: BTreeMap::new(),
             machines: BTreeMap::new(),
@@ -817,12 +817,14 @@ impl World {
         let Some(st) = self.nodes.get(name).cloned() else {
             return Err(WorldError::NotFound(format!("Node {name}")));
         };
-        let on: Vec<NsName> = self
+        let mut on: Vec<NsName> = self
             .pods
             .iter()
             .filter(|(_, p)| p.node.as_deref() == Some(name))
             .map(|(k, _)| k.clone())
             .collect();
+        // The pod map is unordered; remove in name order so the change log is deterministic.
+        on.sort();
         for id in on {
             self.remove_pod(&id, None);
         }
@@ -923,10 +925,13 @@ impl World {
 
     /// Live (not terminal) pods as `(namespace, name, node)`, sorted.
     pub fn live_pods(&self) -> Vec<(String, String, Option<String>)> {
-        self.pods
+        let mut pods: Vec<_> = self
+            .pods
             .iter()
             .map(|((ns, n), p)| (ns.clone(), n.clone(), p.node.clone()))
-            .collect()
+            .collect();
+        pods.sort();
+        pods
     }
 
     /// Number of live pods not bound to a node.

@@ -77,9 +77,11 @@ impl Informer {
             let k = &e.key;
             let deleted = e.kind == WatchEventKind::Deleted;
             if is_pod(k) {
-                let old = match (deleted, pod_view(&e.object)) {
-                    (false, Some(p)) => self.pods.insert(k.clone(), p),
-                    _ => self.pods.remove(k),
+                // A deleted pod's last version is not converted: it is dropped either way.
+                let view = if deleted { None } else { pod_view(&e.object) };
+                let old = match view {
+                    Some(p) => self.pods.insert(k.clone(), p),
+                    None => self.pods.remove(k),
                 };
                 if let Some(old) = old {
                     self.pods_gone.insert(Arc::as_ptr(&old) as usize);
@@ -87,8 +89,9 @@ impl Informer {
                 continue;
             }
             if is_node(k) {
-                match (deleted, node_view(&e.object)) {
-                    (false, Some(n)) => {
+                let view = if deleted { None } else { node_view(&e.object) };
+                match view {
+                    Some(n) => {
                         self.nodes.insert(k.clone(), n);
                     }
                     _ => {
