@@ -245,10 +245,7 @@ fn explain_scheduling(view: &ClusterView<'_>, show_nodes: usize, out: &mut Strin
         .iter()
         .filter(|p| p.node_name.is_none() && p.deletion_ms.is_none())
     {
-        if matches!(
-            pod.phase,
-            autoscaler_core::pod::PodPhase::Succeeded | autoscaler_core::pod::PodPhase::Failed
-        ) {
+        if pod.is_terminal() {
             continue;
         }
         any = true;

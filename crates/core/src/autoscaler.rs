@@ -28,7 +28,7 @@ use crate::node::Node;
 use crate::node_group::{CloudProvider, NodeGroup, NodeGroupId};
 use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::pending::{self, PendingOptions, SetAside};
-use crate::pod::{Pod, PodPhase};
+use crate::pod::Pod;
 use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
 };
@@ -93,7 +93,7 @@ pub fn build_snapshot(view: &ClusterView<'_>, warnings: &mut Vec<String>) -> Clu
         }
     }
     for pod in view.pods {
-        if matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) {
+        if pod.is_terminal() {
             continue;
         }
         let Some(node) = pod.node_name else { continue };
@@ -124,28 +124,24 @@ pub fn decide_scale_up(
 ) -> ScaleUpDecision {
     let mut warnings = Vec::new();
     let mut snapshot = build_snapshot(view, &mut warnings);
-    let mut decision =
-        decide_scale_up_on(&mut snapshot, view, config, now_ms, blocked, rng, budget);
+    let mut decision = decide_scale_up_with_upcoming(
+        &mut snapshot,
+        view,
+        config,
+        now_ms,
+        blocked,
+        None,
+        rng,
+        budget,
+    );
     warnings.append(&mut decision.warnings);
     decision.warnings = warnings;
     decision
 }
 
-/// [`decide_scale_up`] on a snapshot the caller built from `view` with [`build_snapshot`]; the
-/// snapshot is left as found (every change is made on a fork and reverted).
-pub fn decide_scale_up_on(
-    snapshot: &mut ClusterSnapshot,
-    view: &ClusterView<'_>,
-    config: &ScaleUpConfig,
-    now_ms: i64,
-    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
-    rng: &mut ChaCha8Rng,
-    budget: &mut dyn Budget,
-) -> ScaleUpDecision {
-    decide_scale_up_with_upcoming(snapshot, view, config, now_ms, blocked, None, rng, budget)
-}
-
-/// [`decide_scale_up_on`] with the upcoming nodes per group index given by the caller (the
+/// [`decide_scale_up`] on a snapshot the caller built from `view` with [`build_snapshot`], which
+/// is left as found (every change is made on a fork and reverted), with the upcoming nodes per
+/// group index given by the caller (the
 /// cluster state's count, which leaves out failed, long-unregistered and reverted instances);
 /// `None` derives them from the view (target minus started nodes).
 #[allow(clippy::too_many_arguments)]
@@ -293,7 +289,7 @@ pub struct Autoscaler {
 
 /// Whether `pod` belongs in the scheduling snapshot: bound to a node and not terminal.
 fn in_snapshot(pod: &Pod) -> bool {
-    pod.node_name.is_some() && !matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed)
+    pod.node_name.is_some() && !pod.is_terminal()
 }
 
 /// The address of an object behind an `Arc`: the cache holds a clone of every `Arc` it keys,
@@ -1481,7 +1477,7 @@ mod state_tests {
             .arc();
         let done = PodBuilder::new("e0", 100, GI)
             .node_name("n3")
-            .with(|p| p.phase = PodPhase::Succeeded)
+            .with(|p| p.phase = crate::pod::PodPhase::Succeeded)
             .arc();
         let orphan = pod("o0", "gone", 100);
         type View = (Vec<Arc<Node>>, Vec<Arc<Pod>>, Vec<NamespaceLabels>);

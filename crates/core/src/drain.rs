@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::intern::Sym;
 use crate::pdb::{DisruptionBudgets, PdbBlocked};
-use crate::pod::{OwnerRef, Pod, PodPhase};
+use crate::pod::{OwnerRef, Pod};
 
 /// Annotation: `"true"` makes a pod movable whatever the other rules say (PodDisruptionBudgets
 /// still apply), `"false"` forbids evicting it.
@@ -342,7 +342,7 @@ pub fn is_long_terminating(pod: &Pod, now_ms: i64) -> bool {
 
 /// Whether `pod` has finished for good (`Succeeded` or `Failed`).
 pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed)
+    pod.is_terminal()
 }
 
 /// The local-storage volumes of `pod` that the `safe-to-evict-local-volumes` annotation does not
@@ -906,12 +906,14 @@ mod tests {
             },
             Case {
                 name: "terminal pods are ignored",
-                blocked: bare_pod("p").with(|p| p.phase = PodPhase::Running),
+                blocked: bare_pod("p").with(|p| p.phase = crate::pod::PodPhase::Running),
                 opts: d(),
                 pdbs: vec![],
                 lookup: &NoControllerLookup,
                 code: "NotReplicated",
-                flipped: flip_pod(bare_pod("p").with(|p| p.phase = PodPhase::Succeeded)),
+                flipped: flip_pod(
+                    bare_pod("p").with(|p| p.phase = crate::pod::PodPhase::Succeeded),
+                ),
             },
             Case {
                 name: "long-terminating pods are ignored, recently deleted ones are not",
@@ -966,7 +968,9 @@ mod tests {
         let pods = vec![
             rs_pod("web").arc(),
             ann(bare_pod("mirror"), MIRROR_POD_ANNOTATION, "x").arc(),
-            bare_pod("done").with(|p| p.phase = PodPhase::Failed).arc(),
+            bare_pod("done")
+                .with(|p| p.phase = crate::pod::PodPhase::Failed)
+                .arc(),
             bare_pod("agent").owner("DaemonSet", "agent").arc(),
         ];
         let plan =
@@ -1195,11 +1199,11 @@ mod tests {
             );
         }
         p.phase = [
-            PodPhase::Running,
-            PodPhase::Pending,
-            PodPhase::Succeeded,
-            PodPhase::Failed,
-            PodPhase::Unknown,
+            crate::pod::PodPhase::Running,
+            crate::pod::PodPhase::Pending,
+            crate::pod::PodPhase::Succeeded,
+            crate::pod::PodPhase::Failed,
+            crate::pod::PodPhase::Unknown,
         ][usize::from(g.phase) % 5];
         if g.mirror {
             annotate(&mut p, MIRROR_POD_ANNOTATION, "hash");
@@ -1233,7 +1237,10 @@ mod tests {
         // Exempt pods never block.
         if ann(MIRROR_POD_ANNOTATION).is_some()
             || p.deletion_ms.is_some_and(|d| NOW - d > 60_000)
-            || matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed)
+            || matches!(
+                p.phase,
+                crate::pod::PodPhase::Succeeded | crate::pod::PodPhase::Failed
+            )
         {
             return false;
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use crate::duration::parse_duration;
-use crate::pod::{Pod, PodPhase};
+use crate::pod::Pod;
 use crate::snapshot::{ClusterSnapshot, NodeId};
 
 /// Annotation with a per-pod scale-up delay (a Go duration); honoured only when it is longer
@@ -80,7 +80,7 @@ impl std::fmt::Display for SetAside {
 pub fn is_unschedulable(pod: &Pod) -> bool {
     pod.node_name.is_none()
         && pod.deletion_ms.is_none()
-        && !matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed)
+        && !pod.is_terminal()
         && pod.conditions.iter().any(|c| {
             c.type_.as_str() == "PodScheduled"
                 && c.status.as_str() == "False"
@@ -214,8 +214,9 @@ mod tests {
         let bound = unschedulable(PodBuilder::new("bound", 100, GI).node_name("n1"));
         let deleting =
             unschedulable(PodBuilder::new("deleting", 100, GI).with(|p| p.deletion_ms = Some(1)));
-        let done =
-            unschedulable(PodBuilder::new("done", 100, GI).with(|p| p.phase = PodPhase::Succeeded));
+        let done = unschedulable(
+            PodBuilder::new("done", 100, GI).with(|p| p.phase = crate::pod::PodPhase::Succeeded),
+        );
         let s = select(
             [&plain, &marked, &bound, &deleting, &done],
             0,

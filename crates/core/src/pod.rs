@@ -180,6 +180,12 @@ impl Pod {
             .map(|i| self.annotations[i].1.as_ref())
     }
 
+    /// Whether the pod has finished for good (`Succeeded` or `Failed`): it holds no resources
+    /// and is never rescheduled.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
     /// Whether the pod has any inter-pod affinity or anti-affinity term.
     pub fn has_pod_affinity(&self) -> bool {
         !self.affinity.is_empty() || !self.anti_affinity.is_empty()

@@ -25,8 +25,7 @@ pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler
 pub const STARTUP_TAINT_PREFIX: &str = "startup-taint.cluster-autoscaler.kubernetes.io/";
 /// Older spelling of [`STARTUP_TAINT_PREFIX`], still honoured upstream.
 pub const IGNORE_TAINT_PREFIX: &str = "ignore-taint.cluster-autoscaler.kubernetes.io/";
-/// Annotation marking a mirror (static) pod.
-pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub use crate::drain::MIRROR_POD_ANNOTATION;
 
 /// Taints the node lifecycle controller sets from node conditions: a fresh node does not carry
 /// them once it is Ready.

@@ -3,10 +3,9 @@
 //!
 //! Decides only the number and which resource gave it; thresholds are applied by the caller.
 
-use crate::pod::Pod;
+use crate::drain::{is_daemonset_pod, is_mirror_pod};
 use crate::resources::{ResourceName, Resources};
 use crate::snapshot::NodeInfo;
-use crate::template::MIRROR_POD_ANNOTATION;
 
 /// Options of the utilization computation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,18 +27,6 @@ pub struct Utilization {
     pub gpu: bool,
 }
 
-/// Whether `pod` is a DaemonSet pod.
-pub fn is_daemonset_pod(pod: &Pod) -> bool {
-    pod.owner
-        .as_ref()
-        .is_some_and(|o| o.kind.as_str() == "DaemonSet")
-}
-
-/// Whether `pod` is a mirror (static) pod.
-pub fn is_mirror_pod(pod: &Pod) -> bool {
-    pod.annotation(MIRROR_POD_ANNOTATION).is_some()
-}
-
 fn ratio(requested: i64, allocatable: i64) -> f64 {
     if allocatable <= 0 {
         0.0
@@ -53,10 +40,8 @@ fn ratio(requested: i64, allocatable: i64) -> f64 {
 pub fn utilization(info: &NodeInfo, opts: UtilizationOptions) -> Utilization {
     let mut requested = Resources::default();
     for pod in &info.pods {
-        if matches!(
-            pod.phase,
-            crate::pod::PodPhase::Succeeded | crate::pod::PodPhase::Failed
-        ) || (opts.ignore_daemonsets && is_daemonset_pod(pod))
+        if pod.is_terminal()
+            || (opts.ignore_daemonsets && is_daemonset_pod(pod))
             || (opts.ignore_mirror_pods && is_mirror_pod(pod))
         {
             continue;
@@ -135,8 +120,12 @@ mod tests {
     #[test]
     fn daemonset_and_mirror_pods_can_be_ignored() {
         let ds = PodBuilder::new("ds", 500, 0).owner("DaemonSet", "logs");
-        let mirror = PodBuilder::new("m", 300, 0)
-            .with(|p| p.annotations = vec![(Arc::from(MIRROR_POD_ANNOTATION), Arc::from("x"))]);
+        let mirror = PodBuilder::new("m", 300, 0).with(|p| {
+            p.annotations = vec![(
+                Arc::from(crate::drain::MIRROR_POD_ANNOTATION),
+                Arc::from("x"),
+            )]
+        });
         let i = info(NodeBuilder::new("n", 1000, GI), vec![ds, mirror]);
         assert!((utilization(&i, UtilizationOptions::default()).value - 0.8).abs() < 1e-9);
         let only_mirror = UtilizationOptions {
