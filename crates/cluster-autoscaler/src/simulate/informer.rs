@@ -147,7 +147,7 @@ impl Informer {
         out
     }
 
-    /// The pods, as [`Informer::objects`] lists them. The list is patched rather than rebuilt:
+    /// The pods, as `Informer::objects` lists them. The list is patched rather than rebuilt:
     /// pods kept since the last call are moved over without touching them, only new ones are
     /// cloned from the map.
     pub fn pods(&mut self) -> &[Arc<Pod>] {
@@ -176,7 +176,7 @@ impl Informer {
         &self.pod_list
     }
 
-    /// [`Informer::objects`] without the pods (see [`Informer::pods`]).
+    /// `Informer::objects` without the pods (see [`Informer::pods`]).
     pub fn objects_without_pods(&self) -> ClusterObjects {
         let (mut out, _errors) = read_objects(&self.rest);
         out.nodes = self.nodes.values().cloned().collect();
