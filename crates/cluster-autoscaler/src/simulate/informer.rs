@@ -3,7 +3,7 @@
 //! previous one (as the live shell's informers do) instead of decoding every Pod and Node again.
 //!
 //! It decides nothing: the objects it hands out are exactly what
-//! [`read_objects`](autoscaler_core::objects::read_objects) would return for the world's store at
+//! `read_objects` would return for the world's store at
 //! the same instant (same order, same objects left out because they do not convert). It never
 //! writes to the world.
 
