@@ -1,0 +1,1 @@
+//! TODO(skeleton): api_calls
