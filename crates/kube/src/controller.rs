@@ -74,3 +74,26 @@ impl Default for ControllerConfig {
         }
     }
 }
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The metrics and health endpoint could not listen on `--address`.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The Kubernetes API could not be used at start.
+    #[error("Kubernetes API: {0}")]
+    Api(String),
+}
+
+/// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C).
+pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
+    // Filled in by the controller work of issue 8; the signature is the contract with the binary.
+    let _ = (client, config);
+    Err(ControllerError::Api("the controller is not assembled yet".into()))
+}
