@@ -95,5 +95,7 @@ pub enum ControllerError {
 pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
     // Filled in by the controller work of issue 8; the signature is the contract with the binary.
     let _ = (client, config);
-    Err(ControllerError::Api("the controller is not assembled yet".into()))
+    Err(ControllerError::Api(
+        "the controller is not assembled yet".into(),
+    ))
 }
