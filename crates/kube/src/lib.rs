@@ -9,6 +9,7 @@
 pub mod actuator;
 pub mod api_calls;
 pub mod controller;
+pub mod execute;
 pub mod events;
 pub mod health;
 pub mod informer;
