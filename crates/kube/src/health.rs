@@ -1,1 +1,190 @@
-//! TODO(skeleton): health
+//! Liveness of the autoscaler loop, for `/health-check`.
+//!
+//! Decides whether the process is healthy the way upstream does: once monitoring has started
+//! (when this replica starts running loops, i.e. holds the Lease), it is unhealthy when no loop
+//! has started for `--max-inactivity`, or no loop has succeeded for `--max-failing-time`; the
+//! start of monitoring counts as both an activity and a success, so a replica that never runs a
+//! loop fails after the same bounds. Before monitoring starts (a standby replica) it is healthy.
+//!
+//! It only keeps times it is told (as [`tokio::time::Instant`], so tests can pause the clock);
+//! it never reads the clock itself and never stops anything.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    /// `None` until monitoring starts.
+    last_activity: Option<Instant>,
+    last_success: Option<Instant>,
+}
+
+/// The loop's liveness. `Send + Sync`: the loop records, the HTTP server checks.
+#[derive(Debug)]
+pub struct Health {
+    max_inactivity: Duration,
+    max_failing_time: Duration,
+    times: Mutex<Times>,
+}
+
+impl Health {
+    /// Not monitoring yet (healthy) with the two bounds (`--max-inactivity`,
+    /// `--max-failing-time`).
+    pub fn new(max_inactivity: Duration, max_failing_time: Duration) -> Health {
+        Health {
+            max_inactivity,
+            max_failing_time,
+            times: Mutex::new(Times {
+                last_activity: None,
+                last_success: None,
+            }),
+        }
+    }
+
+    fn times(&self) -> std::sync::MutexGuard<'_, Times> {
+        // The data is two plain timestamps: a panic elsewhere cannot leave it inconsistent.
+        self.times.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts monitoring at `now` (this replica starts running loops): from here on the bounds
+    /// apply, counted from `now` until the first loop.
+    pub fn start_monitoring(&self, now: Instant) {
+        let mut t = self.times();
+        t.last_activity = Some(now);
+        t.last_success = Some(now);
+    }
+
+    /// Stops monitoring (this replica stopped running loops, e.g. lost the Lease): healthy again.
+    pub fn stop_monitoring(&self) {
+        let mut t = self.times();
+        t.last_activity = None;
+        t.last_success = None;
+    }
+
+    /// A loop started at `now` (starts monitoring if it had not started).
+    pub fn loop_started(&self, now: Instant) {
+        let mut t = self.times();
+        t.last_activity = Some(now);
+        t.last_success.get_or_insert(now);
+    }
+
+    /// A loop finished successfully at `now`.
+    pub fn loop_succeeded(&self, now: Instant) {
+        let mut t = self.times();
+        t.last_activity = Some(now);
+        t.last_success = Some(now);
+    }
+
+    /// A loop failed at `now`: it still counts as activity, not as success.
+    pub fn loop_failed(&self, now: Instant) {
+        let mut t = self.times();
+        t.last_activity = Some(now);
+        t.last_success.get_or_insert(now);
+    }
+
+    /// `Ok` when healthy at `now`; otherwise why not.
+    pub fn check(&self, now: Instant) -> Result<(), String> {
+        let t = *self.times();
+        if let Some(last) = t.last_activity {
+            let since = now.saturating_duration_since(last);
+            if since > self.max_inactivity {
+                return Err(format!(
+                    "last activity {}s ago, more than the max inactivity of {}s",
+                    since.as_secs(),
+                    self.max_inactivity.as_secs()
+                ));
+            }
+        }
+        if let Some(last) = t.last_success {
+            let since = now.saturating_duration_since(last);
+            if since > self.max_failing_time {
+                return Err(format!(
+                    "last successful loop {}s ago, more than the max failing time of {}s",
+                    since.as_secs(),
+                    self.max_failing_time.as_secs()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::advance;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn health() -> Health {
+        Health::new(10 * MIN, 15 * MIN)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_replica_is_healthy_however_long_it_waits() {
+        let h = health();
+        advance(60 * MIN).await;
+        assert_eq!(h.check(Instant::now()), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_loop_flips_the_check_and_a_new_loop_recovers_it() {
+        let h = health();
+        h.start_monitoring(Instant::now());
+        // Before the first loop the time since monitoring started counts.
+        advance(10 * MIN).await;
+        assert_eq!(h.check(Instant::now()), Ok(()));
+        advance(Duration::from_secs(1)).await;
+        let err = h.check(Instant::now()).expect_err("no loop for 10m1s");
+        assert!(err.contains("max inactivity"), "{err}");
+
+        h.loop_started(Instant::now());
+        h.loop_succeeded(Instant::now());
+        assert_eq!(h.check(Instant::now()), Ok(()));
+        // Loops every 10s keep it healthy.
+        for _ in 0..100 {
+            advance(Duration::from_secs(10)).await;
+            h.loop_started(Instant::now());
+            h.loop_succeeded(Instant::now());
+        }
+        assert_eq!(h.check(Instant::now()), Ok(()));
+        // The loop stalls.
+        advance(11 * MIN).await;
+        assert!(h.check(Instant::now()).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_loops_flip_the_check_after_the_max_failing_time() {
+        let h = health();
+        h.loop_started(Instant::now());
+        h.loop_succeeded(Instant::now());
+        // Loops keep running but fail.
+        for _ in 0..90 {
+            advance(Duration::from_secs(10)).await;
+            h.loop_started(Instant::now());
+            h.loop_failed(Instant::now());
+        }
+        // 15 minutes since the last success: exactly the bound, still healthy.
+        assert_eq!(h.check(Instant::now()), Ok(()));
+        advance(Duration::from_secs(10)).await;
+        h.loop_started(Instant::now());
+        h.loop_failed(Instant::now());
+        let err = h.check(Instant::now()).expect_err("failing for 15m10s");
+        assert!(err.contains("max failing time"), "{err}");
+        // One success recovers.
+        h.loop_succeeded(Instant::now());
+        assert_eq!(h.check(Instant::now()), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_monitoring_makes_it_healthy_again() {
+        let h = health();
+        h.start_monitoring(Instant::now());
+        advance(20 * MIN).await;
+        assert!(h.check(Instant::now()).is_err());
+        h.stop_monitoring();
+        assert_eq!(h.check(Instant::now()), Ok(()));
+    }
+}

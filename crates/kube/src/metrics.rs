@@ -1,1 +1,908 @@
-//! TODO(skeleton): metrics
+//! Prometheus metrics with upstream cluster-autoscaler's names, types, labels and meaning
+//! (`cluster_autoscaler_*`), encoded as text for `/metrics`.
+//!
+//! Gauges are set from each loop's [`LoopOutcome`] and the [`ClusterView`] it was decided on;
+//! counters, durations and activity times are recorded by the controller after it acts. This
+//! module only records what it is told: it never decides, never performs I/O and never reads a
+//! clock (callers pass times and durations).
+//!
+//! Counters are exposed the OpenMetrics way (`# TYPE x counter`, sample `x_total`), which gives
+//! upstream's series names for every counter whose upstream name ends in `_total`. The two
+//! upstream counters whose names end in `_count` (`old_unregistered_nodes_removed_count`,
+//! `skipped_scale_events_count`) are exposed as gauges holding the running total, so their
+//! series names stay upstream's (OpenMetrics requires a counter's samples to end in `_total`).
+
+use std::sync::atomic::AtomicU64;
+
+use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
+use autoscaler_core::limits::ClusterTotals;
+use autoscaler_core::pending::is_unschedulable;
+use autoscaler_core::scale_down::{Unremovable, Waiting};
+use autoscaler_core::template::TO_BE_DELETED_TAINT;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The prefix of every metric.
+pub const PREFIX: &str = "cluster_autoscaler";
+
+/// Content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus scrapes).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A label set: (name, value) pairs.
+type Labels = Vec<(&'static str, String)>;
+
+/// A histogram constructor (a plain function, so the family type is nameable).
+type HistogramFn = fn() -> Histogram;
+
+/// Upstream's buckets for `function_duration_seconds`: 0.01 s growing by 1.5x, 30 buckets.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 1.5, 30))
+}
+
+/// Why nodes were removed (`scaled_down_nodes_total{reason}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleDownReason {
+    /// An empty node.
+    Empty,
+    /// A node below the utilization threshold, drained.
+    Underutilized,
+    /// An unready node.
+    Unready,
+}
+
+impl ScaleDownReason {
+    /// Upstream's label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScaleDownReason::Empty => "empty",
+            ScaleDownReason::Underutilized => "underutilized",
+            ScaleDownReason::Unready => "unready",
+        }
+    }
+
+    /// The reason of a node deletion: unready first (as upstream counts it), then empty or not.
+    pub fn of(empty: bool, ready: bool) -> ScaleDownReason {
+        if !ready {
+            ScaleDownReason::Unready
+        } else if empty {
+            ScaleDownReason::Empty
+        } else {
+            ScaleDownReason::Underutilized
+        }
+    }
+}
+
+/// Why a scale-up failed (`failed_scale_ups_total{reason}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailedScaleUpReason {
+    /// The provider refused or failed the increase, or its instances failed.
+    CloudProviderError,
+    /// A Kubernetes API call failed.
+    ApiCallError,
+    /// The new nodes did not register within the provision time.
+    Timeout,
+}
+
+impl FailedScaleUpReason {
+    /// Upstream's label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailedScaleUpReason::CloudProviderError => "cloudProviderError",
+            FailedScaleUpReason::ApiCallError => "apiCallError",
+            FailedScaleUpReason::Timeout => "timeout",
+        }
+    }
+}
+
+/// Upstream's `unremovable_nodes_count{reason}` label for a core reason.
+fn unremovable_label(u: &Unremovable) -> &'static str {
+    match u {
+        Unremovable::NotAutoscaled => "NotAutoscaled",
+        Unremovable::ScaleDownDisabledAnnotation => "ScaleDownDisabledAnnotation",
+        Unremovable::BeingDeleted => "CurrentlyBeingDeleted",
+        Unremovable::MinSizeReached => "NodeGroupMinSizeReached",
+        Unremovable::AtomicGroup => "AtomicScaleDownFailed",
+        Unremovable::NotUnderutilized { .. } => "NotUnderutilized",
+        Unremovable::PodBlocks(_) => "BlockedByPod",
+        Unremovable::NoPlaceToMovePods(_) => "NoPlaceToMovePods",
+        Unremovable::MinimalResourceLimit(_) => "MinimalResourceLimitExceeded",
+        Unremovable::NotConsidered(_) => "NotUnneededOtherReason",
+    }
+}
+
+/// The autoscaler's metrics in one registry. Every method takes `&self` (atomics), so one
+/// `Arc<Metrics>` is shared by the loop and the HTTP server.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    cluster_safe_to_autoscale: Gauge,
+    nodes_count: Family<Labels, Gauge>,
+    node_groups_count: Family<Labels, Gauge>,
+    unschedulable_pods_count: Family<Labels, Gauge>,
+    max_nodes_count: Gauge,
+    cluster_cpu_current_cores: Gauge,
+    cluster_memory_current_bytes: Gauge,
+    node_group_min_count: Family<Labels, Gauge>,
+    node_group_max_count: Family<Labels, Gauge>,
+    node_group_target_count: Family<Labels, Gauge>,
+    node_group_healthiness: Family<Labels, Gauge>,
+    node_group_backoff_status: Family<Labels, Gauge>,
+    last_activity: Family<Labels, Gauge<f64, AtomicU64>>,
+    function_duration_seconds: Family<Labels, Histogram, HistogramFn>,
+    errors_total: Family<Labels, Counter>,
+    scaled_up_nodes_total: Counter,
+    scaled_up_gpu_nodes_total: Family<Labels, Counter>,
+    failed_scale_ups_total: Family<Labels, Counter>,
+    scaled_down_nodes_total: Family<Labels, Counter>,
+    evicted_pods_total: Family<Labels, Counter>,
+    unneeded_nodes_count: Gauge,
+    unremovable_nodes_count: Family<Labels, Gauge>,
+    scale_down_in_cooldown: Gauge,
+    old_unregistered_nodes_removed_count: Gauge,
+    skipped_scale_events_count: Family<Labels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+fn label(name: &'static str, value: &str) -> Labels {
+    vec![(name, value.to_string())]
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Metrics {
+    /// Every metric registered under [`PREFIX`], all zero.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let m = Metrics {
+            cluster_safe_to_autoscale: Gauge::default(),
+            nodes_count: Family::default(),
+            node_groups_count: Family::default(),
+            unschedulable_pods_count: Family::default(),
+            max_nodes_count: Gauge::default(),
+            cluster_cpu_current_cores: Gauge::default(),
+            cluster_memory_current_bytes: Gauge::default(),
+            node_group_min_count: Family::default(),
+            node_group_max_count: Family::default(),
+            node_group_target_count: Family::default(),
+            node_group_healthiness: Family::default(),
+            node_group_backoff_status: Family::default(),
+            last_activity: Family::default(),
+            function_duration_seconds: Family::new_with_constructor(
+                duration_histogram as HistogramFn,
+            ),
+            errors_total: Family::default(),
+            scaled_up_nodes_total: Counter::default(),
+            scaled_up_gpu_nodes_total: Family::default(),
+            failed_scale_ups_total: Family::default(),
+            scaled_down_nodes_total: Family::default(),
+            evicted_pods_total: Family::default(),
+            unneeded_nodes_count: Gauge::default(),
+            unremovable_nodes_count: Family::default(),
+            scale_down_in_cooldown: Gauge::default(),
+            old_unregistered_nodes_removed_count: Gauge::default(),
+            skipped_scale_events_count: Family::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "cluster_safe_to_autoscale",
+            "Whether or not cluster is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+            m.cluster_safe_to_autoscale.clone(),
+        );
+        r.register(
+            "nodes_count",
+            "Number of nodes in cluster.",
+            m.nodes_count.clone(),
+        );
+        r.register(
+            "node_groups_count",
+            "Number of node groups managed by CA.",
+            m.node_groups_count.clone(),
+        );
+        r.register(
+            "unschedulable_pods_count",
+            "Number of unschedulable pods in the cluster.",
+            m.unschedulable_pods_count.clone(),
+        );
+        r.register(
+            "max_nodes_count",
+            "Maximum number of nodes in all node groups",
+            m.max_nodes_count.clone(),
+        );
+        r.register(
+            "cluster_cpu_current_cores",
+            "Current number of cores in the cluster, minus deleting nodes.",
+            m.cluster_cpu_current_cores.clone(),
+        );
+        r.register(
+            "cluster_memory_current_bytes",
+            "Current number of bytes of memory in the cluster, minus deleting nodes.",
+            m.cluster_memory_current_bytes.clone(),
+        );
+        r.register(
+            "node_group_min_count",
+            "Minimum number of nodes in the node group",
+            m.node_group_min_count.clone(),
+        );
+        r.register(
+            "node_group_max_count",
+            "Maximum number of nodes in the node group",
+            m.node_group_max_count.clone(),
+        );
+        r.register(
+            "node_group_target_count",
+            "Target number of nodes in the node group by CA.",
+            m.node_group_target_count.clone(),
+        );
+        r.register(
+            "node_group_healthiness",
+            "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+            m.node_group_healthiness.clone(),
+        );
+        r.register(
+            "node_group_backoff_status",
+            "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise.",
+            m.node_group_backoff_status.clone(),
+        );
+        r.register(
+            "last_activity",
+            "Last time certain part of CA logic executed.",
+            m.last_activity.clone(),
+        );
+        r.register(
+            "function_duration_seconds",
+            "Time taken by various parts of CA main loop.",
+            m.function_duration_seconds.clone(),
+        );
+        r.register(
+            "errors",
+            "The number of CA loops failed due to an error.",
+            m.errors_total.clone(),
+        );
+        r.register(
+            "scaled_up_nodes",
+            "Number of nodes added by CA.",
+            m.scaled_up_nodes_total.clone(),
+        );
+        r.register(
+            "scaled_up_gpu_nodes",
+            "Number of GPU nodes added by CA, by GPU name.",
+            m.scaled_up_gpu_nodes_total.clone(),
+        );
+        r.register(
+            "failed_scale_ups",
+            "Number of times scale-up operation has failed.",
+            m.failed_scale_ups_total.clone(),
+        );
+        r.register(
+            "scaled_down_nodes",
+            "Number of nodes removed by CA.",
+            m.scaled_down_nodes_total.clone(),
+        );
+        r.register(
+            "evicted_pods",
+            "Number of pods evicted by CA",
+            m.evicted_pods_total.clone(),
+        );
+        r.register(
+            "unneeded_nodes_count",
+            "Number of nodes currently considered unneeded by CA.",
+            m.unneeded_nodes_count.clone(),
+        );
+        r.register(
+            "unremovable_nodes_count",
+            "Number of nodes currently considered unremovable by CA.",
+            m.unremovable_nodes_count.clone(),
+        );
+        r.register(
+            "scale_down_in_cooldown",
+            "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise.",
+            m.scale_down_in_cooldown.clone(),
+        );
+        r.register(
+            "old_unregistered_nodes_removed_count",
+            "Number of unregistered nodes removed by CA.",
+            m.old_unregistered_nodes_removed_count.clone(),
+        );
+        r.register(
+            "skipped_scale_events_count",
+            "Count of scaling events that the CA has chosen to skip.",
+            m.skipped_scale_events_count.clone(),
+        );
+        // Series that always exist upstream, so dashboards see zeros rather than nothing.
+        for result in ["succeeded", "failed"] {
+            m.evicted_pods_total
+                .get_or_create(&label("eviction_result", result))
+                .inc_by(0);
+        }
+        Metrics { registry, ..m }
+    }
+
+    /// The metrics in OpenMetrics text format (ends with `# EOF`); see [`CONTENT_TYPE`].
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail; an encoder error would only truncate the page.
+        if encode(&mut out, &self.registry).is_err() {
+            tracing::warn!("metrics encoding failed");
+        }
+        out
+    }
+
+    /// Sets the gauges from one loop's outcome and the view it was decided on.
+    pub fn observe_outcome(&self, view: &ClusterView<'_>, outcome: &LoopOutcome) {
+        let status = &outcome.status;
+        self.cluster_safe_to_autoscale
+            .set(i64::from(status.healthy));
+
+        let (mut unregistered, mut long_unregistered) = (0, 0);
+        for g in &status.groups {
+            unregistered += g.readiness.unregistered + g.readiness.failed;
+            long_unregistered += g.readiness.long_unregistered;
+        }
+        for (state, n) in [
+            ("ready", status.ready),
+            ("unready", status.unready),
+            ("notStarted", status.not_started),
+            ("longUnregistered", long_unregistered),
+            ("unregistered", unregistered),
+        ] {
+            self.nodes_count
+                .get_or_create(&label("state", state))
+                .set(count(n));
+        }
+
+        let groups = view.provider.node_groups();
+        self.node_groups_count
+            .get_or_create(&label("node_group_type", "autoscaled"))
+            .set(count(groups.len()));
+        self.node_groups_count
+            .get_or_create(&label("node_group_type", "autoprovisioned"))
+            .set(0);
+
+        let unschedulable = view.pods.iter().filter(|p| is_unschedulable(p)).count();
+        self.unschedulable_pods_count
+            .get_or_create(&label("type", "unschedulable"))
+            .set(count(unschedulable));
+        // Every pending pod this shell sees was already processed by the scheduler.
+        self.unschedulable_pods_count
+            .get_or_create(&label("type", "scheduler_unprocessed"))
+            .set(0);
+
+        self.max_nodes_count
+            .set(count(groups.iter().map(|g| g.max_size).sum()));
+        let totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n).filter(|n| {
+            n.deletion_ms.is_none()
+                && !n
+                    .taints
+                    .iter()
+                    .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT)
+        }));
+        self.cluster_cpu_current_cores.set(totals.cpu / 1000);
+        self.cluster_memory_current_bytes.set(totals.memory);
+
+        // Per-group families are rebuilt so groups that disappeared and backoffs that ended
+        // leave no stale series behind.
+        for family in [
+            &self.node_group_min_count,
+            &self.node_group_max_count,
+            &self.node_group_target_count,
+            &self.node_group_healthiness,
+            &self.node_group_backoff_status,
+        ] {
+            family.clear();
+        }
+        for g in &status.groups {
+            let l = label("node_group", g.id.as_str());
+            self.node_group_min_count
+                .get_or_create(&l)
+                .set(count(g.min_size));
+            self.node_group_max_count
+                .get_or_create(&l)
+                .set(count(g.max_size));
+            self.node_group_target_count
+                .get_or_create(&l)
+                .set(count(g.target_size));
+            self.node_group_healthiness
+                .get_or_create(&l)
+                .set(i64::from(g.unhealthy.is_none()));
+            let (reason, on) = match &g.backoff {
+                Some(b) => (b.reason.code.clone(), 1),
+                None => (String::new(), 0),
+            };
+            self.node_group_backoff_status
+                .get_or_create(&vec![
+                    ("node_group", g.id.as_str().to_string()),
+                    ("reason", reason),
+                ])
+                .set(on);
+        }
+
+        let plan = &outcome.scale_down;
+        self.unneeded_nodes_count.set(count(plan.unneeded.len()));
+        self.unremovable_nodes_count.clear();
+        for (_, why) in &plan.unremovable {
+            self.unremovable_nodes_count
+                .get_or_create(&label("reason", unremovable_label(why)))
+                .inc();
+        }
+        let cooldown = plan
+            .waiting
+            .iter()
+            .any(|(_, w)| matches!(w, Waiting::Cooldown(_)));
+        self.scale_down_in_cooldown.set(i64::from(cooldown));
+    }
+
+    /// Counts `nodes` added by a scale-up that the provider accepted.
+    pub fn scaled_up(&self, nodes: u64) {
+        self.scaled_up_nodes_total.inc_by(nodes);
+    }
+
+    /// Counts `nodes` GPU nodes added (besides [`Metrics::scaled_up`]), by GPU resource and type.
+    pub fn scaled_up_gpu(&self, nodes: u64, gpu_resource_name: &str, gpu_name: &str) {
+        self.scaled_up_gpu_nodes_total
+            .get_or_create(&vec![
+                ("gpu_resource_name", gpu_resource_name.to_string()),
+                ("gpu_name", gpu_name.to_string()),
+            ])
+            .inc_by(nodes);
+    }
+
+    /// Counts one failed scale-up.
+    pub fn failed_scale_up(&self, reason: FailedScaleUpReason) {
+        self.failed_scale_ups_total
+            .get_or_create(&label("reason", reason.as_str()))
+            .inc();
+    }
+
+    /// Counts `nodes` removed for `reason`.
+    pub fn scaled_down(&self, nodes: u64, reason: ScaleDownReason) {
+        self.scaled_down_nodes_total
+            .get_or_create(&label("reason", reason.as_str()))
+            .inc_by(nodes);
+    }
+
+    /// Counts one eviction attempt: `ok` when the Eviction was created.
+    pub fn evicted(&self, ok: bool) {
+        let result = if ok { "succeeded" } else { "failed" };
+        self.evicted_pods_total
+            .get_or_create(&label("eviction_result", result))
+            .inc();
+    }
+
+    /// Counts one failed loop or failed step, by error type (upstream uses `cloudProviderError`,
+    /// `apiCallError`, `internalError`, `transientError`, ...).
+    pub fn error(&self, kind: &str) {
+        self.errors_total.get_or_create(&label("type", kind)).inc();
+    }
+
+    /// Records that `function` (`main`, `scaleUp`, `scaleDown`, `findUnneeded`,
+    /// `updateClusterState`, ...) took `seconds`.
+    pub fn function_duration(&self, function: &str, seconds: f64) {
+        self.function_duration_seconds
+            .get_or_create(&label("function", function))
+            .observe(seconds);
+    }
+
+    /// Records that `activity` (`main`, `autoscaling`, `scaleUp`, `scaleDown`) last ran at
+    /// `unix_secs`.
+    pub fn last_activity(&self, activity: &str, unix_secs: i64) {
+        // Unix seconds are exact in an f64 for the next few million years.
+        self.last_activity
+            .get_or_create(&label("activity", activity))
+            .set(unix_secs as f64);
+    }
+
+    /// Counts `n` long-unregistered instances removed.
+    pub fn old_unregistered_removed(&self, n: u64) {
+        self.old_unregistered_nodes_removed_count
+            .inc_by(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one scaling event skipped; `direction` is `up` or `down`, `reason` e.g.
+    /// `CpuResourceLimit` or `MemoryResourceLimit`.
+    pub fn skipped_scale_event(&self, direction: &str, reason: &str) {
+        self.skipped_scale_events_count
+            .get_or_create(&vec![
+                ("direction", direction.to_string()),
+                ("reason", reason.to_string()),
+            ])
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
+    use autoscaler_core::drain::NoControllerLookup;
+    use autoscaler_core::estimator::Unlimited;
+    use autoscaler_core::node::Node;
+    use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+    use autoscaler_core::pod::Pod;
+    use autoscaler_core::scale_down::InFlight;
+    use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+
+    /// One parsed exposition: samples by `name{sorted labels}`, and each family's type.
+    #[derive(Debug, Default)]
+    struct Parsed {
+        samples: BTreeMap<String, f64>,
+        types: BTreeMap<String, String>,
+    }
+
+    fn is_name(s: &str) -> bool {
+        let mut chars = s.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    }
+
+    /// Parses `k="v",k2="v2"` (values with `\\`, `\"`, `\n` escapes); returns them sorted.
+    fn parse_labels(s: &str) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        let mut rest = s;
+        while !rest.is_empty() {
+            let eq = rest.find('=').ok_or(format!("no '=' in labels {s}"))?;
+            let key = &rest[..eq];
+            if !is_name(key) {
+                return Err(format!("bad label name {key:?}"));
+            }
+            let mut chars = rest[eq + 1..].char_indices();
+            if chars.next().map(|c| c.1) != Some('"') {
+                return Err(format!("label value not quoted in {s}"));
+            }
+            let mut value = String::new();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => match chars.next().map(|c| c.1) {
+                        Some('\\') => value.push('\\'),
+                        Some('"') => value.push('"'),
+                        Some('n') => value.push('\n'),
+                        other => return Err(format!("bad escape {other:?}")),
+                    },
+                    '"' => {
+                        end = Some(eq + 1 + i + 1);
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            let end = end.ok_or(format!("unterminated value in {s}"))?;
+            out.push((key.to_string(), value));
+            rest = &rest[end..];
+            if let Some(r) = rest.strip_prefix(',') {
+                rest = r;
+            } else if !rest.is_empty() {
+                return Err(format!("junk after label value: {rest:?}"));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// A strict parser of the text exposition: every line is `# HELP`, `# TYPE`, `# UNIT`, a
+    /// sample of a declared family (name, or name with a suffix its type allows), or the final
+    /// `# EOF`.
+    fn parse(text: &str) -> Result<Parsed, String> {
+        let mut p = Parsed::default();
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        if lines.pop() != Some("") {
+            return Err("no final newline".into());
+        }
+        if lines.pop() != Some("# EOF") {
+            return Err("no # EOF".into());
+        }
+        let mut current: Option<(String, String)> = None;
+        for line in lines {
+            if let Some(rest) = line.strip_prefix("# ") {
+                let mut parts = rest.splitn(3, ' ');
+                let kind = parts.next().unwrap_or("");
+                let name = parts.next().ok_or(format!("bad line {line}"))?;
+                let arg = parts.next().ok_or(format!("bad line {line}"))?;
+                if !is_name(name) {
+                    return Err(format!("bad name in {line}"));
+                }
+                match kind {
+                    "HELP" | "UNIT" => {}
+                    "TYPE" => {
+                        if !["counter", "gauge", "histogram", "unknown", "info"].contains(&arg) {
+                            return Err(format!("bad type in {line}"));
+                        }
+                        if p.types.insert(name.into(), arg.into()).is_some() {
+                            return Err(format!("family declared twice: {line}"));
+                        }
+                        current = Some((name.into(), arg.into()));
+                    }
+                    _ => return Err(format!("bad comment {line}")),
+                }
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').ok_or(format!("bad sample {line}"))?;
+            let value: f64 = match value {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v.parse().map_err(|e| format!("bad value in {line}: {e}"))?,
+            };
+            let (name, labels) = match series.split_once('{') {
+                Some((n, l)) => (
+                    n,
+                    parse_labels(l.strip_suffix('}').ok_or(format!("bad labels {line}"))?)?,
+                ),
+                None => (series, Vec::new()),
+            };
+            let (family, ty) = current
+                .as_ref()
+                .ok_or(format!("sample before TYPE: {line}"))?;
+            let suffix = name
+                .strip_prefix(family.as_str())
+                .ok_or(format!("sample {name} outside its family {family}"))?;
+            let allowed: &[&str] = match ty.as_str() {
+                "counter" => &["_total", "_created"],
+                "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                _ => &[""],
+            };
+            if !allowed.contains(&suffix) {
+                return Err(format!("suffix {suffix:?} not allowed for a {ty}: {line}"));
+            }
+            let key = format!(
+                "{name}{{{}}}",
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            if p.samples.insert(key, value).is_some() {
+                return Err(format!("duplicate sample {line}"));
+            }
+        }
+        Ok(p)
+    }
+
+    fn node(name: &str) -> Arc<Node> {
+        NodeBuilder::new(name, 4000, 16 * GI)
+            .with_provider_id(&format!("test:///{name}"))
+            .arc()
+    }
+
+    /// Two ready 4-CPU nodes of group `ng` (min 1, max 10), one busy; three pending pods of 3
+    /// CPU: the loop grows `ng` by 2.
+    fn scaled_up_loop() -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider, LoopOutcome) {
+        let nodes = vec![node("n1"), node("n2")];
+        let mut g = NodeGroup::new("ng", 1, 10, 2);
+        g.instances = nodes
+            .iter()
+            .filter_map(|n| n.provider_id.clone())
+            .map(|id| Instance {
+                id,
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect();
+        let provider = StaticProvider::new(vec![g]);
+        let mut pods = vec![
+            PodBuilder::new("busy", 3500, GI)
+                .owner("ReplicaSet", "a")
+                .node_name("n1")
+                .arc(),
+        ];
+        pods.extend((0..3).map(|i| {
+            PodBuilder::new(&format!("p{i}"), 3000, GI)
+                .owner("ReplicaSet", "b")
+                .unschedulable()
+                .arc()
+        }));
+        let outcome = {
+            let view = ClusterView {
+                nodes: &nodes,
+                pods: &pods,
+                daemonsets: &[],
+                namespaces: &[],
+                provider: &provider,
+                pdbs: &[],
+            };
+            Autoscaler::new(AutoscalerOptions::default()).run_once(
+                &view,
+                &NoControllerLookup,
+                InFlight::default(),
+                0,
+                &mut Unlimited,
+            )
+        };
+        (nodes, pods, provider, outcome)
+    }
+
+    #[test]
+    fn the_exposition_parses_and_carries_upstream_names_and_values() {
+        let (nodes, pods, provider, outcome) = scaled_up_loop();
+        assert_eq!(outcome.scale_up.result.total_nodes(), 2);
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &provider,
+            pdbs: &[],
+        };
+        let m = Metrics::new();
+        m.observe_outcome(&view, &outcome);
+        m.scaled_up(2);
+        m.scaled_up_gpu(1, "nvidia.com/gpu", "nvidia-tesla-t4");
+        m.failed_scale_up(FailedScaleUpReason::Timeout);
+        m.scaled_down(1, ScaleDownReason::Empty);
+        m.scaled_down(2, ScaleDownReason::Underutilized);
+        m.evicted(true);
+        m.evicted(true);
+        m.evicted(false);
+        m.error("apiCallError");
+        m.function_duration("main", 0.02);
+        m.function_duration("main", 3.0);
+        m.function_duration("scaleUp", 0.001);
+        m.last_activity("main", 1_700_000_000);
+        m.old_unregistered_removed(3);
+        m.skipped_scale_event("up", "CpuResourceLimit");
+
+        let text = m.encode();
+        let p = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let get = |k: &str| {
+            *p.samples
+                .get(k)
+                .unwrap_or_else(|| panic!("no sample {k} in\n{text}"))
+        };
+        let c = "cluster_autoscaler_";
+        let expect = [
+            ("cluster_safe_to_autoscale{}", 1.0),
+            ("nodes_count{state=ready}", 2.0),
+            ("nodes_count{state=unready}", 0.0),
+            ("nodes_count{state=notStarted}", 0.0),
+            ("nodes_count{state=longUnregistered}", 0.0),
+            ("nodes_count{state=unregistered}", 0.0),
+            ("node_groups_count{node_group_type=autoscaled}", 1.0),
+            ("node_groups_count{node_group_type=autoprovisioned}", 0.0),
+            ("unschedulable_pods_count{type=unschedulable}", 3.0),
+            ("unschedulable_pods_count{type=scheduler_unprocessed}", 0.0),
+            ("max_nodes_count{}", 10.0),
+            ("cluster_cpu_current_cores{}", 8.0),
+            ("cluster_memory_current_bytes{}", (32 * GI) as f64),
+            ("node_group_min_count{node_group=ng}", 1.0),
+            ("node_group_max_count{node_group=ng}", 10.0),
+            ("node_group_target_count{node_group=ng}", 2.0),
+            ("node_group_healthiness{node_group=ng}", 1.0),
+            ("node_group_backoff_status{node_group=ng,reason=}", 0.0),
+            ("last_activity{activity=main}", 1.7e9),
+            ("function_duration_seconds_count{function=main}", 2.0),
+            ("function_duration_seconds_sum{function=main}", 3.02),
+            (
+                "function_duration_seconds_bucket{function=main,le=0.01}",
+                0.0,
+            ),
+            (
+                "function_duration_seconds_bucket{function=main,le=0.0225}",
+                1.0,
+            ),
+            (
+                "function_duration_seconds_bucket{function=main,le=+Inf}",
+                2.0,
+            ),
+            ("function_duration_seconds_count{function=scaleUp}", 1.0),
+            ("errors_total{type=apiCallError}", 1.0),
+            ("scaled_up_nodes_total{}", 2.0),
+            (
+                "scaled_up_gpu_nodes_total{gpu_name=nvidia-tesla-t4,gpu_resource_name=nvidia.com/gpu}",
+                1.0,
+            ),
+            ("failed_scale_ups_total{reason=timeout}", 1.0),
+            ("scaled_down_nodes_total{reason=empty}", 1.0),
+            ("scaled_down_nodes_total{reason=underutilized}", 2.0),
+            ("evicted_pods_total{eviction_result=succeeded}", 2.0),
+            ("evicted_pods_total{eviction_result=failed}", 1.0),
+            ("unneeded_nodes_count{}", 0.0),
+            ("scale_down_in_cooldown{}", 0.0),
+            ("old_unregistered_nodes_removed_count{}", 3.0),
+            (
+                "skipped_scale_events_count{direction=up,reason=CpuResourceLimit}",
+                1.0,
+            ),
+        ];
+        for (k, v) in expect {
+            let got = get(&format!("{c}{k}"));
+            assert!((got - v).abs() < 1e-9, "{k}: {got} != {v}");
+        }
+        // Upstream's types: counters for the *_total series, a histogram for durations.
+        for (family, ty) in [
+            ("scaled_up_nodes", "counter"),
+            ("errors", "counter"),
+            ("evicted_pods", "counter"),
+            ("function_duration_seconds", "histogram"),
+            ("nodes_count", "gauge"),
+        ] {
+            assert_eq!(
+                p.types.get(&format!("{c}{family}")).map(String::as_str),
+                Some(ty)
+            );
+        }
+    }
+
+    #[test]
+    fn a_backed_off_unhealthy_group_shows_in_its_gauges_and_stale_series_go() {
+        let (nodes, pods, provider, mut outcome) = scaled_up_loop();
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &provider,
+            pdbs: &[],
+        };
+        let m = Metrics::new();
+        m.observe_outcome(&view, &outcome);
+        let g = &mut outcome.status.groups[0];
+        g.unhealthy = Some("no nodes".into());
+        g.backoff = Some(autoscaler_core::cluster_state::BackoffStatus {
+            until_ms: 1,
+            failures: 1,
+            reason: autoscaler_core::backoff::FailureReason {
+                class: autoscaler_core::node_group::InstanceErrorClass::OutOfResources,
+                code: "QUOTA_EXCEEDED".into(),
+                message: "quota".into(),
+            },
+        });
+        outcome.status.healthy = false;
+        m.observe_outcome(&view, &outcome);
+        let p = parse(&m.encode()).expect("parses");
+        let c = "cluster_autoscaler_";
+        assert_eq!(p.samples[&format!("{c}cluster_safe_to_autoscale{{}}")], 0.0);
+        assert_eq!(
+            p.samples[&format!("{c}node_group_healthiness{{node_group=ng}}")],
+            0.0
+        );
+        assert_eq!(
+            p.samples
+                [&format!("{c}node_group_backoff_status{{node_group=ng,reason=QUOTA_EXCEEDED}}")],
+            1.0
+        );
+        assert!(
+            !p.samples.contains_key(&format!(
+                "{c}node_group_backoff_status{{node_group=ng,reason=}}"
+            )),
+            "the series of the previous loop is gone"
+        );
+    }
+
+    #[test]
+    fn the_parser_rejects_malformed_text() {
+        assert!(parse("x 1\n# EOF\n").is_err(), "sample before TYPE");
+        assert!(parse("# TYPE x gauge\nx 1\n").is_err(), "no EOF");
+        assert!(parse("# TYPE x gauge\nx{a=\"1} 1\n# EOF\n").is_err());
+        assert!(
+            parse("# TYPE x counter\nx 1\n# EOF\n").is_err(),
+            "no _total"
+        );
+        assert!(parse("# TYPE x gauge\nx{a=\"1\"} 1\n# EOF\n").is_ok());
+    }
+
+    #[test]
+    fn scale_down_reasons_follow_readiness_then_emptiness() {
+        assert_eq!(ScaleDownReason::of(true, false), ScaleDownReason::Unready);
+        assert_eq!(ScaleDownReason::of(true, true), ScaleDownReason::Empty);
+        assert_eq!(
+            ScaleDownReason::of(false, true),
+            ScaleDownReason::Underutilized
+        );
+    }
+}
