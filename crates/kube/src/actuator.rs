@@ -442,7 +442,9 @@ impl Actuator {
     /// `DeletionCandidateOfClusterAutoscaler`) from every node that has one, as a crashed
     /// predecessor may have left them. Lists the nodes (paged) and writes each tainted one from
     /// the listed copy, reading it again only on a conflict. Stops at the first error. Returns
-    /// the names of the nodes written.
+    /// the names of the nodes written. (Upstream keeps soft taints across a restart when bulk
+    /// soft tainting is on; here they go too, since the new process's unneeded timers start
+    /// afresh and the core soft-taints again what stays unneeded.)
     pub async fn clean_up_taints(&self) -> Result<Vec<String>, ActuationError> {
         let api = self.nodes();
         let mut lp = ListParams::default().limit(NODE_PAGE);
