@@ -23,13 +23,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actuator::Actuator;
-use crate::events::{EventSink, events_of};
+use crate::events::{EventSink, EventSpec, RateLimits, events_of};
 use crate::execute::{Done, Executor};
 use crate::health::Health;
 use crate::informer::Informer;
 use crate::leader::{self, LeaderConfig};
-use crate::metrics::Metrics;
-use crate::status::{Transitions, status_yaml, write_status};
+use crate::metrics::{FailedScaleUpReason, Metrics};
+use crate::status::{Transitions, status_time, status_yaml, write_status};
 use crate::watch::WatchConfig;
 
 /// Everything `run` needs, validated (the binary builds it from flags and the config file).
@@ -133,11 +133,7 @@ pub struct Parts {
 /// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C).
 pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::new(
-        config.max_inactivity,
-        config.max_failing_time,
-        Instant::now(),
-    ));
+    let health = Arc::new(Health::new(config.max_inactivity, config.max_failing_time));
     let listener = TcpListener::bind(config.address)
         .await
         .map_err(|source| ControllerError::Listen {
@@ -234,6 +230,8 @@ pub async fn supervise(parts: Parts, config: ControllerConfig, mut leading: watc
             return;
         }
         tracing::info!("leading: starting a term");
+        // A standby replica is healthy; a leader is judged by its loops from now on.
+        parts.health.start_monitoring(Instant::now());
         let mut lost = leading.clone();
         tokio::select! {
             r = lost.wait_for(|l| !*l) => {
@@ -244,6 +242,7 @@ pub async fn supervise(parts: Parts, config: ControllerConfig, mut leading: watc
             }
             _ = lead(&parts, &config) => {}
         }
+        parts.health.stop_monitoring();
     }
 }
 
@@ -272,7 +271,13 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
     let mut term = Term {
         autoscaler: Autoscaler::new(config.autoscaler.clone()),
         executor,
-        events: EventSink::new(parts.client.clone()),
+        events: EventSink::new(
+            parts.client.clone(),
+            &config.identity,
+            &config.namespace,
+            &config.status_config_map_name,
+            RateLimits::default(),
+        ),
         transitions: Transitions::default(),
         draining: BTreeMap::new(),
         drains: JoinSet::new(),
@@ -290,7 +295,8 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
                 match joined {
                     Ok((node, done)) => {
                         term.draining.remove(&node);
-                        term.record(parts, &[done]);
+                        term.record(parts, std::slice::from_ref(&done));
+                        term.publish_failures(&[done]).await;
                     }
                     Err(e) => tracing::error!(error = %e, "a drain task failed"),
                 }
@@ -315,8 +321,8 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
     }
 }
 
-fn unix_secs() -> f64 {
-    jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
+fn unix_secs() -> i64 {
+    jiff::Timestamp::now().as_second()
 }
 
 /// State of one leadership term.
@@ -390,6 +396,7 @@ impl Term {
             .apply(&provider, outcome.actions.clone(), &self.draining)
             .await;
         let ok = self.record(parts, &done);
+        self.publish_failures(&done).await;
         for d in drains {
             let node = d.node.name.as_str().to_string();
             self.draining.insert(node.clone(), d.group.clone());
@@ -409,22 +416,30 @@ impl Term {
             .metrics
             .function_duration("act", act.elapsed().as_secs_f64());
 
-        for e in events_of(&outcome, &config.namespace, &config.status_config_map_name) {
-            self.events.publish(&e).await;
-        }
         if config.write_status_configmap {
-            let yaml = status_yaml(&outcome, now_ms, &mut self.transitions);
-            if let Err(e) = write_status(
+            let yaml = status_yaml(&view, &outcome, now_ms, &mut self.transitions);
+            match write_status(
                 &parts.client,
                 &config.namespace,
                 &config.status_config_map_name,
                 &yaml,
+                &status_time(now_ms),
             )
             .await
             {
-                tracing::warn!(error = %e, "could not write the status ConfigMap");
-                parts.metrics.error("apiCallError");
+                Ok(cm) => self.events.set_status_object(&cm),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not write the status ConfigMap");
+                    parts.metrics.error("apiCallError");
+                }
             }
+        }
+        let stats = self
+            .events
+            .publish(&events_of(&view, &outcome), now_ms)
+            .await;
+        if stats.failed > 0 {
+            tracing::debug!(failed = stats.failed, "some events were not published");
         }
         ok
     }
@@ -444,7 +459,7 @@ impl Term {
                 Done::ScaleUpFailed { group, error } => {
                     ok = false;
                     tracing::warn!(%group, %error, "scale-up failed");
-                    m.failed_scale_up("cloudProviderError");
+                    m.failed_scale_up(FailedScaleUpReason::CloudProviderError);
                     m.error("cloudProviderError");
                     let id = NodeGroupId::from(group.as_str());
                     self.autoscaler
@@ -456,8 +471,8 @@ impl Term {
                     reason,
                     evicted,
                 } => {
-                    tracing::info!(%group, ?nodes, reason, "scaled down");
-                    m.scaled_down(nodes.len() as u64, reason);
+                    tracing::info!(%group, ?nodes, reason = reason.as_str(), "scaled down");
+                    m.scaled_down(nodes.len() as u64, *reason);
                     for _ in 0..*evicted {
                         m.evicted(true);
                     }
@@ -497,6 +512,30 @@ impl Term {
             }
         }
         ok
+    }
+}
+
+impl Term {
+    /// `ScaleDownFailed` events on the nodes whose deletion failed.
+    async fn publish_failures(&self, done: &[Done]) {
+        let specs: Vec<EventSpec> = done
+            .iter()
+            .filter_map(|d| match d {
+                Done::DeleteFailed { nodes, error, .. } => Some(
+                    nodes
+                        .iter()
+                        .map(|n| EventSpec::scale_down_failed(n, "", error.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        if !specs.is_empty() {
+            self.events
+                .publish(&specs, jiff::Timestamp::now().as_millisecond())
+                .await;
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::actuator::Actuator;
 use crate::informer::Informer;
+use crate::metrics::ScaleDownReason;
 
 /// How often a drain looks whether its evicted pods are gone.
 const POD_GONE_POLL: Duration = Duration::from_secs(1);
@@ -50,8 +51,8 @@ pub enum Done {
         group: String,
         /// Nodes.
         nodes: Vec<String>,
-        /// `empty` or `underutilized` (upstream's scaled-down reasons).
-        reason: &'static str,
+        /// Upstream's scaled-down reason.
+        reason: ScaleDownReason,
         /// Pods evicted on the way.
         evicted: usize,
     },
@@ -178,7 +179,7 @@ impl Executor {
                         nodes.iter().map(|n| n.as_str().to_string()).collect();
                     let views = self.nodes_named(&names);
                     done.push(
-                        self.delete(provider, group.as_str(), &views, "empty", 0)
+                        self.delete(provider, group.as_str(), &views, ScaleDownReason::Empty, 0)
                             .await,
                     );
                 }
@@ -238,7 +239,7 @@ impl Executor {
         provider: &ClusterApiProvider,
         group: &str,
         nodes: &[Arc<Node>],
-        reason: &'static str,
+        reason: ScaleDownReason,
         evicted: usize,
     ) -> Done {
         let names: Vec<String> = nodes.iter().map(|n| n.name.as_str().to_string()).collect();
@@ -336,14 +337,9 @@ impl Executor {
             };
         }
         let provider = provider();
-        self.delete(
-            &provider,
-            &drain.group,
-            &[drain.node],
-            "underutilized",
-            evicted,
-        )
-        .await
+        let reason = ScaleDownReason::of(false, drain.node.is_ready());
+        self.delete(&provider, &drain.group, &[drain.node], reason, evicted)
+            .await
     }
 
     /// Whether every pod of `evict` has left `node` (gone, terminal, or elsewhere) within `wait`.
