@@ -170,6 +170,12 @@ impl Informer {
         std::mem::take(&mut self.new_unschedulable)
     }
 
+    /// Whether a pod became unschedulable since the last [`Informer::take_new_unschedulable`]
+    /// (without clearing it: the watches use it to signal the controller).
+    pub fn has_new_unschedulable(&self) -> bool {
+        self.new_unschedulable
+    }
+
     /// The Cluster API provider discovered from the objects (rediscovered only when an object
     /// other than a Pod changed since the last call, or the configuration differs).
     pub fn provider(&mut self, config: &ClusterApiConfig) -> Arc<ClusterApiProvider> {
