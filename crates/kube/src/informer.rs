@@ -1,1 +1,413 @@
-//! TODO(skeleton): informer
+//! The informer: the autoscaler's view of the cluster's objects, kept up to date from a stream
+//! of changes (the live watches, or the simulated world's watch log), so that each loop converts
+//! only the objects that changed since the previous one instead of decoding every Pod and Node
+//! again.
+//!
+//! It decides nothing and does no I/O (no tokio, no client): whoever watches feeds it with
+//! [`Informer::apply`] and [`Informer::replace_kind`]. The objects it hands out are exactly what
+//! `read_objects` would return for a store holding the same objects (same order, same objects
+//! left out because they do not convert). Pods kept across changes keep their `Arc`, so the
+//! core's incremental snapshot cache recognises them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_core::node::Node;
+use autoscaler_core::objects::{ClusterObjects, read_objects};
+use autoscaler_core::pending::is_unschedulable;
+use autoscaler_core::pod::Pod;
+use autoscaler_core::store::{ObjectKey, ObjectStore};
+use k8s_openapi::api::core::v1 as api;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The converted objects, kept in step with a change stream.
+#[derive(Debug, Default)]
+pub struct Informer {
+    /// Pods, converted, in store order.
+    pods: BTreeMap<ObjectKey, Arc<Pod>>,
+    /// The values of `pods` in order as of the last [`Informer::pods`] call (the `Arc`s are held
+    /// here, so their addresses are not reused while they are listed).
+    pod_list: Vec<Arc<Pod>>,
+    /// Addresses of the pods removed from or replaced in `pods` since then.
+    pods_gone: rustc_hash::FxHashSet<usize>,
+    /// Machines (of any group) created or updated since the last
+    /// [`Informer::take_changed_machines`].
+    machines_changed: BTreeSet<ObjectKey>,
+    /// Whether a pod became unschedulable since the last [`Informer::take_new_unschedulable`].
+    new_unschedulable: bool,
+    /// Nodes, converted, in store order.
+    nodes: BTreeMap<ObjectKey, Arc<Node>>,
+    /// Every object but Pods (Nodes included): what the provider discovers groups from.
+    no_pods: ObjectStore,
+    /// Every object but Pods and Nodes: DaemonSets, budgets, namespaces, controllers.
+    rest: ObjectStore,
+    /// Bumped whenever `no_pods` changes.
+    no_pods_version: u64,
+    /// The provider discovered at `no_pods_version`.
+    provider: Option<(u64, Arc<ClusterApiProvider>)>,
+}
+
+fn is_pod(k: &ObjectKey) -> bool {
+    k.group.is_empty() && k.kind == "Pod"
+}
+
+fn is_node(k: &ObjectKey) -> bool {
+    k.group.is_empty() && k.kind == "Node"
+}
+
+fn pod_view(v: &Value) -> Option<Pod> {
+    let typed = api::Pod::deserialize(v).ok()?;
+    Pod::from_k8s(&typed).ok()
+}
+
+fn node_view(v: &Value) -> Option<Arc<Node>> {
+    let typed = api::Node::deserialize(v).ok()?;
+    Node::from_k8s(&typed).ok().map(Arc::new)
+}
+
+impl Informer {
+    /// An informer that has seen nothing yet.
+    pub fn new() -> Informer {
+        Informer::default()
+    }
+
+    /// Applies one change: `object` is the object's new state, `None` when it was deleted.
+    /// The caller vouches that `key` is the object's identity.
+    pub fn apply(&mut self, key: ObjectKey, object: Option<Arc<Value>>) {
+        if is_pod(&key) {
+            self.apply_pod(key, object.as_deref());
+            return;
+        }
+        if is_node(&key) {
+            match object.as_deref().and_then(node_view) {
+                Some(n) => {
+                    self.nodes.insert(key.clone(), n);
+                }
+                None => {
+                    self.nodes.remove(&key);
+                }
+            }
+        }
+        match object {
+            Some(object) => {
+                if !is_node(&key) {
+                    self.rest.insert_shared(key.clone(), object.clone());
+                }
+                if key.kind == "Machine" && !key.group.is_empty() {
+                    self.machines_changed.insert(key.clone());
+                }
+                self.no_pods.insert_shared(key, object);
+            }
+            None => {
+                self.rest.remove(&key);
+                self.no_pods.remove(&key);
+            }
+        }
+        self.no_pods_version += 1;
+    }
+
+    fn apply_pod(&mut self, key: ObjectKey, object: Option<&Value>) {
+        // A deleted pod's last version is not converted: it is dropped either way.
+        let view = object.and_then(pod_view);
+        let old = self.pods.get(&key);
+        let was_unschedulable = old.is_some_and(|p| is_unschedulable(p));
+        let old = match view {
+            // An update that changes nothing the model holds keeps the pod's `Arc`, so the
+            // snapshot cache does not see it as changed.
+            Some(p) if old.is_some_and(|o| **o == p) => return,
+            Some(p) => {
+                if !was_unschedulable && is_unschedulable(&p) {
+                    self.new_unschedulable = true;
+                }
+                self.pods.insert(key, Arc::new(p))
+            }
+            None => self.pods.remove(&key),
+        };
+        if let Some(old) = old {
+            self.pods_gone.insert(Arc::as_ptr(&old) as usize);
+        }
+    }
+
+    /// Replaces every object of `group` and `kind` with `objects` (a relist): objects of that
+    /// kind not in the list are deleted; listed objects equal to the ones held are left alone,
+    /// so a relist of an unchanged cluster changes nothing.
+    pub fn replace_kind(&mut self, group: &str, kind: &str, objects: Vec<(ObjectKey, Arc<Value>)>) {
+        let listed: rustc_hash::FxHashSet<&ObjectKey> = objects.iter().map(|(k, _)| k).collect();
+        let held: Vec<ObjectKey> = if group.is_empty() && kind == "Pod" {
+            self.pods.keys().cloned().collect()
+        } else {
+            self.no_pods
+                .list(group, kind)
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        let gone: Vec<ObjectKey> = held.into_iter().filter(|k| !listed.contains(k)).collect();
+        drop(listed);
+        for k in gone {
+            self.apply(k, None);
+        }
+        for (k, v) in objects {
+            let unchanged = !is_pod(&k) && self.no_pods.get(&k).is_some_and(|held| **held == *v);
+            if !unchanged {
+                self.apply(k, Some(v));
+            }
+        }
+    }
+
+    /// The Machines of `api_group` created or updated since the last call, in store order
+    /// (Machines of other groups seen since are forgotten too).
+    pub fn take_changed_machines(&mut self, api_group: &str) -> BTreeSet<ObjectKey> {
+        let mut all = std::mem::take(&mut self.machines_changed);
+        all.retain(|k| k.group == api_group);
+        all
+    }
+
+    /// Whether a pod became unschedulable (`PodScheduled=False`, reason `Unschedulable`, not
+    /// before) since the last call; the controller runs a loop early for it.
+    pub fn take_new_unschedulable(&mut self) -> bool {
+        std::mem::take(&mut self.new_unschedulable)
+    }
+
+    /// Whether a pod became unschedulable since the last [`Informer::take_new_unschedulable`]
+    /// (without clearing it: the watches use it to signal the controller).
+    pub fn has_new_unschedulable(&self) -> bool {
+        self.new_unschedulable
+    }
+
+    /// The Cluster API provider discovered from the objects (rediscovered only when an object
+    /// other than a Pod changed since the last call, or the configuration differs).
+    pub fn provider(&mut self, config: &ClusterApiConfig) -> Arc<ClusterApiProvider> {
+        match &self.provider {
+            Some((v, p)) if *v == self.no_pods_version && p.config() == config => p.clone(),
+            _ => {
+                let p = Arc::new(ClusterApiProvider::discover(&self.no_pods, config).0);
+                self.provider = Some((self.no_pods_version, p.clone()));
+                p
+            }
+        }
+    }
+
+    /// Every object but Pods (Nodes included), as received: the provider's input, and where the
+    /// priority expander's ConfigMap is read.
+    pub fn store(&self) -> &ObjectStore {
+        &self.no_pods
+    }
+
+    /// The model objects, as `read_objects` reads them from a store holding the same objects
+    /// (builds a fresh pod list: loops use [`Informer::pods`] and
+    /// [`Informer::objects_without_pods`]).
+    pub fn objects(&self) -> ClusterObjects {
+        let mut out = self.objects_without_pods();
+        out.pods = self.pods.values().cloned().collect();
+        out
+    }
+
+    /// The pods, as [`Informer::objects`] lists them. The list is patched rather than rebuilt:
+    /// pods kept since the last call are moved over without touching them, only new ones are
+    /// cloned from the map.
+    pub fn pods(&mut self) -> &[Arc<Pod>] {
+        let gone = std::mem::take(&mut self.pods_gone);
+        let mut old = std::mem::take(&mut self.pod_list).into_iter().peekable();
+        let mut list = Vec::with_capacity(self.pods.len());
+        for v in self.pods.values() {
+            // Kept pods come in the same order in both; removed ones are skipped.
+            loop {
+                match old.peek() {
+                    Some(o) if Arc::ptr_eq(o, v) => {
+                        list.extend(old.next());
+                        break;
+                    }
+                    Some(o) if gone.contains(&(Arc::as_ptr(o) as usize)) => {
+                        old.next();
+                    }
+                    _ => {
+                        list.push(v.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        self.pod_list = list;
+        &self.pod_list
+    }
+
+    /// [`Informer::objects`] without the pods (see [`Informer::pods`]).
+    pub fn objects_without_pods(&self) -> ClusterObjects {
+        let (mut out, _errors) = read_objects(&self.rest);
+        out.nodes = self.nodes.values().cloned().collect();
+        out
+    }
+
+    /// The nodes named, converted.
+    pub fn nodes_named(&self, names: &[String]) -> Vec<Arc<Node>> {
+        self.nodes
+            .values()
+            .filter(|n| names.iter().any(|x| x == n.name.as_str()))
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(group: &str, kind: &str, namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            group: group.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    fn obj(v: Value) -> (ObjectKey, Arc<Value>) {
+        let k = ObjectStore::key_of(&v, "test").expect("test objects have identities");
+        (k, Arc::new(v))
+    }
+
+    fn pod(name: &str, unschedulable: bool) -> (ObjectKey, Arc<Value>) {
+        let conditions = if unschedulable {
+            json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])
+        } else {
+            json!([])
+        };
+        obj(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Pending", "conditions": conditions}}))
+    }
+
+    fn node(name: &str) -> (ObjectKey, Arc<Value>) {
+        obj(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}),
+        )
+    }
+
+    fn md(replicas: i64) -> (ObjectKey, Arc<Value>) {
+        let config = ClusterApiConfig::default();
+        obj(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+            "metadata": {"name": "md", "namespace": "ns", "annotations": {
+                config.min_size_key(): "0", config.max_size_key(): "5"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"a": "b"}}}}),
+        )
+    }
+
+    fn names(inf: &mut Informer) -> Vec<String> {
+        inf.pods().iter().map(|p| p.name.to_string()).collect()
+    }
+
+    #[test]
+    fn a_relist_deletes_what_it_does_not_list_and_keeps_what_is_unchanged() {
+        let mut inf = Informer::new();
+        for n in ["a", "b", "c"] {
+            let (k, v) = pod(n, false);
+            inf.apply(k, Some(v));
+        }
+        let (k, v) = node("n1");
+        inf.apply(k, Some(v));
+        let (k, v) = node("n2");
+        inf.apply(k, Some(v));
+        assert_eq!(names(&mut inf), ["a", "b", "c"]);
+        let b_before = inf.pods()[1].clone();
+
+        inf.replace_kind("", "Pod", vec![pod("b", false), pod("d", false)]);
+        assert_eq!(names(&mut inf), ["b", "d"]);
+        assert!(
+            Arc::ptr_eq(&inf.pods()[0], &b_before),
+            "an unchanged pod keeps its Arc across a relist"
+        );
+
+        inf.replace_kind("", "Node", vec![node("n2")]);
+        let nodes = inf.objects_without_pods().nodes;
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(nodes[0].name.as_str(), "n2");
+        assert!(inf.store().get(&key("", "Node", "", "n1")).is_none());
+        // Other kinds are untouched by a relist of one kind.
+        assert_eq!(inf.objects().pods.len(), 2);
+
+        inf.replace_kind("", "Pod", Vec::new());
+        assert!(names(&mut inf).is_empty());
+    }
+
+    #[test]
+    fn the_provider_is_rediscovered_only_after_a_non_pod_change() {
+        let config = ClusterApiConfig::default();
+        let mut inf = Informer::new();
+        let (k, v) = md(1);
+        inf.apply(k, Some(v));
+        let p1 = inf.provider(&config);
+        assert_eq!(p1.resources().len(), 1);
+        assert_eq!(p1.resources()[0].replicas, 1);
+
+        let (k, v) = pod("a", true);
+        inf.apply(k, Some(v));
+        assert!(Arc::ptr_eq(&p1, &inf.provider(&config)));
+
+        // A relist listing the same MachineDeployment changes nothing.
+        inf.replace_kind("cluster.x-k8s.io", "MachineDeployment", vec![md(1)]);
+        assert!(Arc::ptr_eq(&p1, &inf.provider(&config)));
+
+        let (k, v) = md(3);
+        inf.apply(k, Some(v));
+        let p2 = inf.provider(&config);
+        assert!(!Arc::ptr_eq(&p1, &p2));
+        assert_eq!(p2.resources()[0].replicas, 3);
+
+        inf.replace_kind("cluster.x-k8s.io", "MachineDeployment", Vec::new());
+        assert!(inf.provider(&config).resources().is_empty());
+    }
+
+    #[test]
+    fn only_a_pod_turning_unschedulable_raises_the_flag() {
+        let mut inf = Informer::new();
+        assert!(!inf.take_new_unschedulable());
+        let (k, v) = pod("a", false);
+        inf.apply(k, Some(v));
+        assert!(
+            !inf.take_new_unschedulable(),
+            "a pending pod not yet marked"
+        );
+
+        let (k, v) = pod("a", true);
+        inf.apply(k.clone(), Some(v));
+        assert!(inf.take_new_unschedulable());
+        assert!(!inf.take_new_unschedulable(), "taking clears the flag");
+
+        // Still unschedulable (a status update): not new.
+        let (_, mut v) = pod("a", true);
+        Arc::make_mut(&mut v)["metadata"]["labels"] = json!({"x": "y"});
+        inf.apply(k.clone(), Some(v));
+        assert!(!inf.take_new_unschedulable());
+
+        // Deleted, then created unschedulable again: new.
+        inf.apply(k, None);
+        assert!(!inf.take_new_unschedulable());
+        inf.replace_kind("", "Pod", vec![pod("a", true)]);
+        assert!(inf.take_new_unschedulable());
+    }
+
+    #[test]
+    fn changed_machines_are_those_of_the_configured_group() {
+        let mut inf = Informer::new();
+        for (group, version) in [
+            ("cluster.x-k8s.io", "v1beta1"),
+            ("machine.openshift.io", "v1beta1"),
+        ] {
+            let (k, v) = obj(json!({"apiVersion": format!("{group}/{version}"),
+                "kind": "Machine", "metadata": {"name": "m", "namespace": "ns"}}));
+            inf.apply(k, Some(v));
+        }
+        let got = inf.take_changed_machines("machine.openshift.io");
+        assert_eq!(
+            got.into_iter().collect::<Vec<_>>(),
+            [key("machine.openshift.io", "Machine", "ns", "m")]
+        );
+        assert!(inf.take_changed_machines("cluster.x-k8s.io").is_empty());
+    }
+}

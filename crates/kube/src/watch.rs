@@ -1,1 +1,858 @@
-//! TODO(skeleton): watch
+//! The watches: one kube-rs watcher per kind the decision reads (Nodes, Pods, budgets, workload
+//! controllers, Namespaces, the priority-expander ConfigMap, and the Cluster API objects of the
+//! configured group, their versions discovered), feeding a shared [`Informer`].
+//!
+//! Objects are stripped before they are cached: `metadata.managedFields` always, and for Pods
+//! everything `Pod::from_k8s` does not read. A relist replaces the kind's objects at once
+//! (buffered from `Init` to `InitDone`). Watch errors are logged and retried with the watcher's
+//! default backoff, never fatal; a kind that never synced keeps [`Watches::is_synced`] false.
+//!
+//! It never decides anything and never writes to the API.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use autoscaler_clusterapi::ClusterApiConfig;
+use autoscaler_core::expander::PRIORITY_CONFIG_MAP_NAME;
+use autoscaler_core::store::{ObjectKey, ObjectStore};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::batch::v1 as batch;
+use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use crate::informer::Informer;
+
+/// The Cluster API kinds watched, when their group serves them.
+pub const CLUSTER_API_KINDS: [&str; 4] =
+    ["MachineDeployment", "MachineSet", "MachinePool", "Machine"];
+
+/// The API group of OpenShift's MachineAutoscaler, watched when served.
+pub const MACHINE_AUTOSCALER_GROUP: &str = "autoscaling.openshift.io";
+
+/// What to watch beyond the fixed kinds.
+#[derive(Clone, Debug)]
+pub struct WatchConfig {
+    /// Namespace of the priority-expander ConfigMap (`--namespace`).
+    pub namespace: String,
+    /// The Cluster API group whose objects are watched.
+    pub clusterapi: ClusterApiConfig,
+}
+
+/// Why the watches could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// Discovering the served versions of an API group failed (other than the group not being
+    /// served, which only skips it).
+    #[error("discovery of API group {group}: {source}")]
+    Discovery {
+        /// The API group.
+        group: String,
+        /// Why.
+        source: kube::Error,
+    },
+}
+
+/// The running watches and what they fill.
+#[derive(Debug)]
+pub struct Watches {
+    informer: Arc<Mutex<Informer>>,
+    /// The kinds (`group/Kind`) that have not completed their first list yet.
+    pending: watch::Receiver<BTreeSet<String>>,
+    new_unschedulable: Arc<Notify>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Watches {
+    /// The informer the watches feed.
+    pub fn informer(&self) -> &Arc<Mutex<Informer>> {
+        &self.informer
+    }
+
+    /// Whether every kind completed its first list (no decision before this).
+    pub fn is_synced(&self) -> bool {
+        self.pending.borrow().is_empty()
+    }
+
+    /// The kinds (`group/Kind`, `/Kind` for the core group) not synced yet, for logs.
+    pub fn unsynced(&self) -> BTreeSet<String> {
+        self.pending.borrow().clone()
+    }
+
+    /// Waits until [`Watches::is_synced`].
+    pub async fn wait_synced(&self) {
+        let mut rx = self.pending.clone();
+        // The sender lives in the watch tasks' shared state, which `self` keeps alive; if it
+        // were gone nothing could sync any more, and waiting forever is the honest answer.
+        if rx.wait_for(|p| p.is_empty()).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Signalled when a pod became unschedulable (see [`Informer::take_new_unschedulable`]);
+    /// the controller debounces it and runs a loop early.
+    pub fn new_unschedulable(&self) -> &Arc<Notify> {
+        &self.new_unschedulable
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// What every watch task shares.
+#[derive(Clone)]
+struct Shared {
+    informer: Arc<Mutex<Informer>>,
+    pending: Arc<watch::Sender<BTreeSet<String>>>,
+    new_unschedulable: Arc<Notify>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Informer> {
+        // A panic elsewhere while holding the lock leaves the informer usable: every update is
+        // one whole object.
+        self.informer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Finds the served (preferred) versions of the Cluster API kinds of `group` and of
+/// MachineAutoscalers. A group or kind not served is skipped with a warning.
+pub async fn discover_clusterapi(
+    client: &kube::Client,
+    group: &str,
+) -> Result<Vec<ApiResource>, WatchError> {
+    let mut out = Vec::new();
+    for (group, kinds) in [
+        (group, &CLUSTER_API_KINDS[..]),
+        (MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..]),
+    ] {
+        let served = match kube::discovery::group(client, group).await {
+            Ok(g) => g,
+            Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
+                tracing::warn!(group, "API group not served; its objects are not watched");
+                continue;
+            }
+            Err(source) => {
+                return Err(WatchError::Discovery {
+                    group: group.to_string(),
+                    source,
+                });
+            }
+        };
+        for kind in kinds {
+            match served.recommended_kind(kind) {
+                Some((ar, _)) => out.push(ar),
+                None => tracing::warn!(group, kind, "kind not served; not watched"),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Discovers the Cluster API kinds, then starts every watch ([`start_with`]).
+pub async fn start(client: kube::Client, config: WatchConfig) -> Result<Watches, WatchError> {
+    let resources = discover_clusterapi(&client, &config.clusterapi.api_group).await?;
+    Ok(start_with(client, &config, resources))
+}
+
+/// Starts one watch task per kind: the fixed kinds, the priority-expander ConfigMap in
+/// `config.namespace`, and the dynamic kinds of `resources` (from [`discover_clusterapi`]).
+/// Must be called within a tokio runtime.
+pub fn start_with(
+    client: kube::Client,
+    config: &WatchConfig,
+    resources: Vec<ApiResource>,
+) -> Watches {
+    let shared = Shared {
+        informer: Arc::new(Mutex::new(Informer::new())),
+        pending: Arc::new(watch::Sender::new(BTreeSet::new())),
+        new_unschedulable: Arc::new(Notify::new()),
+    };
+    let mut tasks = Vec::new();
+    let all = watcher::Config::default;
+    let c = &client;
+    spawn_typed(
+        &mut tasks,
+        &shared,
+        Api::<api::Node>::all(c.clone()),
+        all(),
+        strip_node,
+    );
+    spawn_typed(
+        &mut tasks,
+        &shared,
+        Api::<api::Pod>::all(c.clone()),
+        all(),
+        strip_pod,
+    );
+    spawn_typed::<policy::PodDisruptionBudget>(
+        &mut tasks,
+        &shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+    );
+    spawn_typed::<apps::DaemonSet>(&mut tasks, &shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<apps::ReplicaSet>(&mut tasks, &shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<apps::StatefulSet>(&mut tasks, &shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<batch::Job>(&mut tasks, &shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<api::ReplicationController>(
+        &mut tasks,
+        &shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+    );
+    spawn_typed::<api::Namespace>(&mut tasks, &shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<api::ConfigMap>(
+        &mut tasks,
+        &shared,
+        Api::namespaced(c.clone(), &config.namespace),
+        all().fields(&format!("metadata.name={PRIORITY_CONFIG_MAP_NAME}")),
+        keep,
+    );
+    for ar in resources {
+        let api = Api::<DynamicObject>::all_with(c.clone(), &ar);
+        let types = TypeMeta {
+            api_version: ar.api_version.clone(),
+            kind: ar.kind.clone(),
+        };
+        let encode = move |mut o: DynamicObject| {
+            // List items may come without their type; the store keys objects by it.
+            o.types = Some(types.clone());
+            encode(&o)
+        };
+        spawn_kind(&mut tasks, &shared, api, all(), ar.group, ar.kind, encode);
+    }
+    Watches {
+        informer: shared.informer.clone(),
+        pending: shared.pending.subscribe(),
+        new_unschedulable: shared.new_unschedulable.clone(),
+        tasks,
+    }
+}
+
+fn keep<K>(o: K) -> K {
+    o
+}
+
+fn spawn_typed<K>(
+    tasks: &mut Vec<JoinHandle<()>>,
+    shared: &Shared,
+    api: Api<K>,
+    config: watcher::Config,
+    strip: fn(K) -> K,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+{
+    let group = K::group(&()).to_string();
+    let kind = K::kind(&()).to_string();
+    spawn_kind(tasks, shared, api, config, group, kind, move |o| {
+        encode(&strip(o))
+    });
+}
+
+/// The object as cached: JSON with `apiVersion` and `kind`, without managed fields.
+fn encode<K: Serialize>(o: &K) -> Option<(ObjectKey, Arc<Value>)> {
+    let mut v = match serde_json::to_value(o) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(error = %e, "object not serializable; skipped");
+            return None;
+        }
+    };
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.remove("managedFields");
+    }
+    match ObjectStore::key_of(&v, "watch") {
+        Ok(k) => Some((k, Arc::new(v))),
+        Err(e) => {
+            tracing::warn!(error = %e, "object without identity; skipped");
+            None
+        }
+    }
+}
+
+fn spawn_kind<K, F>(
+    tasks: &mut Vec<JoinHandle<()>>,
+    shared: &Shared,
+    api: Api<K>,
+    config: watcher::Config,
+    group: String,
+    kind: String,
+    encode: F,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: Fn(K) -> Option<(ObjectKey, Arc<Value>)> + Send + 'static,
+{
+    let name = format!("{group}/{kind}");
+    shared.pending.send_modify(|p| {
+        p.insert(name.clone());
+    });
+    let shared = shared.clone();
+    tasks.push(tokio::spawn(async move {
+        let stream = watcher(api, config).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        let mut buffer = Vec::new();
+        while let Some(event) = stream.next().await {
+            let changed = match event {
+                Ok(Event::Apply(o)) => encode(o).map(|(k, v)| shared.lock().apply(k, Some(v))),
+                Ok(Event::Delete(o)) => encode(o).map(|(k, _)| shared.lock().apply(k, None)),
+                Ok(Event::Init) => {
+                    buffer.clear();
+                    None
+                }
+                Ok(Event::InitApply(o)) => {
+                    buffer.extend(encode(o));
+                    None
+                }
+                Ok(Event::InitDone) => {
+                    shared
+                        .lock()
+                        .replace_kind(&group, &kind, std::mem::take(&mut buffer));
+                    shared.pending.send_if_modified(|p| p.remove(&name));
+                    Some(())
+                }
+                Err(e) => {
+                    tracing::warn!(kind = %name, error = %e, "watch failed; retrying");
+                    None
+                }
+            };
+            if changed.is_some() && shared.lock().has_new_unschedulable() {
+                shared.new_unschedulable.notify_one();
+            }
+        }
+    }));
+}
+
+/// A Node as cached: without its image list (never read, and often the bulk of a Node).
+pub fn strip_node(mut node: api::Node) -> api::Node {
+    if let Some(s) = node.status.as_mut() {
+        s.images = None;
+    }
+    node
+}
+
+/// A container as cached; `host_network`: the pod's, under which container ports are host ports.
+fn strip_container(c: api::Container, host_network: bool) -> api::Container {
+    api::Container {
+        name: c.name,
+        resources: c.resources,
+        restart_policy: c.restart_policy,
+        ports: c.ports.map(|ps| {
+            ps.into_iter()
+                .filter(|p| host_network || p.host_port.is_some_and(|h| h != 0))
+                .map(|p| api::ContainerPort {
+                    container_port: p.container_port,
+                    host_port: p.host_port,
+                    host_ip: p.host_ip,
+                    protocol: p.protocol,
+                    name: None,
+                })
+                .collect()
+        }),
+        ..Default::default()
+    }
+}
+
+fn strip_container_status(s: api::ContainerStatus) -> api::ContainerStatus {
+    api::ContainerStatus {
+        name: s.name,
+        resources: s.resources,
+        allocated_resources: s.allocated_resources,
+        ..Default::default()
+    }
+}
+
+/// A Pod as cached: only what `Pod::from_k8s` reads (identity, labels, annotations, owner,
+/// timestamps, scheduling constraints, requests, host ports, local volumes, phase and
+/// conditions, and the container statuses' resources for in-place resize).
+pub fn strip_pod(pod: api::Pod) -> api::Pod {
+    let md = pod.metadata;
+    let metadata = meta::ObjectMeta {
+        name: md.name,
+        namespace: md.namespace,
+        uid: md.uid,
+        labels: md.labels,
+        annotations: md.annotations,
+        owner_references: md.owner_references,
+        creation_timestamp: md.creation_timestamp,
+        deletion_timestamp: md.deletion_timestamp,
+        deletion_grace_period_seconds: md.deletion_grace_period_seconds,
+        ..Default::default()
+    };
+    let spec = pod.spec.map(|s| {
+        let hn = s.host_network == Some(true);
+        api::PodSpec {
+            containers: s
+                .containers
+                .into_iter()
+                .map(|c| strip_container(c, hn))
+                .collect(),
+            init_containers: s
+                .init_containers
+                .map(|cs| cs.into_iter().map(|c| strip_container(c, hn)).collect()),
+            node_name: s.node_name,
+            node_selector: s.node_selector,
+            affinity: s.affinity.map(|a| api::Affinity {
+                node_affinity: a.node_affinity.map(|n| api::NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: n
+                        .required_during_scheduling_ignored_during_execution,
+                    preferred_during_scheduling_ignored_during_execution: None,
+                }),
+                pod_affinity: a.pod_affinity.map(|p| api::PodAffinity {
+                    required_during_scheduling_ignored_during_execution: p
+                        .required_during_scheduling_ignored_during_execution,
+                    preferred_during_scheduling_ignored_during_execution: None,
+                }),
+                pod_anti_affinity: a.pod_anti_affinity.map(|p| api::PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: p
+                        .required_during_scheduling_ignored_during_execution,
+                    preferred_during_scheduling_ignored_during_execution: None,
+                }),
+            }),
+            tolerations: s.tolerations,
+            topology_spread_constraints: s.topology_spread_constraints,
+            host_network: s.host_network,
+            priority: s.priority,
+            volumes: s.volumes.map(|vs| {
+                vs.into_iter()
+                    .map(|v| api::Volume {
+                        name: v.name,
+                        host_path: v.host_path,
+                        empty_dir: v.empty_dir.map(|e| api::EmptyDirVolumeSource {
+                            medium: e.medium,
+                            size_limit: None,
+                        }),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            resources: s.resources,
+            overhead: s.overhead,
+            termination_grace_period_seconds: s.termination_grace_period_seconds,
+            ..Default::default()
+        }
+    });
+    let status = pod.status.map(|s| api::PodStatus {
+        phase: s.phase,
+        conditions: s.conditions.map(|cs| {
+            cs.into_iter()
+                .map(|c| api::PodCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    reason: c.reason,
+                    last_transition_time: c.last_transition_time,
+                    ..Default::default()
+                })
+                .collect()
+        }),
+        container_statuses: s
+            .container_statuses
+            .map(|cs| cs.into_iter().map(strip_container_status).collect()),
+        init_container_statuses: s
+            .init_container_statuses
+            .map(|cs| cs.into_iter().map(strip_container_status).collect()),
+        ..Default::default()
+    });
+    api::Pod {
+        metadata,
+        spec,
+        status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_core::node::Node;
+    use autoscaler_core::pod::Pod;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn rich_pod() -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "generateName": "p-", "finalizers": ["x"],
+                "labels": {"app": "a"}, "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                    "uid": "r1", "controller": true}],
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+                "deletionTimestamp": "2024-01-01T01:00:00Z", "deletionGracePeriodSeconds": 30,
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {
+                "nodeName": "n1", "priority": 1000, "priorityClassName": "high",
+                "terminationGracePeriodSeconds": 45, "serviceAccountName": "sa",
+                "nodeSelector": {"zone": "a"},
+                "overhead": {"cpu": "10m"},
+                "resources": {"limits": {"memory": "2Gi"}},
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+                        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                            "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]},
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "a"}},
+                    "matchLabelKeys": ["app"]}],
+                "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
+                    {"name": "cfg", "configMap": {"name": "c"}},
+                    {"name": "host", "hostPath": {"path": "/var"}}],
+                "initContainers": [{"name": "side", "image": "i", "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "100m"}}},
+                    {"name": "init", "image": "i", "command": ["sh"],
+                    "resources": {"requests": {"cpu": "2"}}}],
+                "containers": [{"name": "c", "image": "img", "env": [{"name": "A", "value": "B"}],
+                    "args": ["--x"], "livenessProbe": {"exec": {"command": ["true"]}},
+                    "volumeMounts": [{"name": "cfg", "mountPath": "/c"}],
+                    "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"},
+                        {"containerPort": 9090, "name": "metrics"}],
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1"}}}]},
+            "status": {"phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2024-01-01T00:00:01Z",
+                        "message": "m", "lastProbeTime": null},
+                    {"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
+                "containerStatuses": [{"name": "c", "image": "img", "imageID": "sha", "ready": true,
+                    "restartCount": 3, "state": {"running": {"startedAt": "2024-01-01T00:00:02Z"}},
+                    "allocatedResources": {"cpu": "700m", "memory": "1Gi"},
+                    "resources": {"requests": {"cpu": "600m", "memory": "1Gi"}}}]}})
+    }
+
+    #[test]
+    fn a_stripped_pod_converts_to_the_same_model_pod() {
+        let full: api::Pod = serde_json::from_value(rich_pod()).expect("valid pod");
+        let want = Pod::from_k8s(&full).expect("converts");
+        let stripped = strip_pod(full.clone());
+        assert_eq!(Pod::from_k8s(&stripped).expect("converts"), want);
+        // And after the JSON round trip the cache makes.
+        let (key, cached) = encode(&stripped).expect("encodes");
+        assert_eq!(key.kind, "Pod");
+        assert_eq!(cached["apiVersion"], "v1");
+        let back: api::Pod = serde_json::from_value((*cached).clone()).expect("decodes");
+        assert_eq!(Pod::from_k8s(&back).expect("converts"), want);
+        // What is never read is gone.
+        let text = cached.to_string();
+        for gone in [
+            "managedFields",
+            "env",
+            "livenessProbe",
+            "volumeMounts",
+            "hostIP",
+            "restartCount\":3",
+            "preferredDuring",
+            "serviceAccountName",
+            "configMap",
+            "9090",
+        ] {
+            assert!(!text.contains(gone), "{gone} still cached: {text}");
+        }
+        assert!(text.len() < rich_pod().to_string().len());
+    }
+
+    #[test]
+    fn host_network_container_ports_stay_host_ports() {
+        let mut v = rich_pod();
+        v["spec"]["hostNetwork"] = json!(true);
+        let full: api::Pod = serde_json::from_value(v).expect("valid pod");
+        let want = Pod::from_k8s(&full).expect("converts");
+        assert_eq!(want.host_ports.len(), 2);
+        assert_eq!(Pod::from_k8s(&strip_pod(full)).expect("converts"), want);
+    }
+
+    #[test]
+    fn managed_fields_and_node_images_are_not_cached() {
+        let node: api::Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "managedFields": [{"manager": "kubelet"}],
+                "labels": {"a": "b"}},
+            "spec": {"providerID": "p://n"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "images": [{"names": ["big"], "sizeBytes": 1}]}}))
+        .expect("valid node");
+        let want = Node::from_k8s(&node).expect("converts");
+        let (_, cached) = encode(&strip_node(node)).expect("encodes");
+        let back: api::Node = serde_json::from_value((*cached).clone()).expect("decodes");
+        assert_eq!(Node::from_k8s(&back).expect("converts"), want);
+        assert!(cached.pointer("/metadata/managedFields").is_none());
+        assert!(cached.pointer("/status/images").is_none());
+        assert_eq!(cached["kind"], "Node");
+    }
+
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    fn mock() -> (kube::Client, Handle) {
+        let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        (kube::Client::new(svc, "default"), handle)
+    }
+
+    fn reply(send: tower_test::mock::SendResponse<Response<Body>>, v: &Value) {
+        let body = serde_json::to_vec(v).expect("json");
+        send.send_response(
+            Response::builder()
+                .status(200)
+                .body(Body::from(body))
+                .expect("response"),
+        );
+    }
+
+    #[tokio::test]
+    async fn every_kind_is_listed_then_watched_and_the_informer_fills() {
+        let (client, mut handle) = mock();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let server = tokio::spawn(async move {
+            // Watch requests are held open (their senders kept) so the watchers stay quiet.
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                assert_eq!(req.method(), http::Method::GET);
+                let uri = req.uri().to_string();
+                log.lock().expect("log").push(uri.clone());
+                if uri.contains("watch=true") {
+                    open.push(send);
+                    continue;
+                }
+                let path = req.uri().path();
+                let items = match path {
+                    "/api/v1/pods" => vec![json!({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": "p", "namespace": "default", "managedFields": []},
+                        "spec": {"containers": [{"name": "c", "image": "i"}]},
+                        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                            "status": "False", "reason": "Unschedulable"}]}})],
+                    "/api/v1/nodes" => vec![json!({"metadata": {"name": "n1"},
+                        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})],
+                    "/apis/cluster.x-k8s.io/v1beta1/machinedeployments" => {
+                        vec![json!({"metadata": {"name": "md", "namespace": "ns"},
+                            "spec": {"replicas": 1}})]
+                    }
+                    _ => Vec::new(),
+                };
+                reply(
+                    send,
+                    &json!({"apiVersion": "v1", "kind": "List",
+                    "metadata": {"resourceVersion": "10"}, "items": items}),
+                );
+            }
+        });
+        let md = ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "cluster.x-k8s.io/v1beta1".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        };
+        let config = WatchConfig {
+            namespace: "kube-system".into(),
+            clusterapi: ClusterApiConfig::default(),
+        };
+        let watches = start_with(client, &config, vec![md]);
+        tokio::time::timeout(Duration::from_secs(10), watches.wait_synced())
+            .await
+            .expect("synced");
+        assert!(watches.is_synced());
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            watches.new_unschedulable().notified(),
+        )
+        .await
+        .expect("the unschedulable pod is signalled");
+        {
+            let mut inf = watches.informer().lock().expect("informer");
+            assert_eq!(inf.pods().len(), 1);
+            assert!(inf.take_new_unschedulable());
+            assert_eq!(inf.objects_without_pods().nodes.len(), 1);
+            let key = ObjectKey {
+                group: "cluster.x-k8s.io".into(),
+                kind: "MachineDeployment".into(),
+                namespace: "ns".into(),
+                name: "md".into(),
+            };
+            let cached = inf
+                .store()
+                .get(&key)
+                .expect("the MachineDeployment is cached");
+            assert_eq!(cached["apiVersion"], "cluster.x-k8s.io/v1beta1");
+        }
+        // Each list is followed by a watch from its resourceVersion; wait for the last watches.
+        let paths = [
+            "/api/v1/namespaces/kube-system/configmaps?&fieldSelector=metadata.name%3Dcluster-autoscaler-priority-expander&",
+            "/api/v1/namespaces?&",
+            "/api/v1/nodes?&",
+            "/api/v1/pods?&",
+            "/api/v1/replicationcontrollers?&",
+            "/apis/apps/v1/daemonsets?&",
+            "/apis/apps/v1/replicasets?&",
+            "/apis/apps/v1/statefulsets?&",
+            "/apis/batch/v1/jobs?&",
+            "/apis/cluster.x-k8s.io/v1beta1/machinedeployments?&",
+            "/apis/policy/v1/poddisruptionbudgets?&",
+        ];
+        let mut want: Vec<String> = Vec::new();
+        for p in paths {
+            let (base, selector) = match p.split_once("?&") {
+                Some((b, rest)) => (b, rest),
+                None => (p, ""),
+            };
+            let sel = selector.trim_end_matches('&');
+            let (list_sel, watch_sel) = if sel.is_empty() {
+                (String::new(), String::new())
+            } else {
+                (format!("{sel}&"), format!("&{sel}"))
+            };
+            want.push(format!("{base}?&{list_sel}limit=500"));
+            want.push(format!(
+                "{base}?&watch=true&timeoutSeconds=290{watch_sel}&allowWatchBookmarks=true&resourceVersion=10"
+            ));
+        }
+        want.sort();
+        let got = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let got = seen.lock().expect("log").clone();
+                if got.len() >= want.len() {
+                    return got;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("every kind watched");
+        let mut got = got;
+        got.sort();
+        assert_eq!(got, want);
+        drop(watches);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn discovery_finds_the_preferred_versions_and_skips_what_is_not_served() {
+        let (client, mut handle) = mock();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                assert_eq!(req.method(), http::Method::GET);
+                let uri = req.uri().to_string();
+                seen.push(uri.clone());
+                let body = match uri.as_str() {
+                    "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                        {"name": "cluster.x-k8s.io",
+                         "versions": [{"groupVersion": "cluster.x-k8s.io/v1beta1", "version": "v1beta1"},
+                                      {"groupVersion": "cluster.x-k8s.io/v1alpha4", "version": "v1alpha4"}],
+                         "preferredVersion": {"groupVersion": "cluster.x-k8s.io/v1beta1", "version": "v1beta1"}}]}),
+                    "/apis/cluster.x-k8s.io/v1beta1" => json!({"kind": "APIResourceList",
+                        "apiVersion": "v1", "groupVersion": "cluster.x-k8s.io/v1beta1", "resources": [
+                        {"name": "machinedeployments", "singularName": "machinedeployment", "namespaced": true,
+                         "kind": "MachineDeployment", "verbs": ["get", "list", "watch", "patch"]},
+                        {"name": "machinedeployments/scale", "singularName": "", "namespaced": true,
+                         "kind": "Scale", "verbs": ["get", "patch"]},
+                        {"name": "machinesets", "singularName": "machineset", "namespaced": true,
+                         "kind": "MachineSet", "verbs": ["get", "list", "watch"]},
+                        {"name": "machines", "singularName": "machine", "namespaced": true,
+                         "kind": "Machine", "verbs": ["get", "list", "watch"]}]}),
+                    "/apis/cluster.x-k8s.io/v1alpha4" => json!({"kind": "APIResourceList",
+                        "apiVersion": "v1", "groupVersion": "cluster.x-k8s.io/v1alpha4", "resources": [
+                        {"name": "machines", "singularName": "machine", "namespaced": true,
+                         "kind": "Machine", "verbs": ["get", "list", "watch"]}]}),
+                    other => panic!("unexpected request {other}"),
+                };
+                reply(send, &body);
+            }
+            seen
+        });
+        let found = discover_clusterapi(&client, "cluster.x-k8s.io")
+            .await
+            .expect("discovered");
+        let kinds: Vec<(String, String)> = found
+            .iter()
+            .map(|ar| (ar.api_version.clone(), ar.plural.clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (
+                    "cluster.x-k8s.io/v1beta1".to_string(),
+                    "machinedeployments".to_string()
+                ),
+                ("cluster.x-k8s.io/v1beta1".into(), "machinesets".into()),
+                ("cluster.x-k8s.io/v1beta1".into(), "machines".into()),
+            ]
+        );
+        drop(client);
+        let seen = server.await.expect("server");
+        assert_eq!(seen.iter().filter(|u| *u == "/apis").count(), 2, "{seen:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_kind_keeps_the_watches_unsynced_until_it_lists() {
+        let (client, mut handle) = mock();
+        let jobs_ok = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let jobs_failed = Arc::new(Notify::new());
+        let (ok, failed) = (jobs_ok.clone(), jobs_failed.clone());
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                if uri.contains("watch=true") {
+                    open.push(send);
+                } else if uri.starts_with("/apis/batch/v1/jobs")
+                    && !ok.load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "boom", "reason": "InternalError", "code": 500});
+                    send.send_response(
+                        Response::builder()
+                            .status(500)
+                            .body(Body::from(serde_json::to_vec(&body).expect("json")))
+                            .expect("response"),
+                    );
+                    failed.notify_one();
+                } else {
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                        "metadata": {"resourceVersion": "1"}, "items": []}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig {
+            namespace: "kube-system".into(),
+            clusterapi: ClusterApiConfig::default(),
+        };
+        let watches = start_with(client, &config, Vec::new());
+        // Let the first Job list fail and every other kind sync.
+        jobs_failed.notified().await;
+        jobs_failed.notified().await;
+        assert!(!watches.is_synced());
+        assert_eq!(
+            watches.unsynced().into_iter().collect::<Vec<_>>(),
+            ["batch/Job"]
+        );
+        jobs_ok.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::timeout(Duration::from_secs(600), watches.wait_synced())
+            .await
+            .expect("synced once the Job list succeeds");
+        assert!(watches.is_synced());
+        drop(watches);
+        server.abort();
+    }
+}

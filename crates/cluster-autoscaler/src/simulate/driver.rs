@@ -487,7 +487,7 @@ impl<'a> Driver<'a> {
         // Only a Machine written since the last scan can have failed since: scan those, in
         // store order.
         self.sync();
-        let changed = self.informer.take_changed_machines();
+        let changed = self.informer.take_changed_machines(&self.config.api_group);
         let store = self.world.objects();
         let failed: Vec<(String, String)> = changed
             .iter()
