@@ -4,7 +4,7 @@
 //!
 //! It never decides what to scale (the core does) and never acts without holding the Lease.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -120,8 +120,8 @@ pub struct Parts {
     pub client: kube::Client,
     /// The object cache the watchers fill.
     pub informer: Arc<Mutex<Informer>>,
-    /// Becomes true once every watched kind has listed (decisions wait for it).
-    pub synced: watch::Receiver<bool>,
+    /// The watched kinds that have not listed yet (decisions wait until it is empty).
+    pub unsynced: watch::Receiver<BTreeSet<String>>,
     /// Signalled when new unschedulable pods appear.
     pub unschedulable: Arc<Notify>,
     /// Metrics.
@@ -134,12 +134,13 @@ pub struct Parts {
 pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new(config.max_inactivity, config.max_failing_time));
-    let listener = TcpListener::bind(config.address)
-        .await
-        .map_err(|source| ControllerError::Listen {
-            address: config.address,
-            source,
-        })?;
+    let listener =
+        TcpListener::bind(config.address)
+            .await
+            .map_err(|source| ControllerError::Listen {
+                address: config.address,
+                source,
+            })?;
     tracing::info!(address = %config.address, "serving /metrics and /health-check");
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(crate::server::serve(
@@ -159,9 +160,9 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
     .map_err(|e| ControllerError::Api(e.to_string()))?;
     let parts = Parts {
         client: client.clone(),
-        informer: watches.informer(),
-        synced: watches.synced(),
-        unschedulable: watches.unschedulable(),
+        informer: watches.informer().clone(),
+        unsynced: watches.sync_state(),
+        unschedulable: watches.new_unschedulable().clone(),
         metrics,
         health,
     };
@@ -251,8 +252,11 @@ type DrainResult = (String, Done);
 
 /// One leadership term: wait for the caches, clean up taints of a predecessor, then loop.
 async fn lead(parts: &Parts, config: &ControllerConfig) {
-    let mut synced = parts.synced.clone();
-    if synced.wait_for(|s| *s).await.is_err() {
+    let mut unsynced = parts.unsynced.clone();
+    if !unsynced.borrow().is_empty() {
+        tracing::info!(kinds = ?*unsynced.borrow(), "waiting for the caches to sync");
+    }
+    if unsynced.wait_for(|p| p.is_empty()).await.is_err() {
         return;
     }
     let actuator = Arc::new(Actuator::new(parts.client.clone()));
@@ -347,6 +351,8 @@ impl Term {
                 Ok(g) => g,
                 Err(poisoned) => poisoned.into_inner(),
             };
+            // This loop sees every pod that became unschedulable so far.
+            inf.take_new_unschedulable();
             let provider = inf.provider(&config.clusterapi);
             let objects = inf.objects_without_pods();
             let pods = inf.pods().to_vec();
@@ -462,8 +468,7 @@ impl Term {
                     m.failed_scale_up(FailedScaleUpReason::CloudProviderError);
                     m.error("cloudProviderError");
                     let id = NodeGroupId::from(group.as_str());
-                    self.autoscaler
-                        .record_scale_up_failure(&id, now_ms, error);
+                    self.autoscaler.record_scale_up_failure(&id, now_ms, error);
                 }
                 Done::Deleted {
                     group,

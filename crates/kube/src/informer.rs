@@ -240,6 +240,16 @@ impl Informer {
         out
     }
 
+    /// The pod `namespace/name`, converted, if cached.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(&ObjectKey {
+            group: String::new(),
+            kind: "Pod".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
     /// The nodes named, converted.
     pub fn nodes_named(&self, names: &[String]) -> Vec<Arc<Node>> {
         self.nodes

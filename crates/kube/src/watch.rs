@@ -90,6 +90,11 @@ impl Watches {
         self.pending.borrow().clone()
     }
 
+    /// The kinds not synced yet, as a channel (empty once every kind listed).
+    pub fn sync_state(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.pending.clone()
+    }
+
     /// Waits until [`Watches::is_synced`].
     pub async fn wait_synced(&self) {
         let mut rx = self.pending.clone();
