@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod config;
+mod options;
 mod plan;
+mod run;
 mod simulate;
 
 /// Kubernetes cluster autoscaler.
@@ -18,6 +21,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the autoscaler on a live cluster (the default when only flags are given, as
+    /// upstream's binary runs).
+    ///
+    /// Flags have upstream cluster-autoscaler's names, syntax and defaults; `--config FILE`
+    /// reads a `ClusterAutoscaler` resource (autoscaling.openshift.io/v1), and flags given on the
+    /// command line win over it. Invalid values stop it at start with exit code 2.
+    Run(Box<options::RunArgs>),
     /// Explain scheduling decisions on a snapshot of Kubernetes objects (YAML).
     ///
     /// Today it answers, for every pod that is not bound to a node, on which nodes of the
@@ -32,7 +42,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // Flags only mean `run`, and Go's single-dash long flags are accepted (see normalize_args).
+    let argv = options::normalize_args(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints help/version to stdout with success, usage errors to stderr.
@@ -45,6 +57,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Run(args) => run::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Simulate(args) => simulate::run(&args),
     };
@@ -72,6 +85,11 @@ impl CliError {
 
     /// A failure to write output: exit code 1.
     pub fn io(error: anyhow::Error) -> CliError {
+        CliError { code: 1, error }
+    }
+
+    /// A failure while running (the controller stopped with an error): exit code 1.
+    pub fn failure(error: anyhow::Error) -> CliError {
         CliError { code: 1, error }
     }
 

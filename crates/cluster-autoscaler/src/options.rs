@@ -1,0 +1,1407 @@
+//! The flags of `run` (upstream cluster-autoscaler's names, syntax and defaults) and their
+//! conversion into one validated [`RunOptions`]: defaults, then the `--config` file, then the
+//! flags given on the command line, then validation of the whole.
+//!
+//! It decides what each flag means and whether a value is acceptable; it never starts anything
+//! (no client, no logging, no runtime) and never panics on any input: every rejected value comes
+//! back as an [`OptionsError`] naming the flag (or the config field) and the value.
+//!
+//! Syntax follows Go's `flag` package as upstream's binary accepts it: `--flag=value`,
+//! `--flag value`, `-flag` (see [`normalize_args`]), bare booleans (`--leader-elect`) and
+//! `--flag=false`; `--flag false` does not consume `false`. Durations are Go durations (`10s`,
+//! `1m30s`).
+
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use autoscaler_clusterapi::ClusterApiConfig;
+use autoscaler_core::duration::parse_duration;
+use autoscaler_core::expander::ExpanderChain;
+use autoscaler_core::limits::Range;
+use autoscaler_kube::controller::ControllerConfig;
+
+use crate::config::{self, ConfigFileError};
+
+/// Go's boolean syntax (`strconv.ParseBool`).
+fn go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!("{text:?} is not a boolean (true or false)")),
+    }
+}
+
+/// A Go duration.
+fn go_duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// A ratio in [0, 1].
+fn fraction(text: &str) -> Result<f64, String> {
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{text} is not between 0 and 1"));
+    }
+    Ok(v)
+}
+
+/// A finite number >= 0.
+fn non_negative(text: &str) -> Result<f64, String> {
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{text} is not a finite number >= 0"));
+    }
+    Ok(v)
+}
+
+/// A percentage in [0, 100].
+fn percentage(text: &str) -> Result<f64, String> {
+    let v = non_negative(text)?;
+    if v > 100.0 {
+        return Err(format!("{text} is above 100"));
+    }
+    Ok(v)
+}
+
+/// Flags of `run`. Every flag is optional here: an absent flag leaves the value of the config
+/// file, else upstream's default (shown in each help text).
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "General")]
+pub struct RunArgs {
+    /// A `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, YAML); flags given on the
+    /// command line win over it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Path to a kubeconfig file (default: in-cluster config, else `KUBECONFIG` / ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap
+    /// [default: kube-system].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Cloud provider; only `clusterapi` is supported [default: clusterapi].
+    #[arg(long, value_name = "NAME")]
+    pub cloud_provider: Option<String>,
+    /// Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`;
+    /// repeatable (ORed).
+    #[arg(long, value_name = "SPEC")]
+    pub node_group_auto_discovery: Vec<String>,
+    /// How often the cluster is re-evaluated [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scan_interval: Option<Duration>,
+    /// Address of `/metrics` and `/health-check` [default: :8085].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub address: Option<String>,
+    /// Log verbosity, 0 to 10 [default: 1 (seed 002's default)]: 0-1 info, 2-4 debug, 5+ trace.
+    #[arg(long = "v", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub verbosity: Option<u8>,
+    /// Elect a leader on a Lease before acting [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub leader_elect: Option<bool>,
+    /// Lease duration [default: 15s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub leader_elect_lease_duration: Option<Duration>,
+    /// How long the leader tries to renew before giving up [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub leader_elect_renew_deadline: Option<Duration>,
+    /// Wait between attempts to acquire or renew the Lease [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub leader_elect_retry_period: Option<Duration>,
+    /// Name of the Lease [default: cluster-autoscaler].
+    #[arg(long, value_name = "NAME")]
+    pub leader_elect_resource_name: Option<String>,
+    /// Write the status ConfigMap [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub write_status_configmap: Option<bool>,
+    /// Name of the status ConfigMap [default: cluster-autoscaler-status].
+    #[arg(long, value_name = "NAME")]
+    pub status_config_map_name: Option<String>,
+    /// `/health-check` fails when no loop ran for this long [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_inactivity: Option<Duration>,
+    /// `/health-check` fails when loops kept failing for this long [default: 15m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_failing_time: Option<Duration>,
+    /// How long a drain retries an eviction refused by a PodDisruptionBudget [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_pod_eviction_time: Option<Duration>,
+    /// Scale-up flags.
+    #[command(flatten)]
+    pub scale_up: ScaleUpArgs,
+    /// Scale-down flags.
+    #[command(flatten)]
+    pub scale_down: ScaleDownArgs,
+    /// Cluster-state flags.
+    #[command(flatten)]
+    pub cluster_state: ClusterStateArgs,
+    /// Upstream flags accepted without effect.
+    #[command(flatten)]
+    pub no_effect: NoEffectArgs,
+}
+
+/// Scale-up flags.
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "Scale-up")]
+pub struct ScaleUpArgs {
+    /// Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price,
+    /// priority [default: least-waste].
+    #[arg(long, value_name = "NAMES")]
+    pub expander: Option<String>,
+    /// Pods with a priority below this never cause a scale-up [default: -10].
+    #[arg(long, value_name = "INT", allow_negative_numbers = true)]
+    pub expendable_pods_priority_cutoff: Option<i32>,
+    /// Pods younger than this are not acted on yet [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub new_pod_scale_up_delay: Option<Duration>,
+    /// Most nodes added in one scale-up [default: 1000].
+    #[arg(long = "max-nodes-per-scaleup", value_name = "INT")]
+    pub max_nodes_per_scaleup: Option<usize>,
+    /// Grow node groups below their min size [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub enforce_node_group_min_size: Option<bool>,
+    /// Balance the sizes of similar node groups [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub balance_similar_node_groups: Option<bool>,
+    /// A label ignored when comparing node groups; repeatable.
+    #[arg(long, value_name = "LABEL")]
+    pub balancing_ignore_label: Vec<String>,
+    /// A label that alone decides similarity of node groups; repeatable.
+    #[arg(long, value_name = "LABEL")]
+    pub balancing_label: Vec<String>,
+    /// Largest relative difference of allocatable between similar groups [default: 0.05].
+    #[arg(long, value_name = "RATIO", value_parser = non_negative)]
+    pub max_allocatable_difference_ratio: Option<f64>,
+    /// Largest relative difference of free resources between similar groups [default: 0.05].
+    #[arg(long, value_name = "RATIO", value_parser = non_negative)]
+    pub max_free_difference_ratio: Option<f64>,
+    /// Largest relative difference of memory capacity between similar groups [default: 0.015].
+    #[arg(long, value_name = "RATIO", value_parser = non_negative)]
+    pub memory_difference_ratio: Option<f64>,
+    /// A taint key a new node sheds once started (ignored in templates); repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub startup_taint: Vec<String>,
+    /// Deprecated name of `--startup-taint`; repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub ignore_taint: Vec<String>,
+    /// Most nodes in the cluster, 0 for no limit [default: 0].
+    #[arg(long, value_name = "INT")]
+    pub max_nodes_total: Option<usize>,
+    /// Cores in the cluster, `min:max` [default: 0:320000].
+    #[arg(long, value_name = "MIN:MAX")]
+    pub cores_total: Option<String>,
+    /// Memory in the cluster in GiB, `min:max` [default: 0:6400000].
+    #[arg(long, value_name = "MIN:MAX")]
+    pub memory_total: Option<String>,
+    /// GPUs of one type in the cluster, `type:min:max`; repeatable.
+    #[arg(long, value_name = "TYPE:MIN:MAX")]
+    pub gpu_total: Vec<String>,
+}
+
+/// Scale-down flags.
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "Scale-down")]
+pub struct ScaleDownArgs {
+    /// Scale the cluster down [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub scale_down_enabled: Option<bool>,
+    /// Wait after a scale-up before scale-down resumes [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scale_down_delay_after_add: Option<Duration>,
+    /// Wait after a node deletion before scale-down resumes [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scale_down_delay_after_delete: Option<Duration>,
+    /// Wait after a failed scale-down before scale-down resumes [default: 3m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scale_down_delay_after_failure: Option<Duration>,
+    /// How long a node must be unneeded before removal [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scale_down_unneeded_time: Option<Duration>,
+    /// How long an unready node must be unneeded before removal [default: 20m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scale_down_unready_time: Option<Duration>,
+    /// Utilization below which a node may be removed, 0 to 1 [default: 0.5].
+    #[arg(long, value_name = "RATIO", value_parser = fraction)]
+    pub scale_down_utilization_threshold: Option<f64>,
+    /// GPU utilization below which a GPU node may be removed, 0 to 1 [default: 0.5].
+    #[arg(long, value_name = "RATIO", value_parser = fraction)]
+    pub scale_down_gpu_utilization_threshold: Option<f64>,
+    /// Non-empty nodes found removable per pass; 0 or less: no limit [default: 30].
+    #[arg(long, value_name = "INT", allow_negative_numbers = true)]
+    pub scale_down_non_empty_candidates_count: Option<i64>,
+    /// Share of nodes tried as extra candidates when some fail, 0 to 1 [default: 0.1].
+    #[arg(long, value_name = "RATIO", value_parser = fraction)]
+    pub scale_down_candidates_pool_ratio: Option<f64>,
+    /// At least this many extra candidates [default: 50].
+    #[arg(long, value_name = "INT")]
+    pub scale_down_candidates_pool_min_count: Option<usize>,
+    /// Longest grace period given to an evicted pod, seconds [default: 600].
+    #[arg(long, value_name = "SECONDS")]
+    pub max_graceful_termination_sec: Option<u64>,
+    /// Nodes soft-tainted or untainted per pass [default: 10].
+    #[arg(long, value_name = "INT")]
+    pub max_bulk_soft_taint_count: Option<usize>,
+    /// Nodes deleted at once, drained ones included, at least 1 [default: 10].
+    #[arg(long, value_name = "INT")]
+    pub max_scale_down_parallelism: Option<usize>,
+    /// Non-empty nodes drained at once, at least 1 [default: 1].
+    #[arg(long, value_name = "INT")]
+    pub max_drain_parallelism: Option<usize>,
+    /// DaemonSet pods do not count toward utilization [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub ignore_daemonsets_utilization: Option<bool>,
+    /// Mirror (static) pods do not count toward utilization [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub ignore_mirror_pods_utilization: Option<bool>,
+    /// Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept
+    /// [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub skip_nodes_with_system_pods: Option<bool>,
+    /// Nodes with pods using local storage are kept [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub skip_nodes_with_local_storage: Option<bool>,
+    /// Nodes with pods of custom controllers are kept [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub skip_nodes_with_custom_controller_pods: Option<bool>,
+    /// Pods of ReplicaSets with fewer replicas block removal [default: 0].
+    #[arg(long, value_name = "INT", allow_negative_numbers = true)]
+    pub min_replica_count: Option<i32>,
+    /// Evict DaemonSet pods from empty nodes [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub daemonset_eviction_for_empty_nodes: Option<bool>,
+    /// Evict DaemonSet pods from drained nodes [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub daemonset_eviction_for_occupied_nodes: Option<bool>,
+}
+
+/// Cluster-state flags.
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "Cluster state and backoff")]
+pub struct ClusterStateArgs {
+    /// How long a new node may take to register [default: 15m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_node_provision_time: Option<Duration>,
+    /// How long a registered node may take to become Ready [default: 15m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_node_startup_time: Option<Duration>,
+    /// Unready nodes allowed regardless of the percentage [default: 3].
+    #[arg(long, value_name = "INT")]
+    pub ok_total_unready_count: Option<usize>,
+    /// Percentage of unready nodes above which the autoscaler halts, 0 to 100 [default: 45].
+    #[arg(long, value_name = "PERCENT", value_parser = percentage)]
+    pub max_total_unready_percentage: Option<f64>,
+    /// First backoff of a node group after a failed scale-up [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub initial_node_group_backoff_duration: Option<Duration>,
+    /// Longest backoff of a node group [default: 30m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_node_group_backoff_duration: Option<Duration>,
+    /// Time without failure after which a group's backoff starts over [default: 3h].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub node_group_backoff_reset_timeout: Option<Duration>,
+}
+
+/// Upstream flags accepted for compatibility of existing manifests; they change nothing here
+/// and `run` logs a warning for each one given.
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "Accepted without effect (upstream compatibility)")]
+pub struct NoEffectArgs {
+    /// Cloud provider configuration file (Cluster API reads the cluster it runs in).
+    #[arg(long, value_name = "FILE")]
+    pub cloud_config: Option<String>,
+    /// Cluster API: treat `--cloud-config` as authoritative.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub clusterapi_cloud_config_authoritative: Option<bool>,
+    /// klog: log to standard error (logs always go there).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub logtostderr: Option<bool>,
+    /// klog: also log to standard error.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub alsologtostderr: Option<bool>,
+    /// klog: severity threshold of standard error.
+    #[arg(long, value_name = "LEVEL")]
+    pub stderrthreshold: Option<String>,
+    /// Lock kind (a Lease is always used).
+    #[arg(long, value_name = "KIND")]
+    pub leader_elect_resource_lock: Option<String>,
+    /// Namespace of the lock (the Lease is in `--namespace`, as upstream does).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_elect_resource_namespace: Option<String>,
+    /// Bin-packing time bound per node group.
+    #[arg(long, value_name = "DURATION")]
+    pub max_nodegroup_binpacking_duration: Option<String>,
+    /// Bin-packing time bound per scale-up.
+    #[arg(long, value_name = "DURATION")]
+    pub max_binpacking_time: Option<String>,
+    /// Scale-down simulation time bound.
+    #[arg(long, value_name = "DURATION")]
+    pub scale_down_simulation_timeout: Option<String>,
+    /// Client QPS.
+    #[arg(long, value_name = "FLOAT")]
+    pub kube_client_qps: Option<String>,
+    /// Client burst.
+    #[arg(long, value_name = "INT")]
+    pub kube_client_burst: Option<String>,
+    /// Content type of API requests.
+    #[arg(long, value_name = "TYPE")]
+    pub kube_api_content_type: Option<String>,
+    /// Emit duplicated events.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub record_duplicated_events: Option<bool>,
+}
+
+impl NoEffectArgs {
+    /// The flags given, by name.
+    pub fn given(&self) -> Vec<&'static str> {
+        let given = [
+            ("cloud-config", self.cloud_config.is_some()),
+            (
+                "clusterapi-cloud-config-authoritative",
+                self.clusterapi_cloud_config_authoritative.is_some(),
+            ),
+            ("logtostderr", self.logtostderr.is_some()),
+            ("alsologtostderr", self.alsologtostderr.is_some()),
+            ("stderrthreshold", self.stderrthreshold.is_some()),
+            (
+                "leader-elect-resource-lock",
+                self.leader_elect_resource_lock.is_some(),
+            ),
+            (
+                "leader-elect-resource-namespace",
+                self.leader_elect_resource_namespace.is_some(),
+            ),
+            (
+                "max-nodegroup-binpacking-duration",
+                self.max_nodegroup_binpacking_duration.is_some(),
+            ),
+            ("max-binpacking-time", self.max_binpacking_time.is_some()),
+            (
+                "scale-down-simulation-timeout",
+                self.scale_down_simulation_timeout.is_some(),
+            ),
+            ("kube-client-qps", self.kube_client_qps.is_some()),
+            ("kube-client-burst", self.kube_client_burst.is_some()),
+            (
+                "kube-api-content-type",
+                self.kube_api_content_type.is_some(),
+            ),
+            (
+                "record-duplicated-events",
+                self.record_duplicated_events.is_some(),
+            ),
+        ];
+        given
+            .into_iter()
+            .filter_map(|(name, on)| on.then_some(name))
+            .collect()
+    }
+}
+
+/// Default log verbosity (klog's usual production level; seed 002's default).
+pub const DEFAULT_VERBOSITY: u8 = 1;
+
+/// Everything `run` needs, validated: the controller's configuration plus what only the binary
+/// uses (kubeconfig path, log verbosity, flags to warn about).
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The controller's configuration (core options, Cluster API options, loop, lease, server).
+    pub controller: ControllerConfig,
+    /// `--kubeconfig`, if given.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--v` (or the config file's `logVerbosity`), 0 to 10.
+    pub verbosity: u8,
+    /// Flags given that have no effect (logged as warnings once logging is up).
+    pub ignored_flags: Vec<&'static str>,
+}
+
+/// Why the options were rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// A flag's value is invalid.
+    #[error("invalid value {value:?} for --{flag}: {why}")]
+    Flag {
+        /// The flag, without dashes.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The `--config` file is unreadable or invalid.
+    #[error(transparent)]
+    ConfigFile(#[from] ConfigFileError),
+}
+
+fn flag_err(flag: &'static str, value: impl ToString, why: impl ToString) -> OptionsError {
+    OptionsError::Flag {
+        flag,
+        value: value.to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// Parses `--address`: `:PORT` (all interfaces), `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT`.
+pub fn parse_address(text: &str) -> Result<SocketAddr, String> {
+    if let Some(port) = text.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("port {port:?} is not a number from 0 to 65535"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    if let Some(port) = text.strip_prefix("localhost:") {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("port {port:?} is not a number from 0 to 65535"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    text.parse()
+        .map_err(|_| "expected :PORT, IP:PORT, [IPv6]:PORT or localhost:PORT".to_string())
+}
+
+/// Whether `name` is a DNS-1123 label (namespaces, object names used here).
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Whether `name` is a DNS-1123 subdomain (ConfigMap and Lease names).
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
+/// The Lease holder identity: `POD_NAME`, else `HOSTNAME`, else the kernel's host name (upstream
+/// uses the host name, which in a pod is the pod's name).
+fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
+    env("POD_NAME")
+        .or_else(|| env("HOSTNAME"))
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| format!("cluster-autoscaler-{}", std::process::id()))
+}
+
+impl RunOptions {
+    /// Builds the options from the flags: upstream defaults, then the `--config` file (read from
+    /// disk), then the flags given. `env` reads environment variables (`CAPI_GROUP`,
+    /// `CAPI_SCALE_ZERO_DEFAULT_ARCH`, `POD_NAME`, `HOSTNAME`).
+    pub fn from_args(
+        args: &RunArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RunOptions, OptionsError> {
+        let file = match &args.config {
+            Some(path) => Some(config::load(path)?),
+            None => None,
+        };
+        RunOptions::build(args, file.as_ref(), env)
+    }
+
+    /// [`RunOptions::from_args`] with the config resource already read.
+    pub fn build(
+        args: &RunArgs,
+        file: Option<&config::ClusterAutoscalerResource>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RunOptions, OptionsError> {
+        let mut c = ControllerConfig::default();
+        let mut verbosity = DEFAULT_VERBOSITY;
+        if let Some(file) = file
+            && let Some(v) = file.apply(&mut c.autoscaler)?
+        {
+            verbosity = v;
+        }
+        if let Some(v) = args.verbosity {
+            verbosity = v;
+        }
+
+        // Provider.
+        if let Some(p) = &args.cloud_provider
+            && p != "clusterapi"
+        {
+            return Err(flag_err(
+                "cloud-provider",
+                p,
+                "only clusterapi is supported",
+            ));
+        }
+        let mut capi = ClusterApiConfig::from_env_and_flag(None, env("CAPI_GROUP").as_deref())
+            .map_err(|e| flag_err("cloud-provider", "clusterapi", format!("CAPI_GROUP: {e}")))?;
+        if let Some(arch) = env("CAPI_SCALE_ZERO_DEFAULT_ARCH").filter(|a| !a.trim().is_empty()) {
+            capi.default_arch = arch.trim().to_string();
+        }
+        for spec in &args.node_group_auto_discovery {
+            capi = capi
+                .with_auto_discovery(std::slice::from_ref(spec))
+                .map_err(|e| flag_err("node-group-auto-discovery", spec, e))?;
+        }
+        c.clusterapi = capi;
+
+        // Loop, lease, server, status.
+        set(&mut c.scan_interval, args.scan_interval);
+        if let Some(ns) = &args.namespace {
+            c.namespace = ns.clone();
+        }
+        set(&mut c.leader_elect, args.leader_elect);
+        set(&mut c.lease_duration, args.leader_elect_lease_duration);
+        set(&mut c.renew_deadline, args.leader_elect_renew_deadline);
+        set(&mut c.retry_period, args.leader_elect_retry_period);
+        if let Some(n) = &args.leader_elect_resource_name {
+            c.lease_name = n.clone();
+        }
+        if let Some(a) = &args.address {
+            c.address = parse_address(a).map_err(|why| flag_err("address", a, why))?;
+        }
+        set(&mut c.write_status_configmap, args.write_status_configmap);
+        if let Some(n) = &args.status_config_map_name {
+            c.status_config_map_name = n.clone();
+        }
+        set(&mut c.max_inactivity, args.max_inactivity);
+        set(&mut c.max_failing_time, args.max_failing_time);
+        set(&mut c.max_pod_eviction_time, args.max_pod_eviction_time);
+        c.identity = identity(env);
+
+        apply_scale_up(&args.scale_up, &mut c)?;
+        apply_scale_down(&args.scale_down, &mut c);
+        apply_cluster_state(&args.cluster_state, &mut c);
+        validate(&c)?;
+
+        Ok(RunOptions {
+            controller: c,
+            kubeconfig: args.kubeconfig.clone(),
+            verbosity,
+            ignored_flags: args.no_effect.given(),
+        })
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), OptionsError> {
+    let up = &mut c.autoscaler.scale_up;
+    if let Some(e) = &a.expander {
+        up.expander = ExpanderChain::parse(e).map_err(|why| flag_err("expander", e, why))?;
+    }
+    set(
+        &mut up.pending.expendable_pods_priority_cutoff,
+        a.expendable_pods_priority_cutoff,
+    );
+    set(
+        &mut up.pending.new_pod_scale_up_delay,
+        a.new_pod_scale_up_delay,
+    );
+    set(
+        &mut up.scale_up.max_nodes_per_scale_up,
+        a.max_nodes_per_scaleup,
+    );
+    set(
+        &mut up.scale_up.enforce_node_group_min_size,
+        a.enforce_node_group_min_size,
+    );
+    set(
+        &mut up.scale_up.balance_similar_node_groups,
+        a.balance_similar_node_groups,
+    );
+    let bal = &mut up.scale_up.balancing;
+    if !a.balancing_ignore_label.is_empty() {
+        bal.ignored_labels = a.balancing_ignore_label.clone();
+    }
+    if !a.balancing_label.is_empty() {
+        bal.balancing_labels = a.balancing_label.clone();
+    }
+    set(
+        &mut bal.max_allocatable_difference_ratio,
+        a.max_allocatable_difference_ratio,
+    );
+    set(
+        &mut bal.max_free_difference_ratio,
+        a.max_free_difference_ratio,
+    );
+    set(&mut bal.memory_difference_ratio, a.memory_difference_ratio);
+    if !a.startup_taint.is_empty() || !a.ignore_taint.is_empty() {
+        up.template.startup_taints = a
+            .ignore_taint
+            .iter()
+            .chain(&a.startup_taint)
+            .cloned()
+            .collect();
+    }
+    let lim = &mut up.limits;
+    set(&mut lim.max_nodes_total, a.max_nodes_total);
+    if let Some(t) = &a.cores_total {
+        lim.cpu = Range::parse_cores(t).map_err(|why| flag_err("cores-total", t, why))?;
+    }
+    if let Some(t) = &a.memory_total {
+        lim.memory = Range::parse_memory_gib(t).map_err(|why| flag_err("memory-total", t, why))?;
+    }
+    if !a.gpu_total.is_empty() {
+        lim.gpus.clear();
+        for t in &a.gpu_total {
+            let (name, range) = autoscaler_core::limits::parse_gpu_limit(t)
+                .map_err(|why| flag_err("gpu-total", t, why))?;
+            lim.gpus.push((name, range));
+        }
+    }
+    Ok(())
+}
+
+fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
+    let d = &mut c.autoscaler.scale_down;
+    set(&mut d.enabled, a.scale_down_enabled);
+    set(&mut d.delay_after_add, a.scale_down_delay_after_add);
+    set(&mut d.delay_after_delete, a.scale_down_delay_after_delete);
+    set(&mut d.delay_after_failure, a.scale_down_delay_after_failure);
+    set(&mut d.unneeded_time, a.scale_down_unneeded_time);
+    set(&mut d.unready_time, a.scale_down_unready_time);
+    set(
+        &mut d.utilization_threshold,
+        a.scale_down_utilization_threshold,
+    );
+    set(
+        &mut d.gpu_utilization_threshold,
+        a.scale_down_gpu_utilization_threshold,
+    );
+    if let Some(n) = a.scale_down_non_empty_candidates_count {
+        // Upstream: a non-positive value turns the limit off.
+        d.non_empty_candidates_count = usize::try_from(n)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(usize::MAX);
+    }
+    set(
+        &mut d.candidates_pool_ratio,
+        a.scale_down_candidates_pool_ratio,
+    );
+    set(
+        &mut d.candidates_pool_min_count,
+        a.scale_down_candidates_pool_min_count,
+    );
+    set(
+        &mut d.max_graceful_termination_sec,
+        a.max_graceful_termination_sec,
+    );
+    set(
+        &mut d.max_bulk_soft_taint_count,
+        a.max_bulk_soft_taint_count,
+    );
+    set(
+        &mut d.max_scale_down_parallelism,
+        a.max_scale_down_parallelism,
+    );
+    set(&mut d.max_drain_parallelism, a.max_drain_parallelism);
+    set(
+        &mut d.utilization.ignore_daemonsets,
+        a.ignore_daemonsets_utilization,
+    );
+    set(
+        &mut d.utilization.ignore_mirror_pods,
+        a.ignore_mirror_pods_utilization,
+    );
+    let dr = &mut d.drain;
+    set(
+        &mut dr.skip_nodes_with_system_pods,
+        a.skip_nodes_with_system_pods,
+    );
+    set(
+        &mut dr.skip_nodes_with_local_storage,
+        a.skip_nodes_with_local_storage,
+    );
+    set(
+        &mut dr.skip_nodes_with_custom_controller_pods,
+        a.skip_nodes_with_custom_controller_pods,
+    );
+    set(&mut dr.min_replica_count, a.min_replica_count);
+    set(
+        &mut dr.daemonset_eviction_for_empty_nodes,
+        a.daemonset_eviction_for_empty_nodes,
+    );
+    set(
+        &mut dr.daemonset_eviction_for_occupied_nodes,
+        a.daemonset_eviction_for_occupied_nodes,
+    );
+}
+
+fn apply_cluster_state(a: &ClusterStateArgs, c: &mut ControllerConfig) {
+    let s = &mut c.autoscaler.cluster_state;
+    set(&mut s.max_node_provision_time, a.max_node_provision_time);
+    set(&mut s.max_node_startup_time, a.max_node_startup_time);
+    set(&mut s.ok_total_unready_count, a.ok_total_unready_count);
+    set(
+        &mut s.max_total_unready_percentage,
+        a.max_total_unready_percentage,
+    );
+    set(
+        &mut s.backoff.initial,
+        a.initial_node_group_backoff_duration,
+    );
+    set(&mut s.backoff.max, a.max_node_group_backoff_duration);
+    set(
+        &mut s.backoff.reset_timeout,
+        a.node_group_backoff_reset_timeout,
+    );
+}
+
+fn fmt_d(d: Duration) -> String {
+    autoscaler_core::duration::format_duration(d)
+}
+
+/// Checks what single-value parsing cannot: positive intervals, orderings between values, names.
+/// Values coming from the config file are named by their flag (the file was mapped onto them).
+fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
+    let positive = [
+        ("scan-interval", c.scan_interval),
+        ("max-inactivity", c.max_inactivity),
+        ("max-failing-time", c.max_failing_time),
+        ("max-pod-eviction-time", c.max_pod_eviction_time),
+        (
+            "max-node-provision-time",
+            c.autoscaler.cluster_state.max_node_provision_time,
+        ),
+        (
+            "max-node-startup-time",
+            c.autoscaler.cluster_state.max_node_startup_time,
+        ),
+        (
+            "initial-node-group-backoff-duration",
+            c.autoscaler.cluster_state.backoff.initial,
+        ),
+        (
+            "node-group-backoff-reset-timeout",
+            c.autoscaler.cluster_state.backoff.reset_timeout,
+        ),
+        ("leader-elect-lease-duration", c.lease_duration),
+        ("leader-elect-renew-deadline", c.renew_deadline),
+        ("leader-elect-retry-period", c.retry_period),
+    ];
+    for (flag, d) in positive {
+        if d.is_zero() {
+            return Err(flag_err(flag, fmt_d(d), "must be greater than 0"));
+        }
+    }
+    let b = &c.autoscaler.cluster_state.backoff;
+    if b.max < b.initial {
+        return Err(flag_err(
+            "max-node-group-backoff-duration",
+            fmt_d(b.max),
+            format!(
+                "must not be shorter than --initial-node-group-backoff-duration ({})",
+                fmt_d(b.initial)
+            ),
+        ));
+    }
+    if c.leader_elect {
+        if c.renew_deadline >= c.lease_duration {
+            return Err(flag_err(
+                "leader-elect-renew-deadline",
+                fmt_d(c.renew_deadline),
+                format!(
+                    "must be shorter than --leader-elect-lease-duration ({})",
+                    fmt_d(c.lease_duration)
+                ),
+            ));
+        }
+        // client-go's rule: the renew deadline must leave room for a jittered retry (1.2x).
+        if c.renew_deadline.as_secs_f64() <= 1.2 * c.retry_period.as_secs_f64() {
+            return Err(flag_err(
+                "leader-elect-retry-period",
+                fmt_d(c.retry_period),
+                format!(
+                    "must be shorter than --leader-elect-renew-deadline ({}) / 1.2",
+                    fmt_d(c.renew_deadline)
+                ),
+            ));
+        }
+    }
+    if !is_dns_label(&c.namespace) {
+        return Err(flag_err(
+            "namespace",
+            &c.namespace,
+            "not a valid namespace name (DNS-1123 label)",
+        ));
+    }
+    if !is_dns_subdomain(&c.lease_name) {
+        return Err(flag_err(
+            "leader-elect-resource-name",
+            &c.lease_name,
+            "not a valid object name (DNS-1123 subdomain)",
+        ));
+    }
+    if !is_dns_subdomain(&c.status_config_map_name) {
+        return Err(flag_err(
+            "status-config-map-name",
+            &c.status_config_map_name,
+            "not a valid object name (DNS-1123 subdomain)",
+        ));
+    }
+    let sd = &c.autoscaler.scale_down;
+    for (flag, v) in [
+        ("max-scale-down-parallelism", sd.max_scale_down_parallelism),
+        ("max-drain-parallelism", sd.max_drain_parallelism),
+        (
+            "max-nodes-per-scaleup",
+            c.autoscaler.scale_up.scale_up.max_nodes_per_scale_up,
+        ),
+    ] {
+        if v == 0 {
+            return Err(flag_err(flag, v, "must be at least 1"));
+        }
+    }
+    if sd.drain.min_replica_count < 0 {
+        return Err(flag_err(
+            "min-replica-count",
+            sd.drain.min_replica_count,
+            "must not be negative",
+        ));
+    }
+    let bal = &c.autoscaler.scale_up.scale_up.balancing;
+    if let Err(e) = bal.validate() {
+        let value = bal.balancing_labels.join(",");
+        return Err(flag_err("balancing-label", value, e));
+    }
+    Ok(())
+}
+
+/// Rewrites the command line the way upstream's binary reads it, before clap sees it:
+/// flags only (first argument starts with `-`, other than help and version) mean `run`, and in
+/// `run` Go's single-dash long flags (`-v=4`, `-scan-interval=10s`) become double-dash ones.
+/// Everything after a lone `--` is left alone.
+pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
+    let mut out = args;
+    let first = out.get(1).and_then(|a| a.to_str()).map(str::to_owned);
+    if let Some(first) = first
+        && first.starts_with('-')
+        && !matches!(first.as_str(), "-h" | "--help" | "-V" | "--version")
+    {
+        out.insert(1, OsString::from("run"));
+    }
+    if out.get(1).and_then(|a| a.to_str()) != Some("run") {
+        return out;
+    }
+    for arg in out.iter_mut().skip(2) {
+        let Some(s) = arg.to_str() else { continue };
+        if s == "--" {
+            break;
+        }
+        let single_dash_long = s.starts_with('-')
+            && !s.starts_with("--")
+            && s[1..].starts_with(|c: char| c.is_ascii_alphabetic())
+            && !matches!(s, "-h" | "-V");
+        if single_dash_long {
+            *arg = OsString::from(format!("-{s}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct TestCli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let argv: Vec<OsString> = ["cluster-autoscaler", "run"]
+            .iter()
+            .chain(args)
+            .map(OsString::from)
+            .collect();
+        let mut argv = normalize_args(argv);
+        argv.remove(1);
+        TestCli::try_parse_from(argv).map(|c| c.run)
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn build(args: &[&str]) -> Result<RunOptions, OptionsError> {
+        let a = parse(args).expect("flags parse");
+        RunOptions::build(&a, None, &no_env)
+    }
+
+    fn s(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn no_flags_give_upstreams_defaults_field_by_field() {
+        let o = build(&[]).unwrap();
+        let c = &o.controller;
+        assert_eq!(o.verbosity, 1);
+        assert_eq!(o.kubeconfig, None);
+        assert!(o.ignored_flags.is_empty());
+        assert_eq!(c.scan_interval, s(10));
+        assert_eq!(c.namespace, "kube-system");
+        assert!(c.leader_elect);
+        assert_eq!(c.lease_duration, s(15));
+        assert_eq!(c.renew_deadline, s(10));
+        assert_eq!(c.retry_period, s(2));
+        assert_eq!(c.lease_name, "cluster-autoscaler");
+        assert_eq!(c.address, "0.0.0.0:8085".parse::<SocketAddr>().unwrap());
+        assert!(c.write_status_configmap);
+        assert_eq!(c.status_config_map_name, "cluster-autoscaler-status");
+        assert_eq!(c.max_inactivity, s(600));
+        assert_eq!(c.max_failing_time, s(900));
+        assert_eq!(c.max_pod_eviction_time, s(120));
+        assert_eq!(c.clusterapi.api_group, "cluster.x-k8s.io");
+        assert!(c.clusterapi.auto_discovery.is_empty());
+        assert_eq!(c.clusterapi.default_arch, "amd64");
+
+        let up = &c.autoscaler.scale_up;
+        assert_eq!(up.pending.expendable_pods_priority_cutoff, -10);
+        assert_eq!(up.pending.new_pod_scale_up_delay, Duration::ZERO);
+        assert_eq!(up.scale_up.max_nodes_per_scale_up, 1000);
+        assert!(!up.scale_up.balance_similar_node_groups);
+        assert!(!up.scale_up.enforce_node_group_min_size);
+        assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.05);
+        assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.05);
+        assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.015);
+        assert!(up.scale_up.balancing.ignored_labels.is_empty());
+        assert!(up.scale_up.balancing.balancing_labels.is_empty());
+        assert!(up.template.startup_taints.is_empty());
+        assert_eq!(up.expander.to_string(), "least-waste");
+        assert_eq!(up.limits.max_nodes_total, 0);
+        assert_eq!(
+            up.limits.cpu,
+            Range {
+                min: 0,
+                max: 320_000_000
+            }
+        );
+        assert_eq!(
+            up.limits.memory,
+            Range {
+                min: 0,
+                max: 6_400_000 * (1 << 30)
+            }
+        );
+        assert!(up.limits.gpus.is_empty());
+
+        let d = &c.autoscaler.scale_down;
+        assert!(d.enabled);
+        assert_eq!(d.utilization_threshold, 0.5);
+        assert_eq!(d.gpu_utilization_threshold, 0.5);
+        assert_eq!(d.unneeded_time, s(600));
+        assert_eq!(d.unready_time, s(1200));
+        assert_eq!(d.delay_after_add, s(600));
+        assert_eq!(d.delay_after_delete, Duration::ZERO);
+        assert_eq!(d.delay_after_failure, s(180));
+        assert_eq!(d.max_scale_down_parallelism, 10);
+        assert_eq!(d.max_drain_parallelism, 1);
+        assert_eq!(d.non_empty_candidates_count, 30);
+        assert_eq!(d.candidates_pool_ratio, 0.1);
+        assert_eq!(d.candidates_pool_min_count, 50);
+        assert_eq!(d.max_graceful_termination_sec, 600);
+        assert_eq!(d.max_bulk_soft_taint_count, 10);
+        assert!(!d.utilization.ignore_daemonsets);
+        assert!(!d.utilization.ignore_mirror_pods);
+        assert!(d.drain.skip_nodes_with_system_pods);
+        assert!(d.drain.skip_nodes_with_local_storage);
+        assert!(d.drain.skip_nodes_with_custom_controller_pods);
+        assert_eq!(d.drain.min_replica_count, 0);
+        assert!(!d.drain.daemonset_eviction_for_empty_nodes);
+        assert!(d.drain.daemonset_eviction_for_occupied_nodes);
+
+        let cs = &c.autoscaler.cluster_state;
+        assert_eq!(cs.max_node_provision_time, s(900));
+        assert_eq!(cs.max_node_startup_time, s(900));
+        assert_eq!(cs.ok_total_unready_count, 3);
+        assert_eq!(cs.max_total_unready_percentage, 45.0);
+        assert_eq!(cs.backoff.initial, s(300));
+        assert_eq!(cs.backoff.max, s(1800));
+        assert_eq!(cs.backoff.reset_timeout, s(3 * 3600));
+    }
+
+    #[test]
+    fn every_flag_reaches_its_field() {
+        let o = build(&[
+            "--scan-interval=1m30s",
+            "--namespace",
+            "autoscaling",
+            "--cloud-provider=clusterapi",
+            "--node-group-auto-discovery=clusterapi:namespace=a",
+            "--node-group-auto-discovery",
+            "clusterapi:clusterName=c1",
+            "--kubeconfig=/tmp/kc",
+            "--leader-elect=false",
+            "--leader-elect-lease-duration=30s",
+            "--leader-elect-renew-deadline=20s",
+            "--leader-elect-retry-period=5s",
+            "--leader-elect-resource-name=ca-lease",
+            "--address=127.0.0.1:9000",
+            "--write-status-configmap=false",
+            "--status-config-map-name=ca-status",
+            "--max-inactivity=20m",
+            "--max-failing-time=30m",
+            "--max-pod-eviction-time=5m",
+            "-v=4",
+            "--expander=priority,least-waste",
+            "--expendable-pods-priority-cutoff",
+            "-5",
+            "--new-pod-scale-up-delay=30s",
+            "--max-nodes-per-scaleup=50",
+            "--enforce-node-group-min-size",
+            "--balance-similar-node-groups",
+            "--balancing-ignore-label=zone",
+            "--balancing-ignore-label=rack",
+            "--max-allocatable-difference-ratio=0.1",
+            "--max-free-difference-ratio=0.2",
+            "--memory-difference-ratio=0.03",
+            "--startup-taint=a",
+            "--ignore-taint=b",
+            "--max-nodes-total=24",
+            "--cores-total=8:128",
+            "--memory-total=4:256",
+            "--gpu-total=nvidia.com/gpu:0:16",
+            "--gpu-total=amd.com/gpu:1:4",
+            "--scale-down-enabled=false",
+            "--scale-down-delay-after-add=1m",
+            "--scale-down-delay-after-delete=2m",
+            "--scale-down-delay-after-failure=4m",
+            "--scale-down-unneeded-time=5m",
+            "--scale-down-unready-time=6m",
+            "--scale-down-utilization-threshold=0.4",
+            "--scale-down-gpu-utilization-threshold=0.3",
+            "--scale-down-non-empty-candidates-count=0",
+            "--scale-down-candidates-pool-ratio=1",
+            "--scale-down-candidates-pool-min-count=7",
+            "--max-graceful-termination-sec=60",
+            "--max-bulk-soft-taint-count=0",
+            "--max-scale-down-parallelism=3",
+            "--max-drain-parallelism=2",
+            "--ignore-daemonsets-utilization",
+            "--ignore-mirror-pods-utilization=true",
+            "--skip-nodes-with-system-pods=false",
+            "--skip-nodes-with-local-storage=f",
+            "--skip-nodes-with-custom-controller-pods=0",
+            "--min-replica-count=2",
+            "--daemonset-eviction-for-empty-nodes",
+            "--daemonset-eviction-for-occupied-nodes=false",
+            "--max-node-provision-time=20m",
+            "--max-node-startup-time=25m",
+            "--ok-total-unready-count=5",
+            "--max-total-unready-percentage=30",
+            "--initial-node-group-backoff-duration=1m",
+            "--max-node-group-backoff-duration=10m",
+            "--node-group-backoff-reset-timeout=1h",
+            "--cloud-config=/etc/cloud",
+            "--logtostderr",
+        ])
+        .unwrap();
+        let c = &o.controller;
+        assert_eq!(o.verbosity, 4);
+        assert_eq!(o.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        assert_eq!(o.ignored_flags, ["cloud-config", "logtostderr"]);
+        assert_eq!(c.scan_interval, s(90));
+        assert_eq!(c.namespace, "autoscaling");
+        assert_eq!(c.clusterapi.auto_discovery.len(), 2);
+        assert_eq!(
+            c.clusterapi.auto_discovery[1].cluster_name.as_deref(),
+            Some("c1")
+        );
+        assert!(!c.leader_elect);
+        assert_eq!(
+            (c.lease_duration, c.renew_deadline, c.retry_period),
+            (s(30), s(20), s(5))
+        );
+        assert_eq!(c.lease_name, "ca-lease");
+        assert_eq!(c.address, "127.0.0.1:9000".parse::<SocketAddr>().unwrap());
+        assert!(!c.write_status_configmap);
+        assert_eq!(c.status_config_map_name, "ca-status");
+        assert_eq!(
+            (
+                c.max_inactivity,
+                c.max_failing_time,
+                c.max_pod_eviction_time
+            ),
+            (s(1200), s(1800), s(300))
+        );
+        let up = &c.autoscaler.scale_up;
+        assert_eq!(up.expander.to_string(), "priority,least-waste");
+        assert_eq!(up.pending.expendable_pods_priority_cutoff, -5);
+        assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
+        assert_eq!(up.scale_up.max_nodes_per_scale_up, 50);
+        assert!(up.scale_up.enforce_node_group_min_size);
+        assert!(up.scale_up.balance_similar_node_groups);
+        assert_eq!(up.scale_up.balancing.ignored_labels, ["zone", "rack"]);
+        assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.1);
+        assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.2);
+        assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.03);
+        assert_eq!(up.template.startup_taints, ["b", "a"]);
+        assert_eq!(up.limits.max_nodes_total, 24);
+        assert_eq!(
+            up.limits.cpu,
+            Range {
+                min: 8000,
+                max: 128_000
+            }
+        );
+        assert_eq!(
+            up.limits.memory,
+            Range {
+                min: 4 << 30,
+                max: 256 << 30
+            }
+        );
+        assert_eq!(up.limits.gpus.len(), 2);
+        assert_eq!(up.limits.gpus[0].0.to_string(), "nvidia.com/gpu");
+        assert_eq!(up.limits.gpus[0].1, Range { min: 0, max: 16 });
+        assert_eq!(up.limits.gpus[1].1, Range { min: 1, max: 4 });
+        let d = &c.autoscaler.scale_down;
+        assert!(!d.enabled);
+        assert_eq!(
+            (
+                d.delay_after_add,
+                d.delay_after_delete,
+                d.delay_after_failure,
+                d.unneeded_time,
+                d.unready_time
+            ),
+            (s(60), s(120), s(240), s(300), s(360))
+        );
+        assert_eq!(d.utilization_threshold, 0.4);
+        assert_eq!(d.gpu_utilization_threshold, 0.3);
+        assert_eq!(d.non_empty_candidates_count, usize::MAX);
+        assert_eq!(d.candidates_pool_ratio, 1.0);
+        assert_eq!(d.candidates_pool_min_count, 7);
+        assert_eq!(d.max_graceful_termination_sec, 60);
+        assert_eq!(d.max_bulk_soft_taint_count, 0);
+        assert_eq!(d.max_scale_down_parallelism, 3);
+        assert_eq!(d.max_drain_parallelism, 2);
+        assert!(d.utilization.ignore_daemonsets && d.utilization.ignore_mirror_pods);
+        assert!(!d.drain.skip_nodes_with_system_pods);
+        assert!(!d.drain.skip_nodes_with_local_storage);
+        assert!(!d.drain.skip_nodes_with_custom_controller_pods);
+        assert_eq!(d.drain.min_replica_count, 2);
+        assert!(d.drain.daemonset_eviction_for_empty_nodes);
+        assert!(!d.drain.daemonset_eviction_for_occupied_nodes);
+        let cs = &c.autoscaler.cluster_state;
+        assert_eq!(cs.max_node_provision_time, s(1200));
+        assert_eq!(cs.max_node_startup_time, s(1500));
+        assert_eq!(cs.ok_total_unready_count, 5);
+        assert_eq!(cs.max_total_unready_percentage, 30.0);
+        assert_eq!(
+            (cs.backoff.initial, cs.backoff.max, cs.backoff.reset_timeout),
+            (s(60), s(600), s(3600))
+        );
+    }
+
+    #[test]
+    fn go_flag_syntax_is_accepted() {
+        // Space-separated values, single-dash long flags, bare booleans.
+        let a = parse(&["-scan-interval", "20s", "-v", "3", "--leader-elect"]).unwrap();
+        assert_eq!(a.scan_interval, Some(s(20)));
+        assert_eq!(a.verbosity, Some(3));
+        assert_eq!(a.leader_elect, Some(true));
+        // `--flag false` does not consume `false`: it is an unexpected argument.
+        let e = parse(&["--leader-elect", "false"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("false"), "{e}");
+        for (text, v) in [("T", true), ("0", false), ("False", false)] {
+            let a = parse(&[&format!("--scale-down-enabled={text}")]).unwrap();
+            assert_eq!(a.scale_down.scale_down_enabled, Some(v));
+        }
+    }
+
+    #[test]
+    fn leading_flags_mean_run_and_help_does_not() {
+        let n = |v: &[&str]| -> Vec<String> {
+            normalize_args(v.iter().map(OsString::from).collect())
+                .into_iter()
+                .map(|s| s.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(n(&["ca", "--v=4"]), ["ca", "run", "--v=4"]);
+        assert_eq!(n(&["ca", "-v=4"]), ["ca", "run", "--v=4"]);
+        assert_eq!(n(&["ca", "--help"]), ["ca", "--help"]);
+        assert_eq!(n(&["ca", "plan", "-x"]), ["ca", "plan", "-x"]);
+        assert_eq!(n(&["ca"]), ["ca"]);
+        assert_eq!(
+            n(&["ca", "run", "-h", "--", "-x"]),
+            ["ca", "run", "-h", "--", "-x"]
+        );
+        assert_eq!(
+            n(&["ca", "run", "--min-replica-count", "-1"]),
+            ["ca", "run", "--min-replica-count", "-1"]
+        );
+    }
+
+    /// Each invalid value is rejected with the flag's name and the value.
+    #[test]
+    fn invalid_values_are_rejected_with_their_name() {
+        let parse_errors: &[(&[&str], &str)] = &[
+            (&["--scan-interval=10x"], "--scan-interval"),
+            (&["--scan-interval=-1s"], "--scan-interval"),
+            (
+                &["--scale-down-utilization-threshold=1.5"],
+                "--scale-down-utilization-threshold",
+            ),
+            (
+                &["--scale-down-utilization-threshold=abc"],
+                "--scale-down-utilization-threshold",
+            ),
+            (
+                &["--scale-down-gpu-utilization-threshold=-0.1"],
+                "--scale-down-gpu-utilization-threshold",
+            ),
+            (
+                &["--scale-down-candidates-pool-ratio=2"],
+                "--scale-down-candidates-pool-ratio",
+            ),
+            (
+                &["--max-total-unready-percentage=101"],
+                "--max-total-unready-percentage",
+            ),
+            (
+                &["--memory-difference-ratio=-1"],
+                "--memory-difference-ratio",
+            ),
+            (&["--v=11"], "--v"),
+            (&["--leader-elect=maybe"], "--leader-elect"),
+            (&["--max-nodes-total=-1"], "--max-nodes-total"),
+            (&["--ok-total-unready-count=x"], "--ok-total-unready-count"),
+            (&["--no-such-flag"], "--no-such-flag"),
+        ];
+        for (args, name) in parse_errors {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            assert!(e.to_string().contains(name), "{args:?}: {e}");
+        }
+        let build_errors: &[(&[&str], &str, &str)] = &[
+            (&["--cloud-provider=aws"], "cloud-provider", "aws"),
+            (
+                &["--node-group-auto-discovery=asg:tag=x"],
+                "node-group-auto-discovery",
+                "asg:tag=x",
+            ),
+            (&["--address=8085"], "address", "8085"),
+            (&["--address=:99999"], "address", ":99999"),
+            (&["--expander=cheapest"], "expander", "cheapest"),
+            (&["--expander=random,price"], "expander", "random,price"),
+            (&["--cores-total=10:5"], "cores-total", "10:5"),
+            (&["--memory-total=abc"], "memory-total", "abc"),
+            (
+                &["--gpu-total=nvidia.com/gpu:4"],
+                "gpu-total",
+                "nvidia.com/gpu:4",
+            ),
+            (&["--scan-interval=0s"], "scan-interval", "0s"),
+            (&["--max-inactivity=0"], "max-inactivity", "0s"),
+            (
+                &["--max-node-provision-time=0s"],
+                "max-node-provision-time",
+                "0s",
+            ),
+            (
+                &["--leader-elect-renew-deadline=20s"],
+                "leader-elect-renew-deadline",
+                "20s",
+            ),
+            (
+                &["--leader-elect-retry-period=9s"],
+                "leader-elect-retry-period",
+                "9s",
+            ),
+            (
+                &["--initial-node-group-backoff-duration=1h"],
+                "max-node-group-backoff-duration",
+                "30m0s",
+            ),
+            (&["--namespace=Kube_System"], "namespace", "Kube_System"),
+            (&["--status-config-map-name="], "status-config-map-name", ""),
+            (
+                &["--leader-elect-resource-name=a b"],
+                "leader-elect-resource-name",
+                "a b",
+            ),
+            (
+                &["--max-scale-down-parallelism=0"],
+                "max-scale-down-parallelism",
+                "0",
+            ),
+            (&["--max-drain-parallelism=0"], "max-drain-parallelism", "0"),
+            (&["--max-nodes-per-scaleup=0"], "max-nodes-per-scaleup", "0"),
+            (&["--min-replica-count=-1"], "min-replica-count", "-1"),
+            (
+                &["--balancing-label=a", "--balancing-ignore-label=b"],
+                "balancing-label",
+                "a",
+            ),
+        ];
+        for (args, flag, value) in build_errors {
+            let e = build(args).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(&format!("--{flag}")), "{args:?}: {text}");
+            assert!(text.contains(&format!("{value:?}")), "{args:?}: {text}");
+        }
+        // Without leader election the lease timings are not checked against each other.
+        assert!(build(&["--leader-elect=false", "--leader-elect-renew-deadline=20s"]).is_ok());
+    }
+
+    #[test]
+    fn environment_sets_the_api_group_arch_and_identity() {
+        let env = |k: &str| match k {
+            "CAPI_GROUP" => Some("machine.openshift.io".to_string()),
+            "CAPI_SCALE_ZERO_DEFAULT_ARCH" => Some("arm64".to_string()),
+            "POD_NAME" => Some("ca-7d9f".to_string()),
+            _ => None,
+        };
+        let o = RunOptions::build(&parse(&[]).unwrap(), None, &env).unwrap();
+        assert_eq!(o.controller.clusterapi.api_group, "machine.openshift.io");
+        assert_eq!(o.controller.clusterapi.default_arch, "arm64");
+        assert_eq!(o.controller.identity, "ca-7d9f");
+        let bad = |k: &str| (k == "CAPI_GROUP").then(|| "Not A Group".to_string());
+        let e = RunOptions::build(&parse(&[]).unwrap(), None, &bad).unwrap_err();
+        assert!(e.to_string().contains("CAPI_GROUP"), "{e}");
+    }
+
+    #[test]
+    fn addresses_parse_like_go_listen_addresses() {
+        assert_eq!(parse_address(":8085").unwrap().to_string(), "0.0.0.0:8085");
+        assert_eq!(
+            parse_address("localhost:1").unwrap().to_string(),
+            "127.0.0.1:1"
+        );
+        assert_eq!(parse_address("[::]:80").unwrap().to_string(), "[::]:80");
+        assert!(parse_address("example.com:80").is_err());
+        assert!(parse_address(":").is_err());
+    }
+}

@@ -1,0 +1,145 @@
+//! `run` rejects bad flags, config files and kubeconfigs at start: exit code 2, the offending
+//! name in stderr, no panic. Runs the real binary; nothing here reaches a cluster.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"));
+    // Keep kube's inference from finding a real cluster on the test machine.
+    c.env_remove("KUBERNETES_SERVICE_HOST")
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("RUST_LOG");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("the binary runs")
+}
+
+/// Asserts exit code 2, every `needle` in stderr, and no panic.
+fn rejected(args: &[&str], needles: &[&str]) {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{args:?}: {n:?} not in {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ca-run-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("temp file");
+    p
+}
+
+#[test]
+fn unknown_flag_is_rejected() {
+    rejected(&["run", "--no-such-flag=1"], &["--no-such-flag"]);
+    // Flags alone mean `run`.
+    rejected(&["--no-such-flag"], &["--no-such-flag"]);
+    rejected(&["--cloud-provider=aws"], &["--cloud-provider", "aws"]);
+}
+
+#[test]
+fn bad_duration_is_rejected() {
+    rejected(&["run", "--scan-interval=10x"], &["--scan-interval", "10x"]);
+    rejected(
+        &["--scale-down-unneeded-time", "soon"],
+        &["--scale-down-unneeded-time", "soon"],
+    );
+    rejected(&["-max-inactivity=0s"], &["--max-inactivity", "0s"]);
+}
+
+#[test]
+fn bad_threshold_is_rejected() {
+    rejected(
+        &["run", "--scale-down-utilization-threshold=1.5"],
+        &["--scale-down-utilization-threshold", "1.5"],
+    );
+    rejected(&["--v=11"], &["--v", "11"]);
+    rejected(&["--leader-elect", "false"], &["false"]);
+}
+
+#[test]
+fn malformed_config_file_is_rejected() {
+    let p = temp_file(
+        "threshold.yaml",
+        "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  scaleDown:\n    enabled: true\n    utilizationThreshold: \"abc\"\n",
+    );
+    rejected(
+        &["run", "--config", p.to_str().unwrap()],
+        &[
+            "spec.scaleDown.utilizationThreshold",
+            "\"abc\"",
+            "threshold.yaml",
+        ],
+    );
+    let p = temp_file(
+        "typo.yaml",
+        "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  scaleDwon:\n    enabled: true\n",
+    );
+    rejected(
+        &["--config", p.to_str().unwrap()],
+        &["scaleDwon", "typo.yaml"],
+    );
+    let p = temp_file("broken.yaml", "spec: [\n");
+    rejected(&["--config", p.to_str().unwrap()], &["broken.yaml"]);
+}
+
+#[test]
+fn missing_config_file_is_rejected() {
+    rejected(
+        &["run", "--config=/nonexistent/ca-config.yaml"],
+        &["/nonexistent/ca-config.yaml"],
+    );
+}
+
+#[test]
+fn missing_kubeconfig_is_rejected() {
+    rejected(
+        &["run", "--kubeconfig", "/nonexistent/kc.yaml"],
+        &["--kubeconfig", "/nonexistent/kc.yaml"],
+    );
+    let p = temp_file("kc.yaml", "this: is: not: a kubeconfig\n");
+    rejected(
+        &["--kubeconfig", p.to_str().unwrap()],
+        &["--kubeconfig", "kc.yaml"],
+    );
+}
+
+#[test]
+fn help_lists_the_flags() {
+    let out = run(&["run", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--scan-interval",
+        "--kubeconfig",
+        "--namespace",
+        "--cloud-provider",
+        "--node-group-auto-discovery",
+        "--leader-elect",
+        "--address",
+        "--write-status-configmap",
+        "--max-inactivity",
+        "--max-failing-time",
+        "--config",
+        "--expander",
+        "--scale-down-utilization-threshold",
+        "--max-nodes-total",
+        "--cores-total",
+        "--gpu-total",
+        "--v <LEVEL>",
+        "--cloud-config",
+    ] {
+        assert!(help.contains(flag), "{flag} not in help:\n{help}");
+    }
+    // The plain `plan` and `simulate` subcommands are still there.
+    let out = run(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("plan") && help.contains("simulate") && help.contains("run"));
+}
