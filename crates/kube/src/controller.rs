@@ -149,15 +149,21 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         health.clone(),
         stopped(stop_rx.clone()),
     ));
-    let watches = crate::watch::start(
-        client.clone(),
-        WatchConfig {
-            namespace: config.namespace.clone(),
-            clusterapi: config.clusterapi.clone(),
-        },
-    )
-    .await
-    .map_err(|e| ControllerError::Api(e.to_string()))?;
+    let watch_config = WatchConfig {
+        namespace: config.namespace.clone(),
+        clusterapi: config.clusterapi.clone(),
+    };
+    // An API server that is not reachable yet (or a discovery error) is retried, not fatal:
+    // the process stays up, reports itself healthy as a standby, and logs each attempt.
+    let started = tokio::select! {
+        w = start_watches(&client, &watch_config) => Some(w),
+        _ = shutdown_signal() => None,
+    };
+    let Some(watches) = started else {
+        let _ = stop_tx.send(true);
+        let _ = server.await;
+        return Ok(());
+    };
     let parts = Parts {
         client: client.clone(),
         informer: watches.informer().clone(),
@@ -194,6 +200,21 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
     drop(watches);
     let _ = server.await;
     Ok(())
+}
+
+/// Starts the watches, retrying discovery with exponential backoff (1 s doubling to 60 s).
+async fn start_watches(client: &kube::Client, config: &WatchConfig) -> crate::watch::Watches {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match crate::watch::start(client.clone(), config.clone()).await {
+            Ok(w) => return w,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?wait, "cannot start watching the API; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {
