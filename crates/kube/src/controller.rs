@@ -396,26 +396,34 @@ impl Term {
                 in_flight.per_group[i] += 1;
             }
         }
-        let view = ClusterView {
-            nodes: &objects.nodes,
-            pods: &pods,
-            daemonsets: &objects.daemonsets,
-            namespaces: &objects.namespaces,
-            provider: &*provider,
-            pdbs: &objects.pdbs,
+        let (outcome, status, events) = {
+            let view = ClusterView {
+                nodes: &objects.nodes,
+                pods: &pods,
+                daemonsets: &objects.daemonsets,
+                namespaces: &objects.namespaces,
+                provider: &*provider,
+                pdbs: &objects.pdbs,
+            };
+            let decide = Instant::now();
+            let outcome = self.autoscaler.run_once(
+                &view,
+                &objects.controllers,
+                in_flight,
+                now_ms,
+                &mut Unlimited,
+            );
+            parts
+                .metrics
+                .function_duration("decide", decide.elapsed().as_secs_f64());
+            parts.metrics.observe_outcome(&view, &outcome);
+            // What the status and the events say is fixed now; the view is not kept across awaits.
+            let status = config
+                .write_status_configmap
+                .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions));
+            let events = events_of(&view, &outcome);
+            (outcome, status, events)
         };
-        let decide = Instant::now();
-        let outcome = self.autoscaler.run_once(
-            &view,
-            &objects.controllers,
-            in_flight,
-            now_ms,
-            &mut Unlimited,
-        );
-        parts
-            .metrics
-            .function_duration("decide", decide.elapsed().as_secs_f64());
-        parts.metrics.observe_outcome(&view, &outcome);
 
         let act = Instant::now();
         let (done, drains) = self
@@ -443,8 +451,7 @@ impl Term {
             .metrics
             .function_duration("act", act.elapsed().as_secs_f64());
 
-        if config.write_status_configmap {
-            let yaml = status_yaml(&view, &outcome, now_ms, &mut self.transitions);
+        if let Some(yaml) = status {
             match write_status(
                 &parts.client,
                 &config.namespace,
@@ -461,10 +468,7 @@ impl Term {
                 }
             }
         }
-        let stats = self
-            .events
-            .publish(&events_of(&view, &outcome), now_ms)
-            .await;
+        let stats = self.events.publish(&events, now_ms).await;
         if stats.failed > 0 {
             tracing::debug!(failed = stats.failed, "some events were not published");
         }
@@ -575,4 +579,222 @@ fn priority_text(store: &ObjectStore, namespace: &str) -> Option<String> {
                 .and_then(|t| t.as_str())
                 .map(str::to_string)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_core::store::ObjectStore;
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock::{Handle, pair};
+
+    /// A request the mock API server saw.
+    #[derive(Clone, Debug)]
+    struct Seen {
+        method: Method,
+        uri: String,
+        body: Value,
+    }
+
+    type Log = Arc<Mutex<Vec<Seen>>>;
+
+    const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
+
+    fn informer() -> Informer {
+        let mut store = ObjectStore::new();
+        store.load_yaml(SNAPSHOT).expect("example snapshot loads");
+        let mut inf = Informer::new();
+        for (k, v) in store.iter() {
+            inf.apply(k.clone(), Some(v.clone()));
+        }
+        inf
+    }
+
+    fn tainted_node() -> Value {
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "general-a", "resourceVersion": "5"},
+            "spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "value": "1700000000",
+                                 "effect": "NoSchedule"}]}})
+    }
+
+    /// Plays the API server: records every request (each must be a declared call) and answers
+    /// as a cluster would.
+    async fn serve(mut h: Handle<Request<Body>, Response<Body>>, log: Log) {
+        while let Some((req, send)) = h.next_request().await {
+            let method = req.method().clone();
+            let uri = req.uri().to_string();
+            assert!(
+                crate::api_calls::is_declared(&method, &uri),
+                "undeclared API call {method} {uri}"
+            );
+            let bytes = req.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            log.lock().expect("log").push(Seen {
+                method: method.clone(),
+                uri: uri.clone(),
+                body: body.clone(),
+            });
+            let path = uri.split('?').next().unwrap_or("").to_string();
+            let (code, answer) = match (method.as_str(), path.as_str()) {
+                ("GET", "/api/v1/nodes") => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "NodeList",
+                        "metadata": {"resourceVersion": "9"}, "items": [tainted_node()]}),
+                ),
+                ("PUT", p) if p.starts_with("/api/v1/nodes/") => (200, body),
+                ("PATCH", p) if p.ends_with("/scale") => (
+                    200,
+                    json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                        "metadata": {"name": "general", "namespace": "default"},
+                        "spec": {"replicas": body["spec"]["replicas"]}, "status": {"replicas": 2}}),
+                ),
+                ("POST", _) => {
+                    let mut b = body;
+                    b["metadata"]["uid"] = json!("u-1");
+                    b["metadata"]["resourceVersion"] = json!("1");
+                    (201, b)
+                }
+                _ => (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "NotFound", "code": 404}),
+                ),
+            };
+            let resp = Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&answer).expect("json")))
+                .expect("response");
+            send.send_response(resp);
+        }
+    }
+
+    fn parts(client: kube::Client) -> (Parts, watch::Sender<BTreeSet<String>>) {
+        let (unsynced_tx, unsynced) = watch::channel(BTreeSet::new());
+        let parts = Parts {
+            client,
+            informer: Arc::new(Mutex::new(informer())),
+            unsynced,
+            unschedulable: Arc::new(Notify::new()),
+            metrics: Arc::new(Metrics::new()),
+            health: Arc::new(Health::new(
+                Duration::from_secs(600),
+                Duration::from_secs(900),
+            )),
+        };
+        (parts, unsynced_tx)
+    }
+
+    fn count(log: &Log, pred: impl Fn(&Seen) -> bool) -> usize {
+        log.lock().expect("log").iter().filter(|s| pred(s)).count()
+    }
+
+    fn is_scale(s: &Seen) -> bool {
+        s.method == Method::PATCH && s.uri.contains("/machinedeployments/general/scale")
+    }
+
+    fn is_cleanup_list(s: &Seen) -> bool {
+        s.method == Method::GET && s.uri.starts_with("/api/v1/nodes?")
+    }
+
+    async fn until(log: &Log, what: impl Fn(&Log) -> bool) {
+        for _ in 0..600 {
+            if what(log) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "condition not reached; requests: {:#?}",
+            log.lock().expect("log")
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_term_cleans_up_then_scales_up_and_losing_the_lease_stops_acting() {
+        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
+        let log: Log = Arc::default();
+        tokio::spawn(serve(handle, log.clone()));
+        let (parts, _unsynced) = parts(kube::Client::new(svc, "default"));
+        let config = ControllerConfig::default();
+        let (lead_tx, leading) = watch::channel(true);
+        tokio::spawn(supervise(parts.clone(), config, leading));
+
+        until(&log, |l| count(l, is_scale) == 1).await;
+        let seen = log.lock().expect("log").clone();
+        // The predecessor's taint is removed before anything else is done.
+        assert!(is_cleanup_list(&seen[0]), "{:?}", seen[0]);
+        assert_eq!(seen[1].method, Method::PUT);
+        assert_eq!(seen[1].uri, "/api/v1/nodes/general-a?");
+        assert!(seen[1].body["spec"]["taints"].is_null(), "{}", seen[1].body);
+        let scale = seen.iter().find(|s| is_scale(s)).expect("a scale-up");
+        assert_eq!(
+            scale.uri,
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/general/scale?"
+        );
+        assert_eq!(scale.body, json!({"spec": {"replicas": 3}}));
+        // The status ConfigMap is written and the scale-up announced.
+        until(&log, |l| {
+            count(l, |s| {
+                s.method == Method::POST
+                    && s.uri.contains("/configmaps")
+                    && s.body["data"]["status"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("autoscalerStatus"))
+            }) == 1
+        })
+        .await;
+        until(&log, |l| {
+            count(l, |s| {
+                s.uri.contains("/events") && s.body.to_string().contains("TriggeredScaleUp")
+            }) >= 1
+        })
+        .await;
+        assert!(parts.health.check(Instant::now()).is_ok());
+
+        // Leadership lost: no request at all from then on, whatever the pods ask for.
+        lead_tx.send_replace(false);
+        tokio::task::yield_now().await;
+        let before = log.lock().expect("log").len();
+        parts.unschedulable.notify_one();
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        assert_eq!(log.lock().expect("log").len(), before);
+
+        // Leading again: a new term starts from scratch, with the cleanup first.
+        lead_tx.send_replace(true);
+        until(&log, |l| count(l, is_cleanup_list) == 2).await;
+        let seen = log.lock().expect("log").clone();
+        assert!(is_cleanup_list(&seen[before]), "{:?}", seen[before]);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn no_decision_before_the_caches_sync() {
+        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
+        let log: Log = Arc::default();
+        tokio::spawn(serve(handle, log.clone()));
+        let (parts, unsynced) = parts(kube::Client::new(svc, "default"));
+        unsynced.send_replace(BTreeSet::from(["/Pod".to_string()]));
+        let (_lead_tx, leading) = watch::channel(true);
+        tokio::spawn(supervise(parts, ControllerConfig::default(), leading));
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert!(log.lock().expect("log").is_empty());
+        unsynced.send_replace(BTreeSet::new());
+        until(&log, |l| count(l, is_scale) == 1).await;
+    }
+
+    #[test]
+    fn the_priority_text_is_read_from_the_namespace_given() {
+        let mut store = ObjectStore::new();
+        store
+            .load_yaml(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-autoscaler-priority-expander\n  namespace: kube-system\ndata:\n  priorities: |\n    10:\n    - .*\n",
+            )
+            .expect("yaml");
+        assert_eq!(
+            priority_text(&store, "kube-system").as_deref(),
+            Some("10:\n- .*\n")
+        );
+        assert_eq!(priority_text(&store, "other"), None);
+    }
 }

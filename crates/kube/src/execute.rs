@@ -380,3 +380,199 @@ impl Executor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_clusterapi::ClusterApiConfig;
+    use autoscaler_core::intern::Sym;
+    use autoscaler_core::store::{ObjectKey, ObjectStore};
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock::{Handle, pair};
+
+    const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
+
+    type Log = Arc<Mutex<Vec<(Method, String, Value)>>>;
+
+    fn executor(client: kube::Client) -> Executor {
+        let mut store = ObjectStore::new();
+        store.load_yaml(SNAPSHOT).expect("example snapshot loads");
+        let mut inf = Informer::new();
+        for (k, v) in store.iter() {
+            inf.apply(k.clone(), Some(v.clone()));
+        }
+        Executor {
+            actuator: Arc::new(Actuator::new(client)),
+            informer: Arc::new(Mutex::new(inf)),
+            max_pod_eviction_time: Duration::from_secs(20),
+        }
+    }
+
+    /// An API server whose evictions answer `eviction` (and remove the pod from the informer on
+    /// success, as a kubelet would); everything else succeeds.
+    async fn serve(
+        mut h: Handle<Request<Body>, Response<Body>>,
+        log: Log,
+        eviction: u16,
+        informer: Arc<Mutex<Informer>>,
+    ) {
+        while let Some((req, send)) = h.next_request().await {
+            let method = req.method().clone();
+            let uri = req.uri().to_string();
+            assert!(
+                crate::api_calls::is_declared(&method, &uri),
+                "{method} {uri}"
+            );
+            let bytes = req.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            log.lock()
+                .expect("log")
+                .push((method.clone(), uri.clone(), body.clone()));
+            let (code, answer) = if uri.contains("/eviction") {
+                if eviction == 201 {
+                    let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    let key = ObjectKey {
+                        group: String::new(),
+                        kind: "Pod".into(),
+                        namespace: "default".into(),
+                        name,
+                    };
+                    informer.lock().expect("informer").apply(key, None);
+                }
+                (
+                    eviction,
+                    json!({"kind": "Status", "apiVersion": "v1", "code": eviction,
+                        "status": if eviction == 201 { "Success" } else { "Failure" },
+                        "reason": if eviction == 429 { "TooManyRequests" } else { "" }}),
+                )
+            } else if method == Method::GET && uri.starts_with("/api/v1/nodes/general-a") {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": "general-a", "resourceVersion": "3"},
+                        "spec": {"taints": [{"key": TO_BE_DELETED_TAINT, "value": "1",
+                                             "effect": "NoSchedule"}]}}),
+                )
+            } else if uri.contains("/scale") {
+                (
+                    200,
+                    json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                        "metadata": {"name": "general", "namespace": "default"},
+                        "spec": {"replicas": body["spec"]["replicas"]}}),
+                )
+            } else if method == Method::PATCH {
+                (
+                    200,
+                    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                        "metadata": {"name": "general-1-a", "namespace": "default"}}),
+                )
+            } else {
+                (200, body)
+            };
+            let resp = Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&answer).expect("json")))
+                .expect("response");
+            send.send_response(resp);
+        }
+    }
+
+    fn drain_of_general_a(ex: &Executor) -> Drain {
+        let node = ex
+            .nodes_named(&["general-a".to_string()])
+            .pop()
+            .expect("general-a in the snapshot");
+        Drain {
+            group: "MachineDeployment/default/general".into(),
+            node,
+            evict: vec![PodRef {
+                namespace: Sym::new("default"),
+                name: Arc::from("web-1"),
+            }],
+            grace_period_sec: 5,
+            sequential: true,
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_drain_evicts_waits_for_the_pods_then_deletes_the_machine() {
+        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
+        let ex = executor(kube::Client::new(svc, "default"));
+        let log: Log = Arc::default();
+        tokio::spawn(serve(handle, log.clone(), 201, ex.informer.clone()));
+        let informer = ex.informer.clone();
+        let provider = move || {
+            informer
+                .lock()
+                .expect("informer")
+                .provider(&ClusterApiConfig::default())
+        };
+        let done = ex.drain(drain_of_general_a(&ex), provider).await;
+        assert!(
+            matches!(&done, Done::Deleted { nodes, evicted: 1, .. } if nodes == &["general-a"]),
+            "{done:?}"
+        );
+        let log = log.lock().expect("log").clone();
+        let calls: Vec<(Method, &str)> = log
+            .iter()
+            .map(|(m, u, _)| (m.clone(), u.split('?').next().unwrap_or("")))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                (
+                    Method::POST,
+                    "/api/v1/namespaces/default/pods/web-1/eviction"
+                ),
+                (
+                    Method::PATCH,
+                    "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines/general-1-a"
+                ),
+                (
+                    Method::PATCH,
+                    "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/general/scale"
+                ),
+            ]
+        );
+        assert_eq!(log[0].2["deleteOptions"]["gracePeriodSeconds"], 5);
+        assert_eq!(log[2].2, json!({"spec": {"replicas": 1}}));
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_drain_blocked_by_a_budget_gives_up_untaints_and_deletes_nothing() {
+        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
+        let ex = executor(kube::Client::new(svc, "default"));
+        let log: Log = Arc::default();
+        tokio::spawn(serve(handle, log.clone(), 429, ex.informer.clone()));
+        let informer = ex.informer.clone();
+        let provider = move || {
+            informer
+                .lock()
+                .expect("informer")
+                .provider(&ClusterApiConfig::default())
+        };
+        let started = Instant::now();
+        let done = ex.drain(drain_of_general_a(&ex), provider).await;
+        assert!(
+            matches!(done, Done::DeleteFailed { evicted: 0, .. }),
+            "{done:?}"
+        );
+        // It kept trying until --max-pod-eviction-time, not longer.
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(20) && took < Duration::from_secs(22),
+            "{took:?}"
+        );
+        let log = log.lock().expect("log").clone();
+        assert!(log.len() > 3, "retried: {log:?}");
+        assert!(
+            !log.iter()
+                .any(|(_, u, _)| u.contains("/scale") || u.contains("/machines/"))
+        );
+        let (m, u, b) = log.last().expect("the untaint");
+        assert_eq!((m, u.as_str()), (&Method::PUT, "/api/v1/nodes/general-a?"));
+        assert!(b["spec"]["taints"].is_null(), "{b}");
+    }
+}
