@@ -197,22 +197,22 @@ impl Metrics {
         let r = &mut registry;
         r.register(
             "cluster_safe_to_autoscale",
-            "Whether or not cluster is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+            "Whether or not cluster is healthy enough for autoscaling. 1 if it is, 0 otherwise",
             m.cluster_safe_to_autoscale.clone(),
         );
         r.register(
             "nodes_count",
-            "Number of nodes in cluster.",
+            "Number of nodes in cluster",
             m.nodes_count.clone(),
         );
         r.register(
             "node_groups_count",
-            "Number of node groups managed by CA.",
+            "Number of node groups managed by CA",
             m.node_groups_count.clone(),
         );
         r.register(
             "unschedulable_pods_count",
-            "Number of unschedulable pods in the cluster.",
+            "Number of unschedulable pods in the cluster",
             m.unschedulable_pods_count.clone(),
         );
         r.register(
@@ -222,12 +222,12 @@ impl Metrics {
         );
         r.register(
             "cluster_cpu_current_cores",
-            "Current number of cores in the cluster, minus deleting nodes.",
+            "Current number of cores in the cluster, minus deleting nodes",
             m.cluster_cpu_current_cores.clone(),
         );
         r.register(
             "cluster_memory_current_bytes",
-            "Current number of bytes of memory in the cluster, minus deleting nodes.",
+            "Current number of bytes of memory in the cluster, minus deleting nodes",
             m.cluster_memory_current_bytes.clone(),
         );
         r.register(
@@ -242,52 +242,52 @@ impl Metrics {
         );
         r.register(
             "node_group_target_count",
-            "Target number of nodes in the node group by CA.",
+            "Target number of nodes in the node group by CA",
             m.node_group_target_count.clone(),
         );
         r.register(
             "node_group_healthiness",
-            "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+            "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise",
             m.node_group_healthiness.clone(),
         );
         r.register(
             "node_group_backoff_status",
-            "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise.",
+            "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise",
             m.node_group_backoff_status.clone(),
         );
         r.register(
             "last_activity",
-            "Last time certain part of CA logic executed.",
+            "Last time certain part of CA logic executed",
             m.last_activity.clone(),
         );
         r.register(
             "function_duration_seconds",
-            "Time taken by various parts of CA main loop.",
+            "Time taken by various parts of CA main loop",
             m.function_duration_seconds.clone(),
         );
         r.register(
             "errors",
-            "The number of CA loops failed due to an error.",
+            "The number of CA loops failed due to an error",
             m.errors_total.clone(),
         );
         r.register(
             "scaled_up_nodes",
-            "Number of nodes added by CA.",
+            "Number of nodes added by CA",
             m.scaled_up_nodes_total.clone(),
         );
         r.register(
             "scaled_up_gpu_nodes",
-            "Number of GPU nodes added by CA, by GPU name.",
+            "Number of GPU nodes added by CA, by GPU name",
             m.scaled_up_gpu_nodes_total.clone(),
         );
         r.register(
             "failed_scale_ups",
-            "Number of times scale-up operation has failed.",
+            "Number of times scale-up operation has failed",
             m.failed_scale_ups_total.clone(),
         );
         r.register(
             "scaled_down_nodes",
-            "Number of nodes removed by CA.",
+            "Number of nodes removed by CA",
             m.scaled_down_nodes_total.clone(),
         );
         r.register(
@@ -297,27 +297,27 @@ impl Metrics {
         );
         r.register(
             "unneeded_nodes_count",
-            "Number of nodes currently considered unneeded by CA.",
+            "Number of nodes currently considered unneeded by CA",
             m.unneeded_nodes_count.clone(),
         );
         r.register(
             "unremovable_nodes_count",
-            "Number of nodes currently considered unremovable by CA.",
+            "Number of nodes currently considered unremovable by CA",
             m.unremovable_nodes_count.clone(),
         );
         r.register(
             "scale_down_in_cooldown",
-            "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise.",
+            "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise",
             m.scale_down_in_cooldown.clone(),
         );
         r.register(
             "old_unregistered_nodes_removed_count",
-            "Number of unregistered nodes removed by CA.",
+            "Number of unregistered nodes removed by CA",
             m.old_unregistered_nodes_removed_count.clone(),
         );
         r.register(
             "skipped_scale_events_count",
-            "Count of scaling events that the CA has chosen to skip.",
+            "Count of scaling events that the CA has chosen to skip",
             m.skipped_scale_events_count.clone(),
         );
         // Series that always exist upstream, so dashboards see zeros rather than nothing.
