@@ -723,6 +723,7 @@ impl<'a> Driver<'a> {
             } else if now >= d.deadline {
                 self.log.drains_failed += 1;
                 let _ = self.world.untaint_node(&d.node, TO_BE_DELETED_TAINT);
+                self.deletion_done(&[d.node.clone()], false);
                 self.error(format!(
                     "drain of {} gave up: {} pod(s) could not be evicted",
                     d.node,
@@ -750,6 +751,7 @@ impl<'a> Driver<'a> {
         {
             Ok(()) => {
                 self.check_budgets(&before);
+                self.deletion_done(names, true);
                 self.log
                     .groups
                     .entry(short(group))
@@ -760,8 +762,22 @@ impl<'a> Driver<'a> {
                 for n in names {
                     let _ = self.world.untaint_node(n, TO_BE_DELETED_TAINT);
                 }
+                self.deletion_done(names, false);
                 self.error(format!("delete nodes {names:?} of {group}: {e}"));
             }
+        }
+    }
+
+    /// Feeds a deletion's outcome back into the core, as the live shell does: success starts
+    /// `--scale-down-delay-after-delete`, failure `--scale-down-delay-after-failure`.
+    fn deletion_done(&mut self, names: &[String], succeeded: bool) {
+        let now = self.now_ms();
+        for n in names {
+            self.autoscaler.scale_down.record_deletion(
+                autoscaler_core::intern::Sym::new(n),
+                succeeded,
+                now,
+            );
         }
     }
 
