@@ -138,12 +138,13 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         config.max_failing_time,
         Instant::now(),
     ));
-    let listener = TcpListener::bind(config.address)
-        .await
-        .map_err(|source| ControllerError::Listen {
-            address: config.address,
-            source,
-        })?;
+    let listener =
+        TcpListener::bind(config.address)
+            .await
+            .map_err(|source| ControllerError::Listen {
+                address: config.address,
+                source,
+            })?;
     tracing::info!(address = %config.address, "serving /metrics and /health-check");
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(crate::server::serve(
@@ -447,8 +448,7 @@ impl Term {
                     m.failed_scale_up("cloudProviderError");
                     m.error("cloudProviderError");
                     let id = NodeGroupId::from(group.as_str());
-                    self.autoscaler
-                        .record_scale_up_failure(&id, now_ms, error);
+                    self.autoscaler.record_scale_up_failure(&id, now_ms, error);
                 }
                 Done::Deleted {
                     group,

@@ -166,7 +166,11 @@ impl Executor {
                     if draining.contains_key(node.as_str()) {
                         continue;
                     }
-                    if let Err(e) = self.actuator.remove_taint(node.as_str(), key.as_str()).await {
+                    if let Err(e) = self
+                        .actuator
+                        .remove_taint(node.as_str(), key.as_str())
+                        .await
+                    {
                         done.push(Done::Failed {
                             what: format!("untaint node {node} {key}"),
                             error: e.to_string(),
@@ -174,8 +178,7 @@ impl Executor {
                     }
                 }
                 Action::DeleteEmptyNodes { group, nodes } => {
-                    let names: Vec<String> =
-                        nodes.iter().map(|n| n.as_str().to_string()).collect();
+                    let names: Vec<String> = nodes.iter().map(|n| n.as_str().to_string()).collect();
                     let views = self.nodes_named(&names);
                     done.push(
                         self.delete(provider, group.as_str(), &views, "empty", 0)
@@ -290,7 +293,12 @@ impl Executor {
             for p in &drain.evict {
                 match self
                     .actuator
-                    .evict(p.namespace.as_str(), &p.name, drain.grace_period_sec, deadline)
+                    .evict(
+                        p.namespace.as_str(),
+                        &p.name,
+                        drain.grace_period_sec,
+                        deadline,
+                    )
                     .await
                 {
                     Ok(_) => evicted += 1,
@@ -303,7 +311,12 @@ impl Executor {
         } else {
             let results = futures::future::join_all(drain.evict.iter().map(|p| async move {
                 self.actuator
-                    .evict(p.namespace.as_str(), &p.name, drain.grace_period_sec, deadline)
+                    .evict(
+                        p.namespace.as_str(),
+                        &p.name,
+                        drain.grace_period_sec,
+                        deadline,
+                    )
                     .await
                     .map_err(|e| format!("evicting {}/{}: {e}", p.namespace, p.name))
             }))

@@ -9,8 +9,8 @@
 pub mod actuator;
 pub mod api_calls;
 pub mod controller;
-pub mod execute;
 pub mod events;
+pub mod execute;
 pub mod health;
 pub mod informer;
 pub mod leader;
