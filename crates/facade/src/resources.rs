@@ -321,6 +321,79 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     }))
 }
 
+/// The `Accept` value of aggregated discovery (`apidiscovery.k8s.io/v2`).
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Aggregated discovery (`APIGroupDiscoveryList`): of the core group (`/api`, `core = true`) or
+/// of the named groups (`/apis`).
+pub fn aggregated(core: bool) -> Value {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| r.group.is_empty() == core) {
+        if !names.contains(&r.group) {
+            names.push(r.group);
+        }
+    }
+    let items: Vec<Value> = names
+        .iter()
+        .map(|g| {
+            let mut versions: Vec<&'static str> = Vec::new();
+            for r in RESOURCES.iter().filter(|r| r.group == *g) {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version);
+                }
+            }
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = of(g, v)
+                        .map(|r| {
+                            let subs: Vec<Value> = r
+                                .subresources
+                                .iter()
+                                .map(|sub| {
+                                    let (gr, ve, kind, verbs): (&str, &str, &str, &[&str]) =
+                                        match *sub {
+                                            "eviction" => ("policy", "v1", "Eviction", &["create"]),
+                                            "scale" => (
+                                                "autoscaling",
+                                                "v1",
+                                                "Scale",
+                                                &["get", "patch", "update"],
+                                            ),
+                                            _ => (r.group, r.version, r.kind, &["get", "patch", "update"]),
+                                        };
+                                    json!({
+                                        "subresource": sub,
+                                        "responseKind": {"group": gr, "version": ve, "kind": kind},
+                                        "verbs": verbs,
+                                    })
+                                })
+                                .collect();
+                            json!({
+                                "resource": r.plural,
+                                "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+                                "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                                "singularResource": r.kind.to_lowercase(),
+                                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                                "subresources": subs,
+                            })
+                        })
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": g}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
 /// `/version`.
 pub fn version_info() -> Value {
     json!({

@@ -140,8 +140,19 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
+    let aggregated = parts
+        .headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=APIGroupDiscoveryList"));
     let t = match route(&path) {
         Some(Route::Resource(t)) => t,
+        Some(Route::Api) if aggregated && parts.method == Method::GET => {
+            return aggregated_response(true);
+        }
+        Some(Route::Apis) if aggregated && parts.method == Method::GET => {
+            return aggregated_response(false);
+        }
         Some(other) if parts.method == Method::GET => return discovery(&sh, other, &path),
         _ => return ApiError::no_route(&path).into_response(),
     };
@@ -217,6 +228,18 @@ fn discovery(sh: &Shared, route: Route, path: &str) -> Response {
         Some(d) => json_response(StatusCode::OK, &d),
         None => ApiError::no_route(path).into_response(),
     }
+}
+
+fn aggregated_response(core: bool) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            resources::AGGREGATED_CONTENT_TYPE,
+        )],
+        resources::aggregated(core).to_string(),
+    )
+        .into_response()
 }
 
 type Reply = Result<(StatusCode, Value), ApiError>;
