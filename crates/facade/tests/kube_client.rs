@@ -599,3 +599,128 @@ async fn cut_watch_streams_are_counted_and_resumed() {
     assert_eq!(h.fault_counts().dropped_watches, 2);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn leases_events_and_selective_watches() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let opts = FacadeOptions {
+        faults: vec![
+            FaultRule::new(FaultAction::TooManyRequests)
+                .verb(Verb::Create)
+                .resource("pods/eviction")
+                .name("b"),
+        ],
+        ..FacadeOptions::default()
+    };
+    let (h, client) = start(1.0, opts).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    // Server-side apply creates, then updates.
+    let pp = PatchParams::apply("test").force();
+    let body = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "ca", "namespace": "kube-system"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}});
+    leases.patch("ca", &pp, &Patch::Apply(&body)).await.unwrap();
+    let mut body2 = body.clone();
+    body2["spec"]["holderIdentity"] = json!("b");
+    let l = leases
+        .patch("ca", &pp, &Patch::Apply(&body2))
+        .await
+        .unwrap();
+    assert_eq!(
+        l.spec.as_ref().unwrap().holder_identity.as_deref(),
+        Some("b")
+    );
+    assert_eq!(l.spec.as_ref().unwrap().lease_duration_seconds, Some(15));
+    // Replace with the current version works; with the previous one it conflicts.
+    let mut next = l.clone();
+    next.spec.as_mut().unwrap().holder_identity = Some("c".into());
+    leases
+        .replace("ca", &PostParams::default(), &next)
+        .await
+        .unwrap();
+    let err = leases
+        .replace("ca", &PostParams::default(), &next)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(409));
+
+    // events.k8s.io and core events are separate collections.
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("events.k8s.io", "v1", "Event"),
+            "events",
+        ),
+    );
+    let ev: DynamicObject = serde_json::from_value(json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"generateName": "ca-"}, "reason": "ScaledUp", "note": "x", "action": "ScaleUp",
+        "eventTime": "2025-01-01T00:00:00.000000Z", "reportingController": "ca", "reportingInstance": "ca-1"}))
+    .unwrap();
+    let made = events.create(&PostParams::default(), &ev).await.unwrap();
+    assert!(made.metadata.name.unwrap().starts_with("ca-"));
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    assert!(
+        core.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // A watch with a label selector sees only matching pods, deletions included.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let rv = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = pods
+        .watch(&WatchParams::default().labels("app=web"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let mut other = pod("other", Some("n1"));
+    other["metadata"]["labels"] = json!({"app": "db"});
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(other).unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod("b", Some("n1"))).unwrap(),
+    )
+    .await
+    .unwrap();
+    // An injected 429 on this pod's eviction, whatever the budgets say.
+    let err = pods.evict("b", &EvictParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&err), Some(429));
+    pods.delete("b", &DeleteParams::default()).await.unwrap();
+    let mut kinds = Vec::new();
+    while kinds
+        .last()
+        .is_none_or(|k: &(&str, String)| k.0 != "DELETED")
+    {
+        match tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Added(p)))) => kinds.push(("ADDED", p.metadata.name.unwrap())),
+            Ok(Ok(Some(WatchEvent::Modified(p)))) => {
+                kinds.push(("MODIFIED", p.metadata.name.unwrap()))
+            }
+            Ok(Ok(Some(WatchEvent::Deleted(p)))) => {
+                kinds.push(("DELETED", p.metadata.name.unwrap()))
+            }
+            Ok(Ok(Some(_))) => {}
+            other => panic!("watch ended: {other:?}"),
+        }
+    }
+    assert_eq!(kinds.first(), Some(&("ADDED", "b".to_string())));
+    assert!(
+        kinds.iter().all(|k| k.1 == "b"),
+        "only app=web pods: {kinds:?}"
+    );
+    assert_eq!(h.fault_counts().too_many_requests, 1);
+    h.shutdown().await;
+}
