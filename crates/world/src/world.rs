@@ -1039,3 +1039,101 @@ impl World {
         self.store.log().first().map(|e| e.rv)
     }
 }
+
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::machines::NodeGroupSpec;
+
+    fn node(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})
+    }
+
+    #[test]
+    fn replaced_nodes_reach_the_scheduler_and_deletions_go_through_controllers() {
+        let mut w = World::new(WorldConfig::default());
+        w.apply(node("n1")).unwrap();
+        let mut tainted = node("n1");
+        tainted["spec"] = json!({"taints": [{"key": "k", "effect": "NoSchedule"}]});
+        w.replace_object(tainted).unwrap();
+        w.add_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}), None).unwrap();
+        w.advance(5_000);
+        assert_eq!(
+            w.pending_count(),
+            1,
+            "the taint written by replace_object is seen"
+        );
+        w.replace_object(node("n1")).unwrap();
+        w.advance(5_000);
+        assert_eq!(w.pending_count(), 0);
+        assert!(matches!(
+            w.replace_object(node("n9")),
+            Err(WorldError::NotFound(_))
+        ));
+
+        w.delete_object(&key("", "Node", "", "n1")).unwrap();
+        assert!(w.node_names().is_empty());
+        assert_eq!(w.live_pods().len(), 0, "its pods went with it");
+        assert!(matches!(
+            w.delete_object(&key("", "Node", "", "n1")),
+            Err(WorldError::NotFound(_))
+        ));
+
+        let spec = NodeGroupSpec {
+            namespace: "capi".into(),
+            name: "md".into(),
+            replicas: 2,
+            max_size: 3,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            max_pods: 10,
+            ..Default::default()
+        };
+        w.add_node_group(&spec).unwrap();
+        assert_eq!(w.machines_of("capi", "md").len(), 2);
+        w.delete_object(&key("cluster.x-k8s.io", "MachineDeployment", "capi", "md"))
+            .unwrap();
+        assert!(w.machines_of("capi", "md").is_empty());
+        assert_eq!(
+            w.objects().list("cluster.x-k8s.io", "MachineSet").count(),
+            0
+        );
+        assert!(w.oldest_logged_version().is_some());
+    }
+
+    #[test]
+    fn machine_deployment_replica_changes_honour_scale_faults() {
+        let mut w = World::new(WorldConfig::default());
+        let spec = NodeGroupSpec {
+            namespace: "capi".into(),
+            name: "md".into(),
+            replicas: 0,
+            max_size: 3,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            max_pods: 10,
+            ..Default::default()
+        };
+        w.add_node_group(&spec).unwrap();
+        w.inject_fault(Fault {
+            group: "md".into(),
+            from_ms: 0,
+            to_ms: 1_000,
+            kind: FaultKind::ScaleApiError,
+        });
+        let k = key("cluster.x-k8s.io", "MachineDeployment", "capi", "md");
+        let mut md = (**w.objects().get(&k).unwrap()).clone();
+        md["spec"]["replicas"] = json!(1);
+        assert!(matches!(
+            w.replace_object(md.clone()),
+            Err(WorldError::ScaleApi { .. })
+        ));
+        w.advance(1_000);
+        w.replace_object(md).unwrap();
+        assert_eq!(w.machines_of("capi", "md").len(), 1);
+    }
+}
