@@ -61,7 +61,7 @@ async fn client(
     opts: &RunOptions,
     kubeconfig: Option<kube::config::Kubeconfig>,
 ) -> Result<kube::Client, CliError> {
-    let config = match (kubeconfig, &opts.kubeconfig) {
+    let mut config = match (kubeconfig, &opts.kubeconfig) {
         (Some(kc), Some(path)) => {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
@@ -79,6 +79,9 @@ async fn client(
             ))
         })?,
     };
+    // The shell owns its retries: kube's built-in retry of 429 would hold a PDB-refused
+    // eviction inside the client for minutes, past `--max-pod-eviction-time`.
+    config.default_retry = false;
     kube::Client::try_from(config)
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
 }

@@ -949,3 +949,191 @@ impl World {
         self.nodes.get(node).and_then(|n| n.machine.clone())
     }
 }
+
+/// Generic writes for an API front end (the REST facade): replace or delete any stored object
+/// through the path its controller would see.
+impl World {
+    /// Replaces an existing object (an update through the API): Nodes are re-read by the
+    /// scheduler, a MachineDeployment whose `spec.replicas` changed goes through the scale
+    /// rules (a `ScaleApiError` fault refuses it) and is reconciled, budgets are recomputed;
+    /// other objects are stored as given. The caller checks `resourceVersion` preconditions.
+    pub fn replace_object(&mut self, obj: Value) -> Result<ObjectKey, WorldError> {
+        let k = ObjectStore::key_of(&obj, "replace")?;
+        let Some(old) = self.store.get(&k).cloned() else {
+            return Err(WorldError::NotFound(k.to_string()));
+        };
+        match (k.group.as_str(), k.kind.as_str()) {
+            ("", "Node") => {
+                self.edit_node(&k.name, |o| *o = obj)?;
+                self.reconcile();
+                Ok(k)
+            }
+            ("", "Pod") => {
+                self.put(obj)?;
+                Ok(k)
+            }
+            ("cluster.x-k8s.io", "MachineDeployment") => {
+                let replicas = |v: &Value| v.pointer("/spec/replicas").and_then(Value::as_u64);
+                if replicas(&old) != replicas(&obj)
+                    && self
+                        .faults
+                        .iter()
+                        .any(|f| f.active(&k.name, self.now) && f.kind == FaultKind::ScaleApiError)
+                {
+                    return Err(WorldError::ScaleApi {
+                        group: format!("{}/{}", k.namespace, k.name),
+                    });
+                }
+                self.apply(obj)
+            }
+            _ => self.apply(obj),
+        }
+    }
+
+    /// Deletes any stored object, returning its last version: Pods, Nodes and Machines through
+    /// their controllers (pods are replaced by their owners, a Machine takes its Node along and
+    /// is replaced if its set still wants it), a MachineDeployment with its MachineSet and
+    /// Machines; anything else is removed from the store.
+    pub fn delete_object(&mut self, k: &ObjectKey) -> Result<Arc<Value>, WorldError> {
+        let Some(last) = self.store.get(k).cloned() else {
+            return Err(WorldError::NotFound(k.to_string()));
+        };
+        let id = (k.namespace.clone(), k.name.clone());
+        match (k.group.as_str(), k.kind.as_str()) {
+            ("", "Pod") if self.pods.contains_key(&id) => self.delete_pod(&k.namespace, &k.name)?,
+            ("", "Node") if self.nodes.contains_key(&k.name) => self.delete_node(&k.name)?,
+            ("cluster.x-k8s.io", "Machine") if self.machines.contains_key(&id) => {
+                self.remove_machine(&k.namespace, &k.name)?
+            }
+            ("cluster.x-k8s.io", "MachineDeployment") => {
+                let members: Vec<NsName> = self
+                    .machines
+                    .iter()
+                    .filter(|(_, m)| m.group == id)
+                    .map(|(mk, _)| mk.clone())
+                    .collect();
+                for m in members {
+                    self.delete_machine(&m);
+                }
+                if let Some(g) = self.groups.remove(&id) {
+                    let ms = crate::objects::key(k.group.as_str(), "MachineSet", &id.0, &g.ms_name);
+                    self.store.delete(&ms, self.now);
+                }
+                self.store.delete(k, self.now);
+                self.reconcile();
+            }
+            ("policy", "PodDisruptionBudget") => {
+                self.store.delete(k, self.now);
+                self.pdbs_dirty = true;
+            }
+            _ => {
+                self.store.delete(k, self.now);
+            }
+        }
+        Ok(last)
+    }
+
+    /// The `resourceVersion` of the oldest change still in the log, if any: a watch from an
+    /// older version can no longer be served completely.
+    pub fn oldest_logged_version(&self) -> Option<u64> {
+        self.store.log().first().map(|e| e.rv)
+    }
+}
+
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::machines::NodeGroupSpec;
+
+    fn node(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})
+    }
+
+    #[test]
+    fn replaced_nodes_reach_the_scheduler_and_deletions_go_through_controllers() {
+        let mut w = World::new(WorldConfig::default());
+        w.apply(node("n1")).unwrap();
+        let mut tainted = node("n1");
+        tainted["spec"] = json!({"taints": [{"key": "k", "effect": "NoSchedule"}]});
+        w.replace_object(tainted).unwrap();
+        w.add_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}), None).unwrap();
+        w.advance(5_000);
+        assert_eq!(
+            w.pending_count(),
+            1,
+            "the taint written by replace_object is seen"
+        );
+        w.replace_object(node("n1")).unwrap();
+        w.advance(5_000);
+        assert_eq!(w.pending_count(), 0);
+        assert!(matches!(
+            w.replace_object(node("n9")),
+            Err(WorldError::NotFound(_))
+        ));
+
+        w.delete_object(&key("", "Node", "", "n1")).unwrap();
+        assert!(w.node_names().is_empty());
+        assert_eq!(w.live_pods().len(), 0, "its pods went with it");
+        assert!(matches!(
+            w.delete_object(&key("", "Node", "", "n1")),
+            Err(WorldError::NotFound(_))
+        ));
+
+        let spec = NodeGroupSpec {
+            namespace: "capi".into(),
+            name: "md".into(),
+            replicas: 2,
+            max_size: 3,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            max_pods: 10,
+            ..Default::default()
+        };
+        w.add_node_group(&spec).unwrap();
+        assert_eq!(w.machines_of("capi", "md").len(), 2);
+        w.delete_object(&key("cluster.x-k8s.io", "MachineDeployment", "capi", "md"))
+            .unwrap();
+        assert!(w.machines_of("capi", "md").is_empty());
+        assert_eq!(
+            w.objects().list("cluster.x-k8s.io", "MachineSet").count(),
+            0
+        );
+        assert!(w.oldest_logged_version().is_some());
+    }
+
+    #[test]
+    fn machine_deployment_replica_changes_honour_scale_faults() {
+        let mut w = World::new(WorldConfig::default());
+        let spec = NodeGroupSpec {
+            namespace: "capi".into(),
+            name: "md".into(),
+            replicas: 0,
+            max_size: 3,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            max_pods: 10,
+            ..Default::default()
+        };
+        w.add_node_group(&spec).unwrap();
+        w.inject_fault(Fault {
+            group: "md".into(),
+            from_ms: 0,
+            to_ms: 1_000,
+            kind: FaultKind::ScaleApiError,
+        });
+        let k = key("cluster.x-k8s.io", "MachineDeployment", "capi", "md");
+        let mut md = (**w.objects().get(&k).unwrap()).clone();
+        md["spec"]["replicas"] = json!(1);
+        assert!(matches!(
+            w.replace_object(md.clone()),
+            Err(WorldError::ScaleApi { .. })
+        ));
+        w.advance(1_000);
+        w.replace_object(md).unwrap();
+        assert_eq!(w.machines_of("capi", "md").len(), 1);
+    }
+}

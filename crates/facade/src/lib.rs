@@ -1,0 +1,346 @@
+//! Test support: a Kubernetes REST facade over the simulated [`World`], so that the real
+//! `cluster-autoscaler` binary (or any kube-rs client) can run against it over loopback HTTP.
+//!
+//! [`Facade::start`] serves the API on `127.0.0.1` with a generated kubeconfig (plain HTTP, no
+//! authentication) and runs the world on real time, optionally sped up: every ~50 ms a task
+//! advances it by the elapsed real time × [`FacadeOptions::speed`]. Requests read and write the
+//! world under one mutex (never held across an await), so its controllers (scheduler, machine
+//! controller, workloads, disruption budgets) see every write and its change log feeds the
+//! watch streams. Faults ([`FaultRule`]) make chosen requests fail, wait, or cut watches.
+//!
+//! This crate must never be a dependency of the product's `run` path.
+#![warn(missing_docs)]
+
+mod faults;
+mod patch;
+pub mod resources;
+mod selectors;
+mod server;
+mod status;
+mod watch;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use autoscaler_world::World;
+use tokio::task::JoinHandle;
+
+pub use faults::{FaultAction, FaultCounts, FaultRule, Verb};
+pub use patch::{PatchKind, json_patch, merge};
+pub use selectors::{FieldSelector, LabelSelector};
+pub use status::ApiError;
+
+/// Errors starting the facade.
+#[derive(Debug, thiserror::Error)]
+pub enum FacadeError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on 127.0.0.1: {0}")]
+    Bind(#[source] std::io::Error),
+    /// The kubeconfig could not be written.
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How the facade runs.
+#[derive(Debug, Clone)]
+pub struct FacadeOptions {
+    /// Virtual milliseconds per real millisecond (10 ⇒ a 60 s provisioning delay takes 6 s).
+    pub speed: f64,
+    /// How often the world is advanced.
+    pub tick: Duration,
+    /// Where to write the kubeconfig; `None` writes one in a fresh directory under the
+    /// system's temporary directory.
+    pub kubeconfig_path: Option<PathBuf>,
+    /// Faults active from the start (more can be added with [`FacadeHandle::add_fault`]).
+    pub faults: Vec<FaultRule>,
+    /// How many changes the watch log keeps; a watch from an older `resourceVersion` gets
+    /// `410 Gone`.
+    pub watch_log_retention: usize,
+    /// How often an idle watch stream that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for FacadeOptions {
+    fn default() -> Self {
+        FacadeOptions {
+            speed: 1.0,
+            tick: Duration::from_millis(50),
+            kubeconfig_path: None,
+            faults: Vec::new(),
+            watch_log_retention: 20_000,
+            bookmark_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// State shared by the request handlers, the watch streams and the clock task.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    world: Mutex<World>,
+    /// Every change with a `resourceVersion` up to this one has been forgotten.
+    compacted: AtomicU64,
+    /// The latest `resourceVersion`, sent after every write (wakes watch streams).
+    changes: tokio::sync::watch::Sender<u64>,
+    /// Set to `true` on shutdown (ends watch streams).
+    stop: tokio::sync::watch::Sender<bool>,
+    faults: Mutex<faults::Faults>,
+    started: Instant,
+    /// `127.0.0.1:port`.
+    addr: String,
+    bookmark_interval: Duration,
+    /// Suffixes for `generateName`.
+    names: AtomicU64,
+}
+
+impl Shared {
+    /// The world, locked. A panic while it was held leaves it usable (the facade keeps serving).
+    pub(crate) fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fault rules, locked.
+    pub(crate) fn faults(&self) -> MutexGuard<'_, faults::Faults> {
+        self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the world and wakes the watch streams.
+    pub(crate) fn write<R>(&self, f: impl FnOnce(&mut World) -> R) -> R {
+        let (r, rv) = {
+            let mut w = self.world();
+            let r = f(&mut w);
+            (r, w.resource_version())
+        };
+        self.changes.send_replace(rv);
+        r
+    }
+
+    /// Forgets the change log up to and including `rv`.
+    pub(crate) fn compact(&self, w: &mut World, rv: u64) {
+        w.forget_events_upto(rv);
+        self.compacted.fetch_max(rv, Ordering::SeqCst);
+    }
+
+    /// The version up to which changes are forgotten.
+    pub(crate) fn compacted(&self) -> u64 {
+        self.compacted.load(Ordering::SeqCst)
+    }
+
+    /// Real time since start.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// The facade's entry point.
+#[derive(Debug)]
+pub struct Facade;
+
+impl Facade {
+    /// Serves `world` on `127.0.0.1:<free port>`, writes the kubeconfig and starts the clock.
+    pub async fn start(world: World, options: FacadeOptions) -> Result<FacadeHandle, FacadeError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(FacadeError::Bind)?;
+        let addr = listener.local_addr().map_err(FacadeError::Bind)?;
+        let kubeconfig = match &options.kubeconfig_path {
+            Some(p) => p.clone(),
+            None => std::env::temp_dir()
+                .join(format!(
+                    "autoscaler-facade-{}-{}",
+                    std::process::id(),
+                    addr.port()
+                ))
+                .join("kubeconfig"),
+        };
+        write_kubeconfig(&kubeconfig, &format!("http://{addr}"))?;
+
+        let rv = world.resource_version();
+        let mut faults = faults::Faults::default();
+        for f in options.faults.iter().cloned() {
+            faults.add(f);
+        }
+        let shared = Arc::new(Shared {
+            world: Mutex::new(world),
+            compacted: AtomicU64::new(0),
+            changes: tokio::sync::watch::Sender::new(rv),
+            stop: tokio::sync::watch::Sender::new(false),
+            faults: Mutex::new(faults),
+            started: Instant::now(),
+            addr: addr.to_string(),
+            bookmark_interval: options.bookmark_interval,
+            names: AtomicU64::new(0),
+        });
+
+        let app = server::router(shared.clone());
+        let mut stop = shared.stop.subscribe();
+        let server = tokio::spawn(async move {
+            // Graceful: open connections close once their requests end (watch streams end on
+            // the same signal), so no old connection keeps answering after shutdown.
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::error!(error = %e, "facade server stopped");
+            }
+        });
+        let clock = tokio::spawn(run_clock(
+            shared.clone(),
+            options.speed,
+            options.tick,
+            options.watch_log_retention,
+        ));
+        tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "facade serving");
+        Ok(FacadeHandle {
+            shared,
+            addr,
+            kubeconfig,
+            tasks: vec![server, clock],
+        })
+    }
+}
+
+/// Advances the world by elapsed real time × speed, and trims the watch log.
+async fn run_clock(shared: Arc<Shared>, speed: f64, tick: Duration, retention: usize) {
+    let mut interval = tokio::time::interval(tick.max(Duration::from_millis(1)));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Instant::now();
+    // Fractions of a virtual millisecond carried to the next tick, so slow speeds still move.
+    let mut carry = 0.0f64;
+    let speed = if speed.is_finite() && speed > 0.0 {
+        speed
+    } else {
+        1.0
+    };
+    let mut stop = shared.stop.subscribe();
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let now = Instant::now();
+        let ms = (now - last).as_secs_f64() * 1000.0 * speed + carry;
+        last = now;
+        let whole = ms.floor();
+        carry = ms - whole;
+        shared.write(|w| {
+            if whole >= 1.0 {
+                w.advance(whole as u64);
+            }
+            let log = w.events_since(0);
+            if log.len() > retention.max(1) {
+                let upto = log[log.len() - retention.max(1) - 1].rv;
+                shared.compact(w, upto);
+            }
+        });
+    }
+}
+
+fn write_kubeconfig(path: &Path, server: &str) -> Result<(), FacadeError> {
+    let err = |source| FacadeError::Kubeconfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: facade\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: facade\n  context:\n    cluster: facade\n    user: facade\n    namespace: default\n\
+         current-context: facade\nusers:\n- name: facade\n  user: {{}}\npreferences: {{}}\n"
+    );
+    std::fs::write(path, text).map_err(err)
+}
+
+/// A running facade. Dropping it stops the server and the clock (as [`FacadeHandle::shutdown`]
+/// does, without waiting).
+#[derive(Debug)]
+pub struct FacadeHandle {
+    shared: Arc<Shared>,
+    addr: std::net::SocketAddr,
+    kubeconfig: PathBuf,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl FacadeHandle {
+    /// The address served.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The kubeconfig written for this facade.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Runs `f` on the world (to add objects or look at it); watch streams see its writes.
+    /// Must not be called from inside `f`.
+    pub fn with_world<R>(&self, f: impl FnOnce(&mut World) -> R) -> R {
+        self.shared.write(f)
+    }
+
+    /// Adds a fault rule (its window is in real time since start), returning its index in
+    /// [`FaultCounts::per_rule`].
+    pub fn add_fault(&self, rule: FaultRule) -> usize {
+        self.shared.faults().add(rule)
+    }
+
+    /// What was injected so far.
+    pub fn fault_counts(&self) -> FaultCounts {
+        self.shared.faults().counts()
+    }
+
+    /// Real time since start (fault windows are measured from there).
+    pub fn elapsed(&self) -> Duration {
+        self.shared.elapsed()
+    }
+
+    /// Forgets the whole watch log: a watch from any version before the current one then gets
+    /// `410 Gone` (clients must relist).
+    pub fn compact_watch_log(&self) {
+        self.shared.write(|w| {
+            let rv = w.resource_version();
+            self.shared.compact(w, rv);
+        });
+    }
+
+    /// Stops serving: ends watch streams, closes connections (waiting up to 5 s for requests
+    /// in flight) and stops the clock.
+    pub async fn shutdown(mut self) {
+        self.shared.stop.send_replace(true);
+        let tasks: Vec<JoinHandle<()>> = self.tasks.drain(..).collect();
+        for mut t in tasks {
+            if tokio::time::timeout(Duration::from_secs(5), &mut t)
+                .await
+                .is_err()
+            {
+                t.abort();
+            }
+        }
+    }
+}
+
+impl Drop for FacadeHandle {
+    fn drop(&mut self) {
+        self.shared.stop.send_replace(true);
+        // The server task ends by itself once its connections close; the clock never does.
+        if let Some(clock) = self.tasks.get(1) {
+            clock.abort();
+        }
+    }
+}

@@ -1,0 +1,449 @@
+//! The resources the facade serves and the discovery documents that describe them (`/api`,
+//! `/apis`, `/api/v1`, `/apis/<group>/<version>`, `/version`).
+//!
+//! It decides which URL names which stored kind and which verbs and subresources are advertised.
+//! It never touches the world: a resource here is only a mapping onto the store's
+//! (group, kind) keys.
+
+use serde_json::{Value, json};
+
+/// One served resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// API group (`""` for core).
+    pub group: &'static str,
+    /// Version (`v1`, `v1beta1`).
+    pub version: &'static str,
+    /// Plural name in URLs (`pods`).
+    pub plural: &'static str,
+    /// Kind (`Pod`).
+    pub kind: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Subresources served (`eviction`, `scale`, `status`).
+    pub subresources: &'static [&'static str],
+}
+
+impl Resource {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `pods` or `deployments.apps`, as Status messages name resources.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+const fn r(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    subresources: &'static [&'static str],
+) -> Resource {
+    Resource {
+        group,
+        version,
+        plural,
+        kind,
+        namespaced,
+        subresources,
+    }
+}
+
+/// Every resource served. Kinds the world never creates are still listable (empty), so that
+/// clients watching them start up.
+pub const RESOURCES: &[Resource] = &[
+    r("", "v1", "nodes", "Node", false, &["status"]),
+    r("", "v1", "pods", "Pod", true, &["status", "eviction"]),
+    r("", "v1", "namespaces", "Namespace", false, &["status"]),
+    r("", "v1", "configmaps", "ConfigMap", true, &[]),
+    r("", "v1", "events", "Event", true, &[]),
+    r(
+        "",
+        "v1",
+        "replicationcontrollers",
+        "ReplicationController",
+        true,
+        &["status", "scale"],
+    ),
+    r("", "v1", "services", "Service", true, &["status"]),
+    r(
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        false,
+        &["status"],
+    ),
+    r(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        &["status"],
+    ),
+    r("apps", "v1", "daemonsets", "DaemonSet", true, &["status"]),
+    r(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        &["status", "scale"],
+    ),
+    r(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        true,
+        &["status", "scale"],
+    ),
+    r(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        &["status", "scale"],
+    ),
+    r("batch", "v1", "jobs", "Job", true, &["status"]),
+    r(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        &["status"],
+    ),
+    r("coordination.k8s.io", "v1", "leases", "Lease", true, &[]),
+    r("events.k8s.io", "v1", "events", "Event", true, &[]),
+    r(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "StorageClass",
+        false,
+        &[],
+    ),
+    r("storage.k8s.io", "v1", "csinodes", "CSINode", false, &[]),
+    r(
+        "storage.k8s.io",
+        "v1",
+        "csidrivers",
+        "CSIDriver",
+        false,
+        &[],
+    ),
+    r(
+        "storage.k8s.io",
+        "v1",
+        "csistoragecapacities",
+        "CSIStorageCapacity",
+        true,
+        &[],
+    ),
+    r(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "machinedeployments",
+        "MachineDeployment",
+        true,
+        &["status", "scale"],
+    ),
+    r(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "machinesets",
+        "MachineSet",
+        true,
+        &["status", "scale"],
+    ),
+    r(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "machines",
+        "Machine",
+        true,
+        &["status"],
+    ),
+    r(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "machinepools",
+        "MachinePool",
+        true,
+        &["status", "scale"],
+    ),
+];
+
+/// The resource with this group, version and plural.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resources of one group-version.
+fn of(group: &str, version: &str) -> impl Iterator<Item = &'static Resource> {
+    RESOURCES
+        .iter()
+        .filter(move |r| r.group == group && r.version == version)
+}
+
+/// Whether any resource is served under this group-version.
+pub fn serves(group: &str, version: &str) -> bool {
+    of(group, version).next().is_some()
+}
+
+/// The named groups, in table order, each with its versions.
+fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, vs)) if !vs.contains(&r.version) => vs.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+fn group_doc(name: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": name,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `/api`: the core group's versions.
+pub fn api_versions(server: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server}],
+    })
+}
+
+/// `/apis`: the named groups.
+pub fn api_group_list() -> Value {
+    let groups: Vec<Value> = groups()
+        .iter()
+        .map(|(g, vs)| {
+            let mut d = group_doc(g, vs);
+            if let Some(o) = d.as_object_mut() {
+                o.remove("kind");
+                o.remove("apiVersion");
+            }
+            d
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>`: one group, if served.
+pub fn api_group(group: &str) -> Option<Value> {
+    groups()
+        .into_iter()
+        .find(|(g, _)| *g == group)
+        .map(|(g, vs)| group_doc(g, &vs))
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`: the resources with their verbs and subresources.
+pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+    if !serves(group, version) {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for r in of(group, version) {
+        let singular = r.kind.to_lowercase();
+        resources.push(json!({
+            "name": r.plural,
+            "singularName": singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        }));
+        for sub in r.subresources {
+            let (kind, group_v, verbs): (&str, Option<(&str, &str)>, &[&str]) = match *sub {
+                "eviction" => ("Eviction", Some(("policy", "v1")), &["create"]),
+                "scale" => (
+                    "Scale",
+                    Some(("autoscaling", "v1")),
+                    &["get", "patch", "update"],
+                ),
+                _ => (r.kind, None, &["get", "patch", "update"]),
+            };
+            let mut d = json!({
+                "name": format!("{}/{}", r.plural, sub),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": kind,
+                "verbs": verbs,
+            });
+            if let Some((g, v)) = group_v {
+                d["group"] = json!(g);
+                d["version"] = json!(v);
+            }
+            resources.push(d);
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    }))
+}
+
+/// The `Accept` value of aggregated discovery (`apidiscovery.k8s.io/v2`).
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Aggregated discovery (`APIGroupDiscoveryList`): of the core group (`/api`, `core = true`) or
+/// of the named groups (`/apis`).
+pub fn aggregated(core: bool) -> Value {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| r.group.is_empty() == core) {
+        if !names.contains(&r.group) {
+            names.push(r.group);
+        }
+    }
+    let items: Vec<Value> = names
+        .iter()
+        .map(|g| {
+            let mut versions: Vec<&'static str> = Vec::new();
+            for r in RESOURCES.iter().filter(|r| r.group == *g) {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version);
+                }
+            }
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = of(g, v)
+                        .map(|r| {
+                            let subs: Vec<Value> = r
+                                .subresources
+                                .iter()
+                                .map(|sub| {
+                                    let (gr, ve, kind, verbs): (&str, &str, &str, &[&str]) =
+                                        match *sub {
+                                            "eviction" => ("policy", "v1", "Eviction", &["create"]),
+                                            "scale" => (
+                                                "autoscaling",
+                                                "v1",
+                                                "Scale",
+                                                &["get", "patch", "update"],
+                                            ),
+                                            _ => (r.group, r.version, r.kind, &["get", "patch", "update"]),
+                                        };
+                                    json!({
+                                        "subresource": sub,
+                                        "responseKind": {"group": gr, "version": ve, "kind": kind},
+                                        "verbs": verbs,
+                                    })
+                                })
+                                .collect();
+                            json!({
+                                "resource": r.plural,
+                                "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+                                "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                                "singularResource": r.kind.to_lowercase(),
+                                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                                "subresources": subs,
+                            })
+                        })
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": g}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
+/// `/version`.
+pub fn version_info() -> Value {
+    json!({
+        "major": "1",
+        "minor": "34",
+        "gitVersion": "v1.34.0-facade",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-01-01T00:00:00Z",
+        "goVersion": "go1.24",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_lists_groups_resources_and_subresources() {
+        let groups = api_group_list();
+        let names: Vec<&str> = groups["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["name"].as_str())
+            .collect();
+        assert!(names.contains(&"cluster.x-k8s.io") && names.contains(&"apps"));
+        assert!(!names.contains(&""), "core group is under /api");
+        let capi = api_resource_list("cluster.x-k8s.io", "v1beta1").unwrap();
+        let res: Vec<&str> = capi["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert!(res.contains(&"machinedeployments/scale"));
+        let core = api_resource_list("", "v1").unwrap();
+        let ev = core["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == "pods/eviction")
+            .unwrap();
+        assert_eq!(ev["group"], "policy");
+        assert!(api_resource_list("nope", "v1").is_none());
+        assert_eq!(
+            find("apps", "v1", "deployments").unwrap().kind,
+            "Deployment"
+        );
+    }
+}

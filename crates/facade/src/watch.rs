@@ -1,0 +1,237 @@
+//! Watch streams: `?watch=true` answers a chunked stream of JSON lines
+//! `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{...}}` read from the world's change
+//! log, from the requested `resourceVersion` (or the current objects as ADDED when none is
+//! given), with periodic bookmarks when asked, and a `410 Expired` ERROR event when the version
+//! is older than the retained log.
+//!
+//! It decides what each watcher is sent and when its stream ends (client gone, `timeoutSeconds`,
+//! shutdown, an injected cut). It never writes to the world and never holds its lock across an
+//! await.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use autoscaler_world::WatchEventKind;
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::SinkExt;
+use futures::channel::mpsc;
+use serde_json::{Value, json};
+
+use crate::Shared;
+use crate::faults::Chosen;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::server::{Target, selectors};
+use crate::status::ApiError;
+
+/// Longest a stream lives without `timeoutSeconds` (clients reconnect).
+const MAX_STREAM: Duration = Duration::from_secs(30 * 60);
+
+/// Starts a watch stream.
+pub(crate) fn serve(
+    sh: Arc<Shared>,
+    t: Target,
+    query: &BTreeMap<String, String>,
+    chosen: Chosen,
+) -> Response {
+    let (ls, fs) = match selectors(query) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let from = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("" | "0") => None,
+        Some(v) => match v.parse::<u64>() {
+            Ok(rv) => Some(rv),
+            Err(_) => {
+                return ApiError::bad_request(format!("invalid resourceVersion {v:?}"))
+                    .into_response();
+            }
+        },
+    };
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(MAX_STREAM, Duration::from_secs)
+        .min(MAX_STREAM);
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
+    let stream = Stream {
+        sh,
+        t,
+        ls,
+        fs,
+        bookmarks,
+        tx,
+        sent: 0,
+        chosen,
+    };
+    tokio::spawn(stream.run(from, timeout));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(rx),
+    )
+        .into_response()
+}
+
+struct Stream {
+    sh: Arc<Shared>,
+    t: Target,
+    ls: LabelSelector,
+    fs: FieldSelector,
+    bookmarks: bool,
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    /// Events sent (bookmarks excluded).
+    sent: u64,
+    chosen: Chosen,
+}
+
+/// Why a stream stops.
+enum End {
+    /// The client went away or the stream is over.
+    Closed,
+    /// An injected fault cut it.
+    Cut,
+}
+
+fn kind_name(k: WatchEventKind) -> &'static str {
+    match k {
+        WatchEventKind::Added => "ADDED",
+        WatchEventKind::Modified => "MODIFIED",
+        WatchEventKind::Deleted => "DELETED",
+    }
+}
+
+impl Stream {
+    async fn run(mut self, from: Option<u64>, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let cut_at = self
+            .chosen
+            .drop_after
+            .map(|d| tokio::time::Instant::now() + d);
+        let end = self.pump(from, deadline, cut_at).await;
+        if matches!(end, End::Cut) {
+            self.sh.faults().count_dropped_watch();
+        }
+    }
+
+    async fn send(&mut self, kind: &str, object: &Value) -> Result<(), End> {
+        let mut line = json!({"type": kind, "object": object}).to_string();
+        line.push('\n');
+        self.tx
+            .send(Ok(Bytes::from(line)))
+            .await
+            .map_err(|_| End::Closed)?;
+        if kind != "BOOKMARK" {
+            self.sent += 1;
+            if self
+                .chosen
+                .drop_after_events
+                .is_some_and(|n| self.sent >= n)
+            {
+                return Err(End::Cut);
+            }
+        }
+        Ok(())
+    }
+
+    fn matches(&self, v: &Value) -> bool {
+        self.ls.matches(v) && self.fs.matches(v)
+    }
+
+    async fn pump(
+        &mut self,
+        from: Option<u64>,
+        deadline: tokio::time::Instant,
+        cut_at: Option<tokio::time::Instant>,
+    ) -> End {
+        if self.chosen.drop_after_events == Some(0) {
+            return End::Cut;
+        }
+        let mut changes = self.sh.changes.subscribe();
+        let mut stop = self.sh.stop.subscribe();
+        // Without a version the stream starts with the current objects, as ADDED.
+        let mut last = match from {
+            Some(rv) => rv,
+            None => {
+                let (initial, rv) = {
+                    let w = self.sh.world();
+                    let items: Vec<Value> = w
+                        .objects()
+                        .list(self.t.res.group, self.t.res.kind)
+                        .filter(|(k, v)| self.t.holds(k) && self.matches(v))
+                        .map(|(_, v)| (**v).clone())
+                        .collect();
+                    (items, w.resource_version())
+                };
+                for obj in &initial {
+                    if let Err(e) = self.send("ADDED", obj).await {
+                        return e;
+                    }
+                }
+                rv
+            }
+        };
+        loop {
+            // Marked before reading, so a write after the read still wakes the stream.
+            changes.mark_unchanged();
+            let batch = {
+                let w = self.sh.world();
+                let compacted = self.sh.compacted();
+                if last < compacted {
+                    Err(ApiError::gone(last, compacted))
+                } else {
+                    let events: Vec<(&'static str, Arc<Value>)> = w
+                        .events_since(last)
+                        .iter()
+                        .filter(|e| self.t.holds(&e.key) && self.matches(&e.object))
+                        .map(|e| (kind_name(e.kind), e.object.clone()))
+                        .collect();
+                    Ok((events, w.resource_version().max(last)))
+                }
+            };
+            let (events, now_rv) = match batch {
+                Ok(b) => b,
+                Err(gone) => {
+                    let _ = self.send("ERROR", &gone.body()).await;
+                    return End::Closed;
+                }
+            };
+            for (kind, obj) in &events {
+                if let Err(e) = self.send(kind, obj).await {
+                    return e;
+                }
+            }
+            last = now_rv;
+            let cut = async {
+                match cut_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return End::Closed },
+                _ = tokio::time::sleep(self.sh.bookmark_interval) => {
+                    if self.bookmarks {
+                        let bookmark = json!({
+                            "kind": self.t.res.kind,
+                            "apiVersion": self.t.res.api_version(),
+                            "metadata": {"resourceVersion": last.to_string()},
+                        });
+                        if let Err(e) = self.send("BOOKMARK", &bookmark).await {
+                            return e;
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => return End::Closed,
+                _ = cut => return End::Cut,
+                _ = stop.changed() => return End::Closed,
+            }
+        }
+    }
+}
