@@ -455,16 +455,15 @@ impl EventSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::test_cluster::Cluster;
 
     use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
     use autoscaler_core::cluster_state::SCALED_UP_GROUP;
     use autoscaler_core::drain::NoControllerLookup;
     use autoscaler_core::estimator::Unlimited;
-    use autoscaler_core::node::Node;
-    use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+
     use autoscaler_core::scale_down::InFlight;
-    use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_core::testing::{GI, PodBuilder};
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};
@@ -527,53 +526,17 @@ mod tests {
         assert_eq!(l.last_sent.len(), 1);
     }
 
-    fn node(name: &str) -> Arc<Node> {
-        NodeBuilder::new(name, 4000, 16 * GI)
-            .with_provider_id(&format!("test:///{name}"))
-            .arc()
-    }
-
     #[test]
     fn a_loop_gives_pod_and_configmap_events_with_upstream_reasons() {
-        let nodes = vec![node("n1"), node("n2")];
-        let mut g = NodeGroup::new("ng", 1, 3, 2);
-        g.instances = nodes
-            .iter()
-            .filter_map(|n| n.provider_id.clone())
-            .map(|id| Instance {
-                id,
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
-        let provider = StaticProvider::new(vec![g]);
-        let mut pods = vec![
-            PodBuilder::new("busy", 3500, GI)
-                .owner("ReplicaSet", "a")
-                .node_name("n1")
-                .arc(),
-        ];
-        pods.extend((0..3).map(|i| {
-            PodBuilder::new(&format!("p{i}"), 3000, GI)
-                .owner("ReplicaSet", "b")
-                .unschedulable()
-                .arc()
-        }));
+        let mut c = Cluster::new(3, 3);
         // Too big for any node: never helped.
-        pods.push(
+        c.pods.push(
             PodBuilder::new("huge", 64_000, GI)
                 .owner("ReplicaSet", "c")
                 .unschedulable()
                 .arc(),
         );
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &provider,
-            pdbs: &[],
-        };
+        let view = c.view();
         let outcome = Autoscaler::new(AutoscalerOptions::default()).run_once(
             &view,
             &NoControllerLookup,

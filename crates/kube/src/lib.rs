@@ -17,4 +17,6 @@ pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod status;
+#[cfg(test)]
+mod test_cluster;
 pub mod watch;

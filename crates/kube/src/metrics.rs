@@ -524,17 +524,12 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_cluster::Cluster;
     use std::collections::BTreeMap;
-    use std::sync::Arc;
 
     use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
-    use autoscaler_core::drain::NoControllerLookup;
-    use autoscaler_core::estimator::Unlimited;
-    use autoscaler_core::node::Node;
-    use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-    use autoscaler_core::pod::Pod;
-    use autoscaler_core::scale_down::InFlight;
-    use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+
+    use autoscaler_core::testing::GI;
 
     /// One parsed exposition: samples by `name{sorted labels}`, and each family's type.
     #[derive(Debug, Default)]
@@ -674,71 +669,18 @@ mod tests {
         Ok(p)
     }
 
-    fn node(name: &str) -> Arc<Node> {
-        NodeBuilder::new(name, 4000, 16 * GI)
-            .with_provider_id(&format!("test:///{name}"))
-            .arc()
-    }
-
-    /// Two ready 4-CPU nodes of group `ng` (min 1, max 10), one busy; three pending pods of 3
-    /// CPU: the loop grows `ng` by 2.
-    fn scaled_up_loop() -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider, LoopOutcome) {
-        let nodes = vec![node("n1"), node("n2")];
-        let mut g = NodeGroup::new("ng", 1, 10, 2);
-        g.instances = nodes
-            .iter()
-            .filter_map(|n| n.provider_id.clone())
-            .map(|id| Instance {
-                id,
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
-        let provider = StaticProvider::new(vec![g]);
-        let mut pods = vec![
-            PodBuilder::new("busy", 3500, GI)
-                .owner("ReplicaSet", "a")
-                .node_name("n1")
-                .arc(),
-        ];
-        pods.extend((0..3).map(|i| {
-            PodBuilder::new(&format!("p{i}"), 3000, GI)
-                .owner("ReplicaSet", "b")
-                .unschedulable()
-                .arc()
-        }));
-        let outcome = {
-            let view = ClusterView {
-                nodes: &nodes,
-                pods: &pods,
-                daemonsets: &[],
-                namespaces: &[],
-                provider: &provider,
-                pdbs: &[],
-            };
-            Autoscaler::new(AutoscalerOptions::default()).run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                0,
-                &mut Unlimited,
-            )
-        };
-        (nodes, pods, provider, outcome)
+    /// The shared test cluster with three pending pods: the loop grows `ng` by 2.
+    fn scaled_up_loop() -> (Cluster, LoopOutcome) {
+        let c = Cluster::new(10, 3);
+        let outcome = c.run(&mut Autoscaler::new(AutoscalerOptions::default()), 0);
+        (c, outcome)
     }
 
     #[test]
     fn the_exposition_parses_and_carries_upstream_names_and_values() {
-        let (nodes, pods, provider, outcome) = scaled_up_loop();
+        let (c, outcome) = scaled_up_loop();
         assert_eq!(outcome.scale_up.result.total_nodes(), 2);
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &provider,
-            pdbs: &[],
-        };
+        let view = c.view();
         let m = Metrics::new();
         m.observe_outcome(&view, &outcome);
         m.scaled_up(2);
@@ -840,15 +782,8 @@ mod tests {
 
     #[test]
     fn a_backed_off_unhealthy_group_shows_in_its_gauges_and_stale_series_go() {
-        let (nodes, pods, provider, mut outcome) = scaled_up_loop();
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &provider,
-            pdbs: &[],
-        };
+        let (c, mut outcome) = scaled_up_loop();
+        let view = c.view();
         let m = Metrics::new();
         m.observe_outcome(&view, &outcome);
         let g = &mut outcome.status.groups[0];

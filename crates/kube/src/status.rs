@@ -428,93 +428,20 @@ pub async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
     use autoscaler_core::backoff::FailureReason;
     use autoscaler_core::cluster_state::BackoffStatus;
-    use autoscaler_core::drain::NoControllerLookup;
-    use autoscaler_core::estimator::Unlimited;
-    use autoscaler_core::node::Node;
-    use autoscaler_core::node_group::{
-        Instance, InstanceErrorClass, InstanceState, NodeGroup, StaticProvider,
-    };
-    use autoscaler_core::pod::Pod;
-    use autoscaler_core::scale_down::InFlight;
-    use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+
+    use autoscaler_core::node_group::InstanceErrorClass;
+
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};
 
+    use crate::test_cluster::Cluster;
+
     const T0: i64 = 1_700_000_000_000;
-
-    struct Cluster {
-        nodes: Vec<Arc<Node>>,
-        pods: Vec<Arc<Pod>>,
-        provider: StaticProvider,
-    }
-
-    impl Cluster {
-        /// Two nodes of `ng` (min 1, max 10), one busy; `pending` pods of 3 CPU.
-        fn new(pending: usize) -> Cluster {
-            let nodes: Vec<Arc<Node>> = ["n1", "n2"]
-                .iter()
-                .map(|n| {
-                    NodeBuilder::new(n, 4000, 16 * GI)
-                        .with_provider_id(&format!("test:///{n}"))
-                        .arc()
-                })
-                .collect();
-            let mut g = NodeGroup::new("ng", 1, 10, 2);
-            g.instances = nodes
-                .iter()
-                .filter_map(|n| n.provider_id.clone())
-                .map(|id| Instance {
-                    id,
-                    state: InstanceState::Running,
-                    error: None,
-                })
-                .collect();
-            let mut pods = vec![
-                PodBuilder::new("busy", 3500, GI)
-                    .owner("ReplicaSet", "a")
-                    .node_name("n1")
-                    .arc(),
-            ];
-            pods.extend((0..pending).map(|i| {
-                PodBuilder::new(&format!("p{i}"), 3000, GI)
-                    .owner("ReplicaSet", "b")
-                    .unschedulable()
-                    .arc()
-            }));
-            Cluster {
-                nodes,
-                pods,
-                provider: StaticProvider::new(vec![g]),
-            }
-        }
-
-        fn view(&self) -> ClusterView<'_> {
-            ClusterView {
-                nodes: &self.nodes,
-                pods: &self.pods,
-                daemonsets: &[],
-                namespaces: &[],
-                provider: &self.provider,
-                pdbs: &[],
-            }
-        }
-
-        fn run(&self, a: &mut Autoscaler, now: i64) -> LoopOutcome {
-            a.run_once(
-                &self.view(),
-                &NoControllerLookup,
-                InFlight::default(),
-                now,
-                &mut Unlimited,
-            )
-        }
-    }
 
     fn parse(yaml: &str) -> Value {
         serde_yaml_ng::from_str(yaml).expect("valid YAML")
@@ -522,7 +449,7 @@ mod tests {
 
     #[test]
     fn a_healthy_loop_renders_upstream_fields_and_keeps_transition_times() {
-        let c = Cluster::new(0);
+        let c = Cluster::new(10, 0);
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let mut tr = Transitions::default();
         let out = c.run(&mut a, T0);
@@ -567,7 +494,7 @@ mod tests {
 
     #[test]
     fn scale_up_in_progress_then_backoff_and_unhealthy_are_rendered() {
-        let c = Cluster::new(3);
+        let c = Cluster::new(10, 3);
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let mut tr = Transitions::default();
         let mut out = c.run(&mut a, T0);

@@ -1,0 +1,84 @@
+//! A small cluster for the shell's tests: two ready 4-CPU nodes of group `ng`, one busy
+//! (3.5 CPU), and a number of pending 3-CPU pods; a loop on it grows `ng`.
+
+use std::sync::Arc;
+
+use autoscaler_core::autoscaler::{Autoscaler, ClusterView, LoopOutcome};
+use autoscaler_core::drain::NoControllerLookup;
+use autoscaler_core::estimator::Unlimited;
+use autoscaler_core::node::Node;
+use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_core::pod::Pod;
+use autoscaler_core::scale_down::InFlight;
+use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+
+/// The cluster.
+pub(crate) struct Cluster {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) pods: Vec<Arc<Pod>>,
+    pub(crate) provider: StaticProvider,
+}
+
+impl Cluster {
+    /// Group `ng` (min 1, max `max`) with the two nodes, and `pending` pods of 3 CPU.
+    pub(crate) fn new(max: usize, pending: usize) -> Cluster {
+        let nodes: Vec<Arc<Node>> = ["n1", "n2"]
+            .iter()
+            .map(|n| {
+                NodeBuilder::new(n, 4000, 16 * GI)
+                    .with_provider_id(&format!("test:///{n}"))
+                    .arc()
+            })
+            .collect();
+        let mut g = NodeGroup::new("ng", 1, max, 2);
+        g.instances = nodes
+            .iter()
+            .filter_map(|n| n.provider_id.clone())
+            .map(|id| Instance {
+                id,
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect();
+        let mut pods = vec![
+            PodBuilder::new("busy", 3500, GI)
+                .owner("ReplicaSet", "a")
+                .node_name("n1")
+                .arc(),
+        ];
+        pods.extend((0..pending).map(|i| {
+            PodBuilder::new(&format!("p{i}"), 3000, GI)
+                .owner("ReplicaSet", "b")
+                .unschedulable()
+                .arc()
+        }));
+        Cluster {
+            nodes,
+            pods,
+            provider: StaticProvider::new(vec![g]),
+        }
+    }
+
+    /// The view of it.
+    pub(crate) fn view(&self) -> ClusterView<'_> {
+        ClusterView {
+            nodes: &self.nodes,
+            pods: &self.pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &self.provider,
+            pdbs: &[],
+        }
+    }
+
+    /// One loop of `a` at `now`.
+    pub(crate) fn run(&self, a: &mut Autoscaler, now: i64) -> LoopOutcome {
+        a.run_once(
+            &self.view(),
+            &NoControllerLookup,
+            InFlight::default(),
+            now,
+            &mut Unlimited,
+        )
+    }
+}
