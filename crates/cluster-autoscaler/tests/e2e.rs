@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions};
+use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, FaultAction, FaultRule, Verb};
 use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
 
@@ -462,4 +462,63 @@ async fn unreachable_server_is_retried_not_fatal() {
     assert!(!log.contains("panicked"), "{log}");
     assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
     ca.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_faults_are_survived_and_the_cluster_converges() {
+    let h = start_world().await;
+    // For the first 5 s the pods cannot be listed or watched, and node watches are cut every
+    // second; windows are measured from the facade's start.
+    let window = |from: u64, until: u64| (Duration::from_secs(from), Duration::from_secs(until));
+    let (from, until) = window(0, 5);
+    let list = h.add_fault(
+        FaultRule::new(FaultAction::InternalError)
+            .verb(Verb::List)
+            .resource("pods")
+            .during(from, until),
+    );
+    let watch = h.add_fault(
+        FaultRule::new(FaultAction::InternalError)
+            .verb(Verb::Watch)
+            .resource("pods")
+            .during(from, until),
+    );
+    let cut = h.add_fault(
+        FaultRule::new(FaultAction::DropWatchAfter(Duration::from_secs(1)))
+            .verb(Verb::Watch)
+            .resource("nodes")
+            .during(from, until),
+    );
+    add_pods(&h, "job", 2);
+    let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-f", &[]);
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(ca.running(), "survives the 500s");
+    assert_eq!(replicas(&h), 0, "no decision without the pods");
+    wait_for("replicas rise to 2", Duration::from_secs(30), || {
+        replicas(&h) == 2
+    })
+    .await;
+    wait_for("both pods bound", Duration::from_secs(30), || {
+        all_bound(&h, "job", 2)
+    })
+    .await;
+    let counts = h.fault_counts();
+    assert!(
+        counts.per_rule[list] > 0,
+        "pod lists were refused: {counts:?}"
+    );
+    assert!(counts.internal_errors > 0);
+    assert!(
+        counts.per_rule[cut] > 0 || counts.per_rule[watch] > 0,
+        "{counts:?}"
+    );
+    assert!(ca.running());
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    let log = ca.log();
+    assert!(!log.contains("panicked"), "{log}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(replicas(&h), 2, "no duplicate scale-up after the relists");
+    ca.kill();
+    h.shutdown().await;
 }
