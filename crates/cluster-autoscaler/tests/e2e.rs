@@ -1,0 +1,524 @@
+//! End to end: the real `cluster-autoscaler run` binary against the simulated world served as a
+//! Kubernetes REST API by `autoscaler-facade` over loopback HTTP (real kube-rs client, watches,
+//! leader election, actuation). Each test asserts on the world (replicas, nodes, pods, Lease,
+//! ConfigMap, events) and on the process's `/metrics` and `/health-check`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, FaultAction, FaultRule, Verb};
+use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
+use serde_json::{Value, json};
+
+/// The MachineDeployment's namespace and name.
+const NS: &str = "capi";
+const MD: &str = "md-a";
+
+/// A running `cluster-autoscaler run`, killed on drop; its stderr goes to a file.
+struct Autoscaler {
+    child: Child,
+    stderr: PathBuf,
+    address: String,
+}
+
+impl Autoscaler {
+    /// Starts the binary against `kubeconfig`, as `pod_name`, with short timings plus `extra`.
+    fn start(kubeconfig: &Path, pod_name: &str, extra: &[&str]) -> Autoscaler {
+        let port = free_port();
+        let address = format!("127.0.0.1:{port}");
+        let stderr = std::env::temp_dir().join(format!(
+            "ca-e2e-{}-{pod_name}-{port}.log",
+            std::process::id()
+        ));
+        let log = std::fs::File::create(&stderr).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+            .arg("run")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--address={address}"))
+            .args([
+                "--namespace=kube-system",
+                "--scan-interval=1s",
+                "--scale-down-unneeded-time=3s",
+                "--scale-down-delay-after-add=3s",
+                "--scale-down-delay-after-delete=0s",
+                "--scale-down-delay-after-failure=3s",
+                "--leader-elect-lease-duration=3s",
+                "--leader-elect-renew-deadline=2s",
+                "--leader-elect-retry-period=500ms",
+                "--max-node-provision-time=2m",
+                "--v=1",
+            ])
+            .args(extra)
+            .env("POD_NAME", pod_name)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn cluster-autoscaler");
+        Autoscaler {
+            child,
+            stderr,
+            address,
+        }
+    }
+
+    /// What the process logged so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// `(status code, body)` of `GET path`, or `None` if nothing answers.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(&self.address, path)
+    }
+
+    /// Sum of every sample of `metric` in `/metrics` (0 when absent or unreachable).
+    fn metric(&self, metric: &str) -> f64 {
+        let Some((200, body)) = self.get("/metrics") else {
+            return 0.0;
+        };
+        body.lines()
+            .filter(|l| {
+                l.strip_prefix(metric)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Autoscaler {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "----- {} -----\n{}",
+                self.stderr.display(),
+                tail(&self.log())
+            );
+        }
+    }
+}
+
+fn tail(s: &str) -> &str {
+    let start = s.len().saturating_sub(12_000);
+    let start = (start..s.len())
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(s.len());
+    &s[start..]
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// A minimal HTTP/1.1 GET with `Connection: close`.
+fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(address).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Some((code, body.to_string()))
+}
+
+/// Polls `cond` every 100 ms until it holds or `timeout` passes; panics with `what` and the
+/// autoscalers' logs otherwise.
+async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let end = tokio::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return;
+        }
+        if tokio::time::Instant::now() >= end {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A world with one empty MachineDeployment group (0..5 nodes of 4 CPUs), new machines taking
+/// 5-10 virtual seconds, served at 10× speed.
+async fn start_world() -> FacadeHandle {
+    let mut w = World::new(WorldConfig {
+        default_delay: ProvisioningDelay {
+            min_ms: 5_000,
+            max_ms: 10_000,
+        },
+        ..WorldConfig::default()
+    });
+    w.add_node_group(&NodeGroupSpec {
+        namespace: NS.into(),
+        name: MD.into(),
+        replicas: 0,
+        min_size: 0,
+        max_size: 5,
+        cpu: "4".into(),
+        memory: "16Gi".into(),
+        max_pods: 110,
+        ..Default::default()
+    })
+    .expect("node group");
+    Facade::start(
+        w,
+        FacadeOptions {
+            speed: 10.0,
+            ..FacadeOptions::default()
+        },
+    )
+    .await
+    .expect("facade")
+}
+
+/// A bare pod asking for 3 CPUs (so each needs a node of its own).
+fn big_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "batch"}},
+        "spec": {"containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]},
+    })
+}
+
+fn add_pods(h: &FacadeHandle, prefix: &str, n: usize) {
+    h.with_world(|w| {
+        for i in 0..n {
+            w.add_pod(big_pod(&format!("{prefix}-{i}")), None)
+                .expect("add pod");
+        }
+    });
+}
+
+fn replicas(h: &FacadeHandle) -> i64 {
+    h.with_world(|w| {
+        w.objects()
+            .list("cluster.x-k8s.io", "MachineDeployment")
+            .find(|(k, _)| k.name == MD)
+            .and_then(|(_, v)| v.pointer("/spec/replicas")?.as_i64())
+            .unwrap_or(-1)
+    })
+}
+
+fn machines(h: &FacadeHandle) -> usize {
+    h.with_world(|w| w.machines_of(NS, MD).len())
+}
+
+fn group_nodes(h: &FacadeHandle) -> Vec<String> {
+    h.with_world(|w| {
+        w.node_names()
+            .into_iter()
+            .filter(|n| w.machine_of_node(n).is_some())
+            .collect()
+    })
+}
+
+/// Live pods whose name starts with `prefix`, with their node.
+fn pods(h: &FacadeHandle, prefix: &str) -> Vec<(String, Option<String>)> {
+    h.with_world(|w| {
+        w.live_pods()
+            .into_iter()
+            .filter(|(_, n, _)| n.starts_with(prefix))
+            .map(|(_, n, node)| (n, node))
+            .collect()
+    })
+}
+
+fn all_bound(h: &FacadeHandle, prefix: &str, n: usize) -> bool {
+    let p = pods(h, prefix);
+    p.len() == n && p.iter().all(|(_, node)| node.is_some())
+}
+
+fn object(h: &FacadeHandle, group: &str, kind: &str, ns: &str, name: &str) -> Option<Value> {
+    h.with_world(|w| {
+        w.objects()
+            .list(group, kind)
+            .find(|(k, _)| k.namespace == ns && k.name == name)
+            .map(|(_, v)| (**v).clone())
+    })
+}
+
+fn event_reasons(h: &FacadeHandle) -> Vec<String> {
+    h.with_world(|w| {
+        w.objects()
+            .list("events.k8s.io", "Event")
+            .chain(w.objects().list("", "Event"))
+            .filter_map(|(_, v)| Some(v.get("reason")?.as_str()?.to_string()))
+            .collect()
+    })
+}
+
+/// Nodes that carried the `ToBeDeletedByClusterAutoscaler` taint at some point (read from the
+/// world's change log, since a tainted empty node may be gone before a poll sees it).
+fn ever_tainted_for_deletion(h: &FacadeHandle) -> std::collections::BTreeSet<String> {
+    h.with_world(|w| {
+        w.events_since(0)
+            .iter()
+            .filter(|e| e.key.group.is_empty() && e.key.kind == "Node")
+            .filter(|e| {
+                e.object
+                    .pointer("/spec/taints")
+                    .and_then(Value::as_array)
+                    .is_some_and(|ts| {
+                        ts.iter().any(|t| {
+                            t.get("key").and_then(Value::as_str)
+                                == Some("ToBeDeletedByClusterAutoscaler")
+                        })
+                    })
+            })
+            .map(|e| e.key.name.clone())
+            .collect()
+    })
+}
+
+fn lease_holder(h: &FacadeHandle) -> Option<String> {
+    object(
+        h,
+        "coordination.k8s.io",
+        "Lease",
+        "kube-system",
+        "cluster-autoscaler",
+    )?
+    .pointer("/spec/holderIdentity")?
+    .as_str()
+    .map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_up_then_scale_down_end_to_end() {
+    let h = start_world().await;
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    add_pods(&h, "job", 3);
+
+    wait_for("replicas rise to 3", Duration::from_secs(30), || {
+        replicas(&h) == 3
+    })
+    .await;
+    wait_for(
+        "3 nodes and all pods bound",
+        Duration::from_secs(30),
+        || group_nodes(&h).len() == 3 && all_bound(&h, "job", 3),
+    )
+    .await;
+    assert_eq!(machines(&h), 3);
+    wait_for("scaled_up_nodes_total > 0", Duration::from_secs(10), || {
+        ca.metric("cluster_autoscaler_scaled_up_nodes_total") >= 3.0
+    })
+    .await;
+    wait_for("status ConfigMap", Duration::from_secs(10), || {
+        object(
+            &h,
+            "",
+            "ConfigMap",
+            "kube-system",
+            "cluster-autoscaler-status",
+        )
+        .and_then(|cm| Some(cm.pointer("/data/status")?.as_str()?.to_string()))
+        .is_some_and(|s| s.contains("autoscalerStatus"))
+    })
+    .await;
+    wait_for("a TriggeredScaleUp event", Duration::from_secs(10), || {
+        event_reasons(&h).iter().any(|r| r == "TriggeredScaleUp")
+    })
+    .await;
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+
+    // The work is done: the nodes become idle and are removed.
+    h.with_world(|w| {
+        for i in 0..3 {
+            w.delete_pod("default", &format!("job-{i}"))
+                .expect("delete pod");
+        }
+    });
+    let scaled = group_nodes(&h);
+    wait_for(
+        "replicas back to 0 and the nodes gone",
+        Duration::from_secs(45),
+        || replicas(&h) == 0 && machines(&h) == 0 && group_nodes(&h).is_empty(),
+    )
+    .await;
+    let tainted = ever_tainted_for_deletion(&h);
+    for n in &scaled {
+        assert!(
+            tainted.contains(n),
+            "{n} was tainted ToBeDeletedByClusterAutoscaler before deletion ({tainted:?})"
+        );
+    }
+    wait_for(
+        "scaled_down_nodes_total > 0",
+        Duration::from_secs(10),
+        || ca.metric("cluster_autoscaler_scaled_down_nodes_total") >= 1.0,
+    )
+    .await;
+    drop(ca);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_leader_and_failover() {
+    let h = start_world().await;
+    let mut replicas_ = [
+        Autoscaler::start(h.kubeconfig_path(), "ca-a", &[]),
+        Autoscaler::start(h.kubeconfig_path(), "ca-b", &[]),
+    ];
+    let names = ["ca-a", "ca-b"];
+    wait_for("a Lease holder", Duration::from_secs(20), || {
+        lease_holder(&h).is_some_and(|n| names.contains(&n.as_str()))
+    })
+    .await;
+    let first = lease_holder(&h).expect("holder");
+    let leader = names
+        .iter()
+        .position(|n| *n == first)
+        .expect("known holder");
+
+    add_pods(&h, "one", 2);
+    wait_for("replicas rise to 2", Duration::from_secs(30), || {
+        replicas(&h) == 2
+    })
+    .await;
+    wait_for("both pods bound", Duration::from_secs(30), || {
+        all_bound(&h, "one", 2)
+    })
+    .await;
+    // A few more loops of both replicas: nobody asks for more than the one decision did.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(replicas(&h), 2, "no duplicate scale-up");
+    assert_eq!(machines(&h), 2);
+    assert_eq!(lease_holder(&h).as_deref(), Some(first.as_str()));
+    let standby = 1 - leader;
+    assert!(replicas_[leader].metric("cluster_autoscaler_scaled_up_nodes_total") >= 2.0);
+    assert_eq!(
+        replicas_[standby].metric("cluster_autoscaler_scaled_up_nodes_total"),
+        0.0,
+        "the standby did not act"
+    );
+
+    // The leader dies without releasing the Lease; the standby takes over after it expires.
+    replicas_[leader].kill();
+    wait_for(
+        "the standby holds the Lease",
+        Duration::from_secs(3 + 5),
+        || lease_holder(&h).as_deref() == Some(names[standby]),
+    )
+    .await;
+    add_pods(&h, "two", 2);
+    wait_for("replicas rise to 4", Duration::from_secs(30), || {
+        replicas(&h) == 4
+    })
+    .await;
+    wait_for("the new pods bound", Duration::from_secs(30), || {
+        all_bound(&h, "two", 2) && all_bound(&h, "one", 2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(replicas(&h), 4, "no duplicate scale-up after failover");
+    assert!(replicas_[standby].metric("cluster_autoscaler_scaled_up_nodes_total") >= 2.0);
+    drop(replicas_);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_retried_not_fatal() {
+    let dir = std::env::temp_dir().join(format!("ca-e2e-unreachable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let closed = free_port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{closed}\n\
+             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+             current-context: c\nusers:\n- name: u\n  user: {{}}\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let mut ca = Autoscaler::start(&kubeconfig, "ca-x", &[]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(ca.running(), "still running:\n{}", ca.log());
+    let log = ca.log();
+    assert!(log.contains("retrying"), "logs its retries:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    ca.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_faults_are_survived_and_the_cluster_converges() {
+    let h = start_world().await;
+    // For the first 5 s the pods cannot be listed or watched, and node watches are cut every
+    // second; windows are measured from the facade's start.
+    let window = |from: u64, until: u64| (Duration::from_secs(from), Duration::from_secs(until));
+    let (from, until) = window(0, 5);
+    let list = h.add_fault(
+        FaultRule::new(FaultAction::InternalError)
+            .verb(Verb::List)
+            .resource("pods")
+            .during(from, until),
+    );
+    let watch = h.add_fault(
+        FaultRule::new(FaultAction::InternalError)
+            .verb(Verb::Watch)
+            .resource("pods")
+            .during(from, until),
+    );
+    let cut = h.add_fault(
+        FaultRule::new(FaultAction::DropWatchAfter(Duration::from_secs(1)))
+            .verb(Verb::Watch)
+            .resource("nodes")
+            .during(from, until),
+    );
+    add_pods(&h, "job", 2);
+    let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-f", &[]);
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(ca.running(), "survives the 500s");
+    assert_eq!(replicas(&h), 0, "no decision without the pods");
+    wait_for("replicas rise to 2", Duration::from_secs(30), || {
+        replicas(&h) == 2
+    })
+    .await;
+    wait_for("both pods bound", Duration::from_secs(30), || {
+        all_bound(&h, "job", 2)
+    })
+    .await;
+    let counts = h.fault_counts();
+    assert!(
+        counts.per_rule[list] > 0,
+        "pod lists were refused: {counts:?}"
+    );
+    assert!(counts.internal_errors > 0);
+    assert!(
+        counts.per_rule[cut] > 0 || counts.per_rule[watch] > 0,
+        "{counts:?}"
+    );
+    assert!(ca.running());
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    let log = ca.log();
+    assert!(!log.contains("panicked"), "{log}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(replicas(&h), 2, "no duplicate scale-up after the relists");
+    ca.kill();
+    h.shutdown().await;
+}
