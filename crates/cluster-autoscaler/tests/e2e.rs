@@ -522,3 +522,111 @@ async fn api_faults_are_survived_and_the_cluster_converges() {
     ca.kill();
     h.shutdown().await;
 }
+
+/// Nodes carrying the `ToBeDeletedByClusterAutoscaler` taint now.
+fn tainted_now(h: &FacadeHandle) -> Vec<String> {
+    h.with_world(|w| {
+        w.objects()
+            .list("", "Node")
+            .filter(|(_, n)| {
+                n.pointer("/spec/taints")
+                    .and_then(Value::as_array)
+                    .is_some_and(|ts| {
+                        ts.iter()
+                            .any(|t| t["key"] == "ToBeDeletedByClusterAutoscaler")
+                    })
+            })
+            .map(|(k, _)| k.name.clone())
+            .collect()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_drain_then_restarted_leaves_no_taint_and_loses_no_pod() {
+    let h = start_world().await;
+    // Two nodes: each holds a 3-CPU bare pod and one replica of `web` (a ReplicaSet of two
+    // 600m pods, so one fits beside a big pod, with a PodDisruptionBudget allowing one
+    // disruption). Without the big pods, either node's web pod fits on the other: a drain.
+    h.with_world(|w| {
+        let template = autoscaler_world::PodTemplate::from_spec(
+            [("app".to_string(), "web".to_string())].into(),
+            json!({"containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": "600m", "memory": "128Mi"}}}]}),
+        );
+        w.add_replica_set(autoscaler_world::ReplicaSetSpec {
+            namespace: "default".into(),
+            name: "web".into(),
+            template,
+            replicas: 2,
+            schedule: Vec::new(),
+            pod_lifetime_ms: None,
+            deployment: false,
+        })
+        .expect("replica set");
+        w.apply(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+        )
+        .expect("pdb");
+    });
+    add_pods(&h, "big", 2);
+    let mut first = Autoscaler::start(h.kubeconfig_path(), "ca-1", &[]);
+    wait_for(
+        "two nodes, every pod running",
+        Duration::from_secs(40),
+        || group_nodes(&h).len() == 2 && all_bound(&h, "big", 2) && all_bound(&h, "web", 2),
+    )
+    .await;
+
+    // From now on evictions are refused for 12 s, so a drain stalls; the big pods go, the
+    // nodes become unneeded and one is picked for draining.
+    let now = h.elapsed();
+    let refused = h.add_fault(
+        FaultRule::new(FaultAction::TooManyRequests)
+            .verb(Verb::Create)
+            .resource("pods/eviction")
+            .during(now, now + Duration::from_secs(12)),
+    );
+    h.with_world(|w| {
+        for p in ["big-0", "big-1"] {
+            w.delete_pod("default", p).expect("delete big pod");
+        }
+    });
+    wait_for("a drain under way", Duration::from_secs(20), || {
+        !tainted_now(&h).is_empty() && h.fault_counts().per_rule[refused] > 0
+    })
+    .await;
+    let draining = tainted_now(&h);
+    first.kill();
+
+    // The successor removes the taint its predecessor left before doing anything else.
+    let second = Autoscaler::start(h.kubeconfig_path(), "ca-2", &[]);
+    wait_for(
+        "the predecessor's taint removed",
+        Duration::from_secs(20),
+        || {
+            second
+                .log()
+                .contains("removed autoscaler taints left by a predecessor")
+        },
+    )
+    .await;
+    // Once evictions are allowed again the drain completes: one node left, untainted, both web
+    // pods running (none lost), the budget never broken.
+    wait_for(
+        "one node left, nothing tainted",
+        Duration::from_secs(60),
+        || group_nodes(&h).len() == 1 && tainted_now(&h).is_empty() && all_bound(&h, "web", 2),
+    )
+    .await;
+    assert!(draining.iter().all(|n| !tainted_now(&h).contains(n)));
+    let budgets = h.with_world(|w| w.budget_statuses());
+    assert!(
+        budgets.iter().all(|b| b.healthy >= b.desired),
+        "{budgets:?}"
+    );
+    assert!(!second.log().contains("panicked"));
+    drop(second);
+    h.shutdown().await;
+}
