@@ -308,6 +308,19 @@ fn lease_holder(h: &FacadeHandle) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_up_then_scale_down_end_to_end() {
     let h = start_world().await;
+    // Faults the process must ride through: the first two node updates (taints) conflict, and
+    // every scale subresource patch answers 700 ms late.
+    let conflicts = h.add_fault(
+        FaultRule::new(FaultAction::Conflict)
+            .verb(Verb::Update)
+            .resource("nodes")
+            .at_most(2),
+    );
+    let delays = h.add_fault(
+        FaultRule::new(FaultAction::Delay(Duration::from_millis(700)))
+            .verb(Verb::Patch)
+            .resource("machinedeployments/scale"),
+    );
     let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
     add_pods(&h, "job", 3);
 
@@ -371,6 +384,9 @@ async fn scale_up_then_scale_down_end_to_end() {
         || ca.metric("cluster_autoscaler_scaled_down_nodes_total") >= 1.0,
     )
     .await;
+    let counts = h.fault_counts();
+    assert_eq!(counts.per_rule[conflicts], 2, "{counts:?}");
+    assert!(counts.per_rule[delays] >= 2, "{counts:?}");
     drop(ca);
     h.shutdown().await;
 }
