@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
@@ -185,9 +185,11 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
             },
         )
     });
+    // Without election this process always leads: the sender lives until `run` returns.
+    let (_always, always_leading) = watch::channel(true);
     let leading = match &leadership {
         Some(l) => l.subscribe(),
-        None => leader::always_leader(),
+        None => always_leading,
     };
     tokio::select! {
         _ = shutdown_signal() => tracing::info!("stopping"),
@@ -306,7 +308,6 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         transitions: Transitions::default(),
         draining: BTreeMap::new(),
         drains: JoinSet::new(),
-        provider: None,
     };
     let mut next = Instant::now();
     loop {
@@ -359,8 +360,6 @@ struct Term {
     /// Nodes with a drain in flight, and their group.
     draining: BTreeMap<String, String>,
     drains: JoinSet<DrainResult>,
-    /// The provider of the last loop (drains delete through the latest one).
-    provider: Option<Arc<ClusterApiProvider>>,
 }
 
 impl Term {
@@ -368,10 +367,7 @@ impl Term {
     async fn one_loop(&mut self, parts: &Parts, config: &ControllerConfig) -> bool {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let (provider, objects, pods, priorities) = {
-            let mut inf = match parts.informer.lock() {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut inf = crate::informer::lock(&parts.informer);
             // This loop sees every pod that became unschedulable so far.
             inf.take_new_unschedulable();
             let provider = inf.provider(&config.clusterapi);
@@ -380,7 +376,6 @@ impl Term {
             let priorities = priority_text(inf.store(), &config.namespace);
             (provider, objects, pods, priorities)
         };
-        self.provider = Some(provider.clone());
         self.autoscaler
             .options
             .scale_up
@@ -428,7 +423,7 @@ impl Term {
         let act = Instant::now();
         let (done, drains) = self
             .executor
-            .apply(&provider, outcome.actions.clone(), &self.draining)
+            .apply(&provider, outcome.actions, &self.draining)
             .await;
         let ok = self.record(parts, &done);
         self.publish_failures(&done).await;
@@ -439,10 +434,7 @@ impl Term {
             let informer = parts.informer.clone();
             let clusterapi = config.clusterapi.clone();
             self.drains.spawn(async move {
-                let provider = move || match informer.lock() {
-                    Ok(mut g) => g.provider(&clusterapi),
-                    Err(p) => p.into_inner().provider(&clusterapi),
-                };
+                let provider = move || crate::informer::lock(&informer).provider(&clusterapi);
                 let done = executor.drain(d, provider).await;
                 (node, done)
             });
@@ -584,19 +576,10 @@ fn priority_text(store: &ObjectStore, namespace: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_api::{Mock, Seen, client, next, respond};
     use autoscaler_core::store::ObjectStore;
-    use http::{Method, Request, Response};
-    use kube::client::Body;
+    use http::Method;
     use serde_json::{Value, json};
-    use tower_test::mock::{Handle, pair};
-
-    /// A request the mock API server saw.
-    #[derive(Clone, Debug)]
-    struct Seen {
-        method: Method,
-        uri: String,
-        body: Value,
-    }
 
     type Log = Arc<Mutex<Vec<Seen>>>;
 
@@ -621,21 +604,10 @@ mod tests {
 
     /// Plays the API server: records every request (each must be a declared call) and answers
     /// as a cluster would.
-    async fn serve(mut h: Handle<Request<Body>, Response<Body>>, log: Log) {
-        while let Some((req, send)) = h.next_request().await {
-            let method = req.method().clone();
-            let uri = req.uri().to_string();
-            assert!(
-                crate::api_calls::is_declared(&method, &uri),
-                "undeclared API call {method} {uri}"
-            );
-            let bytes = req.into_body().collect_bytes().await.expect("body");
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            log.lock().expect("log").push(Seen {
-                method: method.clone(),
-                uri: uri.clone(),
-                body: body.clone(),
-            });
+    async fn serve(mut h: Mock, log: Log) {
+        while let Some((seen, send)) = next(&mut h).await {
+            log.lock().expect("log").push(seen.clone());
+            let Seen { method, uri, body } = seen;
             let path = uri.split('?').next().unwrap_or("").to_string();
             let (code, answer) = match (method.as_str(), path.as_str()) {
                 ("GET", "/api/v1/nodes") => (
@@ -662,11 +634,7 @@ mod tests {
                         "reason": "NotFound", "code": 404}),
                 ),
             };
-            let resp = Response::builder()
-                .status(code)
-                .body(Body::from(serde_json::to_vec(&answer).expect("json")))
-                .expect("response");
-            send.send_response(resp);
+            respond(send, code, &answer);
         }
     }
 
@@ -713,10 +681,10 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_term_cleans_up_then_scales_up_and_losing_the_lease_stops_acting() {
-        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
+        let (client, handle) = client();
         let log: Log = Arc::default();
         tokio::spawn(serve(handle, log.clone()));
-        let (parts, _unsynced) = parts(kube::Client::new(svc, "default"));
+        let (parts, _unsynced) = parts(client);
         let config = ControllerConfig::default();
         let (lead_tx, leading) = watch::channel(true);
         tokio::spawn(supervise(parts.clone(), config, leading));
@@ -770,10 +738,10 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn no_decision_before_the_caches_sync() {
-        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
+        let (client, handle) = client();
         let log: Log = Arc::default();
         tokio::spawn(serve(handle, log.clone()));
-        let (parts, unsynced) = parts(kube::Client::new(svc, "default"));
+        let (parts, unsynced) = parts(client);
         unsynced.send_replace(BTreeSet::from(["/Pod".to_string()]));
         let (_lead_tx, leading) = watch::channel(true);
         tokio::spawn(supervise(parts, ControllerConfig::default(), leading));

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiProvider;
-use autoscaler_clusterapi::changes::ObjectChange;
+use autoscaler_clusterapi::changes::{ObjectChange, ProviderError};
 use autoscaler_core::actions::{Action, PodRef};
 use autoscaler_core::node::Node;
 use autoscaler_core::template::TO_BE_DELETED_TAINT;
@@ -125,10 +125,7 @@ impl Executor {
             match action {
                 Action::IncreaseSize { group, delta, .. } => {
                     let id = group.as_str().to_string();
-                    let result = match provider.increase_size(&id, delta) {
-                        Ok(changes) => self.changes(&changes).await,
-                        Err(e) => Err(e.to_string()),
-                    };
+                    let result = self.changes(provider.increase_size(&id, delta)).await;
                     done.push(match result {
                         Ok(()) => Done::ScaledUp { group: id, delta },
                         Err(error) => Done::ScaleUpFailed { group: id, error },
@@ -136,10 +133,9 @@ impl Executor {
                 }
                 Action::DecreaseTargetSize { group, delta } => {
                     let id = group.as_str().to_string();
-                    let result = match provider.decrease_target_size(&id, delta) {
-                        Ok(changes) => self.changes(&changes).await,
-                        Err(e) => Err(e.to_string()),
-                    };
+                    let result = self
+                        .changes(provider.decrease_target_size(&id, delta))
+                        .await;
                     done.push(self.corrected(id, "DecreaseTargetSize".into(), result));
                 }
                 Action::DeleteInstances {
@@ -149,10 +145,7 @@ impl Executor {
                 } => {
                     let id = group.as_str().to_string();
                     let ids: Vec<&str> = instances.iter().map(|i| &**i).collect();
-                    let result = match provider.delete_instances(&id, &ids) {
-                        Ok(changes) => self.changes(&changes).await,
-                        Err(e) => Err(e.to_string()),
-                    };
+                    let result = self.changes(provider.delete_instances(&id, &ids)).await;
                     done.push(self.corrected(id, reason.to_string(), result));
                 }
                 Action::AddTaint { node, taint } => {
@@ -223,15 +216,17 @@ impl Executor {
     }
 
     fn nodes_named(&self, names: &[String]) -> Vec<Arc<Node>> {
-        match self.informer.lock() {
-            Ok(inf) => inf.nodes_named(names),
-            Err(poisoned) => poisoned.into_inner().nodes_named(names),
-        }
+        crate::informer::lock(&self.informer).nodes_named(names)
     }
 
-    async fn changes(&self, changes: &[ObjectChange]) -> Result<(), String> {
+    /// Applies the changes a provider call asked for, or passes its refusal on.
+    async fn changes(
+        &self,
+        changes: Result<Vec<ObjectChange>, ProviderError>,
+    ) -> Result<(), String> {
+        let changes = changes.map_err(|e| e.to_string())?;
         self.actuator
-            .apply_changes(changes)
+            .apply_changes(&changes)
             .await
             .map_err(|e| e.to_string())
     }
@@ -247,11 +242,7 @@ impl Executor {
     ) -> Done {
         let names: Vec<String> = nodes.iter().map(|n| n.name.as_str().to_string()).collect();
         let refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
-        let result = match provider.delete_nodes(group, &refs) {
-            Ok(changes) => self.changes(&changes).await,
-            Err(e) => Err(e.to_string()),
-        };
-        match result {
+        match self.changes(provider.delete_nodes(group, &refs)).await {
             Ok(()) => Done::Deleted {
                 group: group.to_string(),
                 nodes: names,
@@ -360,10 +351,7 @@ impl Executor {
         let until = Instant::now() + wait;
         loop {
             let left = {
-                let inf = match self.informer.lock() {
-                    Ok(g) => g,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                let inf = crate::informer::lock(&self.informer);
                 evict.iter().any(|p| {
                     inf.pod(p.namespace.as_str(), &p.name).is_some_and(|pod| {
                         pod.node_name.is_some_and(|n| n.as_str() == node) && !pod.is_terminal()
@@ -384,13 +372,12 @@ impl Executor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_api::{Mock, client, next, respond};
     use autoscaler_clusterapi::ClusterApiConfig;
     use autoscaler_core::intern::Sym;
     use autoscaler_core::store::{ObjectKey, ObjectStore};
-    use http::{Method, Request, Response};
-    use kube::client::Body;
+    use http::Method;
     use serde_json::{Value, json};
-    use tower_test::mock::{Handle, pair};
 
     const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
 
@@ -412,21 +399,9 @@ mod tests {
 
     /// An API server whose evictions answer `eviction` (and remove the pod from the informer on
     /// success, as a kubelet would); everything else succeeds.
-    async fn serve(
-        mut h: Handle<Request<Body>, Response<Body>>,
-        log: Log,
-        eviction: u16,
-        informer: Arc<Mutex<Informer>>,
-    ) {
-        while let Some((req, send)) = h.next_request().await {
-            let method = req.method().clone();
-            let uri = req.uri().to_string();
-            assert!(
-                crate::api_calls::is_declared(&method, &uri),
-                "{method} {uri}"
-            );
-            let bytes = req.into_body().collect_bytes().await.expect("body");
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    async fn serve(mut h: Mock, log: Log, eviction: u16, informer: Arc<Mutex<Informer>>) {
+        while let Some((seen, send)) = next(&mut h).await {
+            let (method, uri, body) = (seen.method, seen.uri, seen.body);
             log.lock()
                 .expect("log")
                 .push((method.clone(), uri.clone(), body.clone()));
@@ -471,11 +446,7 @@ mod tests {
             } else {
                 (200, body)
             };
-            let resp = Response::builder()
-                .status(code)
-                .body(Body::from(serde_json::to_vec(&answer).expect("json")))
-                .expect("response");
-            send.send_response(resp);
+            respond(send, code, &answer);
         }
     }
 
@@ -498,8 +469,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_evicts_waits_for_the_pods_then_deletes_the_machine() {
-        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
-        let ex = executor(kube::Client::new(svc, "default"));
+        let (client, handle) = client();
+        let ex = executor(client);
         let log: Log = Arc::default();
         tokio::spawn(serve(handle, log.clone(), 201, ex.informer.clone()));
         let informer = ex.informer.clone();
@@ -542,8 +513,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_blocked_by_a_budget_gives_up_untaints_and_deletes_nothing() {
-        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
-        let ex = executor(kube::Client::new(svc, "default"));
+        let (client, handle) = client();
+        let ex = executor(client);
         let log: Log = Arc::default();
         tokio::spawn(serve(handle, log.clone(), 429, ex.informer.clone()));
         let informer = ex.informer.clone();

@@ -260,6 +260,14 @@ impl Informer {
     }
 }
 
+/// Locks a shared informer. A panic elsewhere while it was held leaves it usable (every update
+/// is one whole object), so a poisoned lock is taken over rather than propagated.
+pub fn lock(informer: &std::sync::Mutex<Informer>) -> std::sync::MutexGuard<'_, Informer> {
+    informer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -222,14 +222,6 @@ impl Leadership {
     }
 }
 
-/// A leadership that is always held (`--leader-elect=false`).
-pub fn always_leader() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(true);
-    // The sender lives as long as the process: leadership never changes.
-    std::mem::forget(tx);
-    rx
-}
-
 /// Starts electing on `client`'s API: a task tries every `retry_period`.
 pub fn spawn(client: kube::Client, config: LeaderConfig) -> Leadership {
     let api = Api::namespaced(client, &config.namespace);
@@ -307,12 +299,9 @@ async fn elect(mut e: Elector, tx: watch::Sender<bool>, mut stop: oneshot::Recei
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{Method, Request, Response, StatusCode};
-    use kube::client::Body;
+    use crate::test_api::{Mock, Reply, client, next, respond};
+    use http::Method;
     use serde_json::{Value, json};
-    use tower_test::mock::{Handle, pair};
-
-    type Mock = Handle<Request<Body>, Response<Body>>;
 
     const PATH: &str =
         "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cluster-autoscaler";
@@ -329,11 +318,6 @@ mod tests {
         }
     }
 
-    fn client() -> (kube::Client, Mock) {
-        let (svc, handle) = pair::<Request<Body>, Response<Body>>();
-        (kube::Client::new(svc, "default"), handle)
-    }
-
     fn lease(holder: &str, rv: &str) -> Value {
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "cluster-autoscaler", "namespace": "kube-system", "resourceVersion": rv},
@@ -347,32 +331,14 @@ mod tests {
     }
 
     async fn expect(h: &mut Mock, method: Method, path: &str) -> (Value, Reply) {
-        let (req, send) = h.next_request().await.expect("a request");
-        assert_eq!(req.method(), method, "{}", req.uri());
-        assert_eq!(req.uri().path(), path);
-        assert!(
-            crate::api_calls::is_declared(req.method(), &req.uri().to_string()),
-            "undeclared API call {} {}",
-            req.method(),
-            req.uri()
-        );
-        let body = req.into_body().collect_bytes().await.expect("body");
-        let v = if body.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&body).expect("json body")
-        };
-        (v, send)
+        let (seen, send) = next(h).await.expect("a request");
+        assert_eq!(seen.method, method, "{}", seen.uri);
+        assert_eq!(seen.uri.split('?').next(), Some(path));
+        (seen.body, send)
     }
 
-    type Reply = tower_test::mock::SendResponse<Response<Body>>;
-
     fn reply(send: Reply, code: u16, body: Value) {
-        let resp = Response::builder()
-            .status(StatusCode::from_u16(code).expect("status"))
-            .body(Body::from(serde_json::to_vec(&body).expect("json")))
-            .expect("response");
-        send.send_response(resp);
+        respond(send, code, &body);
     }
 
     async fn settle() {

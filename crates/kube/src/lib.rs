@@ -18,5 +18,7 @@ pub mod metrics;
 pub mod server;
 pub mod status;
 #[cfg(test)]
+mod test_api;
+#[cfg(test)]
 mod test_cluster;
 pub mod watch;

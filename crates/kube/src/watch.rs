@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::expander::PRIORITY_CONFIG_MAP_NAME;
@@ -130,9 +130,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Informer> {
-        // A panic elsewhere while holding the lock leaves the informer usable: every update is
-        // one whole object.
-        self.informer.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::informer::lock(&self.informer)
     }
 }
 
