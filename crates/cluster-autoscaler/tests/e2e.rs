@@ -384,6 +384,29 @@ async fn scale_up_then_scale_down_end_to_end() {
         || ca.metric("cluster_autoscaler_scaled_down_nodes_total") >= 1.0,
     )
     .await;
+    // Events and the status show the scale-down too.
+    wait_for("a scale-down event", Duration::from_secs(10), || {
+        event_reasons(&h)
+            .iter()
+            .any(|r| r == "ScaleDown" || r == "ScaleDownEmpty")
+    })
+    .await;
+    wait_for(
+        "the status shows the group back at 0",
+        Duration::from_secs(10),
+        || {
+            object(
+                &h,
+                "",
+                "ConfigMap",
+                "kube-system",
+                "cluster-autoscaler-status",
+            )
+            .and_then(|cm| Some(cm.pointer("/data/status")?.as_str()?.to_string()))
+            .is_some_and(|s| s.contains("cloudProviderTarget: 0"))
+        },
+    )
+    .await;
     let counts = h.fault_counts();
     assert_eq!(counts.per_rule[conflicts], 2, "{counts:?}");
     assert!(counts.per_rule[delays] >= 2, "{counts:?}");
