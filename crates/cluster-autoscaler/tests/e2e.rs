@@ -259,6 +259,18 @@ fn object(h: &FacadeHandle, group: &str, kind: &str, ns: &str, name: &str) -> Op
     })
 }
 
+/// `data.status` of the status ConfigMap, if written.
+fn status_text(h: &FacadeHandle) -> Option<String> {
+    let cm = object(
+        h,
+        "",
+        "ConfigMap",
+        "kube-system",
+        "cluster-autoscaler-status",
+    )?;
+    Some(cm.pointer("/data/status")?.as_str()?.to_string())
+}
+
 fn event_reasons(h: &FacadeHandle) -> Vec<String> {
     h.with_world(|w| {
         w.objects()
@@ -340,15 +352,7 @@ async fn scale_up_then_scale_down_end_to_end() {
     })
     .await;
     wait_for("status ConfigMap", Duration::from_secs(10), || {
-        object(
-            &h,
-            "",
-            "ConfigMap",
-            "kube-system",
-            "cluster-autoscaler-status",
-        )
-        .and_then(|cm| Some(cm.pointer("/data/status")?.as_str()?.to_string()))
-        .is_some_and(|s| s.contains("autoscalerStatus"))
+        status_text(&h).is_some_and(|s| s.contains("autoscalerStatus"))
     })
     .await;
     wait_for("a TriggeredScaleUp event", Duration::from_secs(10), || {
@@ -394,17 +398,7 @@ async fn scale_up_then_scale_down_end_to_end() {
     wait_for(
         "the status shows the group back at 0",
         Duration::from_secs(10),
-        || {
-            object(
-                &h,
-                "",
-                "ConfigMap",
-                "kube-system",
-                "cluster-autoscaler-status",
-            )
-            .and_then(|cm| Some(cm.pointer("/data/status")?.as_str()?.to_string()))
-            .is_some_and(|s| s.contains("cloudProviderTarget: 0"))
-        },
+        || status_text(&h).is_some_and(|s| s.contains("cloudProviderTarget: 0")),
     )
     .await;
     let counts = h.fault_counts();

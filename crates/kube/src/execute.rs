@@ -450,6 +450,21 @@ mod tests {
         }
     }
 
+    /// An executor over the example snapshot and a server answering evictions with `eviction`.
+    fn running(eviction: u16) -> (Executor, Log) {
+        let (client, handle) = client();
+        let ex = executor(client);
+        let log: Log = Arc::default();
+        tokio::spawn(serve(handle, log.clone(), eviction, ex.informer.clone()));
+        (ex, log)
+    }
+
+    /// The provider as the executor's informer shows it at the time of the call.
+    fn provider(ex: &Executor) -> impl Fn() -> Arc<ClusterApiProvider> + use<> {
+        let informer = ex.informer.clone();
+        move || crate::informer::lock(&informer).provider(&ClusterApiConfig::default())
+    }
+
     fn drain_of_general_a(ex: &Executor) -> Drain {
         let node = ex
             .nodes_named(&["general-a".to_string()])
@@ -469,18 +484,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_evicts_waits_for_the_pods_then_deletes_the_machine() {
-        let (client, handle) = client();
-        let ex = executor(client);
-        let log: Log = Arc::default();
-        tokio::spawn(serve(handle, log.clone(), 201, ex.informer.clone()));
-        let informer = ex.informer.clone();
-        let provider = move || {
-            informer
-                .lock()
-                .expect("informer")
-                .provider(&ClusterApiConfig::default())
-        };
-        let done = ex.drain(drain_of_general_a(&ex), provider).await;
+        let (ex, log) = running(201);
+        let done = ex.drain(drain_of_general_a(&ex), provider(&ex)).await;
         assert!(
             matches!(&done, Done::Deleted { nodes, evicted: 1, .. } if nodes == &["general-a"]),
             "{done:?}"
@@ -513,19 +518,9 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_blocked_by_a_budget_gives_up_untaints_and_deletes_nothing() {
-        let (client, handle) = client();
-        let ex = executor(client);
-        let log: Log = Arc::default();
-        tokio::spawn(serve(handle, log.clone(), 429, ex.informer.clone()));
-        let informer = ex.informer.clone();
-        let provider = move || {
-            informer
-                .lock()
-                .expect("informer")
-                .provider(&ClusterApiConfig::default())
-        };
+        let (ex, log) = running(429);
         let started = Instant::now();
-        let done = ex.drain(drain_of_general_a(&ex), provider).await;
+        let done = ex.drain(drain_of_general_a(&ex), provider(&ex)).await;
         assert!(
             matches!(done, Done::DeleteFailed { evicted: 0, .. }),
             "{done:?}"

@@ -341,6 +341,19 @@ mod tests {
         respond(send, code, &body);
     }
 
+    /// An elector `me` that has just renewed its own lease (resourceVersion 2) and leads.
+    async fn leading_elector() -> (Leadership, Mock) {
+        let (c, mut h) = client();
+        let l = spawn(c, config("me"));
+        let (_, send) = expect(&mut h, Method::GET, PATH).await;
+        reply(send, 200, lease("me", "1"));
+        let (_, send) = expect(&mut h, Method::PUT, PATH).await;
+        reply(send, 200, lease("me", "2"));
+        settle().await;
+        assert!(l.is_leader());
+        (l, h)
+    }
+
     async fn settle() {
         for _ in 0..20 {
             tokio::task::yield_now().await;
@@ -416,15 +429,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn failing_renewals_step_down_at_the_renew_deadline() {
-        let (c, mut h) = client();
-        let l = spawn(c, config("me"));
+        let (l, mut h) = leading_elector().await;
         let mut rx = l.subscribe();
-        let (_, send) = expect(&mut h, Method::GET, PATH).await;
-        reply(send, 200, lease("me", "1"));
-        let (_, send) = expect(&mut h, Method::PUT, PATH).await;
-        reply(send, 200, lease("me", "2"));
-        settle().await;
-        assert!(l.is_leader());
         let led_at = Instant::now();
         // From now on the API fails every call.
         let stepped_down = async {
@@ -456,15 +462,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_hanging_api_cannot_keep_a_leader_leading() {
-        let (c, mut h) = client();
-        let l = spawn(c, config("me"));
+        let (l, mut h) = leading_elector().await;
         let mut rx = l.subscribe();
-        let (_, send) = expect(&mut h, Method::GET, PATH).await;
-        reply(send, 200, lease("me", "1"));
-        let (_, send) = expect(&mut h, Method::PUT, PATH).await;
-        reply(send, 200, lease("me", "2"));
-        settle().await;
-        assert!(l.is_leader());
         let led_at = Instant::now();
         // The next GET is never answered.
         let (_, _never_answered) = expect(&mut h, Method::GET, PATH).await;
@@ -476,14 +475,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn stopping_releases_a_held_lease() {
-        let (c, mut h) = client();
-        let l = spawn(c, config("me"));
-        let (_, send) = expect(&mut h, Method::GET, PATH).await;
-        reply(send, 200, lease("me", "1"));
-        let (_, send) = expect(&mut h, Method::PUT, PATH).await;
-        reply(send, 200, lease("me", "2"));
-        settle().await;
-        assert!(l.is_leader());
+        let (l, mut h) = leading_elector().await;
         let server = async {
             let (_, send) = expect(&mut h, Method::GET, PATH).await;
             reply(send, 200, lease("me", "2"));
