@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod config;
 mod options;
 mod plan;
@@ -39,6 +40,13 @@ enum Command {
     /// Without SCENARIO it runs a built-in scenario (three node groups, a morning burst, quiet
     /// hours, a PodDisruptionBudget). Scenario files are described in docs/scenarios.md.
     Simulate(simulate::SimulateArgs),
+    /// Time each phase of one loop on a synthetic cluster generated in memory.
+    ///
+    /// Prints, per phase (snapshot build, filtering pending pods onto existing nodes, scale-up
+    /// decision, one group's bin-packing estimate, scale-down planning, the whole loop), the
+    /// median and maximum over --iterations and what it decided, then the peak RSS. The defaults
+    /// are the reference scenario of BENCHMARKS.md; build with --release to measure.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +68,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

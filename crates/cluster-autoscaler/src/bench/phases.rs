@@ -1,0 +1,485 @@
+//! The phases of one loop, each run `iterations` times on the generated cluster and timed with
+//! the wall clock: snapshot build, filtering pending pods onto existing nodes, the scale-up
+//! decision, one group's bin-packing estimate, scale-down planning (two passes eleven minutes
+//! apart, the second producing the deletion plan), and the whole `Autoscaler::run_once`.
+//!
+//! Each phase calls the core exactly as the loop does; none of them changes the generated
+//! objects, and every phase starts from the same state in every iteration.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use autoscaler_core::autoscaler::{
+    Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig, build_snapshot,
+    decide_scale_up_with_upcoming,
+};
+use autoscaler_core::drain::NoControllerLookup;
+use autoscaler_core::estimator::{EstimatorLimits, Unlimited, estimate};
+use autoscaler_core::expander::ExpanderChain;
+use autoscaler_core::limits::ClusterTotals;
+use autoscaler_core::node_group::CloudProvider;
+use autoscaler_core::pdb::DisruptionBudgets;
+use autoscaler_core::pending::{self, place_on_existing};
+use autoscaler_core::scale_down::{InFlight, ScaleDownInput, ScaleDownState, plan_scale_down};
+use autoscaler_core::scale_up::{ScaleUpOptions, ScaleUpResult};
+use autoscaler_core::snapshot::NodeInfo;
+use autoscaler_core::template::build_template;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::cluster::Cluster;
+
+/// The decision time of every phase (2026-01-01T00:00:00Z); pods have no creation time, so it
+/// only matters relative to the scale-down passes.
+pub const NOW_MS: i64 = 1_767_225_600_000;
+/// Time between the two scale-down passes: past the default 10-minute unneeded time.
+pub const SECOND_PASS_AFTER_MS: i64 = 11 * 60 * 1000;
+/// Time between the warm-up loop and the measured loop of the "next loop" phase (the default
+/// scan interval).
+pub const NEXT_LOOP_AFTER_MS: i64 = 10 * 1000;
+
+/// How to measure.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Runs per phase.
+    pub iterations: usize,
+    /// `--max-nodes-per-scaleup`.
+    pub max_nodes_per_scale_up: usize,
+    /// Seed of the `random` expander.
+    pub seed: u64,
+}
+
+/// The timings and the decisions of one phase.
+#[derive(Clone, Debug)]
+pub struct PhaseResult {
+    /// What was measured.
+    pub phase: &'static str,
+    /// One wall-clock duration per iteration.
+    pub samples: Vec<Duration>,
+    /// What the phase decided (the same in every iteration: the core is deterministic).
+    pub decisions: String,
+}
+
+impl PhaseResult {
+    /// The median sample (the upper one of an even count).
+    pub fn median(&self) -> Duration {
+        let mut s = self.samples.clone();
+        s.sort();
+        s.get(s.len() / 2).copied().unwrap_or_default()
+    }
+
+    /// The slowest sample.
+    pub fn max(&self) -> Duration {
+        self.samples.iter().copied().max().unwrap_or_default()
+    }
+}
+
+/// Runs `f` `iterations` times, timing each run; returns the samples and the last result.
+fn time<T>(iterations: usize, mut f: impl FnMut() -> T) -> (Vec<Duration>, T) {
+    let mut samples = Vec::with_capacity(iterations);
+    let mut last = None;
+    for _ in 0..iterations.max(1) {
+        let start = Instant::now();
+        let out = f();
+        samples.push(start.elapsed());
+        last = Some(out);
+    }
+    (samples, last.expect("at least one iteration"))
+}
+
+/// The options of the measured loop: upstream defaults, expander `random` with a fixed seed.
+pub fn options(settings: &Settings) -> AutoscalerOptions {
+    AutoscalerOptions {
+        scale_up: ScaleUpConfig {
+            scale_up: ScaleUpOptions {
+                max_nodes_per_scale_up: settings.max_nodes_per_scale_up,
+                ..ScaleUpOptions::default()
+            },
+            expander: ExpanderChain::parse("random").expect("a known expander"),
+            ..ScaleUpConfig::default()
+        },
+        seed: settings.seed,
+        ..AutoscalerOptions::default()
+    }
+}
+
+/// `ng-3 +134, ng-7 +2` (group names shortened to their last segment), or `none`.
+fn increases(result: &ScaleUpResult) -> String {
+    if result.increases.is_empty() {
+        return "no scale-up".into();
+    }
+    let mut s = format!("+{} nodes (", result.total_nodes());
+    for (i, inc) in result.increases.iter().enumerate() {
+        let name = inc.group.as_str().rsplit('/').next().unwrap_or_default();
+        let _ = write!(s, "{}{name} +{}", if i > 0 { ", " } else { "" }, inc.delta);
+    }
+    s.push(')');
+    s
+}
+
+/// Measures every phase on `cluster`.
+pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
+    let n = settings.iterations;
+    let options = options(settings);
+    let view = ClusterView {
+        nodes: &cluster.nodes,
+        pods: &cluster.pods,
+        daemonsets: &[],
+        namespaces: &[],
+        provider: &cluster.provider,
+        pdbs: &[],
+    };
+    let mut results = Vec::new();
+
+    let mut warnings = Vec::new();
+    let (samples, snapshot) = time(n, || build_snapshot(&view, &mut Vec::new()));
+    let mut snapshot = snapshot;
+    let _ = build_snapshot(&view, &mut warnings);
+    let mut decisions = format!(
+        "{} nodes, {} pods bound",
+        snapshot.len(),
+        snapshot.pod_count()
+    );
+    if !warnings.is_empty() {
+        let _ = write!(decisions, ", {} objects skipped", warnings.len());
+    }
+    results.push(PhaseResult {
+        phase: "snapshot build",
+        samples,
+        decisions,
+    });
+
+    let (samples, placement) = time(n, || {
+        let selected = pending::select(&cluster.pods, NOW_MS, &options.scale_up.pending);
+        snapshot.fork();
+        let placement = place_on_existing(&mut snapshot, selected.eligible);
+        let _ = snapshot.revert();
+        placement
+    });
+    results.push(PhaseResult {
+        phase: "filter pending onto existing nodes",
+        samples,
+        decisions: format!(
+            "{} pods fit existing nodes, {} need new nodes",
+            placement.placed.len(),
+            placement.remaining.len()
+        ),
+    });
+
+    let (samples, decision) = time(n, || {
+        let mut rng = ChaCha8Rng::seed_from_u64(settings.seed);
+        decide_scale_up_with_upcoming(
+            &mut snapshot,
+            &view,
+            &options.scale_up,
+            NOW_MS,
+            &|_, _| None,
+            None,
+            &mut rng,
+            &mut Unlimited,
+        )
+    });
+    results.push(PhaseResult {
+        phase: "scale-up decision (filter included)",
+        samples,
+        decisions: format!(
+            "{}; {} pods trigger it, {} fit existing nodes, {} help from no group",
+            increases(&decision.result),
+            decision.result.triggered.len(),
+            decision.fit_existing.len(),
+            decision.result.no_scale_up.len()
+        ),
+    });
+
+    results.push(estimate_phase(cluster, &view, &mut snapshot, settings));
+    results.extend(scale_down_phases(cluster, &view, &mut snapshot, &options, n));
+
+    let (samples, outcome) = time(n, || {
+        let mut autoscaler = Autoscaler::new(options.clone());
+        autoscaler.run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            NOW_MS,
+            &mut Unlimited,
+        )
+    });
+    results.push(PhaseResult {
+        phase: "run_once (first loop: snapshot built)",
+        samples,
+        decisions: format!(
+            "{}; {} nodes to delete; {} actions",
+            increases(&outcome.scale_up.result),
+            outcome.scale_down.deletions.len(),
+            outcome.actions.len()
+        ),
+    });
+
+    // The next loop sees the first loop's scale-up applied (targets raised, nodes not
+    // registered yet: upcoming) and the same objects otherwise, so the kept snapshot is reused.
+    let mut next_provider = cluster.provider.clone();
+    for inc in &outcome.scale_up.result.increases {
+        if let Some(g) = next_provider.groups_mut().get_mut(inc.index) {
+            g.target_size = inc.new_target;
+        }
+    }
+    let next_view = ClusterView {
+        provider: &next_provider,
+        ..view
+    };
+    let mut samples = Vec::with_capacity(n);
+    let mut last = None;
+    for _ in 0..n.max(1) {
+        let mut autoscaler = Autoscaler::new(options.clone());
+        let _ = autoscaler.run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            NOW_MS,
+            &mut Unlimited,
+        );
+        let start = Instant::now();
+        let outcome = autoscaler.run_once(
+            &next_view,
+            &NoControllerLookup,
+            InFlight::default(),
+            NOW_MS + NEXT_LOOP_AFTER_MS,
+            &mut Unlimited,
+        );
+        samples.push(start.elapsed());
+        last = Some(outcome);
+    }
+    let outcome = last.expect("at least one iteration");
+    let upcoming: usize = outcome.status.groups.iter().map(|g| g.upcoming).sum();
+    results.push(PhaseResult {
+        phase: "run_once (next loop: snapshot kept)",
+        samples,
+        decisions: format!(
+            "{}; {upcoming} nodes upcoming; {} actions",
+            increases(&outcome.scale_up.result),
+            outcome.actions.len()
+        ),
+    });
+    results
+}
+
+/// The bin-packing estimate of every pending pod onto new nodes of the first group (as if none
+/// fit an existing node), capped as scale-up caps it: by the group's room and
+/// `--max-nodes-per-scaleup`.
+fn estimate_phase(
+    cluster: &Cluster,
+    view: &ClusterView<'_>,
+    snapshot: &mut autoscaler_core::snapshot::ClusterSnapshot,
+    settings: &Settings,
+) -> PhaseResult {
+    let phase = "bin-packing estimate (all pending, one group)";
+    let group = &cluster.provider.node_groups()[0];
+    let members: Vec<&NodeInfo> = view
+        .nodes
+        .iter()
+        .filter(|n| cluster.provider.node_group_of(n) == Some(0))
+        .filter_map(|n| snapshot.node_by_name(n.name))
+        .collect();
+    let template = match build_template(group, &members, &[], &Default::default()) {
+        Ok(t) => t,
+        Err(e) => {
+            return PhaseResult {
+                phase,
+                samples: Vec::new(),
+                decisions: format!("no template for {}: {e}", group.id),
+            };
+        }
+    };
+    let pods = pending::select(view.pods, NOW_MS, &Default::default()).eligible;
+    let max_nodes = group
+        .max_size
+        .saturating_sub(group.target_size)
+        .min(settings.max_nodes_per_scale_up);
+    let (samples, result) = time(settings.iterations, || {
+        let limits = EstimatorLimits {
+            max_nodes: Some(max_nodes),
+            budget: Unlimited,
+        };
+        estimate(snapshot, &pods, &template.template, limits)
+    });
+    let decisions = match result {
+        Ok(e) => {
+            let mut s = format!(
+                "{} new nodes of {} for {} of {} pods",
+                e.node_count,
+                group.id.as_str().rsplit('/').next().unwrap_or_default(),
+                e.placed_count(),
+                pods.len()
+            );
+            if e.limit_hit.is_some() {
+                let _ = write!(s, " (capped at {max_nodes} nodes)");
+            }
+            s
+        }
+        Err(e) => format!("failed: {e}"),
+    };
+    PhaseResult {
+        phase,
+        samples,
+        decisions,
+    }
+}
+
+/// Two scale-down passes eleven minutes apart on the running pods (pending pods are not
+/// placed: this measures the planning machinery on the cluster as it runs), from a fresh state
+/// each iteration: the first finds the unneeded nodes, the second (past the unneeded time)
+/// produces the deletion plan.
+fn scale_down_phases(
+    cluster: &Cluster,
+    view: &ClusterView<'_>,
+    snapshot: &mut autoscaler_core::snapshot::ClusterSnapshot,
+    options: &AutoscalerOptions,
+    iterations: usize,
+) -> Vec<PhaseResult> {
+    let totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
+    let input = || ScaleDownInput {
+        provider: &cluster.provider,
+        budgets: DisruptionBudgets::new(Vec::new()),
+        controllers: &NoControllerLookup,
+        limits: &options.scale_up.limits,
+        totals: totals.clone(),
+        in_flight: InFlight::default(),
+    };
+    let opts = &options.scale_down;
+    let (mut first, mut second, mut both) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..iterations.max(1) {
+        let mut state = ScaleDownState::default();
+        let start = Instant::now();
+        let pass1 = plan_scale_down(snapshot, &mut state, input(), opts, NOW_MS, &mut Unlimited);
+        let middle = Instant::now();
+        let pass2 = plan_scale_down(
+            snapshot,
+            &mut state,
+            input(),
+            opts,
+            NOW_MS + SECOND_PASS_AFTER_MS,
+            &mut Unlimited,
+        );
+        let end = Instant::now();
+        first.push(middle - start);
+        second.push(end - middle);
+        both.push(end - start);
+        last = Some((pass1, pass2));
+    }
+    let (pass1, pass2) = last.expect("at least one iteration");
+    let empty = pass2.deletions.iter().filter(|d| d.empty).count();
+    vec![
+        PhaseResult {
+            phase: "scale-down pass 1 (unneeded nodes)",
+            samples: first,
+            decisions: format!(
+                "{} unneeded, {} not removable",
+                pass1.unneeded.len(),
+                pass1.unremovable.len()
+            ),
+        },
+        PhaseResult {
+            phase: "scale-down pass 2 (+11 min, deletion plan)",
+            samples: second,
+            decisions: format!(
+                "{} nodes to delete ({} empty, {} drained), {} still waiting",
+                pass2.deletions.len(),
+                empty,
+                pass2.deletions.len() - empty,
+                pass2.waiting.len()
+            ),
+        },
+        PhaseResult {
+            phase: "scale-down planning (both passes)",
+            samples: both,
+            decisions: String::new(),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::cluster::{Shape, generate};
+    use autoscaler_core::testing::GI;
+
+    fn run(shape: Shape, max_nodes_per_scale_up: usize) -> Vec<PhaseResult> {
+        let cluster = generate(&shape);
+        measure(
+            &cluster,
+            &Settings {
+                iterations: 3,
+                max_nodes_per_scale_up,
+                seed: 42,
+            },
+        )
+    }
+
+    fn decisions<'a>(results: &'a [PhaseResult], phase: &str) -> &'a str {
+        let r = results
+            .iter()
+            .find(|r| r.phase.starts_with(phase))
+            .unwrap_or_else(|| panic!("phase {phase}"));
+        assert_eq!(r.samples.len(), 3, "{phase}");
+        &r.decisions
+    }
+
+    fn shape() -> Shape {
+        Shape {
+            nodes: 50,
+            groups: 5,
+            pods: 1500,
+            pending: 100,
+            pending_cpu_milli: 1000,
+            pending_memory: 2 * GI,
+            pending_owners: 4,
+        }
+    }
+
+    #[test]
+    fn reference_shape_fits_pending_on_the_light_nodes_and_finds_them_unneeded() {
+        let r = run(shape(), 1000);
+        assert_eq!(decisions(&r, "snapshot build"), "50 nodes, 1500 pods bound");
+        // 10 light nodes with 13 CPU free: room for 130 pods of 1 CPU.
+        assert_eq!(
+            decisions(&r, "filter"),
+            "100 pods fit existing nodes, 0 need new nodes"
+        );
+        assert!(decisions(&r, "scale-up decision").starts_with("no scale-up; 0 pods"));
+        // 100 pods of 1 CPU / 2 GiB: 15 per 16-CPU template node.
+        assert!(
+            decisions(&r, "bin-packing").starts_with("7 new nodes of ng-0 for 100 of 100 pods"),
+            "{}",
+            decisions(&r, "bin-packing")
+        );
+        // The 10 light nodes are below 50%; their pods can move to the others' free room.
+        assert!(decisions(&r, "scale-down pass 1").starts_with("10 unneeded"));
+        assert!(decisions(&r, "scale-down pass 2").contains("to delete"));
+        // run_once places the pending pods on the light nodes first: nothing to remove.
+        assert!(decisions(&r, "run_once (first").starts_with("no scale-up; 0 nodes to delete"));
+    }
+
+    #[test]
+    fn pods_that_fit_nowhere_scale_up_capped_by_max_nodes_per_scale_up() {
+        let r = run(
+            Shape {
+                pending_cpu_milli: 14_000,
+                pending_memory: 8 * GI,
+                ..shape()
+            },
+            30,
+        );
+        assert_eq!(
+            decisions(&r, "filter"),
+            "0 pods fit existing nodes, 100 need new nodes"
+        );
+        let up = decisions(&r, "scale-up decision");
+        assert!(up.starts_with("+30 nodes ("), "{up}");
+        assert!(decisions(&r, "bin-packing").contains("(capped at 30 nodes)"));
+        assert!(decisions(&r, "run_once (first").starts_with("+30 nodes"));
+        // The next loop sees the 30 nodes upcoming and asks for 30 more (70 pods still wait).
+        let next = decisions(&r, "run_once (next");
+        assert!(next.starts_with("+30 nodes") && next.contains("30 nodes upcoming"), "{next}");
+    }
+}
