@@ -1900,10 +1900,19 @@ mod tests {
             Pod::from_k8s(&api_pod(json!({"metadata": {"name": "x", "uid": "1"}}))).expect("valid");
         let lone2 =
             Pod::from_k8s(&api_pod(json!({"metadata": {"name": "y", "uid": "2"}}))).expect("valid");
-        assert_ne!(
+        assert_eq!(
             lone1.equivalence, lone2.equivalence,
-            "pods without owner are never grouped"
+            "pods without owner and with the same spec are grouped"
         );
+        assert_ne!(
+            a.equivalence, lone1.equivalence,
+            "owned and ownerless differ"
+        );
+        let lone3 = Pod::from_k8s(&api_pod(
+            json!({"metadata": {"name": "z", "uid": "3", "labels": {"x": "y"}}}),
+        ))
+        .expect("valid");
+        assert_ne!(lone1.equivalence, lone3.equivalence, "different labels");
     }
 
     proptest::proptest! {

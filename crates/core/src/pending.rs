@@ -163,10 +163,18 @@ pub fn place_on_existing(snapshot: &mut ClusterSnapshot, mut pods: Vec<Arc<Pod>>
     // Per equivalence group: nodes known to refuse it (as a set of positions in `nodes`).
     let mut refused: FxHashMap<u64, Vec<bool>> = FxHashMap::default();
     let mut hint = 0usize;
+    // The most room any node has: placements only take room, so it stays an upper bound, and a
+    // pod asking for more fits nowhere without a single check. Recomputed after every pod that
+    // needed a full scan to be refused (a scan costs as much).
+    let mut room = Headroom::of(snapshot, &nodes);
     for pod in pods {
+        if !room.admits(&pod) {
+            out.remaining.push(pod);
+            continue;
+        }
         let mut prepared = snapshot.prepare(&pod);
         snapshot.refresh(&pod, &mut prepared);
-        let memo = prepared.is_trivial() && pod.owner.is_some();
+        let memo = prepared.is_trivial();
         let mut found = None;
         for step in 0..nodes.len() {
             let i = (hint + step) % nodes.len();
@@ -192,10 +200,46 @@ pub fn place_on_existing(snapshot: &mut ClusterSnapshot, mut pods: Vec<Arc<Pod>>
                     Err(_) => out.remaining.push(pod),
                 }
             }
-            None => out.remaining.push(pod),
+            None => {
+                out.remaining.push(pod);
+                room = Headroom::of(snapshot, &nodes);
+            }
         }
     }
     out
+}
+
+/// The largest free CPU, memory and pod slots over some nodes (each maximum taken separately).
+struct Headroom {
+    cpu: i64,
+    memory: i64,
+    pods: i64,
+}
+
+impl Headroom {
+    fn of(snapshot: &ClusterSnapshot, nodes: &[NodeId]) -> Headroom {
+        let mut room = Headroom {
+            cpu: i64::MIN,
+            memory: i64::MIN,
+            pods: i64::MIN,
+        };
+        for info in nodes.iter().filter_map(|&id| snapshot.node(id)) {
+            let (alloc, used) = (&info.node.allocatable, &info.requested);
+            room.cpu = room.cpu.max(alloc.cpu - used.cpu);
+            room.memory = room.memory.max(alloc.memory - used.memory);
+            room.pods = room.pods.max(alloc.pods - used.pods);
+        }
+        room
+    }
+
+    /// Whether some node may have room for `pod`'s requests (as the resource filter counts:
+    /// a zero request always fits).
+    fn admits(&self, pod: &Pod) -> bool {
+        let r = &pod.requests;
+        (r.cpu <= 0 || r.cpu <= self.cpu)
+            && (r.memory <= 0 || r.memory <= self.memory)
+            && (r.pods <= 0 || r.pods <= self.pods)
+    }
 }
 
 #[cfg(test)]
@@ -330,5 +374,109 @@ mod tests {
             .collect();
         let r = place_on_existing(&mut snap, pods);
         assert_eq!((r.placed.len(), r.remaining.len()), (1, 1));
+    }
+
+    #[test]
+    fn pods_bigger_than_any_free_room_are_left_without_checks() {
+        let mut snap = ClusterSnapshot::new();
+        for n in ["a", "b"] {
+            snap.add_node(NodeBuilder::new(n, 2000, 4 * GI).arc())
+                .unwrap();
+        }
+        let pods = vec![
+            PodBuilder::new("big", 2500, GI).arc(),
+            PodBuilder::new("fits", 1500, GI).arc(),
+            PodBuilder::new("fits-too", 1500, GI).arc(),
+            PodBuilder::new("no-room-left", 1000, GI).arc(),
+            PodBuilder::new("free", 0, 0).arc(),
+        ];
+        let r = place_on_existing(&mut snap, pods);
+        let placed: Vec<&str> = r.placed.iter().map(|(p, _)| &*p.name).collect();
+        let left: Vec<&str> = r.remaining.iter().map(|p| &*p.name).collect();
+        assert_eq!(placed, ["fits", "fits-too", "free"]);
+        assert_eq!(left, ["big", "no-room-left"]);
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// First fit from the last success, every node checked: what `place_on_existing`
+        /// must decide, without its memo and its room bound.
+        fn reference(snap: &mut ClusterSnapshot, mut pods: Vec<Arc<Pod>>) -> Placement {
+            pods.sort_by_key(|p| std::cmp::Reverse(p.priority));
+            let nodes: Vec<NodeId> = snap.node_ids().collect();
+            let mut out = Placement::default();
+            let mut hint = 0;
+            for pod in pods {
+                let mut prepared = snap.prepare(&pod);
+                snap.refresh(&pod, &mut prepared);
+                let found = (0..nodes.len())
+                    .map(|s| (hint + s) % nodes.len())
+                    .find(|&i| snap.check(&pod, &prepared, nodes[i]).is_ok());
+                match found {
+                    Some(i) => {
+                        hint = i;
+                        snap.add_pod(pod.clone(), nodes[i]).unwrap();
+                        out.placed.push((pod, nodes[i]));
+                    }
+                    None => out.remaining.push(pod),
+                }
+            }
+            out
+        }
+
+        fn names(p: &Placement) -> (Vec<(String, u32)>, Vec<String>) {
+            (
+                p.placed
+                    .iter()
+                    .map(|(p, n)| (p.name.to_string(), n.0))
+                    .collect(),
+                p.remaining.iter().map(|p| p.name.to_string()).collect(),
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+            /// Equivalence memo and room bound never change a placement: pods with and without
+            /// owners, same and different specs, pod-slot limits, priorities, anti-affinity.
+            #[test]
+            fn same_placement_as_checking_every_node(
+                nodes in proptest::collection::vec((1u8..5, 1u8..5, 1i64..4), 1..6),
+                pods in proptest::collection::vec((0u8..4, 0u8..3, 0u8..3, 0i32..2, any::<bool>()), 0..30),
+            ) {
+                let build = || {
+                    let mut s = ClusterSnapshot::new();
+                    for (i, (cpu, mem, slots)) in nodes.iter().enumerate() {
+                        let node = NodeBuilder::new(&format!("n{i}"), *cpu as i64 * 1000, *mem as i64 * GI)
+                            .pods(*slots)
+                            .arc();
+                        s.add_node(node).unwrap();
+                    }
+                    s
+                };
+                let (mut a, mut b) = (build(), build());
+                let pods: Vec<Arc<Pod>> = pods
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (cpu, mem, owner, prio, anti))| {
+                        let mut p = PodBuilder::new(&format!("p{i}"), *cpu as i64 * 500, *mem as i64 * GI)
+                            .priority(*prio)
+                            .label("app", "x");
+                        if *owner > 0 {
+                            p = p.owner("ReplicaSet", &format!("rs{owner}"));
+                        }
+                        if *anti {
+                            p = p.anti_affinity("app", "x", "kubernetes.io/hostname");
+                        }
+                        p.arc()
+                    })
+                    .collect();
+                let got = place_on_existing(&mut a, pods.clone());
+                let want = reference(&mut b, pods);
+                prop_assert_eq!(names(&got), names(&want));
+            }
+        }
     }
 }

@@ -235,17 +235,15 @@ impl Pod {
 
     /// Recomputes [`Pod::equivalence`]; call after changing any scheduling-relevant field.
     ///
-    /// Two pods are equivalent when they have the same controller (by UID; pods without one are
-    /// never equivalent to another pod), namespace, labels and scheduling spec: then a node that
-    /// rejects one rejects the other, and the estimator checks the group once per node.
+    /// Two pods are equivalent when they have the same controller (by UID, or both none),
+    /// namespace, labels and scheduling spec: then a node that rejects one rejects the other,
+    /// and the estimator checks the group once per node. The hash covers every field the
+    /// predicates read, so pods without a controller but with the same spec (bare pods of a
+    /// batch system) are grouped too, which upstream does not do.
     pub fn update_equivalence(&mut self) {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
-        match &self.owner {
-            Some(o) => o.uid.hash(&mut h),
-            // No controller: unique per pod.
-            None => (self.namespace, &self.name, &self.uid).hash(&mut h),
-        }
+        self.owner.as_ref().map(|o| &o.uid).hash(&mut h);
         self.namespace.hash(&mut h);
         self.labels.hash(&mut h);
         self.requests.hash(&mut h);

@@ -71,7 +71,10 @@ pub fn generate(shape: &Shape) -> Cluster {
         let provider_id = format!("bench:///{name}");
         let node = NodeBuilder::new(&name, NODE_CPU_MILLI, NODE_MEMORY)
             .pods(NODE_PODS)
-            .label("node.cluster.x-k8s.io/group", &format!("ng-{}", n % groups_n))
+            .label(
+                "node.cluster.x-k8s.io/group",
+                &format!("ng-{}", n % groups_n),
+            )
             .with_provider_id(&provider_id)
             .arc();
         let group = &mut groups[n % groups_n];
@@ -198,7 +201,8 @@ mod tests {
             .collect();
         assert_eq!(owners.len(), 4);
         // Same owner and spec: one equivalence group per owner.
-        let classes: std::collections::BTreeSet<_> = pending.iter().map(|p| p.equivalence).collect();
+        let classes: std::collections::BTreeSet<_> =
+            pending.iter().map(|p| p.equivalence).collect();
         assert_eq!(classes.len(), 4);
 
         let lone = generate(&Shape {

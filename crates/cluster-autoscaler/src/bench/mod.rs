@@ -63,7 +63,9 @@ impl BenchArgs {
         let pending_memory = parse_units(&self.pending_memory)
             .map_err(|e| anyhow!("--pending-memory {:?}: {e}", self.pending_memory))?;
         if pending_cpu_milli < 0 || pending_memory < 0 {
-            return Err(anyhow!("--pending-cpu and --pending-memory must not be negative"));
+            return Err(anyhow!(
+                "--pending-cpu and --pending-memory must not be negative"
+            ));
         }
         if self.nodes == 0 {
             return Err(anyhow!("--nodes must be at least 1"));
@@ -134,7 +136,12 @@ pub fn memory() -> Option<Memory> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let field = |name: &str| -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line[name.len()..].trim().strip_suffix("kB")?.trim().parse().ok()?;
+        let kib: u64 = line[name.len()..]
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()?;
         Some(kib * 1024)
     };
     Some(Memory {
@@ -266,7 +273,10 @@ mod tests {
             (&["--nodes", "0"], "--nodes"),
             (&["--groups", "0"], "--groups"),
             (&["--nodes", "5", "--groups", "6"], "--groups"),
-            (&["--nodes", "1", "--groups", "1", "--pods", "111"], "--pods"),
+            (
+                &["--nodes", "1", "--groups", "1", "--pods", "111"],
+                "--pods",
+            ),
             (&["--iterations", "0"], "--iterations"),
             (&["--max-nodes-per-scaleup", "0"], "--max-nodes-per-scaleup"),
             (&["--pending-cpu=-1"], "--pending-cpu"),

@@ -192,7 +192,13 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     });
 
     results.push(estimate_phase(cluster, &view, &mut snapshot, settings));
-    results.extend(scale_down_phases(cluster, &view, &mut snapshot, &options, n));
+    results.extend(scale_down_phases(
+        cluster,
+        &view,
+        &mut snapshot,
+        &options,
+        n,
+    ));
 
     let (samples, outcome) = time(n, || {
         let mut autoscaler = Autoscaler::new(options.clone());
@@ -480,6 +486,9 @@ mod tests {
         assert!(decisions(&r, "run_once (first").starts_with("+30 nodes"));
         // The next loop sees the 30 nodes upcoming and asks for 30 more (70 pods still wait).
         let next = decisions(&r, "run_once (next");
-        assert!(next.starts_with("+30 nodes") && next.contains("30 nodes upcoming"), "{next}");
+        assert!(
+            next.starts_with("+30 nodes") && next.contains("30 nodes upcoming"),
+            "{next}"
+        );
     }
 }
