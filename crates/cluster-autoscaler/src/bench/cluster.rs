@@ -54,7 +54,7 @@ pub fn group_id(g: usize) -> String {
 
 /// Whether the pods of node `n` are the small ones (every fifth node: 100m / 256 MiB).
 pub fn is_light_node(n: usize) -> bool {
-    n % 5 == 0
+    n.is_multiple_of(5)
 }
 
 /// Builds the cluster of `shape`. Group `g` has min 0, max `4 × nodes / groups + 1000` and a
@@ -170,8 +170,8 @@ mod tests {
     #[test]
     fn every_fifth_node_is_lightly_loaded_the_rest_nearly_full() {
         let c = generate(&shape());
-        let mut cpu = vec![0i64; 20];
-        let mut count = vec![0usize; 20];
+        let mut cpu = [0i64; 20];
+        let mut count = [0usize; 20];
         for p in c.pods.iter().filter(|p| p.node_name.is_some()) {
             let n: usize = p.node_name.unwrap().as_str()[5..].parse().unwrap();
             cpu[n] += p.requests.cpu;
