@@ -214,7 +214,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         phase: "run_once (first loop: snapshot built)",
         samples,
         decisions: format!(
-            "{}; {} nodes to delete; {} actions",
+            "{}; deletions: {}; actions: {}",
             increases(&outcome.scale_up.result),
             outcome.scale_down.deletions.len(),
             outcome.actions.len()
@@ -261,7 +261,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         phase: "run_once (next loop: snapshot kept)",
         samples,
         decisions: format!(
-            "{}; {upcoming} nodes upcoming; {} actions",
+            "{}; upcoming nodes: {upcoming}; actions: {}",
             increases(&outcome.scale_up.result),
             outcome.actions.len()
         ),
@@ -389,7 +389,7 @@ fn scale_down_phases(
             phase: "scale-down pass 2 (+11 min, deletion plan)",
             samples: second,
             decisions: format!(
-                "{} nodes to delete ({} empty, {} drained), {} still waiting",
+                "deletions: {} ({} empty, {} drained); {} unneeded still waiting",
                 pass2.deletions.len(),
                 empty,
                 pass2.deletions.len() - empty,
@@ -461,9 +461,9 @@ mod tests {
         );
         // The 10 light nodes are below 50%; their pods can move to the others' free room.
         assert!(decisions(&r, "scale-down pass 1").starts_with("10 unneeded"));
-        assert!(decisions(&r, "scale-down pass 2").contains("to delete"));
+        assert!(decisions(&r, "scale-down pass 2").contains("deletions: "));
         // run_once places the pending pods on the light nodes first: nothing to remove.
-        assert!(decisions(&r, "run_once (first").starts_with("no scale-up; 0 nodes to delete"));
+        assert!(decisions(&r, "run_once (first").starts_with("no scale-up; deletions: 0"));
     }
 
     #[test]
@@ -487,7 +487,7 @@ mod tests {
         // The next loop sees the 30 nodes upcoming and asks for 30 more (70 pods still wait).
         let next = decisions(&r, "run_once (next");
         assert!(
-            next.starts_with("+30 nodes") && next.contains("30 nodes upcoming"),
+            next.starts_with("+30 nodes") && next.contains("upcoming nodes: 30"),
             "{next}"
         );
     }
