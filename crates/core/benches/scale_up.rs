@@ -8,7 +8,8 @@
 //!   pods that fit existing nodes, estimates for 10 groups, expander) for 2,000 pending pods of
 //!   1 CPU / 2 GiB from 20 ReplicaSets, 1,000 existing full nodes, 10 groups of 16 CPU / 64 GiB.
 //! * `scale_up/filter_12000_ownerless_pending_1000_nodes_with_room`: placing 12,000 pending pods
-//!   without an owner (no equivalence groups) on 1,000 nodes that have room for all of them.
+//!   without an owner (one equivalence group since ownerless pods with the same spec are grouped)
+//!   on 1,000 nodes that have room for all of them.
 
 use std::hint::black_box;
 use std::sync::Arc;
