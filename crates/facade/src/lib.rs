@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod faults;
+mod paging;
 mod patch;
 pub mod resources;
 mod selectors;
@@ -98,6 +99,30 @@ pub(crate) struct Shared {
     bookmark_interval: Duration,
     /// Suffixes for `generateName`.
     names: AtomicU64,
+    /// Lists being paged through.
+    pager: Mutex<paging::Pager>,
+    /// The writes served so far (see [`FacadeHandle::writes`]).
+    journal: Mutex<Vec<WriteRecord>>,
+}
+
+/// How many writes the journal keeps (the oldest half is dropped beyond this).
+const JOURNAL_CAPACITY: usize = 100_000;
+
+/// A write request the facade answered: creates, updates, patches and deletes (and
+/// evictions, which are creates of `pods/eviction`), with or without success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// Real time since the facade started at which the request arrived (before any injected
+    /// delay), on the same clock as [`FacadeHandle::elapsed`].
+    pub received: Duration,
+    /// Real time since start at which it was answered.
+    pub answered: Duration,
+    /// The verb.
+    pub verb: Verb,
+    /// The request path (without the query).
+    pub path: String,
+    /// The HTTP status code answered.
+    pub code: u16,
 }
 
 impl Shared {
@@ -109,6 +134,20 @@ impl Shared {
     /// The fault rules, locked.
     pub(crate) fn faults(&self) -> MutexGuard<'_, faults::Faults> {
         self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lists being paged through, locked.
+    pub(crate) fn pager(&self) -> MutexGuard<'_, paging::Pager> {
+        self.pager.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes an answered write.
+    pub(crate) fn record_write(&self, record: WriteRecord) {
+        let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        if j.len() >= JOURNAL_CAPACITY {
+            j.drain(..JOURNAL_CAPACITY / 2);
+        }
+        j.push(record);
     }
 
     /// Runs `f` on the world and wakes the watch streams.
@@ -177,6 +216,8 @@ impl Facade {
             addr: addr.to_string(),
             bookmark_interval: options.bookmark_interval,
             names: AtomicU64::new(0),
+            pager: Mutex::new(paging::Pager::default()),
+            journal: Mutex::new(Vec::new()),
         });
 
         let app = server::router(shared.clone());
@@ -294,6 +335,12 @@ impl FacadeHandle {
         self.shared.write(f)
     }
 
+    /// Runs `f` on the world without waking the watch streams: for looking only (a test
+    /// polling the world often must not disturb what it measures).
+    pub fn read_world<R>(&self, f: impl FnOnce(&World) -> R) -> R {
+        f(&self.shared.world())
+    }
+
     /// Adds a fault rule (its window is in real time since start), returning its index in
     /// [`FaultCounts::per_rule`].
     pub fn add_fault(&self, rule: FaultRule) -> usize {
@@ -308,6 +355,16 @@ impl FacadeHandle {
     /// Real time since start (fault windows are measured from there).
     pub fn elapsed(&self) -> Duration {
         self.shared.elapsed()
+    }
+
+    /// The writes answered so far, oldest first (at most the latest 100,000): what a test
+    /// times reactions against (e.g. when a scale subresource PATCH arrived).
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.shared
+            .journal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Forgets the whole watch log: a watch from any version before the current one then gets

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::Shared;
 use crate::faults::{FaultAction, RequestInfo, Verb};
+use crate::paging::PagingError;
 use crate::patch::{self, PatchKind};
 use crate::resources::{self, Resource};
 use crate::selectors::{FieldSelector, LabelSelector, parse_query};
@@ -125,6 +126,30 @@ fn route(path: &str) -> Option<Route> {
 }
 
 async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
+    let received = sh.elapsed();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let response = serve(sh.clone(), req).await;
+    let verb = match method {
+        Method::POST => Some(Verb::Create),
+        Method::PUT => Some(Verb::Update),
+        Method::PATCH => Some(Verb::Patch),
+        Method::DELETE => Some(Verb::Delete),
+        _ => None,
+    };
+    if let Some(verb) = verb {
+        sh.record_write(crate::WriteRecord {
+            received,
+            answered: sh.elapsed(),
+            verb,
+            path,
+            code: response.status().as_u16(),
+        });
+    }
+    response
+}
+
+async fn serve(sh: Arc<Shared>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
@@ -257,22 +282,52 @@ pub(crate) fn selectors(
 
 fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Reply {
     let (ls, fs) = selectors(query)?;
-    let (items, rv) = {
-        let w = sh.world();
-        let items: Vec<Value> = w
-            .objects()
-            .list(t.res.group, t.res.kind)
-            .filter(|(k, v)| t.holds(k) && ls.matches(v) && fs.matches(v))
-            .map(|(_, v)| (**v).clone())
-            .collect();
-        (items, w.resource_version())
+    // `limit=0` or none: everything at once.
+    let limit = match query.get("limit").map(String::as_str) {
+        None | Some("") => None,
+        Some(l) => match l.parse::<usize>() {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => return Err(ApiError::bad_request(format!("invalid limit {l:?}"))),
+        },
     };
+    let token = query.get("continue").filter(|c| !c.is_empty());
+    let page = match (token, limit) {
+        (Some(token), _) => sh
+            .pager()
+            .next(token, limit.unwrap_or(usize::MAX))
+            .map_err(|e| match e {
+                PagingError::Expired => ApiError::expired_continue(e.to_string()),
+                PagingError::Invalid(_) => ApiError::bad_request(e.to_string()),
+            })?,
+        (None, limit) => {
+            // Shared objects are collected under the lock; the deep copies into the response
+            // are made after it is released, and only for the page served.
+            let (items, rv) = {
+                let w = sh.world();
+                let items: Vec<Arc<Value>> = w
+                    .objects()
+                    .list(t.res.group, t.res.kind)
+                    .filter(|(k, v)| t.holds(k) && ls.matches(v) && fs.matches(v))
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                (items, w.resource_version())
+            };
+            sh.pager().first(items, rv, limit.unwrap_or(usize::MAX))
+        }
+    };
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(next) = &page.next {
+        metadata["continue"] = json!(next);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
+    let items: Vec<Value> = page.items.iter().map(|v| (**v).clone()).collect();
     Ok((
         StatusCode::OK,
         json!({
             "kind": format!("{}List", t.res.kind),
             "apiVersion": t.res.api_version(),
-            "metadata": {"resourceVersion": rv.to_string()},
+            "metadata": metadata,
             "items": items,
         }),
     ))
