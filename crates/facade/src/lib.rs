@@ -401,3 +401,109 @@ impl Drop for FacadeHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use serde_json::json;
+
+    async fn client(h: &FacadeHandle) -> kube::Client {
+        let kc = Kubeconfig::read_from(h.kubeconfig_path()).expect("kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(cfg).expect("client")
+    }
+
+    fn config_map(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lists_page_over_one_snapshot_and_writes_are_journaled() {
+        let mut w = World::new(autoscaler_world::WorldConfig::default());
+        for i in 0..7 {
+            w.apply(config_map(&format!("cm-{i}"))).expect("apply");
+        }
+        let h = Facade::start(w, FacadeOptions::default())
+            .await
+            .expect("facade");
+        let api: Api<ConfigMap> = Api::namespaced(client(&h).await, "default");
+
+        let first = api
+            .list(&ListParams::default().limit(3))
+            .await
+            .expect("page 1");
+        let names = |l: &kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+            l.items
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect()
+        };
+        assert_eq!(names(&first), ["cm-0", "cm-1", "cm-2"]);
+        assert_eq!(first.metadata.remaining_item_count, Some(4));
+        let token = first.metadata.continue_.clone().expect("a continue token");
+        // A write between pages does not show in the pages of the list begun before it.
+        h.with_world(|w| w.apply(config_map("cm-00")))
+            .expect("apply");
+        let second = api
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await
+            .expect("page 2");
+        assert_eq!(names(&second), ["cm-3", "cm-4", "cm-5"]);
+        assert_eq!(
+            second.metadata.resource_version,
+            first.metadata.resource_version
+        );
+        let token = second.metadata.continue_.clone().expect("a continue token");
+        let third = api
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await
+            .expect("page 3");
+        assert_eq!(names(&third), ["cm-6"]);
+        assert!(third.metadata.continue_.is_none_or(|c| c.is_empty()));
+        // The list is forgotten once served to its end.
+        let again = api
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await;
+        assert!(
+            matches!(again, Err(kube::Error::Api(ref s)) if s.code == 410),
+            "{again:?}"
+        );
+        // Without a limit, everything at once.
+        let all = api.list(&ListParams::default()).await.expect("all");
+        assert_eq!(all.items.len(), 8);
+        assert!(all.metadata.continue_.is_none_or(|c| c.is_empty()));
+
+        let before = h.elapsed();
+        api.patch(
+            "cm-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
+        .await
+        .expect("patch");
+        let writes = h.writes();
+        let last = writes.last().expect("the patch is journaled");
+        assert_eq!(
+            (last.verb, last.path.as_str(), last.code),
+            (
+                Verb::Patch,
+                "/api/v1/namespaces/default/configmaps/cm-1",
+                200
+            )
+        );
+        assert!(before <= last.received && last.received <= last.answered);
+        assert!(
+            writes
+                .iter()
+                .all(|r| r.verb != Verb::List && r.verb != Verb::Get),
+            "reads are not journaled"
+        );
+        h.shutdown().await;
+    }
+}
