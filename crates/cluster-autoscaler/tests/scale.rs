@@ -47,7 +47,14 @@ impl Autoscaler {
             std::env::temp_dir().join(format!("ca-scale-{}-{port}.log", std::process::id()));
         let log = std::fs::File::create(&stderr).expect("log file");
         let started = Instant::now();
-        let child = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        // `SCALE_WRAP="heaptrack -o /tmp/ca"` runs the binary under a profiler (the memory
+        // read from /proc is then the wrapper's).
+        let wrap = std::env::var("SCALE_WRAP").unwrap_or_default();
+        let mut words: Vec<&str> = wrap.split_whitespace().collect();
+        let binary = env!("CARGO_BIN_EXE_cluster-autoscaler");
+        words.push(binary);
+        let child = Command::new(words[0])
+            .args(&words[1..])
             .arg("run")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--address={address}"))
