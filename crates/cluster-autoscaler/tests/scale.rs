@@ -47,8 +47,10 @@ impl Autoscaler {
             std::env::temp_dir().join(format!("ca-scale-{}-{port}.log", std::process::id()));
         let log = std::fs::File::create(&stderr).expect("log file");
         let started = Instant::now();
+        let more = std::env::var("SCALE_ARGS").unwrap_or_default();
         // `SCALE_WRAP="heaptrack -o /tmp/ca"` runs the binary under a profiler (the memory
-        // read from /proc is then the wrapper's).
+        // read from /proc is then the wrapper's, and killing the wrapper may leave the binary
+        // running: end it by its pid).
         let wrap = std::env::var("SCALE_WRAP").unwrap_or_default();
         let mut words: Vec<&str> = wrap.split_whitespace().collect();
         let binary = env!("CARGO_BIN_EXE_cluster-autoscaler");
@@ -63,9 +65,11 @@ impl Autoscaler {
                 "--leader-elect=false",
                 "--scan-interval=10s",
                 "--max-node-provision-time=15m",
-                "--v=1",
             ])
             .args(extra)
+            // `SCALE_ARGS="--v=4"`: more flags, for diagnosis.
+            .args(more.split_whitespace())
+            .args((!more.contains("--v=")).then_some("--v=1"))
             .env("POD_NAME", "ca-scale")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

@@ -227,7 +227,9 @@ async fn serve(sh: Arc<Shared>, req: Request) -> Response {
     }
     let result = match verb {
         Verb::Watch => return crate::watch::serve(sh, t, &query, chosen),
-        Verb::List => list(&sh, &t, &query),
+        Verb::List => {
+            return list(&sh, &t, &query).unwrap_or_else(IntoResponse::into_response);
+        }
         Verb::Get => get(&sh, &t),
         Verb::Create => create(&sh, &t, &body),
         Verb::Update => update(&sh, &t, &body),
@@ -280,7 +282,7 @@ pub(crate) fn selectors(
     Ok((ls, fs))
 }
 
-fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Reply {
+fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Result<Response, ApiError> {
     let (ls, fs) = selectors(query)?;
     // `limit=0` or none: everything at once.
     let limit = match query.get("limit").map(String::as_str) {
@@ -321,16 +323,28 @@ fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Reply {
         metadata["continue"] = json!(next);
         metadata["remainingItemCount"] = json!(page.remaining);
     }
-    let items: Vec<Value> = page.items.iter().map(|v| (**v).clone()).collect();
+    // Written item by item from the shared objects: no deep copy of a page.
+    let mut body = json!({
+        "kind": format!("{}List", t.res.kind),
+        "apiVersion": t.res.api_version(),
+        "metadata": metadata,
+    })
+    .to_string();
+    body.pop();
+    body.push_str(",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&item.to_string());
+    }
+    body.push_str("]}");
     Ok((
         StatusCode::OK,
-        json!({
-            "kind": format!("{}List", t.res.kind),
-            "apiVersion": t.res.api_version(),
-            "metadata": metadata,
-            "items": items,
-        }),
-    ))
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 fn stored(w: &World, t: &Target) -> Result<Value, ApiError> {
