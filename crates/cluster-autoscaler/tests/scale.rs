@@ -7,8 +7,10 @@
 //! Both tests are `#[ignore]`d (minutes of work, gigabytes of memory): the figures are taken
 //! with a release build,
 //! `cargo test --release -p cluster-autoscaler --test scale -- --ignored --nocapture --test-threads=1`.
-//! They print their figures and assert the targets. `SCALE_NODES=<n>` shrinks the cluster (for
-//! development in debug builds; the targets are then still asserted on the smaller cluster).
+//! They print their figures and assert the targets. Knobs, for development and diagnosis:
+//! `SCALE_NODES=<n>` shrinks the cluster (the targets are then asserted on the smaller one),
+//! `SCALE_SAMPLES=<n>` sets the reaction samples (25), `SCALE_ARGS="--v=4"` adds flags to the
+//! binary, `SCALE_WRAP="heaptrack -o /tmp/ca"` runs it under a profiler.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
