@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod faults;
+mod paging;
 mod patch;
 pub mod resources;
 mod selectors;
@@ -98,6 +99,30 @@ pub(crate) struct Shared {
     bookmark_interval: Duration,
     /// Suffixes for `generateName`.
     names: AtomicU64,
+    /// Lists being paged through.
+    pager: Mutex<paging::Pager>,
+    /// The writes served so far (see [`FacadeHandle::writes`]).
+    journal: Mutex<Vec<WriteRecord>>,
+}
+
+/// How many writes the journal keeps (the oldest half is dropped beyond this).
+const JOURNAL_CAPACITY: usize = 100_000;
+
+/// A write request the facade answered: creates, updates, patches and deletes (and
+/// evictions, which are creates of `pods/eviction`), with or without success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// Real time since the facade started at which the request arrived (before any injected
+    /// delay), on the same clock as [`FacadeHandle::elapsed`].
+    pub received: Duration,
+    /// Real time since start at which it was answered.
+    pub answered: Duration,
+    /// The verb.
+    pub verb: Verb,
+    /// The request path (without the query).
+    pub path: String,
+    /// The HTTP status code answered.
+    pub code: u16,
 }
 
 impl Shared {
@@ -109,6 +134,20 @@ impl Shared {
     /// The fault rules, locked.
     pub(crate) fn faults(&self) -> MutexGuard<'_, faults::Faults> {
         self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lists being paged through, locked.
+    pub(crate) fn pager(&self) -> MutexGuard<'_, paging::Pager> {
+        self.pager.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes an answered write.
+    pub(crate) fn record_write(&self, record: WriteRecord) {
+        let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        if j.len() >= JOURNAL_CAPACITY {
+            j.drain(..JOURNAL_CAPACITY / 2);
+        }
+        j.push(record);
     }
 
     /// Runs `f` on the world and wakes the watch streams.
@@ -177,6 +216,8 @@ impl Facade {
             addr: addr.to_string(),
             bookmark_interval: options.bookmark_interval,
             names: AtomicU64::new(0),
+            pager: Mutex::new(paging::Pager::default()),
+            journal: Mutex::new(Vec::new()),
         });
 
         let app = server::router(shared.clone());
@@ -294,6 +335,12 @@ impl FacadeHandle {
         self.shared.write(f)
     }
 
+    /// Runs `f` on the world without waking the watch streams: for looking only (a test
+    /// polling the world often must not disturb what it measures).
+    pub fn read_world<R>(&self, f: impl FnOnce(&World) -> R) -> R {
+        f(&self.shared.world())
+    }
+
     /// Adds a fault rule (its window is in real time since start), returning its index in
     /// [`FaultCounts::per_rule`].
     pub fn add_fault(&self, rule: FaultRule) -> usize {
@@ -308,6 +355,16 @@ impl FacadeHandle {
     /// Real time since start (fault windows are measured from there).
     pub fn elapsed(&self) -> Duration {
         self.shared.elapsed()
+    }
+
+    /// The writes answered so far, oldest first (at most the latest 100,000): what a test
+    /// times reactions against (e.g. when a scale subresource PATCH arrived).
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.shared
+            .journal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Forgets the whole watch log: a watch from any version before the current one then gets
@@ -342,5 +399,111 @@ impl Drop for FacadeHandle {
         if let Some(clock) = self.tasks.get(1) {
             clock.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use serde_json::json;
+
+    async fn client(h: &FacadeHandle) -> kube::Client {
+        let kc = Kubeconfig::read_from(h.kubeconfig_path()).expect("kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(cfg).expect("client")
+    }
+
+    fn config_map(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lists_page_over_one_snapshot_and_writes_are_journaled() {
+        let mut w = World::new(autoscaler_world::WorldConfig::default());
+        for i in 0..7 {
+            w.apply(config_map(&format!("cm-{i}"))).expect("apply");
+        }
+        let h = Facade::start(w, FacadeOptions::default())
+            .await
+            .expect("facade");
+        let api: Api<ConfigMap> = Api::namespaced(client(&h).await, "default");
+
+        let first = api
+            .list(&ListParams::default().limit(3))
+            .await
+            .expect("page 1");
+        let names = |l: &kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+            l.items
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect()
+        };
+        assert_eq!(names(&first), ["cm-0", "cm-1", "cm-2"]);
+        assert_eq!(first.metadata.remaining_item_count, Some(4));
+        let token = first.metadata.continue_.clone().expect("a continue token");
+        // A write between pages does not show in the pages of the list begun before it.
+        h.with_world(|w| w.apply(config_map("cm-00")))
+            .expect("apply");
+        let second = api
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await
+            .expect("page 2");
+        assert_eq!(names(&second), ["cm-3", "cm-4", "cm-5"]);
+        assert_eq!(
+            second.metadata.resource_version,
+            first.metadata.resource_version
+        );
+        let token = second.metadata.continue_.clone().expect("a continue token");
+        let third = api
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await
+            .expect("page 3");
+        assert_eq!(names(&third), ["cm-6"]);
+        assert!(third.metadata.continue_.is_none_or(|c| c.is_empty()));
+        // The list is forgotten once served to its end.
+        let again = api
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await;
+        assert!(
+            matches!(again, Err(kube::Error::Api(ref s)) if s.code == 410),
+            "{again:?}"
+        );
+        // Without a limit, everything at once.
+        let all = api.list(&ListParams::default()).await.expect("all");
+        assert_eq!(all.items.len(), 8);
+        assert!(all.metadata.continue_.is_none_or(|c| c.is_empty()));
+
+        let before = h.elapsed();
+        api.patch(
+            "cm-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
+        .await
+        .expect("patch");
+        let writes = h.writes();
+        let last = writes.last().expect("the patch is journaled");
+        assert_eq!(
+            (last.verb, last.path.as_str(), last.code),
+            (
+                Verb::Patch,
+                "/api/v1/namespaces/default/configmaps/cm-1",
+                200
+            )
+        );
+        assert!(before <= last.received && last.received <= last.answered);
+        assert!(
+            writes
+                .iter()
+                .all(|r| r.verb != Verb::List && r.verb != Verb::Get),
+            "reads are not journaled"
+        );
+        h.shutdown().await;
     }
 }

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::Shared;
 use crate::faults::{FaultAction, RequestInfo, Verb};
+use crate::paging::PagingError;
 use crate::patch::{self, PatchKind};
 use crate::resources::{self, Resource};
 use crate::selectors::{FieldSelector, LabelSelector, parse_query};
@@ -125,6 +126,30 @@ fn route(path: &str) -> Option<Route> {
 }
 
 async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
+    let received = sh.elapsed();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let response = serve(sh.clone(), req).await;
+    let verb = match method {
+        Method::POST => Some(Verb::Create),
+        Method::PUT => Some(Verb::Update),
+        Method::PATCH => Some(Verb::Patch),
+        Method::DELETE => Some(Verb::Delete),
+        _ => None,
+    };
+    if let Some(verb) = verb {
+        sh.record_write(crate::WriteRecord {
+            received,
+            answered: sh.elapsed(),
+            verb,
+            path,
+            code: response.status().as_u16(),
+        });
+    }
+    response
+}
+
+async fn serve(sh: Arc<Shared>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
@@ -202,7 +227,9 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     }
     let result = match verb {
         Verb::Watch => return crate::watch::serve(sh, t, &query, chosen),
-        Verb::List => list(&sh, &t, &query),
+        Verb::List => {
+            return list(&sh, &t, &query).unwrap_or_else(IntoResponse::into_response);
+        }
         Verb::Get => get(&sh, &t),
         Verb::Create => create(&sh, &t, &body),
         Verb::Update => update(&sh, &t, &body),
@@ -255,27 +282,69 @@ pub(crate) fn selectors(
     Ok((ls, fs))
 }
 
-fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Reply {
+fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Result<Response, ApiError> {
     let (ls, fs) = selectors(query)?;
-    let (items, rv) = {
-        let w = sh.world();
-        let items: Vec<Value> = w
-            .objects()
-            .list(t.res.group, t.res.kind)
-            .filter(|(k, v)| t.holds(k) && ls.matches(v) && fs.matches(v))
-            .map(|(_, v)| (**v).clone())
-            .collect();
-        (items, w.resource_version())
+    // `limit=0` or none: everything at once.
+    let limit = match query.get("limit").map(String::as_str) {
+        None | Some("") => None,
+        Some(l) => match l.parse::<usize>() {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => return Err(ApiError::bad_request(format!("invalid limit {l:?}"))),
+        },
     };
+    let token = query.get("continue").filter(|c| !c.is_empty());
+    let page = match (token, limit) {
+        (Some(token), _) => sh
+            .pager()
+            .next(token, limit.unwrap_or(usize::MAX))
+            .map_err(|e| match e {
+                PagingError::Expired => ApiError::expired_continue(e.to_string()),
+                PagingError::Invalid(_) => ApiError::bad_request(e.to_string()),
+            })?,
+        (None, limit) => {
+            // Shared objects are collected under the lock; the deep copies into the response
+            // are made after it is released, and only for the page served.
+            let (items, rv) = {
+                let w = sh.world();
+                let items: Vec<Arc<Value>> = w
+                    .objects()
+                    .list(t.res.group, t.res.kind)
+                    .filter(|(k, v)| t.holds(k) && ls.matches(v) && fs.matches(v))
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                (items, w.resource_version())
+            };
+            sh.pager().first(items, rv, limit.unwrap_or(usize::MAX))
+        }
+    };
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(next) = &page.next {
+        metadata["continue"] = json!(next);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
+    // Written item by item from the shared objects: no deep copy of a page.
+    let mut body = json!({
+        "kind": format!("{}List", t.res.kind),
+        "apiVersion": t.res.api_version(),
+        "metadata": metadata,
+    })
+    .to_string();
+    body.pop();
+    body.push_str(",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&item.to_string());
+    }
+    body.push_str("]}");
     Ok((
         StatusCode::OK,
-        json!({
-            "kind": format!("{}List", t.res.kind),
-            "apiVersion": t.res.api_version(),
-            "metadata": {"resourceVersion": rv.to_string()},
-            "items": items,
-        }),
-    ))
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 fn stored(w: &World, t: &Target) -> Result<Value, ApiError> {

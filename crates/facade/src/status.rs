@@ -111,6 +111,11 @@ impl ApiError {
         )
     }
 
+    /// 410: a list's `continue` token is too old (its list is forgotten); clients relist.
+    pub fn expired_continue(message: impl Into<String>) -> ApiError {
+        ApiError::new(410, "Expired", message)
+    }
+
     /// Sets `details` to name the object and its resource.
     pub fn with_details(mut self, name: &str, resource: &str) -> ApiError {
         self.details = Some(json!({"name": name, "kind": resource}));

@@ -170,6 +170,10 @@ pub(crate) struct ReplicaSetState {
     uid: String,
     replicas: u32,
     pods: BTreeSet<String>,
+    /// The scheduling epoch and the resourceVersions of the ReplicaSet (and Deployment)
+    /// objects when their status was last written: while neither moved, the status is the
+    /// same and counting the pods again (O(pods) per reconcile) is skipped.
+    status_at: Option<(u64, Vec<Option<String>>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -261,6 +265,7 @@ impl World {
                 spec,
                 uid,
                 pods: BTreeSet::new(),
+                status_at: None,
             },
         );
         self.reconcile();
@@ -472,6 +477,16 @@ impl World {
                 self.remove_pod(&(id.0.clone(), n), None);
             }
         }
+        // Pods are created, bound and removed only with the epoch moving, and the objects
+        // only with their resourceVersion moving.
+        let seen = (self.sched_epoch, self.rs_versions(id));
+        if self
+            .replica_sets
+            .get(id)
+            .is_some_and(|r| r.status_at.as_ref() == Some(&seen))
+        {
+            return;
+        }
         let (total, ready) = self.count_ready(id, |w, id| {
             w.replica_sets
                 .get(id)
@@ -492,6 +507,24 @@ impl World {
                 let _ = self.put(obj);
             }
         }
+        let seen = (self.sched_epoch, self.rs_versions(id));
+        if let Some(rs) = self.replica_sets.get_mut(id) {
+            rs.status_at = Some(seen);
+        }
+    }
+
+    /// The resourceVersions of a ReplicaSet's object and of its Deployment's.
+    fn rs_versions(&self, id: &NsName) -> Vec<Option<String>> {
+        ["ReplicaSet", "Deployment"]
+            .iter()
+            .map(|kind| {
+                self.store
+                    .get(&key("apps", kind, &id.0, &id.1))
+                    .and_then(|o| o.pointer("/metadata/resourceVersion"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect()
     }
 
     fn count_ready(
@@ -628,5 +661,82 @@ impl World {
             });
             let _ = self.put(obj);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machines::NodeGroupSpec;
+    use crate::world::WorldConfig;
+
+    fn status(w: &World, kind: &str) -> Value {
+        w.objects()
+            .get(&key("apps", kind, "default", "web"))
+            .map(|o| o["status"].clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn replica_set_status_follows_pods_and_generation_though_unchanged_ones_are_not_recounted() {
+        let mut w = World::new(WorldConfig::default());
+        w.add_node_group(&NodeGroupSpec {
+            namespace: "capi".into(),
+            name: "workers".into(),
+            replicas: 1,
+            max_size: 3,
+            cpu: "4".into(),
+            memory: "16Gi".into(),
+            max_pods: 110,
+            ..Default::default()
+        })
+        .expect("group");
+        w.add_replica_set(ReplicaSetSpec {
+            namespace: "default".into(),
+            name: "web".into(),
+            template: PodTemplate::new().requests("1", "1Gi").label("app", "web"),
+            replicas: 3,
+            schedule: Vec::new(),
+            pod_lifetime_ms: None,
+            deployment: true,
+        })
+        .expect("rs");
+        assert_eq!(status(&w, "ReplicaSet")["readyReplicas"], 0);
+        w.advance(200_000);
+        for kind in ["ReplicaSet", "Deployment"] {
+            assert_eq!(status(&w, kind)["readyReplicas"], 3, "{kind}");
+        }
+        // Nothing changed: the status is not rewritten.
+        let rv = w.resource_version();
+        w.advance(5_000);
+        let rs_rv = |w: &World| {
+            w.objects()
+                .get(&key("apps", "ReplicaSet", "default", "web"))
+                .and_then(|o| o.pointer("/metadata/resourceVersion").cloned())
+        };
+        let before = rs_rv(&w);
+        assert!(w.resource_version() >= rv);
+        assert_eq!(rs_rv(&w), before);
+        // A pod removed is replaced: the counts move through it and back.
+        let name = w
+            .live_pods()
+            .into_iter()
+            .find(|(ns, _, _)| ns == "default")
+            .map(|(_, n, _)| n)
+            .expect("a pod");
+        w.delete_pod("default", &name).expect("delete");
+        assert_eq!(status(&w, "ReplicaSet")["readyReplicas"], 2);
+        w.advance(2_000);
+        assert_eq!(status(&w, "ReplicaSet")["readyReplicas"], 3);
+        // A new generation written from outside is observed.
+        let mut rs = w
+            .objects()
+            .get(&key("apps", "ReplicaSet", "default", "web"))
+            .map(|o| (**o).clone())
+            .expect("rs object");
+        rs["metadata"]["generation"] = serde_json::json!(7);
+        w.replace_object(rs).expect("replace");
+        w.advance(1_000);
+        assert_eq!(status(&w, "ReplicaSet")["observedGeneration"], 7);
     }
 }
