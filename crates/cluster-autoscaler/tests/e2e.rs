@@ -3,8 +3,6 @@
 //! leader election, actuation). Each test asserts on the world (replicas, nodes, pods, Lease,
 //! ConfigMap, events) and on the process's `/metrics` and `/health-check`.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -12,6 +10,9 @@ use std::time::Duration;
 use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, FaultAction, FaultRule, Verb};
 use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
+
+mod support;
+use support::{free_port, http_get, tail};
 
 /// The MachineDeployment's namespace and name.
 const NS: &str = "capi";
@@ -111,37 +112,6 @@ impl Drop for Autoscaler {
             );
         }
     }
-}
-
-fn tail(s: &str) -> &str {
-    let start = s.len().saturating_sub(12_000);
-    let start = (start..s.len())
-        .find(|i| s.is_char_boundary(*i))
-        .unwrap_or(s.len());
-    &s[start..]
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-/// A minimal HTTP/1.1 GET with `Connection: close`.
-fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(address).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let code = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((code, body.to_string()))
 }
 
 /// Polls `cond` every 100 ms until it holds or `timeout` passes; panics with `what` and the

@@ -12,8 +12,6 @@
 //! `SCALE_SAMPLES=<n>` sets the reaction samples (25), `SCALE_ARGS="--v=4"` adds flags to the
 //! binary, `SCALE_WRAP="heaptrack -o /tmp/ca"` runs it under a profiler.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,6 +21,9 @@ use autoscaler_world::{
     NodeGroupSpec, PodTemplate, ProvisioningDelay, ReplicaSetSpec, World, WorldConfig,
 };
 use serde_json::{Value, json};
+
+mod support;
+use support::{free_port, http_get, tail};
 
 /// Namespace of the MachineDeployments.
 const NS: &str = "capi";
@@ -144,36 +145,9 @@ impl Drop for Autoscaler {
         let _ = self.child.wait();
         if std::thread::panicking() {
             let log = self.log();
-            let start = log.len().saturating_sub(12_000);
-            let start = (start..log.len())
-                .find(|i| log.is_char_boundary(*i))
-                .unwrap_or(log.len());
-            eprintln!("----- {} -----\n{}", self.stderr.display(), &log[start..]);
+            eprintln!("----- {} -----\n{}", self.stderr.display(), tail(&log));
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-/// A minimal HTTP/1.1 GET with `Connection: close`.
-fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(address).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let code = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((code, body.to_string()))
 }
 
 /// Polls `cond` every `every` until it holds or `timeout` passes; panics with `what` otherwise.
