@@ -18,6 +18,11 @@ pub mod phases;
 
 use cluster::Shape;
 
+/// The most nodes `bench` generates.
+const MAX_NODES: usize = 100_000;
+/// The most pending pods `bench` generates.
+const MAX_PENDING: usize = 10_000_000;
+
 /// Flags of `bench`. The defaults are the reference scenario of `BENCHMARKS.md`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -66,6 +71,18 @@ impl BenchArgs {
             return Err(anyhow!(
                 "--pending-cpu and --pending-memory must not be negative"
             ));
+        }
+        // Far beyond what any cluster runs, and small enough that no size computed from them
+        // overflows or asks for more memory than exists.
+        for (flag, value, max) in [
+            ("--nodes", self.nodes, MAX_NODES),
+            ("--pending", self.pending, MAX_PENDING),
+        ] {
+            if value > max {
+                return Err(anyhow!(
+                    "{flag} {value} is more than the {max} bench supports"
+                ));
+            }
         }
         if self.nodes == 0 {
             return Err(anyhow!("--nodes must be at least 1"));
@@ -271,6 +288,11 @@ mod tests {
             (&["--pending-cpu", "lots"], "--pending-cpu"),
             (&["--pending-memory", "2Gx"], "--pending-memory"),
             (&["--nodes", "0"], "--nodes"),
+            (
+                &["--nodes", "18446744073709551615", "--groups", "1"],
+                "--nodes",
+            ),
+            (&["--pending", "100000000"], "--pending"),
             (&["--groups", "0"], "--groups"),
             (&["--nodes", "5", "--groups", "6"], "--groups"),
             (
