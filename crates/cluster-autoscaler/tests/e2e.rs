@@ -3,8 +3,7 @@
 //! leader election, actuation). Each test asserts on the world (replicas, nodes, pods, Lease,
 //! ConfigMap, events) and on the process's `/metrics` and `/health-check`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, FaultAction, FaultRule, Verb};
@@ -12,105 +11,30 @@ use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
 
 mod support;
-use support::{free_port, http_get, tail};
+use support::{Autoscaler, free_port};
 
 /// The MachineDeployment's namespace and name.
 const NS: &str = "capi";
 const MD: &str = "md-a";
 
-/// A running `cluster-autoscaler run`, killed on drop; its stderr goes to a file.
-struct Autoscaler {
-    child: Child,
-    stderr: PathBuf,
-    address: String,
-}
-
 impl Autoscaler {
     /// Starts the binary against `kubeconfig`, as `pod_name`, with short timings plus `extra`.
     fn start(kubeconfig: &Path, pod_name: &str, extra: &[&str]) -> Autoscaler {
-        let port = free_port();
-        let address = format!("127.0.0.1:{port}");
-        let stderr = std::env::temp_dir().join(format!(
-            "ca-e2e-{}-{pod_name}-{port}.log",
-            std::process::id()
-        ));
-        let log = std::fs::File::create(&stderr).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
-            .arg("run")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--address={address}"))
-            .args([
-                "--namespace=kube-system",
-                "--scan-interval=1s",
-                "--scale-down-unneeded-time=3s",
-                "--scale-down-delay-after-add=3s",
-                "--scale-down-delay-after-delete=0s",
-                "--scale-down-delay-after-failure=3s",
-                "--leader-elect-lease-duration=3s",
-                "--leader-elect-renew-deadline=2s",
-                "--leader-elect-retry-period=500ms",
-                "--max-node-provision-time=2m",
-                "--v=1",
-            ])
-            .args(extra)
-            .env("POD_NAME", pod_name)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawn cluster-autoscaler");
-        Autoscaler {
-            child,
-            stderr,
-            address,
-        }
-    }
-
-    /// What the process logged so far.
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// `(status code, body)` of `GET path`, or `None` if nothing answers.
-    fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(&self.address, path)
-    }
-
-    /// Sum of every sample of `metric` in `/metrics` (0 when absent or unreachable).
-    fn metric(&self, metric: &str) -> f64 {
-        let Some((200, body)) = self.get("/metrics") else {
-            return 0.0;
-        };
-        body.lines()
-            .filter(|l| {
-                l.strip_prefix(metric)
-                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Autoscaler {
-    fn drop(&mut self) {
-        self.kill();
-        if std::thread::panicking() {
-            eprintln!(
-                "----- {} -----\n{}",
-                self.stderr.display(),
-                tail(&self.log())
-            );
-        }
+        let mut args = vec![
+            "--namespace=kube-system",
+            "--scan-interval=1s",
+            "--scale-down-unneeded-time=3s",
+            "--scale-down-delay-after-add=3s",
+            "--scale-down-delay-after-delete=0s",
+            "--scale-down-delay-after-failure=3s",
+            "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=500ms",
+            "--max-node-provision-time=2m",
+            "--v=1",
+        ];
+        args.extend_from_slice(extra);
+        Autoscaler::spawn("e2e", pod_name, kubeconfig, &[], &args)
     }
 }
 

@@ -12,8 +12,7 @@
 //! `SCALE_SAMPLES=<n>` sets the reaction samples (25), `SCALE_ARGS="--v=4"` adds flags to the
 //! binary, `SCALE_WRAP="heaptrack -o /tmp/ca"` runs it under a profiler.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, Verb};
@@ -23,7 +22,7 @@ use autoscaler_world::{
 use serde_json::{Value, json};
 
 mod support;
-use support::{free_port, http_get, tail};
+use support::Autoscaler;
 
 /// Namespace of the MachineDeployments.
 const NS: &str = "capi";
@@ -33,90 +32,40 @@ const PODS_PER_NODE: usize = 30;
 const POD_CPU: &str = "530m";
 const POD_MEMORY: &str = "2Gi";
 
-/// A running `cluster-autoscaler run`, killed on drop; its stderr goes to a file.
-struct Autoscaler {
-    child: Child,
-    stderr: PathBuf,
-    address: String,
-    started: Instant,
-}
-
 impl Autoscaler {
     /// Starts the binary against `kubeconfig` without leader election, plus `extra` flags.
     fn start(kubeconfig: &Path, extra: &[&str]) -> Autoscaler {
-        let port = free_port();
-        let address = format!("127.0.0.1:{port}");
-        let stderr =
-            std::env::temp_dir().join(format!("ca-scale-{}-{port}.log", std::process::id()));
-        let log = std::fs::File::create(&stderr).expect("log file");
-        let started = Instant::now();
-        let more = std::env::var("SCALE_ARGS").unwrap_or_default();
         // `SCALE_WRAP="heaptrack -o /tmp/ca"` runs the binary under a profiler (the memory
         // read from /proc is then the wrapper's, and killing the wrapper may leave the binary
         // running: end it by its pid).
         let wrap = std::env::var("SCALE_WRAP").unwrap_or_default();
-        let mut words: Vec<&str> = wrap.split_whitespace().collect();
-        let binary = env!("CARGO_BIN_EXE_cluster-autoscaler");
-        words.push(binary);
-        let child = Command::new(words[0])
-            .args(&words[1..])
-            .arg("run")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--address={address}"))
-            .args([
-                "--namespace=kube-system",
-                "--leader-elect=false",
-                "--scan-interval=10s",
-                "--max-node-provision-time=15m",
-            ])
-            .args(extra)
-            // `SCALE_ARGS="--v=4"`: more flags, for diagnosis.
-            .args(more.split_whitespace())
-            .args((!more.contains("--v=")).then_some("--v=1"))
-            .env("POD_NAME", "ca-scale")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawn cluster-autoscaler");
-        Autoscaler {
-            child,
-            stderr,
-            address,
-            started,
+        let wrapper: Vec<&str> = wrap.split_whitespace().collect();
+        // `SCALE_ARGS="--v=4"`: more flags, for diagnosis.
+        let more = std::env::var("SCALE_ARGS").unwrap_or_default();
+        let mut args = vec![
+            "--namespace=kube-system",
+            "--leader-elect=false",
+            "--scan-interval=10s",
+            "--max-node-provision-time=15m",
+        ];
+        args.extend_from_slice(extra);
+        args.extend(more.split_whitespace());
+        if !more.contains("--v=") {
+            args.push("--v=1");
         }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Sum of the samples of `metric` whose labels contain `labels` (0 when unreachable).
-    fn metric(&self, metric: &str, labels: &str) -> f64 {
-        let Some((200, body)) = http_get(&self.address, "/metrics") else {
-            return 0.0;
-        };
-        body.lines()
-            .filter(|l| {
-                l.strip_prefix(metric).is_some_and(|rest| {
-                    (rest.starts_with(' ') || rest.starts_with('{')) && rest.contains(labels)
-                })
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        Autoscaler::spawn("scale", "ca-scale", kubeconfig, &wrapper, &args)
     }
 
     /// Loops run so far.
     fn loops(&self) -> u64 {
-        self.metric(
+        self.metric_where(
             "cluster_autoscaler_function_duration_seconds_count",
             "function=\"main\"",
         ) as u64
     }
 
     fn healthy(&self) -> bool {
-        http_get(&self.address, "/health-check").is_some_and(|(c, _)| c == 200)
+        self.get("/health-check").is_some_and(|(c, _)| c == 200)
     }
 
     /// `(VmHWM, VmRSS)` of the process, in bytes.
@@ -132,21 +81,6 @@ impl Autoscaler {
                 * 1024
         };
         (kib("VmHWM:"), kib("VmRSS:"))
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Autoscaler {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = self.log();
-            eprintln!("----- {} -----\n{}", self.stderr.display(), tail(&log));
-        }
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! Pods are converted to the model as they arrive (never held as JSON); other objects are
 //! cached as JSON without `metadata.managedFields` (and Nodes without their image list). A
-//! relist replaces the kind's objects at once (buffered from `Init` to `InitDone`). Watch errors are logged and retried with the watcher's
-//! default backoff, never fatal; a kind that never synced keeps [`Watches::is_synced`] false.
+//! relist replaces the kind's objects at once (buffered from `Init` to `InitDone`). Watch
+//! errors are logged and retried with the watcher's default backoff, never fatal; a kind that
+//! never synced keeps [`Watches::is_synced`] false.
 //!
 //! It never decides anything and never writes to the API.
 
@@ -274,34 +275,27 @@ fn spawn_pods(
     api: Api<api::Pod>,
     config: watcher::Config,
 ) {
-    spawn_kind(
-        tasks,
-        shared,
-        api,
-        config,
-        String::new(),
-        "Pod".into(),
-        |o| {
-            let (Some(namespace), Some(name)) = (&o.metadata.namespace, &o.metadata.name) else {
-                tracing::warn!("pod without namespace or name; skipped");
-                return None;
-            };
-            let key = ObjectKey {
-                group: String::new(),
-                kind: "Pod".into(),
-                namespace: namespace.clone(),
-                name: name.clone(),
-            };
-            let view = match Pod::from_k8s(&o) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "pod not understood; left out");
-                    None
-                }
-            };
-            Some((key, view))
-        },
-    );
+    let (group, kind) = (String::new(), "Pod".to_string());
+    spawn_kind(tasks, shared, api, config, group, kind, pod_entry);
+}
+
+/// A Pod as the informer takes it: its key, and the model pod (`None` when it does not
+/// convert, with a warning). `None` for a pod without namespace or name.
+fn pod_entry(o: api::Pod) -> Option<(ObjectKey, Option<Pod>)> {
+    let (Some(namespace), Some(name)) = (&o.metadata.namespace, &o.metadata.name) else {
+        tracing::warn!("pod without namespace or name; skipped");
+        return None;
+    };
+    let key = ObjectKey {
+        group: String::new(),
+        kind: "Pod".into(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+    };
+    let view = Pod::from_k8s(&o)
+        .inspect_err(|e| tracing::warn!(pod = %key.name, namespace = %key.namespace, error = %e, "pod not understood; left out"))
+        .ok();
+    Some((key, view))
 }
 
 /// How the items of one watched kind enter the informer.
@@ -487,24 +481,9 @@ mod tests {
     fn pods_are_converted_on_arrival_and_never_cached_as_json() {
         let full: api::Pod = serde_json::from_value(rich_pod()).expect("valid pod");
         let want = Pod::from_k8s(&full).expect("converts");
-        let shared = Shared {
-            informer: Arc::new(Mutex::new(Informer::new())),
-            pending: Arc::new(watch::Sender::new(BTreeSet::new())),
-            new_unschedulable: Arc::new(Notify::new()),
-        };
-        let key = ObjectKey {
-            group: String::new(),
-            kind: "Pod".into(),
-            namespace: "ns".into(),
-            name: "p".into(),
-        };
-        <Option<Pod> as Cached>::relist(
-            &mut shared.lock(),
-            "",
-            "Pod",
-            vec![(key, Some(want.clone()))],
-        );
-        let mut informer = shared.lock();
+        let entry = pod_entry(full).expect("a pod with an identity");
+        let mut informer = Informer::new();
+        <Option<Pod> as Cached>::relist(&mut informer, "", "Pod", vec![entry]);
         assert_eq!(informer.pods().len(), 1);
         assert_eq!(**informer.pod("ns", "p").expect("cached"), want);
         assert!(

@@ -131,10 +131,10 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     };
     let mut results = Vec::new();
 
-    let mut warnings = Vec::new();
-    let (samples, snapshot) = time(n, || build_snapshot(&view, &mut Vec::new()));
-    let mut snapshot = snapshot;
-    let _ = build_snapshot(&view, &mut warnings);
+    let (samples, (mut snapshot, warnings)) = time(n, || {
+        let mut warnings = Vec::new();
+        (build_snapshot(&view, &mut warnings), warnings)
+    });
     let mut decisions = format!(
         "{} nodes, {} pods bound",
         snapshot.len(),

@@ -1,12 +1,127 @@
 //! Helpers shared by the tests that run the real binary as a process (`e2e.rs`, `scale.rs`):
-//! a free port for its `--address`, a plain HTTP GET of its endpoints, the tail of its log.
+//! the process itself ([`Autoscaler`]: spawned on a free `--address`, its log in a file, its
+//! endpoints and metrics read over plain HTTP, killed on drop), and the tail of its log.
 
 // Each test crate includes this module and uses a subset of it.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `cluster-autoscaler run`, killed on drop; its stderr goes to a file, whose tail is
+/// printed when a test fails.
+pub struct Autoscaler {
+    /// The process.
+    pub child: Child,
+    /// Its stderr.
+    pub stderr: PathBuf,
+    /// `127.0.0.1:<port>` of its `/metrics` and `/health-check`.
+    pub address: String,
+    /// When it was spawned.
+    pub started: Instant,
+}
+
+impl Autoscaler {
+    /// Spawns `cluster-autoscaler run --kubeconfig=<kubeconfig> --address=<free port> <args>`
+    /// as pod `pod_name` (`POD_NAME`), under `wrapper` (a program and its arguments, e.g. a
+    /// profiler; empty: none), its stderr in `ca-<tag>-<test pid>-<pod_name>-<port>.log` in
+    /// the temporary directory.
+    pub fn spawn(
+        tag: &str,
+        pod_name: &str,
+        kubeconfig: &Path,
+        wrapper: &[&str],
+        args: &[&str],
+    ) -> Autoscaler {
+        let port = free_port();
+        let address = format!("127.0.0.1:{port}");
+        let stderr = std::env::temp_dir().join(format!(
+            "ca-{tag}-{}-{pod_name}-{port}.log",
+            std::process::id()
+        ));
+        let log = std::fs::File::create(&stderr).expect("log file");
+        let started = Instant::now();
+        let mut words = wrapper.to_vec();
+        words.push(env!("CARGO_BIN_EXE_cluster-autoscaler"));
+        let child = Command::new(words[0])
+            .args(&words[1..])
+            .arg("run")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--address={address}"))
+            .args(args)
+            .env("POD_NAME", pod_name)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn cluster-autoscaler");
+        Autoscaler {
+            child,
+            stderr,
+            address,
+            started,
+        }
+    }
+
+    /// What the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// `(status code, body)` of `GET path`, or `None` if nothing answers.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(&self.address, path)
+    }
+
+    /// Sum of every sample of `metric` in `/metrics` (0 when absent or unreachable).
+    pub fn metric(&self, metric: &str) -> f64 {
+        self.metric_where(metric, "")
+    }
+
+    /// Sum of the samples of `metric` whose labels contain `labels` (0 when absent or
+    /// unreachable).
+    pub fn metric_where(&self, metric: &str, labels: &str) -> f64 {
+        let Some((200, body)) = self.get("/metrics") else {
+            return 0.0;
+        };
+        body.lines()
+            .filter(|l| {
+                l.strip_prefix(metric).is_some_and(|rest| {
+                    (rest.starts_with(' ') || rest.starts_with('{')) && rest.contains(labels)
+                })
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Autoscaler {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "----- {} -----\n{}",
+                self.stderr.display(),
+                tail(&self.log())
+            );
+        }
+    }
+}
 
 /// The last 12,000 bytes of `s` (on a character boundary), for printing a process's log.
 pub fn tail(s: &str) -> &str {
