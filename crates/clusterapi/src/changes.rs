@@ -104,19 +104,19 @@ pub enum ProviderError {
         /// The group it is in, if any.
         other: Option<String>,
     },
-    /// A target decrease would remove machines that already are nodes.
+    /// A target decrease would go below the Machines that exist.
     #[error(
-        "node group {group}: lowering replicas from {replicas} by {delta} would delete existing nodes ({nodes} machines have nodes)"
+        "node group {group}: lowering replicas from {replicas} by {delta} would delete existing machines ({machines} exist and are not being deleted)"
     )]
-    WouldDeleteNodes {
+    WouldDeleteMachines {
         /// Group.
         group: String,
         /// Current replicas.
         replicas: i64,
         /// Decrease asked for.
         delta: usize,
-        /// Machines that have nodes.
-        nodes: usize,
+        /// Machines that exist and are not being deleted.
+        machines: usize,
     },
 }
 
@@ -304,8 +304,9 @@ impl ClusterApiProvider {
         Ok(out)
     }
 
-    /// Lowers the target of `group` by `delta` without removing any existing node: refused when
-    /// fewer than `delta` machines lack a node, or below the min.
+    /// Lowers the target of `group` by `delta` without removing any existing machine: refused
+    /// below the number of Machines that exist and are not being deleted (with or without a
+    /// node: a set picks which Machine goes, and it may pick a healthy one), or below the min.
     pub fn decrease_target_size(
         &self,
         group: &str,
@@ -317,14 +318,18 @@ impl ClusterApiProvider {
                 group: group.into(),
             });
         }
-        let nodes = r.machines.iter().filter(|m| m.has_node()).count();
+        let live = r
+            .machines
+            .iter()
+            .filter(|m| m.state != autoscaler_core::node_group::InstanceState::Deleting)
+            .count();
         let target = r.replicas - delta_i64(delta);
-        if target < delta_i64(nodes) {
-            return Err(ProviderError::WouldDeleteNodes {
+        if target < delta_i64(live) {
+            return Err(ProviderError::WouldDeleteMachines {
                 group: group.into(),
                 replicas: r.replicas,
                 delta,
-                nodes,
+                machines: live,
             });
         }
         if target < delta_i64(r.min_size) {

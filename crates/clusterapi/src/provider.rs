@@ -236,7 +236,13 @@ impl ClusterApiProvider {
         let replicas = match obj.pointer("/spec/replicas") {
             None | Some(Value::Null) => return Err("has no spec.replicas".to_string()),
             Some(v) => match v.as_i64() {
-                Some(r) if r >= 0 => r,
+                Some(r) if (0..=i64::from(i32::MAX)).contains(&r) => r,
+                Some(r) if r > 0 => {
+                    return Err(format!(
+                        "spec.replicas is {r}: above {}, the most an int32 field holds",
+                        i32::MAX
+                    ));
+                }
                 _ => return Err(format!("spec.replicas is {v}: not a non-negative integer")),
             },
         };
@@ -397,7 +403,14 @@ impl ClusterApiProvider {
         let deleting = obj
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
-        let state = if deleting {
+        let marked_for_deletion = obj
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(self.config.delete_machine_key()))
+            .is_some();
+        // A marked Machine is on its way out: its set deletes it before any unmarked one when
+        // the replicas drop, so it no longer counts as a live instance, and it must never be
+        // the reason for a second decrement.
+        let state = if deleting || marked_for_deletion {
             InstanceState::Deleting
         } else if node_name.is_none() {
             InstanceState::Creating
@@ -419,10 +432,7 @@ impl ClusterApiProvider {
             error: machine_error(obj, deleting, node_name.is_some()),
             node_name,
             state,
-            marked_for_deletion: obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(self.config.delete_machine_key()))
-                .is_some(),
+            marked_for_deletion,
         }
     }
 }

@@ -343,21 +343,55 @@ fn resizes_are_refused_at_the_limits_and_for_foreign_nodes() {
         Err(ProviderError::NotInGroup { other: None, .. })
     ));
 
-    // md-workers: 3 replicas, one machine with a node: the target may drop by 2, not 3.
-    assert!(matches!(
-        p.decrease_target_size(md, 2).unwrap()[0],
-        ObjectChange::SetReplicas { replicas: 1, .. }
-    ));
-    let e = p.decrease_target_size(md, 3).unwrap_err();
+    // md-workers: 3 replicas and 3 Machines (one with a node, one provisioning, one failed):
+    // as upstream, the target may not drop below the Machines that exist, whatever their state,
+    // because the set, not the autoscaler, picks which Machine goes.
+    let e = p.decrease_target_size(md, 1).unwrap_err();
     assert_eq!(
         e,
-        ProviderError::WouldDeleteNodes {
+        ProviderError::WouldDeleteMachines {
             group: md.into(),
             replicas: 3,
-            delta: 3,
-            nodes: 1
+            delta: 1,
+            machines: 3
         }
     );
+}
+
+#[test]
+fn marked_machines_are_on_their_way_out_and_never_decremented_twice() {
+    let mut s = store(CAPI);
+    let md = "MachineDeployment/default/md-workers";
+    let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
+    let failed = "clusterapi://default/md-workers-7d9f8-ccccc";
+    let changes = p.delete_instances(md, &[failed]).unwrap();
+    apply(&mut s, &changes).unwrap();
+    let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
+    let g = group(&p, md);
+    assert_eq!(g.target_size, 2);
+    let marked = g.instances.iter().find(|i| &*i.id == failed).unwrap();
+    assert_eq!(marked.state, InstanceState::Deleting);
+    // Asked again (a re-issued deletion), the marked Machine is not decremented a second time.
+    assert_eq!(p.delete_instances(md, &[failed]).unwrap(), vec![]);
+    // Two live Machines for a target of 2: no decrease is allowed.
+    assert!(matches!(
+        p.decrease_target_size(md, 1),
+        Err(ProviderError::WouldDeleteMachines { machines: 2, .. })
+    ));
+}
+
+#[test]
+fn replicas_beyond_int32_are_refused_with_a_warning() {
+    let text = CAPI.replacen("replicas: 3", "replicas: 2147483648", 1);
+    assert_ne!(text, CAPI, "the fixture has a group of 3 replicas");
+    let (p, warnings) = ClusterApiProvider::discover(&store(&text), &ClusterApiConfig::default());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.replicas is 2147483648: above 2147483647")),
+        "{warnings:?}"
+    );
+    assert!(p.resource("MachineDeployment/default/md-workers").is_none());
 }
 
 #[test]

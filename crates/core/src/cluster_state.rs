@@ -213,6 +213,8 @@ struct GroupMemory {
     no_nodes_since_ms: Option<i64>,
     /// A target decrease issued from this target at this time, not yet visible.
     pending_revert: Option<(usize, i64)>,
+    /// Registered nodes (ready, unready or starting) at the previous update.
+    last_active: Option<usize>,
 }
 
 /// What is remembered about one instance without a node.
@@ -456,7 +458,15 @@ impl ClusterState {
             readiness.failed = failed.len();
             readiness.long_unregistered = long.len();
             let active = readiness.ready + readiness.unready + readiness.not_started;
-            readiness.missing = group.target_size.saturating_sub(active + without_node);
+            // Instances that exist and are not being deleted: a node being drained still has
+            // its instance until the provider removes it, so count instances, not nodes.
+            let live = group
+                .instances
+                .iter()
+                .filter(|i| i.state != InstanceState::Deleting)
+                .count()
+                .max(active + without_node);
+            readiness.missing = group.target_size.saturating_sub(live);
 
             let mem = self.groups.entry(group.id.clone()).or_default();
             if let Some((from, at)) = mem.pending_revert
@@ -465,10 +475,13 @@ impl ClusterState {
                 mem.pending_revert = None;
             }
             let reverting = mem.pending_revert.is_some();
+            // Capacity still expected: instances on their way and target not yet created,
+            // never more than the group's max allows.
             let unfulfilled = if reverting {
                 0
             } else {
-                readiness.unregistered + readiness.missing
+                (readiness.unregistered + readiness.missing)
+                    .min(group.max_size.saturating_sub(active))
             };
             let long_pending = long
                 .iter()
@@ -498,9 +511,12 @@ impl ClusterState {
                         mem.requests.remove(0);
                     }
                 }
-                // A completed scale-up ends the backoff, unless a failure came after it began.
+                // A scale-up completed by nodes that registered ends the backoff, unless a
+                // failure came after it began. One "completed" by a lower target or by deleted
+                // instances proves nothing about the group and leaves the backoff alone.
                 if mem.requests.is_empty()
                     && failed.is_empty()
+                    && mem.last_active.is_some_and(|before| active > before)
                     && let Some(since) = completed_since
                     && self
                         .backoff
@@ -516,6 +532,8 @@ impl ClusterState {
                     ours: false,
                 });
             }
+
+            mem.last_active = Some(active);
 
             // Timeout: the oldest request waited longer than the provision time.
             let timed_out = healthy
@@ -537,13 +555,19 @@ impl ClusterState {
                     ),
                 };
                 let until = self.backoff.record_failure(&group.id, reason, now_ms);
-                if unfulfilled > 0 {
+                // Only the part of the target that has no instance is reverted here: instances
+                // that exist without a node are deleted by name once they are past their own
+                // provision time, each with its own decrement. Lowering the target for them too
+                // would remove one machine twice, and whichever machine the provider picks for
+                // the excess decrement may be a healthy node.
+                let revert = if reverting { 0 } else { readiness.missing };
+                if revert > 0 {
                     out.actions.push(Action::DecreaseTargetSize {
                         group: group.id.clone(),
-                        delta: unfulfilled,
+                        delta: revert,
                     });
                     mem.pending_revert = Some((group.target_size, now_ms));
-                    reverted = unfulfilled;
+                    reverted = revert;
                 }
                 let (reason, what) = if ours {
                     (SCALE_UP_TIMED_OUT, "Scale-up")
@@ -676,7 +700,15 @@ impl ClusterState {
                 ));
             }
             let reverting = reverting || reverted > 0;
-            let upcoming = readiness.not_started + if reverting { 0 } else { unfulfilled };
+            // A group in backoff has shown that its new instances cannot be relied on: they
+            // stop counting as capacity so that pending pods can fall back to other groups.
+            let backed_off = self.backoff.active(&group.id, now_ms).is_some();
+            let upcoming = readiness.not_started
+                + if reverting || backed_off {
+                    0
+                } else {
+                    unfulfilled
+                };
             let backoff = self
                 .backoff
                 .active(&group.id, now_ms)
@@ -803,6 +835,72 @@ mod tests {
                 .unwrap()
                 .starts_with("node group unhealthy")
         );
+    }
+
+    /// A machine that never gets a node after a scale-up of a group with one healthy node: the
+    /// target never drops below the instances that exist, the machine is removed once (by name),
+    /// and the backoff holds for its full length.
+    #[test]
+    fn a_never_registering_instance_is_removed_once_and_never_below_the_live_ones() {
+        let opts = ClusterStateOptions {
+            max_node_provision_time: Duration::from_secs(60),
+            ..ClusterStateOptions::default()
+        };
+        let mut s = ClusterState::new(opts);
+        let id = NodeGroupId::from("ng");
+        let nodes = vec![node("n1", true)];
+        let mut p = provider(&nodes, 2);
+        p.groups_mut()[0].instances.push(Instance {
+            id: Arc::from("clusterapi://ns/m2"),
+            state: InstanceState::Creating,
+            error: None,
+        });
+        s.record_scale_up(&id, 1, T0);
+        let mut decrements = 0;
+        for step in 1..=60 {
+            let now = T0 + step * 5_000;
+            let u = s.update(&nodes, &p, now);
+            let g = &mut p.groups_mut()[0];
+            for a in &u.actions {
+                match a {
+                    Action::DecreaseTargetSize { delta, .. } => {
+                        let live = g
+                            .instances
+                            .iter()
+                            .filter(|i| i.state != InstanceState::Deleting)
+                            .count();
+                        assert!(g.target_size - delta >= live, "at +{}s: {a:?}", step * 5);
+                        g.target_size -= delta;
+                        decrements += delta;
+                    }
+                    Action::DeleteInstances { instances, .. } => {
+                        for i in g.instances.iter_mut().filter(|i| instances.contains(&i.id)) {
+                            assert_ne!(i.state, InstanceState::Deleting, "removed twice");
+                            i.state = InstanceState::Deleting;
+                            g.target_size -= 1;
+                            decrements += 1;
+                        }
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert!(
+                g.target_size >= 1,
+                "at +{}s the target fell under the Ready node",
+                step * 5
+            );
+            // Inside the backoff, the group stays blocked.
+            if now < T0 + 60_000 + 5 * MIN {
+                let backed_off = u.status.groups[0].backoff.is_some();
+                assert!(
+                    backed_off || now <= T0 + 60_000,
+                    "at +{}s: no backoff",
+                    step * 5
+                );
+            }
+        }
+        assert_eq!(decrements, 1);
+        assert_eq!(p.groups_mut()[0].target_size, 1);
     }
 
     #[test]
