@@ -23,7 +23,7 @@ pub mod workloads;
 pub mod world;
 
 pub use eviction::{BudgetStatus, EvictionError};
-pub use machines::NodeGroupSpec;
+pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
 pub use metrics::{Metrics, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;

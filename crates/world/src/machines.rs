@@ -1,13 +1,19 @@
-//! The Cluster API machine controller (`cluster.x-k8s.io/v1beta1`): a MachineDeployment owns one
-//! MachineSet, which owns Machines up to `spec.replicas`; a Machine becomes a Ready Node after a
-//! provisioning delay drawn from its group's distribution, unless an injected fault says
-//! otherwise.
+//! The Cluster API machine controller (`cluster.x-k8s.io/v1beta1`), as strict as the real one: a
+//! MachineDeployment owns one MachineSet, which owns Machines up to `spec.replicas`; a Machine
+//! becomes a Ready Node after a provisioning delay drawn from its group's distribution, unless an
+//! injected fault says otherwise.
 //!
-//! It decides which Machines to create and delete (on scale-down: those carrying the
-//! `cluster.x-k8s.io/delete-machine` annotation first, then failed ones, then ones without a
-//! Node, then the newest) and what the Node of a group looks like (template labels, capacity
-//! annotations, taints). It never talks to a cloud and never drains: deleting a Machine removes
-//! its Node and the Node's pods at once.
+//! It decides which Machines to create and which to delete when the replicas drop, by the set's
+//! delete policy as Cluster API ranks them (`Random` by default, `Newest`, `Oldest`): Machines
+//! already being deleted first, then marked (`cluster.x-k8s.io/delete-machine`) and unhealthy ones
+//! (no node, failed, node not Ready), then the rest, ties by name. An unmarked healthy Machine
+//! picked this way is recorded ([`World::unmarked_healthy_deletions`]): that is what a careless
+//! target decrease costs on a real cluster. Deleting a Machine takes time: it gets a
+//! `deletionTimestamp`, its Node is cordoned and drained through the Eviction API (a
+//! PodDisruptionBudget holds the drain, as Cluster API's does), and only then do the Node and the
+//! Machine go. Machines being deleted still count against the replicas until they are gone. A
+//! configurable delay lets the set react late to a change of replicas, as a busy or restarting
+//! controller does. It never talks to a cloud.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +54,64 @@ pub(crate) struct MachineState {
     pub node: Option<String>,
     /// Whether it failed to provision.
     pub failed: bool,
+    /// Whether it is being deleted (has a `deletionTimestamp`).
+    pub deleting: bool,
+    /// Creation time.
+    pub created: SimTime,
+}
+
+/// A Machine the set deleted although it was healthy and carried no delete-machine annotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnmarkedDeletion {
+    /// When the set picked it.
+    pub at: SimTime,
+    /// The MachineDeployment.
+    pub group: String,
+    /// The Machine.
+    pub machine: String,
+    /// Its Node.
+    pub node: String,
+}
+
+/// Cluster API's MachineSet delete policies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeletePolicy {
+    /// Unhealthy and marked Machines first, then any (ties by name). Cluster API's default.
+    #[default]
+    Random,
+    /// Unhealthy and marked Machines first, then the newest.
+    Newest,
+    /// Unhealthy and marked Machines first, then the oldest.
+    Oldest,
+}
+
+impl DeletePolicy {
+    /// Reads `Random`, `Newest` or `Oldest` (empty: `Random`).
+    pub fn parse(s: &str) -> Option<DeletePolicy> {
+        match s {
+            "" | "Random" => Some(DeletePolicy::Random),
+            "Newest" => Some(DeletePolicy::Newest),
+            "Oldest" => Some(DeletePolicy::Oldest),
+            _ => None,
+        }
+    }
+
+    /// Cluster API's delete priority (higher goes first) of a Machine `age_ms` old.
+    fn priority(self, deleting: bool, marked: bool, healthy: bool, age_ms: SimTime) -> f64 {
+        const MUST: f64 = 100.0;
+        if deleting {
+            return MUST;
+        }
+        // Creation time mapped onto 0..100 over about ten days, as Cluster API does.
+        let oldest = MUST * (1.0 - (-(age_ms as f64 / 1000.0) / 864_000.0).exp());
+        match self {
+            DeletePolicy::Random if marked || !healthy => 50.0,
+            DeletePolicy::Random => 20.0,
+            _ if marked || !healthy => MUST,
+            DeletePolicy::Newest => MUST - oldest,
+            DeletePolicy::Oldest => oldest,
+        }
+    }
 }
 
 /// The shape of a node group as the MachineDeployment describes it.
@@ -75,6 +139,8 @@ pub struct NodeGroupSpec {
     pub labels: BTreeMap<String, String>,
     /// Taints of the nodes as `(key, value, effect)`.
     pub taints: Vec<(String, String, String)>,
+    /// The MachineSet's delete policy.
+    pub delete_policy: DeletePolicy,
 }
 
 impl NodeGroupSpec {
@@ -106,6 +172,11 @@ impl NodeGroupSpec {
         if !taints.is_empty() {
             spec["taints"] = Value::Array(taints);
         }
+        let policy = match self.delete_policy {
+            DeletePolicy::Random => "Random",
+            DeletePolicy::Newest => "Newest",
+            DeletePolicy::Oldest => "Oldest",
+        };
         json!({
             "apiVersion": "cluster.x-k8s.io/v1beta1",
             "kind": "MachineDeployment",
@@ -113,6 +184,7 @@ impl NodeGroupSpec {
             "spec": {
                 "clusterName": cluster,
                 "replicas": self.replicas,
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"deletePolicy": policy}},
                 "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": self.name}},
                 "template": {
                     "metadata": {"labels": self.labels},
@@ -122,6 +194,9 @@ impl NodeGroupSpec {
         })
     }
 }
+
+/// How soon a drain held by a PodDisruptionBudget is tried again.
+const DRAIN_RETRY_MS: SimTime = 5_000;
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
     v.pointer(ptr).and_then(Value::as_str)
@@ -158,9 +233,25 @@ impl World {
             .unwrap_or(0);
         obj["metadata"]["generation"] = json!(generation + 1);
         self.put(obj)?;
-        self.reconcile_group(&(namespace.to_string(), md.to_string()));
-        self.reconcile();
+        self.sync_group_later(&(namespace.to_string(), md.to_string()));
         Ok(())
+    }
+
+    /// Lets the MachineSet controller act on a change of replicas: at once, or after the
+    /// configured sync delay (a busy controller).
+    pub(crate) fn sync_group_later(&mut self, g: &NsName) {
+        if self.cfg.machine_set_sync_ms == 0 {
+            self.reconcile_group(g);
+            self.reconcile();
+        } else {
+            let at = self.now.saturating_add(self.cfg.machine_set_sync_ms);
+            self.schedule(at, crate::world::Event::SyncGroup { group: g.clone() });
+        }
+    }
+
+    /// Machines the set deleted although they were healthy and unmarked, oldest first.
+    pub fn unmarked_healthy_deletions(&self) -> &[UnmarkedDeletion] {
+        &self.unmarked_deletions
     }
 
     /// Sets an annotation on a Machine (the autoscaler marks machines to delete this way).
@@ -220,7 +311,12 @@ impl World {
                 name
             }
         };
-        let mut members: Vec<(NsName, bool, bool, bool, u64)> = self
+        let policy = md
+            .pointer("/spec/strategy/rollingUpdate/deletePolicy")
+            .and_then(Value::as_str)
+            .and_then(DeletePolicy::parse)
+            .unwrap_or_default();
+        let members: Vec<(NsName, f64, bool, bool)> = self
             .machines
             .iter()
             .filter(|(_, m)| m.group == *g)
@@ -231,27 +327,37 @@ impl World {
                     .and_then(|o| o.pointer("/metadata/annotations"))
                     .and_then(|a| a.get(DELETE_MACHINE_ANNOTATION))
                     .is_some();
-                (k.clone(), marked, m.failed, m.node.is_none(), m.seq)
+                let healthy = !m.failed && m.node.as_deref().is_some_and(|n| self.node_ready(n));
+                let age = self.now.saturating_sub(m.created);
+                let priority = policy.priority(m.deleting, marked, healthy, age);
+                (k.clone(), priority, marked, healthy)
             })
             .collect();
+        // Machines being deleted still count until they are gone, as in Cluster API.
         let have = members.len() as u64;
         if have < replicas {
             for _ in have..replicas {
                 self.create_machine(g, &md, &ms_name);
             }
         } else if have > replicas {
-            // Delete priority: marked, failed, without a node, then newest.
-            members.sort_by(|a, b| {
-                (!a.1, !a.2, !a.3, std::cmp::Reverse(a.4)).cmp(&(
-                    !b.1,
-                    !b.2,
-                    !b.3,
-                    std::cmp::Reverse(b.4),
-                ))
-            });
+            let mut ranked = members;
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.1.cmp(&b.0.1)));
             let excess = (have - replicas) as usize;
-            for (k, ..) in members.into_iter().take(excess) {
-                self.delete_machine(&k);
+            for (k, _, marked, healthy) in ranked.into_iter().take(excess) {
+                if healthy && !marked {
+                    let node = self
+                        .machines
+                        .get(&k)
+                        .and_then(|m| m.node.clone())
+                        .unwrap_or_default();
+                    self.unmarked_deletions.push(UnmarkedDeletion {
+                        at: self.now,
+                        group: g.1.clone(),
+                        machine: k.1.clone(),
+                        node,
+                    });
+                }
+                self.begin_machine_deletion(&k);
             }
         }
         self.write_group_status(g, &md, &ms_name, replicas);
@@ -354,13 +460,21 @@ impl World {
             .unwrap_or_else(|| json!({}));
         spec["clusterName"] = json!(self.cfg.cluster_name);
         let status = match &fault {
-            Some(FaultKind::Stockout { reason }) => json!({
-                "phase": "Failed",
-                "failureReason": reason,
-                "failureMessage": format!("instance could not be created: {reason}"),
-                "bootstrapReady": true,
-                "infrastructureReady": false,
-            }),
+            Some(FaultKind::Stockout { reason }) => {
+                let message = format!("instance could not be created: {reason}");
+                let ts = self.store.timestamp(self.now);
+                json!({
+                    "phase": "Failed",
+                    "failureReason": reason,
+                    "failureMessage": message,
+                    "bootstrapReady": true,
+                    "infrastructureReady": false,
+                    "v1beta2": {"conditions": [
+                        {"type": "InfrastructureReady", "status": "False", "reason": reason, "message": message, "lastTransitionTime": ts},
+                        {"type": "Ready", "status": "False", "reason": "NotReady", "message": message, "lastTransitionTime": ts},
+                    ]},
+                })
+            }
             _ => {
                 spec["providerID"] = json!(format!("sim:///{name}"));
                 json!({"phase": "Provisioned", "bootstrapReady": true, "infrastructureReady": true})
@@ -396,6 +510,8 @@ impl World {
                 uid: uid.clone(),
                 node: None,
                 failed,
+                deleting: false,
+                created: self.now,
             },
         );
         let delay = match fault {
@@ -429,7 +545,100 @@ impl World {
         }
     }
 
-    /// Deletes a Machine with its Node and the Node's pods.
+    /// Starts deleting a Machine as Cluster API does: `deletionTimestamp` set, its Node (if any)
+    /// cordoned and drained; the Machine and Node go once the drain is done (after the
+    /// configured deletion delay).
+    pub(crate) fn begin_machine_deletion(&mut self, k: &NsName) {
+        let Some(m) = self.machines.get_mut(k) else {
+            return;
+        };
+        if m.deleting {
+            return;
+        }
+        m.deleting = true;
+        let (uid, node) = (m.uid.clone(), m.node.clone());
+        let mk = key(CAPI_GROUP, "Machine", &k.0, &k.1);
+        if let Some(mut obj) = self.get_owned(&mk) {
+            obj["metadata"]["deletionTimestamp"] = json!(self.store.timestamp(self.now));
+            obj["status"]["phase"] = json!("Deleting");
+            let _ = self.put(obj);
+        }
+        let event = match &node {
+            Some(n) => {
+                let _ = self.set_unschedulable(n, true);
+                crate::world::Event::DrainMachine {
+                    machine: k.clone(),
+                    uid,
+                }
+            }
+            None => crate::world::Event::MachineGone {
+                machine: k.clone(),
+                uid,
+            },
+        };
+        let at = if node.is_some() {
+            self.now
+        } else {
+            self.now.saturating_add(self.cfg.machine_deletion_ms)
+        };
+        self.schedule(at, event);
+    }
+
+    /// Drains the Node of a Machine being deleted: every pod but DaemonSet pods is evicted; a
+    /// PodDisruptionBudget that refuses holds the drain, retried a few seconds later.
+    pub(crate) fn drain_machine(&mut self, k: &NsName, uid: &str) {
+        let Some(m) = self.machines.get(k).filter(|m| m.uid == uid) else {
+            return;
+        };
+        let Some(node) = m.node.clone() else {
+            let at = self.now.saturating_add(self.cfg.machine_deletion_ms);
+            let (machine, uid) = (k.clone(), uid.to_string());
+            self.schedule(at, crate::world::Event::MachineGone { machine, uid });
+            return;
+        };
+        let mut on: Vec<NsName> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                p.node.as_deref() == Some(node.as_str())
+                    && !matches!(p.owner, crate::world::Owner::DaemonSet(..))
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        on.sort();
+        let mut held = false;
+        for (ns, name) in on {
+            if self.evict(&ns, &name).is_err() {
+                held = true;
+            }
+        }
+        let (machine, uid) = (k.clone(), uid.to_string());
+        if held {
+            let at = self.now.saturating_add(DRAIN_RETRY_MS);
+            self.schedule(at, crate::world::Event::DrainMachine { machine, uid });
+        } else {
+            let at = self.now.saturating_add(self.cfg.machine_deletion_ms);
+            self.schedule(at, crate::world::Event::MachineGone { machine, uid });
+        }
+    }
+
+    /// A Machine being deleted is gone: its Node (with what is left on it) and the Machine go,
+    /// and its set may replace it.
+    pub(crate) fn machine_gone(&mut self, k: &NsName, uid: &str) {
+        let Some(group) = self
+            .machines
+            .get(k)
+            .filter(|m| m.uid == uid)
+            .map(|m| m.group.clone())
+        else {
+            return;
+        };
+        self.delete_machine(k);
+        self.reconcile_group(&group);
+        self.reconcile();
+    }
+
+    /// Deletes a Machine with its Node and the Node's pods at once.
     pub(crate) fn delete_machine(&mut self, k: &NsName) {
         let Some(m) = self.machines.remove(k) else {
             return;
@@ -446,7 +655,7 @@ impl World {
         let Some(m) = self.machines.get(k).cloned() else {
             return;
         };
-        if m.uid != uid || m.failed || m.node.is_some() {
+        if m.uid != uid || m.failed || m.deleting || m.node.is_some() {
             return;
         }
         let md_key = key(CAPI_GROUP, "MachineDeployment", &m.group.0, &m.group.1);
@@ -572,15 +781,15 @@ impl World {
 }
 
 impl World {
-    /// Deletes a Machine object (with its Node and the Node's pods), as `kubectl delete
-    /// machine` does; its MachineSet then replaces it if the replicas still ask for it.
+    /// Deletes a Machine object, as `kubectl delete machine` does: it drains and goes (see
+    /// [`World::begin_machine_deletion`]); its MachineSet then replaces it if the replicas still
+    /// ask for it.
     pub fn remove_machine(&mut self, namespace: &str, name: &str) -> Result<(), WorldError> {
         let k = (namespace.to_string(), name.to_string());
-        let Some(group) = self.machines.get(&k).map(|m| m.group.clone()) else {
+        if !self.machines.contains_key(&k) {
             return Err(WorldError::NotFound(format!("Machine {namespace}/{name}")));
-        };
-        self.delete_machine(&k);
-        self.reconcile_group(&group);
+        }
+        self.begin_machine_deletion(&k);
         self.reconcile();
         Ok(())
     }

@@ -134,6 +134,11 @@ pub struct WorldConfig {
     pub default_delay: ProvisioningDelay,
     /// `spec.clusterName` of the Cluster API objects the world creates.
     pub cluster_name: String,
+    /// How long the MachineSet controller takes to act on a change of replicas, in ms (0: at
+    /// once).
+    pub machine_set_sync_ms: SimTime,
+    /// How long a Machine being deleted lingers after its drain, in ms (instance termination).
+    pub machine_deletion_ms: SimTime,
 }
 
 impl Default for WorldConfig {
@@ -148,6 +153,8 @@ impl Default for WorldConfig {
                 max_ms: 120_000,
             },
             cluster_name: "sim".to_string(),
+            machine_set_sync_ms: 0,
+            machine_deletion_ms: 0,
         }
     }
 }
@@ -213,6 +220,12 @@ pub(crate) enum Event {
     Replicas { rs: NsName, replicas: u32 },
     /// Start or end of a `NodesNotReady` fault (index into the faults).
     Readiness { fault: usize, start: bool },
+    /// The MachineSet controller acts on a change of replicas.
+    SyncGroup { group: NsName },
+    /// Drain the Node of a Machine being deleted.
+    DrainMachine { machine: NsName, uid: String },
+    /// A Machine being deleted (and its Node) is gone.
+    MachineGone { machine: NsName, uid: String },
 }
 
 #[derive(Debug)]
@@ -283,6 +296,8 @@ pub struct World {
     pub(crate) stamp_seq: u64,
     /// kube-scheduler failure verdicts kept between scheduler passes, per equivalence class.
     pub(crate) failures: crate::scheduler::FailureCache,
+    /// Healthy unmarked Machines the sets deleted.
+    pub(crate) unmarked_deletions: Vec<crate::machines::UnmarkedDeletion>,
 }
 
 impl World {
@@ -318,6 +333,7 @@ impl World {
             node_stamps: Vec::new(),
             stamp_seq: 0,
             failures: Default::default(),
+            unmarked_deletions: Vec::new(),
         };
         let tick = w.cfg.scheduler_interval_ms.max(1);
         w.schedule(tick, Event::SchedulerTick);
@@ -441,6 +457,9 @@ impl World {
             Event::PodDone { pod, uid } => self.pod_done(&pod, &uid),
             Event::Replicas { rs, replicas } => self.set_rs_replicas(&rs, replicas),
             Event::Readiness { fault, start } => self.readiness_fault(fault, start),
+            Event::SyncGroup { group } => self.reconcile_group(&group),
+            Event::DrainMachine { machine, uid } => self.drain_machine(&machine, &uid),
+            Event::MachineGone { machine, uid } => self.machine_gone(&machine, &uid),
         }
     }
 

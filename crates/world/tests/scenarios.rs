@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use autoscaler_world::machines::DELETE_MACHINE_ANNOTATION;
 use autoscaler_world::{
-    DaemonSetSpec, EvictionError, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
-    ProvisioningDelay, ReplicaSetSpec, World, WorldConfig, WorldError,
+    DaemonSetSpec, DeletePolicy, EvictionError, Fault, FaultKind, JobSpec, NodeGroupSpec,
+    PodTemplate, ProvisioningDelay, ReplicaSetSpec, World, WorldConfig, WorldError,
 };
 use serde_json::{Value, json};
 
@@ -22,6 +22,7 @@ fn group(name: &str, replicas: u32) -> NodeGroupSpec {
         gpu: None,
         labels: BTreeMap::from([("pool".to_string(), name.to_string())]),
         taints: Vec::new(),
+        delete_policy: Default::default(),
     }
 }
 
@@ -194,17 +195,110 @@ fn scale_down_deletes_the_annotated_machine_first() {
     w.add_node_group(&group("workers", 3)).unwrap();
     w.advance(61_000);
     let machines = w.machines_of("capi", "workers");
-    // The oldest would never be chosen by the newest-first rule.
-    let victim = machines[0].clone();
+    // Not the first by name: an unmarked choice would never pick it.
+    let victim = machines[2].clone();
     w.annotate_machine("capi", &victim, DELETE_MACHINE_ANNOTATION, "yes")
         .unwrap();
     w.set_replicas("capi", "workers", 2).unwrap();
+    // Being deleted: a deletionTimestamp, still counted, its node cordoned and drained.
+    assert!(machine(&w, &victim)["metadata"]["deletionTimestamp"].is_string());
+    w.advance(1);
     let left = w.machines_of("capi", "workers");
-    assert_eq!(left, machines[1..].to_vec());
+    assert_eq!(left.len(), 2);
+    assert!(!left.contains(&victim));
     assert!(!w.node_names().contains(&victim), "its node went with it");
-    // Without annotation, the newest goes.
+    assert!(w.unmarked_healthy_deletions().is_empty());
+    // Without annotation, the default Random policy takes a healthy Machine by name: a
+    // careless decrement removes a healthy node, and the world records it.
+    let mut by_name = left.clone();
+    by_name.sort();
     w.set_replicas("capi", "workers", 1).unwrap();
-    assert_eq!(w.machines_of("capi", "workers"), vec![machines[1].clone()]);
+    w.advance(1);
+    assert_eq!(w.machines_of("capi", "workers"), vec![by_name[1].clone()]);
+    let careless = w.unmarked_healthy_deletions();
+    assert_eq!(careless.len(), 1);
+    assert_eq!(careless[0].machine, by_name[0]);
+}
+
+#[test]
+fn unhealthy_machines_go_before_healthy_ones_and_policies_order_the_rest() {
+    for (policy, expect_oldest_left) in
+        [(DeletePolicy::Newest, true), (DeletePolicy::Oldest, false)]
+    {
+        let mut w = world(11);
+        let mut spec = group("workers", 1);
+        spec.delete_policy = policy;
+        w.add_node_group(&spec).unwrap();
+        w.advance(61_000);
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.advance(61_000);
+        let oldest_first = w.machines_of("capi", "workers");
+        assert_eq!(w.node_names().len(), 2);
+        // A third Machine without a node yet: unhealthy, so it goes first.
+        w.set_replicas("capi", "workers", 3).unwrap();
+        let young = w.machines_of("capi", "workers")[2].clone();
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.advance(1);
+        assert!(
+            !w.machines_of("capi", "workers").contains(&young),
+            "{policy:?}"
+        );
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(1);
+        let kept = if expect_oldest_left {
+            &oldest_first[0]
+        } else {
+            &oldest_first[1]
+        };
+        assert_eq!(
+            &w.machines_of("capi", "workers"),
+            &vec![kept.clone()],
+            "{policy:?}"
+        );
+    }
+}
+
+#[test]
+fn a_deleting_machine_keeps_its_node_until_the_budget_lets_the_drain_finish() {
+    let mut w = World::new(WorldConfig {
+        seed: 3,
+        machine_deletion_ms: 20_000,
+        ..WorldConfig::default()
+    });
+    w.add_node_group(&group("workers", 1)).unwrap();
+    w.advance(121_000);
+    w.add_replica_set(rs("web", 1, "100m")).unwrap();
+    w.apply(pdb("web", "web", 1)).unwrap();
+    w.advance(2_000);
+    let m = w.machines_of("capi", "workers")[0].clone();
+    w.remove_machine("capi", &m).unwrap();
+    w.advance(60_000);
+    // The only pod is protected: the node stays, cordoned, and so does the Machine.
+    assert_eq!(w.node_names(), vec![m.clone()]);
+    let node = get(&w, "", "Node", "", &m).unwrap();
+    assert_eq!(node["spec"]["unschedulable"], true);
+    assert_eq!(machine(&w, &m)["status"]["phase"], "Deleting");
+    // The budget relaxed: the drain finishes, then the instance terminates.
+    w.apply(pdb("web", "web", 0)).unwrap();
+    w.advance(6_000);
+    assert_eq!(w.node_names(), vec![m.clone()], "terminating for 20s");
+    w.advance(20_000);
+    assert!(!w.node_names().contains(&m));
+    assert!(!w.machines_of("capi", "workers").contains(&m));
+}
+
+#[test]
+fn a_slow_machine_set_controller_acts_late_on_new_replicas() {
+    let mut w = World::new(WorldConfig {
+        seed: 3,
+        machine_set_sync_ms: 30_000,
+        ..WorldConfig::default()
+    });
+    w.add_node_group(&group("workers", 1)).unwrap();
+    w.set_replicas("capi", "workers", 3).unwrap();
+    assert_eq!(w.machines_of("capi", "workers").len(), 1);
+    w.advance(30_000);
+    assert_eq!(w.machines_of("capi", "workers").len(), 3);
 }
 
 #[test]
@@ -221,8 +315,8 @@ fn stockout_fails_machines_with_a_reason_and_scale_errors_are_injected() {
     });
     w.inject_fault(Fault {
         group: "workers".into(),
-        from_ms: 200_000,
-        to_ms: 300_000,
+        from_ms: 400_000,
+        to_ms: 500_000,
         kind: FaultKind::ScaleApiError,
     });
     w.set_replicas("capi", "workers", 2).unwrap();
@@ -236,22 +330,30 @@ fn stockout_fails_machines_with_a_reason_and_scale_errors_are_injected() {
             "InsufficientInstanceCapacity"
         );
         assert!(obj["status"]["failureMessage"].is_string());
+        let conditions = obj["status"]["v1beta2"]["conditions"].as_array().unwrap();
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "False")
+        );
     }
     // After the window, a new machine provisions; failed ones are deleted first on shrink.
     w.set_replicas("capi", "workers", 3).unwrap();
+    w.step_until(300_000);
     w.set_replicas("capi", "workers", 1).unwrap();
+    w.advance(1);
     let left = w.machines_of("capi", "workers");
     assert_eq!(left.len(), 1);
-    assert_eq!(machine(&w, &left[0])["status"]["phase"], "Provisioned");
-    w.step_until(250_000);
+    assert_eq!(machine(&w, &left[0])["status"]["phase"], "Running");
     assert_eq!(w.node_names().len(), 1);
+    w.step_until(400_000);
     assert_eq!(
         w.set_replicas("capi", "workers", 2),
         Err(WorldError::ScaleApi {
             group: "capi/workers".into()
         })
     );
-    w.step_until(300_000);
+    w.step_until(500_000);
     w.set_replicas("capi", "workers", 2).unwrap();
 }
 

@@ -78,6 +78,7 @@ mod tests {
             gpu: None,
             labels: Default::default(),
             taints: Vec::new(),
+            delete_policy: Default::default(),
         };
         w.apply(spec.to_object("sim")).expect("group");
         let mut inf = Informer::new();

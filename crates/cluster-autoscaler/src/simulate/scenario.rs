@@ -754,6 +754,7 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
             gpu: g.gpu.as_ref().map(|x| (x.resource.clone(), x.count)),
             labels: g.labels.clone(),
             taints,
+            delete_policy: Default::default(),
         },
         annotations: g.annotations.clone(),
         price_per_hour: g.price_per_hour,
