@@ -135,8 +135,10 @@ fn a_group_that_never_provisions_times_out_and_falls_back_within_the_bound() {
         fall_back <= PROVISION_S + 2.0 * SCAN_S + B_DELAY_S,
         "pod ran {fall_back}s after a's scale-up"
     );
-    // a's target was lowered back and a was backed off for the initial 5m.
-    assert_eq!(num(group(&r, "default/a"), "/target_decreases"), 1.0);
+    // a's Machine exists (it never got a node): it is deleted by name, once, rather than the
+    // target lowered under it; a was backed off for the initial 5m.
+    assert_eq!(num(group(&r, "default/a"), "/target_decreases"), 0.0);
+    assert_eq!(num(group(&r, "default/a"), "/instances_deleted"), 1.0);
     let b = &r["backoffs"][0];
     assert_eq!(b["group"], "default/a");
     assert_eq!(b["code"], "timeout");
@@ -326,4 +328,49 @@ fn a_refused_scale_request_backs_off_the_group_and_falls_back() {
 #[test]
 fn failure_reports_are_deterministic() {
     assert_eq!(run("fallback-restart"), run("fallback-restart"));
+}
+
+/// The sequence found on a real control plane: a Machine that never gets a node, in a group
+/// whose one Ready node runs pods, under a MachineSet controller as strict (and as late) as
+/// Cluster API's. The target never falls below the live Machines, the Machine is removed once
+/// by name, no scale-up comes inside the backoff and the Ready node is never taken.
+#[test]
+fn a_never_registered_machine_is_removed_once_and_the_healthy_node_stays() {
+    let r = run("never-registered-machine");
+    assert_eq!(
+        num(&r, "/safety_violations"),
+        0.0,
+        "{}",
+        r["safety_violation_samples"]
+    );
+    assert!(num(&r, "/safety_checks") > 100.0);
+    let g = group(&r, "default/workers");
+    assert_eq!(
+        num(g, "/target_decreases"),
+        0.0,
+        "no decrement for an instance that exists"
+    );
+    let ups = event_times(&r, "ScaledUpGroup", "default/workers");
+    let removals = event_times(&r, "DeleteUnregistered", "default/workers");
+    assert_eq!(
+        removals.len(),
+        ups.len(),
+        "one removal per never-registered Machine"
+    );
+    // Each scale-up after the first waits for the backoff of the failure before it.
+    for b in r["backoffs"].as_array().unwrap() {
+        let until = num(b, "/until_s");
+        let failed = num(b, "/failed_at_s");
+        assert!(
+            !ups.iter().any(|&t| t > failed && t < until),
+            "scale-up inside the backoff {failed}..{until}: {ups:?}"
+        );
+    }
+    // The Ready node (registered within the first minute) is there until the end.
+    for s in r["timeline"].as_array().unwrap() {
+        if num(s, "/t_s") >= 60.0 {
+            assert_eq!(num(s, "/nodes/default~1workers"), 1.0, "{s}");
+        }
+    }
+    assert_eq!(num(&r, "/pods_pending_at_end"), 1.0);
 }

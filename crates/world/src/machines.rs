@@ -249,6 +249,37 @@ impl World {
         }
     }
 
+    /// A `ReplicasChanged` fault: the replicas of every MachineDeployment named by the fault
+    /// change by its delta, as `kubectl scale` would do.
+    pub(crate) fn external_scale(&mut self, index: usize) {
+        let Some(fault) = self.faults.get(index).cloned() else {
+            return;
+        };
+        let FaultKind::ReplicasChanged { delta } = fault.kind else {
+            return;
+        };
+        let targets: Vec<NsName> = self
+            .groups
+            .keys()
+            .filter(|g| g.1 == fault.group)
+            .cloned()
+            .collect();
+        for g in targets {
+            let k = key(CAPI_GROUP, "MachineDeployment", &g.0, &g.1);
+            let Some(mut obj) = self.get_owned(&k) else {
+                continue;
+            };
+            let now = obj
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            obj["spec"]["replicas"] = json!(now.saturating_add(delta).max(0));
+            if self.put(obj).is_ok() {
+                self.sync_group_later(&g);
+            }
+        }
+    }
+
     /// Machines the set deleted although they were healthy and unmarked, oldest first.
     pub fn unmarked_healthy_deletions(&self) -> &[UnmarkedDeletion] {
         &self.unmarked_deletions

@@ -90,6 +90,12 @@ pub enum FaultKind {
         /// How many nodes go down.
         count: u32,
     },
+    /// At the start of the window someone else (a person with `kubectl scale`, another
+    /// controller) changes the group's `spec.replicas` by `delta`, never below 0.
+    ReplicasChanged {
+        /// The change.
+        delta: i64,
+    },
 }
 
 /// A fault injected into one node group (MachineDeployment name) for `[from_ms, to_ms)`.
@@ -114,7 +120,9 @@ impl Fault {
     pub(crate) fn affects_provisioning(&self) -> bool {
         !matches!(
             self.kind,
-            FaultKind::ScaleApiError | FaultKind::NodesNotReady { .. }
+            FaultKind::ScaleApiError
+                | FaultKind::NodesNotReady { .. }
+                | FaultKind::ReplicasChanged { .. }
         )
     }
 }
@@ -222,6 +230,8 @@ pub(crate) enum Event {
     Readiness { fault: usize, start: bool },
     /// The MachineSet controller acts on a change of replicas.
     SyncGroup { group: NsName },
+    /// Someone else changes a group's replicas (a `ReplicasChanged` fault, by index).
+    ExternalScale { fault: usize },
     /// Drain the Node of a Machine being deleted.
     DrainMachine { machine: NsName, uid: String },
     /// A Machine being deleted (and its Node) is gone.
@@ -407,6 +417,10 @@ impl World {
                 },
             );
         }
+        if matches!(fault.kind, FaultKind::ReplicasChanged { .. }) {
+            let index = self.faults.len();
+            self.schedule(fault.from_ms, Event::ExternalScale { fault: index });
+        }
         self.faults.push(fault);
     }
 
@@ -458,6 +472,7 @@ impl World {
             Event::Replicas { rs, replicas } => self.set_rs_replicas(&rs, replicas),
             Event::Readiness { fault, start } => self.readiness_fault(fault, start),
             Event::SyncGroup { group } => self.reconcile_group(&group),
+            Event::ExternalScale { fault } => self.external_scale(fault),
             Event::DrainMachine { machine, uid } => self.drain_machine(&machine, &uid),
             Event::MachineGone { machine, uid } => self.machine_gone(&machine, &uid),
         }
@@ -951,6 +966,14 @@ impl World {
             .collect();
         pods.sort();
         pods
+    }
+
+    /// Live pods bound to `node` that are not DaemonSet pods (those a drain must move).
+    pub fn non_daemon_pods_on(&self, node: &str) -> usize {
+        self.pods
+            .values()
+            .filter(|p| p.node.as_deref() == Some(node) && !matches!(p.owner, Owner::DaemonSet(..)))
+            .count()
     }
 
     /// Number of live pods not bound to a node.

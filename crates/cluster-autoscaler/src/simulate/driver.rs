@@ -21,7 +21,7 @@ use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::scale_down::InFlight;
 use autoscaler_core::template::TO_BE_DELETED_TAINT;
-use autoscaler_world::{Metrics, SimTime, World, WorldConfig, WorldError};
+use autoscaler_world::{FaultKind, Metrics, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
 use super::informer::Informer;
@@ -116,6 +116,8 @@ pub struct RunLog {
     pub backoffs: Vec<BackoffLog>,
     /// Virtual times at which the autoscaler was restarted.
     pub restarts: Vec<SimTime>,
+    /// The safety invariants checked on every loop.
+    pub safety: super::safety::SafetyLog,
 }
 
 /// An event of the core at a virtual time.
@@ -178,6 +180,8 @@ pub struct Driver<'a> {
     autoscaler: Autoscaler,
     options: AutoscalerOptions,
     restarts_done: usize,
+    /// Careless deletions of the world already checked.
+    unmarked_seen: usize,
     last_backoff: BTreeMap<String, i64>,
     was_unhealthy: bool,
     config: ClusterApiConfig,
@@ -204,6 +208,8 @@ impl<'a> Driver<'a> {
             metrics_interval_ms: scenario.sample_interval,
             default_delay: scenario.default_delay,
             cluster_name: CLUSTER.into(),
+            machine_set_sync_ms: scenario.machine_set_sync_ms,
+            machine_deletion_ms: scenario.machine_deletion_ms,
             ..WorldConfig::default()
         });
         let err = |what: String| move |source| DriverError::World { what, source };
@@ -255,6 +261,7 @@ impl<'a> Driver<'a> {
             autoscaler: Autoscaler::new(options.clone()),
             options,
             restarts_done: 0,
+            unmarked_seen: 0,
             last_backoff: BTreeMap::new(),
             was_unhealthy: false,
             config: ClusterApiConfig::default(),
@@ -474,11 +481,40 @@ impl<'a> Driver<'a> {
             self.autoscaler
                 .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
         self.record_outcome(t, &outcome);
+        self.log.safety.checks += 1;
+        let limits = &self.options.scale_up.limits;
+        for v in super::safety::check_actions(&outcome, &provider, &objects.nodes, limits) {
+            self.log.safety.violation(t, v);
+        }
         if take && let Some(snap) = &mut self.snapshot {
             snap.actions = outcome.actions.iter().map(crate::plan::describe).collect();
         }
         for action in outcome.actions {
             self.apply(action);
+        }
+        self.check_world(t);
+    }
+
+    /// Records the careless Machine deletions the world saw since the last check.
+    fn check_world(&mut self, t: SimTime) {
+        let all = self.world.unmarked_healthy_deletions();
+        if all.len() == self.unmarked_seen {
+            return;
+        }
+        let lowered: Vec<String> = self
+            .scenario
+            .faults
+            .iter()
+            .filter(|f| {
+                f.from_ms <= self.world.now()
+                    && matches!(f.kind, FaultKind::ReplicasChanged { delta } if delta < 0)
+            })
+            .map(|f| f.group.clone())
+            .collect();
+        let found = super::safety::careless(&all[self.unmarked_seen..], &lowered);
+        self.unmarked_seen = all.len();
+        for v in found {
+            self.log.safety.violation(t, v);
         }
     }
 
@@ -742,6 +778,15 @@ impl<'a> Driver<'a> {
         let nodes: Vec<&autoscaler_core::node::Node> = views.iter().map(|n| &**n).collect();
         if nodes.is_empty() {
             return;
+        }
+        for n in names {
+            let left = self.world.non_daemon_pods_on(n);
+            if left > 0 {
+                let t = self.world.now();
+                self.log
+                    .safety
+                    .violation(t, format!("node {n} deleted with {left} pod(s) not moved"));
+            }
         }
         let before = self.world.budget_statuses();
         match provider

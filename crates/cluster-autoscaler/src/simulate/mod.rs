@@ -8,6 +8,7 @@
 pub mod driver;
 pub mod informer;
 pub mod report;
+pub mod safety;
 pub mod scenario;
 pub mod svg;
 pub mod trace;

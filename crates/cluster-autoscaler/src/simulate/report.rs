@@ -186,6 +186,12 @@ pub struct Report {
     pub eviction_refusals: u64,
     /// Disruptions that broke a PodDisruptionBudget (must be zero).
     pub pdb_violations: u64,
+    /// Safety invariants broken (must be zero), over `safety_checks` loops.
+    pub safety_violations: u64,
+    /// Loops whose actions were checked.
+    pub safety_checks: u64,
+    /// The first violations.
+    pub safety_violation_samples: Vec<String>,
     /// Drains started.
     pub drains: u64,
     /// Drains given up.
@@ -310,6 +316,9 @@ impl Report {
             evictions: log.evictions,
             eviction_refusals: log.eviction_refusals,
             pdb_violations: log.pdb_violations,
+            safety_violations: log.safety.count,
+            safety_checks: log.safety.checks,
+            safety_violation_samples: log.safety.violations.clone(),
             drains: log.drains,
             drains_failed: log.drains_failed,
             fallbacks,
@@ -467,6 +476,14 @@ impl Report {
             self.eviction_refusals
         );
         let _ = writeln!(o, "PDB violations: {}", self.pdb_violations);
+        let _ = writeln!(
+            o,
+            "Safety violations: {} (checked every loop)",
+            self.safety_violations
+        );
+        for v in &self.safety_violation_samples {
+            let _ = writeln!(o, "  {v}");
+        }
         let _ = writeln!(o, "Failed provisionings: {}", self.failed_provisionings);
         for f in &self.fallbacks {
             match (&f.fell_back_to, f.after_s) {

@@ -14,8 +14,8 @@ use autoscaler_core::duration::parse_duration;
 use autoscaler_core::expander::ExpanderChain;
 use autoscaler_core::limits::{Range, parse_gpu_limit};
 use autoscaler_world::{
-    DaemonSetSpec, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate, ProvisioningDelay,
-    ReplicaSetSpec, SimTime,
+    DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
+    ProvisioningDelay, ReplicaSetSpec, SimTime,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -75,6 +75,12 @@ pub struct ScenarioFile {
     /// Provisioning delay of groups that give none (default 60s..120s).
     #[serde(default)]
     pub provisioning_delay: Option<DelayFile>,
+    /// How late the MachineSet controller acts on a change of replicas (default 0s).
+    #[serde(default)]
+    pub machine_set_sync: Option<String>,
+    /// How long a deleted Machine's instance takes to terminate after its drain (default 0s).
+    #[serde(default)]
+    pub machine_deletion: Option<String>,
     /// Autoscaler options, by flag name.
     #[serde(default)]
     pub options: OptionsFile,
@@ -211,6 +217,9 @@ pub struct GroupFile {
     /// Provisioning delay of this group.
     #[serde(default)]
     pub provisioning_delay: Option<DelayFile>,
+    /// The MachineSet's delete policy: `Random` (default), `Newest` or `Oldest`.
+    #[serde(default)]
+    pub delete_policy: Option<String>,
 }
 
 /// GPUs of a node.
@@ -234,7 +243,8 @@ pub struct FaultFile {
     pub from: String,
     /// End (exclusive).
     pub to: String,
-    /// `stockout`, `slow`, `never-registers`, `scale-api-error` or `nodes-not-ready`.
+    /// `stockout`, `slow`, `never-registers`, `scale-api-error`, `nodes-not-ready` or
+    /// `replicas-changed`.
     pub kind: String,
     /// Nodes a `nodes-not-ready` fault takes down.
     #[serde(default)]
@@ -245,6 +255,9 @@ pub struct FaultFile {
     /// Delay of a `slow` fault.
     #[serde(default)]
     pub delay: Option<String>,
+    /// Change of replicas of a `replicas-changed` fault.
+    #[serde(default)]
+    pub delta: Option<i64>,
 }
 
 /// What the pods of a workload look like.
@@ -430,6 +443,10 @@ pub struct Scenario {
     pub sample_interval: SimTime,
     /// Default provisioning delay.
     pub default_delay: ProvisioningDelay,
+    /// How late the MachineSet controller acts on a change of replicas.
+    pub machine_set_sync_ms: SimTime,
+    /// How long a deleted Machine takes to terminate after its drain.
+    pub machine_deletion_ms: SimTime,
     /// Autoscaler options.
     pub options: AutoscalerOptions,
     /// Node groups.
@@ -537,6 +554,11 @@ impl Scenario {
                 },
                 "never-registers" => FaultKind::NeverRegisters,
                 "scale-api-error" => FaultKind::ScaleApiError,
+                "replicas-changed" => FaultKind::ReplicasChanged {
+                    delta: x.delta.ok_or_else(|| {
+                        invalid(format!("{field}.delta"), "replicas-changed needs a delta")
+                    })?,
+                },
                 "nodes-not-ready" => FaultKind::NodesNotReady {
                     count: x.count.ok_or_else(|| {
                         invalid(format!("{field}.count"), "nodes-not-ready needs a count")
@@ -546,7 +568,7 @@ impl Scenario {
                     return Err(invalid(
                         format!("{field}.kind"),
                         format!(
-                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error, nodes-not-ready)"
+                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error, nodes-not-ready, replicas-changed)"
                         ),
                     ));
                 }
@@ -566,6 +588,14 @@ impl Scenario {
             scan_interval,
             sample_interval,
             default_delay,
+            machine_set_sync_ms: match &f.machine_set_sync {
+                Some(t) => ms("machine_set_sync", t)?,
+                None => 0,
+            },
+            machine_deletion_ms: match &f.machine_deletion {
+                Some(t) => ms("machine_deletion", t)?,
+                None => 0,
+            },
             options,
             groups,
             objects: f.objects,
@@ -754,7 +784,15 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
             gpu: g.gpu.as_ref().map(|x| (x.resource.clone(), x.count)),
             labels: g.labels.clone(),
             taints,
-            delete_policy: Default::default(),
+            delete_policy: match &g.delete_policy {
+                None => DeletePolicy::default(),
+                Some(p) => DeletePolicy::parse(p).ok_or_else(|| {
+                    invalid(
+                        format!("{field}.delete_policy"),
+                        format!("{p:?} is not Random, Newest or Oldest"),
+                    )
+                })?,
+            },
         },
         annotations: g.annotations.clone(),
         price_per_hour: g.price_per_hour,
