@@ -560,7 +560,15 @@ impl ClusterState {
                 // provision time, each with its own decrement. Lowering the target for them too
                 // would remove one machine twice, and whichever machine the provider picks for
                 // the excess decrement may be a healthy node.
-                let revert = if reverting { 0 } else { readiness.missing };
+                // Never below the min: the provider refuses that, and the group's own
+                // controller will create what the min asks for.
+                let revert = if reverting {
+                    0
+                } else {
+                    readiness
+                        .missing
+                        .min(group.target_size.saturating_sub(group.min_size))
+                };
                 if revert > 0 {
                     out.actions.push(Action::DecreaseTargetSize {
                         group: group.id.clone(),

@@ -1,0 +1,190 @@
+//! Safety under random faults: random clusters, workloads and fault schedules (machines that
+//! never register, stockouts, slow provisioning, nodes going NotReady, scale API errors, a late
+//! MachineSet controller, slow Machine deletion, replicas changed by someone else, restarts of
+//! the autoscaler) run through `simulate`, whose checks of every loop must find no violation of
+//! the safety invariants and no PodDisruptionBudget broken.
+//!
+//! `SAFETY_SEEDS=N` sets how many seeds run (default 100, which keeps this test well under two
+//! minutes on two cores); `cargo test --test safety_property -- --ignored` runs 2,000.
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+fn dur(rng: &mut ChaCha8Rng, lo_s: u64, hi_s: u64) -> String {
+    format!("{}s", rng.random_range(lo_s..=hi_s))
+}
+
+/// A random scenario for `seed`.
+fn scenario(seed: u64) -> String {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut s = String::new();
+    let _ = writeln!(s, "name: safety-{seed}\nduration: 90m\nseed: {seed}");
+    let _ = writeln!(s, "machine_set_sync: {}", dur(&mut rng, 0, 45));
+    let _ = writeln!(s, "machine_deletion: {}", dur(&mut rng, 0, 90));
+    let _ = writeln!(s, "options:\n  scan-interval: 10s");
+    let _ = writeln!(s, "  max-node-provision-time: {}", dur(&mut rng, 60, 300));
+    let _ = writeln!(s, "  scale-down-unneeded-time: {}", dur(&mut rng, 60, 600));
+    let _ = writeln!(s, "  scale-down-delay-after-add: {}", dur(&mut rng, 0, 300));
+    if rng.random_bool(0.3) {
+        let _ = writeln!(s, "  max-nodes-total: {}", rng.random_range(3..=12));
+    }
+    let restarts: Vec<String> = (0..rng.random_range(0..=2))
+        .map(|_| format!("{}m", rng.random_range(5..85)))
+        .collect();
+    let mut restarts = restarts;
+    restarts.sort_by_key(|r| r.trim_end_matches('m').parse::<u32>().unwrap_or(0));
+    let _ = writeln!(s, "  restart-at: [{}]", restarts.join(", "));
+    let groups = rng.random_range(1..=3);
+    let _ = writeln!(s, "node_groups:");
+    for g in 0..groups {
+        let min = rng.random_range(0..=1);
+        let max = rng.random_range(2..=6);
+        let replicas = rng.random_range(min..=max.min(2));
+        let policy = ["Random", "Newest", "Oldest"][rng.random_range(0..3)];
+        let _ = writeln!(
+            s,
+            "  - {{name: g{g}, min: {min}, max: {max}, replicas: {replicas}, cpu: \"4\", memory: 16Gi, delete_policy: {policy}, provisioning_delay: {{min: 30s, max: {}}}}}",
+            dur(&mut rng, 30, 150)
+        );
+    }
+    let _ = writeln!(s, "faults:");
+    for _ in 0..rng.random_range(0..=5) {
+        let g = rng.random_range(0..groups);
+        let from = rng.random_range(0..80);
+        let to = from + rng.random_range(1..30);
+        let kind = match rng.random_range(0..6) {
+            0 => "never-registers".to_string(),
+            1 => "stockout".to_string(),
+            2 => format!("slow, delay: {}", dur(&mut rng, 120, 900)),
+            3 => format!("nodes-not-ready, count: {}", rng.random_range(1..=2)),
+            4 => "scale-api-error".to_string(),
+            _ => format!("replicas-changed, delta: {}", rng.random_range(-1..=2)),
+        };
+        let _ = writeln!(
+            s,
+            "  - {{group: g{g}, from: {from}m, to: {to}m, kind: {kind}}}"
+        );
+    }
+    let _ = writeln!(s, "objects:");
+    let _ = writeln!(
+        s,
+        "  - {{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {{name: web, namespace: default}}, spec: {{minAvailable: {}, selector: {{matchLabels: {{app: web}}}}}}}}",
+        rng.random_range(1..=3)
+    );
+    let _ = writeln!(s, "workloads:");
+    let schedule: Vec<String> = (0..rng.random_range(1..=4))
+        .map(|i| {
+            format!(
+                "{{at: {}m, replicas: {}}}",
+                10 + i * 20,
+                rng.random_range(0..=10)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "  - {{kind: deployment, name: web, replicas: {}, schedule: [{}], pod: {{cpu: {}m, memory: 1Gi}}}}",
+        rng.random_range(1..=6),
+        schedule.join(", "),
+        rng.random_range(300..=1800)
+    );
+    if rng.random_bool(0.5) {
+        let _ = writeln!(
+            s,
+            "  - {{kind: job, name: batch, at: {}m, completions: {}, parallelism: {}, duration: {}, pod: {{cpu: \"1\", memory: 1Gi}}}}",
+            rng.random_range(0..60),
+            rng.random_range(1..=8),
+            rng.random_range(1..=4),
+            dur(&mut rng, 60, 1200)
+        );
+    }
+    s
+}
+
+/// Runs `simulate` on the scenario of `seed` and returns its report.
+fn run(seed: u64) -> Value {
+    let dir = std::env::temp_dir().join(format!("ca-safety-{}-{seed}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (file, report) = (dir.join("s.yaml"), dir.join("r.json"));
+    std::fs::write(&file, scenario(seed)).expect("write scenario");
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        .args(["simulate", "--quiet", "--report"])
+        .arg(&report)
+        .arg(&file)
+        .output()
+        .expect("run the binary");
+    assert!(
+        out.status.success(),
+        "seed {seed}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        scenario(seed)
+    );
+    let text = std::fs::read_to_string(&report).expect("report");
+    let _ = std::fs::remove_dir_all(&dir);
+    serde_json::from_str(&text).expect("report is JSON")
+}
+
+/// Runs `seeds` seeds on two threads and fails with every seed that broke an invariant.
+fn check(seeds: u64) {
+    let started = std::time::Instant::now();
+    let failures = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if seed >= seeds {
+                        break;
+                    }
+                    let r = run(seed);
+                    let safety = r["safety_violations"].as_u64().unwrap_or(u64::MAX);
+                    let pdb = r["pdb_violations"].as_u64().unwrap_or(u64::MAX);
+                    assert!(
+                        r["safety_checks"].as_u64().unwrap_or(0) >= 500,
+                        "seed {seed}"
+                    );
+                    if safety != 0 || pdb != 0 {
+                        failures.lock().unwrap().push(format!(
+                            "seed {seed}: {safety} safety, {pdb} PDB violation(s): {}\n{}",
+                            r["safety_violation_samples"],
+                            scenario(seed)
+                        ));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    eprintln!(
+        "{seeds} seeds in {:.1}s, {} failing",
+        started.elapsed().as_secs_f64(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn random_faults_never_break_the_safety_invariants() {
+    let seeds = std::env::var("SAFETY_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    check(seeds);
+}
+
+#[test]
+#[ignore = "long: 2,000 seeds"]
+fn random_faults_never_break_the_safety_invariants_long() {
+    check(2_000);
+}
+
+#[test]
+fn scenarios_are_random_per_seed_and_the_same_for_a_seed() {
+    assert_eq!(scenario(7), scenario(7));
+    assert_ne!(scenario(7), scenario(8));
+}
