@@ -271,6 +271,9 @@ pub struct LoopOutcome {
     pub events: Vec<Event>,
     /// Cluster health and per-group health, backoff and upcoming nodes, for the status.
     pub status: ClusterStatus,
+    /// Actions the final safety check refused (each one a bug of an earlier phase): they are
+    /// not in `actions`.
+    pub refused: Vec<crate::safety::Refused>,
 }
 
 /// The autoscaler: options plus the state kept between loops.
@@ -531,10 +534,12 @@ impl Autoscaler {
         let mut events = state.events;
         let status = state.status;
         if !status.healthy {
+            let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
             return LoopOutcome {
                 actions,
                 events,
                 status,
+                refused,
                 ..LoopOutcome::default()
             };
         }
@@ -620,12 +625,14 @@ impl Autoscaler {
 
         actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
+        let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
         LoopOutcome {
             scale_up: up,
             scale_down: down,
             actions,
             events,
             status,
+            refused,
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod predicates;
 pub mod quantity;
 pub mod removal;
 pub mod resources;
+pub mod safety;
 pub mod scale_down;
 pub mod scale_up;
 pub mod snapshot;

@@ -486,6 +486,13 @@ impl<'a> Driver<'a> {
         for v in super::safety::check_actions(&outcome, &provider, &objects.nodes, limits) {
             self.log.safety.violation(t, v);
         }
+        for r in &outcome.refused {
+            let what = crate::plan::describe(&r.action);
+            self.log.safety.violation(
+                t,
+                format!("refused by the core's last check: {what}: {}", r.why),
+            );
+        }
         if take && let Some(snap) = &mut self.snapshot {
             snap.actions = outcome.actions.iter().map(crate::plan::describe).collect();
         }

@@ -1,0 +1,192 @@
+//! The last check of a loop's actions before any shell carries them out: whatever the phases
+//! before it decided, no action may lower a group's target below the instances that exist and
+//! are not being deleted or below its min, remove an instance twice (one already on its way out,
+//! or one named twice in a loop), or grow a group that is backed off or past its max.
+//!
+//! It decides only which actions are refused, and why; a refusal is a bug in a phase before it,
+//! which the shells report and the simulator counts. It never adds or reorders an action.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashSet;
+
+use crate::actions::Action;
+use crate::cluster_state::ClusterStatus;
+use crate::node_group::{CloudProvider, InstanceState, NodeGroup};
+
+/// An action the check refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The action.
+    pub action: Action,
+    /// Which invariant it would have broken.
+    pub why: String,
+}
+
+fn live(group: &NodeGroup) -> usize {
+    group
+        .instances
+        .iter()
+        .filter(|i| i.state != InstanceState::Deleting)
+        .count()
+}
+
+/// Splits `actions` into those that keep the invariants and those refused.
+pub fn enforce(
+    actions: Vec<Action>,
+    provider: &dyn CloudProvider,
+    status: &ClusterStatus,
+) -> (Vec<Action>, Vec<Refused>) {
+    let groups = provider.node_groups();
+    let find = |id: &crate::node_group::NodeGroupId| groups.iter().find(|g| g.id == *id);
+    let mut removed: FxHashSet<Arc<str>> = FxHashSet::default();
+    let mut kept = Vec::with_capacity(actions.len());
+    let mut refused = Vec::new();
+    for action in actions {
+        let why = match &action {
+            Action::IncreaseSize {
+                group, new_target, ..
+            } => {
+                let backoff = status
+                    .groups
+                    .iter()
+                    .find(|s| s.id == *group)
+                    .and_then(|s| s.backoff.as_ref());
+                match (find(group), backoff) {
+                    (_, Some(b)) => Some(format!("{group} is backed off ({})", b.reason.code)),
+                    (Some(g), None) if *new_target > g.max_size => {
+                        Some(format!("{new_target} is above the max {}", g.max_size))
+                    }
+                    _ => None,
+                }
+            }
+            Action::DecreaseTargetSize { group, delta } => find(group).and_then(|g| {
+                let target = g.target_size.checked_sub(*delta);
+                let floor = live(g).max(g.min_size);
+                (target.is_none_or(|t| t < floor)).then(|| {
+                    format!(
+                        "target {} - {delta} is below the {} live instances or the min {}",
+                        g.target_size,
+                        live(g),
+                        g.min_size
+                    )
+                })
+            }),
+            Action::DeleteInstances {
+                group, instances, ..
+            } => {
+                let deleting = |id: &Arc<str>| {
+                    find(group).is_some_and(|g| {
+                        g.instances
+                            .iter()
+                            .any(|i| i.id == *id && i.state == InstanceState::Deleting)
+                    })
+                };
+                instances
+                    .iter()
+                    .find(|id| deleting(id) || removed.contains(*id))
+                    .map(|id| format!("instance {id} is already being removed"))
+            }
+            _ => None,
+        };
+        match why {
+            Some(why) => refused.push(Refused { action, why }),
+            None => {
+                if let Action::DeleteInstances { instances, .. } = &action {
+                    removed.extend(instances.iter().cloned());
+                }
+                kept.push(action);
+            }
+        }
+    }
+    (kept, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::FailureReason;
+    use crate::cluster_state::{BackoffStatus, GroupReadiness, GroupStatus};
+    use crate::node_group::{Instance, InstanceErrorClass, NodeGroupId, StaticProvider};
+
+    fn provider(target: usize, states: &[InstanceState]) -> StaticProvider {
+        let mut g = NodeGroup::new("ng", 1, 5, target);
+        g.instances = states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Instance {
+                id: Arc::from(format!("i{i}")),
+                state: *s,
+                error: None,
+            })
+            .collect();
+        StaticProvider::new(vec![g])
+    }
+
+    fn status(backed_off: bool) -> ClusterStatus {
+        ClusterStatus {
+            healthy: true,
+            groups: vec![GroupStatus {
+                id: NodeGroupId::from("ng"),
+                min_size: 1,
+                max_size: 5,
+                target_size: 3,
+                readiness: GroupReadiness::default(),
+                upcoming: 0,
+                requests: Vec::new(),
+                unhealthy: None,
+                backoff: backed_off.then(|| BackoffStatus {
+                    until_ms: 1,
+                    failures: 1,
+                    reason: FailureReason {
+                        class: InstanceErrorClass::Other,
+                        code: "timeout".into(),
+                        message: String::new(),
+                    },
+                }),
+            }],
+            ..ClusterStatus::default()
+        }
+    }
+
+    #[test]
+    fn decreases_below_live_instances_or_min_are_refused() {
+        use InstanceState::*;
+        let p = provider(3, &[Running, Creating, Deleting]);
+        let dec = |delta| Action::DecreaseTargetSize {
+            group: "ng".into(),
+            delta,
+        };
+        let (kept, refused) = enforce(vec![dec(1), dec(2)], &p, &status(false));
+        assert_eq!(kept, vec![dec(1)], "3 - 1 keeps the two live instances");
+        assert_eq!(refused.len(), 1);
+        let p = provider(1, &[]);
+        assert_eq!(
+            enforce(vec![dec(1)], &p, &status(false)).1.len(),
+            1,
+            "min 1"
+        );
+    }
+
+    #[test]
+    fn growth_in_backoff_or_past_max_and_double_removals_are_refused() {
+        use InstanceState::*;
+        let p = provider(3, &[Running, Creating, Deleting]);
+        let up = |to| Action::IncreaseSize {
+            group: "ng".into(),
+            delta: to - 3,
+            new_target: to,
+        };
+        assert_eq!(enforce(vec![up(4)], &p, &status(false)).0, vec![up(4)]);
+        assert_eq!(enforce(vec![up(4)], &p, &status(true)).1.len(), 1);
+        assert_eq!(enforce(vec![up(6)], &p, &status(false)).1.len(), 1);
+        let del = |id: &str| Action::DeleteInstances {
+            group: "ng".into(),
+            instances: vec![Arc::from(id)],
+            reason: "DeleteUnregistered",
+        };
+        let (kept, refused) = enforce(vec![del("i1"), del("i1"), del("i2")], &p, &status(false));
+        assert_eq!(kept, vec![del("i1")]);
+        assert_eq!(refused.len(), 2, "named twice, and already deleting");
+    }
+}
