@@ -1,8 +1,10 @@
-//! The controller: waits for the caches to sync and for the leader Lease, then runs the core's
-//! loop every scan interval (sooner, debounced, when new unschedulable pods appear), carries the
-//! actions out and feeds their outcomes back into the core's state.
+//! The controller: checks that the API server is supported ([`crate::compat`]), waits for the
+//! caches to sync and for the leader Lease, then runs the core's loop every scan interval
+//! (sooner, debounced, when new unschedulable pods appear), carries the actions out and feeds
+//! their outcomes back into the core's state.
 //!
-//! It never decides what to scale (the core does) and never acts without holding the Lease.
+//! It never decides what to scale (the core does), never acts without holding the Lease and
+//! never runs a loop on a view where a newly discovered kind has not listed yet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -111,6 +113,9 @@ pub enum ControllerError {
     /// The Kubernetes API could not be used at start.
     #[error("Kubernetes API: {0}")]
     Api(String),
+    /// The API server is not one this autoscaler supports (checked before leading).
+    #[error("unsupported Kubernetes API server: {0}")]
+    Unsupported(#[from] crate::compat::Unsupported),
 }
 
 /// The live parts one leadership term works with.
@@ -150,20 +155,28 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         stopped(stop_rx.clone()),
     ));
     let watch_config = WatchConfig {
-        namespace: config.namespace.clone(),
-        clusterapi: config.clusterapi.clone(),
+        rediscover_while_unserved: config.scan_interval,
+        ..WatchConfig::new(&config.namespace, config.clusterapi.clone())
     };
     // An API server that is not reachable yet (or a discovery error) is retried, not fatal:
-    // the process stays up, reports itself healthy as a standby, and logs each attempt.
+    // the process stays up, reports itself healthy as a standby, and logs each attempt. One
+    // that answers but is not supported stops the process before it watches or leads.
     let started = tokio::select! {
-        w = start_watches(&client, &watch_config) => Some(w),
+        w = async {
+            check_server(&client, config.leader_elect).await?;
+            Ok(start_watches(&client, &watch_config).await)
+        } => Some(w),
         _ = shutdown_signal() => None,
     };
-    let Some(watches) = started else {
-        let _ = stop_tx.send(true);
-        let _ = server.await;
-        return Ok(());
+    let watches = match started {
+        Some(Ok(w)) => w,
+        other => {
+            let _ = stop_tx.send(true);
+            let _ = server.await;
+            return other.map_or(Ok(()), |r| r.map(|_| ()));
+        }
     };
+    tokio::spawn(report_missing_apis(watches.missing_apis(), health.clone()));
     let parts = Parts {
         client: client.clone(),
         informer: watches.informer().clone(),
@@ -202,6 +215,51 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
     drop(watches);
     let _ = server.await;
     Ok(())
+}
+
+/// Checks the server's version and APIs ([`crate::compat::check`]), retrying discovery errors
+/// with exponential backoff (1 s doubling to 60 s). Unsupported: the error naming why.
+async fn check_server(
+    client: &kube::Client,
+    leader_elect: bool,
+) -> Result<(), crate::compat::Unsupported> {
+    use crate::compat::{MAX_KNOWN_MINOR, Supported, check, discover};
+    let mut wait = Duration::from_secs(1);
+    let found = loop {
+        match discover(client, leader_elect).await {
+            Ok(found) => break found,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?wait, "cannot read the API server's version and APIs; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        }
+    };
+    let version = found.git_version.as_deref().unwrap_or("unknown");
+    match check(&found, leader_elect)? {
+        Supported::Yes => tracing::info!(version, "API server supported"),
+        Supported::Newer => tracing::info!(
+            version,
+            newest_known = %format!("1.{MAX_KNOWN_MINOR}"),
+            "API server newer than this build knows; every API it needs is served"
+        ),
+        Supported::UnknownVersion => tracing::warn!(
+            version,
+            "API server version not understood; every API it needs is served"
+        ),
+    }
+    Ok(())
+}
+
+/// Keeps the health check told which needed APIs the server stopped serving.
+async fn report_missing_apis(mut missing: watch::Receiver<BTreeSet<String>>, health: Arc<Health>) {
+    loop {
+        let now: Vec<String> = missing.borrow_and_update().iter().cloned().collect();
+        health.set_missing_apis(now);
+        if missing.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Starts the watches, retrying discovery with exponential backoff (1 s doubling to 60 s).
@@ -331,6 +389,13 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         }
         let started = Instant::now();
         parts.health.loop_started(started);
+        // A kind that appeared since the term began is still listing: deciding on half of a
+        // Cluster API group (MachineDeployments without their Machines) could misjudge it.
+        if !parts.unsynced.borrow().is_empty() {
+            tracing::info!(kinds = ?*parts.unsynced.borrow(), "loop skipped: new kinds still listing");
+            next = started + config.scan_interval;
+            continue;
+        }
         let ok = term.one_loop(parts, config).await;
         let finished = Instant::now();
         if ok {

@@ -6,6 +6,10 @@
 //! start of monitoring counts as both an activity and a success, so a replica that never runs a
 //! loop fails after the same bounds. Before monitoring starts (a standby replica) it is healthy.
 //!
+//! Whatever the loop does, the process is unhealthy while the API server does not serve an API
+//! it needs (told by [`Health::set_missing_apis`]): restarting then runs the start-up check,
+//! which names what is missing, instead of waiting for caches that can never sync.
+//!
 //! It only keeps times it is told (as [`tokio::time::Instant`], so tests can pause the clock);
 //! it never reads the clock itself and never stops anything.
 
@@ -27,6 +31,8 @@ pub struct Health {
     max_inactivity: Duration,
     max_failing_time: Duration,
     times: Mutex<Times>,
+    /// Kinds whose API the server no longer serves.
+    missing_apis: Mutex<Vec<String>>,
 }
 
 impl Health {
@@ -40,7 +46,14 @@ impl Health {
                 last_activity: None,
                 last_success: None,
             }),
+            missing_apis: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The kinds (`group/Kind`) whose API the server answered `404` for; empty when all are
+    /// served again.
+    pub fn set_missing_apis(&self, kinds: Vec<String>) {
+        *self.missing_apis.lock().unwrap_or_else(|e| e.into_inner()) = kinds;
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {
@@ -86,6 +99,15 @@ impl Health {
 
     /// `Ok` when healthy at `now`; otherwise why not.
     pub fn check(&self, now: Instant) -> Result<(), String> {
+        {
+            let missing = self.missing_apis.lock().unwrap_or_else(|e| e.into_inner());
+            if !missing.is_empty() {
+                return Err(format!(
+                    "the API server no longer serves {}, which the autoscaler needs",
+                    missing.join(", ")
+                ));
+            }
+        }
         let t = *self.times();
         if let Some(last) = t.last_activity {
             let since = now.saturating_duration_since(last);
@@ -185,6 +207,20 @@ mod tests {
         advance(20 * MIN).await;
         assert!(h.check(Instant::now()).is_err());
         h.stop_monitoring();
+        assert_eq!(h.check(Instant::now()), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_missing_api_fails_the_check_even_on_a_standby_replica() {
+        let h = health();
+        h.set_missing_apis(vec!["policy/PodDisruptionBudget".into()]);
+        let err = h.check(Instant::now()).expect_err("policy/v1 gone");
+        assert!(err.contains("policy/PodDisruptionBudget"), "{err}");
+        h.start_monitoring(Instant::now());
+        h.loop_started(Instant::now());
+        h.loop_succeeded(Instant::now());
+        assert!(h.check(Instant::now()).is_err());
+        h.set_missing_apis(Vec::new());
         assert_eq!(h.check(Instant::now()), Ok(()));
     }
 }
