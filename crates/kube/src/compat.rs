@@ -169,8 +169,8 @@ pub fn parse_version(major: &str, minor: &str, git_version: &str) -> Option<(u32
 pub enum Unsupported {
     /// Older than [`MIN_MINOR`].
     #[error(
-        "the API server runs Kubernetes {found}, older than the oldest supported version 1.{MIN_MINOR} \
-         (supported: 1.{MIN_MINOR} to 1.{MAX_KNOWN_MINOR} and newer)"
+        "the API server runs Kubernetes {found}, older than 1.{MIN_MINOR}; supported Kubernetes \
+         versions: 1.{MIN_MINOR} to 1.{MAX_KNOWN_MINOR}"
     )]
     TooOld {
         /// `gitVersion` or `major.minor`.
@@ -178,10 +178,9 @@ pub enum Unsupported {
     },
     /// Needed APIs not served.
     #[error(
-        "the API server does not serve {}, needed for {} (supported Kubernetes versions: 1.{MIN_MINOR} to \
-         1.{MAX_KNOWN_MINOR} and newer)",
-        .missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-        .missing.iter().map(|a| a.used_for).collect::<Vec<_>>().join(", ")
+        "the API server does not serve {}; supported Kubernetes versions: 1.{MIN_MINOR} to \
+         1.{MAX_KNOWN_MINOR}",
+        .missing.iter().map(|a| format!("{a} (for {})", a.used_for)).collect::<Vec<_>>().join(", ")
     )]
     Missing {
         /// What is missing.
@@ -356,7 +355,10 @@ mod tests {
         let err = check(&server(30, false, true), true).expect_err("no policy/v1");
         let text = err.to_string();
         assert!(text.contains("policy/v1 poddisruptionbudgets"), "{text}");
-        assert!(text.contains("PodDisruptionBudgets"), "{text}");
+        assert!(
+            text.contains("policy/v1 poddisruptionbudgets (for respecting PodDisruptionBudgets)"),
+            "{text}"
+        );
         // 1.21 serves policy/v1 budgets but evicts at policy/v1beta1 only.
         let mut d = server(21, true, false);
         d.version = None;
