@@ -619,6 +619,54 @@ async fn cluster_api_installed_after_start_becomes_node_groups() {
             .any(|l| l.contains("WARN") && l.contains("not served")),
         "a group not served at start is not a warning"
     );
+
+    // The CRDs are removed again: the group leaves the view, nothing breaks.
+    h.withhold("cluster.x-k8s.io/v1beta1");
+    wait_for(
+        "the metric back at no node groups",
+        Duration::from_secs(20),
+        || zero_groups(&ca),
+    )
+    .await;
+    wait_for("the status says so again", Duration::from_secs(10), || {
+        status_text(&h).is_some_and(|s| s.contains("No node groups"))
+    })
+    .await;
+    let mut ca = ca;
+    assert!(ca.running());
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    drop(ca);
+    h.shutdown().await;
+}
+
+/// An API the autoscaler needs that the server stops serving while it runs fails
+/// `/health-check`, naming it, rather than leaving the process waiting for its cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_needed_api_removed_later_fails_the_health_check() {
+    let h = start_world().await;
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    wait_for("a Lease holder", Duration::from_secs(20), || {
+        lease_holder(&h).is_some()
+    })
+    .await;
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    h.withhold("policy/v1");
+    let mut last = None;
+    wait_for("the health check to fail", Duration::from_secs(30), || {
+        last = ca.get("/health-check");
+        last.as_ref().is_some_and(|(c, _)| *c == 500)
+    })
+    .await;
+    let (_, body) = last.expect("an answer");
+    assert!(body.contains("policy/v1 poddisruptionbudgets"), "{body}");
+    // Served again: healthy again.
+    h.install("policy/v1");
+    wait_for(
+        "the health check to recover",
+        Duration::from_secs(60),
+        || ca.get("/health-check").is_some_and(|(c, _)| c == 200),
+    )
+    .await;
     drop(ca);
     h.shutdown().await;
 }

@@ -176,7 +176,12 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
             return other.map_or(Ok(()), |r| r.map(|_| ()));
         }
     };
-    tokio::spawn(report_missing_apis(watches.missing_apis(), health.clone()));
+    tokio::spawn(watch_api_support(
+        client.clone(),
+        config.leader_elect,
+        watches.api_not_found(),
+        health.clone(),
+    ));
     let parts = Parts {
         client: client.clone(),
         informer: watches.informer().clone(),
@@ -251,13 +256,39 @@ async fn check_server(
     Ok(())
 }
 
-/// Keeps the health check told which needed APIs the server stopped serving.
-async fn report_missing_apis(mut missing: watch::Receiver<BTreeSet<String>>, health: Arc<Health>) {
+/// How often discovery is checked again while a needed API is not served.
+const API_RECHECK: Duration = Duration::from_secs(10);
+
+/// Each time a needed kind answers `404`, checks discovery ([`crate::compat::check`]): while a
+/// needed API is not served the health check fails naming it, until discovery finds it again.
+async fn watch_api_support(
+    client: kube::Client,
+    leader_elect: bool,
+    not_found: Arc<Notify>,
+    health: Arc<Health>,
+) {
+    use crate::compat::{check, discover};
     loop {
-        let now: Vec<String> = missing.borrow_and_update().iter().cloned().collect();
-        health.set_missing_apis(now);
-        if missing.changed().await.is_err() {
-            return;
+        not_found.notified().await;
+        loop {
+            match discover(&client, leader_elect)
+                .await
+                .map(|f| check(&f, leader_elect))
+            {
+                Ok(Ok(_)) => {
+                    if health.set_api_problem(None) {
+                        tracing::info!("every API the autoscaler needs is served again");
+                    }
+                    break;
+                }
+                Ok(Err(e)) => {
+                    if health.set_api_problem(Some(e.to_string())) {
+                        tracing::error!(error = %e, "an API the autoscaler needs is not served; /health-check fails");
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "discovery failed; checked again later"),
+            }
+            tokio::time::sleep(API_RECHECK).await;
         }
     }
 }

@@ -7,7 +7,7 @@
 //! loop fails after the same bounds. Before monitoring starts (a standby replica) it is healthy.
 //!
 //! Whatever the loop does, the process is unhealthy while the API server does not serve an API
-//! it needs (told by [`Health::set_missing_apis`]): restarting then runs the start-up check,
+//! it needs (told by [`Health::set_api_problem`]): restarting then runs the start-up check,
 //! which names what is missing, instead of waiting for caches that can never sync.
 //!
 //! It only keeps times it is told (as [`tokio::time::Instant`], so tests can pause the clock);
@@ -31,8 +31,8 @@ pub struct Health {
     max_inactivity: Duration,
     max_failing_time: Duration,
     times: Mutex<Times>,
-    /// Kinds whose API the server no longer serves.
-    missing_apis: Mutex<Vec<String>>,
+    /// Why the API server cannot be worked with now (an API it needs is not served).
+    api_problem: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -46,14 +46,17 @@ impl Health {
                 last_activity: None,
                 last_success: None,
             }),
-            missing_apis: Mutex::new(Vec::new()),
+            api_problem: Mutex::new(None),
         }
     }
 
-    /// The kinds (`group/Kind`) whose API the server answered `404` for; empty when all are
-    /// served again.
-    pub fn set_missing_apis(&self, kinds: Vec<String>) {
-        *self.missing_apis.lock().unwrap_or_else(|e| e.into_inner()) = kinds;
+    /// Why the API server cannot be worked with (an API it needs is not served), or `None`
+    /// once it can again. True when this changed what was known.
+    pub fn set_api_problem(&self, problem: Option<String>) -> bool {
+        let mut p = self.api_problem.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = *p != problem;
+        *p = problem;
+        changed
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {
@@ -99,14 +102,8 @@ impl Health {
 
     /// `Ok` when healthy at `now`; otherwise why not.
     pub fn check(&self, now: Instant) -> Result<(), String> {
-        {
-            let missing = self.missing_apis.lock().unwrap_or_else(|e| e.into_inner());
-            if !missing.is_empty() {
-                return Err(format!(
-                    "the API server no longer serves {}, which the autoscaler needs",
-                    missing.join(", ")
-                ));
-            }
+        if let Some(p) = &*self.api_problem.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Err(p.clone());
         }
         let t = *self.times();
         if let Some(last) = t.last_activity {
@@ -213,14 +210,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_missing_api_fails_the_check_even_on_a_standby_replica() {
         let h = health();
-        h.set_missing_apis(vec!["policy/PodDisruptionBudget".into()]);
+        assert!(h.set_api_problem(Some("policy/v1 poddisruptionbudgets not served".into())));
+        assert!(!h.set_api_problem(Some("policy/v1 poddisruptionbudgets not served".into())));
         let err = h.check(Instant::now()).expect_err("policy/v1 gone");
-        assert!(err.contains("policy/PodDisruptionBudget"), "{err}");
+        assert!(err.contains("policy/v1 poddisruptionbudgets"), "{err}");
         h.start_monitoring(Instant::now());
         h.loop_started(Instant::now());
         h.loop_succeeded(Instant::now());
         assert!(h.check(Instant::now()).is_err());
-        h.set_missing_apis(Vec::new());
+        assert!(h.set_api_problem(None));
         assert_eq!(h.check(Instant::now()), Ok(()));
     }
 }

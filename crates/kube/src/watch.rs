@@ -11,7 +11,7 @@
 //! The Cluster API kinds (and MachineAutoscalers) are re-discovered periodically and at once
 //! when one of them answers `404`: a kind that appeared is watched from then on, one that
 //! disappeared stops being watched and its objects leave the view. A fixed kind answering `404`
-//! (an API the server stopped serving) is reported in [`Watches::missing_apis`].
+//! (an API the server may have stopped serving) signals [`Watches::api_not_found`].
 //!
 //! It never decides anything and never writes to the API.
 
@@ -98,11 +98,10 @@ pub struct Watches {
     informer: Arc<Mutex<Informer>>,
     /// The kinds (`group/Kind`) that have not completed their first list yet.
     pending: watch::Receiver<BTreeSet<String>>,
-    /// The fixed kinds whose list answered `404`.
-    missing: watch::Receiver<BTreeSet<String>>,
     new_unschedulable: Arc<Notify>,
     tasks: Vec<JoinHandle<()>>,
-    dynamic: Arc<tokio::sync::Mutex<DynamicTasks>>,
+    /// Only the rediscovery task changes it, never holding the lock across an await.
+    dynamic: Arc<Mutex<DynamicTasks>>,
     shared: Shared,
 }
 
@@ -127,15 +126,15 @@ impl Watches {
         self.pending.clone()
     }
 
-    /// The fixed kinds (`group/Kind`) the server answered `404` for at their last list: an API
-    /// the autoscaler needs is no longer served. Empty when all is well.
-    pub fn missing_apis(&self) -> watch::Receiver<BTreeSet<String>> {
-        self.missing.clone()
+    /// Signalled whenever a fixed kind's list or watch answers `404`: an API the autoscaler
+    /// needs may no longer be served (the controller confirms it by discovery).
+    pub fn api_not_found(&self) -> Arc<Notify> {
+        self.shared.api_not_found.clone()
     }
 
     /// The dynamic kinds watched now (`group/Kind`).
-    pub async fn dynamic_kinds(&self) -> BTreeSet<String> {
-        self.dynamic.lock().await.keys().cloned().collect()
+    pub fn dynamic_kinds(&self) -> BTreeSet<String> {
+        lock_tasks(&self.dynamic).keys().cloned().collect()
     }
 
     /// Waits until [`Watches::is_synced`].
@@ -163,11 +162,8 @@ impl Watches {
         let shared = self.shared.clone();
         self.tasks.push(tokio::spawn(async move {
             loop {
-                let unserved = !dynamic
-                    .lock()
-                    .await
-                    .keys()
-                    .any(|k| k.starts_with(&format!("{}/", config.clusterapi.api_group)));
+                let prefix = format!("{}/", config.clusterapi.api_group);
+                let unserved = !lock_tasks(&dynamic).keys().any(|k| k.starts_with(&prefix));
                 let wait = if unserved {
                     config.rediscover_while_unserved
                 } else {
@@ -178,9 +174,7 @@ impl Watches {
                     _ = shared.rediscover.notified() => {}
                 }
                 match discover_clusterapi(&client, &config.clusterapi.api_group).await {
-                    Ok(found) => {
-                        reconcile(&client, &shared, &mut *dynamic.lock().await, found).await
-                    }
+                    Ok(found) => reconcile(&client, &shared, &dynamic, found).await,
                     Err(e) => tracing::debug!(error = %e, "rediscovery failed; retried later"),
                 }
             }
@@ -193,11 +187,8 @@ impl Drop for Watches {
         for t in &self.tasks {
             t.abort();
         }
-        // The rediscovery task is aborted above, so nobody holds the lock for long.
-        if let Ok(d) = self.dynamic.try_lock() {
-            for (_, t) in d.values() {
-                t.abort();
-            }
+        for (_, t) in lock_tasks(&self.dynamic).values() {
+            t.abort();
         }
     }
 }
@@ -207,7 +198,8 @@ impl Drop for Watches {
 struct Shared {
     informer: Arc<Mutex<Informer>>,
     pending: Arc<watch::Sender<BTreeSet<String>>>,
-    missing: Arc<watch::Sender<BTreeSet<String>>>,
+    /// Signalled when a fixed kind answers `404`.
+    api_not_found: Arc<Notify>,
     new_unschedulable: Arc<Notify>,
     /// Signalled when a dynamic kind answers `404`.
     rediscover: Arc<Notify>,
@@ -305,7 +297,7 @@ pub fn start_with(
     let shared = Shared {
         informer: Arc::new(Mutex::new(Informer::new())),
         pending: Arc::new(watch::Sender::new(BTreeSet::new())),
-        missing: Arc::new(watch::Sender::new(BTreeSet::new())),
+        api_not_found: Arc::new(Notify::new()),
         new_unschedulable: Arc::new(Notify::new()),
         rediscover: Arc::new(Notify::new()),
     };
@@ -355,10 +347,9 @@ pub fn start_with(
     Watches {
         informer: shared.informer.clone(),
         pending: shared.pending.subscribe(),
-        missing: shared.missing.subscribe(),
         new_unschedulable: shared.new_unschedulable.clone(),
         tasks,
-        dynamic: Arc::new(tokio::sync::Mutex::new(dynamic)),
+        dynamic: Arc::new(Mutex::new(dynamic)),
         shared,
     }
 }
@@ -393,26 +384,30 @@ fn spawn_dynamic(client: &kube::Client, shared: &Shared, ar: &ApiResource) -> Jo
 async fn reconcile(
     client: &kube::Client,
     shared: &Shared,
-    dynamic: &mut DynamicTasks,
+    dynamic: &Mutex<DynamicTasks>,
     found: Vec<ApiResource>,
 ) {
     let wanted: BTreeMap<String, ApiResource> = found
         .into_iter()
         .map(|ar| (format!("{}/{}", ar.group, ar.kind), ar))
         .collect();
-    let stale: Vec<String> = dynamic
-        .iter()
-        .filter(|(k, (ar, _))| {
-            wanted
-                .get(*k)
-                .is_none_or(|w| w.api_version != ar.api_version)
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
-    for name in stale {
-        let Some((ar, task)) = dynamic.remove(&name) else {
-            continue;
-        };
+    let stale: Vec<(String, (ApiResource, JoinHandle<()>))> = {
+        let mut d = lock_tasks(dynamic);
+        let names: Vec<String> = d
+            .iter()
+            .filter(|(k, (ar, _))| {
+                wanted
+                    .get(*k)
+                    .is_none_or(|w| w.api_version != ar.api_version)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        names
+            .into_iter()
+            .filter_map(|n| d.remove(&n).map(|t| (n, t)))
+            .collect()
+    };
+    for (name, (ar, task)) in stale {
         task.abort();
         // Wait for it to stop, so nothing it held is applied after the kind is cleared.
         let _ = task.await;
@@ -420,14 +415,20 @@ async fn reconcile(
         shared.lock().replace_kind(&ar.group, &ar.kind, Vec::new());
         tracing::info!(kind = %name, version = %ar.api_version, "kind no longer served; its objects leave the view");
     }
+    let mut d = lock_tasks(dynamic);
     for (name, ar) in wanted {
-        if dynamic.contains_key(&name) {
+        if d.contains_key(&name) {
             continue;
         }
         tracing::info!(kind = %name, version = %ar.api_version, "kind now served; watching it");
         let task = spawn_dynamic(client, shared, &ar);
-        dynamic.insert(name, (ar, task));
+        d.insert(name, (ar, task));
     }
+}
+
+fn lock_tasks(tasks: &Mutex<DynamicTasks>) -> MutexGuard<'_, DynamicTasks> {
+    // Task handles only: a panic elsewhere cannot leave them inconsistent.
+    tasks.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn keep<K>(o: K) -> K {
@@ -556,8 +557,8 @@ fn not_found(e: &watcher::Error) -> bool {
     }
 }
 
-/// Notes a failed list or watch of `name`: a `404` is a missing API (reported once) or a
-/// reason to rediscover; anything else is retried.
+/// Notes a failed list or watch of `name` (retried by the watcher): a `404` is a needed API
+/// possibly gone, or a reason to rediscover.
 fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, e: &watcher::Error) {
     if !not_found(e) {
         tracing::warn!(kind = %name, error = %e, "watch failed; retrying");
@@ -565,12 +566,8 @@ fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, e: &watcher::Er
     }
     match on_404 {
         OnNotFound::Missing => {
-            if shared
-                .missing
-                .send_if_modified(|m| m.insert(name.to_string()))
-            {
-                tracing::error!(kind = %name, error = %e, "the API server no longer serves this kind, which the autoscaler needs");
-            }
+            tracing::error!(kind = %name, error = %e, "the API server does not serve this kind, which the autoscaler needs; retrying");
+            shared.api_not_found.notify_one();
         }
         OnNotFound::Rediscover => {
             tracing::debug!(kind = %name, error = %e, "kind not found; discovering again");
@@ -626,7 +623,6 @@ where
                         std::mem::take(&mut buffer),
                     );
                     shared.pending.send_if_modified(|p| p.remove(&name));
-                    shared.missing.send_if_modified(|m| m.remove(&name));
                     Some(())
                 }
                 Err(e) => {
@@ -1082,7 +1078,7 @@ mod tests {
         let mut watches = start_with(client.clone(), &config, Vec::new());
         watches.keep_discovering(client, config);
         watches.wait_synced().await;
-        assert!(watches.dynamic_kinds().await.is_empty());
+        assert!(watches.dynamic_kinds().is_empty());
 
         // The CRDs are installed: within the short interval the kind is watched and listed.
         served.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -1095,7 +1091,7 @@ mod tests {
         };
         until("the MachineDeployment", has_md.clone()).await;
         assert_eq!(
-            watches.dynamic_kinds().await,
+            watches.dynamic_kinds(),
             BTreeSet::from(["cluster.x-k8s.io/MachineDeployment".to_string()])
         );
         assert!(watches.is_synced());
@@ -1103,17 +1099,14 @@ mod tests {
         // The CRDs are removed: the kind is no longer watched and its objects are gone.
         served.store(false, std::sync::atomic::Ordering::SeqCst);
         until("the MachineDeployment to leave", || !has_md()).await;
-        until("no dynamic kind", || {
-            watches.dynamic.try_lock().is_ok_and(|d| d.is_empty())
-        })
-        .await;
+        until("no dynamic kind", || watches.dynamic_kinds().is_empty()).await;
         assert!(watches.is_synced());
         drop(watches);
         server.abort();
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_needed_kind_answering_not_found_is_reported_missing() {
+    async fn a_needed_kind_answering_not_found_is_signalled() {
         let (client, mut handle) = mock();
         let server = tokio::spawn(async move {
             let mut open = Vec::new();
@@ -1134,13 +1127,11 @@ mod tests {
         });
         let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
         let watches = start_with(client, &config, Vec::new());
-        let mut missing = watches.missing_apis();
-        tokio::time::timeout(Duration::from_secs(60), missing.wait_for(|m| !m.is_empty()))
+        tokio::time::timeout(Duration::from_secs(60), watches.api_not_found().notified())
             .await
-            .expect("reported")
-            .expect("open");
+            .expect("signalled");
         assert_eq!(
-            watches.missing_apis().borrow().iter().collect::<Vec<_>>(),
+            watches.unsynced().into_iter().collect::<Vec<_>>(),
             ["policy/PodDisruptionBudget"]
         );
         assert!(!watches.is_synced());
