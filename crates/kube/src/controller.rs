@@ -176,7 +176,7 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
             return other.map_or(Ok(()), |r| r.map(|_| ()));
         }
     };
-    tokio::spawn(watch_api_support(
+    let api_support = tokio::spawn(watch_api_support(
         client.clone(),
         config.leader_elect,
         watches.api_not_found(),
@@ -214,6 +214,7 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         _ = supervise(parts, config, leading) => {}
     }
     let _ = stop_tx.send(true);
+    api_support.abort();
     if let Some(l) = leadership {
         l.stop().await;
     }
