@@ -848,6 +848,88 @@ mod tests {
         until(&log, |l| count(l, is_scale) == 1).await;
     }
 
+    /// Plays an API server of version 1.`minor` serving what `compat::REQUIRED` lists (policy
+    /// and v1 Evictions only from 1.22), failing `/version` with a 500 the first `flaky` times.
+    async fn serve_discovery(mut h: Mock, minor: u32, mut flaky: usize) {
+        while let Some((seen, send)) = next(&mut h).await {
+            let modern = minor >= 22;
+            let list = |gv: &str, names: &[&str]| {
+                let mut rs: Vec<Value> = names
+                    .iter()
+                    .map(|n| {
+                        json!({"name": n, "singularName": "", "namespaced": true,
+                        "kind": "K", "verbs": ["list"]})
+                    })
+                    .collect();
+                if gv == "v1" {
+                    rs.push(
+                        json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                        "group": "policy", "version": if modern { "v1" } else { "v1beta1" },
+                        "kind": "Eviction", "verbs": ["create"]}),
+                    );
+                }
+                (
+                    200,
+                    json!({"kind": "APIResourceList", "groupVersion": gv, "resources": rs}),
+                )
+            };
+            let (code, body) = match seen.uri.as_str() {
+                "/version" if flaky > 0 => {
+                    flaky -= 1;
+                    (500, json!({"kind": "Status", "code": 500}))
+                }
+                "/version" => (
+                    200,
+                    json!({"major": "1", "minor": minor.to_string(),
+                        "gitVersion": format!("v1.{minor}.0"), "gitCommit": "", "gitTreeState": "",
+                        "buildDate": "", "goVersion": "", "compiler": "", "platform": ""}),
+                ),
+                "/api/v1" => list(
+                    "v1",
+                    &[
+                        "nodes",
+                        "pods",
+                        "namespaces",
+                        "configmaps",
+                        "replicationcontrollers",
+                    ],
+                ),
+                "/apis/apps/v1" => list("apps/v1", &["daemonsets", "replicasets", "statefulsets"]),
+                "/apis/batch/v1" => list("batch/v1", &["jobs"]),
+                "/apis/policy/v1" if modern => list("policy/v1", &["poddisruptionbudgets"]),
+                "/apis/events.k8s.io/v1" => list("events.k8s.io/v1", &["events"]),
+                "/apis/coordination.k8s.io/v1" => list("coordination.k8s.io/v1", &["leases"]),
+                _ => (
+                    404,
+                    json!({"kind": "Status", "code": 404, "reason": "NotFound"}),
+                ),
+            };
+            respond(send, code, &body);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_supported_server_passes_after_discovery_errors_are_retried() {
+        let (client, handle) = client();
+        tokio::spawn(serve_discovery(handle, 30, 2));
+        check_server(&client, true)
+            .await
+            .expect("1.30 is supported");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_old_server_is_unsupported_before_anything_else() {
+        let (client, handle) = client();
+        tokio::spawn(serve_discovery(handle, 20, 0));
+        let err = check_server(&client, true).await.expect_err("1.20");
+        assert!(
+            matches!(err, crate::compat::Unsupported::TooOld { .. }),
+            "{err}"
+        );
+        let e = ControllerError::from(err);
+        assert!(e.to_string().contains("v1.20.0"), "{e}");
+    }
+
     #[test]
     fn the_priority_text_is_read_from_the_namespace_given() {
         let mut store = ObjectStore::new();
