@@ -2,7 +2,7 @@
 //! Kubernetes client and hands both to `autoscaler_kube::controller::run`.
 //!
 //! Exit codes: 2 for anything wrong before the controller starts (a flag, the config file, the
-//! kubeconfig), 1 when the controller stops with an error. It never decides anything itself and
+//! kubeconfig, an API server it does not support), 1 when the controller stops with an error. It never decides anything itself and
 //! never starts the controller with options that did not validate.
 //!
 //! Log verbosity (`--v`, klog's levels) maps onto `tracing` levels: 0-1 `info`, 2-4 `debug`,
@@ -116,7 +116,11 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         let client = client(&opts, kubeconfig).await?;
         controller::run(client, opts.controller)
             .await
-            .map_err(|e| CliError::failure(anyhow!("controller stopped: {e}")))
+            .map_err(|e| match e {
+                // A server it cannot work with is a configuration error, found before leading.
+                controller::ControllerError::Unsupported(_) => CliError::usage(anyhow!("{e}")),
+                e => CliError::failure(anyhow!("controller stopped: {e}")),
+            })
     })
 }
 

@@ -56,6 +56,11 @@ async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
 /// A world with one empty MachineDeployment group (0..5 nodes of 4 CPUs), new machines taking
 /// 5-10 virtual seconds, served at 10× speed.
 async fn start_world() -> FacadeHandle {
+    start_world_with(FacadeOptions::default()).await
+}
+
+/// [`start_world`], served with `options` (at 10× speed whatever they say).
+async fn start_world_with(options: FacadeOptions) -> FacadeHandle {
     let mut w = World::new(WorldConfig {
         default_delay: ProvisioningDelay {
             min_ms: 5_000,
@@ -79,7 +84,7 @@ async fn start_world() -> FacadeHandle {
         w,
         FacadeOptions {
             speed: 10.0,
-            ..FacadeOptions::default()
+            ..options
         },
     )
     .await
@@ -556,4 +561,162 @@ async fn killed_mid_drain_then_restarted_leaves_no_taint_and_loses_no_pod() {
     assert!(!second.log().contains("panicked"));
     drop(second);
     h.shutdown().await;
+}
+
+/// The status ConfigMap and `cluster_autoscaler_node_groups_count` say there is nothing to scale
+/// while the Cluster API is not installed; once its CRDs appear the process watches them and
+/// scales up, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_api_installed_after_start_becomes_node_groups() {
+    let h = start_world_with(FacadeOptions {
+        withheld: vec!["cluster.x-k8s.io/v1beta1".into()],
+        ..FacadeOptions::default()
+    })
+    .await;
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    add_pods(&h, "late", 2);
+    wait_for(
+        "the status says there are no node groups",
+        Duration::from_secs(20),
+        || status_text(&h).is_some_and(|s| s.contains("No node groups")),
+    )
+    .await;
+    let zero_groups = |ca: &Autoscaler| {
+        ca.get("/metrics").is_some_and(|(_, m)| {
+            m.lines().any(|l| {
+                l == "cluster_autoscaler_node_groups_count{node_group_type=\"autoscaled\"} 0"
+            })
+        })
+    };
+    assert!(zero_groups(&ca), "the metric shows no node groups");
+    assert_eq!(replicas(&h), 0);
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+
+    h.install("cluster.x-k8s.io/v1beta1");
+    wait_for("replicas rise to 2", Duration::from_secs(30), || {
+        replicas(&h) == 2
+    })
+    .await;
+    wait_for("both pods bound", Duration::from_secs(30), || {
+        all_bound(&h, "late", 2)
+    })
+    .await;
+    wait_for(
+        "the status shows the group",
+        Duration::from_secs(10),
+        || status_text(&h).is_some_and(|s| s.contains(MD) && !s.contains("No node groups")),
+    )
+    .await;
+    assert!(
+        ca.metric_where(
+            "cluster_autoscaler_node_groups_count",
+            "node_group_type=\"autoscaled\""
+        ) == 1.0
+    );
+    let log = ca.log();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("WARN") && l.contains("not served")),
+        "a group not served at start is not a warning"
+    );
+
+    // The CRDs are removed again: the group leaves the view, nothing breaks.
+    h.withhold("cluster.x-k8s.io/v1beta1");
+    wait_for(
+        "the metric back at no node groups",
+        Duration::from_secs(20),
+        || zero_groups(&ca),
+    )
+    .await;
+    wait_for("the status says so again", Duration::from_secs(10), || {
+        status_text(&h).is_some_and(|s| s.contains("No node groups"))
+    })
+    .await;
+    let mut ca = ca;
+    assert!(ca.running());
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    drop(ca);
+    h.shutdown().await;
+}
+
+/// An API the autoscaler needs that the server stops serving while it runs fails
+/// `/health-check`, naming it, rather than leaving the process waiting for its cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_needed_api_removed_later_fails_the_health_check() {
+    let h = start_world().await;
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    wait_for("a Lease holder", Duration::from_secs(20), || {
+        lease_holder(&h).is_some()
+    })
+    .await;
+    assert_eq!(ca.get("/health-check").map(|(c, _)| c), Some(200));
+    h.withhold("policy/v1");
+    let mut last = None;
+    wait_for("the health check to fail", Duration::from_secs(30), || {
+        last = ca.get("/health-check");
+        last.as_ref().is_some_and(|(c, _)| *c == 500)
+    })
+    .await;
+    let (_, body) = last.expect("an answer");
+    assert!(body.contains("policy/v1 poddisruptionbudgets"), "{body}");
+    // Served again: healthy again.
+    h.install("policy/v1");
+    wait_for(
+        "the health check to recover",
+        Duration::from_secs(60),
+        || ca.get("/health-check").is_some_and(|(c, _)| c == 200),
+    )
+    .await;
+    drop(ca);
+    h.shutdown().await;
+}
+
+/// An API server too old to serve `policy/v1` stops the process at start, before it takes the
+/// Lease, with exit code 2 and a message naming what is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_without_policy_v1_is_refused_with_exit_2() {
+    let h = start_world_with(FacadeOptions {
+        withheld: vec!["policy/v1".into()],
+        version: autoscaler_facade::ServerVersion {
+            major: 1,
+            minor: 20,
+        },
+        ..FacadeOptions::default()
+    })
+    .await;
+    let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    let mut status = None;
+    wait_for("the process to exit", Duration::from_secs(20), || {
+        status = ca.child.try_wait().ok().flatten();
+        status.is_some()
+    })
+    .await;
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{}", ca.log());
+    let log = ca.log();
+    assert!(log.contains("v1.20.0"), "{log}");
+    assert!(log.contains("1.22"), "{log}");
+    assert!(lease_holder(&h).is_none(), "no Lease was taken");
+
+    // A server claiming a supported version but not serving policy/v1: named.
+    let h2 = start_world_with(FacadeOptions {
+        withheld: vec!["policy/v1".into()],
+        ..FacadeOptions::default()
+    })
+    .await;
+    let mut ca = Autoscaler::start(h2.kubeconfig_path(), "ca-1", &[]);
+    let mut status = None;
+    wait_for("the process to exit", Duration::from_secs(20), || {
+        status = ca.child.try_wait().ok().flatten();
+        status.is_some()
+    })
+    .await;
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{}", ca.log());
+    let log = ca.log();
+    assert!(
+        log.contains("policy/v1 poddisruptionbudgets") && log.contains("policy/v1 evictions"),
+        "{log}"
+    );
+    assert!(lease_holder(&h2).is_none(), "no Lease was taken");
+    h.shutdown().await;
+    h2.shutdown().await;
 }

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 
 pub use faults::{FaultAction, FaultCounts, FaultRule, Verb};
 pub use patch::{PatchKind, json_patch, merge};
+pub use resources::{ServerVersion, Surface};
 pub use selectors::{FieldSelector, LabelSelector};
 pub use status::ApiError;
 
@@ -67,6 +68,12 @@ pub struct FacadeOptions {
     pub watch_log_retention: usize,
     /// How often an idle watch stream that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// Group-versions not served at start (`policy/v1`, `cluster.x-k8s.io/v1beta1`): absent
+    /// from discovery, `404` on every request, as on a cluster without them. See
+    /// [`FacadeHandle::install`].
+    pub withheld: Vec<String>,
+    /// The version `/version` claims.
+    pub version: ServerVersion,
 }
 
 impl Default for FacadeOptions {
@@ -78,6 +85,8 @@ impl Default for FacadeOptions {
             faults: Vec::new(),
             watch_log_retention: 20_000,
             bookmark_interval: Duration::from_secs(2),
+            withheld: Vec::new(),
+            version: ServerVersion::default(),
         }
     }
 }
@@ -103,6 +112,8 @@ pub(crate) struct Shared {
     pager: Mutex<paging::Pager>,
     /// The writes served so far (see [`FacadeHandle::writes`]).
     journal: Mutex<Vec<WriteRecord>>,
+    /// What is served of the resources.
+    surface: Mutex<Surface>,
 }
 
 /// How many writes the journal keeps (the oldest half is dropped beyond this).
@@ -134,6 +145,11 @@ impl Shared {
     /// The fault rules, locked.
     pub(crate) fn faults(&self) -> MutexGuard<'_, faults::Faults> {
         self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What is served, locked.
+    pub(crate) fn surface(&self) -> MutexGuard<'_, Surface> {
+        self.surface.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The lists being paged through, locked.
@@ -218,6 +234,10 @@ impl Facade {
             names: AtomicU64::new(0),
             pager: Mutex::new(paging::Pager::default()),
             journal: Mutex::new(Vec::new()),
+            surface: Mutex::new(Surface {
+                withheld: options.withheld.iter().cloned().collect(),
+                version: options.version,
+            }),
         });
 
         let app = server::router(shared.clone());
@@ -365,6 +385,25 @@ impl FacadeHandle {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Starts serving a withheld group-version (`cluster.x-k8s.io/v1beta1`), as installing its
+    /// CRDs does: it appears in discovery and its objects (already in the world) can be listed
+    /// and watched.
+    pub fn install(&self, group_version: &str) {
+        self.shared.surface().withheld.remove(group_version);
+        // Wakes the watch streams (nothing changed in the world).
+        self.shared.changes.send_modify(|_| {});
+    }
+
+    /// Stops serving a group-version, as deleting its CRDs does: it leaves discovery, requests
+    /// get `404` and its open watch streams end.
+    pub fn withhold(&self, group_version: &str) {
+        self.shared
+            .surface()
+            .withheld
+            .insert(group_version.to_string());
+        self.shared.changes.send_modify(|_| {});
     }
 
     /// Forgets the whole watch log: a watch from any version before the current one then gets

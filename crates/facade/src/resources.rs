@@ -1,9 +1,13 @@
 //! The resources the facade serves and the discovery documents that describe them (`/api`,
 //! `/apis`, `/api/v1`, `/apis/<group>/<version>`, `/version`).
 //!
-//! It decides which URL names which stored kind and which verbs and subresources are advertised.
-//! It never touches the world: a resource here is only a mapping onto the store's
-//! (group, kind) keys.
+//! It decides which URL names which stored kind and which verbs and subresources are advertised,
+//! and what an API server of another version or without some groups would advertise: a
+//! [`Surface`] withholds group-versions (as a cluster without a CRD, or an old server without
+//! `policy/v1`, serves them not at all) and names the server's version. It never touches the
+//! world: a resource here is only a mapping onto the store's (group, kind) keys.
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
@@ -197,22 +201,79 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resourc
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
-/// The resources of one group-version.
-fn of(group: &str, version: &str) -> impl Iterator<Item = &'static Resource> {
-    RESOURCES
-        .iter()
+/// The Kubernetes version a server claims (`/version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// Major version (1).
+    pub major: u32,
+    /// Minor version (34).
+    pub minor: u32,
+}
+
+impl Default for ServerVersion {
+    /// The version the workspace's Kubernetes API types are built for.
+    fn default() -> Self {
+        ServerVersion {
+            major: 1,
+            minor: 34,
+        }
+    }
+}
+
+/// What the facade serves of [`RESOURCES`]: every group-version but the withheld ones, under a
+/// claimed server version.
+#[derive(Debug, Clone, Default)]
+pub struct Surface {
+    /// Group-versions not served (`policy/v1`, `cluster.x-k8s.io/v1beta1`; `v1` for core).
+    pub withheld: BTreeSet<String>,
+    /// What `/version` answers.
+    pub version: ServerVersion,
+}
+
+impl Surface {
+    /// Whether this group-version is served.
+    pub fn serves(&self, group: &str, version: &str) -> bool {
+        let gv = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        !self.withheld.contains(&gv) && of(self, group, version).next().is_some()
+    }
+
+    /// The resources served, in table order.
+    fn resources(&self) -> impl Iterator<Item = &'static Resource> + '_ {
+        RESOURCES
+            .iter()
+            .filter(|r| !self.withheld.contains(&r.api_version()))
+    }
+
+    /// The version of `policy` an Eviction is served at: `v1`, or `v1beta1` (as before
+    /// Kubernetes 1.22) when `policy/v1` is withheld.
+    fn eviction_version(&self) -> &'static str {
+        if self.withheld.contains("policy/v1") {
+            "v1beta1"
+        } else {
+            "v1"
+        }
+    }
+}
+
+/// The resources of one group-version, unless withheld.
+fn of<'a>(
+    surface: &'a Surface,
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static Resource> + 'a {
+    surface
+        .resources()
         .filter(move |r| r.group == group && r.version == version)
 }
 
-/// Whether any resource is served under this group-version.
-pub fn serves(group: &str, version: &str) -> bool {
-    of(group, version).next().is_some()
-}
-
-/// The named groups, in table order, each with its versions.
-fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+/// The named groups served, in table order, each with its versions.
+fn groups(surface: &Surface) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+    for r in surface.resources().filter(|r| !r.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, vs)) if !vs.contains(&r.version) => vs.push(r.version),
             Some(_) => {}
@@ -246,8 +307,8 @@ pub fn api_versions(server: &str) -> Value {
 }
 
 /// `/apis`: the named groups.
-pub fn api_group_list() -> Value {
-    let groups: Vec<Value> = groups()
+pub fn api_group_list(surface: &Surface) -> Value {
+    let groups: Vec<Value> = groups(surface)
         .iter()
         .map(|(g, vs)| {
             let mut d = group_doc(g, vs);
@@ -262,20 +323,20 @@ pub fn api_group_list() -> Value {
 }
 
 /// `/apis/<group>`: one group, if served.
-pub fn api_group(group: &str) -> Option<Value> {
-    groups()
+pub fn api_group(surface: &Surface, group: &str) -> Option<Value> {
+    groups(surface)
         .into_iter()
         .find(|(g, _)| *g == group)
         .map(|(g, vs)| group_doc(g, &vs))
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`: the resources with their verbs and subresources.
-pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
-    if !serves(group, version) {
+pub fn api_resource_list(surface: &Surface, group: &str, version: &str) -> Option<Value> {
+    if !surface.serves(group, version) {
         return None;
     }
     let mut resources = Vec::new();
-    for r in of(group, version) {
+    for r in of(surface, group, version) {
         let singular = r.kind.to_lowercase();
         resources.push(json!({
             "name": r.plural,
@@ -286,7 +347,11 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
         }));
         for sub in r.subresources {
             let (kind, group_v, verbs): (&str, Option<(&str, &str)>, &[&str]) = match *sub {
-                "eviction" => ("Eviction", Some(("policy", "v1")), &["create"]),
+                "eviction" => (
+                    "Eviction",
+                    Some(("policy", surface.eviction_version())),
+                    &["create"],
+                ),
                 "scale" => (
                     "Scale",
                     Some(("autoscaling", "v1")),
@@ -327,9 +392,9 @@ pub const AGGREGATED_CONTENT_TYPE: &str =
 
 /// Aggregated discovery (`APIGroupDiscoveryList`): of the core group (`/api`, `core = true`) or
 /// of the named groups (`/apis`).
-pub fn aggregated(core: bool) -> Value {
+pub fn aggregated(surface: &Surface, core: bool) -> Value {
     let mut names: Vec<&'static str> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.group.is_empty() == core) {
+    for r in surface.resources().filter(|r| r.group.is_empty() == core) {
         if !names.contains(&r.group) {
             names.push(r.group);
         }
@@ -338,7 +403,7 @@ pub fn aggregated(core: bool) -> Value {
         .iter()
         .map(|g| {
             let mut versions: Vec<&'static str> = Vec::new();
-            for r in RESOURCES.iter().filter(|r| r.group == *g) {
+            for r in surface.resources().filter(|r| r.group == *g) {
                 if !versions.contains(&r.version) {
                     versions.push(r.version);
                 }
@@ -346,7 +411,7 @@ pub fn aggregated(core: bool) -> Value {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = of(g, v)
+                    let resources: Vec<Value> = of(surface, g, v)
                         .map(|r| {
                             let subs: Vec<Value> = r
                                 .subresources
@@ -354,7 +419,7 @@ pub fn aggregated(core: bool) -> Value {
                                 .map(|sub| {
                                     let (gr, ve, kind, verbs): (&str, &str, &str, &[&str]) =
                                         match *sub {
-                                            "eviction" => ("policy", "v1", "Eviction", &["create"]),
+                                            "eviction" => ("policy", surface.eviction_version(), "Eviction", &["create"]),
                                             "scale" => (
                                                 "autoscaling",
                                                 "v1",
@@ -395,11 +460,12 @@ pub fn aggregated(core: bool) -> Value {
 }
 
 /// `/version`.
-pub fn version_info() -> Value {
+pub fn version_info(version: ServerVersion) -> Value {
+    let ServerVersion { major, minor } = version;
     json!({
-        "major": "1",
-        "minor": "34",
-        "gitVersion": "v1.34.0-facade",
+        "major": major.to_string(),
+        "minor": minor.to_string(),
+        "gitVersion": format!("v{major}.{minor}.0-facade"),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-01-01T00:00:00Z",
@@ -415,7 +481,8 @@ mod tests {
 
     #[test]
     fn discovery_lists_groups_resources_and_subresources() {
-        let groups = api_group_list();
+        let all = Surface::default();
+        let groups = api_group_list(&all);
         let names: Vec<&str> = groups["groups"]
             .as_array()
             .into_iter()
@@ -424,7 +491,7 @@ mod tests {
             .collect();
         assert!(names.contains(&"cluster.x-k8s.io") && names.contains(&"apps"));
         assert!(!names.contains(&""), "core group is under /api");
-        let capi = api_resource_list("cluster.x-k8s.io", "v1beta1").unwrap();
+        let capi = api_resource_list(&all, "cluster.x-k8s.io", "v1beta1").unwrap();
         let res: Vec<&str> = capi["resources"]
             .as_array()
             .into_iter()
@@ -432,7 +499,7 @@ mod tests {
             .filter_map(|r| r["name"].as_str())
             .collect();
         assert!(res.contains(&"machinedeployments/scale"));
-        let core = api_resource_list("", "v1").unwrap();
+        let core = api_resource_list(&all, "", "v1").unwrap();
         let ev = core["resources"]
             .as_array()
             .into_iter()
@@ -440,10 +507,56 @@ mod tests {
             .find(|r| r["name"] == "pods/eviction")
             .unwrap();
         assert_eq!(ev["group"], "policy");
-        assert!(api_resource_list("nope", "v1").is_none());
+        assert!(api_resource_list(&all, "nope", "v1").is_none());
         assert_eq!(
             find("apps", "v1", "deployments").unwrap().kind,
             "Deployment"
         );
+    }
+
+    fn group_names(doc: &Value, pointer: &str, key: &str) -> Vec<String> {
+        doc.pointer(pointer)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.pointer(key)?.as_str().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn a_withheld_group_version_is_advertised_nowhere() {
+        let old = Surface {
+            withheld: ["policy/v1".to_string(), "cluster.x-k8s.io/v1beta1".into()].into(),
+            version: ServerVersion {
+                major: 1,
+                minor: 20,
+            },
+        };
+        assert!(!old.serves("policy", "v1"));
+        assert!(!old.serves("cluster.x-k8s.io", "v1beta1"));
+        assert!(old.serves("apps", "v1") && old.serves("", "v1"));
+        let names = group_names(&api_group_list(&old), "/groups", "/name");
+        assert!(!names.contains(&"policy".to_string()), "{names:?}");
+        assert!(!names.contains(&"cluster.x-k8s.io".to_string()));
+        assert!(names.contains(&"apps".to_string()));
+        assert!(api_group(&old, "policy").is_none());
+        assert!(api_resource_list(&old, "policy", "v1").is_none());
+        let agg = group_names(&aggregated(&old, false), "/items", "/metadata/name");
+        assert!(!agg.contains(&"policy".to_string()), "{agg:?}");
+        // Pods are still evictable, at the version a server of that age served.
+        let core = api_resource_list(&old, "", "v1").unwrap();
+        let ev = core["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == "pods/eviction")
+            .unwrap();
+        assert_eq!(
+            (&ev["group"], &ev["version"]),
+            (&json!("policy"), &json!("v1beta1"))
+        );
+        let v = version_info(old.version);
+        assert_eq!((&v["major"], &v["minor"]), (&json!("1"), &json!("20")));
+        assert_eq!(v["gitVersion"], "v1.20.0-facade");
     }
 }

@@ -75,7 +75,7 @@ enum Route {
     Resource(Target),
 }
 
-fn route(path: &str) -> Option<Route> {
+fn route(path: &str, surface: &resources::Surface) -> Option<Route> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Some(Route::Version),
@@ -86,7 +86,7 @@ fn route(path: &str) -> Option<Route> {
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return None,
     };
-    if !resources::serves(group, version) {
+    if !surface.serves(group, version) {
         return None;
     }
     if rest.is_empty() {
@@ -170,13 +170,14 @@ async fn serve(sh: Arc<Shared>, req: Request) -> Response {
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=APIGroupDiscoveryList"));
-    let t = match route(&path) {
+    let routed = route(&path, &sh.surface());
+    let t = match routed {
         Some(Route::Resource(t)) => t,
         Some(Route::Api) if aggregated && parts.method == Method::GET => {
-            return aggregated_response(true);
+            return aggregated_response(&sh, true);
         }
         Some(Route::Apis) if aggregated && parts.method == Method::GET => {
-            return aggregated_response(false);
+            return aggregated_response(&sh, false);
         }
         Some(other) if parts.method == Method::GET => return discovery(&sh, other, &path),
         _ => return ApiError::no_route(&path).into_response(),
@@ -243,12 +244,13 @@ async fn serve(sh: Arc<Shared>, req: Request) -> Response {
 }
 
 fn discovery(sh: &Shared, route: Route, path: &str) -> Response {
+    let surface = sh.surface().clone();
     let doc = match route {
-        Route::Version => Some(resources::version_info()),
+        Route::Version => Some(resources::version_info(surface.version)),
         Route::Api => Some(resources::api_versions(&sh.addr)),
-        Route::Apis => Some(resources::api_group_list()),
-        Route::Group(g) => resources::api_group(&g),
-        Route::ResourceList(g, v) => resources::api_resource_list(&g, &v),
+        Route::Apis => Some(resources::api_group_list(&surface)),
+        Route::Group(g) => resources::api_group(&surface, &g),
+        Route::ResourceList(g, v) => resources::api_resource_list(&surface, &g, &v),
         Route::Resource(_) => None,
     };
     match doc {
@@ -257,14 +259,15 @@ fn discovery(sh: &Shared, route: Route, path: &str) -> Response {
     }
 }
 
-fn aggregated_response(core: bool) -> Response {
+fn aggregated_response(sh: &Shared, core: bool) -> Response {
+    let doc = resources::aggregated(&sh.surface(), core);
     (
         StatusCode::OK,
         [(
             axum::http::header::CONTENT_TYPE,
             resources::AGGREGATED_CONTENT_TYPE,
         )],
-        resources::aggregated(core).to_string(),
+        doc.to_string(),
     )
         .into_response()
 }
@@ -757,6 +760,10 @@ fn set_scale(w: &mut World, t: &Target, old: &Value, scale: &Value) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn route(path: &str) -> Option<Route> {
+        super::route(path, &resources::Surface::default())
+    }
 
     fn target(path: &str) -> Target {
         match route(path) {

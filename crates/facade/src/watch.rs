@@ -178,6 +178,14 @@ impl Stream {
             }
         };
         loop {
+            // A group-version no longer served ends its streams, as deleting a CRD does.
+            if !self
+                .sh
+                .surface()
+                .serves(self.t.res.group, self.t.res.version)
+            {
+                return End::Closed;
+            }
             // Marked before reading, so a write after the read still wakes the stream.
             changes.mark_unchanged();
             let batch = {

@@ -506,6 +506,65 @@ async fn discovery_finds_cluster_api() {
 }
 
 #[tokio::test]
+async fn withheld_groups_are_404_until_installed_and_the_version_is_configurable() {
+    let options = FacadeOptions {
+        withheld: vec!["cluster.x-k8s.io/v1beta1".into(), "policy/v1".into()],
+        version: autoscaler_facade::ServerVersion {
+            major: 1,
+            minor: 20,
+        },
+        ..FacadeOptions::default()
+    };
+    let (h, client) = start(1.0, options).await;
+    let info = client.apiserver_version().await.unwrap();
+    assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "20"));
+    // Not in discovery, and 404 on discovery, list and watch, as a server without them.
+    assert!(matches!(
+        kube::discovery::group(&client, "cluster.x-k8s.io").await,
+        Err(kube::Error::Discovery(_))
+    ));
+    let e = client
+        .list_api_group_resources("policy/v1")
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&e), Some(404));
+    let mds: Api<DynamicObject> = Api::all_with(client.clone(), &md_resource());
+    let e = mds.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&e), Some(404));
+    let e = mds.watch(&WatchParams::default(), "0").await.err();
+    assert_eq!(e.as_ref().and_then(api_code), Some(404), "{e:?}");
+
+    // Installed: discovered, listed and watched.
+    h.install("cluster.x-k8s.io/v1beta1");
+    let group = kube::discovery::group(&client, "cluster.x-k8s.io")
+        .await
+        .unwrap();
+    assert!(group.recommended_kind("MachineDeployment").is_some());
+    let list = mds.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let rv = list.metadata.resource_version.clone().unwrap();
+    let mut stream = mds
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    // Removed again: the open watch ends and requests are 404 once more.
+    h.withhold("cluster.x-k8s.io/v1beta1");
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(ev) = stream.next().await {
+            if ev.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch of a removed group ends");
+    let e = mds.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&e), Some(404));
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn injected_errors_last_their_window() {
     let (h, client) = start(1.0, FacadeOptions::default()).await;
     let nodes: Api<Node> = Api::all(client.clone());

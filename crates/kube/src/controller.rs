@@ -1,8 +1,10 @@
-//! The controller: waits for the caches to sync and for the leader Lease, then runs the core's
-//! loop every scan interval (sooner, debounced, when new unschedulable pods appear), carries the
-//! actions out and feeds their outcomes back into the core's state.
+//! The controller: checks that the API server is supported ([`crate::compat`]), waits for the
+//! caches to sync and for the leader Lease, then runs the core's loop every scan interval
+//! (sooner, debounced, when new unschedulable pods appear), carries the actions out and feeds
+//! their outcomes back into the core's state.
 //!
-//! It never decides what to scale (the core does) and never acts without holding the Lease.
+//! It never decides what to scale (the core does), never acts without holding the Lease and
+//! never runs a loop on a view where a newly discovered kind has not listed yet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -111,6 +113,9 @@ pub enum ControllerError {
     /// The Kubernetes API could not be used at start.
     #[error("Kubernetes API: {0}")]
     Api(String),
+    /// The API server is not one this autoscaler supports (checked before leading).
+    #[error("unsupported Kubernetes API server: {0}")]
+    Unsupported(#[from] crate::compat::Unsupported),
 }
 
 /// The live parts one leadership term works with.
@@ -150,20 +155,33 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         stopped(stop_rx.clone()),
     ));
     let watch_config = WatchConfig {
-        namespace: config.namespace.clone(),
-        clusterapi: config.clusterapi.clone(),
+        rediscover_while_unserved: config.scan_interval,
+        ..WatchConfig::new(&config.namespace, config.clusterapi.clone())
     };
     // An API server that is not reachable yet (or a discovery error) is retried, not fatal:
-    // the process stays up, reports itself healthy as a standby, and logs each attempt.
+    // the process stays up, reports itself healthy as a standby, and logs each attempt. One
+    // that answers but is not supported stops the process before it watches or leads.
     let started = tokio::select! {
-        w = start_watches(&client, &watch_config) => Some(w),
+        w = async {
+            check_server(&client, config.leader_elect).await?;
+            Ok(start_watches(&client, &watch_config).await)
+        } => Some(w),
         _ = shutdown_signal() => None,
     };
-    let Some(watches) = started else {
-        let _ = stop_tx.send(true);
-        let _ = server.await;
-        return Ok(());
+    let watches = match started {
+        Some(Ok(w)) => w,
+        other => {
+            let _ = stop_tx.send(true);
+            let _ = server.await;
+            return other.map_or(Ok(()), |r| r.map(|_| ()));
+        }
     };
+    let api_support = tokio::spawn(watch_api_support(
+        client.clone(),
+        config.leader_elect,
+        watches.api_not_found(),
+        health.clone(),
+    ));
     let parts = Parts {
         client: client.clone(),
         informer: watches.informer().clone(),
@@ -196,12 +214,84 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         _ = supervise(parts, config, leading) => {}
     }
     let _ = stop_tx.send(true);
+    api_support.abort();
     if let Some(l) = leadership {
         l.stop().await;
     }
     drop(watches);
     let _ = server.await;
     Ok(())
+}
+
+/// Checks the server's version and APIs ([`crate::compat::check`]), retrying discovery errors
+/// with exponential backoff (1 s doubling to 60 s). Unsupported: the error naming why.
+async fn check_server(
+    client: &kube::Client,
+    leader_elect: bool,
+) -> Result<(), crate::compat::Unsupported> {
+    use crate::compat::{MAX_KNOWN_MINOR, Supported, check, discover};
+    let mut wait = Duration::from_secs(1);
+    let found = loop {
+        match discover(client, leader_elect).await {
+            Ok(found) => break found,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?wait, "cannot read the API server's version and APIs; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        }
+    };
+    let version = found.git_version.as_deref().unwrap_or("unknown");
+    match check(&found, leader_elect)? {
+        Supported::Yes => tracing::info!(version, "API server supported"),
+        Supported::Newer => tracing::info!(
+            version,
+            newest_known = %format!("1.{MAX_KNOWN_MINOR}"),
+            "API server newer than this build knows; every API it needs is served"
+        ),
+        Supported::UnknownVersion => tracing::warn!(
+            version,
+            "API server version not understood; every API it needs is served"
+        ),
+    }
+    Ok(())
+}
+
+/// How often discovery is checked again while a needed API is not served.
+const API_RECHECK: Duration = Duration::from_secs(10);
+
+/// Each time a needed kind answers `404`, checks discovery ([`crate::compat::check`]): while a
+/// needed API is not served the health check fails naming it, until discovery finds it again.
+async fn watch_api_support(
+    client: kube::Client,
+    leader_elect: bool,
+    not_found: Arc<Notify>,
+    health: Arc<Health>,
+) {
+    use crate::compat::{check, discover};
+    loop {
+        not_found.notified().await;
+        loop {
+            match discover(&client, leader_elect)
+                .await
+                .map(|f| check(&f, leader_elect))
+            {
+                Ok(Ok(_)) => {
+                    if health.set_api_problem(None) {
+                        tracing::info!("every API the autoscaler needs is served again");
+                    }
+                    break;
+                }
+                Ok(Err(e)) => {
+                    if health.set_api_problem(Some(e.to_string())) {
+                        tracing::error!(error = %e, "an API the autoscaler needs is not served; /health-check fails");
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "discovery failed; checked again later"),
+            }
+            tokio::time::sleep(API_RECHECK).await;
+        }
+    }
 }
 
 /// Starts the watches, retrying discovery with exponential backoff (1 s doubling to 60 s).
@@ -331,6 +421,13 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         }
         let started = Instant::now();
         parts.health.loop_started(started);
+        // A kind that appeared since the term began is still listing: deciding on half of a
+        // Cluster API group (MachineDeployments without their Machines) could misjudge it.
+        if !parts.unsynced.borrow().is_empty() {
+            tracing::info!(kinds = ?*parts.unsynced.borrow(), "loop skipped: new kinds still listing");
+            next = started + config.scan_interval;
+            continue;
+        }
         let ok = term.one_loop(parts, config).await;
         let finished = Instant::now();
         if ok {
@@ -749,6 +846,88 @@ mod tests {
         assert!(log.lock().expect("log").is_empty());
         unsynced.send_replace(BTreeSet::new());
         until(&log, |l| count(l, is_scale) == 1).await;
+    }
+
+    /// Plays an API server of version 1.`minor` serving what `compat::REQUIRED` lists (policy
+    /// and v1 Evictions only from 1.22), failing `/version` with a 500 the first `flaky` times.
+    async fn serve_discovery(mut h: Mock, minor: u32, mut flaky: usize) {
+        while let Some((seen, send)) = next(&mut h).await {
+            let modern = minor >= 22;
+            let list = |gv: &str, names: &[&str]| {
+                let mut rs: Vec<Value> = names
+                    .iter()
+                    .map(|n| {
+                        json!({"name": n, "singularName": "", "namespaced": true,
+                        "kind": "K", "verbs": ["list"]})
+                    })
+                    .collect();
+                if gv == "v1" {
+                    rs.push(
+                        json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                        "group": "policy", "version": if modern { "v1" } else { "v1beta1" },
+                        "kind": "Eviction", "verbs": ["create"]}),
+                    );
+                }
+                (
+                    200,
+                    json!({"kind": "APIResourceList", "groupVersion": gv, "resources": rs}),
+                )
+            };
+            let (code, body) = match seen.uri.as_str() {
+                "/version" if flaky > 0 => {
+                    flaky -= 1;
+                    (500, json!({"kind": "Status", "code": 500}))
+                }
+                "/version" => (
+                    200,
+                    json!({"major": "1", "minor": minor.to_string(),
+                        "gitVersion": format!("v1.{minor}.0"), "gitCommit": "", "gitTreeState": "",
+                        "buildDate": "", "goVersion": "", "compiler": "", "platform": ""}),
+                ),
+                "/api/v1" => list(
+                    "v1",
+                    &[
+                        "nodes",
+                        "pods",
+                        "namespaces",
+                        "configmaps",
+                        "replicationcontrollers",
+                    ],
+                ),
+                "/apis/apps/v1" => list("apps/v1", &["daemonsets", "replicasets", "statefulsets"]),
+                "/apis/batch/v1" => list("batch/v1", &["jobs"]),
+                "/apis/policy/v1" if modern => list("policy/v1", &["poddisruptionbudgets"]),
+                "/apis/events.k8s.io/v1" => list("events.k8s.io/v1", &["events"]),
+                "/apis/coordination.k8s.io/v1" => list("coordination.k8s.io/v1", &["leases"]),
+                _ => (
+                    404,
+                    json!({"kind": "Status", "code": 404, "reason": "NotFound"}),
+                ),
+            };
+            respond(send, code, &body);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_supported_server_passes_after_discovery_errors_are_retried() {
+        let (client, handle) = client();
+        tokio::spawn(serve_discovery(handle, 30, 2));
+        check_server(&client, true)
+            .await
+            .expect("1.30 is supported");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_old_server_is_unsupported_before_anything_else() {
+        let (client, handle) = client();
+        tokio::spawn(serve_discovery(handle, 20, 0));
+        let err = check_server(&client, true).await.expect_err("1.20");
+        assert!(
+            matches!(err, crate::compat::Unsupported::TooOld { .. }),
+            "{err}"
+        );
+        let e = ControllerError::from(err);
+        assert!(e.to_string().contains("v1.20.0"), "{e}");
     }
 
     #[test]

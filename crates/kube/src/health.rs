@@ -6,6 +6,10 @@
 //! start of monitoring counts as both an activity and a success, so a replica that never runs a
 //! loop fails after the same bounds. Before monitoring starts (a standby replica) it is healthy.
 //!
+//! Whatever the loop does, the process is unhealthy while the API server does not serve an API
+//! it needs (told by [`Health::set_api_problem`]): restarting then runs the start-up check,
+//! which names what is missing, instead of waiting for caches that can never sync.
+//!
 //! It only keeps times it is told (as [`tokio::time::Instant`], so tests can pause the clock);
 //! it never reads the clock itself and never stops anything.
 
@@ -27,6 +31,8 @@ pub struct Health {
     max_inactivity: Duration,
     max_failing_time: Duration,
     times: Mutex<Times>,
+    /// Why the API server cannot be worked with now (an API it needs is not served).
+    api_problem: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -40,7 +46,17 @@ impl Health {
                 last_activity: None,
                 last_success: None,
             }),
+            api_problem: Mutex::new(None),
         }
+    }
+
+    /// Why the API server cannot be worked with (an API it needs is not served), or `None`
+    /// once it can again. True when this changed what was known.
+    pub fn set_api_problem(&self, problem: Option<String>) -> bool {
+        let mut p = self.api_problem.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = *p != problem;
+        *p = problem;
+        changed
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {
@@ -86,6 +102,9 @@ impl Health {
 
     /// `Ok` when healthy at `now`; otherwise why not.
     pub fn check(&self, now: Instant) -> Result<(), String> {
+        if let Some(p) = &*self.api_problem.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Err(p.clone());
+        }
         let t = *self.times();
         if let Some(last) = t.last_activity {
             let since = now.saturating_duration_since(last);
@@ -185,6 +204,21 @@ mod tests {
         advance(20 * MIN).await;
         assert!(h.check(Instant::now()).is_err());
         h.stop_monitoring();
+        assert_eq!(h.check(Instant::now()), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_missing_api_fails_the_check_even_on_a_standby_replica() {
+        let h = health();
+        assert!(h.set_api_problem(Some("policy/v1 poddisruptionbudgets not served".into())));
+        assert!(!h.set_api_problem(Some("policy/v1 poddisruptionbudgets not served".into())));
+        let err = h.check(Instant::now()).expect_err("policy/v1 gone");
+        assert!(err.contains("policy/v1 poddisruptionbudgets"), "{err}");
+        h.start_monitoring(Instant::now());
+        h.loop_started(Instant::now());
+        h.loop_succeeded(Instant::now());
+        assert!(h.check(Instant::now()).is_err());
+        assert!(h.set_api_problem(None));
         assert_eq!(h.check(Instant::now()), Ok(()));
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod actuator;
 pub mod api_calls;
+pub mod compat;
 pub mod controller;
 pub mod events;
 pub mod execute;

@@ -189,6 +189,20 @@ fn counts(r: &GroupReadiness) -> NodeCounts {
     }
 }
 
+/// What the status says without any node group: nothing can be scaled, and why that may be.
+pub const NO_NODE_GROUPS: &str = "No node groups: no MachineDeployment, MachineSet or \
+     MachinePool with the autoscaler's min and max size annotations is visible (is the Cluster \
+     API installed and are its groups annotated?); nothing will be scaled";
+
+/// The status `message`: the core's, and the lack of node groups first when there are none.
+fn message(core: Option<&str>, no_groups: bool) -> Option<String> {
+    match (core, no_groups) {
+        (Some(m), true) => Some(format!("{NO_NODE_GROUPS}. {m}")),
+        (None, true) => Some(NO_NODE_GROUPS.to_string()),
+        (m, false) => m.map(str::to_string),
+    }
+}
+
 /// The status of a process that has not run a loop yet (`autoscalerStatus: Initializing`).
 pub fn initializing_yaml(now_ms: i64) -> String {
     let status = Status {
@@ -320,7 +334,7 @@ pub fn status_yaml(
     let mut status = Status {
         time: status_time(now_ms),
         autoscaler_status: "Running",
-        message: st.message.clone(),
+        message: message(st.message.as_deref(), st.groups.is_empty()),
         cluster_wide: Some(ClusterWide {
             health: Health {
                 status: health,
@@ -533,6 +547,39 @@ mod tests {
             json!({"errorCode": "QUOTA_EXCEEDED", "errorMessage": "quota exceeded in region"})
         );
         assert_eq!(g["scaleUp"]["lastTransitionTime"], "2023-11-14T22:15:20Z");
+    }
+
+    #[test]
+    fn without_node_groups_the_status_says_so() {
+        let c = Cluster::new(10, 0);
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let mut out = c.run(&mut a, T0);
+        let y = parse(&status_yaml(
+            &c.view(),
+            &out,
+            T0,
+            &mut Transitions::default(),
+        ));
+        assert!(y.get("message").is_none(), "{y}");
+        out.status.groups.clear();
+        let y = parse(&status_yaml(
+            &c.view(),
+            &out,
+            T0,
+            &mut Transitions::default(),
+        ));
+        assert_eq!(y["message"], NO_NODE_GROUPS);
+        assert!(y.get("nodeGroups").is_none());
+        assert_eq!(y["autoscalerStatus"], "Running");
+        out.status.message = Some("Cluster is not ready for autoscaling".into());
+        let y = parse(&status_yaml(
+            &c.view(),
+            &out,
+            T0,
+            &mut Transitions::default(),
+        ));
+        let m = y["message"].as_str().expect("a message");
+        assert!(m.starts_with("No node groups") && m.ends_with("not ready for autoscaling"));
     }
 
     #[test]

@@ -8,11 +8,17 @@
 //! errors are logged and retried with the watcher's default backoff, never fatal; a kind that
 //! never synced keeps [`Watches::is_synced`] false.
 //!
+//! The Cluster API kinds (and MachineAutoscalers) are re-discovered periodically and at once
+//! when one of them answers `404`: a kind that appeared is watched from then on, one that
+//! disappeared stops being watched and its objects leave the view. A fixed kind answering `404`
+//! (an API the server may have stopped serving) signals [`Watches::api_not_found`].
+//!
 //! It never decides anything and never writes to the API.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::expander::PRIORITY_CONFIG_MAP_NAME;
@@ -42,13 +48,31 @@ pub const CLUSTER_API_KINDS: [&str; 4] =
 /// The API group of OpenShift's MachineAutoscaler, watched when served.
 pub const MACHINE_AUTOSCALER_GROUP: &str = "autoscaling.openshift.io";
 
-/// What to watch beyond the fixed kinds.
+/// What to watch beyond the fixed kinds, and how often to look for Cluster API kinds again.
 #[derive(Clone, Debug)]
 pub struct WatchConfig {
     /// Namespace of the priority-expander ConfigMap (`--namespace`).
     pub namespace: String,
     /// The Cluster API group whose objects are watched.
     pub clusterapi: ClusterApiConfig,
+    /// How often the Cluster API kinds are discovered again (1 minute).
+    pub rediscover_every: Duration,
+    /// How often while the Cluster API group is not served at all (the scan interval): the
+    /// autoscaler has nothing to scale until it appears.
+    pub rediscover_while_unserved: Duration,
+}
+
+impl WatchConfig {
+    /// The defaults for `namespace` and `clusterapi`: rediscovery every minute, every 10 s
+    /// while the Cluster API group is not served.
+    pub fn new(namespace: &str, clusterapi: ClusterApiConfig) -> WatchConfig {
+        WatchConfig {
+            namespace: namespace.to_string(),
+            clusterapi,
+            rediscover_every: Duration::from_secs(60),
+            rediscover_while_unserved: Duration::from_secs(10),
+        }
+    }
 }
 
 /// Why the watches could not start.
@@ -65,6 +89,9 @@ pub enum WatchError {
     },
 }
 
+/// The dynamic kinds watched (`group/Kind`), with their resource and task.
+type DynamicTasks = BTreeMap<String, (ApiResource, JoinHandle<()>)>;
+
 /// The running watches and what they fill.
 #[derive(Debug)]
 pub struct Watches {
@@ -73,6 +100,9 @@ pub struct Watches {
     pending: watch::Receiver<BTreeSet<String>>,
     new_unschedulable: Arc<Notify>,
     tasks: Vec<JoinHandle<()>>,
+    /// Only the rediscovery task changes it, never holding the lock across an await.
+    dynamic: Arc<Mutex<DynamicTasks>>,
+    shared: Shared,
 }
 
 impl Watches {
@@ -96,6 +126,17 @@ impl Watches {
         self.pending.clone()
     }
 
+    /// Signalled whenever a fixed kind's list or watch answers `404`: an API the autoscaler
+    /// needs may no longer be served (the controller confirms it by discovery).
+    pub fn api_not_found(&self) -> Arc<Notify> {
+        self.shared.api_not_found.clone()
+    }
+
+    /// The dynamic kinds watched now (`group/Kind`).
+    pub fn dynamic_kinds(&self) -> BTreeSet<String> {
+        lock_tasks(&self.dynamic).keys().cloned().collect()
+    }
+
     /// Waits until [`Watches::is_synced`].
     pub async fn wait_synced(&self) {
         let mut rx = self.pending.clone();
@@ -111,6 +152,34 @@ impl Watches {
     pub fn new_unschedulable(&self) -> &Arc<Notify> {
         &self.new_unschedulable
     }
+
+    /// Discovers the Cluster API kinds again every [`WatchConfig::rediscover_every`] (every
+    /// [`WatchConfig::rediscover_while_unserved`] while its group is not served) and whenever
+    /// a dynamic kind answers `404`, and watches what changed. Must be called within a tokio
+    /// runtime; the task ends with the watches.
+    pub fn keep_discovering(&mut self, client: kube::Client, config: WatchConfig) {
+        let dynamic = self.dynamic.clone();
+        let shared = self.shared.clone();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                let prefix = format!("{}/", config.clusterapi.api_group);
+                let unserved = !lock_tasks(&dynamic).keys().any(|k| k.starts_with(&prefix));
+                let wait = if unserved {
+                    config.rediscover_while_unserved
+                } else {
+                    config.rediscover_every
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shared.rediscover.notified() => {}
+                }
+                match discover_clusterapi(&client, &config.clusterapi.api_group).await {
+                    Ok(found) => reconcile(&client, &shared, &dynamic, found).await,
+                    Err(e) => tracing::debug!(error = %e, "rediscovery failed; retried later"),
+                }
+            }
+        }));
+    }
 }
 
 impl Drop for Watches {
@@ -118,15 +187,22 @@ impl Drop for Watches {
         for t in &self.tasks {
             t.abort();
         }
+        for (_, t) in lock_tasks(&self.dynamic).values() {
+            t.abort();
+        }
     }
 }
 
 /// What every watch task shares.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Shared {
     informer: Arc<Mutex<Informer>>,
     pending: Arc<watch::Sender<BTreeSet<String>>>,
+    /// Signalled when a fixed kind answers `404`.
+    api_not_found: Arc<Notify>,
     new_unschedulable: Arc<Notify>,
+    /// Signalled when a dynamic kind answers `404`.
+    rediscover: Arc<Notify>,
 }
 
 impl Shared {
@@ -135,8 +211,17 @@ impl Shared {
     }
 }
 
+/// What a kind's `404` means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnNotFound {
+    /// A fixed kind: a needed API is gone ([`Watches::missing_apis`]).
+    Missing,
+    /// A discovered kind: look again ([`Watches::keep_discovering`]).
+    Rediscover,
+}
+
 /// Finds the served (preferred) versions of the Cluster API kinds of `group` and of
-/// MachineAutoscalers. A group or kind not served is skipped with a warning.
+/// MachineAutoscalers. A group or kind not served is skipped (the caller says so).
 pub async fn discover_clusterapi(
     client: &kube::Client,
     group: &str,
@@ -149,7 +234,6 @@ pub async fn discover_clusterapi(
         let served = match kube::discovery::group(client, group).await {
             Ok(g) => g,
             Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
-                tracing::warn!(group, "API group not served; its objects are not watched");
                 continue;
             }
             Err(source) => {
@@ -159,20 +243,47 @@ pub async fn discover_clusterapi(
                 });
             }
         };
-        for kind in kinds {
-            match served.recommended_kind(kind) {
-                Some((ar, _)) => out.push(ar),
-                None => tracing::warn!(group, kind, "kind not served; not watched"),
-            }
-        }
+        out.extend(
+            kinds
+                .iter()
+                .filter_map(|k| served.recommended_kind(k))
+                .map(|(ar, _)| ar),
+        );
     }
     Ok(out)
 }
 
-/// Discovers the Cluster API kinds, then starts every watch ([`start_with`]).
+/// Says at info level, once at start, which dynamic kinds are watched and which groups are
+/// not served (a normal condition: most clusters have no MachineAutoscalers).
+fn log_discovered(config: &WatchConfig, resources: &[ApiResource]) {
+    for group in [
+        config.clusterapi.api_group.as_str(),
+        MACHINE_AUTOSCALER_GROUP,
+    ] {
+        let kinds: Vec<String> = resources
+            .iter()
+            .filter(|r| r.group == group)
+            .map(|r| format!("{}/{}", r.api_version, r.kind))
+            .collect();
+        if kinds.is_empty() {
+            tracing::info!(
+                group,
+                "API group not served (yet); looking for it again periodically"
+            );
+        } else {
+            tracing::info!(group, ?kinds, "watching the kinds this API group serves");
+        }
+    }
+}
+
+/// Discovers the Cluster API kinds, starts every watch ([`start_with`]) and keeps discovering
+/// ([`Watches::keep_discovering`]).
 pub async fn start(client: kube::Client, config: WatchConfig) -> Result<Watches, WatchError> {
     let resources = discover_clusterapi(&client, &config.clusterapi.api_group).await?;
-    Ok(start_with(client, &config, resources))
+    log_discovered(&config, &resources);
+    let mut watches = start_with(client.clone(), &config, resources);
+    watches.keep_discovering(client, config);
+    Ok(watches)
 }
 
 /// Starts one watch task per kind: the fixed kinds, the priority-expander ConfigMap in
@@ -186,7 +297,9 @@ pub fn start_with(
     let shared = Shared {
         informer: Arc::new(Mutex::new(Informer::new())),
         pending: Arc::new(watch::Sender::new(BTreeSet::new())),
+        api_not_found: Arc::new(Notify::new()),
         new_unschedulable: Arc::new(Notify::new()),
+        rediscover: Arc::new(Notify::new()),
     };
     let mut tasks = Vec::new();
     let all = watcher::Config::default;
@@ -225,25 +338,97 @@ pub fn start_with(
         all().fields(&format!("metadata.name={PRIORITY_CONFIG_MAP_NAME}")),
         keep,
     );
+    let mut dynamic = DynamicTasks::new();
     for ar in resources {
-        let api = Api::<DynamicObject>::all_with(c.clone(), &ar);
-        let types = TypeMeta {
-            api_version: ar.api_version.clone(),
-            kind: ar.kind.clone(),
-        };
-        let encode = move |mut o: DynamicObject| {
-            // List items may come without their type; the store keys objects by it.
-            o.types = Some(types.clone());
-            encode(&o)
-        };
-        spawn_kind(&mut tasks, &shared, api, all(), ar.group, ar.kind, encode);
+        let name = format!("{}/{}", ar.group, ar.kind);
+        let task = spawn_dynamic(c, &shared, &ar);
+        dynamic.insert(name, (ar, task));
     }
     Watches {
         informer: shared.informer.clone(),
         pending: shared.pending.subscribe(),
         new_unschedulable: shared.new_unschedulable.clone(),
         tasks,
+        dynamic: Arc::new(Mutex::new(dynamic)),
+        shared,
     }
+}
+
+/// Starts the watch of one discovered kind.
+fn spawn_dynamic(client: &kube::Client, shared: &Shared, ar: &ApiResource) -> JoinHandle<()> {
+    let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+    let types = TypeMeta {
+        api_version: ar.api_version.clone(),
+        kind: ar.kind.clone(),
+    };
+    let encode = move |mut o: DynamicObject| {
+        // List items may come without their type; the store keys objects by it.
+        o.types = Some(types.clone());
+        encode(&o)
+    };
+    let (group, kind) = (ar.group.clone(), ar.kind.clone());
+    let config = watcher::Config::default();
+    spawn_kind(
+        shared,
+        api,
+        config,
+        group,
+        kind,
+        OnNotFound::Rediscover,
+        encode,
+    )
+}
+
+/// Brings the dynamic watches in line with `found`: kinds no longer served (or served at
+/// another version) stop and their objects leave the view; new ones start.
+async fn reconcile(
+    client: &kube::Client,
+    shared: &Shared,
+    dynamic: &Mutex<DynamicTasks>,
+    found: Vec<ApiResource>,
+) {
+    let wanted: BTreeMap<String, ApiResource> = found
+        .into_iter()
+        .map(|ar| (format!("{}/{}", ar.group, ar.kind), ar))
+        .collect();
+    let stale: Vec<(String, (ApiResource, JoinHandle<()>))> = {
+        let mut d = lock_tasks(dynamic);
+        let names: Vec<String> = d
+            .iter()
+            .filter(|(k, (ar, _))| {
+                wanted
+                    .get(*k)
+                    .is_none_or(|w| w.api_version != ar.api_version)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        names
+            .into_iter()
+            .filter_map(|n| d.remove(&n).map(|t| (n, t)))
+            .collect()
+    };
+    for (name, (ar, task)) in stale {
+        task.abort();
+        // Wait for it to stop, so nothing it held is applied after the kind is cleared.
+        let _ = task.await;
+        shared.pending.send_if_modified(|p| p.remove(&name));
+        shared.lock().replace_kind(&ar.group, &ar.kind, Vec::new());
+        tracing::info!(kind = %name, version = %ar.api_version, "kind no longer served; its objects leave the view");
+    }
+    let mut d = lock_tasks(dynamic);
+    for (name, ar) in wanted {
+        if d.contains_key(&name) {
+            continue;
+        }
+        tracing::info!(kind = %name, version = %ar.api_version, "kind now served; watching it");
+        let task = spawn_dynamic(client, shared, &ar);
+        d.insert(name, (ar, task));
+    }
+}
+
+fn lock_tasks(tasks: &Mutex<DynamicTasks>) -> MutexGuard<'_, DynamicTasks> {
+    // Task handles only: a panic elsewhere cannot leave them inconsistent.
+    tasks.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn keep<K>(o: K) -> K {
@@ -261,9 +446,15 @@ fn spawn_typed<K>(
 {
     let group = K::group(&()).to_string();
     let kind = K::kind(&()).to_string();
-    spawn_kind(tasks, shared, api, config, group, kind, move |o| {
-        encode(&strip(o))
-    });
+    tasks.push(spawn_kind(
+        shared,
+        api,
+        config,
+        group,
+        kind,
+        OnNotFound::Missing,
+        move |o| encode(&strip(o)),
+    ));
 }
 
 /// Pods are converted to the model as they arrive and never held as JSON: a relist of 150,000
@@ -276,7 +467,15 @@ fn spawn_pods(
     config: watcher::Config,
 ) {
     let (group, kind) = (String::new(), "Pod".to_string());
-    spawn_kind(tasks, shared, api, config, group, kind, pod_entry);
+    tasks.push(spawn_kind(
+        shared,
+        api,
+        config,
+        group,
+        kind,
+        OnNotFound::Missing,
+        pod_entry,
+    ));
 }
 
 /// A Pod as the informer takes it: its key, and the model pod (`None` when it does not
@@ -347,15 +546,46 @@ fn encode<K: Serialize>(o: &K) -> Option<(ObjectKey, Arc<Value>)> {
     }
 }
 
+/// Whether a watcher error is the server answering `404` (the kind is not served).
+fn not_found(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => crate::compat::is_not_found(e),
+        watcher::Error::WatchError(s) => s.code == 404,
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
+/// Notes a failed list or watch of `name` (retried by the watcher): a `404` is a needed API
+/// possibly gone, or a reason to rediscover.
+fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, e: &watcher::Error) {
+    if !not_found(e) {
+        tracing::warn!(kind = %name, error = %e, "watch failed; retrying");
+        return;
+    }
+    match on_404 {
+        OnNotFound::Missing => {
+            tracing::error!(kind = %name, error = %e, "the API server does not serve this kind, which the autoscaler needs; retrying");
+            shared.api_not_found.notify_one();
+        }
+        OnNotFound::Rediscover => {
+            tracing::debug!(kind = %name, error = %e, "kind not found; discovering again");
+            shared.rediscover.notify_one();
+        }
+    }
+}
+
 fn spawn_kind<K, T, F>(
-    tasks: &mut Vec<JoinHandle<()>>,
     shared: &Shared,
     api: Api<K>,
     config: watcher::Config,
     group: String,
     kind: String,
+    on_404: OnNotFound,
     encode: F,
-) where
+) -> JoinHandle<()>
+where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     T: Cached,
     F: Fn(K) -> Option<(ObjectKey, T)> + Send + 'static,
@@ -365,7 +595,7 @@ fn spawn_kind<K, T, F>(
         p.insert(name.clone());
     });
     let shared = shared.clone();
-    tasks.push(tokio::spawn(async move {
+    tokio::spawn(async move {
         let stream = watcher(api, config).default_backoff();
         let mut stream = std::pin::pin!(stream);
         let mut buffer = Vec::new();
@@ -396,7 +626,7 @@ fn spawn_kind<K, T, F>(
                     Some(())
                 }
                 Err(e) => {
-                    tracing::warn!(kind = %name, error = %e, "watch failed; retrying");
+                    watch_failed(&shared, &name, on_404, &e);
                     None
                 }
             };
@@ -404,7 +634,7 @@ fn spawn_kind<K, T, F>(
                 shared.new_unschedulable.notify_one();
             }
         }
-    }));
+    })
 }
 
 /// A Node as cached: without its image list (never read, and often the bulk of a Node).
@@ -572,10 +802,7 @@ mod tests {
             kind: "MachineDeployment".into(),
             plural: "machinedeployments".into(),
         };
-        let config = WatchConfig {
-            namespace: "kube-system".into(),
-            clusterapi: ClusterApiConfig::default(),
-        };
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
         let watches = start_with(client, &config, vec![md]);
         tokio::time::timeout(Duration::from_secs(10), watches.wait_synced())
             .await
@@ -745,10 +972,7 @@ mod tests {
                 }
             }
         });
-        let config = WatchConfig {
-            namespace: "kube-system".into(),
-            clusterapi: ClusterApiConfig::default(),
-        };
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
         let watches = start_with(client, &config, Vec::new());
         // Let the first Job list fail and every other kind sync.
         jobs_failed.notified().await;
@@ -763,6 +987,154 @@ mod tests {
             .await
             .expect("synced once the Job list succeeds");
         assert!(watches.is_synced());
+        drop(watches);
+        server.abort();
+    }
+
+    fn not_found_reply(send: tower_test::mock::SendResponse<Response<Body>>) {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "the server could not find the requested resource", "reason": "NotFound",
+            "code": 404});
+        send.send_response(
+            Response::builder()
+                .status(404)
+                .body(Body::from(serde_json::to_vec(&body).expect("json")))
+                .expect("response"),
+        );
+    }
+
+    fn capi_group_list(served: bool) -> Value {
+        let groups = if served {
+            vec![json!({"name": "cluster.x-k8s.io",
+                "versions": [{"groupVersion": "cluster.x-k8s.io/v1beta1", "version": "v1beta1"}],
+                "preferredVersion": {"groupVersion": "cluster.x-k8s.io/v1beta1", "version": "v1beta1"}})]
+        } else {
+            Vec::new()
+        };
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    fn md_key() -> ObjectKey {
+        ObjectKey {
+            group: "cluster.x-k8s.io".into(),
+            kind: "MachineDeployment".into(),
+            namespace: "ns".into(),
+            name: "md".into(),
+        }
+    }
+
+    async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+        for _ in 0..1000 {
+            if cond() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_group_installed_later_is_watched_and_one_removed_leaves_the_view() {
+        let (client, mut handle) = mock();
+        let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let on = served.clone();
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                let path = req.uri().path().to_string();
+                let capi = on.load(std::sync::atomic::Ordering::SeqCst);
+                if path == "/apis" {
+                    reply(send, &capi_group_list(capi));
+                } else if path == "/apis/cluster.x-k8s.io/v1beta1" && capi {
+                    reply(
+                        send,
+                        &json!({"kind": "APIResourceList", "apiVersion": "v1",
+                        "groupVersion": "cluster.x-k8s.io/v1beta1", "resources": [
+                        {"name": "machinedeployments", "singularName": "machinedeployment",
+                         "namespaced": true, "kind": "MachineDeployment",
+                         "verbs": ["get", "list", "watch"]}]}),
+                    );
+                } else if path.starts_with("/apis/cluster.x-k8s.io/") && !capi {
+                    not_found_reply(send);
+                } else if uri.contains("watch=true") {
+                    open.push(send);
+                } else {
+                    let items = if path == "/apis/cluster.x-k8s.io/v1beta1/machinedeployments" {
+                        vec![json!({"metadata": {"name": "md", "namespace": "ns"},
+                            "spec": {"replicas": 1}})]
+                    } else {
+                        Vec::new()
+                    };
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                        "metadata": {"resourceVersion": "1"}, "items": items}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+        let mut watches = start_with(client.clone(), &config, Vec::new());
+        watches.keep_discovering(client, config);
+        watches.wait_synced().await;
+        assert!(watches.dynamic_kinds().is_empty());
+
+        // The CRDs are installed: within the short interval the kind is watched and listed.
+        served.store(true, std::sync::atomic::Ordering::SeqCst);
+        let informer = watches.informer().clone();
+        let has_md = move || {
+            crate::informer::lock(&informer)
+                .store()
+                .get(&md_key())
+                .is_some()
+        };
+        until("the MachineDeployment", has_md.clone()).await;
+        assert_eq!(
+            watches.dynamic_kinds(),
+            BTreeSet::from(["cluster.x-k8s.io/MachineDeployment".to_string()])
+        );
+        assert!(watches.is_synced());
+
+        // The CRDs are removed: the kind is no longer watched and its objects are gone.
+        served.store(false, std::sync::atomic::Ordering::SeqCst);
+        until("the MachineDeployment to leave", || !has_md()).await;
+        until("no dynamic kind", || watches.dynamic_kinds().is_empty()).await;
+        assert!(watches.is_synced());
+        drop(watches);
+        server.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_needed_kind_answering_not_found_is_signalled() {
+        let (client, mut handle) = mock();
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                if uri.starts_with("/apis/policy/v1/") {
+                    not_found_reply(send);
+                } else if uri.contains("watch=true") {
+                    open.push(send);
+                } else {
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                        "metadata": {"resourceVersion": "1"}, "items": []}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+        let watches = start_with(client, &config, Vec::new());
+        tokio::time::timeout(Duration::from_secs(60), watches.api_not_found().notified())
+            .await
+            .expect("signalled");
+        assert_eq!(
+            watches.unsynced().into_iter().collect::<Vec<_>>(),
+            ["policy/PodDisruptionBudget"]
+        );
+        assert!(!watches.is_synced());
         drop(watches);
         server.abort();
     }
