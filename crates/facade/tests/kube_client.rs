@@ -387,7 +387,8 @@ async fn scale_subresource_makes_machines_then_nodes() {
         .await,
         "the new Machine's Node never appeared"
     );
-    // Deleting the Machine through the API removes its Node too; the set replaces it.
+    // Deleting the Machine through the API drains and removes its Node too, as Cluster API's
+    // controller does: soon, not within the request.
     let m = machines.list(&ListParams::default()).await.unwrap().items[0].clone();
     machines
         .delete(
@@ -396,14 +397,15 @@ async fn scale_subresource_makes_machines_then_nodes() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        nodes
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        2
+    assert!(
+        eventually(Duration::from_secs(6), || async {
+            nodes
+                .list(&ListParams::default())
+                .await
+                .is_ok_and(|l| l.items.len() == 2)
+        })
+        .await,
+        "the deleted Machine's Node stayed"
     );
     h.shutdown().await;
 }
