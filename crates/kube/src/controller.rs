@@ -23,7 +23,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actuator::Actuator;
-use crate::events::{EventSink, EventSpec, RateLimits, events_of};
+use crate::correlator::{CorrelatorOptions, DropReason};
+use crate::events::{EventSink, EventSpec, PublishStats, events_of};
 use crate::execute::{Done, Executor};
 use crate::health::Health;
 use crate::informer::Informer;
@@ -303,7 +304,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
             &config.identity,
             &config.namespace,
             &config.status_config_map_name,
-            RateLimits::default(),
+            CorrelatorOptions::default(),
         ),
         transitions: Transitions::default(),
         draining: BTreeMap::new(),
@@ -322,7 +323,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
                     Ok((node, done)) => {
                         term.draining.remove(&node);
                         term.record(parts, std::slice::from_ref(&done));
-                        term.publish_failures(&[done]).await;
+                        term.publish_failures(parts, &[done]).await;
                     }
                     Err(e) => tracing::error!(error = %e, "a drain task failed"),
                 }
@@ -426,7 +427,7 @@ impl Term {
             .apply(&provider, outcome.actions, &self.draining)
             .await;
         let ok = self.record(parts, &done);
-        self.publish_failures(&done).await;
+        self.publish_failures(parts, &done).await;
         for d in drains {
             let node = d.node.name.as_str().to_string();
             self.draining.insert(node.clone(), d.group.clone());
@@ -461,9 +462,7 @@ impl Term {
             }
         }
         let stats = self.events.publish(&events, now_ms).await;
-        if stats.failed > 0 {
-            tracing::debug!(failed = stats.failed, "some events were not published");
-        }
+        count_drops(parts, &stats);
         ok
     }
 
@@ -539,7 +538,7 @@ impl Term {
 
 impl Term {
     /// `ScaleDownFailed` events on the nodes whose deletion failed.
-    async fn publish_failures(&self, done: &[Done]) {
+    async fn publish_failures(&self, parts: &Parts, done: &[Done]) {
         let specs: Vec<EventSpec> = done
             .iter()
             .filter_map(|d| match d {
@@ -554,11 +553,20 @@ impl Term {
             .flatten()
             .collect();
         if !specs.is_empty() {
-            self.events
+            let stats = self
+                .events
                 .publish(&specs, jiff::Timestamp::now().as_millisecond())
                 .await;
+            count_drops(parts, &stats);
         }
     }
+}
+
+/// Adds what the correlator dropped to `events_dropped_total`.
+fn count_drops(parts: &Parts, stats: &PublishStats) {
+    let m = &parts.metrics;
+    m.events_dropped(DropReason::SpamFilter.as_str(), stats.dropped_spam as u64);
+    m.events_dropped(DropReason::RateLimit.as_str(), stats.dropped_rate as u64);
 }
 
 /// The priority expander's configuration text from the cached ConfigMap, if any.
