@@ -158,7 +158,10 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
     // the process stays up, reports itself healthy as a standby, and logs each attempt.
     let started = tokio::select! {
         w = start_watches(&client, &watch_config) => Some(w),
-        _ = shutdown_signal() => None,
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "received a signal before the watches started: stopping");
+            None
+        }
     };
     let Some(watches) = started else {
         let _ = stop_tx.send(true);
@@ -193,7 +196,9 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         None => always_leading,
     };
     tokio::select! {
-        _ = shutdown_signal() => tracing::info!("stopping"),
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "received a signal: releasing the lease and stopping")
+        }
         _ = supervise(parts, config, leading) => {}
     }
     let _ = stop_tx.send(true);
@@ -224,7 +229,8 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
-async fn shutdown_signal() {
+/// Waits for SIGTERM or Ctrl-C (SIGINT) and says which came.
+async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         let term = async {
@@ -236,13 +242,14 @@ async fn shutdown_signal() {
             }
         };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term => {}
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term => "SIGTERM",
         }
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
     }
 }
 
@@ -418,6 +425,7 @@ impl Term {
                 .write_status_configmap
                 .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions));
             let events = events_of(&view, &outcome);
+            crate::explain::log(&crate::explain::lines_of(&view, &outcome, now_ms));
             (outcome, status, events)
         };
 

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod correlator;
 pub mod events;
 pub mod execute;
+pub mod explain;
 pub mod health;
 pub mod informer;
 pub mod leader;
