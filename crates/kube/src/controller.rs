@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::actuator::Actuator;
 use crate::correlator::{CorrelatorOptions, DropReason};
-use crate::events::{EventSink, EventSpec, PublishStats, events_of};
+use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_total_event};
 use crate::execute::{Done, Executor};
 use crate::health::Health;
 use crate::informer::Informer;
@@ -291,9 +291,21 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         return;
     }
     let actuator = Arc::new(Actuator::new(parts.client.clone()));
+    let events = EventSink::new(
+        parts.client.clone(),
+        &config.identity,
+        &config.namespace,
+        &config.status_config_map_name,
+        CorrelatorOptions::default(),
+    );
     match actuator.clean_up_taints().await {
         Ok(cleaned) if !cleaned.is_empty() => {
-            tracing::info!(nodes = ?cleaned, "removed autoscaler taints left by a predecessor")
+            tracing::info!(nodes = ?cleaned, "removed autoscaler taints left by a predecessor");
+            let specs: Vec<EventSpec> = cleaned.iter().map(|n| EventSpec::cleaned_up(n)).collect();
+            let stats = events
+                .publish(&specs, jiff::Timestamp::now().as_millisecond())
+                .await;
+            count_drops(parts, &stats);
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not clean up autoscaler taints at start"),
@@ -306,13 +318,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
     let mut term = Term {
         autoscaler: Autoscaler::new(config.autoscaler.clone()),
         executor,
-        events: EventSink::new(
-            parts.client.clone(),
-            &config.identity,
-            &config.namespace,
-            &config.status_config_map_name,
-            CorrelatorOptions::default(),
-        ),
+        events,
         transitions: Transitions::default(),
         draining: BTreeMap::new(),
         drains: JoinSet::new(),
@@ -424,7 +430,9 @@ impl Term {
             let status = config
                 .write_status_configmap
                 .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions));
-            let events = events_of(&view, &outcome);
+            let mut events = events_of(&view, &outcome);
+            let max_total = self.autoscaler.options.scale_up.limits.max_nodes_total;
+            events.extend(max_nodes_total_event(&view, &outcome, max_total));
             crate::explain::log(&crate::explain::lines_of(&view, &outcome, now_ms));
             (outcome, status, events)
         };
@@ -517,6 +525,7 @@ impl Term {
                     nodes,
                     error,
                     evicted,
+                    ..
                 } => {
                     ok = false;
                     tracing::warn!(%group, ?nodes, %error, "scale-down failed");
@@ -533,6 +542,15 @@ impl Term {
                 Done::Corrected { group, what } => {
                     tracing::info!(%group, %what, "node group corrected")
                 }
+                Done::DeleteUnregisteredFailed {
+                    group,
+                    instances,
+                    error,
+                } => {
+                    ok = false;
+                    tracing::warn!(%group, ?instances, %error, "could not delete unregistered instances");
+                    m.error("cloudProviderError");
+                }
                 Done::Failed { what, error } => {
                     ok = false;
                     tracing::warn!(%what, %error, "action failed");
@@ -545,21 +563,10 @@ impl Term {
 }
 
 impl Term {
-    /// `ScaleDownFailed` events on the nodes whose deletion failed.
+    /// `ScaleDownFailed` events on the nodes whose deletion failed and the pods whose eviction
+    /// failed, `DeleteUnregisteredFailed` on the status ConfigMap.
     async fn publish_failures(&self, parts: &Parts, done: &[Done]) {
-        let specs: Vec<EventSpec> = done
-            .iter()
-            .filter_map(|d| match d {
-                Done::DeleteFailed { nodes, error, .. } => Some(
-                    nodes
-                        .iter()
-                        .map(|n| EventSpec::scale_down_failed(n, "", error.clone()))
-                        .collect::<Vec<_>>(),
-                ),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+        let specs: Vec<EventSpec> = done.iter().flat_map(failure_events).collect();
         if !specs.is_empty() {
             let stats = self
                 .events
@@ -567,6 +574,27 @@ impl Term {
                 .await;
             count_drops(parts, &stats);
         }
+    }
+}
+
+/// The events of one failed action.
+fn failure_events(d: &Done) -> Vec<EventSpec> {
+    match d {
+        Done::DeleteFailed {
+            nodes, error, pods, ..
+        } => nodes
+            .iter()
+            .map(|n| EventSpec::scale_down_failed(n, "", error.clone()))
+            .chain(pods.iter().map(|(ns, p)| EventSpec::eviction_failed(ns, p)))
+            .collect(),
+        Done::DeleteUnregisteredFailed {
+            group,
+            instances,
+            error,
+        } => vec![EventSpec::delete_unregistered_failed(
+            group, instances, error,
+        )],
+        _ => Vec::new(),
     }
 }
 
@@ -765,6 +793,47 @@ mod tests {
         assert!(log.lock().expect("log").is_empty());
         unsynced.send_replace(BTreeSet::new());
         until(&log, |l| count(l, is_scale) == 1).await;
+    }
+
+    #[test]
+    fn failed_removals_give_upstream_events_on_nodes_pods_and_the_status() {
+        let drain = Done::DeleteFailed {
+            group: "g".into(),
+            nodes: vec!["n1".into()],
+            error: "evicting web/p1: blocked".into(),
+            evicted: 1,
+            pods: vec![("web".into(), "p1".into())],
+        };
+        let events = failure_events(&drain);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[0].reason, "ScaleDownFailed");
+        assert!(
+            matches!(&events[0].target, crate::events::Target::Node { name, .. } if name == "n1")
+        );
+        assert_eq!(events[1].reason, "ScaleDownFailed");
+        assert_eq!(events[1].message, "failed to delete pod for ScaleDown");
+        assert!(matches!(&events[1].target,
+            crate::events::Target::Pod { namespace, name, .. } if namespace == "web" && name == "p1"));
+        let unregistered = Done::DeleteUnregisteredFailed {
+            group: "g".into(),
+            instances: vec!["i-1".into()],
+            error: "boom".into(),
+        };
+        let events = failure_events(&unregistered);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, "DeleteUnregisteredFailed");
+        assert!(events[0].warning);
+        assert_eq!(
+            events[0].message,
+            "Failed to remove unregistered instances i-1 of g: boom"
+        );
+        assert!(
+            failure_events(&Done::ScaledUp {
+                group: "g".into(),
+                delta: 1
+            })
+            .is_empty()
+        );
     }
 
     #[test]

@@ -34,6 +34,12 @@ pub const SCALE_DOWN: &str = "ScaleDown";
 pub const SCALE_DOWN_FAILED: &str = "ScaleDownFailed";
 /// Reason: an empty node is removed (on the status ConfigMap).
 pub const SCALE_DOWN_EMPTY: &str = "ScaleDownEmpty";
+/// Reason: instances that never registered could not be deleted (on the status ConfigMap).
+pub const DELETE_UNREGISTERED_FAILED: &str = "DeleteUnregisteredFailed";
+/// Reason: pending pods need nodes but `--max-nodes-total` is reached (on the status ConfigMap).
+pub const MAX_NODES_TOTAL_REACHED: &str = "MaxNodesTotalReached";
+/// Reason: a taint left by a previous instance was removed at start (on the node).
+pub const CLUSTER_AUTOSCALER_CLEANUP: &str = "ClusterAutoscalerCleanup";
 
 /// The reporting controller of every event.
 pub const REPORTER: &str = "cluster-autoscaler";
@@ -85,6 +91,48 @@ pub struct EventSpec {
 }
 
 impl EventSpec {
+    /// `ScaleDownFailed` on a pod whose eviction failed, with upstream's message.
+    pub fn eviction_failed(namespace: &str, name: &str) -> EventSpec {
+        EventSpec {
+            target: Target::Pod {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: String::new(),
+            },
+            reason: SCALE_DOWN_FAILED,
+            message: "failed to delete pod for ScaleDown".into(),
+            warning: true,
+        }
+    }
+
+    /// `DeleteUnregisteredFailed` on the status ConfigMap.
+    pub fn delete_unregistered_failed(group: &str, instances: &[String], error: &str) -> EventSpec {
+        EventSpec {
+            target: Target::StatusConfigMap,
+            reason: DELETE_UNREGISTERED_FAILED,
+            message: format!(
+                "Failed to remove unregistered instances {} of {group}: {error}",
+                instances.join(", ")
+            ),
+            warning: true,
+        }
+    }
+
+    /// `ClusterAutoscalerCleanup` on a node whose leftover taint was removed.
+    pub fn cleaned_up(node: &str) -> EventSpec {
+        EventSpec {
+            target: Target::Node {
+                name: node.to_string(),
+                uid: String::new(),
+            },
+            reason: CLUSTER_AUTOSCALER_CLEANUP,
+            message: format!(
+                "removed autoscaler taints left by a previous instance from node {node}"
+            ),
+            warning: false,
+        }
+    }
+
     /// `ScaleDownFailed` on a node, for the controller when a removal fails.
     pub fn scale_down_failed(node: &str, uid: &str, message: String) -> EventSpec {
         EventSpec {
@@ -209,6 +257,23 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
         }
     }
     out
+}
+
+/// `MaxNodesTotalReached` on the status ConfigMap when pods are left without a scale-up and
+/// the cluster has `max_nodes_total` nodes or more (0: no limit), as upstream warns when it caps
+/// a scale-up at the cluster's maximum.
+pub fn max_nodes_total_event(
+    view: &ClusterView<'_>,
+    outcome: &LoopOutcome,
+    max_nodes_total: usize,
+) -> Option<EventSpec> {
+    let reached = max_nodes_total > 0 && view.nodes.len() >= max_nodes_total;
+    (reached && !outcome.scale_up.result.no_scale_up.is_empty()).then(|| EventSpec {
+        target: Target::StatusConfigMap,
+        reason: MAX_NODES_TOTAL_REACHED,
+        message: format!("Max total nodes in cluster reached: {max_nodes_total}"),
+        warning: true,
+    })
 }
 
 /// What one [`EventSink::publish`] did.
@@ -610,6 +675,38 @@ mod tests {
         let stats = sink.publish(&[e.clone(), e], 0).await;
         assert_eq!(stats.dropped_spam, 2);
         assert_eq!(stats.created + stats.counted, 0);
+    }
+
+    #[test]
+    fn max_nodes_total_is_reported_when_pods_are_left_at_the_limit() {
+        let mut c = Cluster::new(3, 3);
+        c.pods.push(
+            PodBuilder::new("huge", 64_000, GI)
+                .owner("ReplicaSet", "c")
+                .unschedulable()
+                .arc(),
+        );
+        let view = c.view();
+        let outcome = Autoscaler::new(AutoscalerOptions::default()).run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            0,
+            &mut Unlimited,
+        );
+        let nodes = view.nodes.len();
+        let e = max_nodes_total_event(&view, &outcome, nodes).expect("at the limit");
+        assert_eq!(e.reason, MAX_NODES_TOTAL_REACHED);
+        assert_eq!(e.target, Target::StatusConfigMap);
+        assert_eq!(
+            e.message,
+            format!("Max total nodes in cluster reached: {nodes}")
+        );
+        assert!(max_nodes_total_event(&view, &outcome, nodes + 1).is_none());
+        assert!(
+            max_nodes_total_event(&view, &outcome, 0).is_none(),
+            "no limit"
+        );
     }
 
     #[test]
