@@ -206,7 +206,12 @@ fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Vec<Line>) {
             .find(|(n, _)| n == node)
             .map(|(_, w)| format!("; waits: {}", waiting_text(w)))
             .unwrap_or_default();
-        let minutes = now_ms.saturating_sub(*since) / 60_000;
+        let secs = now_ms.saturating_sub(*since).max(0) / 1000;
+        let age = if secs < 120 {
+            format!("{secs}s")
+        } else {
+            format!("{}m", secs / 60)
+        };
         let level = if i < DEBUG_LINES_CAP {
             Level::DEBUG
         } else {
@@ -215,7 +220,7 @@ fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Vec<Line>) {
         out.push(line(
             level,
             format!(
-                "node {node} is unneeded since {} ({minutes}m){waiting}",
+                "node {node} is unneeded since {} ({age} ago){waiting}",
                 time(*since)
             ),
         ));
