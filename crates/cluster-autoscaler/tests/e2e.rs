@@ -337,6 +337,17 @@ async fn two_replicas_one_leader_and_failover() {
     assert_eq!(machines(&h), 2);
     assert_eq!(lease_holder(&h).as_deref(), Some(first.as_str()));
     let standby = 1 - leader;
+    // The standby says who leads, once.
+    let says = format!("holder={first}");
+    let standby_log = replicas_[standby].log();
+    assert_eq!(
+        standby_log
+            .lines()
+            .filter(|l| l.contains("standing by") && l.contains(&says))
+            .count(),
+        1,
+        "{standby_log}"
+    );
     assert!(replicas_[leader].metric("cluster_autoscaler_scaled_up_nodes_total") >= 2.0);
     assert_eq!(
         replicas_[standby].metric("cluster_autoscaler_scaled_up_nodes_total"),
