@@ -647,6 +647,13 @@ async fn at_v4_decisions_are_logged_http_traces_are_not_and_sigterm_ends_with_a_
         .expect("replica set");
     });
     add_pods(&h, "big", 2);
+    // A pod no node of the group can hold: the same NotTriggerScaleUp every loop, one Event
+    // whose count grows.
+    h.with_world(|w| {
+        let mut pod = big_pod("huge");
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("64");
+        w.add_pod(pod, None).expect("add pod");
+    });
     let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-v4", &["--v=4"]);
     wait_for(
         "two nodes, every pod running",
@@ -694,6 +701,22 @@ async fn at_v4_decisions_are_logged_http_traces_are_not_and_sigterm_ends_with_a_
         assert!(!log.contains(trace), "{trace:?} logged at --v=4:\n{log}");
     }
     let events = event_lines(&h);
+    let repeated = events
+        .iter()
+        .find(|e| e.contains("NotTriggerScaleUp Pod/huge:"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    let count: u32 = repeated
+        .rsplit("(x")
+        .next()
+        .and_then(|c| c.trim_end_matches(')').parse().ok())
+        .unwrap_or(0);
+    assert!(count >= 3, "the repeated event is counted: {repeated}");
+    assert!(
+        log.contains(
+            "/huge is unschedulable and triggers no scale-up: MachineDeployment/capi/md-a: "
+        ),
+        "{log}"
+    );
     for reason in ["TriggeredScaleUp", "ScaledUpGroup", "ScaleDown "] {
         assert!(
             events.iter().any(|e| e.contains(reason)),
