@@ -729,9 +729,9 @@ async fn at_v4_decisions_are_logged_http_traces_are_not_and_sigterm_ends_with_a_
     h.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_logs_one_line_per_failure_and_a_final_line() {
-    let dir = std::env::temp_dir().join(format!("ca-e2e-json-{}", std::process::id()));
+/// A kubeconfig pointing at a loopback port nobody listens on.
+fn unreachable_kubeconfig(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ca-e2e-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let kubeconfig = dir.join("kubeconfig");
     let closed = free_port();
@@ -744,6 +744,26 @@ async fn json_logs_one_line_per_failure_and_a_final_line() {
         ),
     )
     .expect("kubeconfig");
+    kubeconfig
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_v8_the_http_client_traces_its_requests() {
+    let kubeconfig = unreachable_kubeconfig("v8");
+    let mut ca = Autoscaler::start(&kubeconfig, "ca-8", &["--v=8"]);
+    wait_for("a retry logged", Duration::from_secs(10), || {
+        ca.log().contains("retrying")
+    })
+    .await;
+    ca.kill();
+    let log = ca.log();
+    assert!(log.contains("kube_client::client::builder"), "{log}");
+    assert!(log.contains("requesting"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_one_line_per_failure_and_a_final_line() {
+    let kubeconfig = unreachable_kubeconfig("json");
     let mut ca = Autoscaler::start(&kubeconfig, "ca-j", &["--logging-format=json", "--v=4"]);
     wait_for("a retry logged", Duration::from_secs(10), || {
         ca.log().contains("retrying")

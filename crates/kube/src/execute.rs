@@ -549,6 +549,28 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_failed_removal_of_unregistered_instances_is_its_own_outcome() {
+        let (ex, _log) = running(201);
+        let provider = provider(&ex)();
+        let delete = |reason: &'static str| Action::DeleteInstances {
+            group: "MachineDeployment/default/nope".into(),
+            instances: vec![Arc::from("example:///lost")],
+            reason,
+        };
+        let actions = vec![
+            delete(autoscaler_core::cluster_state::DELETE_UNREGISTERED),
+            delete(autoscaler_core::cluster_state::SCALE_UP_FAILED),
+        ];
+        let (done, _) = ex.apply(&provider, actions, &BTreeMap::new()).await;
+        assert!(
+            matches!(&done[0], Done::DeleteUnregisteredFailed { group, instances, .. }
+                if group == "MachineDeployment/default/nope" && instances == &["example:///lost"]),
+            "{done:?}"
+        );
+        assert!(matches!(&done[1], Done::Failed { .. }), "{done:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_blocked_by_a_budget_gives_up_untaints_and_deletes_nothing() {
         let (ex, log) = running(429);
         let started = Instant::now();
