@@ -381,19 +381,7 @@ async fn two_replicas_one_leader_and_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_retried_not_fatal() {
-    let dir = std::env::temp_dir().join(format!("ca-e2e-unreachable-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let kubeconfig = dir.join("kubeconfig");
-    let closed = free_port();
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{closed}\n\
-             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
-             current-context: c\nusers:\n- name: u\n  user: {{}}\n"
-        ),
-    )
-    .expect("kubeconfig");
+    let kubeconfig = unreachable_kubeconfig("unreachable");
     let mut ca = Autoscaler::start(&kubeconfig, "ca-x", &[]);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(ca.running(), "still running:\n{}", ca.log());
