@@ -981,6 +981,18 @@ mod tests {
     }
 
     #[test]
+    fn logging_format_is_text_or_json() {
+        assert_eq!(build(&[]).unwrap().logging_format, LogFormat::Text);
+        let o = build(&["--logging-format=json"]).unwrap();
+        assert_eq!(o.logging_format, LogFormat::Json);
+        assert_eq!(
+            build(&["--logging-format", "text"]).unwrap().logging_format,
+            LogFormat::Text
+        );
+        assert!(parse(&["--logging-format=yaml"]).is_err());
+    }
+
+    #[test]
     fn no_flags_give_upstreams_defaults_field_by_field() {
         let o = build(&[]).unwrap();
         let c = &o.controller;
