@@ -100,9 +100,15 @@ pub struct RunArgs {
     /// Address of `/metrics` and `/health-check` [default: :8085].
     #[arg(long, value_name = "HOST:PORT")]
     pub address: Option<String>,
-    /// Log verbosity, 0 to 10 [default: 1 (seed 002's default)]: 0-1 info, 2-4 debug, 5+ trace.
+    /// Log verbosity, 0 to 10 [default: 1 (seed 002's default)]: 0-1 decisions and changes
+    /// (info), 2-4 also why (debug), 5-7 everything of the autoscaler (trace), 8 also the HTTP
+    /// client's requests, 9-10 every library's traces.
     #[arg(long = "v", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=10))]
     pub verbosity: Option<u8>,
+    /// Log format: `text` (one line per record) or `json` (one JSON object per line)
+    /// [default: text].
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub logging_format: Option<LogFormat>,
     /// Elect a leader on a Lease before acting [default: true].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
@@ -420,6 +426,16 @@ impl NoEffectArgs {
     }
 }
 
+/// `--logging-format`, upstream's values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line (time, level, target, message and fields).
+    Json,
+}
+
 /// Default log verbosity (klog's usual production level; seed 002's default).
 pub const DEFAULT_VERBOSITY: u8 = 1;
 
@@ -433,6 +449,8 @@ pub struct RunOptions {
     pub kubeconfig: Option<PathBuf>,
     /// `--v` (or the config file's `logVerbosity`), 0 to 10.
     pub verbosity: u8,
+    /// `--logging-format`.
+    pub logging_format: LogFormat,
     /// Flags given that have no effect (logged as warnings once logging is up).
     pub ignored_flags: Vec<&'static str>,
 }
@@ -599,6 +617,7 @@ impl RunOptions {
             controller: c,
             kubeconfig: args.kubeconfig.clone(),
             verbosity,
+            logging_format: args.logging_format.unwrap_or_default(),
             ignored_flags: args.no_effect.given(),
         })
     }
@@ -959,6 +978,18 @@ mod tests {
 
     fn s(n: u64) -> Duration {
         Duration::from_secs(n)
+    }
+
+    #[test]
+    fn logging_format_is_text_or_json() {
+        assert_eq!(build(&[]).unwrap().logging_format, LogFormat::Text);
+        let o = build(&["--logging-format=json"]).unwrap();
+        assert_eq!(o.logging_format, LogFormat::Json);
+        assert_eq!(
+            build(&["--logging-format", "text"]).unwrap().logging_format,
+            LogFormat::Text
+        );
+        assert!(parse(&["--logging-format=yaml"]).is_err());
     }
 
     #[test]

@@ -5,9 +5,13 @@
 //! kubeconfig, an API server it does not support), 1 when the controller stops with an error. It never decides anything itself and
 //! never starts the controller with options that did not validate.
 //!
-//! Log verbosity (`--v`, klog's levels) maps onto `tracing` levels: 0-1 `info`, 2-4 `debug`,
-//! 5-10 `trace`; below 9 the HTTP and TLS libraries stay at `info` (klog shows protocol-level
-//! details only from about 9). `RUST_LOG`, when set, replaces this filter.
+//! Log verbosity (`--v`, klog's levels) maps onto `tracing` levels of the autoscaler's own
+//! crates: 0-1 `info` (decisions and changes), 2-4 `debug` (why: unneeded nodes, groups
+//! considered, evictions refused), 5-7 `trace`. Libraries log at `info` and above, except the
+//! Kubernetes client's per-request HTTP traces (and its duplicate error line for a failed
+//! request, which the autoscaler reports itself): they appear from 8, as client-go's request
+//! logs do; 9-10 turn on every library's traces. `RUST_LOG`, when set, replaces this filter.
+//! `--logging-format=json` writes one JSON object per line.
 
 use std::path::Path;
 
@@ -16,33 +20,62 @@ use autoscaler_kube::controller;
 use tracing_subscriber::EnvFilter;
 
 use crate::CliError;
-use crate::options::{RunArgs, RunOptions};
+use crate::options::{LogFormat, RunArgs, RunOptions};
+
+/// The autoscaler's own crates (their `tracing` targets).
+const OWN_CRATES: [&str; 4] = [
+    "cluster_autoscaler",
+    "autoscaler_kube",
+    "autoscaler_core",
+    "autoscaler_clusterapi",
+];
 
 /// The `tracing` filter for a klog verbosity.
 pub fn log_filter(verbosity: u8) -> String {
-    let level = match verbosity {
+    if verbosity >= 9 {
+        return "trace".into();
+    }
+    let own = match verbosity {
         0..=1 => "info",
         2..=4 => "debug",
         _ => "trace",
     };
-    if verbosity >= 9 || level == "info" {
-        level.to_string()
+    // The client's request spans and events ("requesting", "stream closed", "failed with
+    // error") live in this module.
+    let client = if verbosity >= 8 {
+        "kube_client=debug"
     } else {
-        format!("{level},hyper=info,hyper_util=info,h2=info,tower=info,rustls=info")
+        "kube_client::client::builder=off"
+    };
+    let mut filter = format!("info,{client}");
+    if own != "info" {
+        for c in OWN_CRATES {
+            filter.push_str(&format!(",{c}={own}"));
+        }
     }
+    filter
 }
 
-fn init_logging(verbosity: u8) {
+fn init_logging(verbosity: u8, format: LogFormat) {
     let filter = match std::env::var("RUST_LOG") {
         Ok(s) if !s.trim().is_empty() => EnvFilter::new(s),
         _ => EnvFilter::new(log_filter(verbosity)),
     };
-    // A second initialization (tests) is harmless: the first subscriber stays.
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_writer(std::io::stderr);
+    // A second initialization (tests) is harmless: the first subscriber stays.
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
 }
 
 /// Reads and parses a kubeconfig file; errors name the path (exit 2).
@@ -96,7 +129,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .as_deref()
         .map(read_kubeconfig)
         .transpose()?;
-    init_logging(opts.verbosity);
+    init_logging(opts.verbosity, opts.logging_format);
     for flag in &opts.ignored_flags {
         tracing::warn!(flag = %format!("--{flag}"), "flag has no effect in this autoscaler");
     }
@@ -112,7 +145,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(anyhow!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         let client = client(&opts, kubeconfig).await?;
         controller::run(client, opts.controller)
             .await
@@ -121,7 +154,12 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                 controller::ControllerError::Unsupported(_) => CliError::usage(anyhow!("{e}")),
                 e => CliError::failure(anyhow!("controller stopped: {e}")),
             })
-    })
+    });
+    match &result {
+        Ok(()) => tracing::info!("cluster-autoscaler stopped"),
+        Err(e) => tracing::error!(error = %e, "cluster-autoscaler stopped"),
+    }
+    result
 }
 
 #[cfg(test)]
@@ -130,11 +168,22 @@ mod tests {
 
     #[test]
     fn verbosity_maps_to_tracing_levels() {
-        assert_eq!(log_filter(0), "info");
-        assert_eq!(log_filter(1), "info");
-        assert!(log_filter(4).starts_with("debug,"));
-        assert!(log_filter(4).contains("hyper=info"));
-        assert!(log_filter(5).starts_with("trace,"));
+        assert_eq!(log_filter(0), "info,kube_client::client::builder=off");
+        assert_eq!(log_filter(1), log_filter(0));
+        let v4 = log_filter(4);
+        assert!(
+            v4.starts_with("info,kube_client::client::builder=off,"),
+            "{v4}"
+        );
+        assert!(v4.contains("autoscaler_kube=debug"), "{v4}");
+        assert!(v4.contains("cluster_autoscaler=debug"), "{v4}");
+        assert!(log_filter(7).contains("autoscaler_core=trace"));
+        assert!(log_filter(7).contains("builder=off"));
+        let v8 = log_filter(8);
+        assert!(
+            v8.contains("kube_client=debug") && !v8.contains("off"),
+            "{v8}"
+        );
         assert_eq!(log_filter(9), "trace");
         assert_eq!(log_filter(10), "trace");
         for v in 0..=10 {

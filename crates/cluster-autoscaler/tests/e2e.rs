@@ -31,8 +31,10 @@ impl Autoscaler {
             "--leader-elect-renew-deadline=2s",
             "--leader-elect-retry-period=500ms",
             "--max-node-provision-time=2m",
-            "--v=1",
         ];
+        if !extra.iter().any(|a| a.starts_with("--v=")) {
+            args.push("--v=1");
+        }
         args.extend_from_slice(extra);
         Autoscaler::spawn("e2e", pod_name, kubeconfig, &[], &args)
     }
@@ -340,6 +342,17 @@ async fn two_replicas_one_leader_and_failover() {
     assert_eq!(machines(&h), 2);
     assert_eq!(lease_holder(&h).as_deref(), Some(first.as_str()));
     let standby = 1 - leader;
+    // The standby says who leads, once.
+    let says = format!("holder={first}");
+    let standby_log = replicas_[standby].log();
+    assert_eq!(
+        standby_log
+            .lines()
+            .filter(|l| l.contains("standing by") && l.contains(&says))
+            .count(),
+        1,
+        "{standby_log}"
+    );
     assert!(replicas_[leader].metric("cluster_autoscaler_scaled_up_nodes_total") >= 2.0);
     assert_eq!(
         replicas_[standby].metric("cluster_autoscaler_scaled_up_nodes_total"),
@@ -373,19 +386,7 @@ async fn two_replicas_one_leader_and_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_retried_not_fatal() {
-    let dir = std::env::temp_dir().join(format!("ca-e2e-unreachable-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let kubeconfig = dir.join("kubeconfig");
-    let closed = free_port();
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{closed}\n\
-             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
-             current-context: c\nusers:\n- name: u\n  user: {{}}\n"
-        ),
-    )
-    .expect("kubeconfig");
+    let kubeconfig = unreachable_kubeconfig("unreachable");
     let mut ca = Autoscaler::start(&kubeconfig, "ca-x", &[]);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(ca.running(), "still running:\n{}", ca.log());
@@ -719,4 +720,229 @@ async fn an_api_server_without_policy_v1_is_refused_with_exit_2() {
     assert!(lease_holder(&h2).is_none(), "no Lease was taken");
     h.shutdown().await;
     h2.shutdown().await;
+}
+
+/// Sends SIGTERM to the process and waits (up to 20 s) for it to exit; its exit status.
+fn terminate(ca: &mut Autoscaler) -> std::process::ExitStatus {
+    let sent = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(ca.child.id().to_string())
+        .status()
+        .expect("kill -TERM");
+    assert!(sent.success());
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = ca.child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no exit after SIGTERM:\n{}",
+            ca.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Events in the world as `reason object: message (count)` lines, oldest first.
+fn event_lines(h: &FacadeHandle) -> Vec<String> {
+    let mut events: Vec<(String, String)> = h.with_world(|w| {
+        w.objects()
+            .list("", "Event")
+            .map(|(_, v)| {
+                let s = |p: &str| {
+                    v.pointer(p)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let count = v.pointer("/count").and_then(Value::as_i64).unwrap_or(1);
+                (
+                    s("/firstTimestamp"),
+                    format!(
+                        "{} {} {}/{}: {} (x{count})",
+                        s("/type"),
+                        s("/reason"),
+                        s("/involvedObject/kind"),
+                        s("/involvedObject/name"),
+                        s("/message")
+                    ),
+                )
+            })
+            .collect()
+    });
+    events.sort();
+    events.into_iter().map(|(_, l)| l).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_v4_decisions_are_logged_http_traces_are_not_and_sigterm_ends_with_a_line() {
+    let h = start_world().await;
+    // As in the drain test: two nodes, each with a big bare pod and one `web` replica; once the
+    // big pods go, one node is drained (its web pod fits on the other) and deleted.
+    h.with_world(|w| {
+        let template = autoscaler_world::PodTemplate::from_spec(
+            [("app".to_string(), "web".to_string())].into(),
+            json!({"containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": "600m", "memory": "128Mi"}}}]}),
+        );
+        w.add_replica_set(autoscaler_world::ReplicaSetSpec {
+            namespace: "default".into(),
+            name: "web".into(),
+            template,
+            replicas: 2,
+            schedule: Vec::new(),
+            pod_lifetime_ms: None,
+            deployment: false,
+        })
+        .expect("replica set");
+    });
+    add_pods(&h, "big", 2);
+    // A pod no node of the group can hold: the same NotTriggerScaleUp every loop, one Event
+    // whose count grows.
+    h.with_world(|w| {
+        let mut pod = big_pod("huge");
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("64");
+        w.add_pod(pod, None).expect("add pod");
+    });
+    let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-v4", &["--v=4"]);
+    wait_for(
+        "two nodes, every pod running",
+        Duration::from_secs(40),
+        || group_nodes(&h).len() == 2 && all_bound(&h, "big", 2) && all_bound(&h, "web", 2),
+    )
+    .await;
+    h.with_world(|w| {
+        for p in ["big-0", "big-1"] {
+            w.delete_pod("default", p).expect("delete big pod");
+        }
+    });
+    wait_for(
+        "one node drained and deleted",
+        Duration::from_secs(40),
+        || {
+            group_nodes(&h).len() == 1
+                && all_bound(&h, "web", 2)
+                && ca.log().contains("scaled down")
+        },
+    )
+    .await;
+    let status = terminate(&mut ca);
+    assert!(status.success(), "{status:?}");
+    let log = ca.log();
+    for line in [
+        "Scale-up: final plan [{MachineDeployment/capi/md-a 0->",
+        "node groups considered: MachineDeployment/capi/md-a",
+        "is unneeded since",
+        "Scale-down: removing node ",
+        "Scale-down: draining node",
+        "scaled down",
+        "became leader",
+        "signal=\"SIGTERM\"",
+    ] {
+        assert!(log.contains(line), "{line:?} not logged:\n{log}");
+    }
+    assert!(
+        log.lines()
+            .last()
+            .is_some_and(|l| l.contains("cluster-autoscaler stopped")),
+        "final line:\n{log}"
+    );
+    for trace in ["kube_client", "requesting", "stream closed", "HTTP{"] {
+        assert!(!log.contains(trace), "{trace:?} logged at --v=4:\n{log}");
+    }
+    let events = event_lines(&h);
+    let repeated = events
+        .iter()
+        .find(|e| e.contains("NotTriggerScaleUp Pod/huge:"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    let count: u32 = repeated
+        .rsplit("(x")
+        .next()
+        .and_then(|c| c.trim_end_matches(')').parse().ok())
+        .unwrap_or(0);
+    assert!(count >= 3, "the repeated event is counted: {repeated}");
+    assert!(
+        log.contains(
+            "/huge is unschedulable and triggers no scale-up: MachineDeployment/capi/md-a: "
+        ),
+        "{log}"
+    );
+    for reason in ["TriggeredScaleUp", "ScaledUpGroup", "ScaleDown "] {
+        assert!(
+            events.iter().any(|e| e.contains(reason)),
+            "{reason}: {events:#?}"
+        );
+    }
+    // Shown with --nocapture (the README's example output comes from here).
+    println!("----- events -----\n{}", events.join("\n"));
+    println!("----- log: {} -----", ca.stderr.display());
+    h.shutdown().await;
+}
+
+/// A kubeconfig pointing at a loopback port nobody listens on.
+fn unreachable_kubeconfig(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ca-e2e-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let closed = free_port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{closed}\n\
+             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+             current-context: c\nusers:\n- name: u\n  user: {{}}\n"
+        ),
+    )
+    .expect("kubeconfig");
+    kubeconfig
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_v8_the_http_client_traces_its_requests() {
+    let kubeconfig = unreachable_kubeconfig("v8");
+    let mut ca = Autoscaler::start(&kubeconfig, "ca-8", &["--v=8"]);
+    wait_for("a retry logged", Duration::from_secs(10), || {
+        ca.log().contains("retrying")
+    })
+    .await;
+    ca.kill();
+    let log = ca.log();
+    assert!(log.contains("kube_client::client::builder"), "{log}");
+    assert!(log.contains("requesting"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_one_line_per_failure_and_a_final_line() {
+    let kubeconfig = unreachable_kubeconfig("json");
+    let mut ca = Autoscaler::start(&kubeconfig, "ca-j", &["--logging-format=json", "--v=4"]);
+    wait_for("a retry logged", Duration::from_secs(10), || {
+        ca.log().contains("retrying")
+    })
+    .await;
+    let status = terminate(&mut ca);
+    assert!(status.success(), "{status:?}");
+    let log = ca.log();
+    let records: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for r in &records {
+        assert!(r["timestamp"].is_string() && r["level"].is_string(), "{r}");
+        assert!(r["message"].is_string() && r["target"].is_string(), "{r}");
+    }
+    // A failed connection is one line (ours), not also the HTTP client's.
+    let failures = records
+        .iter()
+        .filter(|r| r["level"] == "ERROR" || r["level"] == "WARN")
+        .filter(|r| {
+            r["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("kube_client"))
+        })
+        .count();
+    assert_eq!(failures, 0, "{log}");
+    let last = records.last().expect("a record");
+    assert_eq!(last["message"], "cluster-autoscaler stopped", "{log}");
+    assert_eq!(last["level"], "INFO");
 }

@@ -726,9 +726,11 @@ fn cooldown(state: &ScaleDownState, opts: &ScaleDownOptions, now_ms: i64) -> Opt
     let check = |last: Option<i64>, delay: Duration, what: &str| {
         last.filter(|&t| now_ms < t.saturating_add(ms(delay)))
             .map(|t| {
+                let left_ms = t.saturating_add(ms(delay)).saturating_sub(now_ms);
                 format!(
-                    "scale-down delayed until {} ms after the last {what}",
-                    t.saturating_add(ms(delay))
+                    "scale-down delayed {}s after the last {what} ({}s left)",
+                    delay.as_secs(),
+                    (left_ms + 999) / 1000
                 )
             })
     };

@@ -429,7 +429,12 @@ impl Actuator {
                             message: status.message,
                         });
                     }
-                    tracing::debug!(namespace, pod, refusals, "eviction refused, retrying");
+                    // The first refusal is news; the retries are detail.
+                    if refusals == 1 {
+                        tracing::info!(namespace, pod, reason = %status.message, "eviction refused (a disruption budget allows none now); retrying");
+                    } else {
+                        tracing::debug!(namespace, pod, refusals, "eviction refused, retrying");
+                    }
                     tokio::time::sleep(pause.min(deadline - now)).await;
                     pause = (pause * 2).min(EVICTION_BACKOFF_MAX);
                 }
@@ -473,7 +478,7 @@ impl Actuator {
                     })
                     .await?;
                 if written {
-                    tracing::info!(node = %name, "removed autoscaler taints left by a predecessor");
+                    tracing::debug!(node = %name, "removed autoscaler taints left by a predecessor");
                     cleaned.push(name);
                 }
             }

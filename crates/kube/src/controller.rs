@@ -25,7 +25,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actuator::Actuator;
-use crate::events::{EventSink, EventSpec, RateLimits, events_of};
+use crate::correlator::{CorrelatorOptions, DropReason};
+use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_total_event};
 use crate::execute::{Done, Executor};
 use crate::health::Health;
 use crate::informer::Informer;
@@ -166,7 +167,10 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
             check_server(&client, config.leader_elect).await?;
             Ok(start_watches(&client, &watch_config).await)
         } => Some(w),
-        _ = shutdown_signal() => None,
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "received a signal before the watches started: stopping");
+            None
+        }
     };
     let watches = match started {
         Some(Ok(w)) => w,
@@ -210,7 +214,9 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         None => always_leading,
     };
     tokio::select! {
-        _ = shutdown_signal() => tracing::info!("stopping"),
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "received a signal: releasing the lease and stopping")
+        }
         _ = supervise(parts, config, leading) => {}
     }
     let _ = stop_tx.send(true);
@@ -313,7 +319,8 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
-async fn shutdown_signal() {
+/// Waits for SIGTERM or Ctrl-C (SIGINT) and says which came.
+async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         let term = async {
@@ -325,13 +332,14 @@ async fn shutdown_signal() {
             }
         };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term => {}
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term => "SIGTERM",
         }
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
     }
 }
 
@@ -373,9 +381,21 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         return;
     }
     let actuator = Arc::new(Actuator::new(parts.client.clone()));
+    let events = EventSink::new(
+        parts.client.clone(),
+        &config.identity,
+        &config.namespace,
+        &config.status_config_map_name,
+        CorrelatorOptions::default(),
+    );
     match actuator.clean_up_taints().await {
         Ok(cleaned) if !cleaned.is_empty() => {
-            tracing::info!(nodes = ?cleaned, "removed autoscaler taints left by a predecessor")
+            tracing::info!(nodes = ?cleaned, "removed autoscaler taints left by a predecessor");
+            let specs: Vec<EventSpec> = cleaned.iter().map(|n| EventSpec::cleaned_up(n)).collect();
+            let stats = events
+                .publish(&specs, jiff::Timestamp::now().as_millisecond())
+                .await;
+            count_drops(parts, &stats);
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not clean up autoscaler taints at start"),
@@ -388,13 +408,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
     let mut term = Term {
         autoscaler: Autoscaler::new(config.autoscaler.clone()),
         executor,
-        events: EventSink::new(
-            parts.client.clone(),
-            &config.identity,
-            &config.namespace,
-            &config.status_config_map_name,
-            RateLimits::default(),
-        ),
+        events,
         transitions: Transitions::default(),
         draining: BTreeMap::new(),
         drains: JoinSet::new(),
@@ -412,7 +426,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
                     Ok((node, done)) => {
                         term.draining.remove(&node);
                         term.record(parts, std::slice::from_ref(&done));
-                        term.publish_failures(&[done]).await;
+                        term.publish_failures(parts, &[done]).await;
                     }
                     Err(e) => tracing::error!(error = %e, "a drain task failed"),
                 }
@@ -513,7 +527,14 @@ impl Term {
             let status = config
                 .write_status_configmap
                 .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions));
-            let events = events_of(&view, &outcome);
+            let mut events = events_of(&view, &outcome);
+            let max_total = self.autoscaler.options.scale_up.limits.max_nodes_total;
+            events.extend(max_nodes_total_event(&view, &outcome, max_total));
+            crate::explain::log(&crate::explain::lines_of(&view, &outcome, now_ms));
+            for r in &outcome.refused {
+                // A refusal is a bug of the decision; the action is not carried out.
+                tracing::error!(action = ?r.action, why = %r.why, "unsafe action refused");
+            }
             (outcome, status, events)
         };
 
@@ -523,7 +544,7 @@ impl Term {
             .apply(&provider, outcome.actions, &self.draining)
             .await;
         let ok = self.record(parts, &done);
-        self.publish_failures(&done).await;
+        self.publish_failures(parts, &done).await;
         for d in drains {
             let node = d.node.name.as_str().to_string();
             self.draining.insert(node.clone(), d.group.clone());
@@ -558,9 +579,7 @@ impl Term {
             }
         }
         let stats = self.events.publish(&events, now_ms).await;
-        if stats.failed > 0 {
-            tracing::debug!(failed = stats.failed, "some events were not published");
-        }
+        count_drops(parts, &stats);
         ok
     }
 
@@ -607,6 +626,7 @@ impl Term {
                     nodes,
                     error,
                     evicted,
+                    ..
                 } => {
                     ok = false;
                     tracing::warn!(%group, ?nodes, %error, "scale-down failed");
@@ -623,6 +643,15 @@ impl Term {
                 Done::Corrected { group, what } => {
                     tracing::info!(%group, %what, "node group corrected")
                 }
+                Done::DeleteUnregisteredFailed {
+                    group,
+                    instances,
+                    error,
+                } => {
+                    ok = false;
+                    tracing::warn!(%group, ?instances, %error, "could not delete unregistered instances");
+                    m.error("cloudProviderError");
+                }
                 Done::Failed { what, error } => {
                     ok = false;
                     tracing::warn!(%what, %error, "action failed");
@@ -635,27 +664,46 @@ impl Term {
 }
 
 impl Term {
-    /// `ScaleDownFailed` events on the nodes whose deletion failed.
-    async fn publish_failures(&self, done: &[Done]) {
-        let specs: Vec<EventSpec> = done
-            .iter()
-            .filter_map(|d| match d {
-                Done::DeleteFailed { nodes, error, .. } => Some(
-                    nodes
-                        .iter()
-                        .map(|n| EventSpec::scale_down_failed(n, "", error.clone()))
-                        .collect::<Vec<_>>(),
-                ),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+    /// `ScaleDownFailed` events on the nodes whose deletion failed and the pods whose eviction
+    /// failed, `DeleteUnregisteredFailed` on the status ConfigMap.
+    async fn publish_failures(&self, parts: &Parts, done: &[Done]) {
+        let specs: Vec<EventSpec> = done.iter().flat_map(failure_events).collect();
         if !specs.is_empty() {
-            self.events
+            let stats = self
+                .events
                 .publish(&specs, jiff::Timestamp::now().as_millisecond())
                 .await;
+            count_drops(parts, &stats);
         }
     }
+}
+
+/// The events of one failed action.
+fn failure_events(d: &Done) -> Vec<EventSpec> {
+    match d {
+        Done::DeleteFailed {
+            nodes, error, pods, ..
+        } => nodes
+            .iter()
+            .map(|n| EventSpec::scale_down_failed(n, "", error.clone()))
+            .chain(pods.iter().map(|(ns, p)| EventSpec::eviction_failed(ns, p)))
+            .collect(),
+        Done::DeleteUnregisteredFailed {
+            group,
+            instances,
+            error,
+        } => vec![EventSpec::delete_unregistered_failed(
+            group, instances, error,
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// Adds what the correlator dropped to `events_dropped_total`.
+fn count_drops(parts: &Parts, stats: &PublishStats) {
+    let m = &parts.metrics;
+    m.events_dropped(DropReason::SpamFilter.as_str(), stats.dropped_spam as u64);
+    m.events_dropped(DropReason::RateLimit.as_str(), stats.dropped_rate as u64);
 }
 
 /// The priority expander's configuration text from the cached ConfigMap, if any.
@@ -928,6 +976,47 @@ mod tests {
         );
         let e = ControllerError::from(err);
         assert!(e.to_string().contains("v1.20.0"), "{e}");
+    }
+
+    #[test]
+    fn failed_removals_give_upstream_events_on_nodes_pods_and_the_status() {
+        let drain = Done::DeleteFailed {
+            group: "g".into(),
+            nodes: vec!["n1".into()],
+            error: "evicting web/p1: blocked".into(),
+            evicted: 1,
+            pods: vec![("web".into(), "p1".into())],
+        };
+        let events = failure_events(&drain);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[0].reason, "ScaleDownFailed");
+        assert!(
+            matches!(&events[0].target, crate::events::Target::Node { name, .. } if name == "n1")
+        );
+        assert_eq!(events[1].reason, "ScaleDownFailed");
+        assert_eq!(events[1].message, "failed to delete pod for ScaleDown");
+        assert!(matches!(&events[1].target,
+            crate::events::Target::Pod { namespace, name, .. } if namespace == "web" && name == "p1"));
+        let unregistered = Done::DeleteUnregisteredFailed {
+            group: "g".into(),
+            instances: vec!["i-1".into()],
+            error: "boom".into(),
+        };
+        let events = failure_events(&unregistered);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, "DeleteUnregisteredFailed");
+        assert!(events[0].warning);
+        assert_eq!(
+            events[0].message,
+            "Failed to remove unregistered instances i-1 of g: boom"
+        );
+        assert!(
+            failure_events(&Done::ScaledUp {
+                group: "g".into(),
+                delta: 1
+            })
+            .is_empty()
+        );
     }
 
     #[test]

@@ -1,27 +1,28 @@
 //! Kubernetes Events about what the autoscaler decided and did, with upstream's reasons, on the
-//! objects upstream puts them on: pods (`TriggeredScaleUp`, `NotTriggerScaleUp`, `ScaleDown`),
-//! nodes (`ScaleDown`, `ScaleDownFailed`) and the status ConfigMap for cluster-level events
-//! (`ScaledUpGroup`, `ScaleDown`, `ScaleDownEmpty`, and every event of the core's cluster state:
+//! objects upstream puts them on: pods (`TriggeredScaleUp`, `NotTriggerScaleUp`, `ScaleDown`,
+//! `ScaleDownFailed`), nodes (`ScaleDown`, `ScaleDownFailed`, `ClusterAutoscalerCleanup`) and
+//! the status ConfigMap for cluster-level events (`ScaledUpGroup`, `ScaleDown`,
+//! `ScaleDownEmpty`, `DeleteUnregisteredFailed`, and every event of the core's cluster state:
 //! `ScaleUpTimedOut`, `ScaleUpFailed`, `FailedToScaleUpGroup`, `DeleteUnregistered`,
 //! `ClusterUnhealthy`, `FixNodeGroupSize`).
 //!
 //! [`events_of`] decides nothing new: it only turns one loop's outcome into event specs (pure).
-//! [`RateLimiter`] (pure, the caller passes the time) keeps a thousand pending pods from
-//! flooding the API: one event per (object, reason) per interval (5 minutes by default, as
-//! upstream throttles `NotTriggerScaleUp`), and a global token bucket (burst 25, 5 per second
-//! by default); what it drops is counted. [`EventSink`] publishes through kube's
-//! [`Recorder`] (events.k8s.io/v1, reporter `cluster-autoscaler`). A failed publish is logged
-//! and counted, never fatal.
+//! The [`Correlator`] (pure, see its module) aggregates them as client-go's recorder does
+//! (identical ones counted, similar ones combined, a per-object spam filter) and [`EventSink`]
+//! writes the result as core/v1 Events, the kind upstream's recorder writes. What is dropped is
+//! counted; a failed write is logged and counted, never fatal.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
 use autoscaler_core::pod::Pod;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+
+use crate::correlator::{Correlator, CorrelatorOptions, Decision, DropReason, Publish};
 
 /// Reason: a pod caused a scale-up.
 pub const TRIGGERED_SCALE_UP: &str = "TriggeredScaleUp";
@@ -33,6 +34,12 @@ pub const SCALE_DOWN: &str = "ScaleDown";
 pub const SCALE_DOWN_FAILED: &str = "ScaleDownFailed";
 /// Reason: an empty node is removed (on the status ConfigMap).
 pub const SCALE_DOWN_EMPTY: &str = "ScaleDownEmpty";
+/// Reason: instances that never registered could not be deleted (on the status ConfigMap).
+pub const DELETE_UNREGISTERED_FAILED: &str = "DeleteUnregisteredFailed";
+/// Reason: pending pods need nodes but `--max-nodes-total` is reached (on the status ConfigMap).
+pub const MAX_NODES_TOTAL_REACHED: &str = "MaxNodesTotalReached";
+/// Reason: a taint left by a previous instance was removed at start (on the node).
+pub const CLUSTER_AUTOSCALER_CLEANUP: &str = "ClusterAutoscalerCleanup";
 
 /// The reporting controller of every event.
 pub const REPORTER: &str = "cluster-autoscaler";
@@ -84,6 +91,48 @@ pub struct EventSpec {
 }
 
 impl EventSpec {
+    /// `ScaleDownFailed` on a pod whose eviction failed, with upstream's message.
+    pub fn eviction_failed(namespace: &str, name: &str) -> EventSpec {
+        EventSpec {
+            target: Target::Pod {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: String::new(),
+            },
+            reason: SCALE_DOWN_FAILED,
+            message: "failed to delete pod for ScaleDown".into(),
+            warning: true,
+        }
+    }
+
+    /// `DeleteUnregisteredFailed` on the status ConfigMap.
+    pub fn delete_unregistered_failed(group: &str, instances: &[String], error: &str) -> EventSpec {
+        EventSpec {
+            target: Target::StatusConfigMap,
+            reason: DELETE_UNREGISTERED_FAILED,
+            message: format!(
+                "Failed to remove unregistered instances {} of {group}: {error}",
+                instances.join(", ")
+            ),
+            warning: true,
+        }
+    }
+
+    /// `ClusterAutoscalerCleanup` on a node whose leftover taint was removed.
+    pub fn cleaned_up(node: &str) -> EventSpec {
+        EventSpec {
+            target: Target::Node {
+                name: node.to_string(),
+                uid: String::new(),
+            },
+            reason: CLUSTER_AUTOSCALER_CLEANUP,
+            message: format!(
+                "removed autoscaler taints left by a previous instance from node {node}"
+            ),
+            warning: false,
+        }
+    }
+
     /// `ScaleDownFailed` on a node, for the controller when a removal fails.
     pub fn scale_down_failed(node: &str, uid: &str, message: String) -> EventSpec {
         EventSpec {
@@ -210,110 +259,44 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
     out
 }
 
-/// Rate-limit settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RateLimits {
-    /// At most one event per (object, reason) per this interval.
-    pub per_object_interval: Duration,
-    /// Tokens of the global bucket (events that may go at once).
-    pub burst: u32,
-    /// Tokens added per second.
-    pub per_second: f64,
-}
-
-impl Default for RateLimits {
-    /// One per (object, reason) per 5 minutes; burst 25, then 5 per second.
-    fn default() -> Self {
-        RateLimits {
-            per_object_interval: Duration::from_secs(300),
-            burst: 25,
-            per_second: 5.0,
-        }
-    }
-}
-
-/// Decides which events go: pure, the caller passes the time (milliseconds, any epoch).
-#[derive(Clone, Debug)]
-pub struct RateLimiter {
-    limits: RateLimits,
-    tokens: f64,
-    last_refill_ms: Option<i64>,
-    /// (object, reason) to when its last event went.
-    last_sent: HashMap<(Target, &'static str), i64>,
-    last_prune_ms: i64,
-    dropped: u64,
-}
-
-impl RateLimiter {
-    /// A full bucket.
-    pub fn new(limits: RateLimits) -> RateLimiter {
-        RateLimiter {
-            tokens: f64::from(limits.burst),
-            limits,
-            last_refill_ms: None,
-            last_sent: HashMap::new(),
-            last_prune_ms: i64::MIN,
-            dropped: 0,
-        }
-    }
-
-    fn interval_ms(&self) -> i64 {
-        i64::try_from(self.limits.per_object_interval.as_millis()).unwrap_or(i64::MAX)
-    }
-
-    /// Whether `event` may be published at `now_ms` (consuming a token if so); counts a drop
-    /// otherwise.
-    pub fn allow(&mut self, event: &EventSpec, now_ms: i64) -> bool {
-        let interval = self.interval_ms();
-        // Forget keys past their interval, at most once per interval (bounded memory).
-        if now_ms.saturating_sub(self.last_prune_ms) >= interval {
-            self.last_sent
-                .retain(|_, at| now_ms.saturating_sub(*at) < interval);
-            self.last_prune_ms = now_ms;
-        }
-        let elapsed = self
-            .last_refill_ms
-            .map_or(0, |t| now_ms.saturating_sub(t).max(0));
-        self.last_refill_ms = Some(now_ms);
-        self.tokens = (self.tokens + elapsed as f64 / 1000.0 * self.limits.per_second)
-            .min(f64::from(self.limits.burst));
-
-        let key = (event.target.clone(), event.reason);
-        if self
-            .last_sent
-            .get(&key)
-            .is_some_and(|at| now_ms.saturating_sub(*at) < interval)
-            || self.tokens < 1.0
-        {
-            self.dropped += 1;
-            return false;
-        }
-        self.tokens -= 1.0;
-        self.last_sent.insert(key, now_ms);
-        true
-    }
-
-    /// Events dropped so far.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
+/// `MaxNodesTotalReached` on the status ConfigMap when pods are left without a scale-up and
+/// the cluster has `max_nodes_total` nodes or more (0: no limit), as upstream warns when it caps
+/// a scale-up at the cluster's maximum.
+pub fn max_nodes_total_event(
+    view: &ClusterView<'_>,
+    outcome: &LoopOutcome,
+    max_nodes_total: usize,
+) -> Option<EventSpec> {
+    let reached = max_nodes_total > 0 && view.nodes.len() >= max_nodes_total;
+    (reached && !outcome.scale_up.result.no_scale_up.is_empty()).then(|| EventSpec {
+        target: Target::StatusConfigMap,
+        reason: MAX_NODES_TOTAL_REACHED,
+        message: format!("Max total nodes in cluster reached: {max_nodes_total}"),
+        warning: true,
+    })
 }
 
 /// What one [`EventSink::publish`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PublishStats {
-    /// Published.
-    pub published: usize,
-    /// Dropped by the rate limiter.
-    pub dropped: usize,
+    /// New Events created.
+    pub created: usize,
+    /// Counts of Events already published raised.
+    pub counted: usize,
+    /// Dropped by the per-object spam filter.
+    pub dropped_spam: usize,
+    /// Dropped by the global rate limit.
+    pub dropped_rate: usize,
     /// Rejected by the API (logged).
     pub failed: usize,
 }
 
-/// Publishes event specs through kube's [`Recorder`], rate-limited.
+/// Publishes event specs as core/v1 Events (source `cluster-autoscaler`, as upstream's recorder
+/// does), correlated by a [`Correlator`].
 pub struct EventSink {
-    recorder: Recorder,
-    limiter: Mutex<RateLimiter>,
+    events: kube::Client,
+    identity: String,
+    correlator: Mutex<Correlator>,
     status_ref: Mutex<ObjectReference>,
     failed: AtomicU64,
 }
@@ -324,7 +307,7 @@ impl std::fmt::Debug for EventSink {
     }
 }
 
-/// The API's limit on an event's note.
+/// The API's limit on an event's message.
 const MAX_NOTE_BYTES: usize = 1024;
 
 fn truncate(s: &str, max: usize) -> String {
@@ -338,6 +321,10 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}...", &s[..end])
 }
 
+fn time_of(ms: i64) -> Time {
+    Time(jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH))
+}
+
 impl EventSink {
     /// A sink reporting as `cluster-autoscaler` (instance `identity`), posting cluster-level
     /// events on the ConfigMap `namespace/status_name`.
@@ -346,15 +333,12 @@ impl EventSink {
         identity: &str,
         namespace: &str,
         status_name: &str,
-        limits: RateLimits,
+        options: CorrelatorOptions,
     ) -> EventSink {
-        let reporter = Reporter {
-            controller: REPORTER.into(),
-            instance: Some(identity.to_string()),
-        };
         EventSink {
-            recorder: Recorder::new(client, reporter),
-            limiter: Mutex::new(RateLimiter::new(limits)),
+            events: client,
+            identity: identity.to_string(),
+            correlator: Mutex::new(Correlator::new(options)),
             status_ref: Mutex::new(ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("ConfigMap".into()),
@@ -371,14 +355,6 @@ impl EventSink {
         let mut r = self.status_ref.lock().unwrap_or_else(|e| e.into_inner());
         r.uid = cm.metadata.uid.clone();
         r.resource_version = cm.metadata.resource_version.clone();
-    }
-
-    /// Events dropped by the rate limiter so far.
-    pub fn dropped(&self) -> u64 {
-        self.limiter
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dropped()
     }
 
     /// Events the API rejected so far.
@@ -416,37 +392,100 @@ impl EventSink {
         }
     }
 
-    /// Publishes `events` that the rate limiter lets through at `now_ms`, one after another.
+    /// The Event object for `spec` as `p` says to write it, at `now_ms`.
+    fn event(&self, spec: &EventSpec, p: &Publish, now_ms: i64) -> CoreEvent {
+        let involved = self.reference(&spec.target);
+        // Events of cluster-scoped objects live in `default`, as client-go puts them.
+        let namespace = involved
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into());
+        CoreEvent {
+            metadata: ObjectMeta {
+                name: Some(p.name.clone()),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            involved_object: involved,
+            reason: Some(spec.reason.to_string()),
+            message: Some(truncate(&p.message, MAX_NOTE_BYTES)),
+            type_: Some(if spec.warning { "Warning" } else { "Normal" }.into()),
+            source: Some(EventSource {
+                component: Some(REPORTER.into()),
+                host: None,
+            }),
+            count: Some(i32::try_from(p.count).unwrap_or(i32::MAX)),
+            first_timestamp: Some(time_of(p.first_ms)),
+            last_timestamp: Some(time_of(now_ms)),
+            reporting_component: Some(REPORTER.into()),
+            reporting_instance: Some(self.identity.clone()),
+            ..CoreEvent::default()
+        }
+    }
+
+    /// Writes one correlated event: a create, or a merge patch of count, message and last
+    /// time (a create again when the Event expired meanwhile).
+    async fn write(&self, spec: &EventSpec, p: &Publish, now_ms: i64) -> Result<(), kube::Error> {
+        let ev = self.event(spec, p, now_ms);
+        let ns = ev.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<CoreEvent> = Api::namespaced(self.events.clone(), &ns);
+        if !p.create {
+            let patch = serde_json::json!({
+                "count": ev.count,
+                "message": ev.message,
+                "lastTimestamp": ev.last_timestamp,
+            });
+            match api
+                .patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                r => return r.map(|_| ()),
+            }
+        }
+        api.create(&PostParams::default(), &ev).await.map(|_| ())
+    }
+
+    /// Correlates `events` at `now_ms` and writes those that pass, one after another.
     pub async fn publish(&self, events: &[EventSpec], now_ms: i64) -> PublishStats {
         let mut stats = PublishStats::default();
-        let allowed: Vec<&EventSpec> = {
-            let mut limiter = self.limiter.lock().unwrap_or_else(|e| e.into_inner());
-            events.iter().filter(|e| limiter.allow(e, now_ms)).collect()
+        let decided: Vec<(&EventSpec, Decision)> = {
+            let mut c = self.correlator.lock().unwrap_or_else(|e| e.into_inner());
+            events.iter().map(|e| (e, c.correlate(e, now_ms))).collect()
         };
-        stats.dropped = events.len() - allowed.len();
-        for e in allowed {
-            let ev = Event {
-                type_: if e.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: e.reason.to_string(),
-                note: Some(truncate(&e.message, MAX_NOTE_BYTES)),
-                action: e.reason.to_string(),
-                secondary: None,
+        for (spec, decision) in decided {
+            let p = match decision {
+                Decision::Drop(DropReason::SpamFilter) => {
+                    stats.dropped_spam += 1;
+                    continue;
+                }
+                Decision::Drop(DropReason::RateLimit) => {
+                    stats.dropped_rate += 1;
+                    continue;
+                }
+                Decision::Publish(p) => p,
             };
-            match self.recorder.publish(&ev, &self.reference(&e.target)).await {
-                Ok(()) => stats.published += 1,
+            match self.write(spec, &p, now_ms).await {
+                Ok(()) if p.create => stats.created += 1,
+                Ok(()) => stats.counted += 1,
                 Err(err) => {
                     stats.failed += 1;
                     self.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(reason = e.reason, error = %err, "event not published");
+                    self.correlator
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .forget(&p.key);
+                    tracing::warn!(reason = spec.reason, error = %err, "event not published");
                 }
             }
         }
-        if stats.dropped > 0 {
-            tracing::debug!(dropped = stats.dropped, "events rate-limited");
+        if stats.dropped_spam + stats.dropped_rate > 0 {
+            tracing::debug!(
+                spam_filter = stats.dropped_spam,
+                rate_limit = stats.dropped_rate,
+                "events dropped"
+            );
         }
         stats
     }
@@ -467,64 +506,6 @@ mod tests {
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};
-
-    fn pod_event(name: &str, reason: &'static str) -> EventSpec {
-        EventSpec {
-            target: Target::Pod {
-                namespace: "default".into(),
-                name: name.into(),
-                uid: String::new(),
-            },
-            reason,
-            message: "m".into(),
-            warning: false,
-        }
-    }
-
-    #[test]
-    fn one_event_per_object_and_reason_per_interval() {
-        let mut l = RateLimiter::new(RateLimits::default());
-        let e = pod_event("p", NOT_TRIGGER_SCALE_UP);
-        assert!(l.allow(&e, 0));
-        assert!(!l.allow(&e, 10_000), "same object and reason 10s later");
-        assert!(l.allow(&pod_event("p", TRIGGERED_SCALE_UP), 10_000));
-        assert!(l.allow(&pod_event("q", NOT_TRIGGER_SCALE_UP), 10_000));
-        assert!(!l.allow(&e, 299_999));
-        assert!(l.allow(&e, 300_000), "after the interval");
-        assert_eq!(l.dropped(), 2);
-    }
-
-    #[test]
-    fn a_thousand_pending_pods_get_a_burst_then_the_refill_rate() {
-        let mut l = RateLimiter::new(RateLimits::default());
-        let pods: Vec<EventSpec> = (0..1000)
-            .map(|i| pod_event(&format!("p{i}"), NOT_TRIGGER_SCALE_UP))
-            .collect();
-        let sent = pods.iter().filter(|e| l.allow(e, 0)).count();
-        assert_eq!(sent, 25, "the burst");
-        assert_eq!(l.dropped(), 975);
-        // 10 seconds later: 50 new tokens, capped at the burst of 25.
-        let sent = pods.iter().filter(|e| l.allow(e, 10_000)).count();
-        assert_eq!(sent, 25);
-        // 1 second later: 5 tokens.
-        let sent = pods.iter().filter(|e| l.allow(e, 11_000)).count();
-        assert_eq!(sent, 5);
-        // Time going backwards refills nothing.
-        assert_eq!(pods.iter().filter(|e| l.allow(e, 5_000)).count(), 0);
-    }
-
-    #[test]
-    fn the_key_memory_is_pruned() {
-        let mut l = RateLimiter::new(RateLimits {
-            burst: 1000,
-            ..RateLimits::default()
-        });
-        for i in 0..100 {
-            assert!(l.allow(&pod_event(&format!("p{i}"), SCALE_DOWN), 0));
-        }
-        assert!(l.allow(&pod_event("x", SCALE_DOWN), 300_000));
-        assert_eq!(l.last_sent.len(), 1);
-    }
 
     #[test]
     fn a_loop_gives_pod_and_configmap_events_with_upstream_reasons() {
@@ -572,54 +553,88 @@ mod tests {
 
     type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
+    fn respond(send: tower_test::mock::SendResponse<Response<Body>>, code: u16, body: &Value) {
+        send.send_response(
+            Response::builder()
+                .status(StatusCode::from_u16(code).expect("code"))
+                .body(Body::from(body.to_string().into_bytes()))
+                .expect("response"),
+        );
+    }
+
+    async fn body_of(req: Request<Body>) -> Value {
+        let bytes = req.into_body().collect_bytes().await.expect("body");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
     #[tokio::test]
-    async fn an_event_is_posted_to_the_events_api_with_its_fields() {
+    async fn a_repeated_event_is_created_once_then_its_count_patched() {
         let (svc, mut handle): (_, Handle) = tower_test::mock::pair();
         let client = kube::Client::new(svc, "default");
         let server = tokio::spawn(async move {
             let (req, send) = handle.next_request().await.expect("POST");
             assert_eq!(req.method(), Method::POST);
-            assert_eq!(
-                req.uri().to_string(),
-                "/apis/events.k8s.io/v1/namespaces/web/events?"
-            );
-            let bytes = req.into_body().collect_bytes().await.expect("body");
-            let mut body: Value = serde_json::from_slice(&bytes).expect("JSON");
+            assert_eq!(req.uri().to_string(), "/api/v1/namespaces/web/events?");
+            let mut body = body_of(req).await;
             let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
             assert!(name.starts_with("p0."), "{name}");
-            assert!(body["eventTime"].is_string());
-            let obj = body.as_object_mut().expect("object");
-            obj.remove("eventTime");
-            obj.get_mut("metadata")
+            respond(send, 201, &body);
+            body.get_mut("metadata")
                 .and_then(|m| m.as_object_mut())
                 .map(|m| m.remove("name"));
             assert_eq!(
                 body,
                 json!({
-                    "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "apiVersion": "v1", "kind": "Event",
                     "metadata": {"namespace": "web"},
-                    "action": "NotTriggerScaleUp", "reason": "NotTriggerScaleUp",
-                    "note": "pod didn't trigger scale-up: ng: Insufficient cpu",
+                    "reason": "NotTriggerScaleUp",
+                    "message": "pod didn't trigger scale-up: ng: Insufficient cpu",
                     "type": "Normal",
-                    "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": "web",
+                    "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "web",
                         "name": "p0", "uid": "u-1"},
-                    "reportingController": "cluster-autoscaler",
+                    "source": {"component": "cluster-autoscaler"},
+                    "count": 1,
+                    "firstTimestamp": "2023-11-14T22:13:20Z",
+                    "lastTimestamp": "2023-11-14T22:13:20Z",
+                    "reportingComponent": "cluster-autoscaler",
                     "reportingInstance": "ca-0"
                 })
             );
-            send.send_response(
-                Response::builder()
-                    .status(StatusCode::CREATED)
-                    .body(Body::from(bytes.to_vec()))
-                    .expect("response"),
+            let (req, send) = handle.next_request().await.expect("PATCH");
+            assert_eq!(req.method(), Method::PATCH);
+            assert_eq!(
+                req.uri().to_string(),
+                format!("/api/v1/namespaces/web/events/{name}?")
             );
+            let patch = body_of(req).await;
+            assert_eq!(
+                patch,
+                json!({"count": 2, "lastTimestamp": "2023-11-14T22:13:30Z",
+                    "message": "pod didn't trigger scale-up: ng: Insufficient cpu"})
+            );
+            respond(send, 200, &patch);
+            // The third occurrence finds the Event expired: it is created again, same name.
+            let (req, send) = handle.next_request().await.expect("PATCH");
+            assert_eq!(req.method(), Method::PATCH);
+            respond(
+                send,
+                404,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "NotFound", "code": 404}),
+            );
+            let (req, send) = handle.next_request().await.expect("POST");
+            assert_eq!(req.method(), Method::POST);
+            let body = body_of(req).await;
+            assert_eq!(body["metadata"]["name"], json!(name));
+            assert_eq!(body["count"], json!(3));
+            respond(send, 201, &body);
         });
         let sink = EventSink::new(
             client,
             "ca-0",
             "kube-system",
             "cluster-autoscaler-status",
-            RateLimits::default(),
+            CorrelatorOptions::default(),
         );
         let e = EventSpec {
             target: Target::Pod {
@@ -631,18 +646,67 @@ mod tests {
             message: "pod didn't trigger scale-up: ng: Insufficient cpu".into(),
             warning: false,
         };
-        // The duplicate is dropped by the limiter: one request only.
-        let stats = sink.publish(&[e.clone(), e], 0).await;
-        assert_eq!(
-            stats,
-            PublishStats {
-                published: 1,
-                dropped: 1,
-                failed: 0
-            }
-        );
-        assert_eq!(sink.dropped(), 1);
+        let t0 = 1_700_000_000_000;
+        let first = sink.publish(std::slice::from_ref(&e), t0).await;
+        assert_eq!(first.created, 1);
+        let second = sink.publish(std::slice::from_ref(&e), t0 + 10_000).await;
+        assert_eq!(second.counted, 1);
+        let third = sink.publish(std::slice::from_ref(&e), t0 + 20_000).await;
+        assert_eq!((third.counted, third.failed), (1, 0));
         server.await.expect("mock server");
+    }
+
+    #[tokio::test]
+    async fn drops_are_counted_by_cause() {
+        // No request may be made: every event is dropped.
+        let (svc, _handle): (_, Handle) = tower_test::mock::pair();
+        let client = kube::Client::new(svc, "default");
+        let sink = EventSink::new(
+            client,
+            "ca-0",
+            "kube-system",
+            "cluster-autoscaler-status",
+            CorrelatorOptions {
+                spam_burst: 0,
+                ..CorrelatorOptions::default()
+            },
+        );
+        let e = EventSpec::scale_down_failed("n1", "", "boom".into());
+        let stats = sink.publish(&[e.clone(), e], 0).await;
+        assert_eq!(stats.dropped_spam, 2);
+        assert_eq!(stats.created + stats.counted, 0);
+    }
+
+    #[test]
+    fn max_nodes_total_is_reported_when_pods_are_left_at_the_limit() {
+        let mut c = Cluster::new(3, 3);
+        c.pods.push(
+            PodBuilder::new("huge", 64_000, GI)
+                .owner("ReplicaSet", "c")
+                .unschedulable()
+                .arc(),
+        );
+        let view = c.view();
+        let outcome = Autoscaler::new(AutoscalerOptions::default()).run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            0,
+            &mut Unlimited,
+        );
+        let nodes = view.nodes.len();
+        let e = max_nodes_total_event(&view, &outcome, nodes).expect("at the limit");
+        assert_eq!(e.reason, MAX_NODES_TOTAL_REACHED);
+        assert_eq!(e.target, Target::StatusConfigMap);
+        assert_eq!(
+            e.message,
+            format!("Max total nodes in cluster reached: {nodes}")
+        );
+        assert!(max_nodes_total_event(&view, &outcome, nodes + 1).is_none());
+        assert!(
+            max_nodes_total_event(&view, &outcome, 0).is_none(),
+            "no limit"
+        );
     }
 
     #[test]

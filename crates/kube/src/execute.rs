@@ -14,6 +14,7 @@ use std::time::Duration;
 use autoscaler_clusterapi::ClusterApiProvider;
 use autoscaler_clusterapi::changes::{ObjectChange, ProviderError};
 use autoscaler_core::actions::{Action, PodRef};
+use autoscaler_core::cluster_state::DELETE_UNREGISTERED;
 use autoscaler_core::node::Node;
 use autoscaler_core::template::TO_BE_DELETED_TAINT;
 use tokio::time::Instant;
@@ -66,6 +67,17 @@ pub enum Done {
         error: String,
         /// Pods evicted before it failed.
         evicted: usize,
+        /// Pods whose eviction failed (`namespace`, `name`), for `ScaleDownFailed` on them.
+        pods: Vec<(String, String)>,
+    },
+    /// Instances that never registered could not be deleted (`DeleteUnregisteredFailed`).
+    DeleteUnregisteredFailed {
+        /// Group id.
+        group: String,
+        /// Instance ids.
+        instances: Vec<String>,
+        /// Why.
+        error: String,
     },
     /// Broken instances were removed, or a target was lowered.
     Corrected {
@@ -146,7 +158,16 @@ impl Executor {
                     let id = group.as_str().to_string();
                     let ids: Vec<&str> = instances.iter().map(|i| &**i).collect();
                     let result = self.changes(provider.delete_instances(&id, &ids)).await;
-                    done.push(self.corrected(id, reason.to_string(), result));
+                    done.push(match result {
+                        Err(error) if reason == DELETE_UNREGISTERED => {
+                            Done::DeleteUnregisteredFailed {
+                                group: id,
+                                instances: ids.iter().map(|i| i.to_string()).collect(),
+                                error,
+                            }
+                        }
+                        result => self.corrected(id, reason.to_string(), result),
+                    });
                 }
                 Action::AddTaint { node, taint } => {
                     if let Err(e) = self.actuator.add_taint(node.as_str(), &taint).await {
@@ -256,6 +277,7 @@ impl Executor {
                     nodes: names,
                     error,
                     evicted,
+                    pods: Vec::new(),
                 }
             }
         }
@@ -281,6 +303,13 @@ impl Executor {
         let name = drain.node.name.as_str().to_string();
         let mut evicted = 0;
         let mut failure = None;
+        let mut failed_pods = Vec::new();
+        tracing::info!(
+            node = %name,
+            group = %drain.group,
+            pods = drain.evict.len(),
+            "Scale-down: draining node"
+        );
         if drain.sequential {
             for p in &drain.evict {
                 match self
@@ -296,6 +325,7 @@ impl Executor {
                     Ok(_) => evicted += 1,
                     Err(e) => {
                         failure = Some(format!("evicting {}/{}: {e}", p.namespace, p.name));
+                        failed_pods.push((p.namespace.to_string(), p.name.to_string()));
                         break;
                     }
                 }
@@ -313,11 +343,12 @@ impl Executor {
                     .map_err(|e| format!("evicting {}/{}: {e}", p.namespace, p.name))
             }))
             .await;
-            for r in results {
+            for (r, p) in results.into_iter().zip(&drain.evict) {
                 match r {
                     Ok(_) => evicted += 1,
                     Err(e) => {
                         failure.get_or_insert(e);
+                        failed_pods.push((p.namespace.to_string(), p.name.to_string()));
                     }
                 }
             }
@@ -338,6 +369,7 @@ impl Executor {
                 nodes: vec![name],
                 error,
                 evicted,
+                pods: failed_pods,
             };
         }
         let provider = provider();
@@ -517,13 +549,36 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_failed_removal_of_unregistered_instances_is_its_own_outcome() {
+        let (ex, _log) = running(201);
+        let provider = provider(&ex)();
+        let delete = |reason: &'static str| Action::DeleteInstances {
+            group: "MachineDeployment/default/nope".into(),
+            instances: vec![Arc::from("example:///lost")],
+            reason,
+        };
+        let actions = vec![
+            delete(autoscaler_core::cluster_state::DELETE_UNREGISTERED),
+            delete(autoscaler_core::cluster_state::SCALE_UP_FAILED),
+        ];
+        let (done, _) = ex.apply(&provider, actions, &BTreeMap::new()).await;
+        assert!(
+            matches!(&done[0], Done::DeleteUnregisteredFailed { group, instances, .. }
+                if group == "MachineDeployment/default/nope" && instances == &["example:///lost"]),
+            "{done:?}"
+        );
+        assert!(matches!(&done[1], Done::Failed { .. }), "{done:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_blocked_by_a_budget_gives_up_untaints_and_deletes_nothing() {
         let (ex, log) = running(429);
         let started = Instant::now();
         let done = ex.drain(drain_of_general_a(&ex), provider(&ex)).await;
         assert!(
-            matches!(done, Done::DeleteFailed { evicted: 0, .. }),
-            "{done:?}"
+            matches!(&done, Done::DeleteFailed { evicted: 0, pods, .. }
+                if pods == &[("default".to_string(), "web-1".to_string())]),
+            "the refused pod is named for its ScaleDownFailed event: {done:?}"
         );
         // It kept trying until --max-pod-eviction-time, not longer.
         let took = started.elapsed();

@@ -87,8 +87,9 @@ impl Elector {
         i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
 
-    /// One attempt to acquire or renew: whether this process holds the lease after it.
-    async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {
+    /// One attempt to acquire or renew: `Ok(None)` if this process holds the lease after it,
+    /// else the other holder's identity (empty when another process won a race for it).
+    async fn try_acquire_or_renew(&mut self) -> Result<Option<String>, LeaderError> {
         let now = Instant::now();
         let id = self.config.identity.clone();
         let current = self
@@ -115,10 +116,10 @@ impl Elector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
                     self.observe(&created, now);
-                    Ok(true)
+                    Ok(None)
                 }
                 // Another process created it first.
-                Err(e) if is_status(&e, 409) => Ok(false),
+                Err(e) if is_status(&e, 409) => Ok(Some(String::new())),
                 Err(e) => Err(self.error(e)),
             };
         };
@@ -134,7 +135,7 @@ impl Elector {
             .map_or(self.config.lease_duration, Duration::from_secs);
         let seen_at = self.observed.as_ref().map_or(now, |o| o.1);
         if !holder.is_empty() && holder != id && now < seen_at + valid_for {
-            return Ok(false);
+            return Ok(Some(holder));
         }
         let mut new_spec = spec;
         if holder != id {
@@ -155,9 +156,9 @@ impl Elector {
         {
             Ok(written) => {
                 self.observe(&written, now);
-                Ok(true)
+                Ok(None)
             }
-            Err(e) if is_status(&e, 409) => Ok(false),
+            Err(e) if is_status(&e, 409) => Ok(Some(String::new())),
             Err(e) => Err(self.error(e)),
         }
     }
@@ -242,6 +243,8 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Leadership {
 
 async fn elect(mut e: Elector, tx: watch::Sender<bool>, mut stop: oneshot::Receiver<()>) {
     let mut last_renew: Option<Instant> = None;
+    // The other holder last logged, so a standby says who leads once per change.
+    let mut holder_logged: Option<String> = None;
     loop {
         let started = Instant::now();
         // A leader's attempt may take only the time left before its deadline.
@@ -259,19 +262,25 @@ async fn elect(mut e: Elector, tx: watch::Sender<bool>, mut stop: oneshot::Recei
                 name: e.config.name.clone(),
             })
         });
+        let lease = format!("{}/{}", e.config.namespace, e.config.name);
         match result {
-            Ok(true) => {
+            Ok(None) => {
                 last_renew = Some(started);
+                holder_logged = None;
                 if !*tx.borrow() {
-                    tracing::info!(lease = %e.config.name, identity = %e.config.identity, "became leader");
+                    tracing::info!(%lease, identity = %e.config.identity, "became leader");
                     tx.send_replace(true);
                 }
             }
-            Ok(false) => {
+            Ok(Some(holder)) => {
                 last_renew = None;
                 if *tx.borrow() {
-                    tracing::warn!(lease = %e.config.name, "lost the lease to another holder");
+                    tracing::warn!(%lease, %holder, "lost the lease to another holder");
                     tx.send_replace(false);
+                }
+                if !holder.is_empty() && holder_logged.as_deref() != Some(holder.as_str()) {
+                    tracing::info!(%lease, %holder, "standing by: the lease is held by another process");
+                    holder_logged = Some(holder);
                 }
             }
             Err(err) => tracing::warn!(error = %err, "leader election attempt failed"),

@@ -144,6 +144,7 @@ pub struct Metrics {
     scale_down_in_cooldown: Gauge,
     old_unregistered_nodes_removed_count: Gauge,
     skipped_scale_events_count: Family<Labels, Gauge>,
+    events_dropped_total: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -192,6 +193,7 @@ impl Metrics {
             scale_down_in_cooldown: Gauge::default(),
             old_unregistered_nodes_removed_count: Gauge::default(),
             skipped_scale_events_count: Family::default(),
+            events_dropped_total: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -319,6 +321,12 @@ impl Metrics {
             "skipped_scale_events_count",
             "Count of scaling events that the CA has chosen to skip",
             m.skipped_scale_events_count.clone(),
+        );
+        // Not upstream's: upstream's recorder drops silently.
+        r.register(
+            "events_dropped",
+            "Number of Kubernetes events not published, by cause (spam_filter, rate_limit)",
+            m.events_dropped_total.clone(),
         );
         // Series that always exist upstream, so dashboards see zeros rather than nothing.
         for result in ["succeeded", "failed"] {
@@ -484,6 +492,15 @@ impl Metrics {
     /// `apiCallError`, `internalError`, `transientError`, ...).
     pub fn error(&self, kind: &str) {
         self.errors_total.get_or_create(&label("type", kind)).inc();
+    }
+
+    /// Records `n` events dropped for `cause` (`spam_filter`, `rate_limit`).
+    pub fn events_dropped(&self, cause: &str, n: u64) {
+        if n > 0 {
+            self.events_dropped_total
+                .get_or_create(&label("reason", cause))
+                .inc_by(n);
+        }
     }
 
     /// Records that `function` (`main`, `scaleUp`, `scaleDown`, `findUnneeded`,
@@ -829,6 +846,25 @@ mod tests {
             "no _total"
         );
         assert!(parse("# TYPE x gauge\nx{a=\"1\"} 1\n# EOF\n").is_ok());
+    }
+
+    #[test]
+    fn dropped_events_are_counted_by_cause() {
+        let m = Metrics::new();
+        m.events_dropped("spam_filter", 3);
+        m.events_dropped("spam_filter", 2);
+        m.events_dropped("rate_limit", 0);
+        let text = m.encode();
+        let p = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let c = format!("{PREFIX}_");
+        assert_eq!(
+            p.samples
+                .get(&format!("{c}events_dropped_total{{reason=spam_filter}}"))
+                .copied(),
+            Some(5.0),
+            "{text}"
+        );
+        assert!(!text.contains("reason=\"rate_limit\""), "{text}");
     }
 
     #[test]
