@@ -33,6 +33,8 @@ pub struct Health {
     times: Mutex<Times>,
     /// Why the API server cannot be worked with now (an API it needs is not served).
     api_problem: Mutex<Option<String>>,
+    /// The last verdict given, to log changes of health once.
+    last_healthy: Mutex<Option<bool>>,
 }
 
 impl Health {
@@ -47,6 +49,7 @@ impl Health {
                 last_success: None,
             }),
             api_problem: Mutex::new(None),
+            last_healthy: Mutex::new(None),
         }
     }
 
@@ -100,8 +103,29 @@ impl Health {
         t.last_success.get_or_insert(now);
     }
 
-    /// `Ok` when healthy at `now`; otherwise why not.
+    /// `Ok` when healthy at `now`; otherwise why not. A change of health is logged once: a
+    /// warning when it turns unhealthy, info when it recovers.
     pub fn check(&self, now: Instant) -> Result<(), String> {
+        let verdict = self.verdict(now);
+        if self.changed(verdict.is_ok()) {
+            match &verdict {
+                Ok(()) => tracing::info!("healthy again"),
+                Err(why) => tracing::warn!(reason = %why, "unhealthy"),
+            }
+        }
+        verdict
+    }
+
+    /// Records `healthy` as the last verdict; true when it differs from a previous one (the
+    /// first verdict counts as a change only when unhealthy).
+    fn changed(&self, healthy: bool) -> bool {
+        let mut last = self.last_healthy.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = last.map_or(!healthy, |l| l != healthy);
+        *last = Some(healthy);
+        changed
+    }
+
+    fn verdict(&self, now: Instant) -> Result<(), String> {
         if let Some(p) = &*self.api_problem.lock().unwrap_or_else(|e| e.into_inner()) {
             return Err(p.clone());
         }
@@ -136,6 +160,16 @@ mod tests {
     use tokio::time::advance;
 
     const MIN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn changes_of_health_are_noticed_once() {
+        let h = Health::new(Duration::from_secs(1), Duration::from_secs(1));
+        assert!(!h.changed(true), "healthy from the start is no change");
+        assert!(!h.changed(true));
+        assert!(h.changed(false));
+        assert!(!h.changed(false), "still unhealthy: logged once");
+        assert!(h.changed(true));
+    }
 
     fn health() -> Health {
         Health::new(10 * MIN, 15 * MIN)
