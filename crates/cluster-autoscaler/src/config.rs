@@ -175,6 +175,10 @@ pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
 
 /// Parses the resource from YAML text (errors carry an empty path; [`load`] fills it in).
 pub fn parse(text: &str) -> Result<ClusterAutoscalerResource, ConfigFileError> {
+    autoscaler_core::yaml_depth::check_depth(text).map_err(|e| ConfigFileError::Parse {
+        path: PathBuf::new(),
+        message: e.to_string(),
+    })?;
     let r: ClusterAutoscalerResource =
         serde_yaml_ng::from_str(text).map_err(|e| ConfigFileError::Parse {
             path: PathBuf::new(),

@@ -45,14 +45,70 @@ fn init_logging(verbosity: u8) {
         .try_init();
 }
 
-/// Reads and parses a kubeconfig file; errors name the path (exit 2).
+/// Reads and parses a kubeconfig file and checks the server of its current context; errors
+/// name the path and the field (exit 2).
 fn read_kubeconfig(path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
-    kube::config::Kubeconfig::read_from(path).map_err(|e| {
-        CliError::usage(anyhow!(
-            "--kubeconfig {}: cannot read kubeconfig: {e}",
-            path.display()
-        ))
-    })
+    let usage = |msg: String| CliError::usage(anyhow!("--kubeconfig {}: {msg}", path.display()));
+    // Read it once ourselves: kube's own error quotes the path twice and repeats the cause.
+    let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read: {e}")))?;
+    autoscaler_core::yaml_depth::check_depth(&text).map_err(|e| usage(e.to_string()))?;
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| usage(format!("cannot parse kubeconfig: {e}")))?;
+    if let Some((field, server)) = current_server(&kc) {
+        check_server_url(server).map_err(|e| usage(format!("{field}: {e}")))?;
+    }
+    Ok(kc)
+}
+
+/// The field path and value of the current context's cluster server, when the kubeconfig names
+/// one (kube reports a missing context or cluster itself).
+fn current_server(kc: &kube::config::Kubeconfig) -> Option<(String, &str)> {
+    let context = kc.current_context.as_deref()?;
+    let cluster = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)?
+        .context
+        .as_ref()?
+        .cluster
+        .as_str();
+    let (i, named) = kc
+        .clusters
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.name == cluster)?;
+    let server = named.cluster.as_ref()?.server.as_deref()?;
+    Some((format!("clusters[{i}] ({cluster}).cluster.server"), server))
+}
+
+/// Accepts `http(s)://host[:port][/path]` with a port in 1..=65535. The client panics on a
+/// URL without a scheme and can never connect to another scheme or port, so such a server is
+/// a configuration error, reported before anything starts.
+fn check_server_url(server: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("invalid server URL {server:?}: {why}"));
+    let uri: http::Uri = match server.parse() {
+        Ok(uri) => uri,
+        Err(e) => return bad(&e.to_string()),
+    };
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        Some(other) => return bad(&format!("scheme {other:?} is not http or https")),
+        None => return bad("no scheme (expected https://host:port)"),
+    }
+    let Some(authority) = uri.authority() else {
+        return bad("no host");
+    };
+    if authority.host().is_empty() {
+        return bad("no host");
+    }
+    // `Authority::port` hides a port that does not fit in u16, so read it from the text.
+    if let Some((_, port)) = authority.as_str().rsplit_once(':')
+        && !port.contains(']')
+        && !matches!(port.parse::<u16>(), Ok(1..))
+    {
+        return bad(&format!("port {port:?} is not in 1-65535"));
+    }
+    Ok(())
 }
 
 /// Builds the client: from `--kubeconfig` when given, else in-cluster / `KUBECONFIG` /
@@ -82,6 +138,9 @@ async fn client(
     // The shell owns its retries: kube's built-in retry of 429 would hold a PDB-refused
     // eviction inside the client for minutes, past `--max-pod-eviction-time`.
     config.default_retry = false;
+    // The inferred configuration may come from a file we did not read: check its URL too.
+    check_server_url(&config.cluster_url.to_string())
+        .map_err(|e| CliError::usage(anyhow!("Kubernetes configuration: server: {e}")))?;
     kube::Client::try_from(config)
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
 }
@@ -135,6 +194,30 @@ mod tests {
         assert_eq!(log_filter(10), "trace");
         for v in 0..=10 {
             assert!(EnvFilter::try_new(log_filter(v)).is_ok(), "{v}");
+        }
+    }
+
+    #[test]
+    fn server_urls_need_http_scheme_host_and_valid_port() {
+        for ok in [
+            "https://127.0.0.1:6443",
+            "http://localhost:8080",
+            "https://api.example.com",
+            "https://[::1]:6443/prefix",
+        ] {
+            assert_eq!(check_server_url(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("127.0.0.1:6443", "no scheme"),
+            ("ftp://x", "\"ftp\""),
+            ("https://x:99999", "99999"),
+            ("https://x:0", "port \"0\""),
+            ("", "invalid server URL"),
+            ("https://", "invalid server URL"),
+            ("not a url", "invalid server URL"),
+        ] {
+            let err = check_server_url(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
         }
     }
 }

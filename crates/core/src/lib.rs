@@ -45,3 +45,4 @@ pub mod template;
 pub mod testing;
 pub mod unneeded;
 pub mod utilization;
+pub mod yaml_depth;

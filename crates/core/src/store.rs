@@ -35,6 +35,9 @@ pub enum StoreError {
         /// The parser's message.
         message: String,
     },
+    /// Nested too deep to parse (refused before parsing).
+    #[error("not valid YAML: {0}")]
+    TooDeep(#[from] crate::yaml_depth::TooDeep),
     /// `items` of a List is not a list.
     #[error("{place}: field items of a {kind} is not a list")]
     BadList {
@@ -228,6 +231,7 @@ impl ObjectStore {
     /// `*List`) objects expanded. Empty documents are skipped. The first malformed document or
     /// object stops the load with an error naming it; objects read before it stay stored.
     pub fn load_yaml(&mut self, text: &str) -> Result<usize, StoreError> {
+        crate::yaml_depth::check_depth(text)?;
         let mut n = 0;
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
             let place = format!("document {}", i + 1);

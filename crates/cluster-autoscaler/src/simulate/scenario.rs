@@ -29,6 +29,9 @@ pub enum ScenarioError {
     /// The YAML does not parse or does not match the schema (the message names the field).
     #[error("{0}")]
     Yaml(#[from] serde_yaml_ng::Error),
+    /// Nested too deep to parse (refused before parsing).
+    #[error("{0}")]
+    TooDeep(#[from] autoscaler_core::yaml_depth::TooDeep),
     /// A field has a value that parses but makes no sense.
     #[error("field `{field}`: {message}")]
     Invalid {
@@ -475,6 +478,7 @@ impl Scenario {
     /// Parses and validates scenario text; `base` is the directory relative paths (traces) are
     /// read from.
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
+        autoscaler_core::yaml_depth::check_depth(text)?;
         let file: ScenarioFile = serde_yaml_ng::from_str(text)?;
         Scenario::from_file(file, base)
     }
