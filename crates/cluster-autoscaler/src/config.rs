@@ -289,11 +289,8 @@ impl ClusterAutoscalerResource {
             if let Some(gpus) = &l.gpus {
                 lim.gpus.clear();
                 for (i, g) in gpus.iter().enumerate() {
-                    if g.kind.trim().is_empty() {
-                        return Err(field(
-                            &format!("spec.resourceLimits.gpus[{i}].type"),
-                            "must not be empty".into(),
-                        ));
+                    if let Err(why) = autoscaler_core::limits::check_gpu_resource(g.kind.trim()) {
+                        return Err(field(&format!("spec.resourceLimits.gpus[{i}].type"), why));
                     }
                     let r = range(
                         &format!("spec.resourceLimits.gpus[{i}]"),
@@ -551,6 +548,11 @@ spec:
                 "spec:\n  resourceLimits:\n    gpus: [{type: nvidia.com/gpu, min: 3, max: 1}]\n",
                 "spec.resourceLimits.gpus[0]",
                 "min 3",
+            ),
+            (
+                "spec:\n  resourceLimits:\n    gpus: [{type: a/b/c, min: 0, max: 1}]\n",
+                "spec.resourceLimits.gpus[0].type",
+                "a/b/c",
             ),
             ("spec:\n  logVerbosity: 11\n", "spec.logVerbosity", "11"),
             (

@@ -23,6 +23,15 @@ use serde_json::{Value, json};
 /// The built-in scenario `simulate` runs without an argument.
 pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
 
+/// The most nodes a group may start with, and the most pods one workload may ask for at once:
+/// far beyond Kubernetes' documented limits (5,000 nodes, 150,000 pods per cluster), small
+/// enough that the simulated world fits in memory.
+pub const MAX_INITIAL_NODES: u32 = 10_000;
+/// See [`MAX_INITIAL_NODES`].
+pub const MAX_WORKLOAD_PODS: u32 = 200_000;
+/// The most metric samples a run keeps (`duration / sample_interval`).
+pub const MAX_SAMPLES: u64 = 100_000;
+
 /// Why a scenario cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -493,6 +502,12 @@ impl Scenario {
             Some(t) => ms("sample_interval", t)?.max(1),
             None => (duration / 2_000).max(10_000),
         };
+        if duration / sample_interval > MAX_SAMPLES {
+            return Err(invalid(
+                "sample_interval",
+                format!("gives more than {MAX_SAMPLES} samples over the duration; make it longer"),
+            ));
+        }
         let default_delay = match &f.provisioning_delay {
             Some(d) => delay("provisioning_delay", d)?,
             None => ProvisioningDelay {
@@ -555,10 +570,15 @@ impl Scenario {
                     ));
                 }
             };
+            let from_ms = ms(&format!("{field}.from"), &x.from)?;
+            let to_ms = ms(&format!("{field}.to"), &x.to)?;
+            if to_ms <= from_ms {
+                return Err(invalid(format!("{field}.to"), "must be after from"));
+            }
             faults.push(Fault {
                 group: x.group.clone(),
-                from_ms: ms(&format!("{field}.from"), &x.from)?,
-                to_ms: ms(&format!("{field}.to"), &x.to)?,
+                from_ms,
+                to_ms,
                 kind,
             });
         }
@@ -602,8 +622,10 @@ impl Scenario {
                 pod_lifetime,
                 pod,
             } => {
+                pod_count(&format!("{field}.replicas"), *replicas)?;
                 let mut sched = Vec::new();
                 for (j, r) in schedule.iter().enumerate() {
+                    pod_count(&format!("{field}.schedule[{j}].replicas"), r.replicas)?;
                     sched.push((ms(&format!("{field}.schedule[{j}].at"), &r.at)?, r.replicas));
                 }
                 let lifetime = pod_lifetime
@@ -629,6 +651,7 @@ impl Scenario {
                 duration,
                 pod,
             } => {
+                pod_count(&format!("{field}.completions"), *completions)?;
                 let at = at
                     .as_deref()
                     .map(|t| ms(&format!("{field}.at"), t))
@@ -707,6 +730,29 @@ impl Scenario {
     }
 }
 
+/// A workload's pod count: at most [`MAX_WORKLOAD_PODS`].
+fn pod_count(field: &str, n: u32) -> Result<(), ScenarioError> {
+    if n > MAX_WORKLOAD_PODS {
+        return Err(invalid(
+            field,
+            format!("{n} is more than the {MAX_WORKLOAD_PODS} pods a workload may have"),
+        ));
+    }
+    Ok(())
+}
+
+/// A CPU and memory amount the model can hold (millicores and bytes in 64 bits).
+fn cpu_memory(field: &str, cpu: &str, memory: &str) -> Result<(), ScenarioError> {
+    let bad = |name: &str, e: String| invalid(format!("{field}.{name}"), e);
+    autoscaler_core::quantity::parse(cpu)
+        .and_then(|q| q.to_milli_ceil())
+        .map_err(|e| bad("cpu", e.to_string()))?;
+    autoscaler_core::quantity::parse(memory)
+        .and_then(|q| q.to_units_ceil())
+        .map_err(|e| bad("memory", e.to_string()))?;
+    Ok(())
+}
+
 fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
     if g.max == 0 || g.min > g.max {
         return Err(invalid(
@@ -717,20 +763,34 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
             ),
         ));
     }
+    if g.max > i32::MAX as u32 {
+        return Err(invalid(
+            format!("{field}.max"),
+            format!("{} is not a valid int32", g.max),
+        ));
+    }
     let replicas = g.replicas.unwrap_or(g.min);
     if replicas > g.max {
         return Err(invalid(format!("{field}.replicas"), "is above max"));
     }
-    for (q, name) in [(&g.cpu, "cpu"), (&g.memory, "memory")] {
-        autoscaler_core::quantity::parse(q)
-            .map_err(|e| invalid(format!("{field}.{name}"), e.to_string()))?;
+    if replicas > MAX_INITIAL_NODES {
+        return Err(invalid(
+            format!("{field}.replicas"),
+            format!("{replicas} is more than the {MAX_INITIAL_NODES} nodes a group may start with"),
+        ));
+    }
+    cpu_memory(field, &g.cpu, &g.memory)?;
+    if let Some(gpu) = &g.gpu {
+        autoscaler_core::limits::check_gpu_resource(&gpu.resource)
+            .map_err(|e| invalid(format!("{field}.gpu.resource"), e))?;
     }
     let mut taints = Vec::new();
     for (i, t) in g.taints.iter().enumerate() {
         let parsed = t.split_once(':').and_then(|(kv, effect)| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let ok = matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute");
-            (ok && !k.is_empty()).then(|| (k.to_string(), v.to_string(), effect.to_string()))
+            let ok = ok && autoscaler_core::labels::check_qualified_name(k).is_ok();
+            ok.then(|| (k.to_string(), v.to_string(), effect.to_string()))
         });
         match parsed {
             Some(x) => taints.push(x),
@@ -772,13 +832,12 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
 fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, ScenarioError> {
     let cpu = p.cpu.clone().unwrap_or_else(|| "100m".into());
     let memory = p.memory.clone().unwrap_or_else(|| "128Mi".into());
-    for (q, f) in [(&cpu, "cpu"), (&memory, "memory")] {
-        autoscaler_core::quantity::parse(q)
-            .map_err(|e| invalid(format!("{field}.{f}"), e.to_string()))?;
-    }
+    cpu_memory(field, &cpu, &memory)?;
     let mut t = PodTemplate::new().requests(&cpu, &memory);
     if p.gpu > 0 {
         let res = p.gpu_resource.clone().unwrap_or_else(default_gpu_resource);
+        autoscaler_core::limits::check_gpu_resource(&res)
+            .map_err(|e| invalid(format!("{field}.gpu_resource"), e))?;
         t = t.request(&res, &p.gpu.to_string());
     }
     if p.labels.is_empty() {
@@ -816,9 +875,6 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
         Some(t) => ms("options.scan-interval", t)?,
         None => 10_000,
     };
-    if scan == 0 {
-        return Err(invalid("options.scan-interval", "must be positive"));
-    }
     if let Some(e) = &o.expander {
         a.scale_up.expander =
             ExpanderChain::parse(e).map_err(|e| invalid("options.expander", e.to_string()))?;
@@ -920,6 +976,13 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
         down.max_graceful_termination_sec = n;
     }
     cluster_state_options(o, &mut a)?;
+    // The same rules `run` applies to its flags, named by the same flags.
+    crate::options::validate_autoscaler(&a, Duration::from_millis(scan)).map_err(|e| match e {
+        crate::options::OptionsError::Flag { flag, value, why } => {
+            invalid(format!("options.{flag}"), format!("{value}: {why}"))
+        }
+        other => invalid("options", other.to_string()),
+    })?;
     Ok((a, scan))
 }
 
@@ -1044,5 +1107,117 @@ mod tests {
         assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
         assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
         assert_eq!(s.options.scale_up.limits.cpu.max, 64_000);
+    }
+
+    /// The error of a scenario with one group (`group`: more fields of its flow mapping) and
+    /// `extra` top-level text.
+    fn refused(group: &str, extra: &str) -> String {
+        let mut fields = String::from("name: a, min: 0");
+        for (key, default) in [
+            ("max:", "max: 2"),
+            ("cpu:", "cpu: '4'"),
+            ("memory:", "memory: 16Gi"),
+        ] {
+            if !group.contains(key) {
+                fields = format!("{fields}, {default}");
+            }
+        }
+        let text = format!("name: x\nduration: 1h\n{extra}\nnode_groups:\n- {{{fields}{group}}}\n");
+        match Scenario::parse(&text, Path::new(".")) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn options_are_validated_as_run_validates_its_flags() {
+        for (option, flag) in [
+            ("max-nodes-per-scaleup: 0", "options.max-nodes-per-scaleup"),
+            (
+                "max-scale-down-parallelism: 0",
+                "options.max-scale-down-parallelism",
+            ),
+            ("max-drain-parallelism: 0", "options.max-drain-parallelism"),
+            ("scan-interval: 0s", "options.scan-interval"),
+            (
+                "max-node-provision-time: 0s",
+                "options.max-node-provision-time",
+            ),
+            (
+                "{initial-node-group-backoff-duration: 10m, max-node-group-backoff-duration: 5m}",
+                "options.max-node-group-backoff-duration",
+            ),
+            (
+                "scale-down-unneeded-time: 2562048h",
+                "options.scale-down-unneeded-time",
+            ),
+        ] {
+            let options = if option.starts_with('{') {
+                format!("options: {option}")
+            } else {
+                format!("options: {{{option}}}")
+            };
+            let e = refused("", &options);
+            assert!(e.starts_with(&format!("field `{flag}`")), "{option}: {e}");
+        }
+    }
+
+    #[test]
+    fn wrong_values_are_refused_with_their_field() {
+        for (group, extra, field) in [
+            (
+                ", gpu: {resource: cpu, count: 1}",
+                "",
+                "node_groups[0].gpu.resource",
+            ),
+            (", cpu: '9223372036854775808'", "", "node_groups[0].cpu"),
+            (
+                ", taints: ['bad key!=x:NoSchedule']",
+                "",
+                "node_groups[0].taints[0]",
+            ),
+            (
+                ", max: 4294967295, replicas: 4294967295",
+                "",
+                "node_groups[0].max",
+            ),
+            (
+                ", max: 100000, replicas: 100000",
+                "",
+                "node_groups[0].replicas",
+            ),
+            (
+                "",
+                "faults: [{group: a, from: 2h, to: 1h, kind: stockout}]",
+                "faults[0].to",
+            ),
+            ("", "sample_interval: 1ms", "sample_interval"),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 4294967295}]",
+                "workloads[0].replicas",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, schedule: [{at: 1m, replicas: 4294967295}]}]",
+                "workloads[0].schedule[0].replicas",
+            ),
+            (
+                "",
+                "workloads: [{kind: job, name: j, completions: 4294967295, duration: 1m}]",
+                "workloads[0].completions",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, pod: {gpu: 1, gpu_resource: cpu}}]",
+                "workloads[0].pod.gpu_resource",
+            ),
+        ] {
+            let e = refused(group, extra);
+            assert!(
+                e.starts_with(&format!("field `{field}`")),
+                "{group} {extra}: {e}"
+            );
+        }
     }
 }
