@@ -176,12 +176,21 @@ fn malformed_inputs_exit_2_without_panicking() {
         ),
         (
             "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: 3}\n",
-            "does not match the Node schema",
+            "Node n: status.allocatable: invalid type",
         ),
         (
             "apiVersion: v1\nkind: List\nitems: 7\n",
             "items of a List is not a list",
         ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: train-1, namespace: ml}\nspec: {containers: []}\nstatus: {conditions: [{type: Ready, status: 'True', lastTransitionTime: '2026-13-01T00:00:00Z'}]}\n",
+            "Pod ml/train-1: status.conditions[0].lastTransitionTime: ",
+        ),
+        (
+            "apiVersion: v1\nkind: Node\nmetadata: {name: a}\nmetadata: {name: b}\n",
+            "duplicate key \"metadata\"",
+        ),
+        (&"[".repeat(100_000), "nested more than 128 levels"),
     ];
     for (text, expected) in cases {
         let f = TempPath::with_text(text);
