@@ -175,14 +175,10 @@ pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
 
 /// Parses the resource from YAML text (errors carry an empty path; [`load`] fills it in).
 pub fn parse(text: &str) -> Result<ClusterAutoscalerResource, ConfigFileError> {
-    autoscaler_core::yaml_depth::check_depth(text).map_err(|e| ConfigFileError::Parse {
-        path: PathBuf::new(),
-        message: e.to_string(),
-    })?;
     let r: ClusterAutoscalerResource =
-        serde_yaml_ng::from_str(text).map_err(|e| ConfigFileError::Parse {
+        crate::yaml::from_str(text).map_err(|message| ConfigFileError::Parse {
             path: PathBuf::new(),
-            message: e.to_string(),
+            message,
         })?;
     if r.api_version != API_VERSION {
         return Err(field(

@@ -11,6 +11,7 @@ mod options;
 mod plan;
 mod run;
 mod simulate;
+mod yaml;
 
 /// Kubernetes cluster autoscaler.
 #[derive(Debug, Parser)]

@@ -37,10 +37,7 @@ pub const MAX_SAMPLES: u64 = 100_000;
 pub enum ScenarioError {
     /// The YAML does not parse or does not match the schema (the message names the field).
     #[error("{0}")]
-    Yaml(#[from] serde_yaml_ng::Error),
-    /// Nested too deep to parse (refused before parsing).
-    #[error("{0}")]
-    TooDeep(#[from] autoscaler_core::yaml_depth::TooDeep),
+    Yaml(String),
     /// A field has a value that parses but makes no sense.
     #[error("field `{field}`: {message}")]
     Invalid {
@@ -302,90 +299,150 @@ pub struct ReplicasAt {
     pub replicas: u32,
 }
 
-/// A workload.
+/// A Deployment (with its ReplicaSet) following a replica schedule.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Replicas at the start.
+    pub replicas: u32,
+    /// Later replica counts.
+    #[serde(default)]
+    pub schedule: Vec<ReplicasAt>,
+    /// How long each pod runs before it is replaced (default forever).
+    #[serde(default)]
+    pub pod_lifetime: Option<String>,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
+/// A Job created at `at`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Creation time (default 0).
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Successful pods needed.
+    pub completions: u32,
+    /// Pods at once (default `completions`).
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+    /// How long each pod runs once started.
+    pub duration: String,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
+/// A DaemonSet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSetFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `kube-system`).
+    #[serde(default = "default_ds_ns")]
+    pub namespace: String,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
+/// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceFile {
+    /// CSV path, relative to the scenario file's directory.
+    pub file: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Multiplies arrival times and durations (default 1).
+    #[serde(default)]
+    pub time_scale: Option<f64>,
+    /// Keep every Nth row (default 1: all).
+    #[serde(default)]
+    pub sample: Option<usize>,
+    /// Skip rows arriving before this trace time (before scaling; default 0).
+    #[serde(default)]
+    pub start: Option<String>,
+    /// Keep at most this many rows (after sampling).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// GPU resource name (default `nvidia.com/gpu`).
+    #[serde(default)]
+    pub gpu_resource: Option<String>,
+    /// Node label to select `gpu_model` with; without it the model is ignored.
+    #[serde(default)]
+    pub gpu_model_label: Option<String>,
+    /// Tolerations given to every replayed pod.
+    #[serde(default)]
+    pub tolerations: Vec<Value>,
+}
+
+/// A workload; `kind` says which (`deployment`, `job`, `daemon-set`, `trace`).
+#[derive(Clone, Debug)]
 pub enum WorkloadFile {
     /// A Deployment (with its ReplicaSet) following a replica schedule.
-    Deployment {
-        /// Name.
-        name: String,
-        /// Namespace (default `default`).
-        #[serde(default = "default_ns")]
-        namespace: String,
-        /// Replicas at the start.
-        replicas: u32,
-        /// Later replica counts.
-        #[serde(default)]
-        schedule: Vec<ReplicasAt>,
-        /// How long each pod runs before it is replaced (default forever).
-        #[serde(default)]
-        pod_lifetime: Option<String>,
-        /// The pods.
-        #[serde(default)]
-        pod: PodFile,
-    },
+    Deployment(DeploymentFile),
     /// A Job created at `at`.
-    Job {
-        /// Name.
-        name: String,
-        /// Namespace (default `default`).
-        #[serde(default = "default_ns")]
-        namespace: String,
-        /// Creation time (default 0).
-        #[serde(default)]
-        at: Option<String>,
-        /// Successful pods needed.
-        completions: u32,
-        /// Pods at once (default `completions`).
-        #[serde(default)]
-        parallelism: Option<u32>,
-        /// How long each pod runs once started.
-        duration: String,
-        /// The pods.
-        #[serde(default)]
-        pod: PodFile,
-    },
+    Job(JobFile),
     /// A DaemonSet.
-    DaemonSet {
-        /// Name.
-        name: String,
-        /// Namespace (default `kube-system`).
-        #[serde(default = "default_ds_ns")]
-        namespace: String,
-        /// The pods.
-        #[serde(default)]
-        pod: PodFile,
-    },
+    DaemonSet(DaemonSetFile),
     /// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
-    Trace {
-        /// CSV path, relative to the scenario file's directory.
-        file: String,
-        /// Namespace (default `default`).
-        #[serde(default = "default_ns")]
-        namespace: String,
-        /// Multiplies arrival times and durations (default 1).
-        #[serde(default)]
-        time_scale: Option<f64>,
-        /// Keep every Nth row (default 1: all).
-        #[serde(default)]
-        sample: Option<usize>,
-        /// Skip rows arriving before this trace time (before scaling; default 0).
-        #[serde(default)]
-        start: Option<String>,
-        /// Keep at most this many rows (after sampling).
-        #[serde(default)]
-        limit: Option<usize>,
-        /// GPU resource name (default `nvidia.com/gpu`).
-        #[serde(default)]
-        gpu_resource: Option<String>,
-        /// Node label to select `gpu_model` with; without it the model is ignored.
-        #[serde(default)]
-        gpu_model_label: Option<String>,
-        /// Tolerations given to every replayed pod.
-        #[serde(default)]
-        tolerations: Vec<Value>,
-    },
+    Trace(TraceFile),
+}
+
+impl<'de> Deserialize<'de> for WorkloadFile {
+    /// Dispatches on `kind` by hand: serde's internally tagged enums lose the path of the
+    /// field at fault, and errors must name it (`workloads[2].replicas`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<WorkloadFile, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_yaml_ng::Mapping::deserialize(d)?;
+        let kind = match map.remove("kind") {
+            Some(serde_yaml_ng::Value::String(k)) => k,
+            Some(_) => return Err(D::Error::custom(".kind: must be a string")),
+            None => return Err(D::Error::missing_field("kind")),
+        };
+        let rest = serde_yaml_ng::Value::Mapping(map);
+        match kind.as_str() {
+            "deployment" => variant(rest).map(WorkloadFile::Deployment),
+            "job" => variant(rest).map(WorkloadFile::Job),
+            "daemon-set" => variant(rest).map(WorkloadFile::DaemonSet),
+            "trace" => variant(rest).map(WorkloadFile::Trace),
+            other => Err(D::Error::unknown_variant(
+                other,
+                &["deployment", "job", "daemon-set", "trace"],
+            )),
+        }
+    }
+}
+
+/// Reads one workload kind's fields; an error inside names its path, starting with `.` so the
+/// caller's path joins it (see `crate::yaml::from_str`).
+fn variant<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+    v: serde_yaml_ng::Value,
+) -> Result<T, E> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            E::custom(inner)
+        } else {
+            E::custom(format!(".{path}: {inner}"))
+        }
+    })
 }
 
 fn default_ns() -> String {
@@ -487,8 +544,7 @@ impl Scenario {
     /// Parses and validates scenario text; `base` is the directory relative paths (traces) are
     /// read from.
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
-        autoscaler_core::yaml_depth::check_depth(text)?;
-        let file: ScenarioFile = serde_yaml_ng::from_str(text)?;
+        let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
         Scenario::from_file(file, base)
     }
 
@@ -614,14 +670,14 @@ impl Scenario {
         base: &Path,
     ) -> Result<(), ScenarioError> {
         match w {
-            WorkloadFile::Deployment {
+            WorkloadFile::Deployment(DeploymentFile {
                 name,
                 namespace,
                 replicas,
                 schedule,
                 pod_lifetime,
                 pod,
-            } => {
+            }) => {
                 pod_count(&format!("{field}.replicas"), *replicas)?;
                 let mut sched = Vec::new();
                 for (j, r) in schedule.iter().enumerate() {
@@ -642,7 +698,7 @@ impl Scenario {
                     deployment: true,
                 });
             }
-            WorkloadFile::Job {
+            WorkloadFile::Job(JobFile {
                 name,
                 namespace,
                 at,
@@ -650,7 +706,7 @@ impl Scenario {
                 parallelism,
                 duration,
                 pod,
-            } => {
+            }) => {
                 pod_count(&format!("{field}.completions"), *completions)?;
                 let at = at
                     .as_deref()
@@ -669,16 +725,16 @@ impl Scenario {
                     },
                 ));
             }
-            WorkloadFile::DaemonSet {
+            WorkloadFile::DaemonSet(DaemonSetFile {
                 name,
                 namespace,
                 pod,
-            } => self.daemon_sets.push(DaemonSetSpec {
+            }) => self.daemon_sets.push(DaemonSetSpec {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 template: template(&format!("{field}.pod"), name, pod)?,
             }),
-            WorkloadFile::Trace {
+            WorkloadFile::Trace(TraceFile {
                 file,
                 namespace,
                 time_scale,
@@ -688,7 +744,7 @@ impl Scenario {
                 gpu_resource,
                 gpu_model_label,
                 tolerations,
-            } => {
+            }) => {
                 let scale = time_scale.unwrap_or(1.0);
                 if !(scale.is_finite() && scale > 0.0) {
                     return Err(invalid(format!("{field}.time_scale"), "must be positive"));
@@ -1218,6 +1274,25 @@ mod tests {
                 e.starts_with(&format!("field `{field}`")),
                 "{group} {extra}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn schema_errors_inside_workloads_name_the_field() {
+        for (workload, path) in [
+            (
+                "{kind: deployment, name: d, replicas: -1}",
+                "workloads[0].replicas: ",
+            ),
+            (
+                "{kind: job, name: j, completions: 2, duration: 1m, pod: {gpu: -2}}",
+                "workloads[0].pod.gpu: ",
+            ),
+            ("{kind: jobb}", "workloads[0]: unknown variant `jobb`"),
+            ("{kind: daemon-set, name: d, colour: red}", "workloads[0]"),
+        ] {
+            let e = refused("", &format!("workloads: [{workload}]"));
+            assert!(e.starts_with(path), "{workload}: {e}");
         }
     }
 }
