@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod config;
+#[cfg(test)]
+mod fuzz;
 mod options;
 mod plan;
 mod run;
