@@ -240,3 +240,34 @@ pub fn snapshot_text(s: &Scenario, snap: &driver::SnapshotTaken) -> String {
     out.push_str(&snap.yaml);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(duration: &str) -> SimulateArgs {
+        SimulateArgs {
+            scenario: None,
+            report: None,
+            plot: None,
+            duration: Some(duration.into()),
+            seed: None,
+            quiet: true,
+            snapshot_at: None,
+            snapshot_out: None,
+        }
+    }
+
+    #[test]
+    fn samples_stay_bounded_whatever_the_duration() {
+        // 1,000 virtual hours once took 657 MB; samples are what grows with the duration.
+        for d in ["1h", "1000h", "2562047h"] {
+            let s = load(&args(d)).expect("loads");
+            assert!(
+                s.duration / s.sample_interval <= scenario::MAX_SAMPLES,
+                "{d}: {} samples",
+                s.duration / s.sample_interval
+            );
+        }
+    }
+}

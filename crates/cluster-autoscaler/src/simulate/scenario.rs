@@ -29,8 +29,10 @@ pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
 pub const MAX_INITIAL_NODES: u32 = 10_000;
 /// See [`MAX_INITIAL_NODES`].
 pub const MAX_WORKLOAD_PODS: u32 = 200_000;
-/// The most metric samples a run keeps (`duration / sample_interval`).
-pub const MAX_SAMPLES: u64 = 100_000;
+/// The most metric samples a run keeps (`duration / sample_interval`), so that a run's memory
+/// does not grow with its virtual duration (a sample with its per-group counts is a few
+/// hundred bytes).
+pub const MAX_SAMPLES: u64 = 20_000;
 
 /// Why a scenario cannot be used.
 #[derive(Debug, thiserror::Error)]
