@@ -29,12 +29,12 @@ const GIB: i64 = 1 << 30;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
     /// The file cannot be read.
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (part of the message, not a separate cause, so it prints once).
+        error: std::io::Error,
     },
     /// The file is not a `ClusterAutoscaler` resource (YAML syntax, unknown field, wrong type).
     #[error("config file {path}: {message}")]
@@ -164,9 +164,9 @@ pub struct ScaleDownSpec {
 
 /// Reads and parses the resource in `path`.
 pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigFileError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let mut r = parse(&text).map_err(|e| e.at(path))?;
     r.path = path.to_path_buf();

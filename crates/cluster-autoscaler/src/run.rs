@@ -9,7 +9,7 @@
 //! 5-10 `trace`; below 9 the HTTP and TLS libraries stay at `info` (klog shows protocol-level
 //! details only from about 9). `RUST_LOG`, when set, replaces this filter.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use autoscaler_kube::controller;
@@ -46,9 +46,10 @@ fn init_logging(verbosity: u8) {
 }
 
 /// Reads and parses a kubeconfig file and checks the server of its current context; errors
-/// name the path and the field (exit 2).
-fn read_kubeconfig(path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
-    let usage = |msg: String| CliError::usage(anyhow!("--kubeconfig {}: {msg}", path.display()));
+/// name where the path came from (`--kubeconfig` or `KUBECONFIG`), the path and the field
+/// (exit 2).
+fn read_kubeconfig(origin: &str, path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
+    let usage = |msg: String| CliError::usage(anyhow!("{origin} {}: {msg}", path.display()));
     // Read it once ourselves: kube's own error quotes the path twice and repeats the cause.
     let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read: {e}")))?;
     autoscaler_core::yaml_depth::check_depth(&text).map_err(|e| usage(e.to_string()))?;
@@ -58,6 +59,16 @@ fn read_kubeconfig(path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
         check_server_url(server).map_err(|e| usage(format!("{field}: {e}")))?;
     }
     Ok(kc)
+}
+
+/// `KUBECONFIG` when it names one existing file (kube reads it first when inferring): read and
+/// checked here like `--kubeconfig`, so its errors name it once. A list of files, or a file that
+/// is not there (kube then falls back to the in-cluster configuration), is left to kube.
+fn single_kubeconfig_env() -> Option<PathBuf> {
+    let value = std::env::var_os("KUBECONFIG")?;
+    let mut paths = std::env::split_paths(&value).filter(|p| !p.as_os_str().is_empty());
+    let first = paths.next()?;
+    (paths.next().is_none() && first.is_file()).then_some(first)
 }
 
 /// The field path and value of the current context's cluster server, when the kubeconfig names
@@ -114,21 +125,17 @@ fn check_server_url(server: &str) -> Result<(), String> {
 /// Builds the client: from `--kubeconfig` when given, else in-cluster / `KUBECONFIG` /
 /// `~/.kube/config` (kube's inference). Errors are configuration errors (exit 2).
 async fn client(
-    opts: &RunOptions,
-    kubeconfig: Option<kube::config::Kubeconfig>,
+    kubeconfig: Option<(kube::config::Kubeconfig, PathBuf)>,
 ) -> Result<kube::Client, CliError> {
-    let mut config = match (kubeconfig, &opts.kubeconfig) {
-        (Some(kc), Some(path)) => {
+    let mut config = match kubeconfig {
+        Some((kc, path)) => {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|e| {
-                    CliError::usage(anyhow!(
-                        "--kubeconfig {}: unusable kubeconfig: {e}",
-                        path.display()
-                    ))
+                    CliError::usage(anyhow!("{}: unusable kubeconfig: {e}", path.display()))
                 })?
         }
-        _ => kube::Config::infer().await.map_err(|e| {
+        None => kube::Config::infer().await.map_err(|e| {
             CliError::usage(anyhow!(
                 "no Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config): {e}; \
                  use --kubeconfig"
@@ -150,11 +157,11 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let opts = RunOptions::from_args(args, &|k| std::env::var(k).ok())
         .map_err(|e| CliError::usage(e.into()))?;
     // Read the kubeconfig before anything starts, so a bad path fails at once with exit 2.
-    let kubeconfig = opts
-        .kubeconfig
-        .as_deref()
-        .map(read_kubeconfig)
-        .transpose()?;
+    let kubeconfig = match (&opts.kubeconfig, single_kubeconfig_env()) {
+        (Some(path), _) => Some((read_kubeconfig("--kubeconfig", path)?, path.clone())),
+        (None, Some(path)) => Some((read_kubeconfig("KUBECONFIG", &path)?, path)),
+        (None, None) => None,
+    };
     init_logging(opts.verbosity);
     for flag in &opts.ignored_flags {
         tracing::warn!(flag = %format!("--{flag}"), "flag has no effect in this autoscaler");
@@ -172,7 +179,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::failure(anyhow!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
-        let client = client(&opts, kubeconfig).await?;
+        let client = client(kubeconfig).await?;
         controller::run(client, opts.controller)
             .await
             .map_err(|e| CliError::failure(anyhow!("controller stopped: {e}")))

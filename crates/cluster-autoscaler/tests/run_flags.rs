@@ -96,6 +96,10 @@ fn missing_config_file_is_rejected() {
         &["run", "--config=/nonexistent/ca-config.yaml"],
         &["/nonexistent/ca-config.yaml"],
     );
+    // The cause once, not once in the message and again as its source.
+    let out = run(&["run", "--config=/nonexistent/ca-config.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
 }
 
 #[test]
@@ -178,6 +182,22 @@ fn kubeconfig_server_urls_are_validated() {
             ],
         );
     }
+}
+
+#[test]
+fn kubeconfig_env_server_urls_are_validated() {
+    let p = kubeconfig("kc-env.yaml", "127.0.0.1:6443");
+    let out = bin()
+        .env("KUBECONFIG", &p)
+        .arg("run")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("KUBECONFIG"), "{stderr}");
+    assert!(stderr.contains("kc-env.yaml"), "{stderr}");
+    assert!(stderr.contains("no scheme"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]
