@@ -833,6 +833,27 @@ pub fn validate_autoscaler(
         ));
     }
     let sd = &a.scale_down;
+    for (flag, v, max) in [
+        (
+            "scale-down-utilization-threshold",
+            sd.utilization_threshold,
+            1.0,
+        ),
+        (
+            "scale-down-gpu-utilization-threshold",
+            sd.gpu_utilization_threshold,
+            1.0,
+        ),
+        (
+            "max-total-unready-percentage",
+            cs.max_total_unready_percentage,
+            100.0,
+        ),
+    ] {
+        if !(0.0..=max).contains(&v) {
+            return Err(flag_err(flag, v, format!("must be between 0 and {max}")));
+        }
+    }
     for (flag, v) in [
         ("max-scale-down-parallelism", sd.max_scale_down_parallelism),
         ("max-drain-parallelism", sd.max_drain_parallelism),

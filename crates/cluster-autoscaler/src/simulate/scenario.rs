@@ -974,24 +974,12 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
     if let Some(b) = o.scale_down_enabled {
         down.enabled = b;
     }
-    for (v, name, slot) in [
-        (
-            o.scale_down_utilization_threshold,
-            "options.scale-down-utilization-threshold",
-            &mut down.utilization_threshold,
-        ),
-        (
-            o.scale_down_gpu_utilization_threshold,
-            "options.scale-down-gpu-utilization-threshold",
-            &mut down.gpu_utilization_threshold,
-        ),
-    ] {
-        if let Some(v) = v {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(invalid(name, "must be within 0..1"));
-            }
-            *slot = v;
-        }
+    // Ranges are checked with the other options, by `run`'s rules.
+    if let Some(v) = o.scale_down_utilization_threshold {
+        down.utilization_threshold = v;
+    }
+    if let Some(v) = o.scale_down_gpu_utilization_threshold {
+        down.gpu_utilization_threshold = v;
     }
     for (text, name, slot) in [
         (
@@ -1082,12 +1070,6 @@ fn cluster_state_options(o: &OptionsFile, a: &mut AutoscalerOptions) -> Result<(
         cs.ok_total_unready_count = n;
     }
     if let Some(p) = o.max_total_unready_percentage {
-        if !(0.0..=100.0).contains(&p) {
-            return Err(invalid(
-                "options.max-total-unready-percentage",
-                "must be within 0..100",
-            ));
-        }
         cs.max_total_unready_percentage = p;
     }
     Ok(())
