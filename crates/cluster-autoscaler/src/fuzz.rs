@@ -228,6 +228,19 @@ proptest! {
         });
     }
 
+    /// Accepted scenarios also run (10 virtual minutes): values the loader lets through must not
+    /// hurt the world or the decision.
+    #[test]
+    fn accepted_scenarios_run(text in scenario()) {
+        if let Ok(mut s) = crate::simulate::scenario::Scenario::parse(&text, std::path::Path::new(".")) {
+            s.duration = s.duration.min(600_000);
+            s.sample_interval = s.sample_interval.max(s.duration / 100).max(1);
+            let _ = bounded("simulate", &text, || {
+                crate::simulate::driver::Driver::new(&s).map(|d| d.run(&mut |_| {}).pending_at_end)
+            });
+        }
+    }
+
     #[test]
     fn config_file(text in mutated(config())) {
         let _ = bounded("config", &text, || {
