@@ -45,9 +45,24 @@ fn init_logging(verbosity: u8) {
         .try_init();
 }
 
-/// Reads and parses a kubeconfig file and checks the server of its current context; errors
-/// name where the path came from (`--kubeconfig` or `KUBECONFIG`), the path and the field
-/// (exit 2).
+/// A kubeconfig read at start, with where its path came from, for error messages.
+struct Kubeconfig {
+    /// `--kubeconfig` or `KUBECONFIG`.
+    origin: &'static str,
+    path: PathBuf,
+    kc: kube::config::Kubeconfig,
+}
+
+impl Kubeconfig {
+    /// Reads and parses a kubeconfig file and checks the server of its current context; errors
+    /// name the origin, the path and the field (exit 2).
+    fn read(origin: &'static str, path: PathBuf) -> Result<Kubeconfig, CliError> {
+        let kc = read_kubeconfig(origin, &path)?;
+        Ok(Kubeconfig { origin, path, kc })
+    }
+}
+
+/// See [`Kubeconfig::read`].
 fn read_kubeconfig(origin: &str, path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
     let usage = |msg: String| CliError::usage(anyhow!("{origin} {}: {msg}", path.display()));
     // Read it once ourselves: kube's own error quotes the path twice and repeats the cause.
@@ -124,15 +139,16 @@ fn check_server_url(server: &str) -> Result<(), String> {
 
 /// Builds the client: from `--kubeconfig` when given, else in-cluster / `KUBECONFIG` /
 /// `~/.kube/config` (kube's inference). Errors are configuration errors (exit 2).
-async fn client(
-    kubeconfig: Option<(kube::config::Kubeconfig, PathBuf)>,
-) -> Result<kube::Client, CliError> {
+async fn client(kubeconfig: Option<Kubeconfig>) -> Result<kube::Client, CliError> {
     let mut config = match kubeconfig {
-        Some((kc, path)) => {
+        Some(Kubeconfig { origin, path, kc }) => {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|e| {
-                    CliError::usage(anyhow!("{}: unusable kubeconfig: {e}", path.display()))
+                    CliError::usage(anyhow!(
+                        "{origin} {}: unusable kubeconfig: {e}",
+                        path.display()
+                    ))
                 })?
         }
         None => kube::Config::infer().await.map_err(|e| {
@@ -158,8 +174,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::usage(e.into()))?;
     // Read the kubeconfig before anything starts, so a bad path fails at once with exit 2.
     let kubeconfig = match (&opts.kubeconfig, single_kubeconfig_env()) {
-        (Some(path), _) => Some((read_kubeconfig("--kubeconfig", path)?, path.clone())),
-        (None, Some(path)) => Some((read_kubeconfig("KUBECONFIG", &path)?, path)),
+        (Some(path), _) => Some(Kubeconfig::read("--kubeconfig", path.clone())?),
+        (None, Some(path)) => Some(Kubeconfig::read("KUBECONFIG", path)?),
         (None, None) => None,
     };
     init_logging(opts.verbosity);
