@@ -233,7 +233,8 @@ proptest! {
     #[test]
     fn accepted_scenarios_run(text in scenario()) {
         if let Ok(mut s) = crate::simulate::scenario::Scenario::parse(&text, std::path::Path::new(".")) {
-            s.duration = s.duration.min(600_000);
+            // At most 10 virtual minutes and 500 loops (a 1ms scan interval is valid).
+            s.duration = s.duration.min(600_000).min(500 * s.scan_interval);
             s.sample_interval = s.sample_interval.max(s.duration / 100).max(1);
             let _ = bounded("simulate", &text, || {
                 crate::simulate::driver::Driver::new(&s).map(|d| d.run(&mut |_| {}).pending_at_end)

@@ -75,6 +75,8 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
         let d = autoscaler_core::duration::parse_duration(d)
             .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
         s.duration = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+        scenario::check_loops(s.duration, s.scan_interval)
+            .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
         // Memory for samples stays bounded whatever the duration: coarsen them if needed.
         s.sample_interval = s
             .sample_interval
@@ -261,7 +263,7 @@ mod tests {
     #[test]
     fn samples_stay_bounded_whatever_the_duration() {
         // 1,000 virtual hours once took 657 MB; samples are what grows with the duration.
-        for d in ["1h", "1000h", "2562047h"] {
+        for d in ["1h", "1000h", "2500h"] {
             let s = load(&args(d)).expect("loads");
             assert!(
                 s.duration / s.sample_interval <= scenario::MAX_SAMPLES,
@@ -269,5 +271,8 @@ mod tests {
                 s.duration / s.sample_interval
             );
         }
+        // Loops are bounded too (time): 292 years at 10s is refused at once.
+        let e = load(&args("2562047h")).expect_err("too many loops");
+        assert!(e.to_string().contains("--duration"), "{e}");
     }
 }

@@ -34,6 +34,23 @@ pub const MAX_WORKLOAD_PODS: u32 = 200_000;
 /// hundred bytes).
 pub const MAX_SAMPLES: u64 = 20_000;
 
+/// The most loops a run may have (`duration / scan-interval`): 1,000 virtual hours at the
+/// default 10s is 360,000; a 1ms scan interval over an hour would be 3.6 million.
+pub const MAX_LOOPS: u64 = 1_000_000;
+
+/// Checks the number of loops of a run.
+pub fn check_loops(duration: SimTime, scan_interval: SimTime) -> Result<(), String> {
+    if duration / scan_interval.max(1) > MAX_LOOPS {
+        return Err(format!(
+            "{} loops ({} / scan-interval {}) is more than the {MAX_LOOPS} a run may have",
+            duration / scan_interval.max(1),
+            super::report::clock(duration),
+            super::report::clock(scan_interval)
+        ));
+    }
+    Ok(())
+}
+
 /// Why a scenario cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -556,6 +573,7 @@ impl Scenario {
             return Err(invalid("duration", "must be positive"));
         }
         let (options, scan_interval) = options(&f.options, f.seed)?;
+        check_loops(duration, scan_interval).map_err(|e| invalid("options.scan-interval", e))?;
         let sample_interval = match &f.sample_interval {
             Some(t) => ms("sample_interval", t)?.max(1),
             None => (duration / 2_000).max(10_000),
@@ -1232,6 +1250,7 @@ mod tests {
                 "faults[0].to",
             ),
             ("", "sample_interval: 1ms", "sample_interval"),
+            ("", "options: {scan-interval: 1ms}", "options.scan-interval"),
             (
                 "",
                 "workloads: [{kind: deployment, name: d, replicas: 4294967295}]",
