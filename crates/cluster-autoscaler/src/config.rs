@@ -29,12 +29,12 @@ const GIB: i64 = 1 << 30;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
     /// The file cannot be read.
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (part of the message, not a separate cause, so it prints once).
+        error: std::io::Error,
     },
     /// The file is not a `ClusterAutoscaler` resource (YAML syntax, unknown field, wrong type).
     #[error("config file {path}: {message}")]
@@ -164,9 +164,9 @@ pub struct ScaleDownSpec {
 
 /// Reads and parses the resource in `path`.
 pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigFileError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let mut r = parse(&text).map_err(|e| e.at(path))?;
     r.path = path.to_path_buf();
@@ -176,9 +176,9 @@ pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
 /// Parses the resource from YAML text (errors carry an empty path; [`load`] fills it in).
 pub fn parse(text: &str) -> Result<ClusterAutoscalerResource, ConfigFileError> {
     let r: ClusterAutoscalerResource =
-        serde_yaml_ng::from_str(text).map_err(|e| ConfigFileError::Parse {
+        crate::yaml::from_str(text).map_err(|message| ConfigFileError::Parse {
             path: PathBuf::new(),
-            message: e.to_string(),
+            message,
         })?;
     if r.api_version != API_VERSION {
         return Err(field(
@@ -285,11 +285,8 @@ impl ClusterAutoscalerResource {
             if let Some(gpus) = &l.gpus {
                 lim.gpus.clear();
                 for (i, g) in gpus.iter().enumerate() {
-                    if g.kind.trim().is_empty() {
-                        return Err(field(
-                            &format!("spec.resourceLimits.gpus[{i}].type"),
-                            "must not be empty".into(),
-                        ));
+                    if let Err(why) = autoscaler_core::limits::check_gpu_resource(g.kind.trim()) {
+                        return Err(field(&format!("spec.resourceLimits.gpus[{i}].type"), why));
                     }
                     let r = range(
                         &format!("spec.resourceLimits.gpus[{i}]"),
@@ -547,6 +544,11 @@ spec:
                 "spec:\n  resourceLimits:\n    gpus: [{type: nvidia.com/gpu, min: 3, max: 1}]\n",
                 "spec.resourceLimits.gpus[0]",
                 "min 3",
+            ),
+            (
+                "spec:\n  resourceLimits:\n    gpus: [{type: a/b/c, min: 0, max: 1}]\n",
+                "spec.resourceLimits.gpus[0].type",
+                "a/b/c",
             ),
             ("spec:\n  logVerbosity: 11\n", "spec.logVerbosity", "11"),
             (

@@ -7,10 +7,13 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod config;
+#[cfg(test)]
+mod fuzz;
 mod options;
 mod plan;
 mod run;
 mod simulate;
+mod yaml;
 
 /// Kubernetes cluster autoscaler.
 #[derive(Debug, Parser)]

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
+use autoscaler_core::autoscaler::AutoscalerOptions;
 use autoscaler_core::duration::parse_duration;
 use autoscaler_core::expander::ExpanderChain;
 use autoscaler_core::limits::Range;
@@ -800,27 +801,11 @@ fn fmt_d(d: Duration) -> String {
 /// Checks what single-value parsing cannot: positive intervals, orderings between values, names.
 /// Values coming from the config file are named by their flag (the file was mapped onto them).
 fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
+    validate_autoscaler(&c.autoscaler, c.scan_interval)?;
     let positive = [
-        ("scan-interval", c.scan_interval),
         ("max-inactivity", c.max_inactivity),
         ("max-failing-time", c.max_failing_time),
         ("max-pod-eviction-time", c.max_pod_eviction_time),
-        (
-            "max-node-provision-time",
-            c.autoscaler.cluster_state.max_node_provision_time,
-        ),
-        (
-            "max-node-startup-time",
-            c.autoscaler.cluster_state.max_node_startup_time,
-        ),
-        (
-            "initial-node-group-backoff-duration",
-            c.autoscaler.cluster_state.backoff.initial,
-        ),
-        (
-            "node-group-backoff-reset-timeout",
-            c.autoscaler.cluster_state.backoff.reset_timeout,
-        ),
         ("leader-elect-lease-duration", c.lease_duration),
         ("leader-elect-renew-deadline", c.renew_deadline),
         ("leader-elect-retry-period", c.retry_period),
@@ -830,7 +815,32 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
             return Err(flag_err(flag, fmt_d(d), "must be greater than 0"));
         }
     }
-    let b = &c.autoscaler.cluster_state.backoff;
+    if c.leader_elect {
+        validate_lease(c)?;
+    }
+    validate_names(c)
+}
+
+/// The rules on the decision's options and the loop interval: what `run` checks of its flags
+/// and `simulate` of a scenario's `options` (one set of rules for both). Errors name the flag.
+pub fn validate_autoscaler(
+    a: &AutoscalerOptions,
+    scan_interval: Duration,
+) -> Result<(), OptionsError> {
+    let cs = &a.cluster_state;
+    let positive = [
+        ("scan-interval", scan_interval),
+        ("max-node-provision-time", cs.max_node_provision_time),
+        ("max-node-startup-time", cs.max_node_startup_time),
+        ("initial-node-group-backoff-duration", cs.backoff.initial),
+        ("node-group-backoff-reset-timeout", cs.backoff.reset_timeout),
+    ];
+    for (flag, d) in positive {
+        if d.is_zero() {
+            return Err(flag_err(flag, fmt_d(d), "must be greater than 0"));
+        }
+    }
+    let b = &cs.backoff;
     if b.max < b.initial {
         return Err(flag_err(
             "max-node-group-backoff-duration",
@@ -841,57 +851,34 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
             ),
         ));
     }
-    if c.leader_elect {
-        if c.renew_deadline >= c.lease_duration {
-            return Err(flag_err(
-                "leader-elect-renew-deadline",
-                fmt_d(c.renew_deadline),
-                format!(
-                    "must be shorter than --leader-elect-lease-duration ({})",
-                    fmt_d(c.lease_duration)
-                ),
-            ));
+    let sd = &a.scale_down;
+    for (flag, v, max) in [
+        (
+            "scale-down-utilization-threshold",
+            sd.utilization_threshold,
+            1.0,
+        ),
+        (
+            "scale-down-gpu-utilization-threshold",
+            sd.gpu_utilization_threshold,
+            1.0,
+        ),
+        (
+            "max-total-unready-percentage",
+            cs.max_total_unready_percentage,
+            100.0,
+        ),
+    ] {
+        if !(0.0..=max).contains(&v) {
+            return Err(flag_err(flag, v, format!("must be between 0 and {max}")));
         }
-        // client-go's rule: the renew deadline must leave room for a jittered retry (1.2x).
-        if c.renew_deadline.as_secs_f64() <= 1.2 * c.retry_period.as_secs_f64() {
-            return Err(flag_err(
-                "leader-elect-retry-period",
-                fmt_d(c.retry_period),
-                format!(
-                    "must be shorter than --leader-elect-renew-deadline ({}) / 1.2",
-                    fmt_d(c.renew_deadline)
-                ),
-            ));
-        }
     }
-    if !is_dns_label(&c.namespace) {
-        return Err(flag_err(
-            "namespace",
-            &c.namespace,
-            "not a valid namespace name (DNS-1123 label)",
-        ));
-    }
-    if !is_dns_subdomain(&c.lease_name) {
-        return Err(flag_err(
-            "leader-elect-resource-name",
-            &c.lease_name,
-            "not a valid object name (DNS-1123 subdomain)",
-        ));
-    }
-    if !is_dns_subdomain(&c.status_config_map_name) {
-        return Err(flag_err(
-            "status-config-map-name",
-            &c.status_config_map_name,
-            "not a valid object name (DNS-1123 subdomain)",
-        ));
-    }
-    let sd = &c.autoscaler.scale_down;
     for (flag, v) in [
         ("max-scale-down-parallelism", sd.max_scale_down_parallelism),
         ("max-drain-parallelism", sd.max_drain_parallelism),
         (
             "max-nodes-per-scaleup",
-            c.autoscaler.scale_up.scale_up.max_nodes_per_scale_up,
+            a.scale_up.scale_up.max_nodes_per_scale_up,
         ),
     ] {
         if v == 0 {
@@ -905,10 +892,60 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
             "must not be negative",
         ));
     }
-    let bal = &c.autoscaler.scale_up.scale_up.balancing;
+    let bal = &a.scale_up.scale_up.balancing;
     if let Err(e) = bal.validate() {
         let value = bal.balancing_labels.join(",");
         return Err(flag_err("balancing-label", value, e));
+    }
+    Ok(())
+}
+
+/// Leader election's orderings (client-go's rules).
+fn validate_lease(c: &ControllerConfig) -> Result<(), OptionsError> {
+    if c.renew_deadline >= c.lease_duration {
+        return Err(flag_err(
+            "leader-elect-renew-deadline",
+            fmt_d(c.renew_deadline),
+            format!(
+                "must be shorter than --leader-elect-lease-duration ({})",
+                fmt_d(c.lease_duration)
+            ),
+        ));
+    }
+    // client-go's rule: the renew deadline must leave room for a jittered retry (1.2x).
+    if c.renew_deadline.as_secs_f64() <= 1.2 * c.retry_period.as_secs_f64() {
+        return Err(flag_err(
+            "leader-elect-retry-period",
+            fmt_d(c.retry_period),
+            format!(
+                "must be shorter than --leader-elect-renew-deadline ({}) / 1.2",
+                fmt_d(c.renew_deadline)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Namespace and object names.
+fn validate_names(c: &ControllerConfig) -> Result<(), OptionsError> {
+    if !is_dns_label(&c.namespace) {
+        return Err(flag_err(
+            "namespace",
+            &c.namespace,
+            "not a valid namespace name (DNS-1123 label)",
+        ));
+    }
+    for (flag, name) in [
+        ("leader-elect-resource-name", &c.lease_name),
+        ("status-config-map-name", &c.status_config_map_name),
+    ] {
+        if !is_dns_subdomain(name) {
+            return Err(flag_err(
+                flag,
+                name,
+                "not a valid object name (DNS-1123 subdomain)",
+            ));
+        }
     }
     Ok(())
 }

@@ -226,6 +226,14 @@ pub fn plan_text(
     for a in &outcome.actions {
         let _ = writeln!(out, "  {}", describe(a));
     }
+    for r in &outcome.refused {
+        let _ = writeln!(
+            out,
+            "  refused by the safety check: {} ({})",
+            describe(&r.action),
+            r.why
+        );
+    }
     Ok(out)
 }
 
@@ -397,6 +405,7 @@ pub fn plan_json(
             "unremovable": down.unremovable.iter().map(|(n, why)| json!({"node": n.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
         },
         "actions": outcome.actions.iter().map(describe).collect::<Vec<_>>(),
+        "refused": outcome.refused.iter().map(|r| json!({"action": describe(&r.action), "why": r.why})).collect::<Vec<_>>(),
     }))
 }
 

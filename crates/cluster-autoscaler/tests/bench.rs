@@ -81,6 +81,14 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--pending-memory", "eight"][..], "--pending-memory"),
         (&["--nodes", "0"][..], "--nodes"),
         (&["--iterations", "many"][..], "--iterations"),
+        // Panicked on capacity overflow / aborted on a 64 GiB allocation.
+        (
+            &["--iterations", "18446744073709551615"][..],
+            "--iterations",
+        ),
+        (&["--iterations", "4294967296"][..], "--iterations"),
+        // Took 2.45 GB.
+        (&["--pending", "1000000"][..], "--pending"),
     ] {
         let out = bench(args);
         let stderr = String::from_utf8_lossy(&out.stderr);

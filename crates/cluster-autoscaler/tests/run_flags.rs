@@ -96,6 +96,10 @@ fn missing_config_file_is_rejected() {
         &["run", "--config=/nonexistent/ca-config.yaml"],
         &["/nonexistent/ca-config.yaml"],
     );
+    // The cause once, not once in the message and again as its source.
+    let out = run(&["run", "--config=/nonexistent/ca-config.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
 }
 
 #[test]
@@ -142,4 +146,76 @@ fn help_lists_the_flags() {
     let out = run(&["--help"]);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("plan") && help.contains("simulate") && help.contains("run"));
+}
+
+/// A kubeconfig whose current context's cluster has `server`.
+fn kubeconfig(name: &str, server: &str) -> PathBuf {
+    temp_file(
+        name,
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n\
+             contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n\
+             users:\n- name: u\n  user: {{token: abc}}\n"
+        ),
+    )
+}
+
+#[test]
+fn kubeconfig_server_urls_are_validated() {
+    // Without a scheme the client panicked and retried forever while /health-check said 200.
+    for (i, (server, why)) in [
+        ("127.0.0.1:6443", "no scheme"),
+        ("ftp://x", "\"ftp\""),
+        ("https://x:99999", "99999"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = kubeconfig(&format!("kc-server-{i}.yaml"), server);
+        rejected(
+            &["run", "--kubeconfig", p.to_str().unwrap()],
+            &[
+                "--kubeconfig",
+                "clusters[0] (c).cluster.server",
+                server,
+                why,
+            ],
+        );
+    }
+}
+
+#[test]
+fn kubeconfig_env_server_urls_are_validated() {
+    let p = kubeconfig("kc-env.yaml", "127.0.0.1:6443");
+    let out = bin()
+        .env("KUBECONFIG", &p)
+        .arg("run")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("KUBECONFIG"), "{stderr}");
+    assert!(stderr.contains("kc-env.yaml"), "{stderr}");
+    assert!(stderr.contains("no scheme"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn kubeconfig_errors_quote_the_path_once_and_the_cause_once() {
+    let out = run(&["run", "--kubeconfig", "/nonexistent/kc.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("'\""), "{stderr}");
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+}
+
+#[test]
+fn deeply_nested_config_is_refused_quickly() {
+    // 100,000 `[` took 24 s of CPU in the parser before it gave up.
+    let p = temp_file("deep.yaml", &"[".repeat(100_000));
+    let start = std::time::Instant::now();
+    rejected(
+        &["run", "--config", p.to_str().unwrap()],
+        &["deep.yaml", "nested more than 128 levels"],
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
 }

@@ -365,3 +365,58 @@ fn the_azure_replay_runs_shortened_when_the_trace_is_present() {
     assert!(num(&r, "/pod_wait/max_s") <= 120.0 + 20.0);
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
 }
+
+/// Runs `simulate` with `args` from the repository root; returns (exit code, stderr, wall time).
+fn simulate_raw(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
+    let start = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        .arg("simulate")
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run the binary");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!err.contains("panicked"), "{err}");
+    (out.status.code(), err, start.elapsed())
+}
+
+#[test]
+fn bad_outputs_and_snapshot_times_are_refused_before_the_run() {
+    // The default scenario runs for seconds; these must fail at once.
+    let (code, err, took) = simulate_raw(&["--report", "/nonexistent/dir/report.json"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--report /nonexistent/dir/report.json"),
+        "{err}"
+    );
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    let (code, err, took) = simulate_raw(&["--snapshot-at", "100h", "--snapshot-out", "/dev/null"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--snapshot-at \"100h\""), "{err}");
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn one_unwritable_output_does_not_drop_the_others() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-outputs", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let report = dir.join("report.json");
+    // /dev/full opens but every write fails (Linux).
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let (code, err, _) = simulate_raw(&[
+        "--duration",
+        "10m",
+        "--quiet",
+        "--plot",
+        "/dev/full",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/dev/full"), "{err}");
+    let text = std::fs::read_to_string(&report).expect("the report is written");
+    assert!(text.starts_with('{'), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -251,6 +251,11 @@ impl ClusterApiProvider {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
+        if replicas > i64::try_from(max_size).unwrap_or(i64::MAX) {
+            warnings.push(format!(
+                "{key}: spec.replicas {replicas} is above the max size {max_size}: the group is not grown, and at most {max_size} nodes count as on their way"
+            ));
+        }
         let id = format!("{}/{}/{}", key.kind, key.namespace, key.name);
         let what = key.to_string();
         let machine_infos = self.machines_of(store, key, obj, machines)?;

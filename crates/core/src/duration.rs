@@ -83,6 +83,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         }
         rest = after;
     }
+    // Go's durations are signed 64-bit nanoseconds (about 292 years); beyond is no real time.
+    if total > i64::MAX as u128 {
+        return Err(err("duration too large (more than 2562047h)"));
+    }
     let secs = u64::try_from(total / 1_000_000_000).map_err(|_| err("duration too large"))?;
     Ok(Duration::new(secs, (total % 1_000_000_000) as u32))
 }
@@ -154,11 +158,23 @@ mod tests {
             ".s",
             "1h-5m",
             "99999999999999999999999h",
+            // Past Go's int64 nanoseconds: no real time span.
+            "2562048h",
+            "9223372036854775808ns",
             "1 s",
         ] {
             let e = parse_duration(bad).expect_err(bad);
             assert_eq!(e.text, bad);
         }
+    }
+
+    #[test]
+    fn go_range_is_the_limit() {
+        assert_eq!(
+            parse_duration("9223372036854775807ns").unwrap(),
+            Duration::from_nanos(i64::MAX as u64)
+        );
+        assert!(parse_duration("2562047h").is_ok());
     }
 
     #[test]

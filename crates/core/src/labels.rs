@@ -153,6 +153,47 @@ impl LabelSelector {
     }
 }
 
+/// Checks a Kubernetes qualified name (label and annotation keys, taint keys, extended
+/// resource names): an optional DNS-1123 subdomain prefix and `/`, then a name of at most 63
+/// characters, alphanumeric at both ends with `-`, `_`, `.` inside.
+pub fn check_qualified_name(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix
+        && !is_dns_subdomain(p)
+    {
+        return Err(format!("{key:?}: prefix {p:?} is not a DNS subdomain"));
+    }
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(ok_char)
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !valid {
+        return Err(format!(
+            "{key:?} is not a qualified name ([prefix/]name, name up to 63 alphanumerics, '-', '_', '.')"
+        ));
+    }
+    Ok(())
+}
+
+/// A DNS-1123 subdomain: at most 253 characters, dot-separated lowercase alphanumeric labels
+/// with `-` inside.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +239,31 @@ mod tests {
         assert!(req("app", SelectorOp::Exists, &[]).matches(&l));
         assert!(req("x", SelectorOp::DoesNotExist, &[]).matches(&l));
         assert!(!req("app", SelectorOp::DoesNotExist, &[]).matches(&l));
+    }
+
+    #[test]
+    fn qualified_names_follow_kubernetes_rules() {
+        for ok in [
+            "app",
+            "nvidia.com/gpu",
+            "node.kubernetes.io/not-ready",
+            "a_b.c-d",
+            "A1",
+        ] {
+            assert_eq!(check_qualified_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "a/b/c",
+            "/x",
+            "x/",
+            "-a",
+            "a-",
+            "a b",
+            "Foo.com/x",
+            &"a".repeat(64),
+        ] {
+            assert!(check_qualified_name(bad).is_err(), "{bad}");
+        }
     }
 }

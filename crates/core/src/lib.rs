@@ -46,3 +46,4 @@ pub mod template;
 pub mod testing;
 pub mod unneeded;
 pub mod utilization;
+pub mod yaml_depth;

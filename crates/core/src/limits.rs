@@ -29,6 +29,14 @@ pub enum LimitParseError {
         /// The expected form.
         expected: &'static str,
     },
+    /// The GPU type is not an extended resource name.
+    #[error("invalid limit {text:?}: {why}")]
+    Resource {
+        /// The rejected text.
+        text: String,
+        /// What is wrong.
+        why: String,
+    },
     /// min greater than max.
     #[error("invalid limit {text:?}: min {min} is greater than max {max}")]
     MinAboveMax {
@@ -117,7 +125,23 @@ pub fn parse_gpu_limit(text: &str) -> Result<(ResourceName, Range), LimitParseEr
         LimitParseError::Syntax { .. } => syntax(),
         other => other,
     })?;
+    check_gpu_resource(kind).map_err(|why| LimitParseError::Resource {
+        text: text.to_string(),
+        why,
+    })?;
     Ok((ResourceName::parse(kind), range))
+}
+
+/// Checks a GPU resource name: an extended resource, so a qualified name with a domain prefix
+/// (`nvidia.com/gpu`); `cpu` or `memory` would silently limit or request something else.
+pub fn check_gpu_resource(name: &str) -> Result<(), String> {
+    crate::labels::check_qualified_name(name)?;
+    if !name.contains('/') {
+        return Err(format!(
+            "{name:?} is not an extended resource name (domain/name, e.g. nvidia.com/gpu)"
+        ));
+    }
+    Ok(())
 }
 
 /// The cluster-wide limits.
@@ -426,6 +450,8 @@ mod tests {
         ));
         assert!(parse_gpu_limit("0:4").is_err());
         assert!(parse_gpu_limit(":0:4").is_err());
+        assert!(parse_gpu_limit("a/b/c:0:4").is_err());
+        assert!(parse_gpu_limit("cpu:0:4").is_err());
         assert!(matches!(
             parse_gpu_limit("nvidia.com/gpu:5:4"),
             Err(LimitParseError::MinAboveMax { .. })

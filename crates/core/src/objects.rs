@@ -68,9 +68,7 @@ pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
         mut push: impl FnMut(M),
     ) {
         for (key, value) in store.list(group, kind) {
-            let result = T::deserialize(&**value)
-                .map_err(|e| format!("does not match the {kind} schema: {e}"))
-                .and_then(|obj| convert(&obj));
+            let result = typed::<T>(value).and_then(|obj| convert(&obj));
             match result {
                 Ok(m) => push(m),
                 Err(error) => errors.push(ObjectError {
@@ -80,7 +78,8 @@ pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
             }
         }
     }
-    let s = |e: crate::pod::ModelError| e.to_string();
+    // The caller prefixes the object's identity; the message must not repeat it.
+    let s = |e: crate::pod::ModelError| e.detail();
     each::<core::Node, _>(
         store,
         "",
@@ -123,6 +122,19 @@ pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
     );
     out.controllers = StoreControllers::from_store(store);
     (out, errors)
+}
+
+/// Decodes an object into its API type; an error names the field path
+/// (`status.conditions[0].lastTransitionTime: ...`).
+pub fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("{path}: {}", e.into_inner())
+        }
+    })
 }
 
 /// Workload controllers found in a store: kinds the store holds any object of are checked
@@ -226,6 +238,31 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: shop, labels: {team: a}}
 "#;
+
+    #[test]
+    fn errors_name_the_field_path_and_the_object_once() {
+        let mut store = ObjectStore::new();
+        store
+            .load_yaml(
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: train-1, namespace: ml}\n\
+                 spec: {containers: []}\nstatus:\n  conditions:\n  - type: Ready\n    \
+                 status: 'True'\n    lastTransitionTime: '2026-13-01T00:00:00Z'\n---\n\
+                 apiVersion: v1\nkind: Node\nmetadata: {name: general-a}\n\
+                 status: {allocatable: {cpu: lots}}\n",
+            )
+            .unwrap();
+        let (_, errors) = read_objects(&store);
+        let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        let pod = messages.iter().find(|m| m.starts_with("Pod ")).unwrap();
+        assert!(
+            pod.starts_with("Pod ml/train-1: status.conditions[0].lastTransitionTime: "),
+            "{pod}"
+        );
+        let node = messages.iter().find(|m| m.starts_with("Node ")).unwrap();
+        assert_eq!(node.matches("general-a").count(), 1, "{node}");
+        assert!(node.contains("status.allocatable"), "{node}");
+    }
 
     #[test]
     fn objects_are_read_and_bad_ones_reported() {

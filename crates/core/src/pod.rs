@@ -50,6 +50,19 @@ pub enum ModelError {
     },
 }
 
+impl ModelError {
+    /// The message without the object's name, for callers that name the object themselves.
+    pub fn detail(&self) -> String {
+        match self {
+            ModelError::Quantity { field, error, .. } => format!("field {field}: {error}"),
+            ModelError::Invalid {
+                field, value, why, ..
+            } => format!("field {field}: invalid value {value:?}: {why}"),
+            ModelError::Missing { field, .. } => format!("missing required field {field}"),
+        }
+    }
+}
+
 /// Pod phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum PodPhase {

@@ -35,6 +35,9 @@ pub enum StoreError {
         /// The parser's message.
         message: String,
     },
+    /// Nested too deep to parse (refused before parsing).
+    #[error("not valid YAML: {0}")]
+    TooDeep(#[from] crate::yaml_depth::TooDeep),
     /// `items` of a List is not a list.
     #[error("{place}: field items of a {kind} is not a list")]
     BadList {
@@ -195,7 +198,7 @@ impl ObjectStore {
         kind: &str,
     ) -> Vec<Result<T, (ObjectKey, String)>> {
         self.list(group, kind)
-            .map(|(k, v)| T::deserialize(&**v).map_err(|e| (k.clone(), e.to_string())))
+            .map(|(k, v)| crate::objects::typed(v).map_err(|e| (k.clone(), e)))
             .collect()
     }
 
@@ -228,14 +231,16 @@ impl ObjectStore {
     /// `*List`) objects expanded. Empty documents are skipped. The first malformed document or
     /// object stops the load with an error naming it; objects read before it stay stored.
     pub fn load_yaml(&mut self, text: &str) -> Result<usize, StoreError> {
+        crate::yaml_depth::check_depth(text)?;
         let mut n = 0;
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
             let place = format!("document {}", i + 1);
-            let value: Value =
-                serde::Deserialize::deserialize(doc).map_err(|e| StoreError::Yaml {
+            let value = <Strict as serde::Deserialize>::deserialize(doc)
+                .map_err(|e| StoreError::Yaml {
                     place: place.clone(),
                     message: e.to_string(),
-                })?;
+                })?
+                .0;
             n += self.add_value(value, &place)?;
         }
         Ok(n)
@@ -266,6 +271,84 @@ impl ObjectStore {
         }
         self.insert(value, place)?;
         Ok(1)
+    }
+}
+
+/// A JSON value read from YAML that refuses a key written twice in one mapping (plain
+/// `Value` keeps the last one silently, so a snapshot would mean something else than it says).
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Strict, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a YAML value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "duplicate key {key:?} in one mapping"
+                )));
+            }
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
@@ -315,6 +398,10 @@ mod tests {
             .load_yaml("apiVersion: v1\nkind: List\nitems: 3\n")
             .unwrap_err();
         assert!(e.to_string().contains("items of a List is not a list"));
+        let e = s
+            .load_yaml("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nmetadata: {name: b}\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("duplicate key \"metadata\""), "{e}");
         let e = s.load_yaml("a: [b\n").unwrap_err();
         assert!(matches!(e, StoreError::Yaml { .. }));
         let e = s

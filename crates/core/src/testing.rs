@@ -285,3 +285,12 @@ fn affinity_term(ns: Sym, k: &str, v: &str, topology_key: &str) -> PodAffinityTe
         mismatch_label_keys: vec![],
     }
 }
+
+/// How many cases a fuzz (property) test runs: `FUZZ_CASES` from the environment for a long
+/// run, else `default` (kept small so CI stays fast). See docs/fuzzing.md.
+pub fn fuzz_cases(default: u32) -> u32 {
+    std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default)
+}

@@ -393,6 +393,12 @@ impl World {
         &self.metrics
     }
 
+    /// Hands the metrics log over (leaving it empty), for a caller done with the world: a copy
+    /// of a long run's samples would double their memory.
+    pub fn take_metrics(&mut self) -> Metrics {
+        std::mem::take(&mut self.metrics)
+    }
+
     /// Sets the provisioning delay of a group (MachineDeployment name).
     pub fn set_provisioning_delay(&mut self, group: &str, delay: ProvisioningDelay) {
         self.delays.insert(group.to_string(), delay);

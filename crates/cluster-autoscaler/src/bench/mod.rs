@@ -20,8 +20,11 @@ use cluster::Shape;
 
 /// The most nodes `bench` generates.
 const MAX_NODES: usize = 100_000;
-/// The most pending pods `bench` generates.
-const MAX_PENDING: usize = 10_000_000;
+/// The most pending pods `bench` generates: a million took 2.45 GB, and 200,000 is beyond
+/// Kubernetes' documented limit of 150,000 pods per cluster.
+const MAX_PENDING: usize = 200_000;
+/// The most iterations per phase (each keeps one timing sample).
+const MAX_ITERATIONS: usize = 10_000;
 
 /// Flags of `bench`. The defaults are the reference scenario of `BENCHMARKS.md`.
 #[derive(Debug, clap::Args)]
@@ -77,6 +80,7 @@ impl BenchArgs {
         for (flag, value, max) in [
             ("--nodes", self.nodes, MAX_NODES),
             ("--pending", self.pending, MAX_PENDING),
+            ("--iterations", self.iterations, MAX_ITERATIONS),
         ] {
             if value > max {
                 return Err(anyhow!(
@@ -293,6 +297,10 @@ mod tests {
                 "--nodes",
             ),
             (&["--pending", "100000000"], "--pending"),
+            (&["--pending", "1000000"], "--pending"),
+            // Panicked on capacity overflow, and 2^32 aborted on a 64 GiB allocation.
+            (&["--iterations", "18446744073709551615"], "--iterations"),
+            (&["--iterations", "4294967296"], "--iterations"),
             (&["--groups", "0"], "--groups"),
             (&["--nodes", "5", "--groups", "6"], "--groups"),
             (

@@ -76,6 +76,12 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
         let d = autoscaler_core::duration::parse_duration(d)
             .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
         s.duration = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+        scenario::check_loops(s.duration, s.scan_interval)
+            .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
+        // Memory for samples stays bounded whatever the duration: coarsen them if needed.
+        s.sample_interval = s
+            .sample_interval
+            .max(s.duration.div_ceil(scenario::MAX_SAMPLES));
     }
     if let Some(seed) = args.seed {
         s.seed = seed;
@@ -84,9 +90,64 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
     Ok(s)
 }
 
+/// `--snapshot-at` in virtual milliseconds; a time at or past the end of the run is refused
+/// before it starts.
+fn snapshot_at(args: &SimulateArgs, s: &Scenario) -> Result<Option<u64>, CliError> {
+    let Some(at) = &args.snapshot_at else {
+        return Ok(None);
+    };
+    let d = autoscaler_core::duration::parse_duration(at)
+        .map_err(|e| CliError::usage(anyhow!("--snapshot-at {at:?}: {e}")))?;
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if ms >= s.duration {
+        return Err(CliError::usage(anyhow!(
+            "--snapshot-at {at:?} is not before the end of the run ({})",
+            report::clock(s.duration)
+        )));
+    }
+    Ok(Some(ms))
+}
+
+/// Creates every output file before the run, so an unwritable path is reported at once rather
+/// than after the whole run.
+fn open_outputs(args: &SimulateArgs) -> Result<Vec<(PathBuf, std::fs::File)>, CliError> {
+    let mut files = Vec::new();
+    for (flag, p) in [
+        ("--snapshot-out", &args.snapshot_out),
+        ("--report", &args.report),
+        ("--plot", &args.plot),
+    ] {
+        if let Some(p) = p {
+            let f = std::fs::File::create(p)
+                .with_context(|| format!("{flag} {}: cannot create", p.display()))
+                .map_err(CliError::io)?;
+            files.push((p.clone(), f));
+        }
+    }
+    Ok(files)
+}
+
+/// Writes `text` to an output opened by [`open_outputs`].
+fn write_output(
+    files: &mut [(PathBuf, std::fs::File)],
+    path: &Path,
+    text: &str,
+) -> Result<(), CliError> {
+    use std::io::Write;
+    let Some((_, f)) = files.iter_mut().find(|(p, _)| p == path) else {
+        return Ok(());
+    };
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.flush())
+        .with_context(|| format!("cannot write {}", path.display()))
+        .map_err(CliError::io)
+}
+
 /// Runs `simulate`.
 pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
     let s = load(args)?;
+    let snapshot_at = snapshot_at(args, &s)?;
+    let mut files = open_outputs(args)?;
     let started = std::time::Instant::now();
     let bar = ProgressBar::with_draw_target(
         Some(s.duration / 1000),
@@ -102,10 +163,8 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         bar.set_style(style);
     }
     let mut driver = driver::Driver::new(&s).map_err(|e| CliError::usage(anyhow!("{e}")))?;
-    if let Some(at) = &args.snapshot_at {
-        let d = autoscaler_core::duration::parse_duration(at)
-            .map_err(|e| CliError::usage(anyhow!("--snapshot-at {at:?}: {e}")))?;
-        driver.snapshot_at(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    if let Some(at) = snapshot_at {
+        driver.snapshot_at(at);
     }
     let mut progress = |t| bar.set_position(t / 1000);
     let (log, snapshot) = if args.snapshot_at.is_some() {
@@ -131,28 +190,36 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         report::clock(s.duration),
         wall.as_secs_f64()
     );
+    // Every output is written even when another one fails; the first failure is returned.
+    let mut outputs = Vec::new();
+    let mut errors = Vec::new();
     if let Some(p) = &args.snapshot_out {
-        let Some(snap) = snapshot else {
-            return Err(CliError::usage(anyhow!(
-                "--snapshot-at is after the end of the run ({})",
+        match &snapshot {
+            Some(snap) => outputs.push((p, snapshot_text(&s, snap))),
+            // Only a time between the last loop and the end gets here.
+            None => errors.push(CliError::usage(anyhow!(
+                "--snapshot-at: no loop ran at or after it before the end ({})",
                 report::clock(s.duration)
-            )));
-        };
-        std::fs::write(p, snapshot_text(&s, &snap))
-            .with_context(|| format!("cannot write {}", p.display()))
-            .map_err(CliError::io)?;
+            ))),
+        }
     }
     if let Some(p) = &args.report {
-        std::fs::write(p, report.to_json())
-            .with_context(|| format!("cannot write {}", p.display()))
-            .map_err(CliError::io)?;
+        outputs.push((p, report.to_json()));
     }
     if let Some(p) = &args.plot {
-        std::fs::write(p, svg::timeline(&report))
-            .with_context(|| format!("cannot write {}", p.display()))
-            .map_err(CliError::io)?;
+        outputs.push((p, svg::timeline(&report)));
     }
-    Ok(())
+    for (p, text) in outputs {
+        if let Err(e) = write_output(&mut files, p, &text) {
+            errors.push(e);
+        }
+    }
+    let mut errors = errors.into_iter();
+    let first = errors.next();
+    for e in errors {
+        eprintln!("error: {e}");
+    }
+    first.map_or(Ok(()), Err)
 }
 
 /// The `--snapshot-out` file: a comment header (scenario, loop time, `plan --now` value, the
@@ -175,4 +242,38 @@ pub fn snapshot_text(s: &Scenario, snap: &driver::SnapshotTaken) -> String {
     }
     out.push_str(&snap.yaml);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(duration: &str) -> SimulateArgs {
+        SimulateArgs {
+            scenario: None,
+            report: None,
+            plot: None,
+            duration: Some(duration.into()),
+            seed: None,
+            quiet: true,
+            snapshot_at: None,
+            snapshot_out: None,
+        }
+    }
+
+    #[test]
+    fn samples_stay_bounded_whatever_the_duration() {
+        // 1,000 virtual hours once took 657 MB; samples are what grows with the duration.
+        for d in ["1h", "1000h", "2500h"] {
+            let s = load(&args(d)).expect("loads");
+            assert!(
+                s.duration / s.sample_interval <= scenario::MAX_SAMPLES,
+                "{d}: {} samples",
+                s.duration / s.sample_interval
+            );
+        }
+        // Loops are bounded too (time): 292 years at 10s is refused at once.
+        let e = load(&args("2562047h")).expect_err("too many loops");
+        assert!(e.to_string().contains("--duration"), "{e}");
+    }
 }

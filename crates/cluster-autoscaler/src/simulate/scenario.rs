@@ -23,12 +23,40 @@ use serde_json::{Value, json};
 /// The built-in scenario `simulate` runs without an argument.
 pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
 
+/// The most nodes a group may start with, and the most pods one workload may ask for at once:
+/// far beyond Kubernetes' documented limits (5,000 nodes, 150,000 pods per cluster), small
+/// enough that the simulated world fits in memory.
+pub const MAX_INITIAL_NODES: u32 = 10_000;
+/// See [`MAX_INITIAL_NODES`].
+pub const MAX_WORKLOAD_PODS: u32 = 200_000;
+/// The most metric samples a run keeps (`duration / sample_interval`), so that a run's memory
+/// does not grow with its virtual duration (a sample with its per-group counts is a few
+/// hundred bytes).
+pub const MAX_SAMPLES: u64 = 20_000;
+
+/// The most loops a run may have (`duration / scan-interval`): 1,000 virtual hours at the
+/// default 10s is 360,000; a 1ms scan interval over an hour would be 3.6 million.
+pub const MAX_LOOPS: u64 = 1_000_000;
+
+/// Checks the number of loops of a run.
+pub fn check_loops(duration: SimTime, scan_interval: SimTime) -> Result<(), String> {
+    if duration / scan_interval.max(1) > MAX_LOOPS {
+        return Err(format!(
+            "{} loops ({} / scan-interval {}) is more than the {MAX_LOOPS} a run may have",
+            duration / scan_interval.max(1),
+            super::report::clock(duration),
+            super::report::clock(scan_interval)
+        ));
+    }
+    Ok(())
+}
+
 /// Why a scenario cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// The YAML does not parse or does not match the schema (the message names the field).
     #[error("{0}")]
-    Yaml(#[from] serde_yaml_ng::Error),
+    Yaml(String),
     /// A field has a value that parses but makes no sense.
     #[error("field `{field}`: {message}")]
     Invalid {
@@ -303,90 +331,150 @@ pub struct ReplicasAt {
     pub replicas: u32,
 }
 
-/// A workload.
+/// A Deployment (with its ReplicaSet) following a replica schedule.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Replicas at the start.
+    pub replicas: u32,
+    /// Later replica counts.
+    #[serde(default)]
+    pub schedule: Vec<ReplicasAt>,
+    /// How long each pod runs before it is replaced (default forever).
+    #[serde(default)]
+    pub pod_lifetime: Option<String>,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
+/// A Job created at `at`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Creation time (default 0).
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Successful pods needed.
+    pub completions: u32,
+    /// Pods at once (default `completions`).
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+    /// How long each pod runs once started.
+    pub duration: String,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
+/// A DaemonSet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSetFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `kube-system`).
+    #[serde(default = "default_ds_ns")]
+    pub namespace: String,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
+/// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceFile {
+    /// CSV path, relative to the scenario file's directory.
+    pub file: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Multiplies arrival times and durations (default 1).
+    #[serde(default)]
+    pub time_scale: Option<f64>,
+    /// Keep every Nth row (default 1: all).
+    #[serde(default)]
+    pub sample: Option<usize>,
+    /// Skip rows arriving before this trace time (before scaling; default 0).
+    #[serde(default)]
+    pub start: Option<String>,
+    /// Keep at most this many rows (after sampling).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// GPU resource name (default `nvidia.com/gpu`).
+    #[serde(default)]
+    pub gpu_resource: Option<String>,
+    /// Node label to select `gpu_model` with; without it the model is ignored.
+    #[serde(default)]
+    pub gpu_model_label: Option<String>,
+    /// Tolerations given to every replayed pod.
+    #[serde(default)]
+    pub tolerations: Vec<Value>,
+}
+
+/// A workload; `kind` says which (`deployment`, `job`, `daemon-set`, `trace`).
+#[derive(Clone, Debug)]
 pub enum WorkloadFile {
     /// A Deployment (with its ReplicaSet) following a replica schedule.
-    Deployment {
-        /// Name.
-        name: String,
-        /// Namespace (default `default`).
-        #[serde(default = "default_ns")]
-        namespace: String,
-        /// Replicas at the start.
-        replicas: u32,
-        /// Later replica counts.
-        #[serde(default)]
-        schedule: Vec<ReplicasAt>,
-        /// How long each pod runs before it is replaced (default forever).
-        #[serde(default)]
-        pod_lifetime: Option<String>,
-        /// The pods.
-        #[serde(default)]
-        pod: PodFile,
-    },
+    Deployment(DeploymentFile),
     /// A Job created at `at`.
-    Job {
-        /// Name.
-        name: String,
-        /// Namespace (default `default`).
-        #[serde(default = "default_ns")]
-        namespace: String,
-        /// Creation time (default 0).
-        #[serde(default)]
-        at: Option<String>,
-        /// Successful pods needed.
-        completions: u32,
-        /// Pods at once (default `completions`).
-        #[serde(default)]
-        parallelism: Option<u32>,
-        /// How long each pod runs once started.
-        duration: String,
-        /// The pods.
-        #[serde(default)]
-        pod: PodFile,
-    },
+    Job(JobFile),
     /// A DaemonSet.
-    DaemonSet {
-        /// Name.
-        name: String,
-        /// Namespace (default `kube-system`).
-        #[serde(default = "default_ds_ns")]
-        namespace: String,
-        /// The pods.
-        #[serde(default)]
-        pod: PodFile,
-    },
+    DaemonSet(DaemonSetFile),
     /// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
-    Trace {
-        /// CSV path, relative to the scenario file's directory.
-        file: String,
-        /// Namespace (default `default`).
-        #[serde(default = "default_ns")]
-        namespace: String,
-        /// Multiplies arrival times and durations (default 1).
-        #[serde(default)]
-        time_scale: Option<f64>,
-        /// Keep every Nth row (default 1: all).
-        #[serde(default)]
-        sample: Option<usize>,
-        /// Skip rows arriving before this trace time (before scaling; default 0).
-        #[serde(default)]
-        start: Option<String>,
-        /// Keep at most this many rows (after sampling).
-        #[serde(default)]
-        limit: Option<usize>,
-        /// GPU resource name (default `nvidia.com/gpu`).
-        #[serde(default)]
-        gpu_resource: Option<String>,
-        /// Node label to select `gpu_model` with; without it the model is ignored.
-        #[serde(default)]
-        gpu_model_label: Option<String>,
-        /// Tolerations given to every replayed pod.
-        #[serde(default)]
-        tolerations: Vec<Value>,
-    },
+    Trace(TraceFile),
+}
+
+impl<'de> Deserialize<'de> for WorkloadFile {
+    /// Dispatches on `kind` by hand: serde's internally tagged enums lose the path of the
+    /// field at fault, and errors must name it (`workloads[2].replicas`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<WorkloadFile, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_yaml_ng::Mapping::deserialize(d)?;
+        let kind = match map.remove("kind") {
+            Some(serde_yaml_ng::Value::String(k)) => k,
+            Some(_) => return Err(D::Error::custom(".kind: must be a string")),
+            None => return Err(D::Error::missing_field("kind")),
+        };
+        let rest = serde_yaml_ng::Value::Mapping(map);
+        match kind.as_str() {
+            "deployment" => variant(rest).map(WorkloadFile::Deployment),
+            "job" => variant(rest).map(WorkloadFile::Job),
+            "daemon-set" => variant(rest).map(WorkloadFile::DaemonSet),
+            "trace" => variant(rest).map(WorkloadFile::Trace),
+            other => Err(D::Error::unknown_variant(
+                other,
+                &["deployment", "job", "daemon-set", "trace"],
+            )),
+        }
+    }
+}
+
+/// Reads one workload kind's fields; an error inside names its path, starting with `.` so the
+/// caller's path joins it (see `crate::yaml::from_str`).
+fn variant<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+    v: serde_yaml_ng::Value,
+) -> Result<T, E> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            E::custom(inner)
+        } else {
+            E::custom(format!(".{path}: {inner}"))
+        }
+    })
 }
 
 fn default_ns() -> String {
@@ -492,7 +580,7 @@ impl Scenario {
     /// Parses and validates scenario text; `base` is the directory relative paths (traces) are
     /// read from.
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
-        let file: ScenarioFile = serde_yaml_ng::from_str(text)?;
+        let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
         Scenario::from_file(file, base)
     }
 
@@ -502,10 +590,17 @@ impl Scenario {
             return Err(invalid("duration", "must be positive"));
         }
         let (options, scan_interval) = options(&f.options, f.seed)?;
+        check_loops(duration, scan_interval).map_err(|e| invalid("options.scan-interval", e))?;
         let sample_interval = match &f.sample_interval {
             Some(t) => ms("sample_interval", t)?.max(1),
             None => (duration / 2_000).max(10_000),
         };
+        if duration / sample_interval > MAX_SAMPLES {
+            return Err(invalid(
+                "sample_interval",
+                format!("gives more than {MAX_SAMPLES} samples over the duration; make it longer"),
+            ));
+        }
         let default_delay = match &f.provisioning_delay {
             Some(d) => delay("provisioning_delay", d)?,
             None => ProvisioningDelay {
@@ -573,10 +668,15 @@ impl Scenario {
                     ));
                 }
             };
+            let from_ms = ms(&format!("{field}.from"), &x.from)?;
+            let to_ms = ms(&format!("{field}.to"), &x.to)?;
+            if to_ms <= from_ms {
+                return Err(invalid(format!("{field}.to"), "must be after from"));
+            }
             faults.push(Fault {
                 group: x.group.clone(),
-                from_ms: ms(&format!("{field}.from"), &x.from)?,
-                to_ms: ms(&format!("{field}.to"), &x.to)?,
+                from_ms,
+                to_ms,
                 kind,
             });
         }
@@ -620,16 +720,18 @@ impl Scenario {
         base: &Path,
     ) -> Result<(), ScenarioError> {
         match w {
-            WorkloadFile::Deployment {
+            WorkloadFile::Deployment(DeploymentFile {
                 name,
                 namespace,
                 replicas,
                 schedule,
                 pod_lifetime,
                 pod,
-            } => {
+            }) => {
+                pod_count(&format!("{field}.replicas"), *replicas)?;
                 let mut sched = Vec::new();
                 for (j, r) in schedule.iter().enumerate() {
+                    pod_count(&format!("{field}.schedule[{j}].replicas"), r.replicas)?;
                     sched.push((ms(&format!("{field}.schedule[{j}].at"), &r.at)?, r.replicas));
                 }
                 let lifetime = pod_lifetime
@@ -646,7 +748,7 @@ impl Scenario {
                     deployment: true,
                 });
             }
-            WorkloadFile::Job {
+            WorkloadFile::Job(JobFile {
                 name,
                 namespace,
                 at,
@@ -654,7 +756,8 @@ impl Scenario {
                 parallelism,
                 duration,
                 pod,
-            } => {
+            }) => {
+                pod_count(&format!("{field}.completions"), *completions)?;
                 let at = at
                     .as_deref()
                     .map(|t| ms(&format!("{field}.at"), t))
@@ -672,16 +775,16 @@ impl Scenario {
                     },
                 ));
             }
-            WorkloadFile::DaemonSet {
+            WorkloadFile::DaemonSet(DaemonSetFile {
                 name,
                 namespace,
                 pod,
-            } => self.daemon_sets.push(DaemonSetSpec {
+            }) => self.daemon_sets.push(DaemonSetSpec {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 template: template(&format!("{field}.pod"), name, pod)?,
             }),
-            WorkloadFile::Trace {
+            WorkloadFile::Trace(TraceFile {
                 file,
                 namespace,
                 time_scale,
@@ -691,7 +794,7 @@ impl Scenario {
                 gpu_resource,
                 gpu_model_label,
                 tolerations,
-            } => {
+            }) => {
                 let scale = time_scale.unwrap_or(1.0);
                 if !(scale.is_finite() && scale > 0.0) {
                     return Err(invalid(format!("{field}.time_scale"), "must be positive"));
@@ -733,6 +836,29 @@ impl Scenario {
     }
 }
 
+/// A workload's pod count: at most [`MAX_WORKLOAD_PODS`].
+fn pod_count(field: &str, n: u32) -> Result<(), ScenarioError> {
+    if n > MAX_WORKLOAD_PODS {
+        return Err(invalid(
+            field,
+            format!("{n} is more than the {MAX_WORKLOAD_PODS} pods a workload may have"),
+        ));
+    }
+    Ok(())
+}
+
+/// A CPU and memory amount the model can hold (millicores and bytes in 64 bits).
+fn cpu_memory(field: &str, cpu: &str, memory: &str) -> Result<(), ScenarioError> {
+    let bad = |name: &str, e: String| invalid(format!("{field}.{name}"), e);
+    autoscaler_core::quantity::parse(cpu)
+        .and_then(|q| q.to_milli_ceil())
+        .map_err(|e| bad("cpu", e.to_string()))?;
+    autoscaler_core::quantity::parse(memory)
+        .and_then(|q| q.to_units_ceil())
+        .map_err(|e| bad("memory", e.to_string()))?;
+    Ok(())
+}
+
 fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
     if g.max == 0 || g.min > g.max {
         return Err(invalid(
@@ -743,20 +869,34 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
             ),
         ));
     }
+    if g.max > i32::MAX as u32 {
+        return Err(invalid(
+            format!("{field}.max"),
+            format!("{} is not a valid int32", g.max),
+        ));
+    }
     let replicas = g.replicas.unwrap_or(g.min);
     if replicas > g.max {
         return Err(invalid(format!("{field}.replicas"), "is above max"));
     }
-    for (q, name) in [(&g.cpu, "cpu"), (&g.memory, "memory")] {
-        autoscaler_core::quantity::parse(q)
-            .map_err(|e| invalid(format!("{field}.{name}"), e.to_string()))?;
+    if replicas > MAX_INITIAL_NODES {
+        return Err(invalid(
+            format!("{field}.replicas"),
+            format!("{replicas} is more than the {MAX_INITIAL_NODES} nodes a group may start with"),
+        ));
+    }
+    cpu_memory(field, &g.cpu, &g.memory)?;
+    if let Some(gpu) = &g.gpu {
+        autoscaler_core::limits::check_gpu_resource(&gpu.resource)
+            .map_err(|e| invalid(format!("{field}.gpu.resource"), e))?;
     }
     let mut taints = Vec::new();
     for (i, t) in g.taints.iter().enumerate() {
         let parsed = t.split_once(':').and_then(|(kv, effect)| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let ok = matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute");
-            (ok && !k.is_empty()).then(|| (k.to_string(), v.to_string(), effect.to_string()))
+            let ok = ok && autoscaler_core::labels::check_qualified_name(k).is_ok();
+            ok.then(|| (k.to_string(), v.to_string(), effect.to_string()))
         });
         match parsed {
             Some(x) => taints.push(x),
@@ -807,13 +947,12 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
 fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, ScenarioError> {
     let cpu = p.cpu.clone().unwrap_or_else(|| "100m".into());
     let memory = p.memory.clone().unwrap_or_else(|| "128Mi".into());
-    for (q, f) in [(&cpu, "cpu"), (&memory, "memory")] {
-        autoscaler_core::quantity::parse(q)
-            .map_err(|e| invalid(format!("{field}.{f}"), e.to_string()))?;
-    }
+    cpu_memory(field, &cpu, &memory)?;
     let mut t = PodTemplate::new().requests(&cpu, &memory);
     if p.gpu > 0 {
         let res = p.gpu_resource.clone().unwrap_or_else(default_gpu_resource);
+        autoscaler_core::limits::check_gpu_resource(&res)
+            .map_err(|e| invalid(format!("{field}.gpu_resource"), e))?;
         t = t.request(&res, &p.gpu.to_string());
     }
     if p.labels.is_empty() {
@@ -851,9 +990,6 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
         Some(t) => ms("options.scan-interval", t)?,
         None => 10_000,
     };
-    if scan == 0 {
-        return Err(invalid("options.scan-interval", "must be positive"));
-    }
     if let Some(e) = &o.expander {
         a.scale_up.expander =
             ExpanderChain::parse(e).map_err(|e| invalid("options.expander", e.to_string()))?;
@@ -895,24 +1031,12 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
     if let Some(b) = o.scale_down_enabled {
         down.enabled = b;
     }
-    for (v, name, slot) in [
-        (
-            o.scale_down_utilization_threshold,
-            "options.scale-down-utilization-threshold",
-            &mut down.utilization_threshold,
-        ),
-        (
-            o.scale_down_gpu_utilization_threshold,
-            "options.scale-down-gpu-utilization-threshold",
-            &mut down.gpu_utilization_threshold,
-        ),
-    ] {
-        if let Some(v) = v {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(invalid(name, "must be within 0..1"));
-            }
-            *slot = v;
-        }
+    // Ranges are checked with the other options, by `run`'s rules.
+    if let Some(v) = o.scale_down_utilization_threshold {
+        down.utilization_threshold = v;
+    }
+    if let Some(v) = o.scale_down_gpu_utilization_threshold {
+        down.gpu_utilization_threshold = v;
     }
     for (text, name, slot) in [
         (
@@ -955,6 +1079,13 @@ fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), S
         down.max_graceful_termination_sec = n;
     }
     cluster_state_options(o, &mut a)?;
+    // The same rules `run` applies to its flags, named by the same flags.
+    crate::options::validate_autoscaler(&a, Duration::from_millis(scan)).map_err(|e| match e {
+        crate::options::OptionsError::Flag { flag, value, why } => {
+            invalid(format!("options.{flag}"), format!("{value}: {why}"))
+        }
+        other => invalid("options", other.to_string()),
+    })?;
     Ok((a, scan))
 }
 
@@ -996,12 +1127,6 @@ fn cluster_state_options(o: &OptionsFile, a: &mut AutoscalerOptions) -> Result<(
         cs.ok_total_unready_count = n;
     }
     if let Some(p) = o.max_total_unready_percentage {
-        if !(0.0..=100.0).contains(&p) {
-            return Err(invalid(
-                "options.max-total-unready-percentage",
-                "must be within 0..100",
-            ));
-        }
         cs.max_total_unready_percentage = p;
     }
     Ok(())
@@ -1079,5 +1204,137 @@ mod tests {
         assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
         assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
         assert_eq!(s.options.scale_up.limits.cpu.max, 64_000);
+    }
+
+    /// The error of a scenario with one group (`group`: more fields of its flow mapping) and
+    /// `extra` top-level text.
+    fn refused(group: &str, extra: &str) -> String {
+        let mut fields = String::from("name: a, min: 0");
+        for (key, default) in [
+            ("max:", "max: 2"),
+            ("cpu:", "cpu: '4'"),
+            ("memory:", "memory: 16Gi"),
+        ] {
+            if !group.contains(key) {
+                fields = format!("{fields}, {default}");
+            }
+        }
+        let text = format!("name: x\nduration: 1h\n{extra}\nnode_groups:\n- {{{fields}{group}}}\n");
+        match Scenario::parse(&text, Path::new(".")) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn options_are_validated_as_run_validates_its_flags() {
+        for (option, flag) in [
+            ("max-nodes-per-scaleup: 0", "options.max-nodes-per-scaleup"),
+            (
+                "max-scale-down-parallelism: 0",
+                "options.max-scale-down-parallelism",
+            ),
+            ("max-drain-parallelism: 0", "options.max-drain-parallelism"),
+            ("scan-interval: 0s", "options.scan-interval"),
+            (
+                "max-node-provision-time: 0s",
+                "options.max-node-provision-time",
+            ),
+            (
+                "{initial-node-group-backoff-duration: 10m, max-node-group-backoff-duration: 5m}",
+                "options.max-node-group-backoff-duration",
+            ),
+            (
+                "scale-down-unneeded-time: 2562048h",
+                "options.scale-down-unneeded-time",
+            ),
+        ] {
+            let options = if option.starts_with('{') {
+                format!("options: {option}")
+            } else {
+                format!("options: {{{option}}}")
+            };
+            let e = refused("", &options);
+            assert!(e.starts_with(&format!("field `{flag}`")), "{option}: {e}");
+        }
+    }
+
+    #[test]
+    fn wrong_values_are_refused_with_their_field() {
+        for (group, extra, field) in [
+            (
+                ", gpu: {resource: cpu, count: 1}",
+                "",
+                "node_groups[0].gpu.resource",
+            ),
+            (", cpu: '9223372036854775808'", "", "node_groups[0].cpu"),
+            (
+                ", taints: ['bad key!=x:NoSchedule']",
+                "",
+                "node_groups[0].taints[0]",
+            ),
+            (
+                ", max: 4294967295, replicas: 4294967295",
+                "",
+                "node_groups[0].max",
+            ),
+            (
+                ", max: 100000, replicas: 100000",
+                "",
+                "node_groups[0].replicas",
+            ),
+            (
+                "",
+                "faults: [{group: a, from: 2h, to: 1h, kind: stockout}]",
+                "faults[0].to",
+            ),
+            ("", "sample_interval: 1ms", "sample_interval"),
+            ("", "options: {scan-interval: 1ms}", "options.scan-interval"),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 4294967295}]",
+                "workloads[0].replicas",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, schedule: [{at: 1m, replicas: 4294967295}]}]",
+                "workloads[0].schedule[0].replicas",
+            ),
+            (
+                "",
+                "workloads: [{kind: job, name: j, completions: 4294967295, duration: 1m}]",
+                "workloads[0].completions",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, pod: {gpu: 1, gpu_resource: cpu}}]",
+                "workloads[0].pod.gpu_resource",
+            ),
+        ] {
+            let e = refused(group, extra);
+            assert!(
+                e.starts_with(&format!("field `{field}`")),
+                "{group} {extra}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn schema_errors_inside_workloads_name_the_field() {
+        for (workload, path) in [
+            (
+                "{kind: deployment, name: d, replicas: -1}",
+                "workloads[0].replicas: ",
+            ),
+            (
+                "{kind: job, name: j, completions: 2, duration: 1m, pod: {gpu: -2}}",
+                "workloads[0].pod.gpu: ",
+            ),
+            ("{kind: jobb}", "workloads[0]: unknown variant `jobb`"),
+            ("{kind: daemon-set, name: d, colour: red}", "workloads[0]"),
+        ] {
+            let e = refused("", &format!("workloads: [{workload}]"));
+            assert!(e.starts_with(path), "{workload}: {e}");
+        }
     }
 }

@@ -75,6 +75,9 @@ impl PriorityConfig {
         if text.trim().is_empty() {
             return Err(ExpanderError::PriorityConfigEmpty);
         }
+        crate::yaml_depth::check_depth(text).map_err(|e| ExpanderError::PriorityConfigYaml {
+            message: e.to_string(),
+        })?;
         let raw: Option<BTreeMap<i64, Option<Vec<String>>>> = serde_yaml_ng::from_str(text)
             .map_err(|e| ExpanderError::PriorityConfigYaml {
                 message: e.to_string(),
