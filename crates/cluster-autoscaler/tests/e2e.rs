@@ -474,6 +474,25 @@ fn tainted_now(h: &FacadeHandle) -> Vec<String> {
     })
 }
 
+/// The ReplicaSet `web` of two 600m pods.
+fn add_web(w: &mut autoscaler_world::World) {
+    let template = autoscaler_world::PodTemplate::from_spec(
+        [("app".to_string(), "web".to_string())].into(),
+        json!({"containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": "600m", "memory": "128Mi"}}}]}),
+    );
+    w.add_replica_set(autoscaler_world::ReplicaSetSpec {
+        namespace: "default".into(),
+        name: "web".into(),
+        template,
+        replicas: 2,
+        schedule: Vec::new(),
+        pod_lifetime_ms: None,
+        deployment: false,
+    })
+    .expect("replica set");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_drain_then_restarted_leaves_no_taint_and_loses_no_pod() {
     let h = start_world().await;
@@ -481,21 +500,7 @@ async fn killed_mid_drain_then_restarted_leaves_no_taint_and_loses_no_pod() {
     // 600m pods, so one fits beside a big pod, with a PodDisruptionBudget allowing one
     // disruption). Without the big pods, either node's web pod fits on the other: a drain.
     h.with_world(|w| {
-        let template = autoscaler_world::PodTemplate::from_spec(
-            [("app".to_string(), "web".to_string())].into(),
-            json!({"containers": [{"name": "c", "image": "x",
-                "resources": {"requests": {"cpu": "600m", "memory": "128Mi"}}}]}),
-        );
-        w.add_replica_set(autoscaler_world::ReplicaSetSpec {
-            namespace: "default".into(),
-            name: "web".into(),
-            template,
-            replicas: 2,
-            schedule: Vec::new(),
-            pod_lifetime_ms: None,
-            deployment: false,
-        })
-        .expect("replica set");
+        add_web(w);
         w.apply(
             json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": "web", "namespace": "default"},
@@ -781,21 +786,7 @@ async fn at_v4_decisions_are_logged_http_traces_are_not_and_sigterm_ends_with_a_
     // As in the drain test: two nodes, each with a big bare pod and one `web` replica; once the
     // big pods go, one node is drained (its web pod fits on the other) and deleted.
     h.with_world(|w| {
-        let template = autoscaler_world::PodTemplate::from_spec(
-            [("app".to_string(), "web".to_string())].into(),
-            json!({"containers": [{"name": "c", "image": "x",
-                "resources": {"requests": {"cpu": "600m", "memory": "128Mi"}}}]}),
-        );
-        w.add_replica_set(autoscaler_world::ReplicaSetSpec {
-            namespace: "default".into(),
-            name: "web".into(),
-            template,
-            replicas: 2,
-            schedule: Vec::new(),
-            pod_lifetime_ms: None,
-            deployment: false,
-        })
-        .expect("replica set");
+        add_web(w);
     });
     add_pods(&h, "big", 2);
     // A pod no node of the group can hold: the same NotTriggerScaleUp every loop, one Event

@@ -496,35 +496,17 @@ mod tests {
     use super::*;
     use crate::test_cluster::Cluster;
 
-    use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
     use autoscaler_core::cluster_state::SCALED_UP_GROUP;
-    use autoscaler_core::drain::NoControllerLookup;
-    use autoscaler_core::estimator::Unlimited;
-
-    use autoscaler_core::scale_down::InFlight;
-    use autoscaler_core::testing::{GI, PodBuilder};
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};
 
     #[test]
     fn a_loop_gives_pod_and_configmap_events_with_upstream_reasons() {
-        let mut c = Cluster::new(3, 3);
         // Too big for any node: never helped.
-        c.pods.push(
-            PodBuilder::new("huge", 64_000, GI)
-                .owner("ReplicaSet", "c")
-                .unschedulable()
-                .arc(),
-        );
+        let c = Cluster::new(3, 3).with_huge_pod();
         let view = c.view();
-        let outcome = Autoscaler::new(AutoscalerOptions::default()).run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            0,
-            &mut Unlimited,
-        );
+        let outcome = c.first_loop();
         let events = events_of(&view, &outcome);
         let triggered: Vec<&EventSpec> = events
             .iter()
@@ -679,21 +661,10 @@ mod tests {
 
     #[test]
     fn max_nodes_total_is_reported_when_pods_are_left_at_the_limit() {
-        let mut c = Cluster::new(3, 3);
-        c.pods.push(
-            PodBuilder::new("huge", 64_000, GI)
-                .owner("ReplicaSet", "c")
-                .unschedulable()
-                .arc(),
-        );
+        // Too big for any node: never helped.
+        let c = Cluster::new(3, 3).with_huge_pod();
         let view = c.view();
-        let outcome = Autoscaler::new(AutoscalerOptions::default()).run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            0,
-            &mut Unlimited,
-        );
+        let outcome = c.first_loop();
         let nodes = view.nodes.len();
         let e = max_nodes_total_event(&view, &outcome, nodes).expect("at the limit");
         assert_eq!(e.reason, MAX_NODES_TOTAL_REACHED);

@@ -254,12 +254,6 @@ mod tests {
     use super::*;
     use crate::test_cluster::Cluster;
 
-    use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
-    use autoscaler_core::drain::NoControllerLookup;
-    use autoscaler_core::estimator::Unlimited;
-    use autoscaler_core::scale_down::InFlight;
-    use autoscaler_core::testing::{GI, PodBuilder};
-
     fn texts(lines: &[Line], level: Level) -> Vec<&str> {
         lines
             .iter()
@@ -270,21 +264,10 @@ mod tests {
 
     #[test]
     fn a_scale_up_names_its_plan_pods_and_the_groups_considered() {
-        let mut c = Cluster::new(3, 3);
-        c.pods.push(
-            PodBuilder::new("huge", 64_000, GI)
-                .owner("ReplicaSet", "c")
-                .unschedulable()
-                .arc(),
-        );
+        // Too big for any node: never helped.
+        let c = Cluster::new(3, 3).with_huge_pod();
         let view = c.view();
-        let outcome = Autoscaler::new(AutoscalerOptions::default()).run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            0,
-            &mut Unlimited,
-        );
+        let outcome = c.first_loop();
         let lines = lines_of(&view, &outcome, 0);
         let info = texts(&lines, Level::INFO);
         let plan = info

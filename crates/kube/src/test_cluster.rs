@@ -71,6 +71,22 @@ impl Cluster {
         }
     }
 
+    /// Adds a pending pod too big for any node, which no group can help.
+    pub(crate) fn with_huge_pod(mut self) -> Cluster {
+        self.pods.push(
+            PodBuilder::new("huge", 64_000, GI)
+                .owner("ReplicaSet", "c")
+                .unschedulable()
+                .arc(),
+        );
+        self
+    }
+
+    /// The first loop of a fresh autoscaler with the default options, at time 0.
+    pub(crate) fn first_loop(&self) -> LoopOutcome {
+        self.run(&mut Autoscaler::new(Default::default()), 0)
+    }
+
     /// One loop of `a` at `now`.
     pub(crate) fn run(&self, a: &mut Autoscaler, now: i64) -> LoopOutcome {
         a.run_once(
