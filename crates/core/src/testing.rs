@@ -288,6 +288,8 @@ fn affinity_term(ns: Sym, k: &str, v: &str, topology_key: &str) -> PodAffinityTe
 
 /// How many cases a fuzz (property) test runs: `FUZZ_CASES` from the environment for a long
 /// run, else `default` (kept small so CI stays fast). See docs/fuzzing.md.
+// Test helpers may read the environment (`FUZZ_CASES`); the core itself never does.
+#[allow(clippy::disallowed_methods)]
 pub fn fuzz_cases(default: u32) -> u32 {
     std::env::var("FUZZ_CASES")
         .ok()
