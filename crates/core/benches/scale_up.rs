@@ -127,10 +127,8 @@ fn bench_decision(c: &mut Criterion) {
     let mut snapshot = build_snapshot(&view, &mut warnings);
     group.bench_function("filter_12000_ownerless_pending_1000_nodes_with_room", |b| {
         b.iter(|| {
-            snapshot.fork();
-            let placed = place_on_existing(&mut snapshot, pending.clone());
+            let placed = snapshot.forked(|s| place_on_existing(s, pending.clone()));
             assert!(placed.remaining.is_empty());
-            let _ = snapshot.revert();
             black_box(placed.placed.len())
         })
     });

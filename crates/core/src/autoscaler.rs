@@ -155,9 +155,28 @@ pub fn decide_scale_up_with_upcoming(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
+    // Upcoming nodes and pending placements are simulated on a fork that is never kept.
+    snapshot.forked(|snapshot| {
+        decide_on_fork(
+            snapshot, view, config, now_ms, blocked, upcoming, rng, budget,
+        )
+    })
+}
+
+/// [`decide_scale_up_with_upcoming`] on a fork the caller reverts.
+#[allow(clippy::too_many_arguments)]
+fn decide_on_fork(
+    snapshot: &mut ClusterSnapshot,
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    upcoming: Option<&[usize]>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> ScaleUpDecision {
     let mut decision = ScaleUpDecision::default();
     let groups = view.provider.node_groups();
-    snapshot.fork();
 
     // Registered nodes per group, in view order (the first healthy one becomes the template),
     // and how many of them have started (a node not started yet is still on its way).
@@ -215,7 +234,6 @@ pub fn decide_scale_up_with_upcoming(
 
     let selected = pending::select(view.pods, now_ms, &config.pending);
     decision.set_aside = selected.set_aside;
-    snapshot.fork();
     let placement = pending::place_on_existing(snapshot, selected.eligible);
     decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
 
@@ -237,9 +255,6 @@ pub fn decide_scale_up_with_upcoming(
         expander: &config.expander,
     };
     decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
-    // Two forks: upcoming nodes, then pending placements. Neither is kept.
-    let _ = snapshot.revert();
-    let _ = snapshot.revert();
     decision
 }
 
@@ -597,9 +612,6 @@ impl Autoscaler {
             inner: view.provider,
             hidden: &hidden,
         };
-        // Pending pods that fit existing nodes will land there: scale-down must see them placed.
-        snapshot.fork();
-        let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
         let input = ScaleDownInput {
             provider: &provider,
             budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
@@ -608,15 +620,20 @@ impl Autoscaler {
             totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
             in_flight,
         };
-        let down = plan_scale_down(
-            snapshot,
-            &mut self.scale_down,
-            input,
-            &opts.scale_down,
-            now_ms,
-            budget,
-        );
-        let _ = snapshot.revert();
+        let scale_down = &mut self.scale_down;
+        let down = snapshot.forked(|snapshot| {
+            // Pending pods that fit existing nodes will land there: scale-down must see them
+            // placed.
+            let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
+            plan_scale_down(
+                snapshot,
+                scale_down,
+                input,
+                &opts.scale_down,
+                now_ms,
+                budget,
+            )
+        });
         // Every change above was made on forks and reverted: the snapshot is the view's again.
         debug_assert_eq!(snapshot.depth(), 0);
         if snapshot.depth() != 0 {

@@ -43,23 +43,14 @@ pub fn try_remove(
     order: &[NodeId],
     hints: &mut Hints,
 ) -> Result<Vec<(Arc<Pod>, NodeId)>, NoPlace> {
-    snapshot.fork();
-    match place_all(snapshot, node, to_move, order, hints) {
-        Ok(moves) => {
-            // The fork was ours: fold it into the caller's.
-            let _ = snapshot.commit();
-            for (pod, dest) in &moves {
-                if let Some(info) = snapshot.node(*dest) {
-                    hints.insert((pod.namespace, pod.name.clone()), info.node.name);
-                }
-            }
-            Ok(moves)
-        }
-        Err(e) => {
-            let _ = snapshot.revert();
-            Err(e)
+    // Kept (folded into the caller's fork) only if every pod found a place.
+    let moves = snapshot.tentatively(|s| place_all(s, node, to_move, order, hints))?;
+    for (pod, dest) in &moves {
+        if let Some(info) = snapshot.node(*dest) {
+            hints.insert((pod.namespace, pod.name.clone()), info.node.name);
         }
     }
+    Ok(moves)
 }
 
 fn place_all(

@@ -469,7 +469,9 @@ pub fn plan_scale_down(
     // and which of its destinations they are. When their host is removed too, they move again.
     let mut promised: rustc_hash::FxHashMap<(Sym, Arc<str>), (usize, usize)> =
         rustc_hash::FxHashMap::default();
-    snapshot.fork();
+    // Successes are kept on the fork so later candidates see the space as promised; the whole
+    // fork is reverted at the end.
+    snapshot.forked(|snapshot| {
     for cand in candidates {
         let Some(info) = snapshot.node(cand.id) else {
             plan.unremovable.push((
@@ -598,7 +600,7 @@ pub fn plan_scale_down(
             sequential,
         });
     }
-    let _ = snapshot.revert();
+    });
 
     // 3. Unneeded timers, and destinations remembered only for pods of unneeded nodes (so the
     // hints never outgrow the cluster).

@@ -558,6 +558,44 @@ impl ClusterSnapshot {
         Ok(())
     }
 
+    /// Runs `f` on a fork that is always reverted: whatever `f` changes, and whatever forks it
+    /// leaves open, the snapshot is as it was before when this returns.
+    pub fn forked<R>(&mut self, f: impl FnOnce(&mut ClusterSnapshot) -> R) -> R {
+        let depth = self.logs.len();
+        self.fork();
+        let out = f(self);
+        self.revert_to(depth);
+        out
+    }
+
+    /// Runs `f` on a fork that is kept when `f` succeeds (folded into the enclosing fork, if
+    /// any) and reverted when it fails.
+    pub fn tentatively<T, E>(
+        &mut self,
+        f: impl FnOnce(&mut ClusterSnapshot) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let depth = self.logs.len();
+        self.fork();
+        let out = f(self);
+        match &out {
+            Ok(_) => {
+                // Forks `f` left open are folded in with ours.
+                while self.logs.len() > depth {
+                    let _ = self.commit();
+                }
+            }
+            Err(_) => self.revert_to(depth),
+        }
+        out
+    }
+
+    /// Reverts every fork above `depth`.
+    fn revert_to(&mut self, depth: usize) {
+        while self.logs.len() > depth {
+            let _ = self.revert();
+        }
+    }
+
     /// Number of open forks.
     pub fn depth(&self) -> usize {
         self.logs.len()
@@ -743,7 +781,7 @@ mod tests {
     type NodePicture = (u32, Sym, Vec<String>, Resources, Vec<HostPort>);
 
     /// A canonical, comparable picture of everything observable in a snapshot.
-    #[derive(Debug, PartialEq)]
+    #[derive(Clone, Debug, PartialEq)]
     struct Picture {
         nodes: Vec<NodePicture>,
         by_name: Vec<(Sym, u32)>,
@@ -983,6 +1021,41 @@ mod tests {
         s.commit().unwrap();
         assert!(s.node(b).is_none());
         assert_eq!(s.revert(), Err(SnapshotError::NoFork));
+    }
+
+    #[test]
+    fn guards_balance_forks_whatever_the_closure_leaves_open() {
+        let mut s = ClusterSnapshot::new();
+        let a = s
+            .add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+            .unwrap();
+        let base = picture(&s);
+        let n = s.forked(|s| {
+            s.add_pod(pod("p1"), a).unwrap();
+            s.fork(); // left open on purpose
+            s.add_pod(pod("p2"), a).unwrap();
+            s.node(a).map_or(0, |i| i.pods.len())
+        });
+        assert_eq!(n, 2);
+        assert_eq!((picture(&s), s.depth()), (base.clone(), 0));
+        let failed: Result<(), ()> = s.tentatively(|s| {
+            s.add_pod(pod("p1"), a).unwrap();
+            Err(())
+        });
+        assert!(failed.is_err());
+        assert_eq!((picture(&s), s.depth()), (base.clone(), 0));
+        s.fork();
+        let kept: Result<(), ()> = s.tentatively(|s| {
+            s.add_pod(pod("p1"), a).unwrap();
+            s.fork();
+            s.add_pod(pod("p2"), a).unwrap();
+            Ok(())
+        });
+        assert!(kept.is_ok());
+        assert_eq!(s.depth(), 1, "folded into the caller's fork");
+        assert_eq!(s.node(a).map(|i| i.pods.len()), Some(2));
+        s.revert().unwrap();
+        assert_eq!(picture(&s), base);
     }
 
     #[test]

@@ -151,10 +151,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
 
     let (samples, placement) = time(n, || {
         let selected = pending::select(&cluster.pods, NOW_MS, &options.scale_up.pending);
-        snapshot.fork();
-        let placement = place_on_existing(&mut snapshot, selected.eligible);
-        let _ = snapshot.revert();
-        placement
+        snapshot.forked(|s| place_on_existing(s, selected.eligible))
     });
     results.push(PhaseResult {
         phase: "filter pending onto existing nodes",
