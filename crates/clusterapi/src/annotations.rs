@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use autoscaler_core::duration::parse_duration;
-use autoscaler_core::estimator::HOSTNAME_LABEL;
 use autoscaler_core::intern::Sym;
 use autoscaler_core::labels::Labels;
+use autoscaler_core::names::HOSTNAME_LABEL;
 use autoscaler_core::node::{Node, NodeCondition};
 use autoscaler_core::node_group::NodeGroupOptions;
 use autoscaler_core::quantity::{parse_milli, parse_units};

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use crate::intern::Sym;
+use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use crate::node_group::NodeGroupId;
 use crate::scale_down::ScaleDownPlan;
 use crate::scale_up::ScaleUpResult;
 use crate::taints::{Taint, TaintEffect};
-use crate::template::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 
 /// A pod to evict.
 #[derive(Clone, Debug, PartialEq, Eq)]

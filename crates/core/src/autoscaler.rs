@@ -15,15 +15,15 @@ use rustc_hash::FxHashMap;
 
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::affinity::NamespaceLabels;
-use crate::cluster_state::{
-    ClusterState, ClusterStateOptions, ClusterStatus, Event, SCALED_UP_GROUP,
-};
+use crate::cluster_state::{ClusterState, ClusterStateOptions, ClusterStatus, Event};
 use crate::daemonset::{DaemonSet, daemon_pods_for};
 use crate::drain::ControllerLookup;
-use crate::estimator::{Budget, HOSTNAME_LABEL};
+use crate::estimator::Budget;
 use crate::expander::ExpanderChain;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, ResourceLimits};
+use crate::names::HOSTNAME_LABEL;
+use crate::names::SCALED_UP_GROUP;
 use crate::node::Node;
 use crate::node_group::{CloudProvider, NodeGroup, NodeGroupId};
 use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
@@ -1046,12 +1046,12 @@ mod loop_tests {
 #[cfg(test)]
 mod state_tests {
     use super::*;
-    use crate::cluster_state::{
+    use crate::drain::NoControllerLookup;
+    use crate::estimator::Unlimited;
+    use crate::names::{
         CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
         SCALE_UP_TIMED_OUT,
     };
-    use crate::drain::NoControllerLookup;
-    use crate::estimator::Unlimited;
     use crate::node_group::{
         Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
     };
@@ -1461,7 +1461,7 @@ mod state_tests {
         a.record_scale_up_failure(&x.as_str().into(), T0 + SEC, "quota exceeded");
         apply(&mut p, &[], None);
         let out = run(&mut a, &nodes, &pods, &p, T0 + 10 * SEC);
-        assert!(reasons(&out).contains(&crate::cluster_state::FAILED_TO_SCALE_UP_GROUP));
+        assert!(reasons(&out).contains(&crate::names::FAILED_TO_SCALE_UP_GROUP));
         let grown = increases(&out);
         assert_eq!(grown.len(), 1);
         assert_ne!(grown[0].0, x);

@@ -11,6 +11,10 @@
 //! It never performs an action, never reads a clock, and never removes a registered node (only
 //! instances that have no node).
 
+use crate::names::{
+    CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE,
+    NOT_READY_FOR_AUTOSCALING, SCALE_UP_FAILED, SCALE_UP_TIMED_OUT,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,29 +23,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::actions::Action;
 use crate::backoff::{Backoff, BackoffOptions, FailureReason, ms};
+use crate::names::TO_BE_DELETED_TAINT;
 use crate::node::Node;
 use crate::node_group::{
     CloudProvider, InstanceError, InstanceErrorClass, InstanceState, NodeGroup, NodeGroupId,
 };
-use crate::template::TO_BE_DELETED_TAINT;
-
-/// Event reason: a group was grown.
-pub const SCALED_UP_GROUP: &str = "ScaledUpGroup";
-/// Event reason: the provider call growing a group failed.
-pub const FAILED_TO_SCALE_UP_GROUP: &str = "FailedToScaleUpGroup";
-/// Event reason: a scale-up did not complete within the provision time.
-pub const SCALE_UP_TIMED_OUT: &str = "ScaleUpTimedOut";
-/// Event reason (and `DeleteInstances` reason): instances the provider reports in error.
-pub const SCALE_UP_FAILED: &str = "ScaleUpFailed";
-/// Event reason (and `DeleteInstances` reason): instances that never registered as nodes.
-pub const DELETE_UNREGISTERED: &str = "DeleteUnregistered";
-/// Event reason: the cluster has too many unready nodes to autoscale.
-pub const CLUSTER_UNHEALTHY: &str = "ClusterUnhealthy";
-/// Event reason: a target nobody asked for in this process's memory (after a restart, or set by
-/// someone else) was not reached within the provision time and is lowered to what exists.
-pub const FIX_NODE_GROUP_SIZE: &str = "FixNodeGroupSize";
-/// Status text of an unhealthy cluster.
-pub const NOT_READY_FOR_AUTOSCALING: &str = "Cluster is not ready for autoscaling";
 
 /// How long an issued deletion or target decrease is trusted to be under way before it is issued
 /// again, if the provider still shows the same thing.

@@ -11,6 +11,10 @@
 //! *where* pods go (that is the removal simulation), and it must never perform I/O, read the clock
 //! (the caller passes `now_ms`) or panic on any input.
 
+use crate::names::{
+    DAEMONSET_POD_ANNOTATION, ENABLE_DS_EVICTION_ANNOTATION, KUBE_SYSTEM, MIRROR_POD_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+};
 use std::fmt;
 use std::sync::Arc;
 
@@ -18,21 +22,6 @@ use crate::intern::Sym;
 use crate::pdb::{DisruptionBudgets, PdbBlocked};
 use crate::pod::{OwnerRef, Pod};
 
-/// Annotation: `"true"` makes a pod movable whatever the other rules say (PodDisruptionBudgets
-/// still apply), `"false"` forbids evicting it.
-pub const SAFE_TO_EVICT_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
-/// Annotation: comma-separated names of local-storage volumes whose loss is acceptable.
-pub const SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION: &str =
-    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
-/// Annotation on a DaemonSet pod: `"true"` / `"false"` overrides the DaemonSet eviction flags.
-pub const ENABLE_DS_EVICTION_ANNOTATION: &str =
-    "cluster-autoscaler.kubernetes.io/enable-ds-eviction";
-/// Annotation: `"true"` makes the autoscaler treat a pod as a DaemonSet pod.
-pub const DAEMONSET_POD_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/daemonset-pod";
-/// Annotation the kubelet puts on the API mirror of a static pod.
-pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// The namespace of system pods.
-pub const KUBE_SYSTEM: &str = "kube-system";
 /// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds. The pod
 /// view does not carry the pod's own value, so this default is assumed for every pod.
 pub const DEFAULT_TERMINATION_GRACE_MS: i64 = 30_000;

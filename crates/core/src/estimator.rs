@@ -47,6 +47,7 @@
 //!   estimate stops, the remaining pods go to [`Estimate::skipped`] and [`LimitHit::TimeBudget`]
 //!   is set.
 
+use crate::names::HOSTNAME_LABEL;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -56,9 +57,6 @@ use crate::node::Node;
 use crate::pod::Pod;
 use crate::predicates::{Prepared, Unfit};
 use crate::snapshot::{ClusterSnapshot, NodeId, SnapshotError};
-
-/// The label every node carries with its own name, set on each new node.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// A time (or any other) budget for one estimate, implemented by the caller so that the core
 /// never reads the clock: the binary checks an `Instant` deadline, tests count calls.

@@ -25,6 +25,7 @@ pub mod expander;
 pub mod intern;
 pub mod labels;
 pub mod limits;
+pub mod names;
 pub mod node;
 pub mod node_group;
 pub mod objects;

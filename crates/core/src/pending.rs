@@ -6,6 +6,7 @@
 //! provisioned, are placed there in the snapshot (so that two pods never count the same free
 //! space) and need no new node. It never changes anything outside the snapshot it is given.
 
+use crate::names::POD_SCALE_UP_DELAY_ANNOTATION;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,11 +15,6 @@ use rustc_hash::FxHashMap;
 use crate::duration::parse_duration;
 use crate::pod::Pod;
 use crate::snapshot::{ClusterSnapshot, NodeId};
-
-/// Annotation with a per-pod scale-up delay (a Go duration); honoured only when it is longer
-/// than `--new-pod-scale-up-delay`, as upstream does.
-pub const POD_SCALE_UP_DELAY_ANNOTATION: &str =
-    "cluster-autoscaler.kubernetes.io/pod-scale-up-delay";
 
 /// Options of pending-pod selection.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,6 +18,7 @@
 //! allowance, a group below its min size, or a move the predicates refuse. It only returns a plan;
 //! the shell taints, evicts and deletes.
 
+use crate::names::SCALE_DOWN_DISABLED_ANNOTATION;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,18 +27,14 @@ use crate::drain::{self, BlockReason, Blocked, ControllerLookup, DrainContext, D
 use crate::estimator::Budget;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, LimitReached, ResourceLimits};
+use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use crate::node_group::{CloudProvider, NodeGroupId};
 use crate::pdb::DisruptionBudgets;
 use crate::pod::Pod;
 use crate::removal::{Hints, NoPlace, try_remove};
 use crate::snapshot::{ClusterSnapshot, NodeId};
-use crate::template::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use crate::unneeded::UnneededNodes;
 use crate::utilization::{UtilizationOptions, utilization};
-
-/// Annotation that keeps a node from ever being scaled down.
-pub const SCALE_DOWN_DISABLED_ANNOTATION: &str =
-    "cluster-autoscaler.kubernetes.io/scale-down-disabled";
 
 /// Options of scale-down (upstream flag names in the field docs; defaults are upstream's).
 #[derive(Clone, Debug)]
@@ -1768,7 +1765,9 @@ mod tests {
             0..=11 => b.owner("ReplicaSet", "rs"),
             12 => b,
             13 => b.owner("DaemonSet", "ds"),
-            _ => b.namespace(drain::KUBE_SYSTEM).owner("ReplicaSet", "sys"),
+            _ => b
+                .namespace(crate::names::KUBE_SYSTEM)
+                .owner("ReplicaSet", "sys"),
         };
         if ps.app < 3 {
             b = b.label("app", &format!("a{}", ps.app));
@@ -1784,8 +1783,10 @@ mod tests {
         if ps.safe >= 8 {
             let v = if ps.safe == 8 { "true" } else { "false" };
             b = b.with(|p| {
-                p.annotations
-                    .push((Arc::from(drain::SAFE_TO_EVICT_ANNOTATION), Arc::from(v)))
+                p.annotations.push((
+                    Arc::from(crate::names::SAFE_TO_EVICT_ANNOTATION),
+                    Arc::from(v),
+                ))
             });
         }
         if let Some(port) = ps.port {
@@ -1846,7 +1847,11 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(k, &(sys, app, allowed))| {
-                let ns = if sys { drain::KUBE_SYSTEM } else { "default" };
+                let ns = if sys {
+                    crate::names::KUBE_SYSTEM
+                } else {
+                    "default"
+                };
                 PodDisruptionBudget::new(ns, &format!("pdb{k}"), app_selector(app), allowed)
             })
             .collect();

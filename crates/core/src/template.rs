@@ -7,25 +7,21 @@
 //! runs. It never invents capacity: a group with neither a node nor a provider template has no
 //! template, and says so.
 
+use crate::names::{
+    DELETION_CANDIDATE_TAINT, IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, TO_BE_DELETED_TAINT,
+};
 use std::sync::Arc;
 
 use crate::daemonset::{DaemonSet, daemon_pods_for};
-use crate::estimator::{HOSTNAME_LABEL, NodeTemplate};
+use crate::estimator::NodeTemplate;
 use crate::intern::Sym;
+use crate::names::HOSTNAME_LABEL;
 use crate::node::{Node, NodeCondition};
 use crate::node_group::NodeGroup;
 use crate::pod::Pod;
 use crate::snapshot::NodeInfo;
 
-/// Taint the autoscaler puts on nodes it is deleting.
-pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
-/// Taint the autoscaler puts on nodes it considers unneeded (soft, PreferNoSchedule).
-pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler";
-/// Prefix of taints that are expected to disappear once a node has started.
-pub const STARTUP_TAINT_PREFIX: &str = "startup-taint.cluster-autoscaler.kubernetes.io/";
-/// Older spelling of [`STARTUP_TAINT_PREFIX`], still honoured upstream.
-pub const IGNORE_TAINT_PREFIX: &str = "ignore-taint.cluster-autoscaler.kubernetes.io/";
-pub use crate::drain::MIRROR_POD_ANNOTATION;
+pub use crate::names::MIRROR_POD_ANNOTATION;
 
 /// Taints the node lifecycle controller sets from node conditions: a fresh node does not carry
 /// them once it is Ready.

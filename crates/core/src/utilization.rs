@@ -122,7 +122,7 @@ mod tests {
         let ds = PodBuilder::new("ds", 500, 0).owner("DaemonSet", "logs");
         let mirror = PodBuilder::new("m", 300, 0).with(|p| {
             p.annotations = vec![(
-                Arc::from(crate::drain::MIRROR_POD_ANNOTATION),
+                Arc::from(crate::names::MIRROR_POD_ANNOTATION),
                 Arc::from("x"),
             )]
         });

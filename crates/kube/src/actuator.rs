@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use autoscaler_clusterapi::changes::ObjectChange;
+use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use autoscaler_core::store::ObjectKey;
 use autoscaler_core::taints::Taint;
-use autoscaler_core::template::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,

@@ -496,7 +496,7 @@ mod tests {
     use super::*;
     use crate::test_cluster::Cluster;
 
-    use autoscaler_core::cluster_state::SCALED_UP_GROUP;
+    use autoscaler_core::names::SCALED_UP_GROUP;
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};

@@ -14,9 +14,9 @@ use std::time::Duration;
 use autoscaler_clusterapi::ClusterApiProvider;
 use autoscaler_clusterapi::changes::{ObjectChange, ProviderError};
 use autoscaler_core::actions::{Action, PodRef};
-use autoscaler_core::cluster_state::DELETE_UNREGISTERED;
+use autoscaler_core::names::DELETE_UNREGISTERED;
+use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::node::Node;
-use autoscaler_core::template::TO_BE_DELETED_TAINT;
 use tokio::time::Instant;
 
 use crate::actuator::Actuator;
@@ -558,8 +558,8 @@ mod tests {
             reason,
         };
         let actions = vec![
-            delete(autoscaler_core::cluster_state::DELETE_UNREGISTERED),
-            delete(autoscaler_core::cluster_state::SCALE_UP_FAILED),
+            delete(autoscaler_core::names::DELETE_UNREGISTERED),
+            delete(autoscaler_core::names::SCALE_UP_FAILED),
         ];
         let (done, _) = ex.apply(&provider, actions, &BTreeMap::new()).await;
         assert!(

@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
-use autoscaler_core::cluster_state::SCALED_UP_GROUP;
+use autoscaler_core::names::SCALED_UP_GROUP;
 use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::scale_up::IncreaseReason;
 use tracing::Level;

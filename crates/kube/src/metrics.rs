@@ -16,9 +16,9 @@ use std::sync::atomic::AtomicU64;
 
 use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
 use autoscaler_core::limits::ClusterTotals;
+use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::pending::is_unschedulable;
 use autoscaler_core::scale_down::{Unremovable, Waiting};
-use autoscaler_core::template::TO_BE_DELETED_TAINT;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
-use autoscaler_core::expander::PRIORITY_CONFIG_MAP_NAME;
+use autoscaler_core::names::PRIORITY_CONFIG_MAP_NAME;
 use autoscaler_core::pod::Pod;
 use autoscaler_core::store::{ObjectKey, ObjectStore};
 use futures::StreamExt;

@@ -13,14 +13,14 @@ use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::actions::{Action, PodRef};
 use autoscaler_core::autoscaler::LoopOutcome;
 use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
-use autoscaler_core::cluster_state::{
+use autoscaler_core::estimator::Unlimited;
+use autoscaler_core::names::TO_BE_DELETED_TAINT;
+use autoscaler_core::names::{
     CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
     SCALE_UP_TIMED_OUT,
 };
-use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::expander::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
+use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::scale_down::InFlight;
-use autoscaler_core::template::TO_BE_DELETED_TAINT;
 use autoscaler_world::{FaultKind, Metrics, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 

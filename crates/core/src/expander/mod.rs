@@ -36,10 +36,10 @@ pub use price::{
     MEMORY_BYTES_PER_CORE_EQUIVALENT, Price, STABILIZATION_CORE_EQUIVALENTS, core_equivalents,
     price_score, usable_price,
 };
-pub use priority::{
-    PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME, Priority, PriorityConfig, PrioritySetting,
-};
+pub use priority::{Priority, PriorityConfig, PrioritySetting};
 pub use random::Random;
+
+use crate::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 
 /// One way to scale up: grow `group` by `node_count` nodes, which would let `pods` schedule.
 ///

@@ -1,6 +1,6 @@
 //! The `priority` expander: prefer the node groups the user ranks highest.
 //!
-//! The user writes, under key [`PRIORITY_CONFIG_KEY`] of ConfigMap [`PRIORITY_CONFIG_MAP_NAME`],
+//! The user writes, under key [`PRIORITY_CONFIG_KEY`](crate::names::PRIORITY_CONFIG_KEY) of ConfigMap [`PRIORITY_CONFIG_MAP_NAME`](crate::names::PRIORITY_CONFIG_MAP_NAME),
 //! a YAML mapping from integer priorities to lists of regular expressions:
 //!
 //! ```yaml
@@ -26,12 +26,6 @@ use std::fmt;
 use regex::RegexSet;
 
 use super::{Expander, ExpanderError, ExpanderName, ExpanderWarning, ExpansionOption};
-
-/// Name of the ConfigMap holding the priority configuration (in the autoscaler's namespace).
-pub const PRIORITY_CONFIG_MAP_NAME: &str = "cluster-autoscaler-priority-expander";
-
-/// Data key of that ConfigMap holding the YAML text.
-pub const PRIORITY_CONFIG_KEY: &str = "priorities";
 
 /// One priority level and its expressions.
 #[derive(Clone)]
