@@ -274,6 +274,13 @@ impl ObjectStore {
     }
 }
 
+/// For `#[serde(deserialize_with = ...)]`: a list of objects that refuses a key written twice
+/// in one mapping, as snapshots do.
+pub fn strict_values<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
+    let values: Vec<Strict> = serde::Deserialize::deserialize(d)?;
+    Ok(values.into_iter().map(|Strict(v)| v).collect())
+}
+
 /// A JSON value read from YAML that refuses a key written twice in one mapping (plain
 /// `Value` keeps the last one silently, so a snapshot would mean something else than it says).
 struct Strict(Value);

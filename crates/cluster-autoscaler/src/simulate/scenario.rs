@@ -115,7 +115,8 @@ pub struct ScenarioFile {
     /// Node groups (MachineDeployments).
     pub node_groups: Vec<GroupFile>,
     /// Kubernetes objects created at the start (PodDisruptionBudgets, Namespaces, Pods, ...).
-    #[serde(default)]
+    /// A key written twice in one mapping is refused, as in snapshots.
+    #[serde(default, deserialize_with = "autoscaler_core::store::strict_values")]
     pub objects: Vec<Value>,
     /// Injected faults.
     #[serde(default)]
@@ -1317,6 +1318,15 @@ mod tests {
                 "{group} {extra}: {e}"
             );
         }
+        // A key written twice in an object is refused, as in snapshots.
+        let e = refused(
+            "",
+            "objects: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a, name: b}}]",
+        );
+        assert!(
+            e.contains("objects[0].metadata: duplicate key \"name\""),
+            "{e}"
+        );
     }
 
     #[test]
