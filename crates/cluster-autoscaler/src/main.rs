@@ -32,12 +32,13 @@ enum Command {
     /// reads a `ClusterAutoscaler` resource (autoscaling.openshift.io/v1), and flags given on the
     /// command line win over it. Invalid values stop it at start with exit code 2.
     Run(Box<options::RunArgs>),
-    /// Explain scheduling decisions on a snapshot of Kubernetes objects (YAML).
+    /// Run one loop on a snapshot of Kubernetes objects (YAML) and explain it.
     ///
-    /// Today it answers, for every pod that is not bound to a node, on which nodes of the
-    /// snapshot it would fit and, where it would not, why not, in kube-scheduler's words. Later
-    /// versions add the full scale-up and scale-down plan.
-    Plan(plan::PlanArgs),
+    /// For every pod not bound to a node: on which nodes it would fit and, where it would not,
+    /// why not, in kube-scheduler's words; then the cluster and node-group state, the scale-up
+    /// and scale-down plan and the actions. It takes every flag of `run` and `--config`, so the
+    /// plan answers for the configuration the cluster runs with.
+    Plan(Box<plan::PlanArgs>),
     /// Run the autoscaler against a simulated cluster in virtual time and report what happened.
     ///
     /// Without SCENARIO it runs a built-in scenario (three node groups, a morning burst, quiet

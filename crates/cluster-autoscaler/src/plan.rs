@@ -23,6 +23,7 @@ use autoscaler_core::scale_up::IncreaseReason;
 use autoscaler_core::store::ObjectStore;
 
 use crate::CliError;
+use crate::options::{RunArgs, RunOptions};
 
 /// Flags of `plan`.
 #[derive(Debug, clap::Args)]
@@ -42,12 +43,14 @@ pub struct PlanArgs {
     /// default: the `CAPI_GROUP` environment variable, else `cluster.x-k8s.io`.
     #[arg(long, value_name = "GROUP")]
     pub capi_group: Option<String>,
-    /// `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; repeatable (ORed).
-    #[arg(long, value_name = "SPEC")]
-    pub node_group_auto_discovery: Vec<String>,
     /// `text` for people, `json` for machines.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Every flag of `run` (and `--config`), so the plan answers for the configuration the
+    /// cluster runs with; those that only concern a live process (leader election, the status
+    /// ConfigMap, the kubeconfig) are accepted and have no effect here.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Output formats of `plan`.
@@ -68,16 +71,23 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             .as_millisecond(),
         None => jiff::Timestamp::now().as_millisecond(),
     };
-    let env = std::env::var("CAPI_GROUP").ok();
-    let config = ClusterApiConfig::from_env_and_flag(args.capi_group.as_deref(), env.as_deref())
-        .and_then(|c| c.with_auto_discovery(&args.node_group_auto_discovery))
-        .map_err(|e| CliError::usage(anyhow!("{e}")))?;
+    // One set of options with `run`: defaults, then `--config`, then the flags, one validation.
+    let env = |k: &str| std::env::var(k).ok();
+    let opts =
+        RunOptions::from_args(&args.run, &env).map_err(|e| CliError::usage(anyhow!("{e}")))?;
+    let mut config = opts.controller.clusterapi.clone();
+    if let Some(group) = &args.capi_group {
+        config = ClusterApiConfig::from_env_and_flag(Some(group), None)
+            .and_then(|c| c.with_auto_discovery(&args.run.node_group_auto_discovery))
+            .map_err(|e| CliError::usage(anyhow!("{e}")))?;
+    }
+    let options = &opts.controller.autoscaler;
     let text = std::fs::read_to_string(&args.snapshot)
         .with_context(|| format!("cannot read snapshot file {}", args.snapshot.display()))
         .map_err(CliError::usage)?;
     let report = match args.output {
-        OutputFormat::Text => plan_text(&text, &config, now_ms, args.show_nodes),
-        OutputFormat::Json => plan_json(&text, &config, now_ms)
+        OutputFormat::Text => plan_text(&text, &config, options, now_ms, args.show_nodes),
+        OutputFormat::Json => plan_json(&text, &config, options, now_ms)
             .map(|v| format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())),
     }
     .with_context(|| format!("snapshot file {}", args.snapshot.display()))
@@ -91,10 +101,11 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
 pub fn plan_text(
     text: &str,
     config: &ClusterApiConfig,
+    options: &AutoscalerOptions,
     now_ms: i64,
     show_nodes: usize,
 ) -> anyhow::Result<String> {
-    let d = decide(text, config, now_ms)?;
+    let d = decide(text, config, options, now_ms)?;
     let view = d.view();
     let mut out = String::new();
     for w in &d.provider_warnings {
@@ -365,10 +376,11 @@ pub fn describe(a: &Action) -> String {
 pub fn plan_json(
     text: &str,
     config: &ClusterApiConfig,
+    options: &AutoscalerOptions,
     now_ms: i64,
 ) -> anyhow::Result<serde_json::Value> {
     use serde_json::json;
-    let d = decide(text, config, now_ms)?;
+    let d = decide(text, config, options, now_ms)?;
     let (outcome, provider, provider_warnings) = (&d.outcome, &d.provider, &d.provider_warnings);
     let up = &outcome.scale_up;
     let down = &outcome.scale_down;
@@ -431,7 +443,12 @@ impl Decided {
 }
 
 /// Loads `text`, discovers the node groups and runs one loop at `now_ms`.
-fn decide(text: &str, config: &ClusterApiConfig, now_ms: i64) -> anyhow::Result<Decided> {
+fn decide(
+    text: &str,
+    config: &ClusterApiConfig,
+    options: &AutoscalerOptions,
+    now_ms: i64,
+) -> anyhow::Result<Decided> {
     let mut store = ObjectStore::new();
     store.load_yaml(text)?;
     let (objects, errors) = read_objects(&store);
@@ -445,7 +462,7 @@ fn decide(text: &str, config: &ClusterApiConfig, now_ms: i64) -> anyhow::Result<
         provider_warnings,
         outcome: Default::default(),
     };
-    let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
+    let mut autoscaler = Autoscaler::new(options.clone());
     d.outcome = autoscaler.run_once(
         &d.view(),
         &d.objects.controllers,

@@ -381,3 +381,56 @@ fn huge_machine_deployment_replicas_finish_in_bounded_memory() {
         );
     }
 }
+
+/// `plan` answers for the configuration the cluster runs with: every flag of `run` and its
+/// `--config` file go through the same options and the same validation.
+#[test]
+fn plan_takes_the_flags_and_config_of_run() {
+    let base = ["plan", "--snapshot", &example(), "--now", NOW];
+    let text = |extra: &[&str]| {
+        let out = run(&[&base[..], extra].concat());
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let default = text(&[]);
+    assert!(default.contains("increase MachineDeployment/default/general by 1 to 3"));
+    // A node limit stops the scale-up, given as a flag or by the ClusterAutoscaler resource.
+    let limited = text(&["--max-nodes-total=3"]);
+    assert!(
+        limited.contains("max total nodes in cluster reached"),
+        "{limited}"
+    );
+    assert!(!limited.contains("increase MachineDeployment"), "{limited}");
+    let config = TempPath::with_text(
+        "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nmetadata: {name: default}\nspec:\n  resourceLimits: {maxNodesTotal: 3}\n",
+    );
+    let from_file = text(&["--config", config.as_str()]);
+    assert!(
+        from_file.contains("max total nodes in cluster reached"),
+        "{from_file}"
+    );
+    // The flag wins over the file, as for run.
+    let flag_wins = text(&["--config", config.as_str(), "--max-nodes-total=10"]);
+    assert!(flag_wins.contains("increase MachineDeployment/default/general by 1 to 3"));
+    // Thresholds change what scale-down says.
+    assert!(default.contains("general-a is not removable: not underutilized"));
+    let threshold = text(&["--scale-down-utilization-threshold=0.9"]);
+    assert!(
+        !threshold.contains("general-a is not removable: not underutilized"),
+        "{threshold}"
+    );
+    // The example, and a bad value refused as run refuses it.
+    text(&[
+        "--expander=least-waste",
+        "--cores-total=0:64",
+        "--config",
+        config.as_str(),
+    ]);
+    let bad = run(&[&base[..], &["--cores-total=10:5"]].concat());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cores-total"));
+}
