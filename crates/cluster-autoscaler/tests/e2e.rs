@@ -205,6 +205,17 @@ fn ever_tainted_for_deletion(h: &FacadeHandle) -> std::collections::BTreeSet<Str
     })
 }
 
+/// Waits (up to 20 s) for the process to exit by itself; its exit code.
+async fn exit_code(ca: &mut Autoscaler) -> Option<i32> {
+    let mut status = None;
+    wait_for("the process to exit", Duration::from_secs(20), || {
+        status = ca.child.try_wait().ok().flatten();
+        status.is_some()
+    })
+    .await;
+    status.and_then(|s| s.code())
+}
+
 fn lease_holder(h: &FacadeHandle) -> Option<String> {
     object(
         h,
@@ -691,13 +702,7 @@ async fn an_api_server_without_policy_v1_is_refused_with_exit_2() {
     })
     .await;
     let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
-    let mut status = None;
-    wait_for("the process to exit", Duration::from_secs(20), || {
-        status = ca.child.try_wait().ok().flatten();
-        status.is_some()
-    })
-    .await;
-    assert_eq!(status.and_then(|s| s.code()), Some(2), "{}", ca.log());
+    assert_eq!(exit_code(&mut ca).await, Some(2), "{}", ca.log());
     let log = ca.log();
     assert!(log.contains("v1.20.0"), "{log}");
     assert!(log.contains("1.22"), "{log}");
@@ -710,13 +715,7 @@ async fn an_api_server_without_policy_v1_is_refused_with_exit_2() {
     })
     .await;
     let mut ca = Autoscaler::start(h2.kubeconfig_path(), "ca-1", &[]);
-    let mut status = None;
-    wait_for("the process to exit", Duration::from_secs(20), || {
-        status = ca.child.try_wait().ok().flatten();
-        status.is_some()
-    })
-    .await;
-    assert_eq!(status.and_then(|s| s.code()), Some(2), "{}", ca.log());
+    assert_eq!(exit_code(&mut ca).await, Some(2), "{}", ca.log());
     let log = ca.log();
     assert!(
         log.contains("policy/v1 poddisruptionbudgets") && log.contains("policy/v1 evictions"),

@@ -157,105 +157,88 @@ pub fn decide_scale_up_with_upcoming(
 ) -> ScaleUpDecision {
     // Upcoming nodes and pending placements are simulated on a fork that is never kept.
     snapshot.forked(|snapshot| {
-        decide_on_fork(
-            snapshot, view, config, now_ms, blocked, upcoming, rng, budget,
-        )
-    })
-}
+        let mut decision = ScaleUpDecision::default();
+        let groups = view.provider.node_groups();
 
-/// [`decide_scale_up_with_upcoming`] on a fork the caller reverts.
-#[allow(clippy::too_many_arguments)]
-fn decide_on_fork(
-    snapshot: &mut ClusterSnapshot,
-    view: &ClusterView<'_>,
-    config: &ScaleUpConfig,
-    now_ms: i64,
-    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
-    upcoming: Option<&[usize]>,
-    rng: &mut ChaCha8Rng,
-    budget: &mut dyn Budget,
-) -> ScaleUpDecision {
-    let mut decision = ScaleUpDecision::default();
-    let groups = view.provider.node_groups();
-
-    // Registered nodes per group, in view order (the first healthy one becomes the template),
-    // and how many of them have started (a node not started yet is still on its way).
-    let mut members: Vec<Vec<Sym>> = vec![Vec::new(); groups.len()];
-    let mut started = vec![0usize; groups.len()];
-    for node in view.nodes {
-        if let Some(g) = view
-            .provider
-            .node_group_of(node)
-            .filter(|&g| g < groups.len())
-        {
-            members[g].push(node.name);
-            if !is_not_started(node, now_ms) {
-                started[g] += 1;
+        // Registered nodes per group, in view order (the first healthy one becomes the template),
+        // and how many of them have started (a node not started yet is still on its way).
+        let mut members: Vec<Vec<Sym>> = vec![Vec::new(); groups.len()];
+        let mut started = vec![0usize; groups.len()];
+        for node in view.nodes {
+            if let Some(g) = view
+                .provider
+                .node_group_of(node)
+                .filter(|&g| g < groups.len())
+            {
+                members[g].push(node.name);
+                if !is_not_started(node, now_ms) {
+                    started[g] += 1;
+                }
             }
         }
-    }
-    let templates: Vec<_> = groups
-        .iter()
-        .enumerate()
-        .map(|(g, group)| {
-            let infos: Vec<&NodeInfo> = members[g]
-                .iter()
-                .filter_map(|n| snapshot.node_by_name(*n))
-                .collect();
-            build_template(group, &infos, view.daemonsets, &config.template)
-        })
-        .collect();
+        let templates: Vec<_> = groups
+            .iter()
+            .enumerate()
+            .map(|(g, group)| {
+                let infos: Vec<&NodeInfo> = members[g]
+                    .iter()
+                    .filter_map(|n| snapshot.node_by_name(*n))
+                    .collect();
+                build_template(group, &infos, view.daemonsets, &config.template)
+            })
+            .collect();
 
-    let mut totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
-    // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
-    decision.upcoming = groups
-        .iter()
-        .enumerate()
-        .map(|(g, group)| match upcoming {
-            Some(u) => u.get(g).copied().unwrap_or(0),
-            None => group.target_size.saturating_sub(started[g]),
-        })
-        .collect();
-    for (g, &n) in decision.upcoming.iter().enumerate() {
-        let Ok(t) = &templates[g] else { continue };
-        // Registered nodes are already in the totals, started or not.
-        let unregistered = groups[g].target_size.saturating_sub(members[g].len());
-        totals.add_node(&t.template.node, unregistered.min(n));
-        for i in 0..n {
-            add_upcoming_node(
-                snapshot,
-                &t.template.node,
-                &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
-                view.daemonsets,
-                &mut decision.warnings,
-            );
+        let mut totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
+        // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
+        decision.upcoming = groups
+            .iter()
+            .enumerate()
+            .map(|(g, group)| match upcoming {
+                Some(u) => u.get(g).copied().unwrap_or(0),
+                None => group.target_size.saturating_sub(started[g]),
+            })
+            .collect();
+        for (g, &n) in decision.upcoming.iter().enumerate() {
+            let Ok(t) = &templates[g] else { continue };
+            // Registered nodes are already in the totals, started or not.
+            let unregistered = groups[g].target_size.saturating_sub(members[g].len());
+            totals.add_node(&t.template.node, unregistered.min(n));
+            for i in 0..n {
+                add_upcoming_node(
+                    snapshot,
+                    &t.template.node,
+                    &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
+                    view.daemonsets,
+                    &mut decision.warnings,
+                );
+            }
         }
-    }
 
-    let selected = pending::select(view.pods, now_ms, &config.pending);
-    decision.set_aside = selected.set_aside;
-    let placement = pending::place_on_existing(snapshot, selected.eligible);
-    decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
+        let selected = pending::select(view.pods, now_ms, &config.pending);
+        decision.set_aside = selected.set_aside;
+        let placement = pending::place_on_existing(snapshot, selected.eligible);
+        decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
 
-    let inputs: Vec<GroupInput<'_>> = groups
-        .iter()
-        .zip(templates)
-        .enumerate()
-        .map(|(g, (group, template))| GroupInput {
-            group,
-            template,
-            blocked: blocked(g, group),
-        })
-        .collect();
-    let input = ScaleUpInput {
-        groups: inputs,
-        pods: placement.remaining,
-        limits: &config.limits,
-        totals,
-        expander: &config.expander,
-    };
-    decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
-    decision
+        let inputs: Vec<GroupInput<'_>> = groups
+            .iter()
+            .zip(templates)
+            .enumerate()
+            .map(|(g, (group, template))| GroupInput {
+                group,
+                template,
+                blocked: blocked(g, group),
+            })
+            .collect();
+        let input = ScaleUpInput {
+            groups: inputs,
+            pods: placement.remaining,
+            limits: &config.limits,
+            totals,
+            expander: &config.expander,
+        };
+        decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
+        decision
+    })
 }
 
 /// Options of the whole loop.

@@ -156,20 +156,7 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
     let up = &outcome.scale_up.result;
     if !up.increases.is_empty() {
         let groups = view.provider.node_groups();
-        let summary = up
-            .increases
-            .iter()
-            .map(|i| {
-                let max = groups.get(i.index).map_or(0, |g| g.max_size);
-                format!(
-                    "{{{} {}->{} (max: {max})}}",
-                    i.group,
-                    i.new_target.saturating_sub(i.delta),
-                    i.new_target
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let summary = increases_text(&up.increases, groups, false);
         for p in &up.triggered {
             out.push(EventSpec {
                 target: Target::pod(p),
@@ -489,6 +476,35 @@ impl EventSink {
         }
         stats
     }
+}
+
+/// The increases of a scale-up as upstream words them, `{group from->to (max: N)}` each,
+/// with why the group grows when `reasons` (balancing, min size) and pending pods are not why.
+pub(crate) fn increases_text(
+    increases: &[autoscaler_core::scale_up::GroupIncrease],
+    groups: &[autoscaler_core::node_group::NodeGroup],
+    reasons: bool,
+) -> String {
+    use autoscaler_core::scale_up::IncreaseReason;
+    increases
+        .iter()
+        .map(|i| {
+            let max = groups.get(i.index).map_or(0, |g| g.max_size);
+            let why = match i.reason {
+                _ if !reasons => "",
+                IncreaseReason::PendingPods => "",
+                IncreaseReason::Balancing => " balancing",
+                IncreaseReason::MinSize => " min size",
+            };
+            format!(
+                "{{{} {}->{} (max: {max}){why}}}",
+                i.group,
+                i.new_target.saturating_sub(i.delta),
+                i.new_target
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

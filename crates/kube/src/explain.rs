@@ -13,7 +13,6 @@ use std::fmt::Write as _;
 use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
 use autoscaler_core::names::SCALED_UP_GROUP;
 use autoscaler_core::scale_down::Waiting;
-use autoscaler_core::scale_up::IncreaseReason;
 use tracing::Level;
 
 /// Items named in one line before "(+N more)".
@@ -29,6 +28,15 @@ pub struct Line {
     pub level: Level,
     /// Its text.
     pub message: String,
+}
+
+/// Debug for the first [`DEBUG_LINES_CAP`] lines of a kind in a loop, trace after.
+fn capped_level(i: usize) -> Level {
+    if i < DEBUG_LINES_CAP {
+        Level::DEBUG
+    } else {
+        Level::TRACE
+    }
 }
 
 fn line(level: Level, message: String) -> Line {
@@ -88,25 +96,7 @@ fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Vec<L
         ));
     }
     if !up.increases.is_empty() {
-        let plan = up
-            .increases
-            .iter()
-            .map(|i| {
-                let max = groups.get(i.index).map_or(0, |g| g.max_size);
-                let why = match i.reason {
-                    IncreaseReason::PendingPods => "",
-                    IncreaseReason::Balancing => " balancing",
-                    IncreaseReason::MinSize => " min size",
-                };
-                format!(
-                    "{{{} {}->{} (max: {max}){why}}}",
-                    i.group,
-                    i.new_target.saturating_sub(i.delta),
-                    i.new_target
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let plan = crate::events::increases_text(&up.increases, groups, true);
         let pods = capped(up.triggered.iter().map(|p| p.key()), up.triggered.len());
         out.push(line(
             Level::INFO,
@@ -126,11 +116,7 @@ fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Vec<L
             .map(|(g, why)| format!("{g}: {why}"))
             .collect::<Vec<_>>()
             .join("; ");
-        let level = if i < DEBUG_LINES_CAP {
-            Level::DEBUG
-        } else {
-            Level::TRACE
-        };
+        let level = capped_level(i);
         out.push(line(
             level,
             format!(
@@ -212,11 +198,7 @@ fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Vec<Line>) {
         } else {
             format!("{}m", secs / 60)
         };
-        let level = if i < DEBUG_LINES_CAP {
-            Level::DEBUG
-        } else {
-            Level::TRACE
-        };
+        let level = capped_level(i);
         out.push(line(
             level,
             format!(
@@ -226,11 +208,7 @@ fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Vec<Line>) {
         ));
     }
     for (i, (node, why)) in plan.unremovable.iter().enumerate() {
-        let level = if i < DEBUG_LINES_CAP {
-            Level::DEBUG
-        } else {
-            Level::TRACE
-        };
+        let level = capped_level(i);
         out.push(line(level, format!("node {node} is not removable: {why}")));
     }
 }
