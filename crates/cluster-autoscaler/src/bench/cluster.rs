@@ -2,14 +2,25 @@
 //! generated in memory from a [`Shape`], deterministically (no randomness: the same shape always
 //! gives the same objects in the same order).
 //!
-//! It only builds objects; it never decides or measures anything.
+//! Each node and pod is written as a Kubernetes API object and turned into the core's model by
+//! the same conversion (`Node::from_k8s`, `Pod::from_k8s`) that objects from a live cluster or a
+//! snapshot file take, so `bench` measures the objects the product really builds. It only builds
+//! objects; it never decides or measures anything.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use autoscaler_core::node::Node;
 use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::pod::Pod;
-use autoscaler_core::testing::{GI, MI, NodeBuilder, PodBuilder};
+use autoscaler_core::pod::{ModelError, Pod};
+use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+/// One GiB in bytes.
+const GI: i64 = 1 << 30;
+/// One MiB in bytes.
+const MI: i64 = 1 << 20;
 
 /// Node allocatable CPU, in millicores.
 pub const NODE_CPU_MILLI: i64 = 16_000;
@@ -17,6 +28,12 @@ pub const NODE_CPU_MILLI: i64 = 16_000;
 pub const NODE_MEMORY: i64 = 64 * GI;
 /// Node pod slots.
 pub const NODE_PODS: i64 = 110;
+/// Node allocatable ephemeral storage, in bytes.
+const NODE_EPHEMERAL_STORAGE: i64 = 100 * GI;
+/// The label naming a node's group (informational: the provider maps nodes by provider id).
+const GROUP_LABEL: &str = "node.cluster.x-k8s.io/group";
+/// Namespace of every generated pod.
+const NAMESPACE: &str = "default";
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,8 +75,9 @@ pub fn is_light_node(n: usize) -> bool {
 }
 
 /// Builds the cluster of `shape`. Group `g` has min 0, max `4 × nodes / groups + 1000` and a
-/// target equal to its node count (every instance registered and running).
-pub fn generate(shape: &Shape) -> Cluster {
+/// target equal to its node count (every instance registered and running). Fails only if a
+/// generated object is refused by the conversion (a request no quantity can express).
+pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
     let groups_n = shape.groups.max(1);
     let max = 4 * shape.nodes / groups_n + 1000;
     let mut groups: Vec<NodeGroup> = (0..groups_n)
@@ -67,62 +85,144 @@ pub fn generate(shape: &Shape) -> Cluster {
         .collect();
     let mut nodes = Vec::with_capacity(shape.nodes);
     for n in 0..shape.nodes {
-        let name = format!("node-{n}");
-        let provider_id = format!("bench:///{name}");
-        let node = NodeBuilder::new(&name, NODE_CPU_MILLI, NODE_MEMORY)
-            .pods(NODE_PODS)
-            .label(
-                "node.cluster.x-k8s.io/group",
-                &format!("ng-{}", n % groups_n),
-            )
-            .with_provider_id(&provider_id)
-            .arc();
+        let node = Node::from_k8s(&api_node(n, n % groups_n))?;
         let group = &mut groups[n % groups_n];
         group.instances.push(Instance {
-            id: Arc::from(provider_id),
+            id: node.provider_id.clone().unwrap_or_default(),
             state: InstanceState::Running,
             error: None,
         });
         group.target_size += 1;
-        nodes.push(node);
+        nodes.push(Arc::new(node));
     }
-
     let mut pods = Vec::with_capacity(shape.pods + shape.pending);
-    if !nodes.is_empty() {
+    if shape.nodes > 0 {
         for i in 0..shape.pods {
-            let n = i % shape.nodes;
-            let (cpu, memory) = if is_light_node(n) {
-                (100, 256 * MI)
-            } else {
-                (500, 2 * GI)
-            };
-            pods.push(
-                PodBuilder::new(&format!("run-{i}"), cpu, memory)
-                    .owner("ReplicaSet", "running")
-                    .node_name(&format!("node-{n}"))
-                    .arc(),
-            );
+            pods.push(Arc::new(Pod::from_k8s(&running_pod(i, i % shape.nodes))?));
         }
     }
     for i in 0..shape.pending {
-        let mut pod = PodBuilder::new(
-            &format!("pending-{i}"),
-            shape.pending_cpu_milli,
-            shape.pending_memory,
-        )
-        .unschedulable();
-        if shape.pending_owners > 0 {
-            pod = pod.owner(
-                "ReplicaSet",
-                &format!("pending-{}", i % shape.pending_owners),
-            );
-        }
-        pods.push(pod.arc());
+        pods.push(Arc::new(Pod::from_k8s(&pending_pod(shape, i))?));
     }
-    Cluster {
+    Ok(Cluster {
         nodes,
         pods,
         provider: StaticProvider::new(groups),
+    })
+}
+
+/// Node `node-<n>` of group `ng-<group>`: Ready, 16 CPU / 64 GiB / 110 pods, capacity equal to
+/// allocatable, provider id `bench:///node-<n>`.
+fn api_node(n: usize, group: usize) -> api::Node {
+    let name = format!("node-{n}");
+    let resources = BTreeMap::from([
+        ("cpu".to_string(), Quantity(format!("{NODE_CPU_MILLI}m"))),
+        ("memory".to_string(), Quantity(NODE_MEMORY.to_string())),
+        (
+            "ephemeral-storage".to_string(),
+            Quantity(NODE_EPHEMERAL_STORAGE.to_string()),
+        ),
+        ("pods".to_string(), Quantity(NODE_PODS.to_string())),
+    ]);
+    api::Node {
+        metadata: ObjectMeta {
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/hostname".to_string(), name.clone()),
+                (GROUP_LABEL.to_string(), format!("ng-{group}")),
+            ])),
+            name: Some(name.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(api::NodeSpec {
+            provider_id: Some(format!("bench:///{name}")),
+            ..api::NodeSpec::default()
+        }),
+        status: Some(api::NodeStatus {
+            capacity: Some(resources.clone()),
+            allocatable: Some(resources),
+            conditions: Some(vec![api::NodeCondition {
+                type_: "Ready".to_string(),
+                status: "True".to_string(),
+                ..api::NodeCondition::default()
+            }]),
+            ..api::NodeStatus::default()
+        }),
+    }
+}
+
+/// Running pod `run-<i>` bound to node `n`, owned by ReplicaSet `running`: 100m / 256 MiB on a
+/// light node, 500m / 2 GiB elsewhere.
+fn running_pod(i: usize, n: usize) -> api::Pod {
+    let (cpu_milli, memory) = if is_light_node(n) {
+        (100, 256 * MI)
+    } else {
+        (500, 2 * GI)
+    };
+    let mut pod = api_pod(&format!("run-{i}"), cpu_milli, memory, Some("running"));
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = Some(format!("node-{n}"));
+    }
+    pod
+}
+
+/// Pending pod `pending-<i>`: unbound, marked `PodScheduled=False` / `Unschedulable` as
+/// kube-scheduler leaves it, owned round-robin by ReplicaSets `pending-<k>` (or by none).
+fn pending_pod(shape: &Shape, i: usize) -> api::Pod {
+    let owner = (shape.pending_owners > 0).then(|| format!("pending-{}", i % shape.pending_owners));
+    let mut pod = api_pod(
+        &format!("pending-{i}"),
+        shape.pending_cpu_milli,
+        shape.pending_memory,
+        owner.as_deref(),
+    );
+    pod.status = Some(api::PodStatus {
+        conditions: Some(vec![api::PodCondition {
+            type_: "PodScheduled".to_string(),
+            status: "False".to_string(),
+            reason: Some("Unschedulable".to_string()),
+            ..api::PodCondition::default()
+        }]),
+        ..api::PodStatus::default()
+    });
+    pod
+}
+
+/// Pod `default/<name>` (uid `uid-<name>`) with one container requesting `cpu_milli` and
+/// `memory` bytes, controlled by ReplicaSet `owner` if given.
+fn api_pod(name: &str, cpu_milli: i64, memory: i64, owner: Option<&str>) -> api::Pod {
+    let owner_references = owner.map(|rs| {
+        vec![OwnerReference {
+            api_version: "apps/v1".to_string(),
+            kind: "ReplicaSet".to_string(),
+            name: rs.to_string(),
+            uid: format!("ReplicaSet-{rs}"),
+            controller: Some(true),
+            ..OwnerReference::default()
+        }]
+    });
+    api::Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(NAMESPACE.to_string()),
+            uid: Some(format!("uid-{name}")),
+            owner_references,
+            ..ObjectMeta::default()
+        },
+        spec: Some(api::PodSpec {
+            containers: vec![api::Container {
+                name: "app".to_string(),
+                resources: Some(api::ResourceRequirements {
+                    requests: Some(BTreeMap::from([
+                        ("cpu".to_string(), Quantity(format!("{cpu_milli}m"))),
+                        ("memory".to_string(), Quantity(memory.to_string())),
+                    ])),
+                    ..api::ResourceRequirements::default()
+                }),
+                ..api::Container::default()
+            }],
+            ..api::PodSpec::default()
+        }),
+        status: None,
     }
 }
 
@@ -144,9 +244,83 @@ mod tests {
         }
     }
 
+    /// The model objects the core's test builders make for `shape`: what `bench` generated
+    /// before it wrote API objects, so its decisions are unchanged.
+    fn built_with_test_builders(shape: &Shape) -> (Vec<Node>, Vec<Pod>) {
+        use autoscaler_core::testing::{NodeBuilder, PodBuilder};
+        let nodes = (0..shape.nodes)
+            .map(|n| {
+                let name = format!("node-{n}");
+                NodeBuilder::new(&name, NODE_CPU_MILLI, NODE_MEMORY)
+                    .pods(NODE_PODS)
+                    .label(GROUP_LABEL, &format!("ng-{}", n % shape.groups))
+                    .with_provider_id(&format!("bench:///{name}"))
+                    .build()
+            })
+            .collect();
+        let mut pods: Vec<Pod> = (0..shape.pods)
+            .map(|i| {
+                let n = i % shape.nodes;
+                let (cpu, memory) = if is_light_node(n) {
+                    (100, 256 * MI)
+                } else {
+                    (500, 2 * GI)
+                };
+                PodBuilder::new(&format!("run-{i}"), cpu, memory)
+                    .owner("ReplicaSet", "running")
+                    .node_name(&format!("node-{n}"))
+                    .build()
+            })
+            .collect();
+        for i in 0..shape.pending {
+            let mut pod = PodBuilder::new(
+                &format!("pending-{i}"),
+                shape.pending_cpu_milli,
+                shape.pending_memory,
+            )
+            .unschedulable();
+            if shape.pending_owners > 0 {
+                let owner = format!("pending-{}", i % shape.pending_owners);
+                pod = pod.owner("ReplicaSet", &owner);
+            }
+            pods.push(pod.build());
+        }
+        (nodes, pods)
+    }
+
+    #[test]
+    fn api_objects_convert_to_the_same_model_as_the_test_builders() {
+        let shapes = [
+            shape(),
+            Shape {
+                pending_owners: 0,
+                pending_cpu_milli: 1,
+                pending_memory: 3 * MI + 7,
+                ..shape()
+            },
+            Shape {
+                pending_cpu_milli: 0,
+                pending_memory: 0,
+                ..shape()
+            },
+        ];
+        for shape in shapes {
+            let (nodes, pods) = built_with_test_builders(&shape);
+            let c = generate(&shape).unwrap();
+            assert_eq!(c.nodes.len(), nodes.len());
+            for (got, want) in c.nodes.iter().zip(&nodes) {
+                assert_eq!(**got, *want);
+            }
+            assert_eq!(c.pods.len(), pods.len());
+            for (got, want) in c.pods.iter().zip(&pods) {
+                assert_eq!(**got, *want);
+            }
+        }
+    }
+
     #[test]
     fn nodes_spread_round_robin_over_groups_with_upstream_bounds() {
-        let c = generate(&shape());
+        let c = generate(&shape()).unwrap();
         assert_eq!(c.nodes.len(), 20);
         let groups = c.provider.node_groups();
         assert_eq!(groups.len(), 3);
@@ -169,7 +343,7 @@ mod tests {
 
     #[test]
     fn every_fifth_node_is_lightly_loaded_the_rest_nearly_full() {
-        let c = generate(&shape());
+        let c = generate(&shape()).unwrap();
         let mut cpu = [0i64; 20];
         let mut count = [0usize; 20];
         for p in c.pods.iter().filter(|p| p.node_name.is_some()) {
@@ -191,7 +365,7 @@ mod tests {
 
     #[test]
     fn pending_pods_are_unschedulable_and_spread_over_owners() {
-        let c = generate(&shape());
+        let c = generate(&shape()).unwrap();
         let pending: Vec<_> = c.pods.iter().filter(|p| p.node_name.is_none()).collect();
         assert_eq!(pending.len(), 10);
         assert!(pending.iter().all(|p| is_unschedulable(p)));
@@ -208,7 +382,8 @@ mod tests {
         let lone = generate(&Shape {
             pending_owners: 0,
             ..shape()
-        });
+        })
+        .unwrap();
         assert!(
             lone.pods
                 .iter()

@@ -128,7 +128,8 @@ impl BenchArgs {
 /// Runs `bench` and prints its table on stdout.
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let shape = args.shape().map_err(CliError::usage)?;
-    let cluster = cluster::generate(&shape);
+    let cluster = cluster::generate(&shape)
+        .map_err(|e| CliError::usage(anyhow!("the synthetic cluster of these flags: {e}")))?;
     let generated_rss = memory().map(|m| m.rss);
     let results = phases::measure(
         &cluster,

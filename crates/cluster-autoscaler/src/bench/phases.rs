@@ -408,7 +408,7 @@ mod tests {
     use autoscaler_core::testing::GI;
 
     fn run(shape: Shape, max_nodes_per_scale_up: usize) -> Vec<PhaseResult> {
-        let cluster = generate(&shape);
+        let cluster = generate(&shape).expect("the bench cluster converts");
         measure(
             &cluster,
             &Settings {
