@@ -97,12 +97,34 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
     }
     let mut pods = Vec::with_capacity(shape.pods + shape.pending);
     if shape.nodes > 0 {
+        // Pods of one kind differ only in name and node: one API object per kind is renamed
+        // for each pod, so generating allocates little besides the model itself.
+        let mut light = api_pod(100, 256 * MI, Some("running"));
+        let mut heavy = api_pod(500, 2 * GI, Some("running"));
         for i in 0..shape.pods {
-            pods.push(Arc::new(Pod::from_k8s(&running_pod(i, i % shape.nodes))?));
+            let n = i % shape.nodes;
+            let pod = if is_light_node(n) {
+                &mut light
+            } else {
+                &mut heavy
+            };
+            set_name(pod, format!("run-{i}"));
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.node_name = Some(format!("node-{n}"));
+            }
+            pods.push(Arc::new(Pod::from_k8s(pod)?));
         }
     }
+    let mut pending = pending_pod(shape);
     for i in 0..shape.pending {
-        pods.push(Arc::new(Pod::from_k8s(&pending_pod(shape, i))?));
+        set_name(&mut pending, format!("pending-{i}"));
+        if shape.pending_owners > 0 {
+            set_owner(
+                &mut pending,
+                &format!("pending-{}", i % shape.pending_owners),
+            );
+        }
+        pods.push(Arc::new(Pod::from_k8s(&pending)?));
     }
     Ok(Cluster {
         nodes,
@@ -150,31 +172,12 @@ fn api_node(n: usize, group: usize) -> api::Node {
     }
 }
 
-/// Running pod `run-<i>` bound to node `n`, owned by ReplicaSet `running`: 100m / 256 MiB on a
-/// light node, 500m / 2 GiB elsewhere.
-fn running_pod(i: usize, n: usize) -> api::Pod {
-    let (cpu_milli, memory) = if is_light_node(n) {
-        (100, 256 * MI)
-    } else {
-        (500, 2 * GI)
-    };
-    let mut pod = api_pod(&format!("run-{i}"), cpu_milli, memory, Some("running"));
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.node_name = Some(format!("node-{n}"));
-    }
-    pod
-}
-
-/// Pending pod `pending-<i>`: unbound, marked `PodScheduled=False` / `Unschedulable` as
-/// kube-scheduler leaves it, owned round-robin by ReplicaSets `pending-<k>` (or by none).
-fn pending_pod(shape: &Shape, i: usize) -> api::Pod {
-    let owner = (shape.pending_owners > 0).then(|| format!("pending-{}", i % shape.pending_owners));
-    let mut pod = api_pod(
-        &format!("pending-{i}"),
-        shape.pending_cpu_milli,
-        shape.pending_memory,
-        owner.as_deref(),
-    );
+/// An unnamed pending pod of the shape's request, marked `PodScheduled=False` /
+/// `Unschedulable` as kube-scheduler leaves it, owned by a ReplicaSet if the shape has owners
+/// (named by [`set_owner`]).
+fn pending_pod(shape: &Shape) -> api::Pod {
+    let owner = (shape.pending_owners > 0).then_some("");
+    let mut pod = api_pod(shape.pending_cpu_milli, shape.pending_memory, owner);
     pod.status = Some(api::PodStatus {
         conditions: Some(vec![api::PodCondition {
             type_: "PodScheduled".to_string(),
@@ -187,25 +190,12 @@ fn pending_pod(shape: &Shape, i: usize) -> api::Pod {
     pod
 }
 
-/// Pod `default/<name>` (uid `uid-<name>`) with one container requesting `cpu_milli` and
-/// `memory` bytes, controlled by ReplicaSet `owner` if given.
-fn api_pod(name: &str, cpu_milli: i64, memory: i64, owner: Option<&str>) -> api::Pod {
-    let owner_references = owner.map(|rs| {
-        vec![OwnerReference {
-            api_version: "apps/v1".to_string(),
-            kind: "ReplicaSet".to_string(),
-            name: rs.to_string(),
-            uid: format!("ReplicaSet-{rs}"),
-            controller: Some(true),
-            ..OwnerReference::default()
-        }]
-    });
-    api::Pod {
+/// An unnamed pod in `default` with one container requesting `cpu_milli` and `memory` bytes,
+/// controlled by ReplicaSet `owner` if given.
+fn api_pod(cpu_milli: i64, memory: i64, owner: Option<&str>) -> api::Pod {
+    let mut pod = api::Pod {
         metadata: ObjectMeta {
-            name: Some(name.to_string()),
             namespace: Some(NAMESPACE.to_string()),
-            uid: Some(format!("uid-{name}")),
-            owner_references,
             ..ObjectMeta::default()
         },
         spec: Some(api::PodSpec {
@@ -223,7 +213,29 @@ fn api_pod(name: &str, cpu_milli: i64, memory: i64, owner: Option<&str>) -> api:
             ..api::PodSpec::default()
         }),
         status: None,
+    };
+    if let Some(rs) = owner {
+        set_owner(&mut pod, rs);
     }
+    pod
+}
+
+/// Names the pod `name`, with uid `uid-<name>`.
+fn set_name(pod: &mut api::Pod, name: String) {
+    pod.metadata.uid = Some(format!("uid-{name}"));
+    pod.metadata.name = Some(name);
+}
+
+/// Makes ReplicaSet `rs` (uid `ReplicaSet-<rs>`) the pod's controller.
+fn set_owner(pod: &mut api::Pod, rs: &str) {
+    pod.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".to_string(),
+        kind: "ReplicaSet".to_string(),
+        name: rs.to_string(),
+        uid: format!("ReplicaSet-{rs}"),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
 }
 
 #[cfg(test)]
