@@ -1,5 +1,8 @@
 //! Builders for model objects, for tests and benchmarks of this and other crates (feature
 //! `test-util`). They build the compact model directly, without going through the API types.
+//!
+//! They are never part of the product: crates enable `test-util` in dev-dependencies only (CI
+//! checks it), and product code builds objects through the API conversion.
 
 use std::sync::Arc;
 
