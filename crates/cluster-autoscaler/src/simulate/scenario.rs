@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use autoscaler_core::autoscaler::AutoscalerOptions;
 use autoscaler_core::duration::parse_duration;
-use autoscaler_core::expander::ExpanderChain;
-use autoscaler_core::limits::{Range, parse_gpu_limit};
 use autoscaler_world::{
     DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
     ProvisioningDelay, ReplicaSetSpec, SimTime,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::config::ClusterAutoscalerResource;
+use crate::options::{AutoscalingArgs, OptionsError, RunArgs, RunOptions};
 
 /// The built-in scenario `simulate` runs without an argument.
 pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
@@ -65,6 +66,10 @@ pub enum ScenarioError {
         /// What is wrong.
         message: String,
     },
+    /// The options are invalid once the command line's `--config` and flags are added (the
+    /// message names the flag or the config file's field).
+    #[error(transparent)]
+    Options(#[from] OptionsError),
     /// A trace file cannot be read.
     #[error("trace {path}: {message}")]
     Trace {
@@ -136,73 +141,24 @@ pub struct DelayFile {
     pub max: String,
 }
 
-/// Autoscaler options, named as the flags are.
+/// Autoscaler options as written: the flags of the decision, the loop and the drain by name
+/// (`scale-down-unneeded-time: 5m`, a list for a repeatable flag), read by the flags' own
+/// parsers (see [`AutoscalingArgs::from_settings`]), and [`RESTART_AT`].
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct OptionsFile {
-    /// `--scan-interval` (10s): how often the loop runs, in virtual time.
-    pub scan_interval: Option<String>,
-    /// `--expander`.
-    pub expander: Option<String>,
-    /// `--balance-similar-node-groups`.
-    pub balance_similar_node_groups: Option<bool>,
-    /// `--max-nodes-total`.
-    pub max_nodes_total: Option<usize>,
-    /// `--cores-total` (`min:max`).
-    pub cores_total: Option<String>,
-    /// `--memory-total` (`min:max`, GiB).
-    pub memory_total: Option<String>,
-    /// `--gpu-total` (`type:min:max`), repeatable.
-    #[serde(default)]
-    pub gpu_total: Vec<String>,
-    /// `--max-nodes-per-scaleup`.
-    pub max_nodes_per_scaleup: Option<usize>,
-    /// `--enforce-node-group-min-size`.
-    pub enforce_node_group_min_size: Option<bool>,
-    /// `--new-pod-scale-up-delay`.
-    pub new_pod_scale_up_delay: Option<String>,
-    /// `--expendable-pods-priority-cutoff`.
-    pub expendable_pods_priority_cutoff: Option<i32>,
-    /// `--scale-down-enabled`.
-    pub scale_down_enabled: Option<bool>,
-    /// `--scale-down-utilization-threshold`.
-    pub scale_down_utilization_threshold: Option<f64>,
-    /// `--scale-down-gpu-utilization-threshold`.
-    pub scale_down_gpu_utilization_threshold: Option<f64>,
-    /// `--scale-down-unneeded-time`.
-    pub scale_down_unneeded_time: Option<String>,
-    /// `--scale-down-unready-time`.
-    pub scale_down_unready_time: Option<String>,
-    /// `--scale-down-delay-after-add`.
-    pub scale_down_delay_after_add: Option<String>,
-    /// `--scale-down-delay-after-delete`.
-    pub scale_down_delay_after_delete: Option<String>,
-    /// `--scale-down-delay-after-failure`.
-    pub scale_down_delay_after_failure: Option<String>,
-    /// `--max-scale-down-parallelism`.
-    pub max_scale_down_parallelism: Option<usize>,
-    /// `--max-drain-parallelism`.
-    pub max_drain_parallelism: Option<usize>,
-    /// `--max-graceful-termination-sec`.
-    pub max_graceful_termination_sec: Option<u64>,
-    /// `--max-node-provision-time` (15m).
-    pub max_node_provision_time: Option<String>,
-    /// `--max-node-startup-time` (15m).
-    pub max_node_startup_time: Option<String>,
-    /// `--ok-total-unready-count` (3).
-    pub ok_total_unready_count: Option<usize>,
-    /// `--max-total-unready-percentage` (45).
-    pub max_total_unready_percentage: Option<f64>,
-    /// `--initial-node-group-backoff-duration` (5m).
-    pub initial_node_group_backoff_duration: Option<String>,
-    /// `--max-node-group-backoff-duration` (30m).
-    pub max_node_group_backoff_duration: Option<String>,
-    /// `--node-group-backoff-reset-timeout` (3h).
-    pub node_group_backoff_reset_timeout: Option<String>,
-    /// Not a flag: virtual times at which the autoscaler process restarts (a fresh `Autoscaler`,
-    /// all in-memory state dropped), e.g. `[30m]`.
-    #[serde(default)]
-    pub restart_at: Vec<String>,
+#[serde(transparent)]
+pub struct OptionsFile(pub serde_yaml_ng::Mapping);
+
+/// The one option that is no flag: virtual times at which the autoscaler process restarts (a
+/// fresh `Autoscaler`, all in-memory state dropped), e.g. `[30m]`.
+pub const RESTART_AT: &str = "restart-at";
+
+/// What the command line of `simulate` adds to a scenario's options.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandLine<'a> {
+    /// The flags given; they win over the scenario's options.
+    pub args: &'a RunArgs,
+    /// The `--config` resource, already read; the scenario's options win over it.
+    pub file: Option<&'a ClusterAutoscalerResource>,
 }
 
 /// A node group.
@@ -554,18 +510,17 @@ pub struct Scenario {
     pub pods: Vec<TimedPod>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
+    /// How long a drain retries evictions refused by a budget before it gives up
+    /// (`--max-pod-eviction-time`, option `max-pod-eviction-time`; 2m).
+    // The simulate driver's drain deadline reads it; until then only tests do.
+    #[allow(dead_code)]
+    pub max_pod_eviction_time: Duration,
 }
 
 fn ms(field: &str, text: &str) -> Result<SimTime, ScenarioError> {
     parse_duration(text)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .map_err(|e| invalid(field, e.to_string()))
-}
-
-fn dur(field: &str, text: &Option<String>) -> Result<Option<Duration>, ScenarioError> {
-    text.as_deref()
-        .map(|t| parse_duration(t).map_err(|e| invalid(field, e.to_string())))
-        .transpose()
 }
 
 fn delay(field: &str, d: &DelayFile) -> Result<ProvisioningDelay, ScenarioError> {
@@ -582,16 +537,35 @@ impl Scenario {
     /// read from.
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
         let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
-        Scenario::from_file(file, base)
+        Scenario::from_file(file, base, None)
     }
 
-    fn from_file(f: ScenarioFile, base: &Path) -> Result<Scenario, ScenarioError> {
+    /// [`Scenario::parse`] with the command line's `--config` and flags over the scenario's
+    /// options (defaults < config file < scenario < flags).
+    pub fn parse_with(
+        text: &str,
+        base: &Path,
+        cli: &CommandLine,
+    ) -> Result<Scenario, ScenarioError> {
+        let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
+        Scenario::from_file(file, base, Some(cli))
+    }
+
+    fn from_file(
+        f: ScenarioFile,
+        base: &Path,
+        cli: Option<&CommandLine>,
+    ) -> Result<Scenario, ScenarioError> {
         let duration = ms("duration", &f.duration)?;
         if duration == 0 {
             return Err(invalid("duration", "must be positive"));
         }
-        let (options, scan_interval) = options(&f.options, f.seed)?;
-        check_loops(duration, scan_interval).map_err(|e| invalid("options.scan-interval", e))?;
+        let run = options(&f.options, f.seed, cli)?;
+        let scan_interval = scan_ms(&run, cli)?;
+        check_loops(duration, scan_interval).map_err(|e| {
+            let value = autoscaler_core::duration::format_duration(run.controller.scan_interval);
+            scan_interval_error(cli, value, e)
+        })?;
         let sample_interval = match &f.sample_interval {
             Some(t) => ms("sample_interval", t)?.max(1),
             None => (duration / 2_000).max(10_000),
@@ -697,7 +671,7 @@ impl Scenario {
                 Some(t) => ms("machine_deletion", t)?,
                 None => 0,
             },
-            options,
+            options: run.controller.autoscaler,
             groups,
             objects: f.objects,
             faults,
@@ -706,6 +680,7 @@ impl Scenario {
             daemon_sets: Vec::new(),
             pods: Vec::new(),
             restart_at: restarts(&f.options)?,
+            max_pod_eviction_time: run.controller.max_pod_eviction_time,
         };
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
@@ -982,162 +957,124 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
     Ok(t)
 }
 
-fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), ScenarioError> {
-    let mut a = AutoscalerOptions {
-        seed,
-        ..AutoscalerOptions::default()
-    };
-    let scan = match &o.scan_interval {
-        Some(t) => ms("options.scan-interval", t)?,
-        None => 10_000,
-    };
-    if let Some(e) = &o.expander {
-        a.scale_up.expander =
-            ExpanderChain::parse(e).map_err(|e| invalid("options.expander", e.to_string()))?;
-    }
-    let up = &mut a.scale_up;
-    if let Some(b) = o.balance_similar_node_groups {
-        up.scale_up.balance_similar_node_groups = b;
-    }
-    if let Some(n) = o.max_nodes_total {
-        up.limits.max_nodes_total = n;
-    }
-    if let Some(c) = &o.cores_total {
-        up.limits.cpu =
-            Range::parse_cores(c).map_err(|e| invalid("options.cores-total", e.to_string()))?;
-    }
-    if let Some(m) = &o.memory_total {
-        up.limits.memory = Range::parse_memory_gib(m)
-            .map_err(|e| invalid("options.memory-total", e.to_string()))?;
-    }
-    for (i, g) in o.gpu_total.iter().enumerate() {
-        up.limits.gpus.push(
-            parse_gpu_limit(g)
-                .map_err(|e| invalid(format!("options.gpu-total[{i}]"), e.to_string()))?,
-        );
-    }
-    if let Some(n) = o.max_nodes_per_scaleup {
-        up.scale_up.max_nodes_per_scale_up = n;
-    }
-    if let Some(b) = o.enforce_node_group_min_size {
-        up.scale_up.enforce_node_group_min_size = b;
-    }
-    if let Some(d) = dur("options.new-pod-scale-up-delay", &o.new_pod_scale_up_delay)? {
-        up.pending.new_pod_scale_up_delay = d;
-    }
-    if let Some(c) = o.expendable_pods_priority_cutoff {
-        up.pending.expendable_pods_priority_cutoff = c;
-    }
-    let down = &mut a.scale_down;
-    if let Some(b) = o.scale_down_enabled {
-        down.enabled = b;
-    }
-    // Ranges are checked with the other options, by `run`'s rules.
-    if let Some(v) = o.scale_down_utilization_threshold {
-        down.utilization_threshold = v;
-    }
-    if let Some(v) = o.scale_down_gpu_utilization_threshold {
-        down.gpu_utilization_threshold = v;
-    }
-    for (text, name, slot) in [
-        (
-            &o.scale_down_unneeded_time,
-            "options.scale-down-unneeded-time",
-            &mut down.unneeded_time,
-        ),
-        (
-            &o.scale_down_unready_time,
-            "options.scale-down-unready-time",
-            &mut down.unready_time,
-        ),
-        (
-            &o.scale_down_delay_after_add,
-            "options.scale-down-delay-after-add",
-            &mut down.delay_after_add,
-        ),
-        (
-            &o.scale_down_delay_after_delete,
-            "options.scale-down-delay-after-delete",
-            &mut down.delay_after_delete,
-        ),
-        (
-            &o.scale_down_delay_after_failure,
-            "options.scale-down-delay-after-failure",
-            &mut down.delay_after_failure,
-        ),
-    ] {
-        if let Some(d) = dur(name, text)? {
-            *slot = d;
-        }
-    }
-    if let Some(n) = o.max_scale_down_parallelism {
-        down.max_scale_down_parallelism = n;
-    }
-    if let Some(n) = o.max_drain_parallelism {
-        down.max_drain_parallelism = n;
-    }
-    if let Some(n) = o.max_graceful_termination_sec {
-        down.max_graceful_termination_sec = n;
-    }
-    cluster_state_options(o, &mut a)?;
-    // The same rules `run` applies to its flags, named by the same flags.
-    crate::options::validate_autoscaler(&a, Duration::from_millis(scan)).map_err(|e| match e {
-        crate::options::OptionsError::Flag { flag, value, why } => {
-            invalid(format!("options.{flag}"), format!("{value}: {why}"))
-        }
-        other => invalid("options", other.to_string()),
-    })?;
-    Ok((a, scan))
+/// The environment a simulation sees: none (the simulated cluster has no pod name, and its
+/// Cluster API group is the default).
+fn no_env(_: &str) -> Option<String> {
+    None
 }
 
-/// The cluster-state flags: provision and startup times, health thresholds, backoff.
-fn cluster_state_options(o: &OptionsFile, a: &mut AutoscalerOptions) -> Result<(), ScenarioError> {
-    let cs = &mut a.cluster_state;
-    for (text, name, slot) in [
-        (
-            &o.max_node_provision_time,
-            "options.max-node-provision-time",
-            &mut cs.max_node_provision_time,
-        ),
-        (
-            &o.max_node_startup_time,
-            "options.max-node-startup-time",
-            &mut cs.max_node_startup_time,
-        ),
-        (
-            &o.initial_node_group_backoff_duration,
-            "options.initial-node-group-backoff-duration",
-            &mut cs.backoff.initial,
-        ),
-        (
-            &o.max_node_group_backoff_duration,
-            "options.max-node-group-backoff-duration",
-            &mut cs.backoff.max,
-        ),
-        (
-            &o.node_group_backoff_reset_timeout,
-            "options.node-group-backoff-reset-timeout",
-            &mut cs.backoff.reset_timeout,
-        ),
-    ] {
-        if let Some(d) = dur(name, text)? {
-            *slot = d;
+/// The options of a run: the scenario's `options:` validated on their own (errors name
+/// `options.<flag>`), then with the command line's `--config` and flags (defaults < config
+/// file < scenario < flags; errors name the flag or the file's field).
+fn options(
+    o: &OptionsFile,
+    seed: u64,
+    cli: Option<&CommandLine>,
+) -> Result<RunOptions, ScenarioError> {
+    let texts = option_texts(o)?;
+    let layer = AutoscalingArgs::from_settings(
+        texts
+            .iter()
+            .filter(|(name, _)| name != RESTART_AT)
+            .map(|(name, values)| (name.as_str(), values.as_slice())),
+    )
+    .map_err(|e| invalid(format!("options.{}", e.name), e.why))?;
+    let alone = RunOptions::build_for_scenario(&RunArgs::default(), &layer, None, &no_env)
+        .map_err(|e| match e {
+            OptionsError::Flag { flag, value, why } => {
+                invalid(format!("options.{flag}"), format!("{value}: {why}"))
+            }
+            other => invalid("options", other.to_string()),
+        })?;
+    let mut whole = match cli {
+        None => alone,
+        Some(cli) => RunOptions::build_for_scenario(cli.args, &layer, cli.file, &no_env)?,
+    };
+    whole.controller.autoscaler.seed = seed;
+    Ok(whole)
+}
+
+/// Where the scan interval was given: `--scan-interval` when on the command line, else the
+/// scenario's option.
+fn scan_interval_error(cli: Option<&CommandLine>, value: String, why: String) -> ScenarioError {
+    if cli.is_some_and(|c| c.args.autoscaling.scan_interval.is_some()) {
+        ScenarioError::Options(OptionsError::Flag {
+            flag: "scan-interval",
+            value,
+            why,
+        })
+    } else {
+        invalid("options.scan-interval", format!("{value}: {why}"))
+    }
+}
+
+/// The loop interval in virtual milliseconds (at least one, or virtual time would not pass).
+fn scan_ms(o: &RunOptions, cli: Option<&CommandLine>) -> Result<SimTime, ScenarioError> {
+    let d = o.controller.scan_interval;
+    match u64::try_from(d.as_millis()).unwrap_or(u64::MAX) {
+        0 => Err(scan_interval_error(
+            cli,
+            autoscaler_core::duration::format_duration(d),
+            "must be at least 1ms in a simulation (virtual time counts milliseconds)".into(),
+        )),
+        ms => Ok(ms),
+    }
+}
+
+/// Each option as its name and its values in text, as a command line would give them: a
+/// string, number or boolean, or a list of them for a repeatable flag.
+fn option_texts(o: &OptionsFile) -> Result<Vec<(String, Vec<String>)>, ScenarioError> {
+    use serde_yaml_ng::Value as Yaml;
+    fn scalar(v: &Yaml) -> Option<String> {
+        match v {
+            Yaml::Bool(b) => Some(b.to_string()),
+            Yaml::Number(n) => Some(n.to_string()),
+            Yaml::String(s) => Some(s.clone()),
+            _ => None,
         }
     }
-    if let Some(n) = o.ok_total_unready_count {
-        cs.ok_total_unready_count = n;
+    let mut out = Vec::with_capacity(o.0.len());
+    for (key, value) in &o.0 {
+        let Some(name) = key.as_str() else {
+            return Err(invalid(
+                "options",
+                format!("key {key:?} is not a flag name"),
+            ));
+        };
+        let field = format!("options.{name}");
+        let values = match value {
+            Yaml::Sequence(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    scalar(x).ok_or_else(|| {
+                        invalid(
+                            format!("{field}[{i}]"),
+                            "must be a string, number or boolean",
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            other => vec![scalar(other).ok_or_else(|| {
+                invalid(
+                    &field,
+                    "must be a string, number or boolean, or a list of them",
+                )
+            })?],
+        };
+        out.push((name.to_string(), values));
     }
-    if let Some(p) = o.max_total_unready_percentage {
-        cs.max_total_unready_percentage = p;
-    }
-    Ok(())
+    Ok(out)
 }
 
 /// The restart times of option `restart-at`, sorted.
 fn restarts(o: &OptionsFile) -> Result<Vec<SimTime>, ScenarioError> {
+    let texts = option_texts(o)?;
     let mut v = Vec::new();
-    for (i, t) in o.restart_at.iter().enumerate() {
-        v.push(ms(&format!("options.restart-at[{i}]"), t)?);
+    for (_, values) in texts.iter().filter(|(name, _)| name == RESTART_AT) {
+        for (i, t) in values.iter().enumerate() {
+            v.push(ms(&format!("options.{RESTART_AT}[{i}]"), t)?);
+        }
     }
     v.sort_unstable();
     Ok(v)
