@@ -535,6 +535,8 @@ fn delay(field: &str, d: &DelayFile) -> Result<ProvisioningDelay, ScenarioError>
 impl Scenario {
     /// Parses and validates scenario text; `base` is the directory relative paths (traces) are
     /// read from.
+    // Tests and fuzzing read scenarios without a command line; `simulate` uses `parse_with`.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
         let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
         Scenario::from_file(file, base, None)
