@@ -590,14 +590,12 @@ impl RunOptions {
     ) -> Result<RunOptions, OptionsError> {
         let mut c = ControllerConfig::default();
         let mut verbosity = DEFAULT_VERBOSITY;
-        if let Some(file) = file
-            && let Some(v) = file.apply(&mut c.autoscaler)?
-        {
-            verbosity = v;
+        if let Some(file) = file {
+            let settings = file.settings()?;
+            apply_autoscaling(&settings.args, &mut c).map_err(|e| settings.blame(e))?;
+            set(&mut verbosity, settings.verbosity);
         }
-        if let Some(v) = args.verbosity {
-            verbosity = v;
-        }
+        set(&mut verbosity, args.verbosity);
 
         // Provider.
         if let Some(p) = &args.cloud_provider
