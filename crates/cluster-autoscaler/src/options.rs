@@ -1012,6 +1012,16 @@ struct SettingsCli {
     settings: AutoscalingArgs,
 }
 
+/// The names of the settings: the flags of [`AutoscalingArgs`], without dashes.
+#[cfg(test)]
+pub fn setting_names() -> Vec<String> {
+    use clap::CommandFactory;
+    SettingsCli::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
 /// Every flag, to tell a flag that is not a setting from a name that is no flag at all.
 #[derive(Debug, clap::Parser)]
 #[command(no_binary_name = true, disable_help_flag = true)]

@@ -1166,6 +1166,498 @@ mod tests {
         }
     }
 
+    /// A scenario with one group and `options`.
+    fn with_options(options: &str) -> String {
+        format!(
+            "name: x\nduration: 1h\noptions: {options}\nnode_groups:\n- {{name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}}\n"
+        )
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct TestCli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn flags(args: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let argv = std::iter::once("ca").chain(args.iter().copied());
+        TestCli::try_parse_from(argv).expect("flags parse").run
+    }
+
+    /// What a run is configured with: the decision's options, the loop interval in virtual
+    /// milliseconds and the drain deadline (Debug: the options have no equality).
+    fn configured(o: &AutoscalerOptions, scan_ms: SimTime, eviction: Duration) -> String {
+        format!("{o:?} scan {scan_ms}ms eviction {eviction:?}")
+    }
+
+    fn of_scenario(s: &Scenario) -> String {
+        configured(&s.options, s.scan_interval, s.max_pod_eviction_time)
+    }
+
+    fn of_run(o: &RunOptions) -> String {
+        let c = &o.controller;
+        let scan = u64::try_from(c.scan_interval.as_millis()).unwrap();
+        configured(&c.autoscaler, scan, c.max_pod_eviction_time)
+    }
+
+    /// Every setting a scenario accepts, with a value other than the default: as a scenario
+    /// writes it (YAML), as flags, and as the `ClusterAutoscaler` resource's spec where it has
+    /// the setting.
+    const SETTINGS: &[(&str, &str, &[&str], Option<&str>)] = &[
+        ("scan-interval", "5s", &["--scan-interval=5s"], None),
+        (
+            "max-pod-eviction-time",
+            "5m",
+            &["--max-pod-eviction-time=5m"],
+            None,
+        ),
+        (
+            "expander",
+            "'priority,least-waste'",
+            &["--expander=priority,least-waste"],
+            Some("expanders: [Priority, LeastWaste]"),
+        ),
+        (
+            "expendable-pods-priority-cutoff",
+            "-5",
+            &["--expendable-pods-priority-cutoff=-5"],
+            Some("podPriorityThreshold: -5"),
+        ),
+        (
+            "new-pod-scale-up-delay",
+            "30s",
+            &["--new-pod-scale-up-delay=30s"],
+            None,
+        ),
+        (
+            "max-nodes-per-scaleup",
+            "50",
+            &["--max-nodes-per-scaleup=50"],
+            None,
+        ),
+        (
+            "enforce-node-group-min-size",
+            "true",
+            &["--enforce-node-group-min-size"],
+            None,
+        ),
+        (
+            "balance-similar-node-groups",
+            "true",
+            &["--balance-similar-node-groups=true"],
+            Some("balanceSimilarNodeGroups: true"),
+        ),
+        (
+            "balancing-ignore-label",
+            "[zone, rack]",
+            &[
+                "--balancing-ignore-label=zone",
+                "--balancing-ignore-label=rack",
+            ],
+            Some("balancingIgnoredLabels: [zone, rack]"),
+        ),
+        (
+            "balancing-label",
+            "[pool]",
+            &["--balancing-label=pool"],
+            None,
+        ),
+        (
+            "max-allocatable-difference-ratio",
+            "0.1",
+            &["--max-allocatable-difference-ratio=0.1"],
+            None,
+        ),
+        (
+            "max-free-difference-ratio",
+            "0.2",
+            &["--max-free-difference-ratio=0.2"],
+            None,
+        ),
+        (
+            "memory-difference-ratio",
+            "0.03",
+            &["--memory-difference-ratio=0.03"],
+            None,
+        ),
+        (
+            "startup-taint",
+            "[a, b]",
+            &["--startup-taint=a", "--startup-taint=b"],
+            None,
+        ),
+        ("ignore-taint", "[c]", &["--ignore-taint=c"], None),
+        (
+            "max-nodes-total",
+            "24",
+            &["--max-nodes-total=24"],
+            Some("resourceLimits: {maxNodesTotal: 24}"),
+        ),
+        (
+            "cores-total",
+            "'8:128'",
+            &["--cores-total=8:128"],
+            Some("resourceLimits: {cores: {min: 8, max: 128}}"),
+        ),
+        (
+            "memory-total",
+            "'4:256'",
+            &["--memory-total=4:256"],
+            Some("resourceLimits: {memory: {min: 4, max: 256}}"),
+        ),
+        (
+            "gpu-total",
+            "['nvidia.com/gpu:0:16', 'amd.com/gpu:1:4']",
+            &[
+                "--gpu-total=nvidia.com/gpu:0:16",
+                "--gpu-total=amd.com/gpu:1:4",
+            ],
+            Some(
+                "resourceLimits: {gpus: [{type: nvidia.com/gpu, min: 0, max: 16}, {type: amd.com/gpu, min: 1, max: 4}]}",
+            ),
+        ),
+        (
+            "scale-down-enabled",
+            "false",
+            &["--scale-down-enabled=false"],
+            Some("scaleDown: {enabled: false}"),
+        ),
+        (
+            "scale-down-delay-after-add",
+            "1m",
+            &["--scale-down-delay-after-add=1m"],
+            Some("scaleDown: {enabled: true, delayAfterAdd: 1m}"),
+        ),
+        (
+            "scale-down-delay-after-delete",
+            "2m",
+            &["--scale-down-delay-after-delete=2m"],
+            Some("scaleDown: {enabled: true, delayAfterDelete: 2m}"),
+        ),
+        (
+            "scale-down-delay-after-failure",
+            "4m",
+            &["--scale-down-delay-after-failure=4m"],
+            Some("scaleDown: {enabled: true, delayAfterFailure: 4m}"),
+        ),
+        (
+            "scale-down-unneeded-time",
+            "5m",
+            &["--scale-down-unneeded-time=5m"],
+            Some("scaleDown: {enabled: true, unneededTime: 5m}"),
+        ),
+        (
+            "scale-down-unready-time",
+            "6m",
+            &["--scale-down-unready-time=6m"],
+            None,
+        ),
+        (
+            "scale-down-utilization-threshold",
+            "0.4",
+            &["--scale-down-utilization-threshold=0.4"],
+            Some("scaleDown: {enabled: true, utilizationThreshold: '0.4'}"),
+        ),
+        (
+            "scale-down-gpu-utilization-threshold",
+            "0.3",
+            &["--scale-down-gpu-utilization-threshold=0.3"],
+            None,
+        ),
+        (
+            "scale-down-non-empty-candidates-count",
+            "0",
+            &["--scale-down-non-empty-candidates-count=0"],
+            None,
+        ),
+        (
+            "scale-down-candidates-pool-ratio",
+            "1",
+            &["--scale-down-candidates-pool-ratio=1"],
+            None,
+        ),
+        (
+            "scale-down-candidates-pool-min-count",
+            "7",
+            &["--scale-down-candidates-pool-min-count=7"],
+            None,
+        ),
+        (
+            "max-graceful-termination-sec",
+            "60",
+            &["--max-graceful-termination-sec=60"],
+            Some("maxPodGracePeriod: 60"),
+        ),
+        (
+            "max-bulk-soft-taint-count",
+            "0",
+            &["--max-bulk-soft-taint-count=0"],
+            None,
+        ),
+        (
+            "max-scale-down-parallelism",
+            "3",
+            &["--max-scale-down-parallelism=3"],
+            None,
+        ),
+        (
+            "max-drain-parallelism",
+            "2",
+            &["--max-drain-parallelism=2"],
+            None,
+        ),
+        (
+            "ignore-daemonsets-utilization",
+            "true",
+            &["--ignore-daemonsets-utilization"],
+            Some("ignoreDaemonsetsUtilization: true"),
+        ),
+        (
+            "ignore-mirror-pods-utilization",
+            "true",
+            &["--ignore-mirror-pods-utilization=true"],
+            None,
+        ),
+        (
+            "skip-nodes-with-system-pods",
+            "false",
+            &["--skip-nodes-with-system-pods=false"],
+            None,
+        ),
+        (
+            "skip-nodes-with-local-storage",
+            "false",
+            &["--skip-nodes-with-local-storage=false"],
+            Some("skipNodesWithLocalStorage: false"),
+        ),
+        (
+            "skip-nodes-with-custom-controller-pods",
+            "false",
+            &["--skip-nodes-with-custom-controller-pods=false"],
+            None,
+        ),
+        ("min-replica-count", "2", &["--min-replica-count=2"], None),
+        (
+            "daemonset-eviction-for-empty-nodes",
+            "true",
+            &["--daemonset-eviction-for-empty-nodes"],
+            None,
+        ),
+        (
+            "daemonset-eviction-for-occupied-nodes",
+            "false",
+            &["--daemonset-eviction-for-occupied-nodes=false"],
+            None,
+        ),
+        (
+            "max-node-provision-time",
+            "20m",
+            &["--max-node-provision-time=20m"],
+            Some("maxNodeProvisionTime: 20m"),
+        ),
+        (
+            "max-node-startup-time",
+            "25m",
+            &["--max-node-startup-time=25m"],
+            None,
+        ),
+        (
+            "ok-total-unready-count",
+            "5",
+            &["--ok-total-unready-count=5"],
+            None,
+        ),
+        (
+            "max-total-unready-percentage",
+            "30",
+            &["--max-total-unready-percentage=30"],
+            None,
+        ),
+        (
+            "initial-node-group-backoff-duration",
+            "1m",
+            &["--initial-node-group-backoff-duration=1m"],
+            None,
+        ),
+        (
+            "max-node-group-backoff-duration",
+            "10m",
+            &["--max-node-group-backoff-duration=10m"],
+            None,
+        ),
+        (
+            "node-group-backoff-reset-timeout",
+            "1h",
+            &["--node-group-backoff-reset-timeout=1h"],
+            None,
+        ),
+    ];
+
+    /// The three sources give one configuration for one setting: a scenario's `options:`, the
+    /// flags and the `ClusterAutoscaler` resource; and the table covers every setting, so a
+    /// flag added to the settings without a row here fails.
+    #[test]
+    fn flags_scenario_options_and_config_file_agree_on_every_setting() {
+        let mut names = crate::options::setting_names();
+        names.sort();
+        let mut rows: Vec<String> = SETTINGS.iter().map(|r| r.0.to_string()).collect();
+        rows.sort();
+        assert_eq!(
+            names, rows,
+            "every setting has a row, and every row is a setting"
+        );
+
+        let default = of_scenario(&Scenario::parse(&with_options("{}"), Path::new(".")).unwrap());
+        for (name, yaml, flag_args, spec) in SETTINGS {
+            let scenario = Scenario::parse(
+                &with_options(&format!("{{{name}: {yaml}}}")),
+                Path::new("."),
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let from_scenario = of_scenario(&scenario);
+            assert_ne!(from_scenario, default, "{name}: {yaml} changes nothing");
+            let run = RunOptions::build(&flags(flag_args), None, &no_env)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(from_scenario, of_run(&run), "{name}: scenario vs flags");
+            if let Some(spec) = spec {
+                let text = format!(
+                    "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec: {{{spec}}}\n"
+                );
+                let file = crate::config::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let run = RunOptions::build(&RunArgs::default(), Some(&file), &no_env)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(
+                    from_scenario,
+                    of_run(&run),
+                    "{name}: scenario vs config file"
+                );
+            }
+        }
+    }
+
+    /// Defaults < `--config` file < the scenario's options < flags, setting by setting (a list
+    /// given at a higher level replaces the lower one's).
+    #[test]
+    fn flags_win_over_the_scenario_which_wins_over_the_config_file() {
+        let file = crate::config::parse(
+            "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  scaleDown: {enabled: true, unneededTime: 1m, delayAfterAdd: 7m, utilizationThreshold: '0.4'}\n  resourceLimits: {gpus: [{type: nvidia.com/gpu, min: 0, max: 8}]}\n",
+        )
+        .unwrap();
+        let scenario = with_options(
+            "{scale-down-unneeded-time: 2m, scale-down-delay-after-add: 8m, max-nodes-total: 7, gpu-total: ['nvidia.com/gpu:0:4', 'amd.com/gpu:0:2'], scan-interval: 20s}",
+        );
+        let args = flags(&[
+            "--scale-down-unneeded-time=3m",
+            "--gpu-total=amd.com/gpu:0:1",
+            "--max-pod-eviction-time=30s",
+        ]);
+        let cli = CommandLine {
+            args: &args,
+            file: Some(&file),
+        };
+        let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
+        let d = &s.options.scale_down;
+        assert_eq!(d.unneeded_time, Duration::from_secs(180), "flag over all");
+        assert_eq!(
+            d.delay_after_add,
+            Duration::from_secs(480),
+            "scenario over file"
+        );
+        assert_eq!(d.utilization_threshold, 0.4, "file over defaults");
+        assert_eq!(d.unready_time, Duration::from_secs(1200), "default");
+        assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
+        let gpus: Vec<String> = (s.options.scale_up.limits.gpus.iter())
+            .map(|(name, r)| format!("{name}:{}:{}", r.min, r.max))
+            .collect();
+        assert_eq!(gpus, ["amd.com/gpu:0:1"], "a list given by a flag replaces");
+        assert_eq!(s.scan_interval, 20_000);
+        assert_eq!(s.max_pod_eviction_time, Duration::from_secs(30));
+
+        // Without the flags, the scenario's list replaces the file's.
+        let none = RunArgs::default();
+        let cli = CommandLine {
+            args: &none,
+            file: Some(&file),
+        };
+        let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
+        assert_eq!(s.options.scale_up.limits.gpus.len(), 2);
+        assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
+        assert_eq!(
+            s.max_pod_eviction_time,
+            Duration::from_secs(120),
+            "default 2m"
+        );
+    }
+
+    /// A bad value names where it was given: the scenario's field, the flag, or the file's
+    /// field.
+    #[test]
+    fn bad_values_are_named_by_their_source() {
+        let scenario = with_options("{max-drain-parallelism: 0}");
+        let e = Scenario::parse(&scenario, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("field `options.max-drain-parallelism`"),
+            "{e}"
+        );
+        let ok = with_options("{scan-interval: 30s}");
+        let args = flags(&["--max-drain-parallelism=0"]);
+        let cli = CommandLine {
+            args: &args,
+            file: None,
+        };
+        let e = Scenario::parse_with(&ok, Path::new("."), &cli).unwrap_err();
+        assert!(matches!(e, ScenarioError::Options(_)), "{e}");
+        assert!(e.to_string().contains("--max-drain-parallelism"), "{e}");
+        // A loop interval too short for the run is named where it was given.
+        let args = flags(&["--scan-interval=1ms"]);
+        let cli = CommandLine {
+            args: &args,
+            file: None,
+        };
+        let e = Scenario::parse_with(&ok, Path::new("."), &cli)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--scan-interval"), "{e}");
+        let e = Scenario::parse(&with_options("{scan-interval: 500us}"), Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("field `options.scan-interval`"), "{e}");
+        let mut file = crate::config::parse(
+            "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  resourceLimits: {cores: {min: 9, max: 3}}\n",
+        )
+        .unwrap();
+        file.path = PathBuf::from("ca.yaml");
+        let none = RunArgs::default();
+        let cli = CommandLine {
+            args: &none,
+            file: Some(&file),
+        };
+        let e = Scenario::parse_with(&ok, Path::new("."), &cli)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ca.yaml: spec.resourceLimits.cores"), "{e}");
+        // Names that are no setting: a flag of the live process, a typo, a non-scalar.
+        for (options, why) in [
+            ("{leader-elect: false}", "flag of the live process"),
+            (
+                "{scale-down-unneded-time: 1m}",
+                "did you mean scale-down-unneeded-time",
+            ),
+            ("{expander: {a: b}}", "must be a string, number or boolean"),
+            ("{expander: [priority, random]}", "takes one value"),
+            ("{help: true}", "unknown setting"),
+            ("{'--scan-interval': 5s}", "unknown setting"),
+        ] {
+            let e = Scenario::parse(&with_options(options), Path::new("."))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{options}: {e}");
+        }
+    }
+
     #[test]
     fn options_are_validated_as_run_validates_its_flags() {
         for (option, flag) in [
