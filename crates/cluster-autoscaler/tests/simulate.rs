@@ -453,6 +453,23 @@ fn simulate_takes_the_flags_and_config_of_run() {
         "the flag's 64 cores, not the scenario's 32: peak {peak}"
     );
     assert!(peak <= 14.0, "the config file's maxNodesTotal: peak {peak}");
+    assert_eq!(
+        num(&r, "/scan_interval_s"),
+        10.0,
+        "the scenario's scan-interval"
+    );
+    // `--scan-interval` is the virtual loop interval, over the scenario's.
+    let (r, _) = simulate(
+        "flags-scan",
+        &[
+            "examples/cores-limit.yaml",
+            "--duration",
+            "10m",
+            "--scan-interval=1m",
+        ],
+    );
+    assert_eq!(num(&r, "/scan_interval_s"), 60.0);
+    assert!(num(&r, "/loops") <= 11.0, "{} loops", num(&r, "/loops"));
 
     let (code, err, _) = simulate_raw(&["--cores-total=10:5"]);
     assert_eq!(code, Some(2), "{err}");
