@@ -2,8 +2,10 @@
 //! how the autoscaler is configured; parsed strictly (unknown fields are errors naming the field)
 //! and validated into the world's and the core's own types.
 //!
-//! It decides how scenario text maps onto the world and the autoscaler options; it never runs
-//! anything and never reads the clock.
+//! It decides how scenario text maps onto the world; its `options:` are the flags of `run`,
+//! handed by name to the flags' own parsers and validation (`crate::options`), with the
+//! command line's `--config` and flags layered around them. It never runs anything and never
+//! reads the clock.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -959,10 +961,10 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
     Ok(t)
 }
 
-/// The environment a simulation sees: none (the simulated cluster has no pod name, and its
-/// Cluster API group is the default).
-fn no_env(_: &str) -> Option<String> {
-    None
+/// The environment a simulation sees: the default Cluster API group and architecture, and a
+/// fixed identity (so that reading a scenario reads nothing of the machine it runs on).
+fn no_env(name: &str) -> Option<String> {
+    (name == "POD_NAME").then(|| "simulate".to_string())
 }
 
 /// The options of a run: the scenario's `options:` validated on their own (errors name
