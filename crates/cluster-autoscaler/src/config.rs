@@ -1,29 +1,25 @@
 //! `--config FILE`: the `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, seed 002)
-//! read from YAML and mapped onto the decision core's options.
+//! read from YAML and turned into the settings of the upstream flags its fields stand for.
 //!
-//! It decides what each field of the resource means (the same as the upstream flag it stands
-//! for) and rejects what it cannot honour: an unknown field (the resource is versioned, a typo
-//! must not silently do nothing), a wrong kind or apiVersion, or an invalid value, each named by
-//! its field path (`spec.scaleDown.utilizationThreshold`). It never reads flags: the caller
-//! applies the file first and the flags given on the command line over it.
+//! It decides which flag each field of the resource stands for (each value is then read by
+//! that flag's own parser, so a field means what its flag means) and rejects what it cannot
+//! honour: an unknown field (the resource is versioned, a typo must not silently do nothing), a
+//! wrong kind or apiVersion, or an invalid value, each named by its field path
+//! (`spec.scaleDown.utilizationThreshold`). It never reads flags: the caller layers the file
+//! under the flags given on the command line.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use autoscaler_core::autoscaler::AutoscalerOptions;
 use autoscaler_core::duration::parse_duration;
-use autoscaler_core::expander::{ExpanderChain, ExpanderName};
-use autoscaler_core::limits::Range;
-use autoscaler_core::resources::ResourceName;
+use autoscaler_core::expander::ExpanderName;
 use serde::Deserialize;
+
+use crate::options::{AutoscalingArgs, OptionsError};
 
 /// The API version accepted.
 pub const API_VERSION: &str = "autoscaling.openshift.io/v1";
 /// The kind accepted.
 pub const KIND: &str = "ClusterAutoscaler";
-
-/// Bytes in a GiB (`resourceLimits.memory` is in GiB).
-const GIB: i64 = 1 << 30;
 
 /// Why the config file was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -217,29 +213,6 @@ fn field(name: &str, why: String) -> ConfigFileError {
     }
 }
 
-fn duration(name: &str, text: &str) -> Result<Duration, ConfigFileError> {
-    parse_duration(text).map_err(|e| field(name, format!("{text:?} is not a duration: {}", e.why)))
-}
-
-fn range(name: &str, r: &RangeSpec, unit: i64) -> Result<Range, ConfigFileError> {
-    if r.min < 0 || r.max < 0 {
-        return Err(field(
-            name,
-            format!("min {} and max {} must not be negative", r.min, r.max),
-        ));
-    }
-    if r.min > r.max {
-        return Err(field(
-            name,
-            format!("min {} is greater than max {}", r.min, r.max),
-        ));
-    }
-    Ok(Range {
-        min: r.min.saturating_mul(unit),
-        max: r.max.saturating_mul(unit),
-    })
-}
-
 /// An expander name as OpenShift writes it (`LeastWaste`) or as the flag does (`least-waste`).
 fn expander_name(text: &str) -> Option<ExpanderName> {
     let flag_form = match text {
@@ -254,130 +227,221 @@ fn expander_name(text: &str) -> Option<ExpanderName> {
     flag_form.parse().ok()
 }
 
+/// Where a setting of the resource came from: the flag it stands for, its value as the flag
+/// takes it, and the field.
+#[derive(Clone, Debug)]
+struct Origin {
+    flag: &'static str,
+    value: String,
+    field: String,
+}
+
+/// The settings a resource gives, as the flags they stand for, read by the flags' parsers.
+#[derive(Debug, Default)]
+pub struct FileSettings {
+    /// The settings, named as the flags.
+    pub args: AutoscalingArgs,
+    /// `spec.logVerbosity` (`--v`), 0 to 10.
+    pub verbosity: Option<u8>,
+    origins: Vec<Origin>,
+    path: PathBuf,
+}
+
+impl FileSettings {
+    /// `e` in the file's terms (file, field path, value) when a setting of the file is at
+    /// fault; other errors unchanged.
+    pub fn blame(&self, e: OptionsError) -> OptionsError {
+        let OptionsError::Flag { flag, value, why } = &e else {
+            return e;
+        };
+        let origin = (self.origins.iter())
+            .find(|o| o.flag == *flag && o.value == *value)
+            .or_else(|| self.origins.iter().find(|o| o.flag == *flag));
+        match origin {
+            Some(o) => OptionsError::ConfigFile(ConfigFileError::Field {
+                path: self.path.clone(),
+                field: o.field.clone(),
+                why: format!("{value:?}: {why}"),
+            }),
+            None => e,
+        }
+    }
+}
+
 impl ClusterAutoscalerResource {
-    /// Sets the options the resource gives onto `o`; returns the log verbosity if it gives one.
-    /// Errors name the file, the field path and the value.
-    pub fn apply(&self, o: &mut AutoscalerOptions) -> Result<Option<u8>, ConfigFileError> {
-        self.apply_fields(o).map_err(|e| e.at(&self.path))
+    /// The settings the resource gives, each as the upstream flag it stands for and read by
+    /// that flag's parser (one meaning per setting, whichever way it is given). Errors name
+    /// the file, the field path and the value.
+    pub fn settings(&self) -> Result<FileSettings, ConfigFileError> {
+        let origins = self.origins().map_err(|e| e.at(&self.path))?;
+        let mut by_flag: Vec<(&'static str, Vec<String>)> = Vec::new();
+        for o in &origins {
+            match by_flag.iter_mut().find(|(f, _)| *f == o.flag) {
+                Some((_, values)) => values.push(o.value.clone()),
+                None => by_flag.push((o.flag, vec![o.value.clone()])),
+            }
+        }
+        let args = AutoscalingArgs::from_settings(
+            by_flag.iter().map(|(f, values)| (*f, values.as_slice())),
+        )
+        .map_err(|e| {
+            let field = (origins.iter())
+                .find(|o| o.flag == e.name)
+                .map_or_else(|| "spec".to_string(), |o| o.field.clone());
+            field_at(&self.path, field, e.why)
+        })?;
+        let verbosity = self.verbosity().map_err(|e| e.at(&self.path))?;
+        Ok(FileSettings {
+            args,
+            verbosity,
+            origins,
+            path: self.path.clone(),
+        })
     }
 
-    fn apply_fields(&self, o: &mut AutoscalerOptions) -> Result<Option<u8>, ConfigFileError> {
+    /// Each field given, as the flag it stands for and the flag's text.
+    fn origins(&self) -> Result<Vec<Origin>, ConfigFileError> {
         let s = &self.spec;
+        let mut out = Vec::new();
+        let mut add = |field: &str, flag: &'static str, value: String| {
+            out.push(Origin {
+                flag,
+                value,
+                field: field.to_string(),
+            })
+        };
         if let Some(p) = s.pod_priority_threshold {
-            o.scale_up.pending.expendable_pods_priority_cutoff = p;
+            add(
+                "spec.podPriorityThreshold",
+                "expendable-pods-priority-cutoff",
+                p.to_string(),
+            );
         }
         if let Some(l) = &s.resource_limits {
-            let lim = &mut o.scale_up.limits;
+            let range = |r: &RangeSpec| format!("{}:{}", r.min, r.max);
             if let Some(n) = l.max_nodes_total {
-                lim.max_nodes_total = usize::try_from(n).map_err(|_| {
-                    field(
-                        "spec.resourceLimits.maxNodesTotal",
-                        format!("{n} must not be negative"),
-                    )
-                })?;
+                add(
+                    "spec.resourceLimits.maxNodesTotal",
+                    "max-nodes-total",
+                    n.to_string(),
+                );
             }
             if let Some(c) = &l.cores {
-                lim.cpu = range("spec.resourceLimits.cores", c, 1000)?;
+                add("spec.resourceLimits.cores", "cores-total", range(c));
             }
             if let Some(m) = &l.memory {
-                lim.memory = range("spec.resourceLimits.memory", m, GIB)?;
+                add("spec.resourceLimits.memory", "memory-total", range(m));
             }
-            if let Some(gpus) = &l.gpus {
-                lim.gpus.clear();
-                for (i, g) in gpus.iter().enumerate() {
-                    if let Err(why) = autoscaler_core::limits::check_gpu_resource(g.kind.trim()) {
-                        return Err(field(&format!("spec.resourceLimits.gpus[{i}].type"), why));
-                    }
-                    let r = range(
-                        &format!("spec.resourceLimits.gpus[{i}]"),
-                        &RangeSpec {
-                            min: g.min,
-                            max: g.max,
-                        },
-                        1,
-                    )?;
-                    lim.gpus.push((ResourceName::parse(g.kind.trim()), r));
-                }
+            for (i, g) in l.gpus.iter().flatten().enumerate() {
+                let value = format!("{}:{}:{}", g.kind, g.min, g.max);
+                add(
+                    &format!("spec.resourceLimits.gpus[{i}]"),
+                    "gpu-total",
+                    value,
+                );
             }
         }
         if let Some(d) = &s.scale_down {
-            let sd = &mut o.scale_down;
-            sd.enabled = d.enabled;
-            let durations = [
-                ("delayAfterAdd", &d.delay_after_add, &mut sd.delay_after_add),
+            add(
+                "spec.scaleDown.enabled",
+                "scale-down-enabled",
+                d.enabled.to_string(),
+            );
+            let texts = [
+                (
+                    "delayAfterAdd",
+                    "scale-down-delay-after-add",
+                    &d.delay_after_add,
+                ),
                 (
                     "delayAfterDelete",
+                    "scale-down-delay-after-delete",
                     &d.delay_after_delete,
-                    &mut sd.delay_after_delete,
                 ),
                 (
                     "delayAfterFailure",
+                    "scale-down-delay-after-failure",
                     &d.delay_after_failure,
-                    &mut sd.delay_after_failure,
                 ),
-                ("unneededTime", &d.unneeded_time, &mut sd.unneeded_time),
+                ("unneededTime", "scale-down-unneeded-time", &d.unneeded_time),
+                (
+                    "utilizationThreshold",
+                    "scale-down-utilization-threshold",
+                    &d.utilization_threshold,
+                ),
             ];
-            for (name, text, slot) in durations {
+            for (name, flag, text) in texts {
                 if let Some(t) = text {
-                    *slot = duration(&format!("spec.scaleDown.{name}"), t)?;
+                    add(&format!("spec.scaleDown.{name}"), flag, t.clone());
                 }
-            }
-            if let Some(t) = &d.utilization_threshold {
-                let name = "spec.scaleDown.utilizationThreshold";
-                let v: f64 = t
-                    .trim()
-                    .parse()
-                    .map_err(|_| field(name, format!("{t:?} is not a number")))?;
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(field(name, format!("{t:?} is not between 0 and 1")));
-                }
-                sd.utilization_threshold = v;
             }
         }
         if let Some(g) = s.max_pod_grace_period {
-            o.scale_down.max_graceful_termination_sec = u64::try_from(g).map_err(|_| {
-                field(
-                    "spec.maxPodGracePeriod",
-                    format!("{g} must not be negative"),
-                )
-            })?;
+            add(
+                "spec.maxPodGracePeriod",
+                "max-graceful-termination-sec",
+                g.to_string(),
+            );
         }
         if let Some(t) = &s.max_node_provision_time {
-            let d = duration("spec.maxNodeProvisionTime", t)?;
-            if d.is_zero() {
+            // Named here: the flag's validation would name the flag.
+            if parse_duration(t).is_ok_and(|d| d.is_zero()) {
                 return Err(field(
                     "spec.maxNodeProvisionTime",
                     format!("{t:?} must be greater than 0"),
                 ));
             }
-            o.cluster_state.max_node_provision_time = d;
+            add(
+                "spec.maxNodeProvisionTime",
+                "max-node-provision-time",
+                t.clone(),
+            );
         }
-        if let Some(b) = s.balance_similar_node_groups {
-            o.scale_up.scale_up.balance_similar_node_groups = b;
+        let bools = [
+            (
+                "balanceSimilarNodeGroups",
+                "balance-similar-node-groups",
+                s.balance_similar_node_groups,
+            ),
+            (
+                "ignoreDaemonsetsUtilization",
+                "ignore-daemonsets-utilization",
+                s.ignore_daemonsets_utilization,
+            ),
+            (
+                "skipNodesWithLocalStorage",
+                "skip-nodes-with-local-storage",
+                s.skip_nodes_with_local_storage,
+            ),
+        ];
+        for (name, flag, b) in bools {
+            if let Some(b) = b {
+                add(&format!("spec.{name}"), flag, b.to_string());
+            }
         }
-        if let Some(l) = &s.balancing_ignored_labels {
-            o.scale_up.scale_up.balancing.ignored_labels = l.clone();
-        }
-        if let Some(b) = s.ignore_daemonsets_utilization {
-            o.scale_down.utilization.ignore_daemonsets = b;
-        }
-        if let Some(b) = s.skip_nodes_with_local_storage {
-            o.scale_down.drain.skip_nodes_with_local_storage = b;
+        for (i, l) in s.balancing_ignored_labels.iter().flatten().enumerate() {
+            let field = format!("spec.balancingIgnoredLabels[{i}]");
+            add(&field, "balancing-ignore-label", l.clone());
         }
         if let Some(list) = &s.expanders {
             let mut names = Vec::with_capacity(list.len());
             for (i, n) in list.iter().enumerate() {
-                names.push(expander_name(n).ok_or_else(|| {
+                let name = expander_name(n).ok_or_else(|| {
                     field(
                         &format!("spec.expanders[{i}]"),
                         format!("{n:?} is not an expander (LeastWaste, Priority, Random)"),
                     )
-                })?);
+                })?;
+                names.push(name.as_str());
             }
-            o.scale_up.expander =
-                ExpanderChain::new(names).map_err(|e| field("spec.expanders", e.to_string()))?;
+            add("spec.expanders", "expander", names.join(","));
         }
-        match s.log_verbosity {
+        Ok(out)
+    }
+
+    /// `spec.logVerbosity`, 0 to 10.
+    fn verbosity(&self) -> Result<Option<u8>, ConfigFileError> {
+        match self.spec.log_verbosity {
             None => Ok(None),
             Some(v) => match u8::try_from(v).ok().filter(|v| *v <= 10) {
                 Some(v) => Ok(Some(v)),
@@ -390,11 +454,25 @@ impl ClusterAutoscalerResource {
     }
 }
 
+fn field_at(path: &Path, name: String, why: String) -> ConfigFileError {
+    ConfigFileError::Field {
+        path: path.to_path_buf(),
+        field: name,
+        why,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::options::{RunArgs, RunOptions};
+    use autoscaler_core::autoscaler::AutoscalerOptions;
+    use autoscaler_core::limits::Range;
     use clap::Parser;
+    use std::time::Duration;
+
+    /// Bytes in a GiB (`resourceLimits.memory` is in GiB).
+    const GIB: i64 = 1 << 30;
 
     /// The example resource of seed 002, as published.
     const SEED_002: &str = r#"
@@ -429,11 +507,14 @@ spec:
     utilizationThreshold: "0.4"
 "#;
 
-    fn apply(text: &str) -> Result<(AutoscalerOptions, Option<u8>), ConfigFileError> {
-        let r = parse(text)?;
-        let mut o = AutoscalerOptions::default();
-        let v = r.apply(&mut o)?;
-        Ok((o, v))
+    /// The options and verbosity the resource in `text` gives, over the defaults, without
+    /// flags; an error as text.
+    fn apply(text: &str) -> Result<(AutoscalerOptions, Option<u8>), String> {
+        let r = parse(text).map_err(|e| e.to_string())?;
+        let v = r.settings().map_err(|e| e.to_string())?.verbosity;
+        let o = RunOptions::build(&RunArgs::default(), Some(&r), &|_| None)
+            .map_err(|e| e.to_string())?;
+        Ok((o.controller.autoscaler, v))
     }
 
     #[test]
@@ -546,8 +627,8 @@ spec:
                 "min 3",
             ),
             (
-                "spec:\n  resourceLimits:\n    gpus: [{type: a/b/c, min: 0, max: 1}]\n",
-                "spec.resourceLimits.gpus[0].type",
+                "spec:\n  resourceLimits:\n    gpus: [{type: nvidia.com/gpu, min: 0, max: 1}, {type: a/b/c, min: 0, max: 1}]\n",
+                "spec.resourceLimits.gpus[1]",
                 "a/b/c",
             ),
             ("spec:\n  logVerbosity: 11\n", "spec.logVerbosity", "11"),
@@ -589,16 +670,16 @@ spec:
             ),
         ];
         for (body, name, what) in cases {
-            let e = apply(&format!("{head}{body}")).unwrap_err().to_string();
+            let e = apply(&format!("{head}{body}")).unwrap_err();
             assert!(e.contains(name), "{body}: {e}");
             assert!(e.contains(what), "{body}: {e}");
         }
         let e = apply("apiVersion: v1\nkind: ClusterAutoscaler\n").unwrap_err();
-        assert!(e.to_string().contains("apiVersion"), "{e}");
+        assert!(e.contains("apiVersion"), "{e}");
         let e = apply("apiVersion: autoscaling.openshift.io/v1\nkind: MachineAutoscaler\n")
             .unwrap_err();
-        assert!(e.to_string().contains("kind"), "{e}");
-        let e = apply("{ not yaml").unwrap_err();
+        assert!(e.contains("kind"), "{e}");
+        let e = parse("{ not yaml").unwrap_err();
         assert!(matches!(e, ConfigFileError::Parse { .. }), "{e}");
     }
 
@@ -658,8 +739,15 @@ spec:
         let p = dir.join("bad.yaml");
         std::fs::write(&p, "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  logVerbosity: 99\n").unwrap();
         let r = load(&p).unwrap();
-        let e = r.apply(&mut AutoscalerOptions::default()).unwrap_err();
+        let e = r.settings().unwrap_err();
         assert!(e.to_string().contains("spec.logVerbosity"), "{e}");
+        assert!(e.to_string().contains("bad.yaml"), "{e}");
+        // A value the flag's parser refuses is named by the file and the field too.
+        std::fs::write(&p, "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  resourceLimits:\n    cores: {min: 9, max: 3}\n").unwrap();
+        let r = load(&p).unwrap();
+        let e = RunOptions::build(&RunArgs::default(), Some(&r), &|_| None).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("bad.yaml: spec.resourceLimits.cores"), "{e}");
         std::fs::write(&p, "kind: [").unwrap();
         let e = load(&p).unwrap_err();
         assert!(e.to_string().contains("bad.yaml"), "{e}");

@@ -43,7 +43,14 @@ enum Command {
     ///
     /// Without SCENARIO it runs a built-in scenario (three node groups, a morning burst, quiet
     /// hours, a PodDisruptionBudget). Scenario files are described in docs/scenarios.md.
-    Simulate(simulate::SimulateArgs),
+    ///
+    /// It takes every flag of `run` and `--config`, through the same options and validation:
+    /// defaults < `--config` file < the scenario's `options:` < flags given here.
+    /// `--scan-interval` is the virtual loop interval and `--max-pod-eviction-time` the drains'
+    /// deadline. Flags that only concern a live process (kubeconfig, namespace, leader
+    /// election, address, status ConfigMap, logging, node-group auto-discovery: every group of
+    /// the scenario is discovered) are validated as `run` validates them and have no effect.
+    Simulate(Box<simulate::SimulateArgs>),
     /// Time each phase of one loop on a synthetic cluster generated in memory.
     ///
     /// Prints, per phase (snapshot build, filtering pending pods onto existing nodes, scale-up

@@ -1,6 +1,8 @@
 //! The flags of `run` (upstream cluster-autoscaler's names, syntax and defaults) and their
-//! conversion into one validated [`RunOptions`]: defaults, then the `--config` file, then the
-//! flags given on the command line, then validation of the whole.
+//! conversion into one validated [`RunOptions`]: defaults, then the `--config` file, then (for
+//! `simulate`) the scenario's `options:`, then the flags given on the command line, then one
+//! validation of the whole. `run`, `plan` and `simulate` take the same flags; a scenario's
+//! `options:` are the [`AutoscalingArgs`] named as the flags, read by the flags' own parsers.
 //!
 //! It decides what each flag means and whether a value is acceptable; it never starts anything
 //! (no client, no logging, no runtime) and never panics on any input: every rejected value comes
@@ -95,9 +97,6 @@ pub struct RunArgs {
     /// repeatable (ORed).
     #[arg(long, value_name = "SPEC")]
     pub node_group_auto_discovery: Vec<String>,
-    /// How often the cluster is re-evaluated [default: 10s].
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scan_interval: Option<Duration>,
     /// Address of `/metrics` and `/health-check` [default: :8085].
     #[arg(long, value_name = "HOST:PORT")]
     pub address: Option<String>,
@@ -139,6 +138,25 @@ pub struct RunArgs {
     /// `/health-check` fails when loops kept failing for this long [default: 15m].
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_failing_time: Option<Duration>,
+    /// The settings of the decision, the loop and the drain (those `simulate` honours).
+    #[command(flatten)]
+    pub autoscaling: AutoscalingArgs,
+    /// Upstream flags accepted without effect.
+    #[command(flatten)]
+    pub no_effect: NoEffectArgs,
+}
+
+/// The flags that set how the autoscaler decides and acts, rather than how the live process
+/// talks to its cluster: the loop interval, the drain deadline, scale-up, scale-down and
+/// cluster state. A scenario's `options:` holds exactly these, named as the flags are (see
+/// [`AutoscalingArgs::from_settings`]), so a flag added here works in `run`, `plan`,
+/// `simulate` and scenario files alike.
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "General")]
+pub struct AutoscalingArgs {
+    /// How often the cluster is re-evaluated (in `simulate`, in virtual time) [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub scan_interval: Option<Duration>,
     /// How long a drain retries an eviction refused by a PodDisruptionBudget [default: 2m].
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_pod_eviction_time: Option<Duration>,
@@ -151,9 +169,6 @@ pub struct RunArgs {
     /// Cluster-state flags.
     #[command(flatten)]
     pub cluster_state: ClusterStateArgs,
-    /// Upstream flags accepted without effect.
-    #[command(flatten)]
-    pub no_effect: NoEffectArgs,
 }
 
 /// Scale-up flags.
@@ -552,16 +567,35 @@ impl RunOptions {
         file: Option<&config::ClusterAutoscalerResource>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<RunOptions, OptionsError> {
+        RunOptions::build_layers(args, None, file, env)
+    }
+
+    /// The options of a scenario run: upstream defaults, then the `--config` file, then the
+    /// scenario's `options:`, then the flags given, then one validation of the whole.
+    pub fn build_for_scenario(
+        args: &RunArgs,
+        scenario: &AutoscalingArgs,
+        file: Option<&config::ClusterAutoscalerResource>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RunOptions, OptionsError> {
+        RunOptions::build_layers(args, Some(scenario), file, env)
+    }
+
+    /// Defaults < `file` < `scenario` < `args`, then [`validate`].
+    fn build_layers(
+        args: &RunArgs,
+        scenario: Option<&AutoscalingArgs>,
+        file: Option<&config::ClusterAutoscalerResource>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RunOptions, OptionsError> {
         let mut c = ControllerConfig::default();
         let mut verbosity = DEFAULT_VERBOSITY;
-        if let Some(file) = file
-            && let Some(v) = file.apply(&mut c.autoscaler)?
-        {
-            verbosity = v;
+        if let Some(file) = file {
+            let settings = file.settings()?;
+            apply_autoscaling(&settings.args, &mut c).map_err(|e| settings.blame(e))?;
+            set(&mut verbosity, settings.verbosity);
         }
-        if let Some(v) = args.verbosity {
-            verbosity = v;
-        }
+        set(&mut verbosity, args.verbosity);
 
         // Provider.
         if let Some(p) = &args.cloud_provider
@@ -585,8 +619,7 @@ impl RunOptions {
         }
         c.clusterapi = capi;
 
-        // Loop, lease, server, status.
-        set(&mut c.scan_interval, args.scan_interval);
+        // Lease, server, status.
         if let Some(ns) = &args.namespace {
             c.namespace = ns.clone();
         }
@@ -606,12 +639,12 @@ impl RunOptions {
         }
         set(&mut c.max_inactivity, args.max_inactivity);
         set(&mut c.max_failing_time, args.max_failing_time);
-        set(&mut c.max_pod_eviction_time, args.max_pod_eviction_time);
         c.identity = identity(env);
 
-        apply_scale_up(&args.scale_up, &mut c)?;
-        apply_scale_down(&args.scale_down, &mut c);
-        apply_cluster_state(&args.cluster_state, &mut c);
+        if let Some(scenario) = scenario {
+            apply_autoscaling(scenario, &mut c)?;
+        }
+        apply_autoscaling(&args.autoscaling, &mut c)?;
         validate(&c)?;
 
         Ok(RunOptions {
@@ -628,6 +661,16 @@ fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(v) = value {
         *slot = v;
     }
+}
+
+/// Sets the settings given in `a` (each one only when given, so layers stack).
+fn apply_autoscaling(a: &AutoscalingArgs, c: &mut ControllerConfig) -> Result<(), OptionsError> {
+    set(&mut c.scan_interval, a.scan_interval);
+    set(&mut c.max_pod_eviction_time, a.max_pod_eviction_time);
+    apply_scale_up(&a.scale_up, c)?;
+    apply_scale_down(&a.scale_down, c);
+    apply_cluster_state(&a.cluster_state, c);
+    Ok(())
 }
 
 fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), OptionsError> {
@@ -821,12 +864,8 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
     validate_names(c)
 }
 
-/// The rules on the decision's options and the loop interval: what `run` checks of its flags
-/// and `simulate` of a scenario's `options` (one set of rules for both). Errors name the flag.
-pub fn validate_autoscaler(
-    a: &AutoscalerOptions,
-    scan_interval: Duration,
-) -> Result<(), OptionsError> {
+/// The rules on the decision's options and the loop interval. Errors name the flag.
+fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result<(), OptionsError> {
     let cs = &a.cluster_state;
     let positive = [
         ("scan-interval", scan_interval),
@@ -948,6 +987,125 @@ fn validate_names(c: &ControllerConfig) -> Result<(), OptionsError> {
         }
     }
     Ok(())
+}
+
+/// Why a setting given by name (a scenario's `options:`) was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+pub struct SettingError {
+    /// The setting, named as its flag without dashes (`scale-down-unneeded-time`).
+    pub name: String,
+    /// What is wrong, with the value.
+    pub why: String,
+}
+
+/// The settings alone, read as the command line reads them.
+#[derive(Debug, clap::Parser)]
+#[command(
+    no_binary_name = true,
+    disable_help_flag = true,
+    disable_version_flag = true,
+    color = clap::ColorChoice::Never
+)]
+struct SettingsCli {
+    #[command(flatten)]
+    settings: AutoscalingArgs,
+}
+
+/// The names of the settings: the flags of [`AutoscalingArgs`], without dashes.
+#[cfg(test)]
+pub fn setting_names() -> Vec<String> {
+    use clap::CommandFactory;
+    SettingsCli::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
+/// Every flag, to tell a flag that is not a setting from a name that is no flag at all.
+#[derive(Debug, clap::Parser)]
+#[command(no_binary_name = true, disable_help_flag = true)]
+struct AllFlagsCli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+impl AutoscalingArgs {
+    /// Reads settings given by name (the flag's, without dashes) with text values (several for
+    /// a repeatable flag), each through the flag's own parser, so a scenario's `options:`
+    /// means exactly what the same flags mean on the command line. A setting given twice keeps
+    /// the last; an error names the setting.
+    pub fn from_settings<'a>(
+        settings: impl IntoIterator<Item = (&'a str, &'a [String])>,
+    ) -> Result<AutoscalingArgs, SettingError> {
+        use clap::{CommandFactory, FromArgMatches};
+        let mut cmd = SettingsCli::command();
+        let mut out = AutoscalingArgs::default();
+        for (name, values) in settings {
+            let err = |why: String| SettingError {
+                name: name.to_string(),
+                why,
+            };
+            let is_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !name.starts_with('-');
+            if !is_name {
+                return Err(err(unknown_setting(name, None)));
+            }
+            let argv = values.iter().map(|v| format!("--{name}={v}"));
+            let m = cmd
+                .try_get_matches_from_mut(argv)
+                .map_err(|e| err(setting_why(name, &e)))?;
+            out.update_from_arg_matches(&m)
+                .map_err(|e| err(setting_why(name, &e)))?;
+        }
+        Ok(out)
+    }
+}
+
+/// The reason of a refused setting, in the setting's terms rather than the command line's.
+fn setting_why(name: &str, e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match e.kind() {
+        ErrorKind::UnknownArgument => {
+            let tip = match e.get(ContextKind::SuggestedArg) {
+                Some(ContextValue::String(s)) => Some(s.trim_start_matches('-').to_string()),
+                _ => None,
+            };
+            unknown_setting(name, tip)
+        }
+        ErrorKind::ArgumentConflict => {
+            "takes one value (only repeatable flags take a list)".to_string()
+        }
+        _ => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or_default();
+            line.strip_prefix("error: ").unwrap_or(line).to_string()
+        }
+    }
+}
+
+/// Why `name` is not a setting: a flag of the live process only, or no flag at all.
+fn unknown_setting(name: &str, tip: Option<String>) -> String {
+    use clap::CommandFactory;
+    let is_flag = AllFlagsCli::command()
+        .get_arguments()
+        .any(|a| a.get_long() == Some(name));
+    if is_flag {
+        return format!(
+            "--{name} is a flag of the live process, not a setting of the decision, the loop \
+             or the drain; give it on the command line if at all"
+        );
+    }
+    let mut why = "unknown setting (the settings are the flags of the decision, the loop and \
+                   the drain, named without dashes: scale-down-unneeded-time)"
+        .to_string();
+    if let Some(tip) = tip {
+        why.push_str(&format!("; did you mean {tip}?"));
+    }
+    why
 }
 
 /// Rewrites the command line the way upstream's binary reads it, before clap sees it:
@@ -1296,7 +1454,7 @@ mod tests {
     fn go_flag_syntax_is_accepted() {
         // Space-separated values, single-dash long flags, bare booleans.
         let a = parse(&["-scan-interval", "20s", "-v", "3", "--leader-elect"]).unwrap();
-        assert_eq!(a.scan_interval, Some(s(20)));
+        assert_eq!(a.autoscaling.scan_interval, Some(s(20)));
         assert_eq!(a.verbosity, Some(3));
         assert_eq!(a.leader_elect, Some(true));
         // `--flag false` does not consume `false`: it is an unexpected argument.
@@ -1305,7 +1463,7 @@ mod tests {
         assert!(e.to_string().contains("false"), "{e}");
         for (text, v) in [("T", true), ("0", false), ("False", false)] {
             let a = parse(&[&format!("--scale-down-enabled={text}")]).unwrap();
-            assert_eq!(a.scale_down.scale_down_enabled, Some(v));
+            assert_eq!(a.autoscaling.scale_down.scale_down_enabled, Some(v));
         }
     }
 

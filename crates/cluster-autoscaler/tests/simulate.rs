@@ -420,3 +420,80 @@ fn one_unwritable_output_does_not_drop_the_others() {
     assert!(text.starts_with('{'), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `simulate` takes the flags of `run` and `--config`: the file's `maxNodesTotal` applies, the
+/// scenario's `cores-total: 0:32` gives way to the flag's `0:64`, and bad values exit 2 naming
+/// the flag or the file's field.
+#[test]
+fn simulate_takes_the_flags_and_config_of_run() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-flags-config", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("ca.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  resourceLimits:\n    maxNodesTotal: 14\n    cores: {min: 0, max: 16}\n  expanders: [Random]\n",
+    )
+    .expect("write config");
+    let config = config.to_str().expect("utf-8 path");
+    let (r, _) = simulate(
+        "flags",
+        &[
+            "examples/cores-limit.yaml",
+            "--duration",
+            "20m",
+            "--expander=least-waste",
+            "--cores-total=0:64",
+            "--config",
+            config,
+        ],
+    );
+    let peak = num(&r["groups"][0], "/nodes_max");
+    assert!(
+        peak > 8.0,
+        "the flag's 64 cores, not the scenario's 32: peak {peak}"
+    );
+    assert!(peak <= 14.0, "the config file's maxNodesTotal: peak {peak}");
+    assert_eq!(
+        num(&r, "/scan_interval_s"),
+        10.0,
+        "the scenario's scan-interval"
+    );
+    // `--scan-interval` is the virtual loop interval, over the scenario's.
+    let (r, _) = simulate(
+        "flags-scan",
+        &[
+            "examples/cores-limit.yaml",
+            "--duration",
+            "10m",
+            "--scan-interval=1m",
+        ],
+    );
+    assert_eq!(num(&r, "/scan_interval_s"), 60.0);
+    assert!(num(&r, "/loops") <= 11.0, "{} loops", num(&r, "/loops"));
+
+    let (code, err, _) = simulate_raw(&["--cores-total=10:5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--cores-total") && err.contains("10:5"),
+        "{err}"
+    );
+    let (code, err, _) = simulate_raw(&["--scale-down-unneeded-time=soon"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--scale-down-unneeded-time"), "{err}");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  scaleDown: {enabled: true, unneededTime: soon}\n",
+    )
+    .expect("write config");
+    let (code, err, _) = simulate_raw(&["--config", bad.to_str().expect("utf-8 path")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("bad.yaml: spec.scaleDown.unneededTime"),
+        "{err}"
+    );
+    let (code, err, _) = simulate_raw(&["--config", "/nonexistent/ca.yaml"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent/ca.yaml"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

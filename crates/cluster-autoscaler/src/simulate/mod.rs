@@ -20,7 +20,8 @@ use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::CliError;
-use scenario::{DEFAULT_SCENARIO, Scenario};
+use crate::options::RunArgs;
+use scenario::{CommandLine, DEFAULT_SCENARIO, Scenario, ScenarioError};
 
 /// Flags of `simulate`.
 #[derive(Debug, clap::Args)]
@@ -52,6 +53,10 @@ pub struct SimulateArgs {
     /// the actions it decided.
     #[arg(long, value_name = "FILE", requires = "snapshot_at")]
     pub snapshot_out: Option<PathBuf>,
+    /// Every flag of `run` and `--config` (see the subcommand's help for their precedence and
+    /// those without effect here).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Loads the scenario named by the flags (or the built-in one) with the overrides applied.
@@ -70,8 +75,19 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
             "built-in scenario".to_string(),
         ),
     };
-    let mut s = Scenario::parse(&text, &base)
-        .map_err(|e| CliError::usage(anyhow!("scenario {label}: {e}")))?;
+    let file = match &args.run.config {
+        Some(p) => Some(crate::config::load(p).map_err(|e| CliError::usage(anyhow!("{e}")))?),
+        None => None,
+    };
+    let cli = CommandLine {
+        args: &args.run,
+        file: file.as_ref(),
+    };
+    let mut s = Scenario::parse_with(&text, &base, &cli).map_err(|e| match e {
+        // The flags or the config file are at fault, and the message names them.
+        ScenarioError::Options(e) => CliError::usage(anyhow!("{e}")),
+        e => CliError::usage(anyhow!("scenario {label}: {e}")),
+    })?;
     if let Some(d) = &args.duration {
         let d = autoscaler_core::duration::parse_duration(d)
             .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
@@ -258,6 +274,7 @@ mod tests {
             quiet: true,
             snapshot_at: None,
             snapshot_out: None,
+            run: RunArgs::default(),
         }
     }
 

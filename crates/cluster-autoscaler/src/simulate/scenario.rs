@@ -2,8 +2,10 @@
 //! how the autoscaler is configured; parsed strictly (unknown fields are errors naming the field)
 //! and validated into the world's and the core's own types.
 //!
-//! It decides how scenario text maps onto the world and the autoscaler options; it never runs
-//! anything and never reads the clock.
+//! It decides how scenario text maps onto the world; its `options:` are the flags of `run`,
+//! handed by name to the flags' own parsers and validation (`crate::options`), with the
+//! command line's `--config` and flags layered around them. It never runs anything and never
+//! reads the clock.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,14 +13,15 @@ use std::time::Duration;
 
 use autoscaler_core::autoscaler::AutoscalerOptions;
 use autoscaler_core::duration::parse_duration;
-use autoscaler_core::expander::ExpanderChain;
-use autoscaler_core::limits::{Range, parse_gpu_limit};
 use autoscaler_world::{
     DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
     ProvisioningDelay, ReplicaSetSpec, SimTime,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::config::ClusterAutoscalerResource;
+use crate::options::{AutoscalingArgs, OptionsError, RunArgs, RunOptions};
 
 /// The built-in scenario `simulate` runs without an argument.
 pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
@@ -65,6 +68,10 @@ pub enum ScenarioError {
         /// What is wrong.
         message: String,
     },
+    /// The options are invalid once the command line's `--config` and flags are added (the
+    /// message names the flag or the config file's field).
+    #[error(transparent)]
+    Options(#[from] OptionsError),
     /// A trace file cannot be read.
     #[error("trace {path}: {message}")]
     Trace {
@@ -136,73 +143,24 @@ pub struct DelayFile {
     pub max: String,
 }
 
-/// Autoscaler options, named as the flags are.
+/// Autoscaler options as written: the flags of the decision, the loop and the drain by name
+/// (`scale-down-unneeded-time: 5m`, a list for a repeatable flag), read by the flags' own
+/// parsers (see [`AutoscalingArgs::from_settings`]), and [`RESTART_AT`].
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct OptionsFile {
-    /// `--scan-interval` (10s): how often the loop runs, in virtual time.
-    pub scan_interval: Option<String>,
-    /// `--expander`.
-    pub expander: Option<String>,
-    /// `--balance-similar-node-groups`.
-    pub balance_similar_node_groups: Option<bool>,
-    /// `--max-nodes-total`.
-    pub max_nodes_total: Option<usize>,
-    /// `--cores-total` (`min:max`).
-    pub cores_total: Option<String>,
-    /// `--memory-total` (`min:max`, GiB).
-    pub memory_total: Option<String>,
-    /// `--gpu-total` (`type:min:max`), repeatable.
-    #[serde(default)]
-    pub gpu_total: Vec<String>,
-    /// `--max-nodes-per-scaleup`.
-    pub max_nodes_per_scaleup: Option<usize>,
-    /// `--enforce-node-group-min-size`.
-    pub enforce_node_group_min_size: Option<bool>,
-    /// `--new-pod-scale-up-delay`.
-    pub new_pod_scale_up_delay: Option<String>,
-    /// `--expendable-pods-priority-cutoff`.
-    pub expendable_pods_priority_cutoff: Option<i32>,
-    /// `--scale-down-enabled`.
-    pub scale_down_enabled: Option<bool>,
-    /// `--scale-down-utilization-threshold`.
-    pub scale_down_utilization_threshold: Option<f64>,
-    /// `--scale-down-gpu-utilization-threshold`.
-    pub scale_down_gpu_utilization_threshold: Option<f64>,
-    /// `--scale-down-unneeded-time`.
-    pub scale_down_unneeded_time: Option<String>,
-    /// `--scale-down-unready-time`.
-    pub scale_down_unready_time: Option<String>,
-    /// `--scale-down-delay-after-add`.
-    pub scale_down_delay_after_add: Option<String>,
-    /// `--scale-down-delay-after-delete`.
-    pub scale_down_delay_after_delete: Option<String>,
-    /// `--scale-down-delay-after-failure`.
-    pub scale_down_delay_after_failure: Option<String>,
-    /// `--max-scale-down-parallelism`.
-    pub max_scale_down_parallelism: Option<usize>,
-    /// `--max-drain-parallelism`.
-    pub max_drain_parallelism: Option<usize>,
-    /// `--max-graceful-termination-sec`.
-    pub max_graceful_termination_sec: Option<u64>,
-    /// `--max-node-provision-time` (15m).
-    pub max_node_provision_time: Option<String>,
-    /// `--max-node-startup-time` (15m).
-    pub max_node_startup_time: Option<String>,
-    /// `--ok-total-unready-count` (3).
-    pub ok_total_unready_count: Option<usize>,
-    /// `--max-total-unready-percentage` (45).
-    pub max_total_unready_percentage: Option<f64>,
-    /// `--initial-node-group-backoff-duration` (5m).
-    pub initial_node_group_backoff_duration: Option<String>,
-    /// `--max-node-group-backoff-duration` (30m).
-    pub max_node_group_backoff_duration: Option<String>,
-    /// `--node-group-backoff-reset-timeout` (3h).
-    pub node_group_backoff_reset_timeout: Option<String>,
-    /// Not a flag: virtual times at which the autoscaler process restarts (a fresh `Autoscaler`,
-    /// all in-memory state dropped), e.g. `[30m]`.
-    #[serde(default)]
-    pub restart_at: Vec<String>,
+#[serde(transparent)]
+pub struct OptionsFile(pub serde_yaml_ng::Mapping);
+
+/// The one option that is no flag: virtual times at which the autoscaler process restarts (a
+/// fresh `Autoscaler`, all in-memory state dropped), e.g. `[30m]`.
+pub const RESTART_AT: &str = "restart-at";
+
+/// What the command line of `simulate` adds to a scenario's options.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandLine<'a> {
+    /// The flags given; they win over the scenario's options.
+    pub args: &'a RunArgs,
+    /// The `--config` resource, already read; the scenario's options win over it.
+    pub file: Option<&'a ClusterAutoscalerResource>,
 }
 
 /// A node group.
@@ -554,18 +512,17 @@ pub struct Scenario {
     pub pods: Vec<TimedPod>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
+    /// How long a drain retries evictions refused by a budget before it gives up
+    /// (`--max-pod-eviction-time`, option `max-pod-eviction-time`; 2m).
+    // The simulate driver's drain deadline reads it; until then only tests do.
+    #[allow(dead_code)]
+    pub max_pod_eviction_time: Duration,
 }
 
 fn ms(field: &str, text: &str) -> Result<SimTime, ScenarioError> {
     parse_duration(text)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .map_err(|e| invalid(field, e.to_string()))
-}
-
-fn dur(field: &str, text: &Option<String>) -> Result<Option<Duration>, ScenarioError> {
-    text.as_deref()
-        .map(|t| parse_duration(t).map_err(|e| invalid(field, e.to_string())))
-        .transpose()
 }
 
 fn delay(field: &str, d: &DelayFile) -> Result<ProvisioningDelay, ScenarioError> {
@@ -580,18 +537,39 @@ fn delay(field: &str, d: &DelayFile) -> Result<ProvisioningDelay, ScenarioError>
 impl Scenario {
     /// Parses and validates scenario text; `base` is the directory relative paths (traces) are
     /// read from.
+    // Tests and fuzzing read scenarios without a command line; `simulate` uses `parse_with`.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
         let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
-        Scenario::from_file(file, base)
+        Scenario::from_file(file, base, None)
     }
 
-    fn from_file(f: ScenarioFile, base: &Path) -> Result<Scenario, ScenarioError> {
+    /// [`Scenario::parse`] with the command line's `--config` and flags over the scenario's
+    /// options (defaults < config file < scenario < flags).
+    pub fn parse_with(
+        text: &str,
+        base: &Path,
+        cli: &CommandLine,
+    ) -> Result<Scenario, ScenarioError> {
+        let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
+        Scenario::from_file(file, base, Some(cli))
+    }
+
+    fn from_file(
+        f: ScenarioFile,
+        base: &Path,
+        cli: Option<&CommandLine>,
+    ) -> Result<Scenario, ScenarioError> {
         let duration = ms("duration", &f.duration)?;
         if duration == 0 {
             return Err(invalid("duration", "must be positive"));
         }
-        let (options, scan_interval) = options(&f.options, f.seed)?;
-        check_loops(duration, scan_interval).map_err(|e| invalid("options.scan-interval", e))?;
+        let run = options(&f.options, f.seed, cli)?;
+        let scan_interval = scan_ms(&run, cli)?;
+        check_loops(duration, scan_interval).map_err(|e| {
+            let value = autoscaler_core::duration::format_duration(run.controller.scan_interval);
+            scan_interval_error(cli, value, e)
+        })?;
         let sample_interval = match &f.sample_interval {
             Some(t) => ms("sample_interval", t)?.max(1),
             None => (duration / 2_000).max(10_000),
@@ -697,7 +675,7 @@ impl Scenario {
                 Some(t) => ms("machine_deletion", t)?,
                 None => 0,
             },
-            options,
+            options: run.controller.autoscaler,
             groups,
             objects: f.objects,
             faults,
@@ -706,6 +684,7 @@ impl Scenario {
             daemon_sets: Vec::new(),
             pods: Vec::new(),
             restart_at: restarts(&f.options)?,
+            max_pod_eviction_time: run.controller.max_pod_eviction_time,
         };
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
@@ -982,162 +961,124 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
     Ok(t)
 }
 
-fn options(o: &OptionsFile, seed: u64) -> Result<(AutoscalerOptions, SimTime), ScenarioError> {
-    let mut a = AutoscalerOptions {
-        seed,
-        ..AutoscalerOptions::default()
-    };
-    let scan = match &o.scan_interval {
-        Some(t) => ms("options.scan-interval", t)?,
-        None => 10_000,
-    };
-    if let Some(e) = &o.expander {
-        a.scale_up.expander =
-            ExpanderChain::parse(e).map_err(|e| invalid("options.expander", e.to_string()))?;
-    }
-    let up = &mut a.scale_up;
-    if let Some(b) = o.balance_similar_node_groups {
-        up.scale_up.balance_similar_node_groups = b;
-    }
-    if let Some(n) = o.max_nodes_total {
-        up.limits.max_nodes_total = n;
-    }
-    if let Some(c) = &o.cores_total {
-        up.limits.cpu =
-            Range::parse_cores(c).map_err(|e| invalid("options.cores-total", e.to_string()))?;
-    }
-    if let Some(m) = &o.memory_total {
-        up.limits.memory = Range::parse_memory_gib(m)
-            .map_err(|e| invalid("options.memory-total", e.to_string()))?;
-    }
-    for (i, g) in o.gpu_total.iter().enumerate() {
-        up.limits.gpus.push(
-            parse_gpu_limit(g)
-                .map_err(|e| invalid(format!("options.gpu-total[{i}]"), e.to_string()))?,
-        );
-    }
-    if let Some(n) = o.max_nodes_per_scaleup {
-        up.scale_up.max_nodes_per_scale_up = n;
-    }
-    if let Some(b) = o.enforce_node_group_min_size {
-        up.scale_up.enforce_node_group_min_size = b;
-    }
-    if let Some(d) = dur("options.new-pod-scale-up-delay", &o.new_pod_scale_up_delay)? {
-        up.pending.new_pod_scale_up_delay = d;
-    }
-    if let Some(c) = o.expendable_pods_priority_cutoff {
-        up.pending.expendable_pods_priority_cutoff = c;
-    }
-    let down = &mut a.scale_down;
-    if let Some(b) = o.scale_down_enabled {
-        down.enabled = b;
-    }
-    // Ranges are checked with the other options, by `run`'s rules.
-    if let Some(v) = o.scale_down_utilization_threshold {
-        down.utilization_threshold = v;
-    }
-    if let Some(v) = o.scale_down_gpu_utilization_threshold {
-        down.gpu_utilization_threshold = v;
-    }
-    for (text, name, slot) in [
-        (
-            &o.scale_down_unneeded_time,
-            "options.scale-down-unneeded-time",
-            &mut down.unneeded_time,
-        ),
-        (
-            &o.scale_down_unready_time,
-            "options.scale-down-unready-time",
-            &mut down.unready_time,
-        ),
-        (
-            &o.scale_down_delay_after_add,
-            "options.scale-down-delay-after-add",
-            &mut down.delay_after_add,
-        ),
-        (
-            &o.scale_down_delay_after_delete,
-            "options.scale-down-delay-after-delete",
-            &mut down.delay_after_delete,
-        ),
-        (
-            &o.scale_down_delay_after_failure,
-            "options.scale-down-delay-after-failure",
-            &mut down.delay_after_failure,
-        ),
-    ] {
-        if let Some(d) = dur(name, text)? {
-            *slot = d;
-        }
-    }
-    if let Some(n) = o.max_scale_down_parallelism {
-        down.max_scale_down_parallelism = n;
-    }
-    if let Some(n) = o.max_drain_parallelism {
-        down.max_drain_parallelism = n;
-    }
-    if let Some(n) = o.max_graceful_termination_sec {
-        down.max_graceful_termination_sec = n;
-    }
-    cluster_state_options(o, &mut a)?;
-    // The same rules `run` applies to its flags, named by the same flags.
-    crate::options::validate_autoscaler(&a, Duration::from_millis(scan)).map_err(|e| match e {
-        crate::options::OptionsError::Flag { flag, value, why } => {
-            invalid(format!("options.{flag}"), format!("{value}: {why}"))
-        }
-        other => invalid("options", other.to_string()),
-    })?;
-    Ok((a, scan))
+/// The environment a simulation sees: the default Cluster API group and architecture, and a
+/// fixed identity (so that reading a scenario reads nothing of the machine it runs on).
+fn no_env(name: &str) -> Option<String> {
+    (name == "POD_NAME").then(|| "simulate".to_string())
 }
 
-/// The cluster-state flags: provision and startup times, health thresholds, backoff.
-fn cluster_state_options(o: &OptionsFile, a: &mut AutoscalerOptions) -> Result<(), ScenarioError> {
-    let cs = &mut a.cluster_state;
-    for (text, name, slot) in [
-        (
-            &o.max_node_provision_time,
-            "options.max-node-provision-time",
-            &mut cs.max_node_provision_time,
-        ),
-        (
-            &o.max_node_startup_time,
-            "options.max-node-startup-time",
-            &mut cs.max_node_startup_time,
-        ),
-        (
-            &o.initial_node_group_backoff_duration,
-            "options.initial-node-group-backoff-duration",
-            &mut cs.backoff.initial,
-        ),
-        (
-            &o.max_node_group_backoff_duration,
-            "options.max-node-group-backoff-duration",
-            &mut cs.backoff.max,
-        ),
-        (
-            &o.node_group_backoff_reset_timeout,
-            "options.node-group-backoff-reset-timeout",
-            &mut cs.backoff.reset_timeout,
-        ),
-    ] {
-        if let Some(d) = dur(name, text)? {
-            *slot = d;
+/// The options of a run: the scenario's `options:` validated on their own (errors name
+/// `options.<flag>`), then with the command line's `--config` and flags (defaults < config
+/// file < scenario < flags; errors name the flag or the file's field).
+fn options(
+    o: &OptionsFile,
+    seed: u64,
+    cli: Option<&CommandLine>,
+) -> Result<RunOptions, ScenarioError> {
+    let texts = option_texts(o)?;
+    let layer = AutoscalingArgs::from_settings(
+        texts
+            .iter()
+            .filter(|(name, _)| name != RESTART_AT)
+            .map(|(name, values)| (name.as_str(), values.as_slice())),
+    )
+    .map_err(|e| invalid(format!("options.{}", e.name), e.why))?;
+    let alone = RunOptions::build_for_scenario(&RunArgs::default(), &layer, None, &no_env)
+        .map_err(|e| match e {
+            OptionsError::Flag { flag, value, why } => {
+                invalid(format!("options.{flag}"), format!("{value}: {why}"))
+            }
+            other => invalid("options", other.to_string()),
+        })?;
+    let mut whole = match cli {
+        None => alone,
+        Some(cli) => RunOptions::build_for_scenario(cli.args, &layer, cli.file, &no_env)?,
+    };
+    whole.controller.autoscaler.seed = seed;
+    Ok(whole)
+}
+
+/// Where the scan interval was given: `--scan-interval` when on the command line, else the
+/// scenario's option.
+fn scan_interval_error(cli: Option<&CommandLine>, value: String, why: String) -> ScenarioError {
+    if cli.is_some_and(|c| c.args.autoscaling.scan_interval.is_some()) {
+        ScenarioError::Options(OptionsError::Flag {
+            flag: "scan-interval",
+            value,
+            why,
+        })
+    } else {
+        invalid("options.scan-interval", format!("{value}: {why}"))
+    }
+}
+
+/// The loop interval in virtual milliseconds (at least one, or virtual time would not pass).
+fn scan_ms(o: &RunOptions, cli: Option<&CommandLine>) -> Result<SimTime, ScenarioError> {
+    let d = o.controller.scan_interval;
+    match u64::try_from(d.as_millis()).unwrap_or(u64::MAX) {
+        0 => Err(scan_interval_error(
+            cli,
+            autoscaler_core::duration::format_duration(d),
+            "must be at least 1ms in a simulation (virtual time counts milliseconds)".into(),
+        )),
+        ms => Ok(ms),
+    }
+}
+
+/// Each option as its name and its values in text, as a command line would give them: a
+/// string, number or boolean, or a list of them for a repeatable flag.
+fn option_texts(o: &OptionsFile) -> Result<Vec<(String, Vec<String>)>, ScenarioError> {
+    use serde_yaml_ng::Value as Yaml;
+    fn scalar(v: &Yaml) -> Option<String> {
+        match v {
+            Yaml::Bool(b) => Some(b.to_string()),
+            Yaml::Number(n) => Some(n.to_string()),
+            Yaml::String(s) => Some(s.clone()),
+            _ => None,
         }
     }
-    if let Some(n) = o.ok_total_unready_count {
-        cs.ok_total_unready_count = n;
+    let mut out = Vec::with_capacity(o.0.len());
+    for (key, value) in &o.0 {
+        let Some(name) = key.as_str() else {
+            return Err(invalid(
+                "options",
+                format!("key {key:?} is not a flag name"),
+            ));
+        };
+        let field = format!("options.{name}");
+        let values = match value {
+            Yaml::Sequence(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    scalar(x).ok_or_else(|| {
+                        invalid(
+                            format!("{field}[{i}]"),
+                            "must be a string, number or boolean",
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            other => vec![scalar(other).ok_or_else(|| {
+                invalid(
+                    &field,
+                    "must be a string, number or boolean, or a list of them",
+                )
+            })?],
+        };
+        out.push((name.to_string(), values));
     }
-    if let Some(p) = o.max_total_unready_percentage {
-        cs.max_total_unready_percentage = p;
-    }
-    Ok(())
+    Ok(out)
 }
 
 /// The restart times of option `restart-at`, sorted.
 fn restarts(o: &OptionsFile) -> Result<Vec<SimTime>, ScenarioError> {
+    let texts = option_texts(o)?;
     let mut v = Vec::new();
-    for (i, t) in o.restart_at.iter().enumerate() {
-        v.push(ms(&format!("options.restart-at[{i}]"), t)?);
+    for (_, values) in texts.iter().filter(|(name, _)| name == RESTART_AT) {
+        for (i, t) in values.iter().enumerate() {
+            v.push(ms(&format!("options.{RESTART_AT}[{i}]"), t)?);
+        }
     }
     v.sort_unstable();
     Ok(v)
@@ -1224,6 +1165,498 @@ mod tests {
         match Scenario::parse(&text, Path::new(".")) {
             Ok(_) => panic!("accepted: {text}"),
             Err(e) => e.to_string(),
+        }
+    }
+
+    /// A scenario with one group and `options`.
+    fn with_options(options: &str) -> String {
+        format!(
+            "name: x\nduration: 1h\noptions: {options}\nnode_groups:\n- {{name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}}\n"
+        )
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct TestCli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn flags(args: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let argv = std::iter::once("ca").chain(args.iter().copied());
+        TestCli::try_parse_from(argv).expect("flags parse").run
+    }
+
+    /// What a run is configured with: the decision's options, the loop interval in virtual
+    /// milliseconds and the drain deadline (Debug: the options have no equality).
+    fn configured(o: &AutoscalerOptions, scan_ms: SimTime, eviction: Duration) -> String {
+        format!("{o:?} scan {scan_ms}ms eviction {eviction:?}")
+    }
+
+    fn of_scenario(s: &Scenario) -> String {
+        configured(&s.options, s.scan_interval, s.max_pod_eviction_time)
+    }
+
+    fn of_run(o: &RunOptions) -> String {
+        let c = &o.controller;
+        let scan = u64::try_from(c.scan_interval.as_millis()).unwrap();
+        configured(&c.autoscaler, scan, c.max_pod_eviction_time)
+    }
+
+    /// Every setting a scenario accepts, with a value other than the default: as a scenario
+    /// writes it (YAML), as flags, and as the `ClusterAutoscaler` resource's spec where it has
+    /// the setting.
+    const SETTINGS: &[(&str, &str, &[&str], Option<&str>)] = &[
+        ("scan-interval", "5s", &["--scan-interval=5s"], None),
+        (
+            "max-pod-eviction-time",
+            "5m",
+            &["--max-pod-eviction-time=5m"],
+            None,
+        ),
+        (
+            "expander",
+            "'priority,least-waste'",
+            &["--expander=priority,least-waste"],
+            Some("expanders: [Priority, LeastWaste]"),
+        ),
+        (
+            "expendable-pods-priority-cutoff",
+            "-5",
+            &["--expendable-pods-priority-cutoff=-5"],
+            Some("podPriorityThreshold: -5"),
+        ),
+        (
+            "new-pod-scale-up-delay",
+            "30s",
+            &["--new-pod-scale-up-delay=30s"],
+            None,
+        ),
+        (
+            "max-nodes-per-scaleup",
+            "50",
+            &["--max-nodes-per-scaleup=50"],
+            None,
+        ),
+        (
+            "enforce-node-group-min-size",
+            "true",
+            &["--enforce-node-group-min-size"],
+            None,
+        ),
+        (
+            "balance-similar-node-groups",
+            "true",
+            &["--balance-similar-node-groups=true"],
+            Some("balanceSimilarNodeGroups: true"),
+        ),
+        (
+            "balancing-ignore-label",
+            "[zone, rack]",
+            &[
+                "--balancing-ignore-label=zone",
+                "--balancing-ignore-label=rack",
+            ],
+            Some("balancingIgnoredLabels: [zone, rack]"),
+        ),
+        (
+            "balancing-label",
+            "[pool]",
+            &["--balancing-label=pool"],
+            None,
+        ),
+        (
+            "max-allocatable-difference-ratio",
+            "0.1",
+            &["--max-allocatable-difference-ratio=0.1"],
+            None,
+        ),
+        (
+            "max-free-difference-ratio",
+            "0.2",
+            &["--max-free-difference-ratio=0.2"],
+            None,
+        ),
+        (
+            "memory-difference-ratio",
+            "0.03",
+            &["--memory-difference-ratio=0.03"],
+            None,
+        ),
+        (
+            "startup-taint",
+            "[a, b]",
+            &["--startup-taint=a", "--startup-taint=b"],
+            None,
+        ),
+        ("ignore-taint", "[c]", &["--ignore-taint=c"], None),
+        (
+            "max-nodes-total",
+            "24",
+            &["--max-nodes-total=24"],
+            Some("resourceLimits: {maxNodesTotal: 24}"),
+        ),
+        (
+            "cores-total",
+            "'8:128'",
+            &["--cores-total=8:128"],
+            Some("resourceLimits: {cores: {min: 8, max: 128}}"),
+        ),
+        (
+            "memory-total",
+            "'4:256'",
+            &["--memory-total=4:256"],
+            Some("resourceLimits: {memory: {min: 4, max: 256}}"),
+        ),
+        (
+            "gpu-total",
+            "['nvidia.com/gpu:0:16', 'amd.com/gpu:1:4']",
+            &[
+                "--gpu-total=nvidia.com/gpu:0:16",
+                "--gpu-total=amd.com/gpu:1:4",
+            ],
+            Some(
+                "resourceLimits: {gpus: [{type: nvidia.com/gpu, min: 0, max: 16}, {type: amd.com/gpu, min: 1, max: 4}]}",
+            ),
+        ),
+        (
+            "scale-down-enabled",
+            "false",
+            &["--scale-down-enabled=false"],
+            Some("scaleDown: {enabled: false}"),
+        ),
+        (
+            "scale-down-delay-after-add",
+            "1m",
+            &["--scale-down-delay-after-add=1m"],
+            Some("scaleDown: {enabled: true, delayAfterAdd: 1m}"),
+        ),
+        (
+            "scale-down-delay-after-delete",
+            "2m",
+            &["--scale-down-delay-after-delete=2m"],
+            Some("scaleDown: {enabled: true, delayAfterDelete: 2m}"),
+        ),
+        (
+            "scale-down-delay-after-failure",
+            "4m",
+            &["--scale-down-delay-after-failure=4m"],
+            Some("scaleDown: {enabled: true, delayAfterFailure: 4m}"),
+        ),
+        (
+            "scale-down-unneeded-time",
+            "5m",
+            &["--scale-down-unneeded-time=5m"],
+            Some("scaleDown: {enabled: true, unneededTime: 5m}"),
+        ),
+        (
+            "scale-down-unready-time",
+            "6m",
+            &["--scale-down-unready-time=6m"],
+            None,
+        ),
+        (
+            "scale-down-utilization-threshold",
+            "0.4",
+            &["--scale-down-utilization-threshold=0.4"],
+            Some("scaleDown: {enabled: true, utilizationThreshold: '0.4'}"),
+        ),
+        (
+            "scale-down-gpu-utilization-threshold",
+            "0.3",
+            &["--scale-down-gpu-utilization-threshold=0.3"],
+            None,
+        ),
+        (
+            "scale-down-non-empty-candidates-count",
+            "0",
+            &["--scale-down-non-empty-candidates-count=0"],
+            None,
+        ),
+        (
+            "scale-down-candidates-pool-ratio",
+            "1",
+            &["--scale-down-candidates-pool-ratio=1"],
+            None,
+        ),
+        (
+            "scale-down-candidates-pool-min-count",
+            "7",
+            &["--scale-down-candidates-pool-min-count=7"],
+            None,
+        ),
+        (
+            "max-graceful-termination-sec",
+            "60",
+            &["--max-graceful-termination-sec=60"],
+            Some("maxPodGracePeriod: 60"),
+        ),
+        (
+            "max-bulk-soft-taint-count",
+            "0",
+            &["--max-bulk-soft-taint-count=0"],
+            None,
+        ),
+        (
+            "max-scale-down-parallelism",
+            "3",
+            &["--max-scale-down-parallelism=3"],
+            None,
+        ),
+        (
+            "max-drain-parallelism",
+            "2",
+            &["--max-drain-parallelism=2"],
+            None,
+        ),
+        (
+            "ignore-daemonsets-utilization",
+            "true",
+            &["--ignore-daemonsets-utilization"],
+            Some("ignoreDaemonsetsUtilization: true"),
+        ),
+        (
+            "ignore-mirror-pods-utilization",
+            "true",
+            &["--ignore-mirror-pods-utilization=true"],
+            None,
+        ),
+        (
+            "skip-nodes-with-system-pods",
+            "false",
+            &["--skip-nodes-with-system-pods=false"],
+            None,
+        ),
+        (
+            "skip-nodes-with-local-storage",
+            "false",
+            &["--skip-nodes-with-local-storage=false"],
+            Some("skipNodesWithLocalStorage: false"),
+        ),
+        (
+            "skip-nodes-with-custom-controller-pods",
+            "false",
+            &["--skip-nodes-with-custom-controller-pods=false"],
+            None,
+        ),
+        ("min-replica-count", "2", &["--min-replica-count=2"], None),
+        (
+            "daemonset-eviction-for-empty-nodes",
+            "true",
+            &["--daemonset-eviction-for-empty-nodes"],
+            None,
+        ),
+        (
+            "daemonset-eviction-for-occupied-nodes",
+            "false",
+            &["--daemonset-eviction-for-occupied-nodes=false"],
+            None,
+        ),
+        (
+            "max-node-provision-time",
+            "20m",
+            &["--max-node-provision-time=20m"],
+            Some("maxNodeProvisionTime: 20m"),
+        ),
+        (
+            "max-node-startup-time",
+            "25m",
+            &["--max-node-startup-time=25m"],
+            None,
+        ),
+        (
+            "ok-total-unready-count",
+            "5",
+            &["--ok-total-unready-count=5"],
+            None,
+        ),
+        (
+            "max-total-unready-percentage",
+            "30",
+            &["--max-total-unready-percentage=30"],
+            None,
+        ),
+        (
+            "initial-node-group-backoff-duration",
+            "1m",
+            &["--initial-node-group-backoff-duration=1m"],
+            None,
+        ),
+        (
+            "max-node-group-backoff-duration",
+            "10m",
+            &["--max-node-group-backoff-duration=10m"],
+            None,
+        ),
+        (
+            "node-group-backoff-reset-timeout",
+            "1h",
+            &["--node-group-backoff-reset-timeout=1h"],
+            None,
+        ),
+    ];
+
+    /// The three sources give one configuration for one setting: a scenario's `options:`, the
+    /// flags and the `ClusterAutoscaler` resource; and the table covers every setting, so a
+    /// flag added to the settings without a row here fails.
+    #[test]
+    fn flags_scenario_options_and_config_file_agree_on_every_setting() {
+        let mut names = crate::options::setting_names();
+        names.sort();
+        let mut rows: Vec<String> = SETTINGS.iter().map(|r| r.0.to_string()).collect();
+        rows.sort();
+        assert_eq!(
+            names, rows,
+            "every setting has a row, and every row is a setting"
+        );
+
+        let default = of_scenario(&Scenario::parse(&with_options("{}"), Path::new(".")).unwrap());
+        for (name, yaml, flag_args, spec) in SETTINGS {
+            let scenario = Scenario::parse(
+                &with_options(&format!("{{{name}: {yaml}}}")),
+                Path::new("."),
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let from_scenario = of_scenario(&scenario);
+            assert_ne!(from_scenario, default, "{name}: {yaml} changes nothing");
+            let run = RunOptions::build(&flags(flag_args), None, &no_env)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(from_scenario, of_run(&run), "{name}: scenario vs flags");
+            if let Some(spec) = spec {
+                let text = format!(
+                    "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec: {{{spec}}}\n"
+                );
+                let file = crate::config::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let run = RunOptions::build(&RunArgs::default(), Some(&file), &no_env)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(
+                    from_scenario,
+                    of_run(&run),
+                    "{name}: scenario vs config file"
+                );
+            }
+        }
+    }
+
+    /// Defaults < `--config` file < the scenario's options < flags, setting by setting (a list
+    /// given at a higher level replaces the lower one's).
+    #[test]
+    fn flags_win_over_the_scenario_which_wins_over_the_config_file() {
+        let file = crate::config::parse(
+            "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  scaleDown: {enabled: true, unneededTime: 1m, delayAfterAdd: 7m, utilizationThreshold: '0.4'}\n  resourceLimits: {gpus: [{type: nvidia.com/gpu, min: 0, max: 8}]}\n",
+        )
+        .unwrap();
+        let scenario = with_options(
+            "{scale-down-unneeded-time: 2m, scale-down-delay-after-add: 8m, max-nodes-total: 7, gpu-total: ['nvidia.com/gpu:0:4', 'amd.com/gpu:0:2'], scan-interval: 20s}",
+        );
+        let args = flags(&[
+            "--scale-down-unneeded-time=3m",
+            "--gpu-total=amd.com/gpu:0:1",
+            "--max-pod-eviction-time=30s",
+        ]);
+        let cli = CommandLine {
+            args: &args,
+            file: Some(&file),
+        };
+        let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
+        let d = &s.options.scale_down;
+        assert_eq!(d.unneeded_time, Duration::from_secs(180), "flag over all");
+        assert_eq!(
+            d.delay_after_add,
+            Duration::from_secs(480),
+            "scenario over file"
+        );
+        assert_eq!(d.utilization_threshold, 0.4, "file over defaults");
+        assert_eq!(d.unready_time, Duration::from_secs(1200), "default");
+        assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
+        let gpus: Vec<String> = (s.options.scale_up.limits.gpus.iter())
+            .map(|(name, r)| format!("{name}:{}:{}", r.min, r.max))
+            .collect();
+        assert_eq!(gpus, ["amd.com/gpu:0:1"], "a list given by a flag replaces");
+        assert_eq!(s.scan_interval, 20_000);
+        assert_eq!(s.max_pod_eviction_time, Duration::from_secs(30));
+
+        // Without the flags, the scenario's list replaces the file's.
+        let none = RunArgs::default();
+        let cli = CommandLine {
+            args: &none,
+            file: Some(&file),
+        };
+        let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
+        assert_eq!(s.options.scale_up.limits.gpus.len(), 2);
+        assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
+        assert_eq!(
+            s.max_pod_eviction_time,
+            Duration::from_secs(120),
+            "default 2m"
+        );
+    }
+
+    /// A bad value names where it was given: the scenario's field, the flag, or the file's
+    /// field.
+    #[test]
+    fn bad_values_are_named_by_their_source() {
+        let scenario = with_options("{max-drain-parallelism: 0}");
+        let e = Scenario::parse(&scenario, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("field `options.max-drain-parallelism`"),
+            "{e}"
+        );
+        let ok = with_options("{scan-interval: 30s}");
+        let args = flags(&["--max-drain-parallelism=0"]);
+        let cli = CommandLine {
+            args: &args,
+            file: None,
+        };
+        let e = Scenario::parse_with(&ok, Path::new("."), &cli).unwrap_err();
+        assert!(matches!(e, ScenarioError::Options(_)), "{e}");
+        assert!(e.to_string().contains("--max-drain-parallelism"), "{e}");
+        // A loop interval too short for the run is named where it was given.
+        let args = flags(&["--scan-interval=1ms"]);
+        let cli = CommandLine {
+            args: &args,
+            file: None,
+        };
+        let e = Scenario::parse_with(&ok, Path::new("."), &cli)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--scan-interval"), "{e}");
+        let e = Scenario::parse(&with_options("{scan-interval: 500us}"), Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("field `options.scan-interval`"), "{e}");
+        let mut file = crate::config::parse(
+            "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  resourceLimits: {cores: {min: 9, max: 3}}\n",
+        )
+        .unwrap();
+        file.path = PathBuf::from("ca.yaml");
+        let none = RunArgs::default();
+        let cli = CommandLine {
+            args: &none,
+            file: Some(&file),
+        };
+        let e = Scenario::parse_with(&ok, Path::new("."), &cli)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ca.yaml: spec.resourceLimits.cores"), "{e}");
+        // Names that are no setting: a flag of the live process, a typo, a non-scalar.
+        for (options, why) in [
+            ("{leader-elect: false}", "flag of the live process"),
+            (
+                "{scale-down-unneded-time: 1m}",
+                "did you mean scale-down-unneeded-time",
+            ),
+            ("{expander: {a: b}}", "must be a string, number or boolean"),
+            ("{expander: [priority, random]}", "takes one value"),
+            ("{help: true}", "unknown setting"),
+            ("{'--scan-interval': 5s}", "unknown setting"),
+        ] {
+            let e = Scenario::parse(&with_options(options), Path::new("."))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{options}: {e}");
         }
     }
 
