@@ -29,11 +29,11 @@ use crate::correlator::{CorrelatorOptions, DropReason};
 use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_total_event};
 use crate::execute::{Done, Executor};
 use crate::health::Health;
-use crate::informer::Informer;
 use crate::leader::{self, LeaderConfig};
 use crate::metrics::{FailedScaleUpReason, Metrics};
 use crate::status::{Transitions, status_time, status_yaml, write_status};
 use crate::watch::WatchConfig;
+use autoscaler_actuation::Informer;
 
 /// Everything `run` needs, validated (the binary builds it from flags and the config file).
 #[derive(Clone, Debug)]
@@ -478,7 +478,7 @@ impl Term {
     async fn one_loop(&mut self, parts: &Parts, config: &ControllerConfig) -> bool {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let (provider, objects, pods, priorities) = {
-            let mut inf = crate::informer::lock(&parts.informer);
+            let mut inf = autoscaler_actuation::informer::lock(&parts.informer);
             // This loop sees every pod that became unschedulable so far.
             inf.take_new_unschedulable();
             let provider = inf.provider(&config.clusterapi);
@@ -552,7 +552,8 @@ impl Term {
             let informer = parts.informer.clone();
             let clusterapi = config.clusterapi.clone();
             self.drains.spawn(async move {
-                let provider = move || crate::informer::lock(&informer).provider(&clusterapi);
+                let provider =
+                    move || autoscaler_actuation::informer::lock(&informer).provider(&clusterapi);
                 let done = executor.drain(d, provider).await;
                 (node, done)
             });

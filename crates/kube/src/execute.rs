@@ -20,8 +20,8 @@ use autoscaler_core::node::Node;
 use tokio::time::Instant;
 
 use crate::actuator::Actuator;
-use crate::informer::Informer;
 use crate::metrics::ScaleDownReason;
+use autoscaler_actuation::Informer;
 
 /// How often a drain looks whether its evicted pods are gone.
 const POD_GONE_POLL: Duration = Duration::from_secs(1);
@@ -237,7 +237,7 @@ impl Executor {
     }
 
     fn nodes_named(&self, names: &[String]) -> Vec<Arc<Node>> {
-        crate::informer::lock(&self.informer).nodes_named(names)
+        autoscaler_actuation::informer::lock(&self.informer).nodes_named(names)
     }
 
     /// Applies the changes a provider call asked for, or passes its refusal on.
@@ -383,7 +383,7 @@ impl Executor {
         let until = Instant::now() + wait;
         loop {
             let left = {
-                let inf = crate::informer::lock(&self.informer);
+                let inf = autoscaler_actuation::informer::lock(&self.informer);
                 evict.iter().any(|p| {
                     inf.pod(p.namespace.as_str(), &p.name).is_some_and(|pod| {
                         pod.node_name.is_some_and(|n| n.as_str() == node) && !pod.is_terminal()
@@ -494,7 +494,9 @@ mod tests {
     /// The provider as the executor's informer shows it at the time of the call.
     fn provider(ex: &Executor) -> impl Fn() -> Arc<ClusterApiProvider> + use<> {
         let informer = ex.informer.clone();
-        move || crate::informer::lock(&informer).provider(&ClusterApiConfig::default())
+        move || {
+            autoscaler_actuation::informer::lock(&informer).provider(&ClusterApiConfig::default())
+        }
     }
 
     fn drain_of_general_a(ex: &Executor) -> Drain {
