@@ -217,10 +217,7 @@ impl Actuation {
                 vec![self.effect(w, EffectKind::RemoveTaint { node, key })]
             }
             Action::DeleteEmptyNodes { group, nodes } => {
-                let views: Vec<_> = nodes
-                    .iter()
-                    .filter_map(|n| lookup.node(n.as_str()))
-                    .collect();
+                let views = lookup.nodes(&nodes);
                 let provider = lookup.provider();
                 self.delete(&provider, group, nodes, &views, true, 0)
             }

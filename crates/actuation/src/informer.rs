@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::actions::PodRef;
+use autoscaler_core::intern::Sym;
 use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::node::Node;
 use autoscaler_core::objects::{ClusterObjects, read_objects};
@@ -331,6 +332,8 @@ pub trait ClusterLookup {
     fn provider(&mut self) -> Arc<ClusterApiProvider>;
     /// The node named, converted.
     fn node(&self, name: &str) -> Option<Arc<Node>>;
+    /// The nodes named that exist, converted, in the informer's (name) order.
+    fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>>;
     /// Whether `pod` is still on `node` and not finished.
     fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool;
 }
@@ -355,6 +358,11 @@ impl ClusterLookup for InformerLookup<'_> {
 
     fn node(&self, name: &str) -> Option<Arc<Node>> {
         self.informer.node(name).cloned()
+    }
+
+    fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>> {
+        let names: Vec<String> = names.iter().map(|n| n.as_str().to_string()).collect();
+        self.informer.nodes_named(&names)
     }
 
     fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {

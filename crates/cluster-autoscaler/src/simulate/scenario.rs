@@ -554,6 +554,9 @@ pub struct Scenario {
     pub pods: Vec<TimedPod>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
+    /// Upstream's `--max-pod-eviction-time` (2 minutes): how long a drain keeps trying
+    /// evictions a budget refuses before it gives up and untaints the node.
+    pub max_pod_eviction_time: std::time::Duration,
 }
 
 fn ms(field: &str, text: &str) -> Result<SimTime, ScenarioError> {
@@ -706,6 +709,7 @@ impl Scenario {
             daemon_sets: Vec::new(),
             pods: Vec::new(),
             restart_at: restarts(&f.options)?,
+            max_pod_eviction_time: std::time::Duration::from_secs(120),
         };
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
