@@ -158,7 +158,11 @@ impl Drain {
                 None => self.evicted += 1,
                 Some((e, refused)) => {
                     if !refused {
-                        self.failure.get_or_insert_with(|| e.clone());
+                        self.failure.get_or_insert_with(|| {
+                            let message =
+                                format!("evicting {}/{}: {}", pod.namespace, pod.name, e.message);
+                            ActionError::new(e.class, message)
+                        });
                     }
                     self.refused.push((pod.clone(), e));
                     back.push(pod);

@@ -580,4 +580,20 @@ mod tests {
         );
         assert!(inf.take_changed_machines("cluster.x-k8s.io").is_empty());
     }
+
+    #[test]
+    fn the_priority_text_is_read_from_the_namespace_given() {
+        let mut store = ObjectStore::new();
+        store
+            .load_yaml(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-autoscaler-priority-expander\n  namespace: kube-system\ndata:\n  priorities: |\n    10:\n    - .*\n",
+            )
+            .expect("yaml");
+        let inf = Informer::from_store(&store);
+        assert_eq!(
+            inf.priority_text("kube-system").as_deref(),
+            Some("10:\n- .*\n")
+        );
+        assert_eq!(inf.priority_text("other"), None);
+    }
 }
