@@ -217,8 +217,8 @@ proptest! {
     #[test]
     fn snapshot_loader(text in snapshot()) {
         let config = ClusterApiConfig::from_env_and_flag(None, None).expect("default config");
-        let _ = bounded("plan", &text, || crate::plan::plan_text(&text, &config, &Default::default(), 1_800_000_000_000, 3));
-        let _ = bounded("plan --output json", &text, || crate::plan::plan_json(&text, &config, &Default::default(), 1_800_000_000_000));
+        let _ = bounded("plan", &text, || crate::plan::plan_text(&text, &config, &Default::default(), "kube-system", 1_800_000_000_000, 3));
+        let _ = bounded("plan --output json", &text, || crate::plan::plan_json(&text, &config, &Default::default(), "kube-system", 1_800_000_000_000));
     }
 
     #[test]
@@ -284,7 +284,7 @@ proptest! {
     #[test]
     fn arbitrary_text_in_every_reader(text in "[\\[\\]{}:,\\-?|>'\"#&*!%@` \na-z0-9]{0,400}") {
         let config = ClusterApiConfig::from_env_and_flag(None, None).expect("default config");
-        let _ = bounded("plan", &text, || crate::plan::plan_text(&text, &config, &Default::default(), 0, 3));
+        let _ = bounded("plan", &text, || crate::plan::plan_text(&text, &config, &Default::default(), "kube-system", 0, 3));
         let _ = bounded("scenario", &text, || {
             crate::simulate::scenario::Scenario::parse(&text, std::path::Path::new("/nonexistent"))
         });
@@ -301,6 +301,7 @@ fn the_reproducers_of_the_issue_stay_bounded() {
             &deep,
             &config,
             &Default::default(),
+            "kube-system",
             0,
             3
         ))
@@ -327,7 +328,7 @@ fn accepted<S: Strategy>(strategy: S, n: usize, accept: impl Fn(&S::Value) -> bo
 fn generators_reach_valid_inputs() {
     let capi = ClusterApiConfig::from_env_and_flag(None, None).expect("default config");
     let plans = accepted(snapshot(), 200, |t| {
-        crate::plan::plan_text(t, &capi, &Default::default(), 0, 3).is_ok()
+        crate::plan::plan_text(t, &capi, &Default::default(), "kube-system", 0, 3).is_ok()
     });
     let scenarios = accepted(scenario(), 400, |t| {
         crate::simulate::scenario::Scenario::parse(t, std::path::Path::new(".")).is_ok()

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
+use autoscaler_actuation::{Actuation, Informer};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::actions::Action;
 use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView, build_snapshot};
@@ -18,7 +19,7 @@ use autoscaler_core::duration::format_duration;
 use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::objects::read_objects;
 use autoscaler_core::pending::is_unschedulable;
-use autoscaler_core::scale_down::{InFlight, Waiting};
+use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::scale_up::IncreaseReason;
 use autoscaler_core::store::ObjectStore;
 
@@ -82,12 +83,15 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::usage(anyhow!("{e}")))?;
     }
     let options = &opts.controller.autoscaler;
+    let namespace = &opts.controller.namespace;
     let text = std::fs::read_to_string(&args.snapshot)
         .with_context(|| format!("cannot read snapshot file {}", args.snapshot.display()))
         .map_err(CliError::usage)?;
     let report = match args.output {
-        OutputFormat::Text => plan_text(&text, &config, options, now_ms, args.show_nodes),
-        OutputFormat::Json => plan_json(&text, &config, options, now_ms)
+        OutputFormat::Text => {
+            plan_text(&text, &config, options, namespace, now_ms, args.show_nodes)
+        }
+        OutputFormat::Json => plan_json(&text, &config, options, namespace, now_ms)
             .map(|v| format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())),
     }
     .with_context(|| format!("snapshot file {}", args.snapshot.display()))
@@ -96,16 +100,18 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The whole report for a snapshot text. Errors (malformed YAML or objects) name the document
-/// or the object and the field.
+/// The whole report for a snapshot text, for an autoscaler running in `namespace` (where the
+/// priority expander's ConfigMap is read). Errors (malformed YAML or objects) name the
+/// document or the object and the field.
 pub fn plan_text(
     text: &str,
     config: &ClusterApiConfig,
     options: &AutoscalerOptions,
+    namespace: &str,
     now_ms: i64,
     show_nodes: usize,
 ) -> anyhow::Result<String> {
-    let d = decide(text, config, options, now_ms)?;
+    let d = decide(text, config, options, namespace, now_ms)?;
     let view = d.view();
     let mut out = String::new();
     for w in &d.provider_warnings {
@@ -377,10 +383,11 @@ pub fn plan_json(
     text: &str,
     config: &ClusterApiConfig,
     options: &AutoscalerOptions,
+    namespace: &str,
     now_ms: i64,
 ) -> anyhow::Result<serde_json::Value> {
     use serde_json::json;
-    let d = decide(text, config, options, now_ms)?;
+    let d = decide(text, config, options, namespace, now_ms)?;
     let (outcome, provider, provider_warnings) = (&d.outcome, &d.provider, &d.provider_warnings);
     let up = &outcome.scale_up;
     let down = &outcome.scale_down;
@@ -442,31 +449,36 @@ impl Decided {
     }
 }
 
-/// Loads `text`, discovers the node groups and runs one loop at `now_ms`.
+/// Loads `text` into an informer (as the live shell and the simulator see their clusters),
+/// discovers the node groups, reads the priority expander's ConfigMap in `namespace` and runs
+/// one loop at `now_ms`. Unlike a live cluster, an object that does not convert is an error.
 fn decide(
     text: &str,
     config: &ClusterApiConfig,
     options: &AutoscalerOptions,
+    namespace: &str,
     now_ms: i64,
 ) -> anyhow::Result<Decided> {
     let mut store = ObjectStore::new();
     store.load_yaml(text)?;
-    let (objects, errors) = read_objects(&store);
-    if let Some(e) = errors.first() {
+    if let Some(e) = read_objects(&store).1.first() {
         return Err(anyhow!("{e}"));
     }
-    let (provider, provider_warnings) = ClusterApiProvider::discover(&store, config);
+    let informer = Informer::from_store(&store);
+    drop(store);
+    let (provider, provider_warnings) = ClusterApiProvider::discover(informer.store(), config);
     let mut d = Decided {
-        objects,
+        objects: informer.objects(),
         provider,
         provider_warnings,
         outcome: Default::default(),
     };
     let mut autoscaler = Autoscaler::new(options.clone());
+    autoscaler.set_priority_text(informer.priority_text(namespace).as_deref());
     d.outcome = autoscaler.run_once(
         &d.view(),
         &d.objects.controllers,
-        InFlight::default(),
+        Actuation::default().in_flight(&d.provider),
         now_ms,
         &mut Unlimited,
     );

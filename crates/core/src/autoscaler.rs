@@ -26,6 +26,7 @@ use crate::names::HOSTNAME_LABEL;
 use crate::names::SCALED_UP_GROUP;
 use crate::node::Node;
 use crate::node_group::{CloudProvider, NodeGroup, NodeGroupId};
+use crate::outcome::Outcome;
 use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::pending::{self, PendingOptions, SetAside};
 use crate::pod::Pod;
@@ -512,6 +513,27 @@ impl Autoscaler {
     pub fn record_scale_up_failure(&mut self, group: &NodeGroupId, now_ms: i64, message: &str) {
         self.cluster_state
             .record_scale_up_failure(group, now_ms, message);
+    }
+
+    /// Feeds what became of an action at `now_ms` into the state it concerns: a failed
+    /// scale-up backs its group off, a deletion (done or failed) starts the scale-down delays.
+    /// The only way shells report outcomes back.
+    pub fn observe(&mut self, outcome: &Outcome, now_ms: i64) {
+        match outcome {
+            Outcome::ScaleUpFailed { group, error } => {
+                self.record_scale_up_failure(group, now_ms, &error.message)
+            }
+            Outcome::NodeDeleted { node } => self.scale_down.record_deletion(*node, true, now_ms),
+            Outcome::NodeDeletionFailed { node } => {
+                self.scale_down.record_deletion(*node, false, now_ms)
+            }
+        }
+    }
+
+    /// Sets the priority expander's configuration (the text of its ConfigMap; `None`: none),
+    /// read by the shell from the cluster before each loop.
+    pub fn set_priority_text(&mut self, text: Option<&str>) {
+        self.options.scale_up.expander.set_priority_text(text);
     }
 
     /// One loop at `now_ms`: cluster state first (broken instances, timed-out scale-ups,

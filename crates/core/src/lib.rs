@@ -29,6 +29,7 @@ pub mod names;
 pub mod node;
 pub mod node_group;
 pub mod objects;
+pub mod outcome;
 pub mod pdb;
 pub mod pending;
 pub mod pod;

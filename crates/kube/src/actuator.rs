@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
+use autoscaler_core::outcome::{ActionError, ErrorClass};
 use autoscaler_core::store::ObjectKey;
 use autoscaler_core::taints::Taint;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -98,6 +99,30 @@ pub enum ActuationError {
         /// The API server's last refusal.
         message: String,
     },
+}
+
+impl ActuationError {
+    /// The class of the failure: from the API's status code, or what the failure says.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ActuationError::BadObject { .. } | ActuationError::MalformedNode { .. } => {
+                ErrorClass::Invalid
+            }
+            ActuationError::Api { source, .. } => match status_code(source) {
+                Some(code) => ErrorClass::of_http_status(code),
+                // No answer (transport, timeout): the API is not reachable now.
+                None => ErrorClass::Unavailable,
+            },
+            ActuationError::Change { source, .. } => source.class(),
+            ActuationError::Conflict { .. } => ErrorClass::Conflict,
+            ActuationError::EvictionBlocked { .. } => ErrorClass::Unavailable,
+        }
+    }
+
+    /// The typed error actuation and the core work with (class and message).
+    pub fn to_action_error(&self) -> ActionError {
+        ActionError::new(self.class(), self.to_string())
+    }
 }
 
 /// What an eviction achieved.

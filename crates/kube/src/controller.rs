@@ -6,7 +6,7 @@
 //! It never decides what to scale (the core does), never acts without holding the Lease and
 //! never runs a loop on a view where a newly discovered kind has not listed yet.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,26 +14,22 @@ use std::time::Duration;
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::intern::Sym;
-use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
-use autoscaler_core::node_group::NodeGroupId;
-use autoscaler_core::scale_down::InFlight;
-use autoscaler_core::store::ObjectStore;
+use autoscaler_core::names::DELETE_UNREGISTERED;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actuator::Actuator;
 use crate::correlator::{CorrelatorOptions, DropReason};
 use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_total_event};
-use crate::execute::{Done, Executor};
+use crate::execute::Executor;
 use crate::health::Health;
-use crate::informer::Informer;
 use crate::leader::{self, LeaderConfig};
-use crate::metrics::{FailedScaleUpReason, Metrics};
+use crate::metrics::{FailedScaleUpReason, Metrics, ScaleDownReason};
 use crate::status::{Transitions, status_time, status_yaml, write_status};
 use crate::watch::WatchConfig;
+use autoscaler_actuation::Informer;
+use autoscaler_actuation::{Correction, Report};
 
 /// Everything `run` needs, validated (the binary builds it from flags and the config file).
 #[derive(Clone, Debug)]
@@ -368,9 +364,6 @@ pub async fn supervise(parts: Parts, config: ControllerConfig, mut leading: watc
     }
 }
 
-/// A drain task's answer: the node and what happened.
-type DrainResult = (String, Done);
-
 /// One leadership term: wait for the caches, clean up taints of a predecessor, then loop.
 async fn lead(parts: &Parts, config: &ControllerConfig) {
     let mut unsynced = parts.unsynced.clone();
@@ -400,18 +393,17 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not clean up autoscaler taints at start"),
     }
-    let executor = Executor {
-        actuator: actuator.clone(),
-        informer: parts.informer.clone(),
-        max_pod_eviction_time: config.max_pod_eviction_time,
-    };
+    let executor = Executor::new(
+        actuator.clone(),
+        parts.informer.clone(),
+        config.clusterapi.clone(),
+        config.max_pod_eviction_time,
+    );
     let mut term = Term {
         autoscaler: Autoscaler::new(config.autoscaler.clone()),
         executor,
         events,
         transitions: Transitions::default(),
-        draining: BTreeMap::new(),
-        drains: JoinSet::new(),
     };
     let mut next = Instant::now();
     loop {
@@ -421,15 +413,12 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
                 // Let a burst of pods arrive, so one loop sees them all.
                 tokio::time::sleep(config.debounce).await;
             }
-            Some(joined) = term.drains.join_next() => {
-                match joined {
-                    Ok((node, done)) => {
-                        term.draining.remove(&node);
-                        term.record(parts, std::slice::from_ref(&done));
-                        term.publish_failures(parts, &[done]).await;
-                    }
-                    Err(e) => tracing::error!(error = %e, "a drain task failed"),
-                }
+            // Drains go on between loops: an eviction answered, or a look whether evicted
+            // pods are gone.
+            wake = term.executor.wait() => {
+                let reports = term.executor.handle(wake).await;
+                term.record(parts, &reports);
+                term.publish_failures(parts, &reports).await;
                 continue;
             }
         }
@@ -465,12 +454,10 @@ fn unix_secs() -> i64 {
 /// State of one leadership term.
 struct Term {
     autoscaler: Autoscaler,
+    /// Carries actions out; keeps the drains in flight.
     executor: Executor,
     events: EventSink,
     transitions: Transitions,
-    /// Nodes with a drain in flight, and their group.
-    draining: BTreeMap<String, String>,
-    drains: JoinSet<DrainResult>,
 }
 
 impl Term {
@@ -478,30 +465,17 @@ impl Term {
     async fn one_loop(&mut self, parts: &Parts, config: &ControllerConfig) -> bool {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let (provider, objects, pods, priorities) = {
-            let mut inf = crate::informer::lock(&parts.informer);
+            let mut inf = autoscaler_actuation::informer::lock(&parts.informer);
             // This loop sees every pod that became unschedulable so far.
             inf.take_new_unschedulable();
             let provider = inf.provider(&config.clusterapi);
             let objects = inf.objects_without_pods();
             let pods = inf.pods().to_vec();
-            let priorities = priority_text(inf.store(), &config.namespace);
+            let priorities = inf.priority_text(&config.namespace);
             (provider, objects, pods, priorities)
         };
-        self.autoscaler
-            .options
-            .scale_up
-            .expander
-            .set_priority_text(priorities.as_deref());
-        let mut in_flight = InFlight {
-            per_group: vec![0; provider.resources().len()],
-            empty: 0,
-            drains: self.draining.len(),
-        };
-        for group in self.draining.values() {
-            if let Some(i) = provider.group_index(group) {
-                in_flight.per_group[i] += 1;
-            }
-        }
+        self.autoscaler.set_priority_text(priorities.as_deref());
+        let in_flight = self.executor.in_flight(&provider);
         let (outcome, status, events) = {
             let view = ClusterView {
                 nodes: &objects.nodes,
@@ -539,24 +513,9 @@ impl Term {
         };
 
         let act = Instant::now();
-        let (done, drains) = self
-            .executor
-            .apply(&provider, outcome.actions, &self.draining)
-            .await;
-        let ok = self.record(parts, &done);
-        self.publish_failures(parts, &done).await;
-        for d in drains {
-            let node = d.node.name.as_str().to_string();
-            self.draining.insert(node.clone(), d.group.clone());
-            let executor = self.executor.clone();
-            let informer = parts.informer.clone();
-            let clusterapi = config.clusterapi.clone();
-            self.drains.spawn(async move {
-                let provider = move || crate::informer::lock(&informer).provider(&clusterapi);
-                let done = executor.drain(d, provider).await;
-                (node, done)
-            });
-        }
+        let reports = self.executor.apply(outcome.actions).await;
+        let ok = self.record(parts, &reports);
+        self.publish_failures(parts, &reports).await;
         parts
             .metrics
             .function_duration("act", act.elapsed().as_secs_f64());
@@ -583,91 +542,133 @@ impl Term {
         ok
     }
 
-    /// Feeds what the actions did back into the core and the metrics; false if any failed.
-    fn record(&mut self, parts: &Parts, done: &[Done]) -> bool {
+    /// Feeds what the actions came to back into the core (through `observe`) and the metrics;
+    /// false if any failed.
+    fn record(&mut self, parts: &Parts, reports: &[Report]) -> bool {
         let now_ms = jiff::Timestamp::now().as_millisecond();
-        let m = &parts.metrics;
         let mut ok = true;
-        for d in done {
-            match d {
-                Done::ScaledUp { group, delta } => {
-                    tracing::info!(%group, delta, "scaled up");
-                    m.scaled_up(*delta as u64);
-                    m.last_activity("scaleUp", unix_secs());
-                }
-                Done::ScaleUpFailed { group, error } => {
-                    ok = false;
-                    tracing::warn!(%group, %error, "scale-up failed");
-                    m.failed_scale_up(FailedScaleUpReason::CloudProviderError);
-                    m.error("cloudProviderError");
-                    let id = NodeGroupId::from(group.as_str());
-                    self.autoscaler.record_scale_up_failure(&id, now_ms, error);
-                }
-                Done::Deleted {
-                    group,
-                    nodes,
-                    reason,
-                    evicted,
-                } => {
-                    tracing::info!(%group, ?nodes, reason = reason.as_str(), "scaled down");
-                    m.scaled_down(nodes.len() as u64, *reason);
-                    for _ in 0..*evicted {
-                        m.evicted(true);
-                    }
-                    m.last_activity("scaleDown", unix_secs());
-                    for n in nodes {
-                        self.autoscaler
-                            .scale_down
-                            .record_deletion(Sym::new(n), true, now_ms);
-                    }
-                }
-                Done::DeleteFailed {
-                    group,
-                    nodes,
-                    error,
-                    evicted,
-                    ..
-                } => {
-                    ok = false;
-                    tracing::warn!(%group, ?nodes, %error, "scale-down failed");
-                    m.error("scaleDownError");
-                    for _ in 0..*evicted {
-                        m.evicted(true);
-                    }
-                    for n in nodes {
-                        self.autoscaler
-                            .scale_down
-                            .record_deletion(Sym::new(n), false, now_ms);
-                    }
-                }
-                Done::Corrected { group, what } => {
-                    tracing::info!(%group, %what, "node group corrected")
-                }
-                Done::DeleteUnregisteredFailed {
-                    group,
-                    instances,
-                    error,
-                } => {
-                    ok = false;
-                    tracing::warn!(%group, ?instances, %error, "could not delete unregistered instances");
-                    m.error("cloudProviderError");
-                }
-                Done::Failed { what, error } => {
-                    ok = false;
-                    tracing::warn!(%what, %error, "action failed");
-                    m.error("apiCallError");
-                }
+        for r in reports {
+            for outcome in r.outcomes() {
+                self.autoscaler.observe(&outcome, now_ms);
             }
+            ok &= record_metrics(&parts.metrics, r);
         }
         ok
+    }
+}
+
+/// Logs a report and counts it in the metrics; false if it is a failure.
+fn record_metrics(m: &Metrics, r: &Report) -> bool {
+    match r {
+        Report::ScaledUp { group, delta } => {
+            tracing::info!(%group, delta, "scaled up");
+            m.scaled_up(*delta as u64);
+            m.last_activity("scaleUp", unix_secs());
+        }
+        Report::ScaleUpFailed { group, error, .. } => {
+            tracing::warn!(%group, %error, class = error.class.as_str(), "scale-up failed");
+            m.failed_scale_up(FailedScaleUpReason::CloudProviderError);
+            m.error("cloudProviderError");
+            return false;
+        }
+        Report::DrainStarted { group, node } => {
+            tracing::info!(%node, %group, "Scale-down: draining node")
+        }
+        Report::Deleted {
+            group,
+            nodes,
+            empty,
+            ready,
+            evicted,
+        } => {
+            let reason = ScaleDownReason::of(*empty, *ready);
+            tracing::info!(%group, ?nodes, reason = reason.as_str(), "scaled down");
+            m.scaled_down(nodes.len() as u64, reason);
+            for _ in 0..*evicted {
+                m.evicted(true);
+            }
+            m.last_activity("scaleDown", unix_secs());
+        }
+        Report::DeleteFailed {
+            group,
+            nodes,
+            error,
+            evicted,
+        } => {
+            tracing::warn!(%group, ?nodes, %error, class = error.class.as_str(), "scale-down failed");
+            m.error("scaleDownError");
+            for _ in 0..*evicted {
+                m.evicted(true);
+            }
+            return false;
+        }
+        Report::DrainFailed {
+            group,
+            node,
+            error,
+            evicted,
+            ..
+        } => {
+            tracing::warn!(%group, %node, %error, class = error.class.as_str(), "scale-down failed");
+            m.error("scaleDownError");
+            for _ in 0..*evicted {
+                m.evicted(true);
+            }
+            return false;
+        }
+        Report::Corrected { group, correction } => {
+            tracing::info!(%group, what = correction_name(correction), "node group corrected")
+        }
+        Report::CorrectionFailed {
+            group,
+            correction: Correction::DeleteInstances { instances, reason },
+            error,
+        } if *reason == DELETE_UNREGISTERED => {
+            tracing::warn!(%group, ?instances, %error, "could not delete unregistered instances");
+            m.error("cloudProviderError");
+            return false;
+        }
+        Report::CorrectionFailed {
+            group,
+            correction,
+            error,
+        } => {
+            let what = format!("{} in {group}", correction_name(correction));
+            tracing::warn!(%what, %error, class = error.class.as_str(), "action failed");
+            m.error("apiCallError");
+            return false;
+        }
+        Report::TaintFailed {
+            node,
+            key,
+            add,
+            error,
+        } => {
+            let what = format!(
+                "{} node {node} {key}",
+                if *add { "taint" } else { "untaint" }
+            );
+            tracing::warn!(%what, %error, class = error.class.as_str(), "action failed");
+            m.error("apiCallError");
+            return false;
+        }
+    }
+    true
+}
+
+/// `DecreaseTargetSize`, or the reason of a `DeleteInstances`.
+fn correction_name(c: &Correction) -> &'static str {
+    match c {
+        Correction::DecreaseTargetSize { .. } => "DecreaseTargetSize",
+        Correction::DeleteInstances { reason, .. } => reason,
     }
 }
 
 impl Term {
     /// `ScaleDownFailed` events on the nodes whose deletion failed and the pods whose eviction
     /// failed, `DeleteUnregisteredFailed` on the status ConfigMap.
-    async fn publish_failures(&self, parts: &Parts, done: &[Done]) {
-        let specs: Vec<EventSpec> = done.iter().flat_map(failure_events).collect();
+    async fn publish_failures(&self, parts: &Parts, reports: &[Report]) {
+        let specs: Vec<EventSpec> = reports.iter().flat_map(failure_events).collect();
         if !specs.is_empty() {
             let stats = self
                 .events
@@ -679,22 +680,40 @@ impl Term {
 }
 
 /// The events of one failed action.
-fn failure_events(d: &Done) -> Vec<EventSpec> {
-    match d {
-        Done::DeleteFailed {
-            nodes, error, pods, ..
-        } => nodes
+fn failure_events(r: &Report) -> Vec<EventSpec> {
+    match r {
+        Report::DeleteFailed { nodes, error, .. } => nodes
             .iter()
-            .map(|n| EventSpec::scale_down_failed(n, "", error.clone()))
-            .chain(pods.iter().map(|(ns, p)| EventSpec::eviction_failed(ns, p)))
+            .map(|n| EventSpec::scale_down_failed(n.as_str(), "", error.message.clone()))
             .collect(),
-        Done::DeleteUnregisteredFailed {
-            group,
-            instances,
+        Report::DrainFailed {
+            node,
             error,
-        } => vec![EventSpec::delete_unregistered_failed(
-            group, instances, error,
-        )],
+            refused,
+            ..
+        } => std::iter::once(EventSpec::scale_down_failed(
+            node.as_str(),
+            "",
+            error.message.clone(),
+        ))
+        .chain(
+            refused
+                .iter()
+                .map(|p| EventSpec::eviction_failed(p.namespace.as_str(), &p.name)),
+        )
+        .collect(),
+        Report::CorrectionFailed {
+            group,
+            correction: Correction::DeleteInstances { instances, reason },
+            error,
+        } if *reason == DELETE_UNREGISTERED => {
+            let instances: Vec<String> = instances.iter().map(|i| i.to_string()).collect();
+            vec![EventSpec::delete_unregistered_failed(
+                group.as_str(),
+                &instances,
+                &error.message,
+            )]
+        }
         _ => Vec::new(),
     }
 }
@@ -704,18 +723,6 @@ fn count_drops(parts: &Parts, stats: &PublishStats) {
     let m = &parts.metrics;
     m.events_dropped(DropReason::SpamFilter.as_str(), stats.dropped_spam as u64);
     m.events_dropped(DropReason::RateLimit.as_str(), stats.dropped_rate as u64);
-}
-
-/// The priority expander's configuration text from the cached ConfigMap, if any.
-fn priority_text(store: &ObjectStore, namespace: &str) -> Option<String> {
-    store
-        .list("", "ConfigMap")
-        .find(|(k, _)| k.namespace == namespace && k.name == PRIORITY_CONFIG_MAP_NAME)
-        .and_then(|(_, v)| {
-            v.pointer(&format!("/data/{PRIORITY_CONFIG_KEY}"))
-                .and_then(|t| t.as_str())
-                .map(str::to_string)
-        })
 }
 
 #[cfg(test)]
@@ -980,16 +987,24 @@ mod tests {
 
     #[test]
     fn failed_removals_give_upstream_events_on_nodes_pods_and_the_status() {
-        let drain = Done::DeleteFailed {
+        use autoscaler_core::actions::PodRef;
+        use autoscaler_core::intern::Sym;
+        use autoscaler_core::outcome::{ActionError, ErrorClass};
+        let drain = Report::DrainFailed {
             group: "g".into(),
-            nodes: vec!["n1".into()],
-            error: "evicting web/p1: blocked".into(),
+            node: Sym::new("n1"),
+            error: ActionError::new(ErrorClass::Unavailable, "evicting web/p1: blocked"),
             evicted: 1,
-            pods: vec![("web".into(), "p1".into())],
+            refused: vec![PodRef {
+                namespace: Sym::new("web"),
+                name: Arc::from("p1"),
+            }],
+            not_evicted: 1,
         };
         let events = failure_events(&drain);
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0].reason, "ScaleDownFailed");
+        assert_eq!(events[0].message, "evicting web/p1: blocked");
         assert!(
             matches!(&events[0].target, crate::events::Target::Node { name, .. } if name == "n1")
         );
@@ -997,10 +1012,13 @@ mod tests {
         assert_eq!(events[1].message, "failed to delete pod for ScaleDown");
         assert!(matches!(&events[1].target,
             crate::events::Target::Pod { namespace, name, .. } if namespace == "web" && name == "p1"));
-        let unregistered = Done::DeleteUnregisteredFailed {
+        let unregistered = Report::CorrectionFailed {
             group: "g".into(),
-            instances: vec!["i-1".into()],
-            error: "boom".into(),
+            correction: Correction::DeleteInstances {
+                instances: vec![Arc::from("i-1")],
+                reason: DELETE_UNREGISTERED,
+            },
+            error: ActionError::new(ErrorClass::Forbidden, "boom"),
         };
         let events = failure_events(&unregistered);
         assert_eq!(events.len(), 1);
@@ -1011,26 +1029,11 @@ mod tests {
             "Failed to remove unregistered instances i-1 of g: boom"
         );
         assert!(
-            failure_events(&Done::ScaledUp {
+            failure_events(&Report::ScaledUp {
                 group: "g".into(),
                 delta: 1
             })
             .is_empty()
         );
-    }
-
-    #[test]
-    fn the_priority_text_is_read_from_the_namespace_given() {
-        let mut store = ObjectStore::new();
-        store
-            .load_yaml(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-autoscaler-priority-expander\n  namespace: kube-system\ndata:\n  priorities: |\n    10:\n    - .*\n",
-            )
-            .expect("yaml");
-        assert_eq!(
-            priority_text(&store, "kube-system").as_deref(),
-            Some("10:\n- .*\n")
-        );
-        assert_eq!(priority_text(&store, "other"), None);
     }
 }

@@ -1,403 +1,233 @@
-//! Carries one loop's actions out through the API, in the core's order, and reports what
-//! happened so the controller can feed it back into the core (a refused scale-up backs its group
-//! off; a finished or failed deletion starts the scale-down delays).
+//! The live interpreter of actuation's effects: carries each effect out through the API
+//! ([`Actuator`]) and answers with its reply. What an action turns into, when a drain gives up
+//! and what to undo is decided once, in `autoscaler_actuation`, for the simulator as for here.
 //!
-//! Drains take minutes (evictions wait for PodDisruptionBudgets and grace periods), so each runs
-//! as its own task and reports when done; everything else is applied before the loop ends. It
-//! never decides what to do: it only does what the actions say, and undoes its own taint when a
-//! deletion fails.
+//! Evictions take minutes (budgets, grace periods), so each runs as its own task and its reply
+//! comes back through [`Executor::wait`]; every other effect is carried out before the loop
+//! goes on. It never decides what to do, and reads the clock only to give actuation its `now`.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autoscaler_clusterapi::ClusterApiProvider;
-use autoscaler_clusterapi::changes::{ObjectChange, ProviderError};
-use autoscaler_core::actions::{Action, PodRef};
-use autoscaler_core::names::DELETE_UNREGISTERED;
+use autoscaler_actuation::informer::lock;
+use autoscaler_actuation::{
+    Actuation, ActuationOptions, Effect, EffectKind, Informer, InformerLookup, Reply, Report,
+    Ticket,
+};
+use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_core::actions::Action;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
-use autoscaler_core::node::Node;
+use autoscaler_core::outcome::{ActionError, ErrorClass};
+use autoscaler_core::scale_down::InFlight;
+use rustc_hash::FxHashMap;
+use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
-use crate::actuator::Actuator;
-use crate::informer::Informer;
-use crate::metrics::ScaleDownReason;
+use crate::actuator::{ActuationError, Actuator, Eviction};
 
-/// How often a drain looks whether its evicted pods are gone.
-const POD_GONE_POLL: Duration = Duration::from_secs(1);
-
-/// Extra time after the grace period for a kubelet to report an evicted pod gone.
-const POD_GONE_SLACK: Duration = Duration::from_secs(30);
-
-/// What one action did, for metrics, events and the core's state.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Done {
-    /// A group was grown.
-    ScaledUp {
-        /// Group id.
-        group: String,
-        /// Nodes asked for.
-        delta: usize,
-    },
-    /// Growing a group failed: the core backs it off.
-    ScaleUpFailed {
-        /// Group id.
-        group: String,
-        /// Why.
-        error: String,
-    },
-    /// Nodes were deleted (empty, or drained).
-    Deleted {
-        /// Group id.
-        group: String,
-        /// Nodes.
-        nodes: Vec<String>,
-        /// Upstream's scaled-down reason.
-        reason: ScaleDownReason,
-        /// Pods evicted on the way.
-        evicted: usize,
-    },
-    /// A deletion failed; the node's `ToBeDeletedByClusterAutoscaler` taint was removed.
-    DeleteFailed {
-        /// Group id.
-        group: String,
-        /// Nodes.
-        nodes: Vec<String>,
-        /// Why.
-        error: String,
-        /// Pods evicted before it failed.
-        evicted: usize,
-        /// Pods whose eviction failed (`namespace`, `name`), for `ScaleDownFailed` on them.
-        pods: Vec<(String, String)>,
-    },
-    /// Instances that never registered could not be deleted (`DeleteUnregisteredFailed`).
-    DeleteUnregisteredFailed {
-        /// Group id.
-        group: String,
-        /// Instance ids.
-        instances: Vec<String>,
-        /// Why.
-        error: String,
-    },
-    /// Broken instances were removed, or a target was lowered.
-    Corrected {
-        /// Group id.
-        group: String,
-        /// `DeleteInstances` reason or `DecreaseTargetSize`.
-        what: String,
-    },
-    /// Any other action failed (taints, corrections): logged and counted.
-    Failed {
-        /// What was being done.
-        what: String,
-        /// Why.
-        error: String,
-    },
+/// What woke the executor up.
+#[derive(Debug)]
+pub enum Wake {
+    /// An eviction answered.
+    Reply(Ticket, Reply),
+    /// A drain asked to be stepped (to look whether its evicted pods are gone).
+    Timer,
 }
 
-/// A drain to run as a task.
-#[derive(Clone, Debug)]
-pub struct Drain {
-    /// Group id.
-    pub group: String,
-    /// The node.
-    pub node: Arc<Node>,
-    /// Pods to evict.
-    pub evict: Vec<PodRef>,
-    /// Grace period per eviction.
-    pub grace_period_sec: u64,
-    /// One eviction at a time.
-    pub sequential: bool,
-}
-
-/// Applies actions; shared by the loop and its drain tasks.
-#[derive(Clone)]
+/// Carries effects out for one leadership term; owns actuation's bookkeeping.
 pub struct Executor {
-    /// The API side.
-    pub actuator: Arc<Actuator>,
-    /// The informer (node views for deletions, pods for drains).
-    pub informer: Arc<Mutex<Informer>>,
-    /// `--max-pod-eviction-time`: how long evictions refused by a budget are retried.
-    pub max_pod_eviction_time: Duration,
+    actuator: Arc<Actuator>,
+    informer: Arc<Mutex<Informer>>,
+    clusterapi: ClusterApiConfig,
+    actuation: Actuation,
+    /// Actuation's clock: milliseconds since the executor was made (monotonic).
+    origin: Instant,
+    evictions: JoinSet<(Ticket, Reply)>,
+    /// The ticket of each eviction task, to answer for one that panicked.
+    tasks: FxHashMap<Id, Ticket>,
 }
 
 impl Executor {
-    /// Applies the actions of one loop except drains, which are returned to be spawned (nodes
-    /// already draining are skipped). `draining` lists the nodes with a drain in flight: their
-    /// taints are left alone.
-    pub async fn apply(
-        &self,
-        provider: &ClusterApiProvider,
-        actions: Vec<Action>,
-        draining: &BTreeMap<String, String>,
-    ) -> (Vec<Done>, Vec<Drain>) {
-        let mut done = Vec::new();
-        let mut drains = Vec::new();
+    /// An executor with nothing in flight; drains give up on refused evictions after
+    /// `max_pod_eviction_time` (`--max-pod-eviction-time`).
+    pub fn new(
+        actuator: Arc<Actuator>,
+        informer: Arc<Mutex<Informer>>,
+        clusterapi: ClusterApiConfig,
+        max_pod_eviction_time: Duration,
+    ) -> Executor {
+        Executor {
+            actuator,
+            informer,
+            clusterapi,
+            actuation: Actuation::new(ActuationOptions::new(max_pod_eviction_time)),
+            origin: Instant::now(),
+            evictions: JoinSet::new(),
+            tasks: FxHashMap::default(),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// The deletions in flight, for the next loop.
+    pub fn in_flight(&self, provider: &ClusterApiProvider) -> InFlight {
+        self.actuation.in_flight(provider)
+    }
+
+    /// Carries the actions of one loop out, in order (evictions start as tasks), then steps the
+    /// drains; returns what the actions came to so far.
+    pub async fn apply(&mut self, actions: Vec<Action>) -> Vec<Report> {
         for action in actions {
-            match action {
-                Action::IncreaseSize { group, delta, .. } => {
-                    let id = group.as_str().to_string();
-                    let result = self.changes(provider.increase_size(&id, delta)).await;
-                    done.push(match result {
-                        Ok(()) => Done::ScaledUp { group: id, delta },
-                        Err(error) => Done::ScaleUpFailed { group: id, error },
-                    });
-                }
-                Action::DecreaseTargetSize { group, delta } => {
-                    let id = group.as_str().to_string();
-                    let result = self
-                        .changes(provider.decrease_target_size(&id, delta))
-                        .await;
-                    done.push(self.corrected(id, "DecreaseTargetSize".into(), result));
-                }
-                Action::DeleteInstances {
-                    group,
-                    instances,
-                    reason,
-                } => {
-                    let id = group.as_str().to_string();
-                    let ids: Vec<&str> = instances.iter().map(|i| &**i).collect();
-                    let result = self.changes(provider.delete_instances(&id, &ids)).await;
-                    done.push(match result {
-                        Err(error) if reason == DELETE_UNREGISTERED => {
-                            Done::DeleteUnregisteredFailed {
-                                group: id,
-                                instances: ids.iter().map(|i| i.to_string()).collect(),
-                                error,
-                            }
-                        }
-                        result => self.corrected(id, reason.to_string(), result),
-                    });
-                }
-                Action::AddTaint { node, taint } => {
-                    if let Err(e) = self.actuator.add_taint(node.as_str(), &taint).await {
-                        done.push(Done::Failed {
-                            what: format!("taint node {node} {}", taint.key),
-                            error: e.to_string(),
-                        });
-                    }
-                }
-                Action::RemoveTaint { node, key } => {
-                    if draining.contains_key(node.as_str()) {
-                        continue;
-                    }
-                    if let Err(e) = self
-                        .actuator
-                        .remove_taint(node.as_str(), key.as_str())
-                        .await
-                    {
-                        done.push(Done::Failed {
-                            what: format!("untaint node {node} {key}"),
-                            error: e.to_string(),
-                        });
-                    }
-                }
-                Action::DeleteEmptyNodes { group, nodes } => {
-                    let names: Vec<String> = nodes.iter().map(|n| n.as_str().to_string()).collect();
-                    let views = self.nodes_named(&names);
-                    done.push(
-                        self.delete(provider, group.as_str(), &views, ScaleDownReason::Empty, 0)
-                            .await,
-                    );
-                }
-                Action::DrainAndDelete {
-                    group,
-                    node,
-                    evict,
-                    grace_period_sec,
-                    sequential,
-                } => {
-                    if draining.contains_key(node.as_str()) {
-                        continue;
-                    }
-                    let Some(view) = self.nodes_named(&[node.as_str().to_string()]).pop() else {
-                        continue;
-                    };
-                    drains.push(Drain {
-                        group: group.as_str().to_string(),
-                        node: view,
-                        evict,
-                        grace_period_sec,
-                        sequential,
-                    });
-                }
-            }
+            let now = self.now();
+            let effects = {
+                let mut inf = lock(&self.informer);
+                let mut lookup = InformerLookup::new(&mut inf, &self.clusterapi);
+                self.actuation.start(action, &mut lookup, now)
+            };
+            self.run(effects).await;
         }
-        (done, drains)
+        self.handle(Wake::Timer).await
     }
 
-    fn corrected(&self, group: String, what: String, result: Result<(), String>) -> Done {
-        match result {
-            Ok(()) => Done::Corrected { group, what },
-            Err(error) => Done::Failed {
-                what: format!("{what} in {group}"),
-                error,
+    /// Waits until an eviction answers or a drain's wakeup time comes. Cancel-safe: nothing
+    /// is lost when another branch of a `select!` wins; pass what it returns to
+    /// [`Executor::handle`].
+    pub async fn wait(&mut self) -> Wake {
+        let wakeup = self
+            .actuation
+            .next_wakeup()
+            .map(|ms| self.origin + Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+        let timer = async {
+            match wakeup {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            Some(joined) = self.evictions.join_next_with_id() => match joined {
+                Ok((id, (ticket, reply))) => {
+                    self.tasks.remove(&id);
+                    Wake::Reply(ticket, reply)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "an eviction task failed");
+                    match self.tasks.remove(&e.id()) {
+                        Some(ticket) => Wake::Reply(
+                            ticket,
+                            Reply::Failed(ActionError::new(ErrorClass::Other, e.to_string())),
+                        ),
+                        None => Wake::Timer,
+                    }
+                }
             },
+            _ = timer => Wake::Timer,
         }
     }
 
-    fn nodes_named(&self, names: &[String]) -> Vec<Arc<Node>> {
-        crate::informer::lock(&self.informer).nodes_named(names)
-    }
-
-    /// Applies the changes a provider call asked for, or passes its refusal on.
-    async fn changes(
-        &self,
-        changes: Result<Vec<ObjectChange>, ProviderError>,
-    ) -> Result<(), String> {
-        let changes = changes.map_err(|e| e.to_string())?;
-        self.actuator
-            .apply_changes(&changes)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// Deletes `nodes` of `group` through the provider; on failure removes their deletion taint.
-    async fn delete(
-        &self,
-        provider: &ClusterApiProvider,
-        group: &str,
-        nodes: &[Arc<Node>],
-        reason: ScaleDownReason,
-        evicted: usize,
-    ) -> Done {
-        let names: Vec<String> = nodes.iter().map(|n| n.name.as_str().to_string()).collect();
-        let refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
-        match self.changes(provider.delete_nodes(group, &refs)).await {
-            Ok(()) => Done::Deleted {
-                group: group.to_string(),
-                nodes: names,
-                reason,
-                evicted,
-            },
-            Err(error) => {
-                self.untaint(&names).await;
-                Done::DeleteFailed {
-                    group: group.to_string(),
-                    nodes: names,
-                    error,
-                    evicted,
-                    pods: Vec::new(),
-                }
+    /// Feeds what woke the executor in and carries out what follows; returns the reports.
+    pub async fn handle(&mut self, wake: Wake) -> Vec<Report> {
+        let now = self.now();
+        let effects = {
+            let mut inf = lock(&self.informer);
+            let mut lookup = InformerLookup::new(&mut inf, &self.clusterapi);
+            match wake {
+                Wake::Reply(ticket, reply) => self.actuation.reply(ticket, reply, &mut lookup, now),
+                Wake::Timer => self.actuation.step(&mut lookup, now),
             }
-        }
+        };
+        self.run(effects).await;
+        self.actuation.take_reports()
     }
 
-    async fn untaint(&self, names: &[String]) {
-        for n in names {
-            if let Err(e) = self.actuator.remove_taint(n, TO_BE_DELETED_TAINT).await {
-                tracing::warn!(node = %n, error = %e, "could not remove the deletion taint");
+    /// Carries effects out, depth first (what follows from a reply before the next effect);
+    /// evictions are started as tasks.
+    async fn run(&mut self, effects: Vec<Effect>) {
+        let mut todo: Vec<Effect> = effects.into_iter().rev().collect();
+        while let Some(effect) = todo.pop() {
+            if let EffectKind::Evict { .. } = effect.kind() {
+                self.spawn_eviction(effect);
+                continue;
             }
+            let reply = self.execute(effect.kind()).await;
+            let now = self.now();
+            let mut inf = lock(&self.informer);
+            let mut lookup = InformerLookup::new(&mut inf, &self.clusterapi);
+            let next = self
+                .actuation
+                .reply(effect.ticket(), reply, &mut lookup, now);
+            drop(inf);
+            todo.extend(next.into_iter().rev());
         }
     }
 
-    /// Runs one drain: evicts its pods (each retried while a budget refuses, up to
-    /// `--max-pod-eviction-time`), waits until they are gone, then deletes the node through the
-    /// provider current at that time. Any failure removes the node's deletion taint.
-    pub async fn drain(
-        &self,
-        drain: Drain,
-        provider: impl Fn() -> Arc<ClusterApiProvider>,
-    ) -> Done {
-        let deadline = Instant::now() + self.max_pod_eviction_time;
-        let name = drain.node.name.as_str().to_string();
-        let mut evicted = 0;
-        let mut failure = None;
-        let mut failed_pods = Vec::new();
-        tracing::info!(
-            node = %name,
-            group = %drain.group,
-            pods = drain.evict.len(),
-            "Scale-down: draining node"
-        );
-        if drain.sequential {
-            for p in &drain.evict {
-                match self
+    /// Carries one effect (not an eviction) out.
+    async fn execute(&self, effect: &EffectKind) -> Reply {
+        let result = match effect {
+            EffectKind::Changes { changes, .. } => self.actuator.apply_changes(changes).await,
+            EffectKind::AddTaint { node, taint } => self
+                .actuator
+                .add_taint(node.as_str(), taint)
+                .await
+                .map(drop),
+            EffectKind::RemoveTaint { node, key } => self
+                .actuator
+                .remove_taint(node.as_str(), key.as_str())
+                .await
+                .map(drop),
+            EffectKind::Untaint { node } => {
+                let r = self
                     .actuator
-                    .evict(
-                        p.namespace.as_str(),
-                        &p.name,
-                        drain.grace_period_sec,
-                        deadline,
-                    )
-                    .await
-                {
-                    Ok(_) => evicted += 1,
-                    Err(e) => {
-                        failure = Some(format!("evicting {}/{}: {e}", p.namespace, p.name));
-                        failed_pods.push((p.namespace.to_string(), p.name.to_string()));
-                        break;
-                    }
+                    .remove_taint(node.as_str(), TO_BE_DELETED_TAINT)
+                    .await;
+                if let Err(e) = r {
+                    tracing::warn!(node = %node, error = %e, "could not remove the deletion taint");
                 }
+                Ok(())
             }
-        } else {
-            let results = futures::future::join_all(drain.evict.iter().map(|p| async move {
-                self.actuator
-                    .evict(
-                        p.namespace.as_str(),
-                        &p.name,
-                        drain.grace_period_sec,
-                        deadline,
-                    )
-                    .await
-                    .map_err(|e| format!("evicting {}/{}: {e}", p.namespace, p.name))
-            }))
-            .await;
-            for (r, p) in results.into_iter().zip(&drain.evict) {
-                match r {
-                    Ok(_) => evicted += 1,
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                        failed_pods.push((p.namespace.to_string(), p.name.to_string()));
-                    }
-                }
-            }
+            EffectKind::Evict { .. } => Ok(()),
+        };
+        match result {
+            Ok(()) => Reply::Done,
+            Err(e) => Reply::Failed(e.to_action_error()),
         }
-        if failure.is_none() {
-            let wait = Duration::from_secs(drain.grace_period_sec) + POD_GONE_SLACK;
-            if !self.wait_pods_gone(&name, &drain.evict, wait).await {
-                failure = Some(format!(
-                    "evicted pods still on the node after {}s",
-                    wait.as_secs()
-                ));
-            }
-        }
-        if let Some(error) = failure {
-            self.untaint(std::slice::from_ref(&name)).await;
-            return Done::DeleteFailed {
-                group: drain.group,
-                nodes: vec![name],
-                error,
-                evicted,
-                pods: failed_pods,
-            };
-        }
-        let provider = provider();
-        let reason = ScaleDownReason::of(false, drain.node.is_ready());
-        self.delete(&provider, &drain.group, &[drain.node], reason, evicted)
-            .await
     }
 
-    /// Whether every pod of `evict` has left `node` (gone, terminal, or elsewhere) within `wait`.
-    async fn wait_pods_gone(&self, node: &str, evict: &[PodRef], wait: Duration) -> bool {
-        let until = Instant::now() + wait;
-        loop {
-            let left = {
-                let inf = crate::informer::lock(&self.informer);
-                evict.iter().any(|p| {
-                    inf.pod(p.namespace.as_str(), &p.name).is_some_and(|pod| {
-                        pod.node_name.is_some_and(|n| n.as_str() == node) && !pod.is_terminal()
-                    })
-                })
+    /// Starts an eviction as a task: refusals by a budget are retried until its deadline.
+    fn spawn_eviction(&mut self, effect: Effect) {
+        let EffectKind::Evict {
+            pod,
+            grace_period_sec,
+            deadline_ms,
+            ..
+        } = effect.kind().clone()
+        else {
+            return;
+        };
+        let ticket = effect.ticket();
+        let actuator = self.actuator.clone();
+        let deadline = self.origin + Duration::from_millis(u64::try_from(deadline_ms).unwrap_or(0));
+        let handle = self.evictions.spawn(async move {
+            let r = actuator
+                .evict(
+                    pod.namespace.as_str(),
+                    &pod.name,
+                    grace_period_sec,
+                    deadline,
+                )
+                .await;
+            let reply = match r {
+                Ok(Eviction::Evicted { .. }) => Reply::Done,
+                Ok(Eviction::AlreadyGone) => Reply::Gone,
+                Err(e @ ActuationError::EvictionBlocked { .. }) => {
+                    Reply::Refused(e.to_action_error())
+                }
+                Err(e) => Reply::Failed(e.to_action_error()),
             };
-            if !left {
-                return true;
-            }
-            if Instant::now() >= until {
-                return false;
-            }
-            tokio::time::sleep(POD_GONE_POLL).await;
-        }
+            (ticket, reply)
+        });
+        self.tasks.insert(handle.id(), ticket);
     }
 }
 
@@ -405,8 +235,10 @@ impl Executor {
 mod tests {
     use super::*;
     use crate::test_api::{Mock, client, next, respond};
-    use autoscaler_clusterapi::ClusterApiConfig;
+    use autoscaler_actuation::Correction;
+    use autoscaler_core::actions::PodRef;
     use autoscaler_core::intern::Sym;
+    use autoscaler_core::names::DELETE_UNREGISTERED;
     use autoscaler_core::store::{ObjectKey, ObjectStore};
     use http::Method;
     use serde_json::{Value, json};
@@ -415,18 +247,16 @@ mod tests {
 
     type Log = Arc<Mutex<Vec<(Method, String, Value)>>>;
 
+    /// An executor over the example snapshot with `--max-pod-eviction-time=20s`.
     fn executor(client: kube::Client) -> Executor {
         let mut store = ObjectStore::new();
         store.load_yaml(SNAPSHOT).expect("example snapshot loads");
-        let mut inf = Informer::new();
-        for (k, v) in store.iter() {
-            inf.apply(k.clone(), Some(v.clone()));
-        }
-        Executor {
-            actuator: Arc::new(Actuator::new(client)),
-            informer: Arc::new(Mutex::new(inf)),
-            max_pod_eviction_time: Duration::from_secs(20),
-        }
+        Executor::new(
+            Arc::new(Actuator::new(client)),
+            Arc::new(Mutex::new(Informer::from_store(&store))),
+            ClusterApiConfig::default(),
+            Duration::from_secs(20),
+        )
     }
 
     /// An API server whose evictions answer `eviction` (and remove the pod from the informer on
@@ -491,20 +321,10 @@ mod tests {
         (ex, log)
     }
 
-    /// The provider as the executor's informer shows it at the time of the call.
-    fn provider(ex: &Executor) -> impl Fn() -> Arc<ClusterApiProvider> + use<> {
-        let informer = ex.informer.clone();
-        move || crate::informer::lock(&informer).provider(&ClusterApiConfig::default())
-    }
-
-    fn drain_of_general_a(ex: &Executor) -> Drain {
-        let node = ex
-            .nodes_named(&["general-a".to_string()])
-            .pop()
-            .expect("general-a in the snapshot");
-        Drain {
+    fn drain_of_general_a() -> Action {
+        Action::DrainAndDelete {
             group: "MachineDeployment/default/general".into(),
-            node,
+            node: Sym::new("general-a"),
             evict: vec![PodRef {
                 namespace: Sym::new("default"),
                 name: Arc::from("web-1"),
@@ -514,13 +334,25 @@ mod tests {
         }
     }
 
+    /// Applies `actions`, then runs the executor (as the controller does between loops) until
+    /// no drain is in flight; every report on the way.
+    async fn settle(ex: &mut Executor, actions: Vec<Action>) -> Vec<Report> {
+        let mut reports = ex.apply(actions).await;
+        while ex.actuation.draining().next().is_some() {
+            let wake = ex.wait().await;
+            reports.extend(ex.handle(wake).await);
+        }
+        reports
+    }
+
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_evicts_waits_for_the_pods_then_deletes_the_machine() {
-        let (ex, log) = running(201);
-        let done = ex.drain(drain_of_general_a(&ex), provider(&ex)).await;
+        let (mut ex, log) = running(201);
+        let reports = settle(&mut ex, vec![drain_of_general_a()]).await;
         assert!(
-            matches!(&done, Done::Deleted { nodes, evicted: 1, .. } if nodes == &["general-a"]),
-            "{done:?}"
+            matches!(reports.as_slice(), [Report::DrainStarted { .. }, Report::Deleted { nodes, evicted: 1, empty: false, .. }]
+                if nodes == &[Sym::new("general-a")]),
+            "{reports:?}"
         );
         let log = log.lock().expect("log").clone();
         let calls: Vec<(Method, &str)> = log
@@ -550,37 +382,52 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_failed_removal_of_unregistered_instances_is_its_own_outcome() {
-        let (ex, _log) = running(201);
-        let provider = provider(&ex)();
+        let (mut ex, _log) = running(201);
         let delete = |reason: &'static str| Action::DeleteInstances {
             group: "MachineDeployment/default/nope".into(),
             instances: vec![Arc::from("example:///lost")],
             reason,
         };
         let actions = vec![
-            delete(autoscaler_core::names::DELETE_UNREGISTERED),
+            delete(DELETE_UNREGISTERED),
             delete(autoscaler_core::names::SCALE_UP_FAILED),
         ];
-        let (done, _) = ex.apply(&provider, actions, &BTreeMap::new()).await;
-        assert!(
-            matches!(&done[0], Done::DeleteUnregisteredFailed { group, instances, .. }
-                if group == "MachineDeployment/default/nope" && instances == &["example:///lost"]),
-            "{done:?}"
+        let reports = ex.apply(actions).await;
+        let reasons: Vec<(&str, ErrorClass)> = reports
+            .iter()
+            .map(|r| match r {
+                Report::CorrectionFailed {
+                    correction: Correction::DeleteInstances { reason, .. },
+                    error,
+                    ..
+                } => (*reason, error.class),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (DELETE_UNREGISTERED, ErrorClass::NotFound),
+                (
+                    autoscaler_core::names::SCALE_UP_FAILED,
+                    ErrorClass::NotFound
+                )
+            ]
         );
-        assert!(matches!(&done[1], Done::Failed { .. }), "{done:?}");
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_drain_blocked_by_a_budget_gives_up_untaints_and_deletes_nothing() {
-        let (ex, log) = running(429);
+        let (mut ex, log) = running(429);
         let started = Instant::now();
-        let done = ex.drain(drain_of_general_a(&ex), provider(&ex)).await;
+        let reports = settle(&mut ex, vec![drain_of_general_a()]).await;
         assert!(
-            matches!(&done, Done::DeleteFailed { evicted: 0, pods, .. }
-                if pods == &[("default".to_string(), "web-1".to_string())]),
-            "the refused pod is named for its ScaleDownFailed event: {done:?}"
+            matches!(reports.last(), Some(Report::DrainFailed { evicted: 0, refused, error, .. })
+                if refused.len() == 1 && &*refused[0].name == "web-1"
+                    && error.class == ErrorClass::Unavailable),
+            "the refused pod is named for its ScaleDownFailed event: {reports:?}"
         );
-        // It kept trying until --max-pod-eviction-time, not longer.
+        // It kept trying until --max-pod-eviction-time (20 s, from the options), not longer.
         let took = started.elapsed();
         assert!(
             took >= Duration::from_secs(20) && took < Duration::from_secs(22),

@@ -15,7 +15,6 @@ pub mod events;
 pub mod execute;
 pub mod explain;
 pub mod health;
-pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod server;

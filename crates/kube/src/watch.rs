@@ -39,7 +39,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::informer::Informer;
+use autoscaler_actuation::Informer;
 
 /// The Cluster API kinds watched, when their group serves them.
 pub const CLUSTER_API_KINDS: [&str; 4] =
@@ -207,7 +207,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Informer> {
-        crate::informer::lock(&self.informer)
+        autoscaler_actuation::informer::lock(&self.informer)
     }
 }
 
@@ -1084,7 +1084,7 @@ mod tests {
         served.store(true, std::sync::atomic::Ordering::SeqCst);
         let informer = watches.informer().clone();
         let has_md = move || {
-            crate::informer::lock(&informer)
+            autoscaler_actuation::informer::lock(&informer)
                 .store()
                 .get(&md_key())
                 .is_some()

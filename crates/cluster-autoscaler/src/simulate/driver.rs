@@ -2,15 +2,21 @@
 //! interval of virtual time against the simulated world, and applies each action to the world
 //! the way the live shell would (scale subresource, taints, Eviction API, Machine annotations).
 //!
-//! It decides how actions are carried out over time (drains kept in flight across loops, a
-//! PodDisruptionBudget refusal retried until a timeout) and records what happened for the
-//! report. It never decides what to scale (the core does) and never reads the real clock.
+//! It is the synchronous interpreter of the effects `autoscaler_actuation` turns actions into
+//! (the same code the live shell interprets over the API): it carries each effect out on the
+//! world at once, answers, and records what happened for the report. It never decides what to
+//! scale (the core does) nor how an action is carried out (actuation does), and never reads
+//! the real clock.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use autoscaler_actuation::{
+    Actuation, ActuationOptions, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply,
+    Report,
+};
 use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::actions::{Action, PodRef};
+use autoscaler_core::actions::Action;
 use autoscaler_core::autoscaler::LoopOutcome;
 use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_core::estimator::Unlimited;
@@ -19,17 +25,16 @@ use autoscaler_core::names::{
     CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
     SCALE_UP_TIMED_OUT,
 };
-use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
-use autoscaler_core::scale_down::InFlight;
+use autoscaler_core::outcome::{ActionError, ErrorClass};
 use autoscaler_world::{FaultKind, Metrics, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
 use super::informer::Informer;
 use super::scenario::{Scenario, group_object};
 
-/// How long a drain keeps retrying evictions refused by a budget before it gives up (upstream's
-/// pod eviction timeout is 2 minutes).
-pub const DRAIN_TIMEOUT_MS: SimTime = 120_000;
+/// The autoscaler's namespace (upstream's `--namespace` default), where the priority
+/// expander's ConfigMap is read, as the live shell reads it.
+const NAMESPACE: &str = "kube-system";
 
 /// The cluster name of the simulated Cluster API objects.
 const CLUSTER: &str = "sim";
@@ -163,16 +168,6 @@ pub struct SnapshotTaken {
     pub actions: Vec<String>,
 }
 
-/// A drain in progress.
-#[derive(Clone, Debug)]
-struct Drain {
-    group: String,
-    node: String,
-    left: Vec<PodRef>,
-    sequential: bool,
-    deadline: SimTime,
-}
-
 /// The driver: a world, the autoscaler and what is in flight.
 pub struct Driver<'a> {
     scenario: &'a Scenario,
@@ -185,7 +180,8 @@ pub struct Driver<'a> {
     last_backoff: BTreeMap<String, i64>,
     was_unhealthy: bool,
     config: ClusterApiConfig,
-    drains: Vec<Drain>,
+    /// Drains in flight and the effects of the actions being carried out.
+    actuation: Actuation,
     log: RunLog,
     seen_failed: BTreeSet<String>,
     informer: Informer,
@@ -247,14 +243,7 @@ impl<'a> Driver<'a> {
                 GroupLog::default(),
             );
         }
-        // The priority expander's ConfigMap, read as the live shell reads it from the cluster.
-        let mut options = scenario.options.clone();
-        let priorities = scenario.objects.iter().find_map(|o| {
-            (o["kind"] == "ConfigMap" && o["metadata"]["name"] == PRIORITY_CONFIG_MAP_NAME)
-                .then(|| o["data"][PRIORITY_CONFIG_KEY].as_str())
-                .flatten()
-        });
-        options.scale_up.expander.set_priority_text(priorities);
+        let options = scenario.options.clone();
         Ok(Driver {
             scenario,
             world,
@@ -265,7 +254,7 @@ impl<'a> Driver<'a> {
             last_backoff: BTreeMap::new(),
             was_unhealthy: false,
             config: ClusterApiConfig::default(),
-            drains: Vec::new(),
+            actuation: Actuation::new(ActuationOptions::new(scenario.max_pod_eviction_time)),
             log,
             seen_failed: BTreeSet::new(),
             informer: Informer::new(),
@@ -354,7 +343,8 @@ impl<'a> Driver<'a> {
         }
         if due {
             self.autoscaler = Autoscaler::new(self.options.clone());
-            self.drains.clear();
+            self.actuation =
+                Actuation::new(ActuationOptions::new(self.scenario.max_pod_eviction_time));
             self.last_backoff.clear();
             self.log.restarts.push(t);
         }
@@ -449,17 +439,11 @@ impl<'a> Driver<'a> {
         let provider = self.provider();
         let now = self.now_ms();
         let objects = self.informer.objects_without_pods();
+        let in_flight = self.actuation.in_flight(&provider);
+        // The priority expander's ConfigMap, read before each loop as the live shell reads it.
+        let priorities = self.informer.priority_text(NAMESPACE);
+        self.autoscaler.set_priority_text(priorities.as_deref());
         let pods = self.informer.pods();
-        let mut in_flight = InFlight {
-            per_group: vec![0; provider.resources().len()],
-            empty: 0,
-            drains: self.drains.len(),
-        };
-        for d in &self.drains {
-            if let Some(i) = provider.group_index(&d.group) {
-                in_flight.per_group[i] += 1;
-            }
-        }
         let view = ClusterView {
             nodes: &objects.nodes,
             pods,
@@ -612,182 +596,105 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
+    /// Carries `action` out through actuation; a new drain advances every drain in flight, as
+    /// the loop's own step does.
     fn apply(&mut self, action: Action) {
-        let t = self.world.now();
-        match action {
-            Action::IncreaseSize { group, delta, .. } => {
-                let id = group.as_str().to_string();
-                let g = short(&id);
-                match self.provider().increase_size(&id, delta) {
-                    Ok(changes) => match self.apply_changes(changes) {
-                        Ok(()) => {
-                            let e = self.log.groups.entry(g.clone()).or_default();
-                            e.scale_ups += 1;
-                            e.nodes_added += delta as u64;
-                            self.scaled_up(&g, t);
-                        }
-                        Err(e) => {
-                            self.log
-                                .groups
-                                .entry(g.clone())
-                                .or_default()
-                                .scale_up_errors += 1;
-                            self.failure(g, t);
-                            let now = self.now_ms();
-                            self.autoscaler
-                                .record_scale_up_failure(&group, now, &e.to_string());
-                            self.error(format!("scale-up of {id}: {e}"));
-                        }
-                    },
-                    Err(e) => {
-                        let now = self.now_ms();
-                        self.autoscaler
-                            .record_scale_up_failure(&group, now, &e.to_string());
-                        self.error(format!("scale-up of {id}: {e}"));
-                    }
-                }
-            }
-            Action::DecreaseTargetSize { group, delta } => {
-                let id = group.as_str().to_string();
-                match self
-                    .provider()
-                    .decrease_target_size(&id, delta)
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| self.apply_changes(c).map_err(|e| e.to_string()))
-                {
-                    Ok(()) => {
-                        self.log
-                            .groups
-                            .entry(short(&id))
-                            .or_default()
-                            .target_decreases += 1
-                    }
-                    Err(e) => self.error(format!("decrease target of {id}: {e}")),
-                }
-            }
-            Action::DeleteInstances {
-                group, instances, ..
-            } => {
-                let id = group.as_str().to_string();
-                let ids: Vec<&str> = instances.iter().map(|i| &**i).collect();
-                match self
-                    .provider()
-                    .delete_instances(&id, &ids)
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| self.apply_changes(c).map_err(|e| e.to_string()))
-                {
-                    Ok(()) => {
-                        self.log
-                            .groups
-                            .entry(short(&id))
-                            .or_default()
-                            .instances_deleted += ids.len() as u64
-                    }
-                    Err(e) => self.error(format!("delete instances of {id}: {e}")),
-                }
-            }
-            Action::AddTaint { node, taint } => {
-                if let Err(e) = self.world.taint_node(
-                    node.as_str(),
-                    taint.key.as_str(),
-                    taint.value.as_str(),
-                    taint.effect.as_str(),
-                ) {
-                    self.error(format!("taint {node}: {e}"));
-                }
-            }
-            Action::RemoveTaint { node, key } => {
-                if self.drains.iter().any(|d| d.node == node.as_str()) {
-                    return;
-                }
-                if let Err(e) = self.world.untaint_node(node.as_str(), key.as_str()) {
-                    self.error(format!("untaint {node}: {e}"));
-                }
-            }
-            Action::DeleteEmptyNodes { group, nodes } => {
-                let names: Vec<String> = nodes.iter().map(|n| n.as_str().to_string()).collect();
-                self.delete_nodes(group.as_str(), &names);
-            }
-            Action::DrainAndDelete {
-                group,
-                node,
-                evict,
-                sequential,
-                ..
-            } => {
-                if self.drains.iter().any(|d| d.node == node.as_str()) {
-                    return;
-                }
-                self.log.drains += 1;
-                self.drains.push(Drain {
-                    group: group.as_str().to_string(),
-                    node: node.as_str().to_string(),
-                    left: evict,
-                    sequential,
-                    deadline: t + DRAIN_TIMEOUT_MS,
-                });
-                self.continue_drains();
-            }
+        let drain = matches!(action, Action::DrainAndDelete { .. });
+        let now = self.now_ms();
+        self.sync();
+        let mut lookup = InformerLookup::new(&mut self.informer, &self.config);
+        let effects = self.actuation.start(action, &mut lookup, now);
+        self.interpret(effects);
+        if drain {
+            self.continue_drains();
         }
     }
 
-    /// Evicts what the drains in flight still have to evict; deletes the drained nodes; gives up
-    /// on drains past their deadline (removing the taint).
+    /// Advances the drains in flight: evictions tried again, drained nodes deleted, drains past
+    /// their deadline given up (untainted).
     fn continue_drains(&mut self) {
-        let now = self.world.now();
-        let drains = std::mem::take(&mut self.drains);
-        let mut keep = Vec::new();
-        for mut d in drains {
-            let mut left = Vec::new();
-            let mut blocked = false;
-            for p in std::mem::take(&mut d.left) {
-                if blocked {
-                    left.push(p);
-                    continue;
+        let now = self.now_ms();
+        self.sync();
+        let mut lookup = InformerLookup::new(&mut self.informer, &self.config);
+        let effects = self.actuation.step(&mut lookup, now);
+        self.interpret(effects);
+    }
+
+    /// Carries effects out on the world, depth first: what follows from a reply is done before
+    /// the next effect, as one drain finishes before the next is looked at.
+    fn interpret(&mut self, effects: Vec<Effect>) {
+        self.take_reports();
+        let mut todo: Vec<Effect> = effects.into_iter().rev().collect();
+        while let Some(effect) = todo.pop() {
+            let reply = self.execute(effect.kind());
+            let now = self.now_ms();
+            self.sync();
+            let mut lookup = InformerLookup::new(&mut self.informer, &self.config);
+            let next = self
+                .actuation
+                .reply(effect.ticket(), reply, &mut lookup, now);
+            self.take_reports();
+            todo.extend(next.into_iter().rev());
+        }
+    }
+
+    /// Carries one effect out on the world.
+    fn execute(&mut self, effect: &EffectKind) -> Reply {
+        match effect {
+            EffectKind::Changes { changes, purpose } => {
+                let deleting = match purpose {
+                    Purpose::DeleteNodes { nodes, .. } => {
+                        self.nodes_left_with_pods(nodes);
+                        Some(self.world.budget_statuses())
+                    }
+                    _ => None,
+                };
+                match self.apply_changes(changes.clone()) {
+                    Ok(()) => {
+                        if let Some(before) = deleting {
+                            self.check_budgets(&before);
+                        }
+                        Reply::Done
+                    }
+                    Err(e) => Reply::Failed(world_error(&e)),
                 }
+            }
+            EffectKind::AddTaint { node, taint } => reply_of(self.world.taint_node(
+                node.as_str(),
+                taint.key.as_str(),
+                taint.value.as_str(),
+                taint.effect.as_str(),
+            )),
+            EffectKind::RemoveTaint { node, key } => {
+                reply_of(self.world.untaint_node(node.as_str(), key.as_str()))
+            }
+            EffectKind::Untaint { node } => {
+                let _ = self.world.untaint_node(node.as_str(), TO_BE_DELETED_TAINT);
+                Reply::Done
+            }
+            EffectKind::Evict { pod, .. } => {
                 let before = self.world.budget_statuses();
-                match self.world.evict(p.namespace.as_str(), &p.name) {
+                match self.world.evict(pod.namespace.as_str(), &pod.name) {
                     Ok(()) => {
                         self.log.evictions += 1;
                         self.check_budgets(&before);
+                        Reply::Done
                     }
-                    Err(autoscaler_world::EvictionError::NotFound(_)) => {}
-                    Err(_) => {
+                    Err(autoscaler_world::EvictionError::NotFound(_)) => Reply::Gone,
+                    // Every other refusal (a budget, several budgets) is tried again later.
+                    Err(e) => {
                         self.log.eviction_refusals += 1;
-                        left.push(p);
-                        blocked = d.sequential;
+                        Reply::Refused(ActionError::new(ErrorClass::Unavailable, e.to_string()))
                     }
                 }
             }
-            d.left = left;
-            if d.left.is_empty() {
-                let group = d.group.clone();
-                self.delete_nodes(&group, std::slice::from_ref(&d.node));
-            } else if now >= d.deadline {
-                self.log.drains_failed += 1;
-                let _ = self.world.untaint_node(&d.node, TO_BE_DELETED_TAINT);
-                self.deletion_done(&[d.node.clone()], false);
-                self.error(format!(
-                    "drain of {} gave up: {} pod(s) could not be evicted",
-                    d.node,
-                    d.left.len()
-                ));
-            } else {
-                keep.push(d);
-            }
         }
-        self.drains = keep;
     }
 
-    fn delete_nodes(&mut self, group: &str, names: &[String]) {
-        let provider = self.provider();
-        let views = self.informer.nodes_named(names);
-        let nodes: Vec<&autoscaler_core::node::Node> = views.iter().map(|n| &**n).collect();
-        if nodes.is_empty() {
-            return;
-        }
-        for n in names {
-            let left = self.world.non_daemon_pods_on(n);
+    /// A safety violation for each node about to be deleted with pods not moved.
+    fn nodes_left_with_pods(&mut self, nodes: &[autoscaler_core::intern::Sym]) {
+        for n in nodes {
+            let left = self.world.non_daemon_pods_on(n.as_str());
             if left > 0 {
                 let t = self.world.now();
                 self.log
@@ -795,41 +702,100 @@ impl<'a> Driver<'a> {
                     .violation(t, format!("node {n} deleted with {left} pod(s) not moved"));
             }
         }
-        let before = self.world.budget_statuses();
-        match provider
-            .delete_nodes(group, &nodes)
-            .map_err(|e| e.to_string())
-            .and_then(|c| self.apply_changes(c).map_err(|e| e.to_string()))
-        {
-            Ok(()) => {
-                self.check_budgets(&before);
-                self.deletion_done(names, true);
-                self.log
-                    .groups
-                    .entry(short(group))
-                    .or_default()
-                    .nodes_removed += nodes.len() as u64;
+    }
+
+    /// Feeds what the actions came to back into the core (the one way: `observe`) and into the
+    /// run log.
+    fn take_reports(&mut self) {
+        for report in self.actuation.take_reports() {
+            let now = self.now_ms();
+            for outcome in report.outcomes() {
+                self.autoscaler.observe(&outcome, now);
             }
-            Err(e) => {
-                for n in names {
-                    let _ = self.world.untaint_node(n, TO_BE_DELETED_TAINT);
-                }
-                self.deletion_done(names, false);
-                self.error(format!("delete nodes {names:?} of {group}: {e}"));
-            }
+            self.log_report(report);
         }
     }
 
-    /// Feeds a deletion's outcome back into the core, as the live shell does: success starts
-    /// `--scale-down-delay-after-delete`, failure `--scale-down-delay-after-failure`.
-    fn deletion_done(&mut self, names: &[String], succeeded: bool) {
-        let now = self.now_ms();
-        for n in names {
-            self.autoscaler.scale_down.record_deletion(
-                autoscaler_core::intern::Sym::new(n),
-                succeeded,
-                now,
-            );
+    fn log_report(&mut self, report: Report) {
+        let t = self.world.now();
+        match report {
+            Report::ScaledUp { group, delta } => {
+                let g = short(group.as_str());
+                let e = self.log.groups.entry(g.clone()).or_default();
+                e.scale_ups += 1;
+                e.nodes_added += delta as u64;
+                self.scaled_up(&g, t);
+            }
+            Report::ScaleUpFailed {
+                group,
+                error,
+                by_provider,
+                ..
+            } => {
+                if !by_provider {
+                    let g = short(group.as_str());
+                    self.log
+                        .groups
+                        .entry(g.clone())
+                        .or_default()
+                        .scale_up_errors += 1;
+                    self.failure(g, t);
+                }
+                self.error(format!("scale-up of {group}: {error}"));
+            }
+            Report::Corrected { group, correction } => {
+                let e = self.log.groups.entry(short(group.as_str())).or_default();
+                match correction {
+                    Correction::DecreaseTargetSize { .. } => e.target_decreases += 1,
+                    Correction::DeleteInstances { instances, .. } => {
+                        e.instances_deleted += instances.len() as u64
+                    }
+                }
+            }
+            Report::CorrectionFailed {
+                group,
+                correction,
+                error,
+            } => self.error(match correction {
+                Correction::DecreaseTargetSize { .. } => {
+                    format!("decrease target of {group}: {error}")
+                }
+                Correction::DeleteInstances { .. } => {
+                    format!("delete instances of {group}: {error}")
+                }
+            }),
+            Report::TaintFailed {
+                node, add, error, ..
+            } => self.error(if add {
+                format!("taint {node}: {error}")
+            } else {
+                format!("untaint {node}: {error}")
+            }),
+            Report::DrainStarted { .. } => self.log.drains += 1,
+            Report::Deleted { group, nodes, .. } => {
+                self.log
+                    .groups
+                    .entry(short(group.as_str()))
+                    .or_default()
+                    .nodes_removed += nodes.len() as u64;
+            }
+            Report::DeleteFailed {
+                group,
+                nodes,
+                error,
+                ..
+            } => {
+                let names: Vec<&str> = nodes.iter().map(|n| n.as_str()).collect();
+                self.error(format!("delete nodes {names:?} of {group}: {error}"));
+            }
+            Report::DrainFailed {
+                node, not_evicted, ..
+            } => {
+                self.log.drains_failed += 1;
+                self.error(format!(
+                    "drain of {node} gave up: {not_evicted} pod(s) could not be evicted"
+                ));
+            }
         }
     }
 
@@ -860,4 +826,112 @@ pub fn objects_yaml(store: &autoscaler_core::store::ObjectStore) -> String {
         }
     }
     out
+}
+
+/// The reply to a world call.
+fn reply_of(result: Result<(), WorldError>) -> Reply {
+    match result {
+        Ok(()) => Reply::Done,
+        Err(e) => Reply::Failed(world_error(&e)),
+    }
+}
+
+/// The class of a world error, as the API would answer it.
+fn world_error(e: &WorldError) -> ActionError {
+    let class = match e {
+        WorldError::NotFound(_) => ErrorClass::NotFound,
+        WorldError::AlreadyExists(_) => ErrorClass::Conflict,
+        WorldError::ScaleApi { .. } => ErrorClass::Unavailable,
+        WorldError::Invalid { .. } => ErrorClass::Invalid,
+        _ => ErrorClass::Other,
+    };
+    ActionError::new(class, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_core::actions::PodRef;
+    use autoscaler_core::intern::Sym;
+    use std::time::Duration;
+
+    /// Two workers and one web pod under a budget that allows no disruption: the Eviction API
+    /// refuses every eviction of it.
+    const BLOCKED: &str = r#"
+name: blocked-drain
+duration: 30m
+node_groups:
+  - {name: workers, min: 1, max: 3, replicas: 2, cpu: "4", memory: 16Gi}
+objects:
+  - apiVersion: policy/v1
+    kind: PodDisruptionBudget
+    metadata: {name: web, namespace: default}
+    spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
+workloads:
+  - {kind: deployment, name: web, replicas: 1, pod: {cpu: 500m, memory: 1Gi}}
+"#;
+
+    /// Drains the web pod's node at 5m and steps the drains every 10 s (as the loops do): how
+    /// long after the start the drain gave up.
+    fn gives_up_after(max_pod_eviction_time: Duration) -> SimTime {
+        let mut s = Scenario::parse(BLOCKED, std::path::Path::new(".")).expect("scenario");
+        s.max_pod_eviction_time = max_pod_eviction_time;
+        let mut d = Driver::new(&s).expect("world");
+        let start: SimTime = 300_000;
+        d.world.step_until(start);
+        d.sync();
+        let web = d
+            .informer
+            .pods()
+            .iter()
+            .find(|p| p.name.starts_with("web"))
+            .cloned();
+        let web = web.expect("the web pod");
+        let node = web.node_name.expect("the web pod runs");
+        d.apply(Action::DrainAndDelete {
+            group: "MachineDeployment/default/workers".into(),
+            node,
+            evict: vec![PodRef {
+                namespace: web.namespace,
+                name: web.name.clone(),
+            }],
+            grace_period_sec: 30,
+            sequential: true,
+        });
+        assert_eq!((d.log.drains, d.log.eviction_refusals), (1, 1));
+        let mut t = start;
+        while d.log.drains_failed == 0 {
+            assert!(t < start + 3_600_000, "the drain never gave up");
+            t += 10_000;
+            d.world.step_until(t);
+            d.continue_drains();
+        }
+        assert!(!d.actuation.is_draining(node.as_str()));
+        assert_eq!(d.log.evictions, 0);
+        assert!(d.log.groups.values().all(|g| g.nodes_removed == 0));
+        let gave_up = d.log.errors.last().expect("the give-up is logged");
+        assert!(
+            gave_up.ends_with(&format!(
+                "drain of {node} gave up: 1 pod(s) could not be evicted"
+            )),
+            "{gave_up}"
+        );
+        // The node is schedulable again: its deletion taint is gone.
+        d.sync();
+        let view = d.informer.node(node.as_str()).expect("node kept");
+        assert!(
+            view.taints
+                .iter()
+                .all(|t| t.key != Sym::new(TO_BE_DELETED_TAINT))
+        );
+        t - start
+    }
+
+    #[test]
+    fn a_drain_blocked_by_a_budget_gives_up_at_max_pod_eviction_time() {
+        assert_eq!(gives_up_after(Duration::from_secs(120)), 120_000);
+        assert_eq!(gives_up_after(Duration::from_secs(40)), 40_000);
+        // No time at all: the first refusal gives up, in the loop that started the drain.
+        assert_eq!(gives_up_after(Duration::ZERO), 0);
+    }
 }

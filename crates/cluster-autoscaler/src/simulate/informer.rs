@@ -1,13 +1,13 @@
 //! The simulation's informer: the autoscaler's view of the world's objects, kept up to date
-//! from the world's watch log. A thin adapter: the converted objects live in the live shell's
-//! [`autoscaler_kube::informer::Informer`]; this feeds it the world's changes and remembers the
+//! from the world's watch log. A thin adapter: the converted objects live in the actuation crate's
+//! [`autoscaler_actuation::Informer`]; this feeds it the world's changes and remembers the
 //! last `resourceVersion` applied.
 //!
 //! It decides nothing and never writes to the world.
 
 use std::sync::Arc;
 
-use autoscaler_kube::informer::Informer as Objects;
+use autoscaler_actuation::Informer as Objects;
 use autoscaler_world::{WatchEventKind, World};
 
 /// The converted objects, kept in step with the world's watch log.

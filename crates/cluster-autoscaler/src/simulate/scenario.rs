@@ -512,10 +512,8 @@ pub struct Scenario {
     pub pods: Vec<TimedPod>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
-    /// How long a drain retries evictions refused by a budget before it gives up
-    /// (`--max-pod-eviction-time`, option `max-pod-eviction-time`; 2m).
-    // The simulate driver's drain deadline reads it; until then only tests do.
-    #[allow(dead_code)]
+    /// How long a drain retries evictions refused by a budget before it gives up and untaints
+    /// the node (`--max-pod-eviction-time`, option `max-pod-eviction-time`; 2m).
     pub max_pod_eviction_time: Duration,
 }
 

@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_core::actions::PodRef;
+use autoscaler_core::intern::Sym;
+use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::node::Node;
 use autoscaler_core::objects::{ClusterObjects, read_objects};
 use autoscaler_core::pending::is_unschedulable;
@@ -276,6 +279,42 @@ impl Informer {
         })
     }
 
+    /// The node named, converted.
+    pub fn node(&self, name: &str) -> Option<&Arc<Node>> {
+        self.nodes.get(&ObjectKey {
+            group: String::new(),
+            kind: "Node".into(),
+            namespace: String::new(),
+            name: name.into(),
+        })
+    }
+
+    /// The priority expander's configuration: the `priorities` text of the ConfigMap
+    /// `cluster-autoscaler-priority-expander` in `namespace` (the autoscaler's `--namespace`),
+    /// if there is one. Every shell reads it here, before each loop.
+    pub fn priority_text(&self, namespace: &str) -> Option<String> {
+        let key = ObjectKey {
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: namespace.into(),
+            name: PRIORITY_CONFIG_MAP_NAME.into(),
+        };
+        self.no_pods
+            .get(&key)?
+            .pointer(&format!("/data/{PRIORITY_CONFIG_KEY}"))?
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// An informer holding every object of `store`, as if each had been applied.
+    pub fn from_store(store: &ObjectStore) -> Informer {
+        let mut inf = Informer::new();
+        for (k, v) in store.iter() {
+            inf.apply(k.clone(), Some(v.clone()));
+        }
+        inf
+    }
+
     /// The nodes named, converted.
     pub fn nodes_named(&self, names: &[String]) -> Vec<Arc<Node>> {
         self.nodes
@@ -283,6 +322,53 @@ impl Informer {
             .filter(|n| names.iter().any(|x| x == n.name.as_str()))
             .cloned()
             .collect()
+    }
+}
+
+/// What actuation reads of the cluster when it advances an action: the provider, nodes and
+/// pods as they are now.
+pub trait ClusterLookup {
+    /// The provider as the objects are now.
+    fn provider(&mut self) -> Arc<ClusterApiProvider>;
+    /// The node named, converted.
+    fn node(&self, name: &str) -> Option<Arc<Node>>;
+    /// The nodes named that exist, converted, in the informer's (name) order.
+    fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>>;
+    /// Whether `pod` is still on `node` and not finished.
+    fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool;
+}
+
+/// The [`ClusterLookup`] of an informer, with the provider configuration to discover with.
+pub struct InformerLookup<'a> {
+    informer: &'a mut Informer,
+    config: &'a ClusterApiConfig,
+}
+
+impl<'a> InformerLookup<'a> {
+    /// Looks things up in `informer`, discovering groups with `config`.
+    pub fn new(informer: &'a mut Informer, config: &'a ClusterApiConfig) -> InformerLookup<'a> {
+        InformerLookup { informer, config }
+    }
+}
+
+impl ClusterLookup for InformerLookup<'_> {
+    fn provider(&mut self) -> Arc<ClusterApiProvider> {
+        self.informer.provider(self.config)
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.informer.node(name).cloned()
+    }
+
+    fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>> {
+        let names: Vec<String> = names.iter().map(|n| n.as_str().to_string()).collect();
+        self.informer.nodes_named(&names)
+    }
+
+    fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {
+        self.informer
+            .pod(pod.namespace.as_str(), &pod.name)
+            .is_some_and(|p| p.node_name.is_some_and(|n| n.as_str() == node) && !p.is_terminal())
     }
 }
 
@@ -493,5 +579,21 @@ mod tests {
             [key("machine.openshift.io", "Machine", "ns", "m")]
         );
         assert!(inf.take_changed_machines("cluster.x-k8s.io").is_empty());
+    }
+
+    #[test]
+    fn the_priority_text_is_read_from_the_namespace_given() {
+        let mut store = ObjectStore::new();
+        store
+            .load_yaml(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-autoscaler-priority-expander\n  namespace: kube-system\ndata:\n  priorities: |\n    10:\n    - .*\n",
+            )
+            .expect("yaml");
+        let inf = Informer::from_store(&store);
+        assert_eq!(
+            inf.priority_text("kube-system").as_deref(),
+            Some("10:\n- .*\n")
+        );
+        assert_eq!(inf.priority_text("other"), None);
     }
 }

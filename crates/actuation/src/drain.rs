@@ -1,0 +1,246 @@
+//! One drain in flight: evict the node's pods (one at a time or all at once), wait until they
+//! are gone, then delete the node; give up (and have the taint removed) when an eviction fails,
+//! when budgets still refuse at the deadline, or when evicted pods outlive their grace period.
+//!
+//! It only keeps the drain's state and says what comes next ([`Next`]); tickets, provider calls
+//! and reports are [`crate::Actuation`]'s. It never reads a clock (times are given) and never
+//! carries anything out.
+
+use autoscaler_core::actions::PodRef;
+use autoscaler_core::intern::Sym;
+use autoscaler_core::node_group::NodeGroupId;
+use autoscaler_core::outcome::{ActionError, ErrorClass};
+
+use crate::effect::Ticket;
+
+/// How soon a drain whose evictions were refused would like to try again (the live shell's
+/// interpreter retries refusals itself until the deadline, so this only paces a step timer).
+const RETRY_MS: i64 = 1000;
+
+/// Where a drain is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Evicting: `trying` holds the evictions sent and not answered yet.
+    Evicting,
+    /// Every pod evicted; waiting until they have left the node (at most until `until_ms`).
+    WaitingGone {
+        /// Give up after this.
+        until_ms: i64,
+        /// Look again at this time.
+        check_at_ms: i64,
+        /// How long it waits in all.
+        wait_ms: i64,
+    },
+    /// The deletion was sent.
+    Deleting,
+    /// Over (deleted, failed, or the node is gone): dropped from the bookkeeping.
+    Finished,
+}
+
+/// What a drain needs next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Nothing now (waiting for replies, or for the next step).
+    Wait,
+    /// Evict these pods.
+    Evict(Vec<PodRef>),
+    /// Every pod evicted: see whether they are gone.
+    CheckGone,
+    /// Give up with this error.
+    GiveUp(ActionError),
+}
+
+/// One eviction sent and its answer so far (`None`: not answered; `Some(None)`: evicted or
+/// gone; `Some(Some(e))`: refused or failed).
+type Attempt = (Ticket, PodRef, Option<Option<(ActionError, bool)>>);
+
+/// A drain in flight.
+#[derive(Clone, Debug)]
+pub(crate) struct Drain {
+    pub(crate) group: NodeGroupId,
+    pub(crate) node: Sym,
+    /// Every pod to evict (those still on the node are waited for).
+    pub(crate) pods: Vec<PodRef>,
+    pub(crate) grace_period_sec: u64,
+    sequential: bool,
+    pub(crate) deadline_ms: i64,
+    /// Pods not evicted yet and not being tried, in order.
+    left: Vec<PodRef>,
+    trying: Vec<Attempt>,
+    pub(crate) evicted: usize,
+    /// Pods whose eviction was refused or failed in the last round.
+    pub(crate) refused: Vec<(PodRef, ActionError)>,
+    /// An eviction failed (not a refusal): the drain gives up when the round is over.
+    failure: Option<ActionError>,
+    pub(crate) phase: Phase,
+    /// When an idle drain would like to be stepped again.
+    retry_at_ms: i64,
+}
+
+impl Drain {
+    /// A drain of `node` starting at `now_ms`, giving up on refusals at `deadline_ms`.
+    pub(crate) fn new(
+        group: NodeGroupId,
+        node: Sym,
+        pods: Vec<PodRef>,
+        grace_period_sec: u64,
+        sequential: bool,
+        now_ms: i64,
+        deadline_ms: i64,
+    ) -> Drain {
+        Drain {
+            group,
+            node,
+            left: pods.clone(),
+            pods,
+            grace_period_sec,
+            sequential,
+            deadline_ms,
+            trying: Vec::new(),
+            evicted: 0,
+            refused: Vec::new(),
+            failure: None,
+            phase: Phase::Evicting,
+            retry_at_ms: now_ms,
+        }
+    }
+
+    /// Pods not evicted yet.
+    pub(crate) fn not_evicted(&self) -> usize {
+        self.left.len() + self.trying.len()
+    }
+
+    /// Stepped: a new round of evictions when none is in flight (every pod not evicted yet is
+    /// tried again, whatever the time: the caller decides how often to step).
+    pub(crate) fn step(&mut self, now_ms: i64) -> Next {
+        match self.phase {
+            Phase::Evicting if self.trying.is_empty() => {
+                self.refused.clear();
+                if self.left.is_empty() {
+                    return self.settle(now_ms);
+                }
+                let take = if self.sequential { 1 } else { self.left.len() };
+                Next::Evict(self.left.drain(..take).collect())
+            }
+            Phase::WaitingGone { .. } => Next::CheckGone,
+            _ => Next::Wait,
+        }
+    }
+
+    /// Records an eviction sent under `ticket`.
+    pub(crate) fn sent(&mut self, ticket: Ticket, pod: PodRef) {
+        self.trying.push((ticket, pod, None));
+    }
+
+    /// Whether the eviction under `ticket` is this drain's.
+    pub(crate) fn is_trying(&self, ticket: Ticket) -> bool {
+        self.trying.iter().any(|(t, _, _)| *t == ticket)
+    }
+
+    /// An eviction answered: `Ok` evicted (or gone), `Err((error, refused))`. When the round
+    /// is over, what comes next.
+    pub(crate) fn answered(
+        &mut self,
+        ticket: Ticket,
+        result: Result<(), (ActionError, bool)>,
+        now_ms: i64,
+    ) -> Next {
+        if let Some(a) = self.trying.iter_mut().find(|(t, _, _)| *t == ticket) {
+            a.2 = Some(result.err());
+        }
+        if self.trying.iter().any(|(_, _, r)| r.is_none()) {
+            return Next::Wait;
+        }
+        // The round is over: refused pods go back to the front, in order.
+        let mut back = Vec::new();
+        for (_, pod, r) in std::mem::take(&mut self.trying) {
+            match r.flatten() {
+                None => self.evicted += 1,
+                Some((e, refused)) => {
+                    if !refused {
+                        self.failure.get_or_insert_with(|| {
+                            let message =
+                                format!("evicting {}/{}: {}", pod.namespace, pod.name, e.message);
+                            ActionError::new(e.class, message)
+                        });
+                    }
+                    self.refused.push((pod.clone(), e));
+                    back.push(pod);
+                }
+            }
+        }
+        let blocked = !back.is_empty();
+        back.append(&mut self.left);
+        self.left = back;
+        if self.sequential && !blocked && !self.left.is_empty() && self.failure.is_none() {
+            return Next::Evict(self.left.drain(..1).collect());
+        }
+        self.settle(now_ms)
+    }
+
+    /// After a round: give up on a failure, or on refusals at the deadline; wait for the next
+    /// step on refusals before it; see whether the pods are gone once all are evicted.
+    fn settle(&mut self, now_ms: i64) -> Next {
+        if let Some(e) = self.failure.take() {
+            return Next::GiveUp(e);
+        }
+        if self.left.is_empty() {
+            return Next::CheckGone;
+        }
+        if now_ms >= self.deadline_ms
+            && let Some((pod, e)) = self.refused.first()
+        {
+            let message = format!("evicting {}/{}: {}", pod.namespace, pod.name, e.message);
+            return Next::GiveUp(ActionError::new(e.class, message));
+        }
+        self.retry_at_ms = now_ms.saturating_add(RETRY_MS);
+        Next::Wait
+    }
+
+    /// Starts waiting for the evicted pods to leave, at most `wait_ms`.
+    pub(crate) fn wait_gone(&mut self, now_ms: i64, wait_ms: i64) {
+        if !matches!(self.phase, Phase::WaitingGone { .. }) {
+            self.phase = Phase::WaitingGone {
+                until_ms: now_ms.saturating_add(wait_ms),
+                check_at_ms: now_ms,
+                wait_ms,
+            };
+        }
+    }
+
+    /// Some evicted pods are still on the node at `now_ms`: the error to give up with once the
+    /// wait is over, else `None` (look again after `poll_ms`).
+    pub(crate) fn still_there(&mut self, now_ms: i64, poll_ms: i64) -> Option<ActionError> {
+        let Phase::WaitingGone {
+            until_ms, wait_ms, ..
+        } = self.phase
+        else {
+            return None;
+        };
+        if now_ms >= until_ms {
+            return Some(ActionError::new(
+                ErrorClass::Unavailable,
+                format!("evicted pods still on the node after {}s", wait_ms / 1000),
+            ));
+        }
+        self.phase = Phase::WaitingGone {
+            until_ms,
+            check_at_ms: now_ms.saturating_add(poll_ms),
+            wait_ms,
+        };
+        None
+    }
+
+    /// When this drain would like to be stepped again (`None`: it waits for replies).
+    pub(crate) fn wakeup(&self) -> Option<i64> {
+        match self.phase {
+            Phase::Evicting if self.trying.is_empty() => Some(self.retry_at_ms),
+            Phase::WaitingGone {
+                until_ms,
+                check_at_ms,
+                ..
+            } => Some(check_at_ms.min(until_ms)),
+            _ => None,
+        }
+    }
+}

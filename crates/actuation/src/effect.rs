@@ -1,0 +1,277 @@
+//! The effects an action turns into, the replies interpreters give for them and the typed
+//! reports of what each action came to.
+//!
+//! It is data only: it decides nothing and never touches a cluster. Interpreters (the live
+//! shell over the API, the simulator over its world) carry each [`Effect`] out and answer with
+//! a [`Reply`]; [`crate::Actuation`] turns replies into follow-up effects and [`Report`]s, and
+//! reports into the core's [`Outcome`]s.
+
+use std::sync::Arc;
+
+use autoscaler_clusterapi::{ObjectChange, ProviderError};
+use autoscaler_core::actions::PodRef;
+use autoscaler_core::intern::Sym;
+use autoscaler_core::node_group::NodeGroupId;
+use autoscaler_core::outcome::{ActionError, ErrorClass, Outcome};
+use autoscaler_core::taints::Taint;
+
+/// Names one effect, so that its reply finds what it was for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(pub(crate) u64);
+
+/// One thing to do to the cluster, with the ticket its reply must carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Effect {
+    pub(crate) ticket: Ticket,
+    pub(crate) kind: EffectKind,
+}
+
+impl Effect {
+    /// The ticket to answer with.
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
+    }
+
+    /// What to do.
+    pub fn kind(&self) -> &EffectKind {
+        &self.kind
+    }
+}
+
+/// Why a set of provider changes is applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// Growing a group.
+    ScaleUp {
+        /// Group.
+        group: NodeGroupId,
+        /// Nodes asked for.
+        delta: usize,
+    },
+    /// A correction of a group (target decrease, broken instances removed).
+    Correction {
+        /// Group.
+        group: NodeGroupId,
+        /// Which.
+        correction: Correction,
+    },
+    /// Deleting nodes (empty ones, or one drained).
+    DeleteNodes {
+        /// Group.
+        group: NodeGroupId,
+        /// Nodes.
+        nodes: Vec<Sym>,
+        /// Whether the node was drained first (else: empty).
+        drained: bool,
+    },
+}
+
+/// A correction of a group's size the core asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Correction {
+    /// `DecreaseTargetSize`.
+    DecreaseTargetSize {
+        /// By how much.
+        delta: usize,
+    },
+    /// `DeleteInstances`.
+    DeleteInstances {
+        /// Instance ids.
+        instances: Vec<Arc<str>>,
+        /// Why (`ScaleUpFailed`, `DeleteUnregistered`).
+        reason: &'static str,
+    },
+}
+
+/// What an effect asks the interpreter to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EffectKind {
+    /// Apply the provider's object changes, in order (one reply for them all).
+    Changes {
+        /// The changes.
+        changes: Vec<ObjectChange>,
+        /// What they are for.
+        purpose: Purpose,
+    },
+    /// Add (or replace) a taint on a node.
+    AddTaint {
+        /// Node.
+        node: Sym,
+        /// Taint.
+        taint: Taint,
+    },
+    /// Remove a taint from a node.
+    RemoveTaint {
+        /// Node.
+        node: Sym,
+        /// Taint key.
+        key: Sym,
+    },
+    /// Remove the `ToBeDeletedByClusterAutoscaler` taint of a node whose deletion or drain
+    /// failed. Its reply is not waited for: a failure is only logged.
+    Untaint {
+        /// Node.
+        node: Sym,
+    },
+    /// Evict a pod through the Eviction API. An interpreter may retry refusals by a budget
+    /// itself until `deadline_ms` (the live shell does), or answer the first refusal (the
+    /// simulator does; the drain tries again at its next step).
+    Evict {
+        /// The pod.
+        pod: PodRef,
+        /// The node being drained.
+        node: Sym,
+        /// Grace period, seconds.
+        grace_period_sec: u64,
+        /// When the drain gives up, on the clock the actuation is given.
+        deadline_ms: i64,
+    },
+}
+
+/// How an effect went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Done.
+    Done,
+    /// An eviction found the pod gone already.
+    Gone,
+    /// An eviction a disruption budget refused (may be tried again until the deadline).
+    Refused(ActionError),
+    /// Failed.
+    Failed(ActionError),
+}
+
+/// What one action came to: for the core (through [`Report::outcomes`]) and for the shells'
+/// metrics, events, logs and reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// A group was grown.
+    ScaledUp {
+        /// Group.
+        group: NodeGroupId,
+        /// Nodes asked for.
+        delta: usize,
+    },
+    /// Growing a group failed.
+    ScaleUpFailed {
+        /// Group.
+        group: NodeGroupId,
+        /// Nodes asked for.
+        delta: usize,
+        /// Why.
+        error: ActionError,
+        /// Whether the provider refused it before anything was sent (else the API or the
+        /// world failed applying its changes).
+        by_provider: bool,
+    },
+    /// A correction was applied.
+    Corrected {
+        /// Group.
+        group: NodeGroupId,
+        /// Which.
+        correction: Correction,
+    },
+    /// A correction failed.
+    CorrectionFailed {
+        /// Group.
+        group: NodeGroupId,
+        /// Which.
+        correction: Correction,
+        /// Why.
+        error: ActionError,
+    },
+    /// Adding (`add`) or removing a taint failed.
+    TaintFailed {
+        /// Node.
+        node: Sym,
+        /// Taint key.
+        key: Sym,
+        /// Adding (else removing).
+        add: bool,
+        /// Why.
+        error: ActionError,
+    },
+    /// A drain started.
+    DrainStarted {
+        /// Group.
+        group: NodeGroupId,
+        /// Node.
+        node: Sym,
+    },
+    /// Nodes were deleted.
+    Deleted {
+        /// Group.
+        group: NodeGroupId,
+        /// Nodes.
+        nodes: Vec<Sym>,
+        /// Deleted empty (else drained).
+        empty: bool,
+        /// Whether the (drained) node was ready.
+        ready: bool,
+        /// Pods evicted on the way.
+        evicted: usize,
+    },
+    /// Deleting nodes failed (their deletion taint is being removed).
+    DeleteFailed {
+        /// Group.
+        group: NodeGroupId,
+        /// Nodes.
+        nodes: Vec<Sym>,
+        /// Why.
+        error: ActionError,
+        /// Pods evicted before.
+        evicted: usize,
+    },
+    /// A drain gave up (its deletion taint is being removed; nothing was deleted).
+    DrainFailed {
+        /// Group.
+        group: NodeGroupId,
+        /// Node.
+        node: Sym,
+        /// Why.
+        error: ActionError,
+        /// Pods evicted before it gave up.
+        evicted: usize,
+        /// Pods whose eviction was refused or failed.
+        refused: Vec<PodRef>,
+        /// Pods not evicted (refused, or not tried after a refusal).
+        not_evicted: usize,
+    },
+}
+
+impl Report {
+    /// What the core must learn from it (through `Autoscaler::observe`).
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        match self {
+            Report::ScaleUpFailed { group, error, .. } => vec![Outcome::ScaleUpFailed {
+                group: group.clone(),
+                error: error.clone(),
+            }],
+            Report::Deleted { nodes, .. } => nodes
+                .iter()
+                .map(|&node| Outcome::NodeDeleted { node })
+                .collect(),
+            Report::DeleteFailed { nodes, .. } => nodes
+                .iter()
+                .map(|&node| Outcome::NodeDeletionFailed { node })
+                .collect(),
+            Report::DrainFailed { node, .. } => {
+                vec![Outcome::NodeDeletionFailed { node: *node }]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The class of a provider refusal.
+pub fn provider_error(e: &ProviderError) -> ActionError {
+    let class = match e {
+        ProviderError::UnknownGroup { .. } => ErrorClass::NotFound,
+        ProviderError::WouldDeleteMachines { .. } => ErrorClass::RefusedBySafety,
+        ProviderError::ZeroDelta { .. }
+        | ProviderError::AboveMax { .. }
+        | ProviderError::BelowMin { .. }
+        | ProviderError::NotInGroup { .. } => ErrorClass::Invalid,
+    };
+    ActionError::new(class, e.to_string())
+}

@@ -1,0 +1,898 @@
+//! The actions of the loop carried out as effects, and everything in flight between loops: which
+//! nodes are draining (so they are not drained twice nor untainted by the soft-taint cleanup),
+//! the [`InFlight`] counts the next loop is given, what each effect's reply means, and the
+//! reports that come of it.
+//!
+//! It decides how an action is carried out (which provider changes, taints and evictions, in
+//! what order, what to undo on failure, when a drain gives up) but never what to scale (the
+//! core does), never performs an effect (interpreters do) and never reads a clock: every call
+//! gets `now_ms`, on any clock that only moves forward, as long as it is the same one.
+
+use std::time::Duration;
+
+use autoscaler_clusterapi::{ClusterApiProvider, ObjectChange, ProviderError};
+use autoscaler_core::actions::Action;
+use autoscaler_core::intern::Sym;
+use autoscaler_core::node::Node;
+use autoscaler_core::node_group::NodeGroupId;
+use autoscaler_core::outcome::ActionError;
+use autoscaler_core::scale_down::InFlight;
+use rustc_hash::FxHashMap;
+
+use crate::drain::{Drain, Next, Phase};
+use crate::effect::{
+    Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error,
+};
+use crate::informer::ClusterLookup;
+
+/// How actions are carried out over time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActuationOptions {
+    max_pod_eviction_time_ms: i64,
+    pod_gone_slack_ms: i64,
+    pod_gone_poll_ms: i64,
+}
+
+impl ActuationOptions {
+    /// `--max-pod-eviction-time`: how long a drain keeps trying evictions a budget refuses.
+    /// Evicted pods are waited for up to their grace period and 30 s more, looked at every
+    /// second.
+    pub fn new(max_pod_eviction_time: Duration) -> ActuationOptions {
+        ActuationOptions {
+            max_pod_eviction_time_ms: i64::try_from(max_pod_eviction_time.as_millis())
+                .unwrap_or(i64::MAX),
+            pod_gone_slack_ms: 30_000,
+            pod_gone_poll_ms: 1_000,
+        }
+    }
+}
+
+impl Default for ActuationOptions {
+    /// Upstream's `--max-pod-eviction-time` of 2 minutes.
+    fn default() -> Self {
+        ActuationOptions::new(Duration::from_secs(120))
+    }
+}
+
+/// What a reply is for.
+#[derive(Clone, Debug)]
+enum Waiting {
+    ScaleUp {
+        group: NodeGroupId,
+        delta: usize,
+    },
+    Correction {
+        group: NodeGroupId,
+        correction: Correction,
+    },
+    Taint {
+        node: Sym,
+        key: Sym,
+        add: bool,
+    },
+    Untaint,
+    Delete {
+        group: NodeGroupId,
+        nodes: Vec<Sym>,
+        empty: bool,
+        ready: bool,
+        evicted: usize,
+    },
+    Evict,
+}
+
+/// The actuation state of one autoscaler process: drains in flight, effects awaiting replies,
+/// reports not taken yet.
+#[derive(Clone, Debug, Default)]
+pub struct Actuation {
+    options: ActuationOptions,
+    next_ticket: u64,
+    waiting: FxHashMap<Ticket, Waiting>,
+    /// In the order they started.
+    drains: Vec<Drain>,
+    reports: Vec<Report>,
+}
+
+impl Actuation {
+    /// Nothing in flight.
+    pub fn new(options: ActuationOptions) -> Actuation {
+        Actuation {
+            options,
+            ..Actuation::default()
+        }
+    }
+
+    /// The deletions in flight, for the next loop (`provider`'s group order).
+    pub fn in_flight(&self, provider: &ClusterApiProvider) -> InFlight {
+        let mut in_flight = InFlight {
+            per_group: vec![0; provider.resources().len()],
+            empty: 0,
+            drains: self.drains.len(),
+        };
+        for d in &self.drains {
+            if let Some(i) = provider.group_index(d.group.as_str()) {
+                in_flight.per_group[i] += 1;
+            }
+        }
+        in_flight
+    }
+
+    /// Whether `node` has a drain in flight.
+    pub fn is_draining(&self, node: &str) -> bool {
+        self.drains.iter().any(|d| d.node.as_str() == node)
+    }
+
+    /// The nodes with a drain in flight, in the order they started.
+    pub fn draining(&self) -> impl Iterator<Item = Sym> + '_ {
+        self.drains.iter().map(|d| d.node)
+    }
+
+    /// The reports of what actions came to since the last call, in order.
+    pub fn take_reports(&mut self) -> Vec<Report> {
+        std::mem::take(&mut self.reports)
+    }
+
+    /// When a drain would like [`Actuation::step`] to be called (`None`: nothing to wait for
+    /// but replies).
+    pub fn next_wakeup(&self) -> Option<i64> {
+        self.drains.iter().filter_map(Drain::wakeup).min()
+    }
+
+    fn effect(&mut self, waiting: Waiting, kind: EffectKind) -> Effect {
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        self.waiting.insert(ticket, waiting);
+        Effect { ticket, kind }
+    }
+
+    fn untaint(&mut self, node: Sym) -> Effect {
+        self.effect(Waiting::Untaint, EffectKind::Untaint { node })
+    }
+
+    /// The first effects of `action` at `now_ms` (none when it is refused at once, is a
+    /// duplicate, or is a drain: drains advance in [`Actuation::step`]).
+    pub fn start(
+        &mut self,
+        action: Action,
+        lookup: &mut dyn ClusterLookup,
+        now_ms: i64,
+    ) -> Vec<Effect> {
+        match action {
+            Action::IncreaseSize { group, delta, .. } => {
+                let changes = lookup.provider().increase_size(group.as_str(), delta);
+                match changes {
+                    Ok(changes) => {
+                        let purpose = Purpose::ScaleUp {
+                            group: group.clone(),
+                            delta,
+                        };
+                        let w = Waiting::ScaleUp { group, delta };
+                        vec![self.effect(w, EffectKind::Changes { changes, purpose })]
+                    }
+                    Err(e) => {
+                        self.reports.push(Report::ScaleUpFailed {
+                            group,
+                            delta,
+                            error: provider_error(&e),
+                            by_provider: true,
+                        });
+                        Vec::new()
+                    }
+                }
+            }
+            Action::DecreaseTargetSize { group, delta } => {
+                let changes = lookup
+                    .provider()
+                    .decrease_target_size(group.as_str(), delta);
+                self.correct(group, Correction::DecreaseTargetSize { delta }, changes)
+            }
+            Action::DeleteInstances {
+                group,
+                instances,
+                reason,
+            } => {
+                let ids: Vec<&str> = instances.iter().map(|i| &**i).collect();
+                let changes = lookup.provider().delete_instances(group.as_str(), &ids);
+                let correction = Correction::DeleteInstances { instances, reason };
+                self.correct(group, correction, changes)
+            }
+            Action::AddTaint { node, taint } => {
+                let w = Waiting::Taint {
+                    node,
+                    key: taint.key,
+                    add: true,
+                };
+                vec![self.effect(w, EffectKind::AddTaint { node, taint })]
+            }
+            Action::RemoveTaint { node, key } => {
+                // A draining node keeps its taints until the drain is over.
+                if self.is_draining(node.as_str()) {
+                    return Vec::new();
+                }
+                let w = Waiting::Taint {
+                    node,
+                    key,
+                    add: false,
+                };
+                vec![self.effect(w, EffectKind::RemoveTaint { node, key })]
+            }
+            Action::DeleteEmptyNodes { group, nodes } => {
+                let views = lookup.nodes(&nodes);
+                let provider = lookup.provider();
+                self.delete(&provider, group, nodes, &views, true, 0)
+            }
+            Action::DrainAndDelete {
+                group,
+                node,
+                evict,
+                grace_period_sec,
+                sequential,
+            } => {
+                if self.is_draining(node.as_str()) {
+                    return Vec::new();
+                }
+                let deadline = now_ms.saturating_add(self.options.max_pod_eviction_time_ms);
+                self.reports.push(Report::DrainStarted {
+                    group: group.clone(),
+                    node,
+                });
+                self.drains.push(Drain::new(
+                    group,
+                    node,
+                    evict,
+                    grace_period_sec,
+                    sequential,
+                    now_ms,
+                    deadline,
+                ));
+                Vec::new()
+            }
+        }
+    }
+
+    fn correct(
+        &mut self,
+        group: NodeGroupId,
+        correction: Correction,
+        changes: Result<Vec<ObjectChange>, ProviderError>,
+    ) -> Vec<Effect> {
+        match changes {
+            Ok(changes) => {
+                let purpose = Purpose::Correction {
+                    group: group.clone(),
+                    correction: correction.clone(),
+                };
+                let w = Waiting::Correction { group, correction };
+                vec![self.effect(w, EffectKind::Changes { changes, purpose })]
+            }
+            Err(e) => {
+                self.reports.push(Report::CorrectionFailed {
+                    group,
+                    correction,
+                    error: provider_error(&e),
+                });
+                Vec::new()
+            }
+        }
+    }
+
+    /// Deletes `views` (the nodes `names` found) through `provider`. Nothing when none was
+    /// found (they are gone already); on a refusal, the nodes are untainted.
+    fn delete(
+        &mut self,
+        provider: &ClusterApiProvider,
+        group: NodeGroupId,
+        names: Vec<Sym>,
+        views: &[std::sync::Arc<Node>],
+        empty: bool,
+        evicted: usize,
+    ) -> Vec<Effect> {
+        if views.is_empty() {
+            return Vec::new();
+        }
+        let refs: Vec<&Node> = views.iter().map(|n| &**n).collect();
+        match provider.delete_nodes(group.as_str(), &refs) {
+            Ok(changes) => {
+                let purpose = Purpose::DeleteNodes {
+                    group: group.clone(),
+                    nodes: names.clone(),
+                    drained: !empty,
+                };
+                let w = Waiting::Delete {
+                    group,
+                    ready: empty || views.iter().all(|v| v.is_ready()),
+                    nodes: names,
+                    empty,
+                    evicted,
+                };
+                vec![self.effect(w, EffectKind::Changes { changes, purpose })]
+            }
+            Err(e) => self.deletion_failed(group, names, provider_error(&e), evicted),
+        }
+    }
+
+    fn deletion_failed(
+        &mut self,
+        group: NodeGroupId,
+        nodes: Vec<Sym>,
+        error: ActionError,
+        evicted: usize,
+    ) -> Vec<Effect> {
+        let out = nodes.iter().map(|&n| self.untaint(n)).collect();
+        self.reports.push(Report::DeleteFailed {
+            group,
+            nodes,
+            error,
+            evicted,
+        });
+        out
+    }
+
+    /// Advances every drain not waiting for a reply: a new round of evictions for the pods not
+    /// evicted yet, the look whether evicted pods are gone, the deletion, or giving up. The
+    /// simulator calls it every loop; the live shell at [`Actuation::next_wakeup`] too.
+    pub fn step(&mut self, lookup: &mut dyn ClusterLookup, now_ms: i64) -> Vec<Effect> {
+        let mut out = Vec::new();
+        for i in 0..self.drains.len() {
+            let next = self.drains[i].step(now_ms);
+            self.follow(i, next, lookup, now_ms, &mut out);
+        }
+        self.drains.retain(|d| d.phase != Phase::Finished);
+        out
+    }
+
+    /// Feeds the reply to an effect in; returns the effects that follow from it.
+    pub fn reply(
+        &mut self,
+        ticket: Ticket,
+        reply: Reply,
+        lookup: &mut dyn ClusterLookup,
+        now_ms: i64,
+    ) -> Vec<Effect> {
+        let Some(waiting) = self.waiting.remove(&ticket) else {
+            return Vec::new();
+        };
+        let refused = matches!(reply, Reply::Refused(_));
+        let error = match reply {
+            Reply::Done | Reply::Gone => None,
+            Reply::Refused(e) | Reply::Failed(e) => Some(e),
+        };
+        let mut out = Vec::new();
+        match waiting {
+            Waiting::ScaleUp { group, delta } => self.reports.push(match error {
+                None => Report::ScaledUp { group, delta },
+                Some(error) => Report::ScaleUpFailed {
+                    group,
+                    delta,
+                    error,
+                    by_provider: false,
+                },
+            }),
+            Waiting::Correction { group, correction } => self.reports.push(match error {
+                None => Report::Corrected { group, correction },
+                Some(error) => Report::CorrectionFailed {
+                    group,
+                    correction,
+                    error,
+                },
+            }),
+            Waiting::Taint { node, key, add } => {
+                if let Some(error) = error {
+                    self.reports.push(Report::TaintFailed {
+                        node,
+                        key,
+                        add,
+                        error,
+                    });
+                }
+            }
+            Waiting::Untaint => {}
+            Waiting::Delete {
+                group,
+                nodes,
+                empty,
+                ready,
+                evicted,
+            } => {
+                self.finish_drain(&nodes, empty);
+                match error {
+                    None => self.reports.push(Report::Deleted {
+                        group,
+                        nodes,
+                        empty,
+                        ready,
+                        evicted,
+                    }),
+                    Some(error) => out = self.deletion_failed(group, nodes, error, evicted),
+                }
+            }
+            Waiting::Evict => {
+                if let Some(i) = self.drains.iter().position(|d| d.is_trying(ticket)) {
+                    let result = match error {
+                        None => Ok(()),
+                        Some(e) => Err((e, refused)),
+                    };
+                    let next = self.drains[i].answered(ticket, result, now_ms);
+                    self.follow(i, next, lookup, now_ms, &mut out);
+                }
+            }
+        }
+        self.drains.retain(|d| d.phase != Phase::Finished);
+        out
+    }
+
+    fn finish_drain(&mut self, nodes: &[Sym], empty: bool) {
+        if empty {
+            return;
+        }
+        for d in &mut self.drains {
+            if nodes.contains(&d.node) {
+                d.phase = Phase::Finished;
+            }
+        }
+    }
+
+    /// Carries out what drain `i` needs next.
+    fn follow(
+        &mut self,
+        i: usize,
+        next: Next,
+        lookup: &mut dyn ClusterLookup,
+        now_ms: i64,
+        out: &mut Vec<Effect>,
+    ) {
+        match next {
+            Next::Wait => {}
+            Next::Evict(pods) => {
+                for pod in pods {
+                    let d = &self.drains[i];
+                    let kind = EffectKind::Evict {
+                        pod: pod.clone(),
+                        node: d.node,
+                        grace_period_sec: d.grace_period_sec,
+                        deadline_ms: d.deadline_ms,
+                    };
+                    let e = self.effect(Waiting::Evict, kind);
+                    self.drains[i].sent(e.ticket, pod);
+                    out.push(e);
+                }
+            }
+            Next::CheckGone => self.check_gone(i, lookup, now_ms, out),
+            Next::GiveUp(error) => self.give_up(i, error, out),
+        }
+    }
+
+    /// Deletes drain `i`'s node once its evicted pods are gone; gives up when they outstay the
+    /// wait.
+    fn check_gone(
+        &mut self,
+        i: usize,
+        lookup: &mut dyn ClusterLookup,
+        now_ms: i64,
+        out: &mut Vec<Effect>,
+    ) {
+        let o = &self.options;
+        let d = &mut self.drains[i];
+        let grace_ms = i64::try_from(d.grace_period_sec.saturating_mul(1000)).unwrap_or(i64::MAX);
+        d.wait_gone(now_ms, grace_ms.saturating_add(o.pod_gone_slack_ms));
+        let node = d.node;
+        if d.pods.iter().any(|p| lookup.pod_on_node(p, node.as_str())) {
+            if let Some(error) = d.still_there(now_ms, o.pod_gone_poll_ms) {
+                self.give_up(i, error, out);
+            }
+            return;
+        }
+        // The provider current now: groups may have changed since the drain started.
+        let provider = lookup.provider();
+        let Some(view) = lookup.node(node.as_str()) else {
+            // The node is gone already: nothing left to delete.
+            d.phase = Phase::Finished;
+            return;
+        };
+        d.phase = Phase::Deleting;
+        let (group, evicted) = (d.group.clone(), d.evicted);
+        let effects = self.delete(&provider, group, vec![node], &[view], false, evicted);
+        if !effects
+            .iter()
+            .any(|e| matches!(e.kind, EffectKind::Changes { .. }))
+        {
+            // Refused by the provider: the drain is over.
+            self.drains[i].phase = Phase::Finished;
+        }
+        out.extend(effects);
+    }
+
+    fn give_up(&mut self, i: usize, error: ActionError, out: &mut Vec<Effect>) {
+        let d = &mut self.drains[i];
+        d.phase = Phase::Finished;
+        let report = Report::DrainFailed {
+            group: d.group.clone(),
+            node: d.node,
+            error,
+            evicted: d.evicted,
+            refused: d.refused.iter().map(|(p, _)| p.clone()).collect(),
+            not_evicted: d.not_evicted(),
+        };
+        let node = d.node;
+        self.reports.push(report);
+        out.push(self.untaint(node));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::informer::{Informer, InformerLookup};
+    use autoscaler_clusterapi::ClusterApiConfig;
+    use autoscaler_core::actions::PodRef;
+    use autoscaler_core::outcome::{ErrorClass, Outcome};
+    use autoscaler_core::store::{ObjectKey, ObjectStore};
+    use std::sync::Arc;
+
+    const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
+    const GENERAL: &str = "MachineDeployment/default/general";
+
+    struct Fixture {
+        informer: Informer,
+        config: ClusterApiConfig,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let mut store = ObjectStore::new();
+            store.load_yaml(SNAPSHOT).expect("example snapshot loads");
+            Fixture {
+                informer: Informer::from_store(&store),
+                config: ClusterApiConfig::default(),
+            }
+        }
+
+        fn lookup(&mut self) -> InformerLookup<'_> {
+            InformerLookup::new(&mut self.informer, &self.config)
+        }
+
+        /// The pod `name` has left its node (deleted), as after an eviction.
+        fn gone(&mut self, name: &str) {
+            let key = ObjectKey {
+                group: String::new(),
+                kind: "Pod".into(),
+                namespace: "default".into(),
+                name: name.into(),
+            };
+            self.informer.apply(key, None);
+        }
+    }
+
+    fn pod(name: &str) -> PodRef {
+        PodRef {
+            namespace: Sym::new("default"),
+            name: Arc::from(name),
+        }
+    }
+
+    fn drain(node: &str, pods: &[&str], sequential: bool) -> Action {
+        Action::DrainAndDelete {
+            group: NodeGroupId::from(GENERAL),
+            node: Sym::new(node),
+            evict: pods.iter().map(|p| pod(p)).collect(),
+            grace_period_sec: 5,
+            sequential,
+        }
+    }
+
+    fn refused() -> Reply {
+        Reply::Refused(ActionError::new(
+            ErrorClass::Unavailable,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        ))
+    }
+
+    fn evicts(effects: &[Effect]) -> Vec<String> {
+        effects
+            .iter()
+            .filter_map(|e| match e.kind() {
+                EffectKind::Evict { pod, .. } => Some(pod.name.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Steps a drain blocked by a budget every 10 s from 0, answering every eviction with a
+    /// refusal; the time at which it gave up.
+    fn gives_up_at(max_pod_eviction_time: Duration) -> i64 {
+        let mut f = Fixture::new();
+        let mut a = Actuation::new(ActuationOptions::new(max_pod_eviction_time));
+        assert!(
+            a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0)
+                .is_empty()
+        );
+        for now in (0..600_000).step_by(10_000) {
+            for e in a.step(&mut f.lookup(), now) {
+                let follow = a.reply(e.ticket(), refused(), &mut f.lookup(), now);
+                if let Some(Report::DrainFailed { error, .. }) = a.take_reports().pop() {
+                    assert!(
+                        error
+                            .message
+                            .starts_with("evicting default/web-1: Cannot evict")
+                    );
+                    assert!(
+                        matches!(follow.as_slice(), [e] if matches!(e.kind(), EffectKind::Untaint { node } if node.as_str() == "general-a")),
+                        "{follow:?}"
+                    );
+                    assert!(!a.is_draining("general-a"));
+                    return now;
+                }
+            }
+        }
+        panic!("never gave up");
+    }
+
+    #[test]
+    fn the_drain_deadline_comes_from_the_options() {
+        assert_eq!(gives_up_at(Duration::from_secs(20)), 20_000);
+        assert_eq!(gives_up_at(Duration::from_secs(65)), 70_000);
+    }
+
+    #[test]
+    fn the_deadline_travels_with_each_eviction() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::new(ActuationOptions::new(Duration::from_secs(45)));
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 1_000);
+        let effects = a.step(&mut f.lookup(), 1_000);
+        assert!(
+            matches!(
+                effects[0].kind(),
+                EffectKind::Evict {
+                    deadline_ms: 46_000,
+                    grace_period_sec: 5,
+                    ..
+                }
+            ),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_drain_evicts_waits_until_the_pods_are_gone_then_deletes() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        assert!(matches!(
+            a.take_reports().as_slice(),
+            [Report::DrainStarted { .. }]
+        ));
+        let e = a.step(&mut f.lookup(), 0);
+        assert_eq!(evicts(&e), ["web-1"]);
+        // Evicted, but the pod is still on the node: nothing is deleted yet.
+        assert!(
+            a.reply(e[0].ticket(), Reply::Done, &mut f.lookup(), 0)
+                .is_empty()
+        );
+        assert_eq!(a.next_wakeup(), Some(1_000));
+        assert!(a.step(&mut f.lookup(), 1_000).is_empty());
+        assert!(a.is_draining("general-a"));
+        f.gone("web-1");
+        let e = a.step(&mut f.lookup(), 2_000);
+        let [delete] = e.as_slice() else {
+            panic!("{e:?}")
+        };
+        let EffectKind::Changes { changes, purpose } = delete.kind() else {
+            panic!("{delete:?}")
+        };
+        assert!(matches!(
+            purpose,
+            Purpose::DeleteNodes { drained: true, .. }
+        ));
+        assert!(
+            matches!(&changes[0], ObjectChange::AnnotateMachine { key, .. } if key.name == "general-1-a")
+        );
+        assert!(matches!(
+            &changes[1],
+            ObjectChange::SetReplicas { replicas: 1, .. }
+        ));
+        // Still in flight until the deletion is answered.
+        assert!(a.is_draining("general-a"));
+        assert!(
+            a.reply(delete.ticket(), Reply::Done, &mut f.lookup(), 3_000)
+                .is_empty()
+        );
+        assert!(!a.is_draining("general-a"));
+        let reports = a.take_reports();
+        let [
+            r @ Report::Deleted {
+                evicted: 1,
+                empty: false,
+                ..
+            },
+        ] = reports.as_slice()
+        else {
+            panic!("{reports:?}")
+        };
+        assert_eq!(
+            r.outcomes(),
+            [Outcome::NodeDeleted {
+                node: Sym::new("general-a")
+            }]
+        );
+    }
+
+    #[test]
+    fn evicted_pods_that_stay_past_their_grace_period_give_the_drain_up() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        let e = a.step(&mut f.lookup(), 0);
+        a.reply(e[0].ticket(), Reply::Done, &mut f.lookup(), 0);
+        assert!(a.step(&mut f.lookup(), 34_000).is_empty());
+        let e = a.step(&mut f.lookup(), 35_000);
+        assert!(matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { .. })));
+        let reports = a.take_reports();
+        assert!(
+            matches!(reports.as_slice(), [_, Report::DrainFailed { error, evicted: 1, .. }]
+                if error.message == "evicted pods still on the node after 35s"),
+            "{reports:?}"
+        );
+    }
+
+    #[test]
+    fn a_sequential_drain_evicts_one_at_a_time_and_a_refusal_holds_the_rest() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        a.start(
+            drain("general-a", &["web-1", "web-9", "web-8"], true),
+            &mut f.lookup(),
+            0,
+        );
+        let e = a.step(&mut f.lookup(), 0);
+        assert_eq!(evicts(&e), ["web-1"]);
+        let e = a.reply(e[0].ticket(), Reply::Gone, &mut f.lookup(), 0);
+        assert_eq!(evicts(&e), ["web-9"]);
+        assert!(
+            a.reply(e[0].ticket(), refused(), &mut f.lookup(), 0)
+                .is_empty()
+        );
+        // The next step tries the refused pod again first, and only it.
+        let e = a.step(&mut f.lookup(), 10_000);
+        assert_eq!(evicts(&e), ["web-9"]);
+        // In parallel, every pod is tried at once.
+        let mut b = Actuation::default();
+        b.start(
+            drain("general-a", &["web-1", "web-9"], false),
+            &mut f.lookup(),
+            0,
+        );
+        assert_eq!(evicts(&b.step(&mut f.lookup(), 0)), ["web-1", "web-9"]);
+    }
+
+    #[test]
+    fn a_failed_eviction_gives_up_at_once() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        let e = a.step(&mut f.lookup(), 0);
+        let failed = Reply::Failed(ActionError::new(ErrorClass::Forbidden, "forbidden"));
+        let e = a.reply(e[0].ticket(), failed, &mut f.lookup(), 0);
+        assert!(matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { .. })));
+        assert!(matches!(a.take_reports().last(),
+            Some(Report::DrainFailed { error, refused, not_evicted: 1, .. })
+                if error.class == ErrorClass::Forbidden && refused == &[pod("web-1")]));
+    }
+
+    #[test]
+    fn a_failed_deletion_untaints_and_is_a_failed_deletion_for_the_core() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        let action = Action::DeleteEmptyNodes {
+            group: NodeGroupId::from(GENERAL),
+            nodes: vec![Sym::new("general-b")],
+        };
+        let e = a.start(action, &mut f.lookup(), 0);
+        assert!(matches!(
+            e[0].kind(),
+            EffectKind::Changes {
+                purpose: Purpose::DeleteNodes { drained: false, .. },
+                ..
+            }
+        ));
+        let forbidden = Reply::Failed(ActionError::new(ErrorClass::Forbidden, "403"));
+        let e = a.reply(e[0].ticket(), forbidden, &mut f.lookup(), 0);
+        assert!(
+            matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { node } if node.as_str() == "general-b"))
+        );
+        let reports = a.take_reports();
+        let [r @ Report::DeleteFailed { error, .. }] = reports.as_slice() else {
+            panic!("{reports:?}")
+        };
+        assert_eq!(error.class, ErrorClass::Forbidden);
+        assert_eq!(
+            r.outcomes(),
+            [Outcome::NodeDeletionFailed {
+                node: Sym::new("general-b")
+            }]
+        );
+    }
+
+    #[test]
+    fn a_draining_node_is_not_drained_twice_nor_untainted_and_counts_in_flight() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        assert!(
+            a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0)
+                .is_empty()
+        );
+        assert_eq!(a.take_reports().len(), 1, "one drain started");
+        let untaint = |node: &str| Action::RemoveTaint {
+            node: Sym::new(node),
+            key: Sym::new("DeletionCandidateOfClusterAutoscaler"),
+        };
+        assert!(a.start(untaint("general-a"), &mut f.lookup(), 0).is_empty());
+        assert_eq!(a.start(untaint("general-b"), &mut f.lookup(), 0).len(), 1);
+        let provider = f.lookup().provider();
+        let in_flight = a.in_flight(&provider);
+        let i = provider.group_index(GENERAL).expect("general");
+        assert_eq!(in_flight.drains, 1);
+        assert_eq!(in_flight.per_group[i], 1);
+        assert_eq!(in_flight.per_group.iter().sum::<usize>(), 1);
+    }
+
+    #[test]
+    fn provider_refusals_are_typed_outcomes() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        let grow = |group: &str, delta| Action::IncreaseSize {
+            group: NodeGroupId::from(group),
+            delta,
+            new_target: 0,
+        };
+        a.start(grow(GENERAL, 100), &mut f.lookup(), 0);
+        a.start(
+            grow("MachineDeployment/default/nope", 1),
+            &mut f.lookup(),
+            0,
+        );
+        let shrink = Action::DecreaseTargetSize {
+            group: NodeGroupId::from(GENERAL),
+            delta: 1,
+        };
+        assert!(a.start(shrink, &mut f.lookup(), 0).is_empty());
+        let classes: Vec<ErrorClass> = a
+            .take_reports()
+            .iter()
+            .map(|r| match r {
+                Report::ScaleUpFailed {
+                    error,
+                    by_provider: true,
+                    ..
+                }
+                | Report::CorrectionFailed { error, .. } => error.class,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                ErrorClass::Invalid,
+                ErrorClass::NotFound,
+                ErrorClass::RefusedBySafety
+            ]
+        );
+        // A scale-up the API refused is a failure for the core, with its class.
+        let e = a.start(grow(GENERAL, 1), &mut f.lookup(), 0);
+        let forbidden = ActionError::new(ErrorClass::Forbidden, "403 forbidden");
+        a.reply(
+            e[0].ticket(),
+            Reply::Failed(forbidden.clone()),
+            &mut f.lookup(),
+            0,
+        );
+        let reports = a.take_reports();
+        assert_eq!(
+            reports[0].outcomes(),
+            [Outcome::ScaleUpFailed {
+                group: NodeGroupId::from(GENERAL),
+                error: forbidden
+            }]
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! How the cluster autoscaler's actions are carried out, as pure data shared by every shell:
+//! the informer's view of the cluster, the bookkeeping of what is in flight, each action turned
+//! into effects (provider object changes, taints, evictions, deletions), the drain state
+//! machine (evict, wait until the pods are gone, delete; or untaint at the deadline), and typed
+//! reports fed back to the core as outcomes.
+//!
+//! It is synchronous and does no I/O: no clock, no client, no world. The live shell interprets
+//! the effects over the Kubernetes API (asynchronously, drains concurrently), the simulator over
+//! its world (synchronously), and `plan` builds its view with the same informer; all of them
+//! carry actions out through the same code.
+#![warn(missing_docs)]
+
+mod drain;
+pub mod effect;
+pub mod inflight;
+pub mod informer;
+
+pub use effect::{Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error};
+pub use inflight::{Actuation, ActuationOptions};
+pub use informer::{ClusterLookup, Informer, InformerLookup};
