@@ -853,7 +853,6 @@ mod tests {
     use super::*;
     use autoscaler_core::actions::PodRef;
     use autoscaler_core::intern::Sym;
-    use std::time::Duration;
 
     /// Two workers and one web pod under a budget that allows no disruption: the Eviction API
     /// refuses every eviction of it.
@@ -873,9 +872,20 @@ workloads:
 
     /// Drains the web pod's node at 5m and steps the drains every 10 s (as the loops do): how
     /// long after the start the drain gave up.
-    fn gives_up_after(max_pod_eviction_time: Duration) -> SimTime {
-        let mut s = Scenario::parse(BLOCKED, std::path::Path::new(".")).expect("scenario");
-        s.max_pod_eviction_time = max_pod_eviction_time;
+    fn gives_up_after(flags: &[&str]) -> SimTime {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: crate::options::RunArgs,
+        }
+        let argv = std::iter::once("cluster-autoscaler").chain(flags.iter().copied());
+        let args = Cli::try_parse_from(argv).expect("flags parse").run;
+        let cli = super::super::scenario::CommandLine {
+            args: &args,
+            file: None,
+        };
+        let s = Scenario::parse_with(BLOCKED, std::path::Path::new("."), &cli).expect("scenario");
         let mut d = Driver::new(&s).expect("world");
         let start: SimTime = 300_000;
         d.world.step_until(start);
@@ -929,9 +939,11 @@ workloads:
 
     #[test]
     fn a_drain_blocked_by_a_budget_gives_up_at_max_pod_eviction_time() {
-        assert_eq!(gives_up_after(Duration::from_secs(120)), 120_000);
-        assert_eq!(gives_up_after(Duration::from_secs(40)), 40_000);
-        // No time at all: the first refusal gives up, in the loop that started the drain.
-        assert_eq!(gives_up_after(Duration::ZERO), 0);
+        // The deadline comes from `--max-pod-eviction-time` through the options `run` uses
+        // (the live executor's test of the same flag: kube's `execute` tests).
+        assert_eq!(gives_up_after(&[]), 120_000);
+        assert_eq!(gives_up_after(&["--max-pod-eviction-time=40s"]), 40_000);
+        // The drains are stepped every 10 s: a deadline of 1 s is seen at the next step.
+        assert_eq!(gives_up_after(&["--max-pod-eviction-time=1s"]), 10_000);
     }
 }
