@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::cluster::Cluster;
+use crate::machines::Machines;
 use crate::time::SimTime;
-use crate::world::World;
 
 /// One periodic sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,40 +55,39 @@ pub struct Metrics {
     pub waits: Vec<PodWait>,
 }
 
-impl World {
-    /// Takes a sample now (also done every `metrics_interval_ms`).
-    pub fn sample_metrics(&mut self) {
-        let mut s = Sample {
-            at_ms: self.now,
-            pending: 0,
-            unschedulable: 0,
-            running: 0,
-            nodes: self.nodes.len(),
-            nodes_per_group: BTreeMap::new(),
-            machines_per_group: BTreeMap::new(),
-        };
-        for p in self.pods.values() {
-            if p.node.is_some() {
-                s.running += 1;
-            } else {
-                s.pending += 1;
-                if p.unschedulable.is_some() {
-                    s.unschedulable += 1;
-                }
+/// A sample of the cluster now: pods pending, unschedulable and running; nodes, and Machines
+/// and registered Nodes per MachineDeployment.
+pub(crate) fn sample(c: &Cluster, machines: &Machines) -> Sample {
+    let mut s = Sample {
+        at_ms: c.now,
+        pending: 0,
+        unschedulable: 0,
+        running: 0,
+        nodes: c.nodes.len(),
+        nodes_per_group: BTreeMap::new(),
+        machines_per_group: BTreeMap::new(),
+    };
+    for p in c.pods.values() {
+        if p.node.is_some() {
+            s.running += 1;
+        } else {
+            s.pending += 1;
+            if p.unschedulable.is_some() {
+                s.unschedulable += 1;
             }
         }
-        for g in self.groups.keys() {
-            let name = format!("{}/{}", g.0, g.1);
-            s.nodes_per_group.insert(name.clone(), 0);
-            s.machines_per_group.insert(name, 0);
-        }
-        for m in self.machines.values() {
-            let name = format!("{}/{}", m.group.0, m.group.1);
-            *s.machines_per_group.entry(name.clone()).or_default() += 1;
-            if m.node.is_some() {
-                *s.nodes_per_group.entry(name).or_default() += 1;
-            }
-        }
-        self.metrics.samples.push(s);
     }
+    for g in machines.groups() {
+        let name = format!("{}/{}", g.0, g.1);
+        s.nodes_per_group.insert(name.clone(), 0);
+        s.machines_per_group.insert(name, 0);
+    }
+    for (group, registered) in machines.members() {
+        let name = format!("{}/{}", group.0, group.1);
+        *s.machines_per_group.entry(name.clone()).or_default() += 1;
+        if registered {
+            *s.nodes_per_group.entry(name).or_default() += 1;
+        }
+    }
+    s
 }
