@@ -206,3 +206,52 @@ pub(crate) fn budget_statuses(c: &Cluster) -> Vec<BudgetStatus> {
     v.sort_by(|a, b| a.pdb.cmp(&b.pdb));
     v
 }
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn eviction_honours_budgets_and_the_replica_set_recreates_the_pod() {
+        let mut w = world(7);
+        w.add_node_group(&group("workers", 2)).unwrap();
+        w.add_replica_set(rs("web", 2, "100m")).unwrap();
+        w.apply(pdb("web", "web", 2)).unwrap();
+        w.advance(61_000);
+        assert_eq!(w.pending_count(), 0);
+        let status =
+            get(&w, "policy", "PodDisruptionBudget", "default", "web").unwrap()["status"].clone();
+        assert_eq!(status["disruptionsAllowed"], 0);
+        assert_eq!(status["currentHealthy"], 2);
+        let (ns, name, _) = w.live_pods()[0].clone();
+        let err = w.evict(&ns, &name).unwrap_err();
+        assert!(matches!(err, EvictionError::PdbViolation { ref pdb, .. } if pdb == "default/web"));
+        assert!(
+            w.live_pods().iter().any(|p| p.1 == name),
+            "refused: pod stays"
+        );
+
+        w.apply(pdb("web", "web", 1)).unwrap();
+        let status =
+            get(&w, "policy", "PodDisruptionBudget", "default", "web").unwrap()["status"].clone();
+        assert_eq!(status["disruptionsAllowed"], 1);
+        w.evict(&ns, &name).unwrap();
+        let pods = w.live_pods();
+        assert_eq!(pods.len(), 2, "the ReplicaSet replaced it");
+        assert!(!pods.iter().any(|p| p.1 == name));
+        assert_eq!(pods.iter().filter(|p| p.2.is_none()).count(), 1);
+        // A second eviction before the replacement runs is refused.
+        let other = pods.iter().find(|p| p.2.is_some()).unwrap().1.clone();
+        assert!(matches!(
+            w.evict("default", &other),
+            Err(EvictionError::PdbViolation { .. })
+        ));
+        w.advance(1_000);
+        assert_eq!(w.pending_count(), 0);
+        assert_eq!(
+            w.evict("default", "nope"),
+            Err(EvictionError::NotFound("default/nope".into()))
+        );
+    }
+}

@@ -24,6 +24,8 @@ pub mod objects;
 pub(crate) mod queue;
 pub mod readiness;
 pub mod scheduler;
+#[cfg(test)]
+mod testkit;
 pub mod time;
 pub mod workloads;
 pub mod world;

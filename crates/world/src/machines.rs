@@ -967,3 +967,252 @@ pub(crate) fn remove_machine_annotation(
     c.put(obj)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn replicas_become_machines_then_ready_nodes_after_the_delay() {
+        let mut w = world(1);
+        w.add_node_group(&group("workers", 3)).unwrap();
+        let machines = w.machines_of("capi", "workers");
+        assert_eq!(machines.len(), 3);
+        assert!(w.node_names().is_empty());
+        for m in &machines {
+            let obj = machine(&w, m);
+            assert_eq!(obj["spec"]["providerID"], format!("sim:///{m}"));
+            assert_eq!(obj["status"]["phase"], "Provisioned");
+            assert!(obj["status"].get("nodeRef").is_none());
+        }
+        let ms: Vec<_> = w.objects().list("cluster.x-k8s.io", "MachineSet").collect();
+        assert_eq!(ms.len(), 1);
+        assert_eq!(ms[0].1["spec"]["replicas"], 3);
+
+        w.step_until(29_999);
+        assert!(
+            w.node_names().is_empty(),
+            "no node before the minimum delay"
+        );
+        w.step_until(60_000);
+        assert_eq!(w.node_names().len(), 3);
+        for m in &machines {
+            let obj = machine(&w, m);
+            assert_eq!(obj["status"]["phase"], "Running");
+            assert_eq!(obj["status"]["nodeRef"]["name"], m.as_str());
+            let node = get(&w, "", "Node", "", m).unwrap();
+            assert_eq!(node["metadata"]["labels"]["pool"], "workers");
+            assert_eq!(node["status"]["capacity"]["cpu"], "4");
+            assert_eq!(node["status"]["conditions"][0]["type"], "Ready");
+            assert_eq!(node["spec"]["providerID"], format!("sim:///{m}"));
+            assert_eq!(w.machine_of_node(m), Some(("capi".into(), m.clone())));
+        }
+        let md = get(
+            &w,
+            "cluster.x-k8s.io",
+            "MachineDeployment",
+            "capi",
+            "workers",
+        )
+        .unwrap();
+        assert_eq!(md["status"]["readyReplicas"], 3);
+        let sample = w.metrics().samples.last().unwrap();
+        assert_eq!(sample.machines_per_group["capi/workers"], 3);
+    }
+
+    #[test]
+    fn scale_down_deletes_the_annotated_machine_first() {
+        let mut w = world(4);
+        w.add_node_group(&group("workers", 3)).unwrap();
+        w.advance(61_000);
+        let machines = w.machines_of("capi", "workers");
+        // Not the first by name: an unmarked choice would never pick it.
+        let victim = machines[2].clone();
+        w.annotate_machine("capi", &victim, DELETE_MACHINE_ANNOTATION, "yes")
+            .unwrap();
+        w.set_replicas("capi", "workers", 2).unwrap();
+        // Being deleted: a deletionTimestamp, still counted, its node cordoned and drained.
+        assert!(machine(&w, &victim)["metadata"]["deletionTimestamp"].is_string());
+        w.advance(1);
+        let left = w.machines_of("capi", "workers");
+        assert_eq!(left.len(), 2);
+        assert!(!left.contains(&victim));
+        assert!(!w.node_names().contains(&victim), "its node went with it");
+        assert!(w.unmarked_healthy_deletions().is_empty());
+        // Without annotation, the default Random policy takes a healthy Machine by name: a
+        // careless decrement removes a healthy node, and the world records it.
+        let mut by_name = left.clone();
+        by_name.sort();
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(1);
+        assert_eq!(w.machines_of("capi", "workers"), vec![by_name[1].clone()]);
+        let careless = w.unmarked_healthy_deletions();
+        assert_eq!(careless.len(), 1);
+        assert_eq!(careless[0].machine, by_name[0]);
+    }
+
+    #[test]
+    fn unhealthy_machines_go_before_healthy_ones_and_policies_order_the_rest() {
+        for (policy, expect_oldest_left) in
+            [(DeletePolicy::Newest, true), (DeletePolicy::Oldest, false)]
+        {
+            let mut w = world(11);
+            let mut spec = group("workers", 1);
+            spec.delete_policy = policy;
+            w.add_node_group(&spec).unwrap();
+            w.advance(61_000);
+            w.set_replicas("capi", "workers", 2).unwrap();
+            w.advance(61_000);
+            let oldest_first = w.machines_of("capi", "workers");
+            assert_eq!(w.node_names().len(), 2);
+            // A third Machine without a node yet: unhealthy, so it goes first.
+            w.set_replicas("capi", "workers", 3).unwrap();
+            let young = w.machines_of("capi", "workers")[2].clone();
+            w.set_replicas("capi", "workers", 2).unwrap();
+            w.advance(1);
+            assert!(
+                !w.machines_of("capi", "workers").contains(&young),
+                "{policy:?}"
+            );
+            w.set_replicas("capi", "workers", 1).unwrap();
+            w.advance(1);
+            let kept = if expect_oldest_left {
+                &oldest_first[0]
+            } else {
+                &oldest_first[1]
+            };
+            assert_eq!(
+                &w.machines_of("capi", "workers"),
+                &vec![kept.clone()],
+                "{policy:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deleting_machine_keeps_its_node_until_the_budget_lets_the_drain_finish() {
+        let mut w = World::new(WorldConfig {
+            seed: 3,
+            machine_deletion_ms: 20_000,
+            ..WorldConfig::default()
+        });
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.advance(121_000);
+        w.add_replica_set(rs("web", 1, "100m")).unwrap();
+        w.apply(pdb("web", "web", 1)).unwrap();
+        w.advance(2_000);
+        let m = w.machines_of("capi", "workers")[0].clone();
+        w.remove_machine("capi", &m).unwrap();
+        w.advance(60_000);
+        // The only pod is protected: the node stays, cordoned, and so does the Machine.
+        assert_eq!(w.node_names(), vec![m.clone()]);
+        let node = get(&w, "", "Node", "", &m).unwrap();
+        assert_eq!(node["spec"]["unschedulable"], true);
+        assert_eq!(machine(&w, &m)["status"]["phase"], "Deleting");
+        // The budget relaxed: the drain finishes, then the instance terminates.
+        w.apply(pdb("web", "web", 0)).unwrap();
+        w.advance(6_000);
+        assert_eq!(w.node_names(), vec![m.clone()], "terminating for 20s");
+        w.advance(20_000);
+        assert!(!w.node_names().contains(&m));
+        assert!(!w.machines_of("capi", "workers").contains(&m));
+    }
+
+    #[test]
+    fn a_slow_machine_set_controller_acts_late_on_new_replicas() {
+        let mut w = World::new(WorldConfig {
+            seed: 3,
+            machine_set_sync_ms: 30_000,
+            ..WorldConfig::default()
+        });
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.set_replicas("capi", "workers", 3).unwrap();
+        assert_eq!(w.machines_of("capi", "workers").len(), 1);
+        w.advance(30_000);
+        assert_eq!(w.machines_of("capi", "workers").len(), 3);
+    }
+
+    #[test]
+    fn stockout_fails_machines_with_a_reason_and_scale_errors_are_injected() {
+        let mut w = world(5);
+        w.add_node_group(&group("workers", 0)).unwrap();
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 0,
+            to_ms: 100_000,
+            kind: FaultKind::Stockout {
+                reason: "InsufficientInstanceCapacity".into(),
+            },
+        });
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 400_000,
+            to_ms: 500_000,
+            kind: FaultKind::ScaleApiError,
+        });
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.advance(150_000);
+        assert!(w.node_names().is_empty());
+        for m in w.machines_of("capi", "workers") {
+            let obj = machine(&w, &m);
+            assert_eq!(obj["status"]["phase"], "Failed");
+            assert_eq!(
+                obj["status"]["failureReason"],
+                "InsufficientInstanceCapacity"
+            );
+            assert!(obj["status"]["failureMessage"].is_string());
+            let conditions = obj["status"]["v1beta2"]["conditions"].as_array().unwrap();
+            assert!(
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "False")
+            );
+        }
+        // After the window, a new machine provisions; failed ones are deleted first on shrink.
+        w.set_replicas("capi", "workers", 3).unwrap();
+        w.step_until(300_000);
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(1);
+        let left = w.machines_of("capi", "workers");
+        assert_eq!(left.len(), 1);
+        assert_eq!(machine(&w, &left[0])["status"]["phase"], "Running");
+        assert_eq!(w.node_names().len(), 1);
+        w.step_until(400_000);
+        assert_eq!(
+            w.set_replicas("capi", "workers", 2),
+            Err(WorldError::ScaleApi {
+                group: "capi/workers".into()
+            })
+        );
+        w.step_until(500_000);
+        w.set_replicas("capi", "workers", 2).unwrap();
+    }
+
+    #[test]
+    fn never_registering_and_slow_machines() {
+        let mut w = world(6);
+        w.add_node_group(&group("workers", 0)).unwrap();
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 0,
+            to_ms: 10,
+            kind: FaultKind::NeverRegisters,
+        });
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.step_until(20);
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 20,
+            to_ms: 30,
+            kind: FaultKind::Slow { delay_ms: 900_000 },
+        });
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.step_until(900_000);
+        assert!(w.node_names().is_empty());
+        let ms = w.machines_of("capi", "workers");
+        assert!(machine(&w, &ms[0])["spec"]["providerID"].is_string());
+        w.step_until(900_020);
+        assert_eq!(w.node_names(), vec![ms[1].clone()]);
+    }
+}

@@ -5,8 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::cluster::Cluster;
-use crate::machines::Machines;
+use crate::queue::NsName;
 use crate::time::SimTime;
 
 /// One periodic sample.
@@ -55,34 +54,41 @@ pub struct Metrics {
     pub waits: Vec<PodWait>,
 }
 
-/// A sample of the cluster now: pods pending, unschedulable and running; nodes, and Machines
-/// and registered Nodes per MachineDeployment.
-pub(crate) fn sample(c: &Cluster, machines: &Machines) -> Sample {
+/// A sample at `at_ms` of `nodes` nodes, of pods given as (bound, marked Unschedulable), and of
+/// Machines given as (MachineDeployment, Node registered) with every MachineDeployment in
+/// `groups` counted (as zero if it has no Machine).
+pub(crate) fn sample<'a>(
+    at_ms: SimTime,
+    nodes: usize,
+    pods: impl Iterator<Item = (bool, bool)>,
+    groups: impl Iterator<Item = &'a NsName>,
+    machines: impl Iterator<Item = (&'a NsName, bool)>,
+) -> Sample {
     let mut s = Sample {
-        at_ms: c.now,
+        at_ms,
         pending: 0,
         unschedulable: 0,
         running: 0,
-        nodes: c.nodes.len(),
+        nodes,
         nodes_per_group: BTreeMap::new(),
         machines_per_group: BTreeMap::new(),
     };
-    for p in c.pods.values() {
-        if p.node.is_some() {
+    for (bound, unschedulable) in pods {
+        if bound {
             s.running += 1;
         } else {
             s.pending += 1;
-            if p.unschedulable.is_some() {
+            if unschedulable {
                 s.unschedulable += 1;
             }
         }
     }
-    for g in machines.groups() {
+    for g in groups {
         let name = format!("{}/{}", g.0, g.1);
         s.nodes_per_group.insert(name.clone(), 0);
         s.machines_per_group.insert(name, 0);
     }
-    for (group, registered) in machines.members() {
+    for (group, registered) in machines {
         let name = format!("{}/{}", group.0, group.1);
         *s.machines_per_group.entry(name.clone()).or_default() += 1;
         if registered {
@@ -90,4 +96,29 @@ pub(crate) fn sample(c: &Cluster, machines: &Machines) -> Sample {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_counts_pods_and_machines_per_group_with_empty_groups_as_zero() {
+        let (a, b) = (
+            ("ns".to_string(), "a".to_string()),
+            ("ns".to_string(), "b".to_string()),
+        );
+        let s = sample(
+            7,
+            1,
+            [(true, false), (false, true), (false, false)].into_iter(),
+            [&a, &b].into_iter(),
+            [(&a, true), (&a, false)].into_iter(),
+        );
+        assert_eq!((s.at_ms, s.nodes), (7, 1));
+        assert_eq!((s.running, s.pending, s.unschedulable), (1, 2, 1));
+        assert_eq!(s.machines_per_group["ns/a"], 2);
+        assert_eq!(s.nodes_per_group["ns/a"], 1);
+        assert_eq!(s.machines_per_group["ns/b"], 0);
+    }
 }

@@ -247,3 +247,149 @@ struct ClassFailures {
     counts: BTreeMap<String, usize>,
     message: Option<String>,
 }
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn pending_pods_are_unschedulable_then_bind_when_nodes_appear() {
+        let mut w = world(2);
+        w.add_node_group(&group("workers", 0)).unwrap();
+        w.add_replica_set(rs("web", 6, "1500m")).unwrap();
+        w.advance(1_000);
+        assert_eq!(w.pending_count(), 6);
+        let pods: Vec<Value> = w
+            .objects()
+            .list("", "Pod")
+            .map(|(_, v)| (**v).clone())
+            .collect();
+        for p in &pods {
+            let c = &p["status"]["conditions"][0];
+            assert_eq!(c["type"], "PodScheduled");
+            assert_eq!(c["status"], "False");
+            assert_eq!(c["reason"], "Unschedulable");
+            assert_eq!(c["message"], "no nodes available to schedule pods");
+        }
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(61_000);
+        // One 4-cpu node takes two 1.5-cpu pods.
+        assert_eq!(w.pending_count(), 4);
+        let msg = w
+            .objects()
+            .list("", "Pod")
+            .filter_map(|(_, p)| {
+                p["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .find(|m| m.starts_with("0/"))
+            .unwrap();
+        assert_eq!(msg, "0/1 nodes are available: 1 Insufficient cpu.");
+        w.set_replicas("capi", "workers", 3).unwrap();
+        w.advance(61_000);
+        assert_eq!(w.pending_count(), 0);
+        let bound = w.live_pods().iter().filter(|p| p.2.is_some()).count();
+        assert_eq!(bound, 6);
+        let p = w.objects().list("", "Pod").next().unwrap().1.clone();
+        assert_eq!(p["status"]["phase"], "Running");
+        assert_eq!(p["status"]["conditions"][0]["status"], "True");
+        assert_eq!(w.metrics().waits.len(), 6);
+        assert!(w.metrics().waits.iter().all(|wt| wt.wait_ms() > 30_000));
+        let deployment = get(&w, "apps", "Deployment", "default", "web").unwrap();
+        assert_eq!(deployment["status"]["readyReplicas"], 6);
+    }
+
+    #[test]
+    fn taints_are_honoured_by_the_scheduler() {
+        let mut w = world(3);
+        let mut g = group("workers", 1);
+        g.taints = vec![("dedicated".into(), "gpu".into(), "NoSchedule".into())];
+        w.add_node_group(&g).unwrap();
+        w.add_replica_set(rs("web", 1, "100m")).unwrap();
+        w.advance(61_000);
+        assert_eq!(w.pending_count(), 1);
+        let p = w.objects().list("", "Pod").next().unwrap().1.clone();
+        assert_eq!(
+            p["status"]["conditions"][0]["message"],
+            "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}."
+        );
+        let node = w.node_names()[0].clone();
+        w.untaint_node(&node, "dedicated").unwrap();
+        w.advance(1_000);
+        assert_eq!(w.pending_count(), 0);
+        w.taint_node(&node, "ToBeDeletedByClusterAutoscaler", "1", "NoSchedule")
+            .unwrap();
+        w.scale_replica_set("default", "web", 2).unwrap();
+        w.advance(1_000);
+        assert_eq!(
+            w.pending_count(),
+            1,
+            "the new pod does not tolerate the taint"
+        );
+    }
+
+    #[test]
+    fn five_thousand_pods_onto_two_hundred_nodes_quickly() {
+        let mut w = World::new(WorldConfig {
+            default_delay: ProvisioningDelay {
+                min_ms: 1_000,
+                max_ms: 1_000,
+            },
+            ..WorldConfig::default()
+        });
+        let mut g = group("big", 200);
+        g.cpu = "26".into();
+        g.memory = "64Gi".into();
+        w.add_node_group(&g).unwrap();
+        w.advance(1_000);
+        assert_eq!(w.node_names().len(), 200);
+        let start = std::time::Instant::now();
+        for i in 0..10 {
+            w.add_replica_set(rs(&format!("app{i}"), 500, "1")).unwrap();
+        }
+        w.advance(1_000);
+        let took = start.elapsed();
+        assert_eq!(w.pending_count(), 0);
+        assert_eq!(w.live_pods().len(), 5_000);
+        // Debug builds are slow; the bound still catches quadratic behaviour.
+        assert!(took.as_secs_f64() < 5.0, "took {took:?}");
+        eprintln!("scheduled 5000 pods in {took:?}");
+    }
+
+    #[test]
+    fn applied_objects_and_priority_order() {
+        let mut w = world(11);
+        w.apply(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "static-1", "labels": {"kubernetes.io/hostname": "static-1"}},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap();
+        // Pre-bound pod takes one cpu at once.
+        w.add_pod(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "namespace": "default"},
+               "spec": {"nodeName": "static-1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+        None,
+    )
+    .unwrap();
+        assert_eq!(w.pending_count(), 0);
+        let mk = |name: &str, prio: i32| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+               "spec": {"priority": prio, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+        };
+        w.add_pod(mk("low", 0), None).unwrap();
+        w.add_pod(mk("high", 1000), None).unwrap();
+        w.advance(1_000);
+        let pods = w.live_pods();
+        let node_of = |n: &str| pods.iter().find(|p| p.1 == n).and_then(|p| p.2.clone());
+        assert_eq!(node_of("high").as_deref(), Some("static-1"));
+        assert_eq!(node_of("low"), None, "the higher priority pod goes first");
+        assert!(matches!(
+            w.add_pod(mk("low", 0), None),
+            Err(WorldError::AlreadyExists(_))
+        ));
+    }
+}

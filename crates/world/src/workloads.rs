@@ -746,3 +746,81 @@ mod tests {
         assert_eq!(status(&w, "ReplicaSet")["observedGeneration"], 7);
     }
 }
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn daemon_set_pods_land_on_new_nodes() {
+        let mut w = world(8);
+        w.add_node_group(&group("workers", 1)).unwrap();
+        let mut tainted = group("gpu", 0);
+        tainted.taints = vec![("dedicated".into(), "gpu".into(), "NoSchedule".into())];
+        w.add_node_group(&tainted).unwrap();
+        w.add_daemon_set(DaemonSetSpec {
+            namespace: "kube-system".into(),
+            name: "agent".into(),
+            template: PodTemplate::new()
+                .requests("50m", "64Mi")
+                .label("app", "agent"),
+        })
+        .unwrap();
+        w.advance(121_000);
+        assert_eq!(w.live_pods().len(), 1);
+        w.set_replicas("capi", "workers", 3).unwrap();
+        w.set_replicas("capi", "gpu", 1).unwrap();
+        w.advance(121_000);
+        let pods = w.live_pods();
+        assert_eq!(
+            pods.len(),
+            3,
+            "one per untainted node, none on the tainted one"
+        );
+        let mut nodes: Vec<String> = pods.iter().filter_map(|p| p.2.clone()).collect();
+        nodes.sort();
+        assert_eq!(
+            nodes,
+            w.machines_of("capi", "workers")
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
+        let ds = get(&w, "apps", "DaemonSet", "kube-system", "agent").unwrap();
+        assert_eq!(ds["status"]["numberReady"], 3);
+    }
+
+    #[test]
+    fn jobs_run_to_completion() {
+        let mut w = world(9);
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.add_job(JobSpec {
+            namespace: "default".into(),
+            name: "batch".into(),
+            template: PodTemplate::new().requests("1", "1Gi"),
+            completions: 4,
+            parallelism: 2,
+            duration_ms: 10_000,
+        })
+        .unwrap();
+        w.advance(29_000);
+        assert_eq!(
+            w.live_pods().len(),
+            2,
+            "parallelism 2, waiting for the node"
+        );
+        w.advance(92_000);
+        let job = get(&w, "batch", "Job", "default", "batch").unwrap();
+        assert_eq!(job["status"]["succeeded"], 4);
+        assert_eq!(job["status"]["conditions"][0]["type"], "Complete");
+        assert!(w.live_pods().is_empty());
+        let succeeded = w
+            .objects()
+            .list("", "Pod")
+            .filter(|(_, p)| p["status"]["phase"] == "Succeeded")
+            .count();
+        assert_eq!(succeeded, 4);
+    }
+}

@@ -191,8 +191,7 @@ impl World {
 
     /// Takes a sample now (also done every `metrics_interval_ms`).
     pub fn sample_metrics(&mut self) {
-        let s = crate::metrics::sample(&self.cluster, &self.machines);
-        self.cluster.metrics.samples.push(s);
+        sample_metrics(&mut self.cluster, &self.machines);
     }
 
     /// Sets the provisioning delay of a group (MachineDeployment name).
@@ -239,8 +238,7 @@ impl World {
                 c.schedule(next, Event::SchedulerTick);
             }
             Event::MetricsTick => {
-                let s = crate::metrics::sample(c, &self.machines);
-                c.metrics.samples.push(s);
+                sample_metrics(c, &self.machines);
                 let next = c.now + self.cfg.metrics_interval_ms.max(1);
                 c.schedule(next, Event::MetricsTick);
             }
@@ -380,6 +378,22 @@ impl World {
         }
         Ok(last)
     }
+}
+
+/// Records a metrics sample of the cluster and the machine controller's groups now.
+fn sample_metrics(c: &mut Cluster, machines: &Machines) {
+    let pods = c
+        .pods
+        .values()
+        .map(|p| (p.node.is_some(), p.unschedulable.is_some()));
+    let s = crate::metrics::sample(
+        c.now,
+        c.nodes.len(),
+        pods,
+        machines.groups(),
+        machines.members(),
+    );
+    c.metrics.samples.push(s);
 }
 
 /// An object with `metadata.generation` (1 when it has none).
