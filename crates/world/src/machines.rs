@@ -567,58 +567,7 @@ impl Machines {
             .iter()
             .find(|f| f.active(&g.1, c.now) && f.affects_provisioning())
             .map(|f| f.kind.clone());
-        let ms_uid = c
-            .store
-            .get(&key(CAPI_GROUP, "MachineSet", &g.0, ms_name))
-            .and_then(|o| str_at(o, "/metadata/uid").map(str::to_string))
-            .unwrap_or_default();
-        let mut labels = md
-            .pointer("/spec/template/metadata/labels")
-            .cloned()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
-        labels["cluster.x-k8s.io/cluster-name"] = json!(self.settings.cluster_name);
-        labels["cluster.x-k8s.io/deployment-name"] = json!(g.1);
-        labels["cluster.x-k8s.io/set-name"] = json!(ms_name);
-        let mut spec = md
-            .pointer("/spec/template/spec")
-            .cloned()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
-        spec["clusterName"] = json!(self.settings.cluster_name);
-        let status = match &fault {
-            Some(FaultKind::Stockout { reason }) => {
-                let message = format!("instance could not be created: {reason}");
-                let ts = c.timestamp();
-                json!({
-                    "phase": "Failed",
-                    "failureReason": reason,
-                    "failureMessage": message,
-                    "bootstrapReady": true,
-                    "infrastructureReady": false,
-                    "v1beta2": {"conditions": [
-                        {"type": "InfrastructureReady", "status": "False", "reason": reason, "message": message, "lastTransitionTime": ts},
-                        {"type": "Ready", "status": "False", "reason": "NotReady", "message": message, "lastTransitionTime": ts},
-                    ]},
-                })
-            }
-            _ => {
-                spec["providerID"] = json!(format!("sim:///{name}"));
-                json!({"phase": "Provisioned", "bootstrapReady": true, "infrastructureReady": true})
-            }
-        };
-        let obj = json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "Machine",
-            "metadata": {
-                "name": name,
-                "namespace": g.0,
-                "labels": labels,
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "name": ms_name, "uid": ms_uid, "controller": true, "blockOwnerDeletion": true}],
-            },
-            "spec": spec,
-            "status": status,
-        });
+        let obj = self.machine_object(c, g, md, ms_name, &name, fault.as_ref());
         if c.put(obj).is_err() {
             return;
         }
@@ -656,6 +605,71 @@ impl Machines {
                 },
             );
         }
+    }
+
+    /// A new Machine of set `ms_name`: template labels and spec, and the status a provisioning
+    /// fault gives it (a stockout fails it with its reason; otherwise it has an instance).
+    fn machine_object(
+        &self,
+        c: &Cluster,
+        g: &NsName,
+        md: &Value,
+        ms_name: &str,
+        name: &str,
+        fault: Option<&FaultKind>,
+    ) -> Value {
+        let ms_uid = c
+            .store
+            .get(&key(CAPI_GROUP, "MachineSet", &g.0, ms_name))
+            .and_then(|o| str_at(o, "/metadata/uid").map(str::to_string))
+            .unwrap_or_default();
+        let mut labels = md
+            .pointer("/spec/template/metadata/labels")
+            .cloned()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        labels["cluster.x-k8s.io/cluster-name"] = json!(self.settings.cluster_name);
+        labels["cluster.x-k8s.io/deployment-name"] = json!(g.1);
+        labels["cluster.x-k8s.io/set-name"] = json!(ms_name);
+        let mut spec = md
+            .pointer("/spec/template/spec")
+            .cloned()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        spec["clusterName"] = json!(self.settings.cluster_name);
+        let status = match fault {
+            Some(FaultKind::Stockout { reason }) => {
+                let message = format!("instance could not be created: {reason}");
+                let ts = c.timestamp();
+                json!({
+                    "phase": "Failed",
+                    "failureReason": reason,
+                    "failureMessage": message,
+                    "bootstrapReady": true,
+                    "infrastructureReady": false,
+                    "v1beta2": {"conditions": [
+                        {"type": "InfrastructureReady", "status": "False", "reason": reason, "message": message, "lastTransitionTime": ts},
+                        {"type": "Ready", "status": "False", "reason": "NotReady", "message": message, "lastTransitionTime": ts},
+                    ]},
+                })
+            }
+            _ => {
+                spec["providerID"] = json!(format!("sim:///{name}"));
+                json!({"phase": "Provisioned", "bootstrapReady": true, "infrastructureReady": true})
+            }
+        };
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "Machine",
+            "metadata": {
+                "name": name,
+                "namespace": g.0,
+                "labels": labels,
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "name": ms_name, "uid": ms_uid, "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": spec,
+            "status": status,
+        })
     }
 
     fn draw_delay(&mut self, c: &mut Cluster, group: &str) -> SimTime {
