@@ -208,6 +208,57 @@ pub(crate) fn budget_statuses(c: &Cluster) -> Vec<BudgetStatus> {
 }
 
 #[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Owner;
+    use crate::objects::key;
+
+    #[test]
+    fn budgets_are_recomputed_when_pods_or_budgets_change_and_only_then() {
+        let mut c = Cluster::new(0, 0);
+        let mut d = Disruption::default();
+        c.put(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+        )
+        .unwrap();
+        d.budget_written();
+        d.refresh(&mut c);
+        let k = key("policy", "PodDisruptionBudget", "default", "web");
+        let status = |c: &Cluster| c.store.get(&k).unwrap()["status"].clone();
+        assert_eq!(status(&c)["expectedPods"], 0);
+        let rv = c.store.resource_version();
+        d.refresh(&mut c);
+        assert_eq!(
+            c.store.resource_version(),
+            rv,
+            "nothing changed, nothing written"
+        );
+        c.create_pod(
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+            Owner::None,
+            None,
+        )
+        .unwrap();
+        d.refresh(&mut c);
+        assert_eq!(status(&c)["expectedPods"], 1);
+        assert_eq!(status(&c)["disruptionsAllowed"], 0);
+        assert!(
+            d.evict(&mut c, "default", "p").is_ok(),
+            "a pending pod goes at once"
+        );
+        assert_eq!(status(&c)["expectedPods"], 0);
+        assert!(matches!(
+            d.evict(&mut c, "default", "p"),
+            Err(EvictionError::NotFound(_))
+        ));
+    }
+}
+
+#[cfg(test)]
 mod scenario_tests {
     //! Scenarios through the world that exercise this controller.
     use crate::testkit::*;

@@ -249,6 +249,53 @@ struct ClassFailures {
 }
 
 #[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Owner;
+    use serde_json::Value;
+
+    fn pod(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1500m"}}}]}})
+    }
+
+    #[test]
+    fn a_pass_binds_first_fit_marks_the_rest_and_an_unchanged_cluster_is_not_rescanned() {
+        let mut c = Cluster::new(0, 0);
+        c.register_node(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}),
+            None,
+        )
+        .unwrap();
+        let a = c.create_pod(pod("a"), Owner::None, None).unwrap();
+        let b = c.create_pod(pod("b"), Owner::None, None).unwrap();
+        let mut s = Scheduler::default();
+        s.schedule_pending(&mut c);
+        assert_eq!(c.pods[&a].node.as_deref(), Some("n1"));
+        assert_eq!(
+            c.pods[&b].unschedulable.as_deref(),
+            Some("0/1 nodes are available: 1 Insufficient cpu.")
+        );
+        assert_eq!(s.idle_at, None, "the pass bound a pod");
+        s.schedule_pending(&mut c);
+        assert_eq!(s.idle_at, Some(c.sched_epoch), "nothing moved");
+        let rv = c.store.resource_version();
+        s.schedule_pending(&mut c);
+        assert_eq!(
+            c.store.resource_version(),
+            rv,
+            "an idle pass writes nothing"
+        );
+        c.remove_pod(&a, None);
+        s.schedule_pending(&mut c);
+        assert_eq!(c.pods[&b].node.as_deref(), Some("n1"));
+        assert!(c.pending.is_empty());
+    }
+}
+
+#[cfg(test)]
 mod scenario_tests {
     //! Scenarios through the world that exercise this controller.
     use crate::testkit::*;
