@@ -1,10 +1,13 @@
 //! A simulated Kubernetes cluster in virtual time, for `cluster-autoscaler simulate`.
 //!
 //! The world keeps Kubernetes objects as JSON in a versioned store with a change log (watch),
-//! and runs simplified controllers where the autoscaler can see the difference: a scheduler
-//! using the core's predicates ([`scheduler`]), a Cluster API machine controller with
-//! provisioning delays and injected faults ([`machines`]), workload controllers ([`workloads`]),
-//! and the Eviction API honouring PodDisruptionBudgets ([`eviction`]). Time only moves when the
+//! and runs simplified controllers where the autoscaler can see the difference, each a unit
+//! with its own state that reads and writes the shared cluster (clock, event queue, store): a
+//! scheduler using the core's predicates ([`scheduler`]), a Cluster API machine controller with
+//! provisioning delays and injected faults ([`machines`]), workload controllers
+//! ([`workloads`]), the disruption controller and Eviction API honouring PodDisruptionBudgets
+//! ([`eviction`]) and node readiness ([`readiness`]). [`World`] owns them and the cluster and
+//! hands each due event to its controller; controllers never see the world. Time only moves when the
 //! caller steps it ([`World::step_until`], [`World::advance`]); every random choice comes from a
 //! ChaCha generator seeded by [`WorldConfig::seed`], so a seed replays identically.
 //!
@@ -12,21 +15,28 @@
 //! unseeded randomness.
 #![warn(missing_docs)]
 
+pub(crate) mod cluster;
 pub mod eviction;
+pub mod faults;
 pub mod machines;
 pub mod metrics;
 pub mod objects;
+pub(crate) mod queue;
 pub mod readiness;
 pub mod scheduler;
+#[cfg(test)]
+mod testkit;
 pub mod time;
 pub mod workloads;
 pub mod world;
 
+pub use cluster::WorldError;
 pub use eviction::{BudgetStatus, EvictionError};
+pub use faults::{Fault, FaultKind, ProvisioningDelay};
 pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
 pub use metrics::{Metrics, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;
 pub use time::SimTime;
 pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec};
-pub use world::{Fault, FaultKind, ProvisioningDelay, World, WorldConfig, WorldError};
+pub use world::{World, WorldConfig};

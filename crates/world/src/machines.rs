@@ -7,21 +7,25 @@
 //! delete policy as Cluster API ranks them (`Random` by default, `Newest`, `Oldest`): Machines
 //! already being deleted first, then marked (`cluster.x-k8s.io/delete-machine`) and unhealthy ones
 //! (no node, failed, node not Ready), then the rest, ties by name. An unmarked healthy Machine
-//! picked this way is recorded ([`World::unmarked_healthy_deletions`]): that is what a careless
+//! picked this way is recorded ([`crate::World::unmarked_healthy_deletions`]): that is what a careless
 //! target decrease costs on a real cluster. Deleting a Machine takes time: it gets a
 //! `deletionTimestamp`, its Node is cordoned and drained through the Eviction API (a
 //! PodDisruptionBudget holds the drain, as Cluster API's does), and only then do the Node and the
 //! Machine go. Machines being deleted still count against the replicas until they are gone. A
 //! configurable delay lets the set react late to a change of replicas, as a busy or restarting
-//! controller does. It never talks to a cloud.
+//! controller does. It owns the Machines, the sets, the provisioning delays and the faults that
+//! concern provisioning and scaling. It never talks to a cloud, never binds or replaces a pod
+//! (a drain goes through the Eviction API it is given) and never marks a node NotReady.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::cluster::{Cluster, WorldError};
+use crate::faults::{Fault, FaultKind, ProvisioningDelay};
 use crate::objects::key;
+use crate::queue::{Event, NsName};
 use crate::time::SimTime;
-use crate::world::{FaultKind, NsName, World, WorldError};
 
 /// The API group of Cluster API.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
@@ -33,6 +37,42 @@ pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
 pub const MIN_SIZE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
 /// Annotation giving a group's maximum size to the autoscaler.
 pub const MAX_SIZE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+
+/// What the machine controller is told at construction.
+#[derive(Clone, Debug)]
+pub(crate) struct MachineSettings {
+    /// `spec.clusterName` of the objects it creates.
+    pub cluster_name: String,
+    /// Provisioning delay of groups without their own.
+    pub default_delay: ProvisioningDelay,
+    /// How long the MachineSet controller takes to act on a change of replicas (0: at once).
+    pub sync_ms: SimTime,
+    /// How long a Machine being deleted lingers after its drain.
+    pub deletion_ms: SimTime,
+}
+
+/// The machine controller's own state.
+#[derive(Debug)]
+pub(crate) struct Machines {
+    settings: MachineSettings,
+    machines: BTreeMap<NsName, MachineState>,
+    machine_seq: u64,
+    groups: BTreeMap<NsName, GroupState>,
+    delays: BTreeMap<String, ProvisioningDelay>,
+    /// Faults other than `NodesNotReady`, in the order injected.
+    faults: Vec<Fault>,
+    /// Healthy unmarked Machines the sets deleted.
+    unmarked_deletions: Vec<UnmarkedDeletion>,
+}
+
+/// What the other controllers do while the machine controller acts: react to the objects it
+/// changed (workloads catch up), or evict a pod through the Eviction API (`true`: evicted).
+pub(crate) trait Peers {
+    /// The other controllers catch up with a change.
+    fn react(&mut self, c: &mut Cluster);
+    /// Evicts a pod; `false` when a disruption budget refuses.
+    fn evict(&mut self, c: &mut Cluster, pod: &NsName) -> bool;
+}
 
 /// The world's record of a MachineDeployment it reconciles.
 #[derive(Clone, Debug)]
@@ -202,28 +242,101 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
     v.pointer(ptr).and_then(Value::as_str)
 }
 
-impl World {
-    /// Adds a node group: its MachineDeployment, reconciled at once.
-    pub fn add_node_group(&mut self, spec: &NodeGroupSpec) -> Result<(), WorldError> {
-        let obj = spec.to_object(&self.cfg.cluster_name.clone());
-        self.apply(obj)?;
-        Ok(())
+/// Setup, the scale subresource, and what others read.
+impl Machines {
+    /// A controller with no groups yet.
+    pub(crate) fn new(settings: MachineSettings) -> Machines {
+        Machines {
+            settings,
+            machines: BTreeMap::new(),
+            machine_seq: 0,
+            groups: BTreeMap::new(),
+            delays: BTreeMap::new(),
+            faults: Vec::new(),
+            unmarked_deletions: Vec::new(),
+        }
+    }
+
+    /// `spec.clusterName` of the objects it creates.
+    pub(crate) fn cluster_name(&self) -> &str {
+        &self.settings.cluster_name
+    }
+
+    /// Sets the provisioning delay of a group (MachineDeployment name).
+    pub(crate) fn set_provisioning_delay(&mut self, group: &str, delay: ProvisioningDelay) {
+        self.delays.insert(group.to_string(), delay);
+    }
+
+    /// Takes a fault (not `NodesNotReady`); a `ReplicasChanged` one is queued for its start.
+    pub(crate) fn inject(&mut self, c: &mut Cluster, fault: Fault) {
+        if matches!(fault.kind, FaultKind::ReplicasChanged { .. }) {
+            let index = self.faults.len();
+            c.schedule(fault.from_ms, Event::ExternalScale { fault: index });
+        }
+        self.faults.push(fault);
+    }
+
+    /// Whether a `ScaleApiError` fault refuses scaling the group named `md` now.
+    pub(crate) fn scale_refused(&self, md: &str, now: SimTime) -> bool {
+        self.faults
+            .iter()
+            .any(|f| f.active(md, now) && f.kind == FaultKind::ScaleApiError)
+    }
+
+    /// Whether the controller made this Machine and it is not gone yet.
+    pub(crate) fn contains(&self, k: &NsName) -> bool {
+        self.machines.contains_key(k)
+    }
+
+    /// The MachineDeployment of a Machine.
+    pub(crate) fn group_of(&self, k: &NsName) -> Option<&NsName> {
+        self.machines.get(k).map(|m| &m.group)
+    }
+
+    /// The MachineDeployments reconciled.
+    pub(crate) fn groups(&self) -> impl Iterator<Item = &NsName> {
+        self.groups.keys()
+    }
+
+    /// Per Machine: its MachineDeployment and whether its Node registered.
+    pub(crate) fn members(&self) -> impl Iterator<Item = (&NsName, bool)> {
+        self.machines.values().map(|m| (&m.group, m.node.is_some()))
+    }
+
+    /// Machines the set deleted although they were healthy and unmarked, oldest first.
+    pub(crate) fn unmarked_healthy_deletions(&self) -> &[UnmarkedDeletion] {
+        &self.unmarked_deletions
+    }
+
+    /// Names of a group's Machines, oldest first.
+    pub(crate) fn machines_of(&self, namespace: &str, md: &str) -> Vec<String> {
+        let g = (namespace.to_string(), md.to_string());
+        let mut v: Vec<(u64, String)> = self
+            .machines
+            .iter()
+            .filter(|(_, m)| m.group == g)
+            .map(|(k, m)| (m.seq, k.1.clone()))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, n)| n).collect()
     }
 
     /// Sets a MachineDeployment's `spec.replicas` (the scale subresource) and reconciles it.
     /// Fails when the MachineDeployment does not exist or a `ScaleApiError` fault is active.
-    pub fn set_replicas(&mut self, namespace: &str, md: &str, n: u32) -> Result<(), WorldError> {
-        if self
-            .faults
-            .iter()
-            .any(|f| f.active(md, self.now) && f.kind == FaultKind::ScaleApiError)
-        {
+    pub(crate) fn set_replicas(
+        &mut self,
+        c: &mut Cluster,
+        peers: &mut dyn Peers,
+        (namespace, md): (&str, &str),
+        n: u32,
+    ) -> Result<(), WorldError> {
+        if self.scale_refused(md, c.now) {
             return Err(WorldError::ScaleApi {
                 group: format!("{namespace}/{md}"),
             });
         }
         let k = key(CAPI_GROUP, "MachineDeployment", namespace, md);
-        let Some(mut obj) = self.get_owned(&k) else {
+        let Some(mut obj) = c.get_owned(&k) else {
             return Err(WorldError::NotFound(k.to_string()));
         };
         obj["spec"]["replicas"] = json!(n);
@@ -232,26 +345,26 @@ impl World {
             .and_then(Value::as_i64)
             .unwrap_or(0);
         obj["metadata"]["generation"] = json!(generation + 1);
-        self.put(obj)?;
-        self.sync_group_later(&(namespace.to_string(), md.to_string()));
+        c.put(obj)?;
+        self.sync_group_later(c, peers, &(namespace.to_string(), md.to_string()));
         Ok(())
     }
 
     /// Lets the MachineSet controller act on a change of replicas: at once, or after the
     /// configured sync delay (a busy controller).
-    pub(crate) fn sync_group_later(&mut self, g: &NsName) {
-        if self.cfg.machine_set_sync_ms == 0 {
-            self.reconcile_group(g);
-            self.reconcile();
+    fn sync_group_later(&mut self, c: &mut Cluster, peers: &mut dyn Peers, g: &NsName) {
+        if self.settings.sync_ms == 0 {
+            self.reconcile_group(c, g);
+            peers.react(c);
         } else {
-            let at = self.now.saturating_add(self.cfg.machine_set_sync_ms);
-            self.schedule(at, crate::world::Event::SyncGroup { group: g.clone() });
+            let at = c.now.saturating_add(self.settings.sync_ms);
+            c.schedule(at, Event::SyncGroup { group: g.clone() });
         }
     }
 
     /// A `ReplicasChanged` fault: the replicas of every MachineDeployment named by the fault
     /// change by its delta, as `kubectl scale` would do.
-    pub(crate) fn external_scale(&mut self, index: usize) {
+    pub(crate) fn external_scale(&mut self, c: &mut Cluster, peers: &mut dyn Peers, index: usize) {
         let Some(fault) = self.faults.get(index).cloned() else {
             return;
         };
@@ -266,7 +379,7 @@ impl World {
             .collect();
         for g in targets {
             let k = key(CAPI_GROUP, "MachineDeployment", &g.0, &g.1);
-            let Some(mut obj) = self.get_owned(&k) else {
+            let Some(mut obj) = c.get_owned(&k) else {
                 continue;
             };
             let now = obj
@@ -274,55 +387,20 @@ impl World {
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             obj["spec"]["replicas"] = json!(now.saturating_add(delta).max(0));
-            if self.put(obj).is_ok() {
-                self.sync_group_later(&g);
+            if c.put(obj).is_ok() {
+                self.sync_group_later(c, peers, &g);
             }
         }
     }
+}
 
-    /// Machines the set deleted although they were healthy and unmarked, oldest first.
-    pub fn unmarked_healthy_deletions(&self) -> &[UnmarkedDeletion] {
-        &self.unmarked_deletions
-    }
-
-    /// Sets an annotation on a Machine (the autoscaler marks machines to delete this way).
-    pub fn annotate_machine(
-        &mut self,
-        namespace: &str,
-        machine: &str,
-        annotation: &str,
-        value: &str,
-    ) -> Result<(), WorldError> {
-        let k = key(CAPI_GROUP, "Machine", namespace, machine);
-        let Some(mut obj) = self.get_owned(&k) else {
-            return Err(WorldError::NotFound(k.to_string()));
-        };
-        if !obj["metadata"]["annotations"].is_object() {
-            obj["metadata"]["annotations"] = json!({});
-        }
-        obj["metadata"]["annotations"][annotation] = json!(value);
-        self.put(obj)?;
-        Ok(())
-    }
-
-    /// Names of a group's Machines, oldest first.
-    pub fn machines_of(&self, namespace: &str, md: &str) -> Vec<String> {
-        let g = (namespace.to_string(), md.to_string());
-        let mut v: Vec<(u64, String)> = self
-            .machines
-            .iter()
-            .filter(|(_, m)| m.group == g)
-            .map(|(k, m)| (m.seq, k.1.clone()))
-            .collect();
-        v.sort();
-        v.into_iter().map(|(_, n)| n).collect()
-    }
-
+/// The MachineSet controller: Machines in line with the replicas, statuses written.
+impl Machines {
     /// Makes the MachineSet and Machines of a MachineDeployment match its `spec.replicas`,
     /// and writes their statuses.
-    pub(crate) fn reconcile_group(&mut self, g: &NsName) {
+    pub(crate) fn reconcile_group(&mut self, c: &mut Cluster, g: &NsName) {
         let md_key = key(CAPI_GROUP, "MachineDeployment", &g.0, &g.1);
-        let Some(md) = self.store.get(&md_key).cloned() else {
+        let Some(md) = c.store.get(&md_key).cloned() else {
             return;
         };
         let replicas = md
@@ -332,13 +410,9 @@ impl World {
         let ms_name = match self.groups.get(g) {
             Some(s) => s.ms_name.clone(),
             None => {
-                let name = format!("{}-{}", g.1, self.suffix());
-                self.groups.insert(
-                    g.clone(),
-                    GroupState {
-                        ms_name: name.clone(),
-                    },
-                );
+                let name = format!("{}-{}", g.1, c.suffix());
+                let ms_name = name.clone();
+                self.groups.insert(g.clone(), GroupState { ms_name });
                 name
             }
         };
@@ -347,54 +421,76 @@ impl World {
             .and_then(Value::as_str)
             .and_then(DeletePolicy::parse)
             .unwrap_or_default();
-        let members: Vec<(NsName, f64, bool, bool)> = self
+        let members = self.ranked_members(c, g, policy);
+        // Machines being deleted still count until they are gone, as in Cluster API.
+        let have = members.len() as u64;
+        if have < replicas {
+            for _ in have..replicas {
+                self.create_machine(c, g, &md, &ms_name);
+            }
+        } else if have > replicas {
+            let excess = (have - replicas) as usize;
+            for (k, _, marked, healthy) in members.into_iter().take(excess) {
+                if healthy && !marked {
+                    self.record_unmarked(c.now, g, &k);
+                }
+                self.begin_machine_deletion(c, &k);
+            }
+        }
+        self.write_group_status(c, g, &md, &ms_name, replicas);
+    }
+
+    /// A group's Machines with their delete priority, whether marked and whether healthy,
+    /// in deletion order (highest priority first, ties by name).
+    fn ranked_members(
+        &self,
+        c: &Cluster,
+        g: &NsName,
+        policy: DeletePolicy,
+    ) -> Vec<(NsName, f64, bool, bool)> {
+        let mut members: Vec<(NsName, f64, bool, bool)> = self
             .machines
             .iter()
             .filter(|(_, m)| m.group == *g)
             .map(|(k, m)| {
-                let marked = self
+                let marked = c
                     .store
                     .get(&key(CAPI_GROUP, "Machine", &k.0, &k.1))
                     .and_then(|o| o.pointer("/metadata/annotations"))
                     .and_then(|a| a.get(DELETE_MACHINE_ANNOTATION))
                     .is_some();
-                let healthy = !m.failed && m.node.as_deref().is_some_and(|n| self.node_ready(n));
-                let age = self.now.saturating_sub(m.created);
+                let healthy = !m.failed && m.node.as_deref().is_some_and(|n| c.node_ready(n));
+                let age = c.now.saturating_sub(m.created);
                 let priority = policy.priority(m.deleting, marked, healthy, age);
                 (k.clone(), priority, marked, healthy)
             })
             .collect();
-        // Machines being deleted still count until they are gone, as in Cluster API.
-        let have = members.len() as u64;
-        if have < replicas {
-            for _ in have..replicas {
-                self.create_machine(g, &md, &ms_name);
-            }
-        } else if have > replicas {
-            let mut ranked = members;
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.1.cmp(&b.0.1)));
-            let excess = (have - replicas) as usize;
-            for (k, _, marked, healthy) in ranked.into_iter().take(excess) {
-                if healthy && !marked {
-                    let node = self
-                        .machines
-                        .get(&k)
-                        .and_then(|m| m.node.clone())
-                        .unwrap_or_default();
-                    self.unmarked_deletions.push(UnmarkedDeletion {
-                        at: self.now,
-                        group: g.1.clone(),
-                        machine: k.1.clone(),
-                        node,
-                    });
-                }
-                self.begin_machine_deletion(&k);
-            }
-        }
-        self.write_group_status(g, &md, &ms_name, replicas);
+        members.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.1.cmp(&b.0.1)));
+        members
     }
 
-    fn write_group_status(&mut self, g: &NsName, md: &Value, ms_name: &str, replicas: u64) {
+    fn record_unmarked(&mut self, now: SimTime, g: &NsName, k: &NsName) {
+        let node = self
+            .machines
+            .get(k)
+            .and_then(|m| m.node.clone())
+            .unwrap_or_default();
+        self.unmarked_deletions.push(UnmarkedDeletion {
+            at: now,
+            group: g.1.clone(),
+            machine: k.1.clone(),
+            node,
+        });
+    }
+
+    fn write_group_status(
+        &self,
+        c: &mut Cluster,
+        g: &NsName,
+        md: &Value,
+        ms_name: &str,
+        replicas: u64,
+    ) {
         let (mut total, mut ready) = (0u64, 0u64);
         for m in self.machines.values().filter(|m| m.group == *g) {
             total += 1;
@@ -403,7 +499,7 @@ impl World {
             }
         }
         let md_uid = str_at(md, "/metadata/uid").unwrap_or("").to_string();
-        let cluster = self.cfg.cluster_name.clone();
+        let cluster = self.settings.cluster_name.clone();
         let mut template = md
             .pointer("/spec/template")
             .cloned()
@@ -437,7 +533,7 @@ impl World {
             },
             "status": status,
         });
-        let _ = self.put(ms);
+        let _ = c.put(ms);
         let mut md = (*md).clone();
         let phase = if total < replicas || ready < replicas {
             "ScalingUp"
@@ -456,12 +552,12 @@ impl World {
             "phase": phase,
             "selector": format!("cluster.x-k8s.io/deployment-name={}", g.1),
         });
-        let _ = self.put(md);
+        let _ = c.put(md);
     }
 
-    fn create_machine(&mut self, g: &NsName, md: &Value, ms_name: &str) {
+    fn create_machine(&mut self, c: &mut Cluster, g: &NsName, md: &Value, ms_name: &str) {
         let name = loop {
-            let n = format!("{ms_name}-{}", self.suffix());
+            let n = format!("{ms_name}-{}", c.suffix());
             if !self.machines.contains_key(&(g.0.clone(), n.clone())) {
                 break n;
             }
@@ -469,9 +565,60 @@ impl World {
         let fault = self
             .faults
             .iter()
-            .find(|f| f.active(&g.1, self.now) && f.affects_provisioning())
+            .find(|f| f.active(&g.1, c.now) && f.affects_provisioning())
             .map(|f| f.kind.clone());
-        let ms_uid = self
+        let obj = self.machine_object(c, g, md, ms_name, &name, fault.as_ref());
+        if c.put(obj).is_err() {
+            return;
+        }
+        let uid = c
+            .store
+            .get(&key(CAPI_GROUP, "Machine", &g.0, &name))
+            .and_then(|o| str_at(o, "/metadata/uid").map(str::to_string))
+            .unwrap_or_default();
+        self.machine_seq += 1;
+        let failed = matches!(fault, Some(FaultKind::Stockout { .. }));
+        self.machines.insert(
+            (g.0.clone(), name.clone()),
+            MachineState {
+                group: g.clone(),
+                seq: self.machine_seq,
+                uid: uid.clone(),
+                node: None,
+                failed,
+                deleting: false,
+                created: c.now,
+            },
+        );
+        let delay = match fault {
+            Some(FaultKind::Stockout { .. }) | Some(FaultKind::NeverRegisters) => None,
+            Some(FaultKind::Slow { delay_ms }) => Some(delay_ms),
+            _ => Some(self.draw_delay(c, &g.1)),
+        };
+        if let Some(d) = delay {
+            let at = c.now.saturating_add(d);
+            c.schedule(
+                at,
+                Event::MachineReady {
+                    machine: (g.0.clone(), name),
+                    uid,
+                },
+            );
+        }
+    }
+
+    /// A new Machine of set `ms_name`: template labels and spec, and the status a provisioning
+    /// fault gives it (a stockout fails it with its reason; otherwise it has an instance).
+    fn machine_object(
+        &self,
+        c: &Cluster,
+        g: &NsName,
+        md: &Value,
+        ms_name: &str,
+        name: &str,
+        fault: Option<&FaultKind>,
+    ) -> Value {
+        let ms_uid = c
             .store
             .get(&key(CAPI_GROUP, "MachineSet", &g.0, ms_name))
             .and_then(|o| str_at(o, "/metadata/uid").map(str::to_string))
@@ -481,7 +628,7 @@ impl World {
             .cloned()
             .filter(Value::is_object)
             .unwrap_or_else(|| json!({}));
-        labels["cluster.x-k8s.io/cluster-name"] = json!(self.cfg.cluster_name);
+        labels["cluster.x-k8s.io/cluster-name"] = json!(self.settings.cluster_name);
         labels["cluster.x-k8s.io/deployment-name"] = json!(g.1);
         labels["cluster.x-k8s.io/set-name"] = json!(ms_name);
         let mut spec = md
@@ -489,11 +636,11 @@ impl World {
             .cloned()
             .filter(Value::is_object)
             .unwrap_or_else(|| json!({}));
-        spec["clusterName"] = json!(self.cfg.cluster_name);
-        let status = match &fault {
+        spec["clusterName"] = json!(self.settings.cluster_name);
+        let status = match fault {
             Some(FaultKind::Stockout { reason }) => {
                 let message = format!("instance could not be created: {reason}");
-                let ts = self.store.timestamp(self.now);
+                let ts = c.timestamp();
                 json!({
                     "phase": "Failed",
                     "failureReason": reason,
@@ -511,7 +658,7 @@ impl World {
                 json!({"phase": "Provisioned", "bootstrapReady": true, "infrastructureReady": true})
             }
         };
-        let obj = json!({
+        json!({
             "apiVersion": "cluster.x-k8s.io/v1beta1",
             "kind": "Machine",
             "metadata": {
@@ -522,64 +669,25 @@ impl World {
             },
             "spec": spec,
             "status": status,
-        });
-        if self.put(obj).is_err() {
-            return;
-        }
-        let uid = self
-            .store
-            .get(&key(CAPI_GROUP, "Machine", &g.0, &name))
-            .and_then(|o| str_at(o, "/metadata/uid").map(str::to_string))
-            .unwrap_or_default();
-        self.machine_seq += 1;
-        let failed = matches!(fault, Some(FaultKind::Stockout { .. }));
-        self.machines.insert(
-            (g.0.clone(), name.clone()),
-            MachineState {
-                group: g.clone(),
-                seq: self.machine_seq,
-                uid: uid.clone(),
-                node: None,
-                failed,
-                deleting: false,
-                created: self.now,
-            },
-        );
-        let delay = match fault {
-            Some(FaultKind::Stockout { .. }) | Some(FaultKind::NeverRegisters) => None,
-            Some(FaultKind::Slow { delay_ms }) => Some(delay_ms),
-            _ => Some(self.draw_delay(&g.1)),
-        };
-        if let Some(d) = delay {
-            let at = self.now.saturating_add(d);
-            self.schedule(
-                at,
-                crate::world::Event::MachineReady {
-                    machine: (g.0.clone(), name),
-                    uid,
-                },
-            );
-        }
+        })
     }
 
-    fn draw_delay(&mut self, group: &str) -> SimTime {
-        use rand::Rng;
+    fn draw_delay(&mut self, c: &mut Cluster, group: &str) -> SimTime {
         let d = self
             .delays
             .get(group)
             .copied()
-            .unwrap_or(self.cfg.default_delay);
-        if d.max_ms <= d.min_ms {
-            d.min_ms
-        } else {
-            self.rng.random_range(d.min_ms..=d.max_ms)
-        }
+            .unwrap_or(self.settings.default_delay);
+        c.draw(d.min_ms, d.max_ms)
     }
+}
 
+/// Deleting Machines: cordon, drain through the Eviction API, then the Node and Machine go.
+impl Machines {
     /// Starts deleting a Machine as Cluster API does: `deletionTimestamp` set, its Node (if any)
     /// cordoned and drained; the Machine and Node go once the drain is done (after the
     /// configured deletion delay).
-    pub(crate) fn begin_machine_deletion(&mut self, k: &NsName) {
+    pub(crate) fn begin_machine_deletion(&mut self, c: &mut Cluster, k: &NsName) {
         let Some(m) = self.machines.get_mut(k) else {
             return;
         };
@@ -589,73 +697,66 @@ impl World {
         m.deleting = true;
         let (uid, node) = (m.uid.clone(), m.node.clone());
         let mk = key(CAPI_GROUP, "Machine", &k.0, &k.1);
-        if let Some(mut obj) = self.get_owned(&mk) {
-            obj["metadata"]["deletionTimestamp"] = json!(self.store.timestamp(self.now));
+        if let Some(mut obj) = c.get_owned(&mk) {
+            obj["metadata"]["deletionTimestamp"] = json!(c.timestamp());
             obj["status"]["phase"] = json!("Deleting");
-            let _ = self.put(obj);
+            let _ = c.put(obj);
         }
-        let event = match &node {
+        let machine = k.clone();
+        match &node {
             Some(n) => {
-                let _ = self.set_unschedulable(n, true);
-                crate::world::Event::DrainMachine {
-                    machine: k.clone(),
-                    uid,
-                }
+                let _ = c.set_unschedulable(n, true);
+                c.schedule(c.now, Event::DrainMachine { machine, uid });
             }
-            None => crate::world::Event::MachineGone {
-                machine: k.clone(),
-                uid,
-            },
-        };
-        let at = if node.is_some() {
-            self.now
-        } else {
-            self.now.saturating_add(self.cfg.machine_deletion_ms)
-        };
-        self.schedule(at, event);
+            None => {
+                let at = c.now.saturating_add(self.settings.deletion_ms);
+                c.schedule(at, Event::MachineGone { machine, uid });
+            }
+        }
     }
 
     /// Drains the Node of a Machine being deleted: every pod but DaemonSet pods is evicted; a
     /// PodDisruptionBudget that refuses holds the drain, retried a few seconds later.
-    pub(crate) fn drain_machine(&mut self, k: &NsName, uid: &str) {
+    pub(crate) fn drain_machine(
+        &mut self,
+        c: &mut Cluster,
+        peers: &mut dyn Peers,
+        k: &NsName,
+        uid: &str,
+    ) {
         let Some(m) = self.machines.get(k).filter(|m| m.uid == uid) else {
             return;
         };
+        let (machine, uid) = (k.clone(), uid.to_string());
         let Some(node) = m.node.clone() else {
-            let at = self.now.saturating_add(self.cfg.machine_deletion_ms);
-            let (machine, uid) = (k.clone(), uid.to_string());
-            self.schedule(at, crate::world::Event::MachineGone { machine, uid });
+            let at = c.now.saturating_add(self.settings.deletion_ms);
+            c.schedule(at, Event::MachineGone { machine, uid });
             return;
         };
-        let mut on: Vec<NsName> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| {
-                p.node.as_deref() == Some(node.as_str())
-                    && !matches!(p.owner, crate::world::Owner::DaemonSet(..))
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        on.sort();
         let mut held = false;
-        for (ns, name) in on {
-            if self.evict(&ns, &name).is_err() {
+        for pod in c.non_daemon_pods_on(&node) {
+            if !peers.evict(c, &pod) {
                 held = true;
             }
         }
-        let (machine, uid) = (k.clone(), uid.to_string());
         if held {
-            let at = self.now.saturating_add(DRAIN_RETRY_MS);
-            self.schedule(at, crate::world::Event::DrainMachine { machine, uid });
+            let at = c.now.saturating_add(DRAIN_RETRY_MS);
+            c.schedule(at, Event::DrainMachine { machine, uid });
         } else {
-            let at = self.now.saturating_add(self.cfg.machine_deletion_ms);
-            self.schedule(at, crate::world::Event::MachineGone { machine, uid });
+            let at = c.now.saturating_add(self.settings.deletion_ms);
+            c.schedule(at, Event::MachineGone { machine, uid });
         }
     }
 
     /// A Machine being deleted is gone: its Node (with what is left on it) and the Machine go,
     /// and its set may replace it.
-    pub(crate) fn machine_gone(&mut self, k: &NsName, uid: &str) {
+    pub(crate) fn machine_gone(
+        &mut self,
+        c: &mut Cluster,
+        peers: &mut dyn Peers,
+        k: &NsName,
+        uid: &str,
+    ) {
         let Some(group) = self
             .machines
             .get(k)
@@ -664,25 +765,59 @@ impl World {
         else {
             return;
         };
-        self.delete_machine(k);
-        self.reconcile_group(&group);
-        self.reconcile();
+        self.delete_machine(c, k);
+        self.reconcile_group(c, &group);
+        peers.react(c);
     }
 
     /// Deletes a Machine with its Node and the Node's pods at once.
-    pub(crate) fn delete_machine(&mut self, k: &NsName) {
+    fn delete_machine(&mut self, c: &mut Cluster, k: &NsName) {
         let Some(m) = self.machines.remove(k) else {
             return;
         };
         if let Some(node) = &m.node {
-            let _ = self.remove_node(node);
+            let _ = c.remove_node(node);
         }
-        self.store
-            .delete(&key(CAPI_GROUP, "Machine", &k.0, &k.1), self.now);
+        c.store
+            .delete(&key(CAPI_GROUP, "Machine", &k.0, &k.1), c.now);
     }
 
+    /// Deletes a MachineDeployment at once with its Machines (and their Nodes) and its
+    /// MachineSet.
+    pub(crate) fn delete_deployment(&mut self, c: &mut Cluster, id: &NsName) {
+        let members: Vec<NsName> = self
+            .machines
+            .iter()
+            .filter(|(_, m)| m.group == *id)
+            .map(|(mk, _)| mk.clone())
+            .collect();
+        for m in members {
+            self.delete_machine(c, &m);
+        }
+        if let Some(g) = self.groups.remove(id) {
+            let ms = key(CAPI_GROUP, "MachineSet", &id.0, &g.ms_name);
+            c.store.delete(&ms, c.now);
+        }
+        c.store
+            .delete(&key(CAPI_GROUP, "MachineDeployment", &id.0, &id.1), c.now);
+    }
+
+    /// Deletes a Machine object, as `kubectl delete machine` does: it drains and goes (see
+    /// [`Machines::begin_machine_deletion`]); its MachineSet then replaces it if the replicas
+    /// still ask for it.
+    pub(crate) fn remove_machine(&mut self, c: &mut Cluster, k: &NsName) -> Result<(), WorldError> {
+        if !self.machines.contains_key(k) {
+            return Err(WorldError::NotFound(format!("Machine {}/{}", k.0, k.1)));
+        }
+        self.begin_machine_deletion(c, k);
+        Ok(())
+    }
+}
+
+/// A Machine becomes a Node.
+impl Machines {
     /// A Machine's provisioning delay has elapsed: register its Node.
-    pub(crate) fn machine_ready(&mut self, k: &NsName, uid: &str) {
+    pub(crate) fn machine_ready(&mut self, c: &mut Cluster, k: &NsName, uid: &str) {
         let Some(m) = self.machines.get(k).cloned() else {
             return;
         };
@@ -690,36 +825,31 @@ impl World {
             return;
         }
         let md_key = key(CAPI_GROUP, "MachineDeployment", &m.group.0, &m.group.1);
-        let Some(md) = self.store.get(&md_key).cloned() else {
+        let Some(md) = c.store.get(&md_key).cloned() else {
             return;
         };
-        let node = self.node_object(&k.1, &md, k);
-        let Ok(name) = self.register_node(node, Some(k.clone())) else {
+        let node = self.node_object(c, &k.1, &md, k);
+        let Ok(name) = c.register_node(node, Some(k.clone())) else {
             return;
         };
-        let node_uid = self
-            .store
-            .get(&key("", "Node", "", &name))
-            .and_then(|o| str_at(o, "/metadata/uid").map(str::to_string))
-            .unwrap_or_default();
+        let node_uid = c.uid_of(&key("", "Node", "", &name));
         let mk = key(CAPI_GROUP, "Machine", &k.0, &k.1);
-        if let Some(mut obj) = self.get_owned(&mk) {
+        if let Some(mut obj) = c.get_owned(&mk) {
             obj["status"]["phase"] = json!("Running");
             obj["status"]["nodeRef"] =
                 json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid});
-            let _ = self.put(obj);
+            let _ = c.put(obj);
         }
         if let Some(m) = self.machines.get_mut(k) {
             m.node = Some(name);
         }
-        let g = m.group.clone();
-        self.reconcile_group(&g);
+        self.reconcile_group(c, &m.group);
     }
 
     /// The Node of a Machine of `md`: labels from the template and the labels annotation,
     /// capacity from the capacity annotations, taints from the template and the taints
     /// annotation.
-    fn node_object(&self, name: &str, md: &Value, machine: &NsName) -> Value {
+    fn node_object(&self, c: &Cluster, name: &str, md: &Value, machine: &NsName) -> Value {
         let ann = |k: &str| {
             str_at(
                 md,
@@ -771,7 +901,7 @@ impl World {
                 taints.push(json!({"key": k.trim(), "value": v.trim(), "effect": effect.trim()}));
             }
         }
-        let ts = self.store.timestamp(self.now);
+        let ts = c.timestamp();
         let mut spec = json!({"providerID": format!("sim:///{name}")});
         if !taints.is_empty() {
             spec["taints"] = Value::Array(taints);
@@ -796,7 +926,7 @@ impl World {
                 "annotations": {
                     "cluster.x-k8s.io/machine": machine.1,
                     "cluster.x-k8s.io/cluster-namespace": machine.0,
-                    "cluster.x-k8s.io/cluster-name": self.cfg.cluster_name,
+                    "cluster.x-k8s.io/cluster-name": self.settings.cluster_name,
                     "cluster.x-k8s.io/owner-kind": "MachineSet",
                     "cluster.x-k8s.io/owner-name": owner_set,
                 },
@@ -811,38 +941,292 @@ impl World {
     }
 }
 
-impl World {
-    /// Deletes a Machine object, as `kubectl delete machine` does: it drains and goes (see
-    /// [`World::begin_machine_deletion`]); its MachineSet then replaces it if the replicas still
-    /// ask for it.
-    pub fn remove_machine(&mut self, namespace: &str, name: &str) -> Result<(), WorldError> {
-        let k = (namespace.to_string(), name.to_string());
-        if !self.machines.contains_key(&k) {
-            return Err(WorldError::NotFound(format!("Machine {namespace}/{name}")));
+/// Sets an annotation on a Machine (the autoscaler marks machines to delete this way).
+pub(crate) fn annotate_machine(
+    c: &mut Cluster,
+    namespace: &str,
+    machine: &str,
+    annotation: &str,
+    value: &str,
+) -> Result<(), WorldError> {
+    let k = key(CAPI_GROUP, "Machine", namespace, machine);
+    let Some(mut obj) = c.get_owned(&k) else {
+        return Err(WorldError::NotFound(k.to_string()));
+    };
+    if !obj["metadata"]["annotations"].is_object() {
+        obj["metadata"]["annotations"] = json!({});
+    }
+    obj["metadata"]["annotations"][annotation] = json!(value);
+    c.put(obj)?;
+    Ok(())
+}
+
+/// Removes an annotation from a Machine (no-op if it is absent).
+pub(crate) fn remove_machine_annotation(
+    c: &mut Cluster,
+    namespace: &str,
+    machine: &str,
+    annotation: &str,
+) -> Result<(), WorldError> {
+    let k = key(CAPI_GROUP, "Machine", namespace, machine);
+    let Some(mut obj) = c.get_owned(&k) else {
+        return Err(WorldError::NotFound(k.to_string()));
+    };
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(annotation);
+    }
+    c.put(obj)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn replicas_become_machines_then_ready_nodes_after_the_delay() {
+        let mut w = world(1);
+        w.add_node_group(&group("workers", 3)).unwrap();
+        let machines = w.machines_of("capi", "workers");
+        assert_eq!(machines.len(), 3);
+        assert!(w.node_names().is_empty());
+        for m in &machines {
+            let obj = machine(&w, m);
+            assert_eq!(obj["spec"]["providerID"], format!("sim:///{m}"));
+            assert_eq!(obj["status"]["phase"], "Provisioned");
+            assert!(obj["status"].get("nodeRef").is_none());
         }
-        self.begin_machine_deletion(&k);
-        self.reconcile();
-        Ok(())
+        let ms: Vec<_> = w.objects().list("cluster.x-k8s.io", "MachineSet").collect();
+        assert_eq!(ms.len(), 1);
+        assert_eq!(ms[0].1["spec"]["replicas"], 3);
+
+        w.step_until(29_999);
+        assert!(
+            w.node_names().is_empty(),
+            "no node before the minimum delay"
+        );
+        w.step_until(60_000);
+        assert_eq!(w.node_names().len(), 3);
+        for m in &machines {
+            let obj = machine(&w, m);
+            assert_eq!(obj["status"]["phase"], "Running");
+            assert_eq!(obj["status"]["nodeRef"]["name"], m.as_str());
+            let node = get(&w, "", "Node", "", m).unwrap();
+            assert_eq!(node["metadata"]["labels"]["pool"], "workers");
+            assert_eq!(node["status"]["capacity"]["cpu"], "4");
+            assert_eq!(node["status"]["conditions"][0]["type"], "Ready");
+            assert_eq!(node["spec"]["providerID"], format!("sim:///{m}"));
+            assert_eq!(w.machine_of_node(m), Some(("capi".into(), m.clone())));
+        }
+        let md = get(
+            &w,
+            "cluster.x-k8s.io",
+            "MachineDeployment",
+            "capi",
+            "workers",
+        )
+        .unwrap();
+        assert_eq!(md["status"]["readyReplicas"], 3);
+        let sample = w.metrics().samples.last().unwrap();
+        assert_eq!(sample.machines_per_group["capi/workers"], 3);
     }
 
-    /// Removes an annotation from a Machine (no-op if it is absent).
-    pub fn remove_machine_annotation(
-        &mut self,
-        namespace: &str,
-        machine: &str,
-        annotation: &str,
-    ) -> Result<(), WorldError> {
-        let k = key(CAPI_GROUP, "Machine", namespace, machine);
-        let Some(mut obj) = self.get_owned(&k) else {
-            return Err(WorldError::NotFound(k.to_string()));
-        };
-        if let Some(a) = obj
-            .pointer_mut("/metadata/annotations")
-            .and_then(Value::as_object_mut)
+    #[test]
+    fn scale_down_deletes_the_annotated_machine_first() {
+        let mut w = world(4);
+        w.add_node_group(&group("workers", 3)).unwrap();
+        w.advance(61_000);
+        let machines = w.machines_of("capi", "workers");
+        // Not the first by name: an unmarked choice would never pick it.
+        let victim = machines[2].clone();
+        w.annotate_machine("capi", &victim, DELETE_MACHINE_ANNOTATION, "yes")
+            .unwrap();
+        w.set_replicas("capi", "workers", 2).unwrap();
+        // Being deleted: a deletionTimestamp, still counted, its node cordoned and drained.
+        assert!(machine(&w, &victim)["metadata"]["deletionTimestamp"].is_string());
+        w.advance(1);
+        let left = w.machines_of("capi", "workers");
+        assert_eq!(left.len(), 2);
+        assert!(!left.contains(&victim));
+        assert!(!w.node_names().contains(&victim), "its node went with it");
+        assert!(w.unmarked_healthy_deletions().is_empty());
+        // Without annotation, the default Random policy takes a healthy Machine by name: a
+        // careless decrement removes a healthy node, and the world records it.
+        let mut by_name = left.clone();
+        by_name.sort();
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(1);
+        assert_eq!(w.machines_of("capi", "workers"), vec![by_name[1].clone()]);
+        let careless = w.unmarked_healthy_deletions();
+        assert_eq!(careless.len(), 1);
+        assert_eq!(careless[0].machine, by_name[0]);
+    }
+
+    #[test]
+    fn unhealthy_machines_go_before_healthy_ones_and_policies_order_the_rest() {
+        for (policy, expect_oldest_left) in
+            [(DeletePolicy::Newest, true), (DeletePolicy::Oldest, false)]
         {
-            a.remove(annotation);
+            let mut w = world(11);
+            let mut spec = group("workers", 1);
+            spec.delete_policy = policy;
+            w.add_node_group(&spec).unwrap();
+            w.advance(61_000);
+            w.set_replicas("capi", "workers", 2).unwrap();
+            w.advance(61_000);
+            let oldest_first = w.machines_of("capi", "workers");
+            assert_eq!(w.node_names().len(), 2);
+            // A third Machine without a node yet: unhealthy, so it goes first.
+            w.set_replicas("capi", "workers", 3).unwrap();
+            let young = w.machines_of("capi", "workers")[2].clone();
+            w.set_replicas("capi", "workers", 2).unwrap();
+            w.advance(1);
+            assert!(
+                !w.machines_of("capi", "workers").contains(&young),
+                "{policy:?}"
+            );
+            w.set_replicas("capi", "workers", 1).unwrap();
+            w.advance(1);
+            let kept = if expect_oldest_left {
+                &oldest_first[0]
+            } else {
+                &oldest_first[1]
+            };
+            assert_eq!(
+                &w.machines_of("capi", "workers"),
+                &vec![kept.clone()],
+                "{policy:?}"
+            );
         }
-        self.put(obj)?;
-        Ok(())
+    }
+
+    #[test]
+    fn a_deleting_machine_keeps_its_node_until_the_budget_lets_the_drain_finish() {
+        let mut w = World::new(WorldConfig {
+            seed: 3,
+            machine_deletion_ms: 20_000,
+            ..WorldConfig::default()
+        });
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.advance(121_000);
+        w.add_replica_set(rs("web", 1, "100m")).unwrap();
+        w.apply(pdb("web", "web", 1)).unwrap();
+        w.advance(2_000);
+        let m = w.machines_of("capi", "workers")[0].clone();
+        w.remove_machine("capi", &m).unwrap();
+        w.advance(60_000);
+        // The only pod is protected: the node stays, cordoned, and so does the Machine.
+        assert_eq!(w.node_names(), vec![m.clone()]);
+        let node = get(&w, "", "Node", "", &m).unwrap();
+        assert_eq!(node["spec"]["unschedulable"], true);
+        assert_eq!(machine(&w, &m)["status"]["phase"], "Deleting");
+        // The budget relaxed: the drain finishes, then the instance terminates.
+        w.apply(pdb("web", "web", 0)).unwrap();
+        w.advance(6_000);
+        assert_eq!(w.node_names(), vec![m.clone()], "terminating for 20s");
+        w.advance(20_000);
+        assert!(!w.node_names().contains(&m));
+        assert!(!w.machines_of("capi", "workers").contains(&m));
+    }
+
+    #[test]
+    fn a_slow_machine_set_controller_acts_late_on_new_replicas() {
+        let mut w = World::new(WorldConfig {
+            seed: 3,
+            machine_set_sync_ms: 30_000,
+            ..WorldConfig::default()
+        });
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.set_replicas("capi", "workers", 3).unwrap();
+        assert_eq!(w.machines_of("capi", "workers").len(), 1);
+        w.advance(30_000);
+        assert_eq!(w.machines_of("capi", "workers").len(), 3);
+    }
+
+    #[test]
+    fn stockout_fails_machines_with_a_reason_and_scale_errors_are_injected() {
+        let mut w = world(5);
+        w.add_node_group(&group("workers", 0)).unwrap();
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 0,
+            to_ms: 100_000,
+            kind: FaultKind::Stockout {
+                reason: "InsufficientInstanceCapacity".into(),
+            },
+        });
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 400_000,
+            to_ms: 500_000,
+            kind: FaultKind::ScaleApiError,
+        });
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.advance(150_000);
+        assert!(w.node_names().is_empty());
+        for m in w.machines_of("capi", "workers") {
+            let obj = machine(&w, &m);
+            assert_eq!(obj["status"]["phase"], "Failed");
+            assert_eq!(
+                obj["status"]["failureReason"],
+                "InsufficientInstanceCapacity"
+            );
+            assert!(obj["status"]["failureMessage"].is_string());
+            let conditions = obj["status"]["v1beta2"]["conditions"].as_array().unwrap();
+            assert!(
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "False")
+            );
+        }
+        // After the window, a new machine provisions; failed ones are deleted first on shrink.
+        w.set_replicas("capi", "workers", 3).unwrap();
+        w.step_until(300_000);
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(1);
+        let left = w.machines_of("capi", "workers");
+        assert_eq!(left.len(), 1);
+        assert_eq!(machine(&w, &left[0])["status"]["phase"], "Running");
+        assert_eq!(w.node_names().len(), 1);
+        w.step_until(400_000);
+        assert_eq!(
+            w.set_replicas("capi", "workers", 2),
+            Err(WorldError::ScaleApi {
+                group: "capi/workers".into()
+            })
+        );
+        w.step_until(500_000);
+        w.set_replicas("capi", "workers", 2).unwrap();
+    }
+
+    #[test]
+    fn never_registering_and_slow_machines() {
+        let mut w = world(6);
+        w.add_node_group(&group("workers", 0)).unwrap();
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 0,
+            to_ms: 10,
+            kind: FaultKind::NeverRegisters,
+        });
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.step_until(20);
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 20,
+            to_ms: 30,
+            kind: FaultKind::Slow { delay_ms: 900_000 },
+        });
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.step_until(900_000);
+        assert!(w.node_names().is_empty());
+        let ms = w.machines_of("capi", "workers");
+        assert!(machine(&w, &ms[0])["spec"]["providerID"].is_string());
+        w.step_until(900_020);
+        assert_eq!(w.node_names(), vec![ms[1].clone()]);
     }
 }

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::queue::NsName;
 use crate::time::SimTime;
-use crate::world::World;
 
 /// One periodic sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,40 +54,71 @@ pub struct Metrics {
     pub waits: Vec<PodWait>,
 }
 
-impl World {
-    /// Takes a sample now (also done every `metrics_interval_ms`).
-    pub fn sample_metrics(&mut self) {
-        let mut s = Sample {
-            at_ms: self.now,
-            pending: 0,
-            unschedulable: 0,
-            running: 0,
-            nodes: self.nodes.len(),
-            nodes_per_group: BTreeMap::new(),
-            machines_per_group: BTreeMap::new(),
-        };
-        for p in self.pods.values() {
-            if p.node.is_some() {
-                s.running += 1;
-            } else {
-                s.pending += 1;
-                if p.unschedulable.is_some() {
-                    s.unschedulable += 1;
-                }
+/// A sample at `at_ms` of `nodes` nodes, of pods given as (bound, marked Unschedulable), and of
+/// Machines given as (MachineDeployment, Node registered) with every MachineDeployment in
+/// `groups` counted (as zero if it has no Machine).
+pub(crate) fn sample<'a>(
+    at_ms: SimTime,
+    nodes: usize,
+    pods: impl Iterator<Item = (bool, bool)>,
+    groups: impl Iterator<Item = &'a NsName>,
+    machines: impl Iterator<Item = (&'a NsName, bool)>,
+) -> Sample {
+    let mut s = Sample {
+        at_ms,
+        pending: 0,
+        unschedulable: 0,
+        running: 0,
+        nodes,
+        nodes_per_group: BTreeMap::new(),
+        machines_per_group: BTreeMap::new(),
+    };
+    for (bound, unschedulable) in pods {
+        if bound {
+            s.running += 1;
+        } else {
+            s.pending += 1;
+            if unschedulable {
+                s.unschedulable += 1;
             }
         }
-        for g in self.groups.keys() {
-            let name = format!("{}/{}", g.0, g.1);
-            s.nodes_per_group.insert(name.clone(), 0);
-            s.machines_per_group.insert(name, 0);
+    }
+    for g in groups {
+        let name = format!("{}/{}", g.0, g.1);
+        s.nodes_per_group.insert(name.clone(), 0);
+        s.machines_per_group.insert(name, 0);
+    }
+    for (group, registered) in machines {
+        let name = format!("{}/{}", group.0, group.1);
+        *s.machines_per_group.entry(name.clone()).or_default() += 1;
+        if registered {
+            *s.nodes_per_group.entry(name).or_default() += 1;
         }
-        for m in self.machines.values() {
-            let name = format!("{}/{}", m.group.0, m.group.1);
-            *s.machines_per_group.entry(name.clone()).or_default() += 1;
-            if m.node.is_some() {
-                *s.nodes_per_group.entry(name).or_default() += 1;
-            }
-        }
-        self.metrics.samples.push(s);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_counts_pods_and_machines_per_group_with_empty_groups_as_zero() {
+        let (a, b) = (
+            ("ns".to_string(), "a".to_string()),
+            ("ns".to_string(), "b".to_string()),
+        );
+        let s = sample(
+            7,
+            1,
+            [(true, false), (false, true), (false, false)].into_iter(),
+            [&a, &b].into_iter(),
+            [(&a, true), (&a, false)].into_iter(),
+        );
+        assert_eq!((s.at_ms, s.nodes), (7, 1));
+        assert_eq!((s.running, s.pending, s.unschedulable), (1, 2, 1));
+        assert_eq!(s.machines_per_group["ns/a"], 2);
+        assert_eq!(s.nodes_per_group["ns/a"], 1);
+        assert_eq!(s.machines_per_group["ns/b"], 0);
     }
 }

@@ -4,22 +4,26 @@
 //! It decides how a NotReady node looks (Ready condition `False` with reason
 //! `NodeStatusUnknown`, and the `node.kubernetes.io/not-ready:NoSchedule` taint, so the scheduler
 //! places nothing new there) and which nodes of a group a fault takes down (the first `count`
-//! Ready nodes by name, deterministic). It never deletes a node or evicts a pod: pods already
-//! bound keep running.
+//! Ready nodes by name, deterministic); it owns its faults and the nodes each took down. It
+//! never deletes a node or evicts a pod: pods already bound keep running.
 
 use serde_json::{Value, json};
 
-use crate::world::{FaultKind, World, WorldError};
+use std::collections::BTreeMap;
+
+use crate::cluster::{Cluster, WorldError};
+use crate::faults::{Fault, FaultKind};
+use crate::machines::Machines;
+use crate::queue::Event;
 
 /// The taint the node lifecycle controller puts on a node whose Ready condition is not True.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
-impl World {
-    /// Marks a node Ready (condition `True`, `not-ready` taint removed) or NotReady (condition
-    /// `False`, `node.kubernetes.io/not-ready:NoSchedule` taint added). Pods stay bound.
-    pub fn set_node_ready(&mut self, name: &str, ready: bool) -> Result<(), WorldError> {
-        let ts = self.store.timestamp(self.now);
-        self.edit_node(name, |obj| {
+/// Marks a node Ready (condition `True`, `not-ready` taint removed) or NotReady (condition
+/// `False`, `node.kubernetes.io/not-ready:NoSchedule` taint added). Pods stay bound.
+pub(crate) fn set_node_ready(c: &mut Cluster, name: &str, ready: bool) -> Result<(), WorldError> {
+    let ts = c.timestamp();
+    c.edit_node(name, |obj| {
             let cond = if ready {
                 json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": ts, "lastTransitionTime": ts})
             } else {
@@ -44,19 +48,47 @@ impl World {
             }
             obj["spec"]["taints"] = Value::Array(taints);
         })
+}
+
+/// The node readiness controller's own state.
+#[derive(Debug, Default)]
+pub(crate) struct Readiness {
+    /// The `NodesNotReady` faults, in the order injected.
+    faults: Vec<Fault>,
+    /// Nodes taken down by each active fault (by index into `faults`).
+    not_ready_by_fault: BTreeMap<usize, Vec<String>>,
+}
+
+impl Readiness {
+    /// Takes a `NodesNotReady` fault and queues its start and end.
+    pub(crate) fn inject(&mut self, c: &mut Cluster, fault: Fault) {
+        let index = self.faults.len();
+        c.schedule(
+            fault.from_ms,
+            Event::Readiness {
+                fault: index,
+                start: true,
+            },
+        );
+        c.schedule(
+            fault.to_ms,
+            Event::Readiness {
+                fault: index,
+                start: false,
+            },
+        );
+        self.faults.push(fault);
     }
 
-    /// Whether a node's Ready condition is True (false for an unknown node).
-    pub fn node_ready(&self, name: &str) -> bool {
-        self.nodes
-            .get(name)
-            .and_then(|n| self.snapshot.node(n.id))
-            .is_some_and(|i| i.node.is_ready())
-    }
-
-    /// Start (`start`) or end of the `NodesNotReady` fault number `index`: takes the first
-    /// `count` Ready nodes of the group down, or brings back up the ones it took down.
-    pub(crate) fn readiness_fault(&mut self, index: usize, start: bool) {
+    /// Start (`start`) or end of the fault number `index`: takes the first `count` Ready nodes
+    /// of the group down, or brings back up the ones it took down.
+    pub(crate) fn fault(
+        &mut self,
+        c: &mut Cluster,
+        machines: &Machines,
+        index: usize,
+        start: bool,
+    ) {
         let Some(fault) = self.faults.get(index).cloned() else {
             return;
         };
@@ -64,28 +96,27 @@ impl World {
             return;
         };
         if start {
-            let mut names: Vec<String> = self
+            let mut names: Vec<String> = c
                 .nodes
                 .iter()
                 .filter(|(_, st)| {
-                    st.machine.as_ref().is_some_and(|m| {
-                        self.machines
-                            .get(m)
-                            .is_some_and(|ms| ms.group.1 == fault.group)
-                    })
+                    st.machine
+                        .as_ref()
+                        .and_then(|m| machines.group_of(m))
+                        .is_some_and(|g| g.1 == fault.group)
                 })
                 .map(|(n, _)| n.clone())
-                .filter(|n| self.node_ready(n))
+                .filter(|n| c.node_ready(n))
                 .collect();
             names.truncate(count as usize);
             for n in &names {
-                let _ = self.set_node_ready(n, false);
+                let _ = set_node_ready(c, n, false);
             }
             self.not_ready_by_fault.insert(index, names);
         } else {
             for n in self.not_ready_by_fault.remove(&index).unwrap_or_default() {
                 // A node deleted meanwhile is simply gone.
-                let _ = self.set_node_ready(&n, true);
+                let _ = set_node_ready(c, &n, true);
             }
         }
     }
@@ -93,8 +124,9 @@ impl World {
 
 #[cfg(test)]
 mod tests {
+    use crate::faults::{Fault, FaultKind};
     use crate::machines::NodeGroupSpec;
-    use crate::world::{Fault, FaultKind, World, WorldConfig};
+    use crate::world::{World, WorldConfig};
 
     #[test]
     fn a_nodes_not_ready_fault_takes_nodes_down_and_back_up() {

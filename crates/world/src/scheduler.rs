@@ -3,8 +3,10 @@
 //! those that fit nowhere get `PodScheduled=False, reason=Unschedulable` with kube-scheduler's
 //! message.
 //!
-//! It decides placement only. It never scores nodes (first fit in snapshot order), never
-//! preempts and never writes a condition that did not change.
+//! It decides placement only, and owns what it keeps between passes (the epoch of its last idle
+//! pass, failure verdicts per equivalence class). It never scores nodes (first fit in snapshot
+//! order), never preempts, never creates or deletes a pod and never writes a condition that did
+//! not change.
 
 use std::collections::BTreeMap;
 
@@ -12,37 +14,48 @@ use autoscaler_core::snapshot::NodeId;
 use rustc_hash::FxHashMap;
 use serde_json::json;
 
+use crate::cluster::Cluster;
 use crate::objects::key;
-use crate::world::{NsName, World};
+use crate::queue::NsName;
 
-impl World {
+/// The scheduler's own state.
+#[derive(Debug, Default)]
+pub(crate) struct Scheduler {
+    /// The scheduling epoch at which a pass changed nothing: until the epoch moves, another
+    /// pass would decide exactly the same and is skipped.
+    idle_at: Option<u64>,
+    /// kube-scheduler failure verdicts kept between passes, per equivalence class.
+    failures: FailureCache,
+}
+
+impl Scheduler {
     /// One scheduler pass over every pending pod.
-    pub(crate) fn schedule_pending(&mut self) {
+    pub(crate) fn schedule_pending(&mut self, c: &mut Cluster) {
         // Nothing changed since a pass that changed nothing: this one would decide the same.
-        if self.pending.is_empty() || self.sched_idle_at == Some(self.sched_epoch) {
+        if c.pending.is_empty() || self.idle_at == Some(c.sched_epoch) {
             return;
         }
-        let epoch = self.sched_epoch;
-        let queue: Vec<(i32, u64, NsName)> = self.pending.iter().cloned().collect();
+        let epoch = c.sched_epoch;
+        let queue: Vec<(i32, u64, NsName)> = c.pending.iter().cloned().collect();
         // Oldest-registered first is not tracked; name order (the map's) is deterministic.
-        let node_ids: Vec<NodeId> = self.nodes.values().map(|s| s.id).collect();
+        let node_ids: Vec<NodeId> = c.nodes.values().map(|s| s.id).collect();
         // For pods whose fit can only get worse as pods are added (no inter-pod affinity, no
         // spread), a node rejected for one pod of an equivalence class rejects the rest of the
         // class during this pass: resume from there, and reuse a failure message.
         let mut cursor: FxHashMap<u64, usize> = FxHashMap::default();
         let mut failed: FxHashMap<u64, String> = FxHashMap::default();
-        let mut cache = std::mem::take(&mut self.failures);
+        let cache = &mut self.failures;
         cache.used.clear();
         for (_, _, id) in queue {
-            let Some(view) = self.pods.get(&id).map(|p| p.view.clone()) else {
+            let Some(view) = c.pods.get(&id).map(|p| p.view.clone()) else {
                 continue;
             };
             let monotone = view.affinity.is_empty() && view.spread.is_empty();
             if monotone && let Some(msg) = failed.get(&view.equivalence).cloned() {
-                self.mark_unschedulable(&id, msg);
+                mark_unschedulable(c, &id, msg);
                 continue;
             }
-            let prepared = self.snapshot.prepare(&view);
+            let prepared = c.snapshot.prepare(&view);
             let start = if monotone {
                 cursor.get(&view.equivalence).copied().unwrap_or(0)
             } else {
@@ -50,7 +63,7 @@ impl World {
             };
             let mut chosen = None;
             for (i, nid) in node_ids.iter().enumerate().skip(start) {
-                if self.snapshot.check(&view, &prepared, *nid).is_ok() {
+                if c.snapshot.check(&view, &prepared, *nid).is_ok() {
                     chosen = Some(i);
                     break;
                 }
@@ -60,159 +73,158 @@ impl World {
                     if monotone {
                         cursor.insert(view.equivalence, i);
                     }
-                    let name = self
+                    let name = c
                         .snapshot
                         .node(node_ids[i])
                         .map(|n| n.node.name.as_str().to_string());
                     if let Some(name) = name {
-                        self.bind(&id, &name);
+                        c.bind(&id, &name);
                     }
                 }
                 None => {
-                    let msg = if monotone && self.snapshot.anti_affinity_pod_count() == 0 {
-                        self.cached_failure_message(&view, &node_ids, &mut cache)
+                    let msg = if monotone && c.snapshot.anti_affinity_pod_count() == 0 {
+                        cached_failure_message(c, &view, &node_ids, cache)
                     } else {
-                        self.failure_message(&view, &node_ids)
+                        failure_message(c, &view, &node_ids)
                     };
                     if monotone {
                         failed.insert(view.equivalence, msg.clone());
                     }
-                    self.mark_unschedulable(&id, msg);
+                    mark_unschedulable(c, &id, msg);
                 }
             }
         }
-        self.sched_idle_at = (self.sched_epoch == epoch).then_some(epoch);
+        self.idle_at = (c.sched_epoch == epoch).then_some(epoch);
         // Classes that did not fail in this pass are forgotten.
         let used = std::mem::take(&mut cache.used);
         cache.classes.retain(|k, _| used.contains(k));
         cache.used = used;
-        self.failures = cache;
     }
+}
 
-    /// [`World::failure_message`] for a pod whose verdict on a node depends only on that node
-    /// and its pods (no inter-pod affinity or spread of its own, no existing pod with
-    /// anti-affinity): per-node reasons are kept per equivalence class with the node's stamp
-    /// and recomputed only for nodes changed since; the message itself is reused while no node
-    /// changed. Gives exactly [`World::failure_message`]'s text.
-    fn cached_failure_message(
-        &self,
-        pod: &autoscaler_core::pod::Pod,
-        nodes: &[NodeId],
-        cache: &mut FailureCache,
-    ) -> String {
-        let msg = self.cached_failure_message_inner(pod, nodes, cache);
-        debug_assert_eq!(msg, self.failure_message(pod, nodes));
-        msg
+/// [`failure_message`] for a pod whose verdict on a node depends only on that node
+/// and its pods (no inter-pod affinity or spread of its own, no existing pod with
+/// anti-affinity): per-node reasons are kept per equivalence class with the node's stamp
+/// and recomputed only for nodes changed since; the message itself is reused while no node
+/// changed. Gives exactly [`failure_message`]'s text.
+fn cached_failure_message(
+    c: &Cluster,
+    pod: &autoscaler_core::pod::Pod,
+    nodes: &[NodeId],
+    cache: &mut FailureCache,
+) -> String {
+    let msg = cached_failure_message_inner(c, pod, nodes, cache);
+    debug_assert_eq!(msg, failure_message(c, pod, nodes));
+    msg
+}
+
+fn cached_failure_message_inner(
+    c: &Cluster,
+    pod: &autoscaler_core::pod::Pod,
+    nodes: &[NodeId],
+    cache: &mut FailureCache,
+) -> String {
+    if nodes.is_empty() {
+        return "no nodes available to schedule pods".to_string();
     }
-
-    fn cached_failure_message_inner(
-        &self,
-        pod: &autoscaler_core::pod::Pod,
-        nodes: &[NodeId],
-        cache: &mut FailureCache,
-    ) -> String {
-        if nodes.is_empty() {
-            return "no nodes available to schedule pods".to_string();
-        }
-        cache.used.insert(pod.equivalence);
-        let class = cache.classes.entry(pod.equivalence).or_default();
-        if class.ids != nodes {
-            *class = ClassFailures {
-                ids: nodes.to_vec(),
-                entries: vec![(None, Vec::new()); nodes.len()],
-                ..ClassFailures::default()
-            };
-        }
-        let mut prepared = None;
-        let mut changed = false;
-        for (&nid, entry) in nodes.iter().zip(class.entries.iter_mut()) {
-            let st = self.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-            if entry.0 == Some(st) {
-                continue;
-            }
-            changed = true;
-            let prepared = prepared.get_or_insert_with(|| self.snapshot.prepare(pod));
-            let reasons = match self.snapshot.check(pod, prepared, nid) {
-                Ok(()) => Vec::new(),
-                Err(unfit) => unfit.reasons(),
-            };
-            for r in &entry.1 {
-                if let Some(n) = class.counts.get_mut(r) {
-                    *n -= 1;
-                    if *n == 0 {
-                        class.counts.remove(r);
-                    }
-                }
-            }
-            for r in &reasons {
-                *class.counts.entry(r.clone()).or_default() += 1;
-            }
-            *entry = (Some(st), reasons);
-        }
-        if !changed && let Some(msg) = &class.message {
-            return msg.clone();
-        }
-        let mut parts: Vec<String> = class
-            .counts
-            .iter()
-            .map(|(r, n)| format!("{n} {r}"))
-            .collect();
-        parts.sort();
-        let msg = format!(
-            "0/{} nodes are available: {}.",
-            nodes.len(),
-            parts.join(", ")
-        );
-        class.message = Some(msg.clone());
-        msg
-    }
-
-    /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
-    /// reasons counted per node and sorted as strings.
-    fn failure_message(&self, pod: &autoscaler_core::pod::Pod, nodes: &[NodeId]) -> String {
-        if nodes.is_empty() {
-            return "no nodes available to schedule pods".to_string();
-        }
-        let prepared = self.snapshot.prepare(pod);
-        let mut hist: BTreeMap<String, usize> = BTreeMap::new();
-        for nid in nodes {
-            if let Err(unfit) = self.snapshot.check(pod, &prepared, *nid) {
-                for r in unfit.reasons() {
-                    *hist.entry(r).or_default() += 1;
-                }
-            }
-        }
-        let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
-        parts.sort();
-        format!(
-            "0/{} nodes are available: {}.",
-            nodes.len(),
-            parts.join(", ")
-        )
-    }
-
-    fn mark_unschedulable(&mut self, id: &NsName, msg: String) {
-        let Some(st) = self.pods.get_mut(id) else {
-            return;
+    cache.used.insert(pod.equivalence);
+    let class = cache.classes.entry(pod.equivalence).or_default();
+    if class.ids != nodes {
+        *class = ClassFailures {
+            ids: nodes.to_vec(),
+            entries: vec![(None, Vec::new()); nodes.len()],
+            ..ClassFailures::default()
         };
-        if st.unschedulable.as_deref() == Some(msg.as_str()) {
-            return;
+    }
+    let mut prepared = None;
+    let mut changed = false;
+    for (&nid, entry) in nodes.iter().zip(class.entries.iter_mut()) {
+        let st = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
+        if entry.0 == Some(st) {
+            continue;
         }
-        st.unschedulable = Some(msg.clone());
-        let k = key("", "Pod", &id.0, &id.1);
-        let ts = self.store.timestamp(self.now);
-        if let Some(mut obj) = self.get_owned(&k) {
-            obj["status"]["phase"] = json!("Pending");
-            obj["status"]["conditions"] = json!([{
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": msg,
-                "lastProbeTime": null,
-                "lastTransitionTime": ts,
-            }]);
-            let _ = self.put(obj);
+        changed = true;
+        let prepared = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
+        let reasons = match c.snapshot.check(pod, prepared, nid) {
+            Ok(()) => Vec::new(),
+            Err(unfit) => unfit.reasons(),
+        };
+        for r in &entry.1 {
+            if let Some(n) = class.counts.get_mut(r) {
+                *n -= 1;
+                if *n == 0 {
+                    class.counts.remove(r);
+                }
+            }
         }
+        for r in &reasons {
+            *class.counts.entry(r.clone()).or_default() += 1;
+        }
+        *entry = (Some(st), reasons);
+    }
+    if !changed && let Some(msg) = &class.message {
+        return msg.clone();
+    }
+    let mut parts: Vec<String> = class
+        .counts
+        .iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
+    parts.sort();
+    let msg = format!(
+        "0/{} nodes are available: {}.",
+        nodes.len(),
+        parts.join(", ")
+    );
+    class.message = Some(msg.clone());
+    msg
+}
+
+/// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
+/// reasons counted per node and sorted as strings.
+fn failure_message(c: &Cluster, pod: &autoscaler_core::pod::Pod, nodes: &[NodeId]) -> String {
+    if nodes.is_empty() {
+        return "no nodes available to schedule pods".to_string();
+    }
+    let prepared = c.snapshot.prepare(pod);
+    let mut hist: BTreeMap<String, usize> = BTreeMap::new();
+    for nid in nodes {
+        if let Err(unfit) = c.snapshot.check(pod, &prepared, *nid) {
+            for r in unfit.reasons() {
+                *hist.entry(r).or_default() += 1;
+            }
+        }
+    }
+    let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+    parts.sort();
+    format!(
+        "0/{} nodes are available: {}.",
+        nodes.len(),
+        parts.join(", ")
+    )
+}
+
+fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: String) {
+    let Some(st) = c.pods.get_mut(id) else {
+        return;
+    };
+    if st.unschedulable.as_deref() == Some(msg.as_str()) {
+        return;
+    }
+    st.unschedulable = Some(msg.clone());
+    let k = key("", "Pod", &id.0, &id.1);
+    let ts = c.timestamp();
+    if let Some(mut obj) = c.get_owned(&k) {
+        obj["status"]["phase"] = json!("Pending");
+        obj["status"]["conditions"] = json!([{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": msg,
+            "lastProbeTime": null,
+            "lastTransitionTime": ts,
+        }]);
+        let _ = c.put(obj);
     }
 }
 
@@ -234,4 +246,197 @@ struct ClassFailures {
     entries: Vec<(Option<u64>, Vec<String>)>,
     counts: BTreeMap<String, usize>,
     message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Owner;
+    use serde_json::Value;
+
+    fn pod(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1500m"}}}]}})
+    }
+
+    #[test]
+    fn a_pass_binds_first_fit_marks_the_rest_and_an_unchanged_cluster_is_not_rescanned() {
+        let mut c = Cluster::new(0, 0);
+        c.register_node(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}),
+            None,
+        )
+        .unwrap();
+        let a = c.create_pod(pod("a"), Owner::None, None).unwrap();
+        let b = c.create_pod(pod("b"), Owner::None, None).unwrap();
+        let mut s = Scheduler::default();
+        s.schedule_pending(&mut c);
+        assert_eq!(c.pods[&a].node.as_deref(), Some("n1"));
+        assert_eq!(
+            c.pods[&b].unschedulable.as_deref(),
+            Some("0/1 nodes are available: 1 Insufficient cpu.")
+        );
+        assert_eq!(s.idle_at, None, "the pass bound a pod");
+        s.schedule_pending(&mut c);
+        assert_eq!(s.idle_at, Some(c.sched_epoch), "nothing moved");
+        let rv = c.store.resource_version();
+        s.schedule_pending(&mut c);
+        assert_eq!(
+            c.store.resource_version(),
+            rv,
+            "an idle pass writes nothing"
+        );
+        c.remove_pod(&a, None);
+        s.schedule_pending(&mut c);
+        assert_eq!(c.pods[&b].node.as_deref(), Some("n1"));
+        assert!(c.pending.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn pending_pods_are_unschedulable_then_bind_when_nodes_appear() {
+        let mut w = world(2);
+        w.add_node_group(&group("workers", 0)).unwrap();
+        w.add_replica_set(rs("web", 6, "1500m")).unwrap();
+        w.advance(1_000);
+        assert_eq!(w.pending_count(), 6);
+        let pods: Vec<Value> = w
+            .objects()
+            .list("", "Pod")
+            .map(|(_, v)| (**v).clone())
+            .collect();
+        for p in &pods {
+            let c = &p["status"]["conditions"][0];
+            assert_eq!(c["type"], "PodScheduled");
+            assert_eq!(c["status"], "False");
+            assert_eq!(c["reason"], "Unschedulable");
+            assert_eq!(c["message"], "no nodes available to schedule pods");
+        }
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(61_000);
+        // One 4-cpu node takes two 1.5-cpu pods.
+        assert_eq!(w.pending_count(), 4);
+        let msg = w
+            .objects()
+            .list("", "Pod")
+            .filter_map(|(_, p)| {
+                p["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .find(|m| m.starts_with("0/"))
+            .unwrap();
+        assert_eq!(msg, "0/1 nodes are available: 1 Insufficient cpu.");
+        w.set_replicas("capi", "workers", 3).unwrap();
+        w.advance(61_000);
+        assert_eq!(w.pending_count(), 0);
+        let bound = w.live_pods().iter().filter(|p| p.2.is_some()).count();
+        assert_eq!(bound, 6);
+        let p = w.objects().list("", "Pod").next().unwrap().1.clone();
+        assert_eq!(p["status"]["phase"], "Running");
+        assert_eq!(p["status"]["conditions"][0]["status"], "True");
+        assert_eq!(w.metrics().waits.len(), 6);
+        assert!(w.metrics().waits.iter().all(|wt| wt.wait_ms() > 30_000));
+        let deployment = get(&w, "apps", "Deployment", "default", "web").unwrap();
+        assert_eq!(deployment["status"]["readyReplicas"], 6);
+    }
+
+    #[test]
+    fn taints_are_honoured_by_the_scheduler() {
+        let mut w = world(3);
+        let mut g = group("workers", 1);
+        g.taints = vec![("dedicated".into(), "gpu".into(), "NoSchedule".into())];
+        w.add_node_group(&g).unwrap();
+        w.add_replica_set(rs("web", 1, "100m")).unwrap();
+        w.advance(61_000);
+        assert_eq!(w.pending_count(), 1);
+        let p = w.objects().list("", "Pod").next().unwrap().1.clone();
+        assert_eq!(
+            p["status"]["conditions"][0]["message"],
+            "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}."
+        );
+        let node = w.node_names()[0].clone();
+        w.untaint_node(&node, "dedicated").unwrap();
+        w.advance(1_000);
+        assert_eq!(w.pending_count(), 0);
+        w.taint_node(&node, "ToBeDeletedByClusterAutoscaler", "1", "NoSchedule")
+            .unwrap();
+        w.scale_replica_set("default", "web", 2).unwrap();
+        w.advance(1_000);
+        assert_eq!(
+            w.pending_count(),
+            1,
+            "the new pod does not tolerate the taint"
+        );
+    }
+
+    #[test]
+    fn five_thousand_pods_onto_two_hundred_nodes_quickly() {
+        let mut w = World::new(WorldConfig {
+            default_delay: ProvisioningDelay {
+                min_ms: 1_000,
+                max_ms: 1_000,
+            },
+            ..WorldConfig::default()
+        });
+        let mut g = group("big", 200);
+        g.cpu = "26".into();
+        g.memory = "64Gi".into();
+        w.add_node_group(&g).unwrap();
+        w.advance(1_000);
+        assert_eq!(w.node_names().len(), 200);
+        let start = std::time::Instant::now();
+        for i in 0..10 {
+            w.add_replica_set(rs(&format!("app{i}"), 500, "1")).unwrap();
+        }
+        w.advance(1_000);
+        let took = start.elapsed();
+        assert_eq!(w.pending_count(), 0);
+        assert_eq!(w.live_pods().len(), 5_000);
+        // Debug builds are slow; the bound still catches quadratic behaviour.
+        assert!(took.as_secs_f64() < 5.0, "took {took:?}");
+        eprintln!("scheduled 5000 pods in {took:?}");
+    }
+
+    #[test]
+    fn applied_objects_and_priority_order() {
+        let mut w = world(11);
+        w.apply(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "static-1", "labels": {"kubernetes.io/hostname": "static-1"}},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap();
+        // Pre-bound pod takes one cpu at once.
+        w.add_pod(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "namespace": "default"},
+               "spec": {"nodeName": "static-1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}),
+        None,
+    )
+    .unwrap();
+        assert_eq!(w.pending_count(), 0);
+        let mk = |name: &str, prio: i32| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+               "spec": {"priority": prio, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+        };
+        w.add_pod(mk("low", 0), None).unwrap();
+        w.add_pod(mk("high", 1000), None).unwrap();
+        w.advance(1_000);
+        let pods = w.live_pods();
+        let node_of = |n: &str| pods.iter().find(|p| p.1 == n).and_then(|p| p.2.clone());
+        assert_eq!(node_of("high").as_deref(), Some("static-1"));
+        assert_eq!(node_of("low"), None, "the higher priority pod goes first");
+        assert!(matches!(
+            w.add_pod(mk("low", 0), None),
+            Err(WorldError::AlreadyExists(_))
+        ));
+    }
 }

@@ -2,8 +2,9 @@
 //! that follows a schedule, Jobs running a number of pods to completion, DaemonSets placing one
 //! pod on each matching node.
 //!
-//! They decide which pods exist; they never place pods (the scheduler does) and never look at
-//! resources. Pod lifetime counts from when a pod starts running: a ReplicaSet's pod whose
+//! They decide which pods exist and own their workloads' state (the pods each has, a Job's
+//! successes); they learn of pods that left from the cluster's removal log. They never place
+//! pods (the scheduler does), never evict and never look at resources. Pod lifetime counts from when a pod starts running: a ReplicaSet's pod whose
 //! lifetime ends is deleted (and replaced), a Job's or bare pod's succeeds.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,9 +15,10 @@ use k8s_openapi::api::core::v1 as api;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::cluster::{Cluster, Owner, RemovedPod, WorldError};
 use crate::objects::key;
+use crate::queue::{Event, NsName};
 use crate::time::SimTime;
-use crate::world::{Event, NsName, Owner, PodState, World, WorldError};
 
 /// A pod template: labels plus a pod spec, built with the helpers or given as JSON.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,8 +166,29 @@ pub struct DaemonSetSpec {
     pub template: PodTemplate,
 }
 
+/// The workload controllers' own state.
+#[derive(Debug, Default)]
+pub(crate) struct Workloads {
+    replica_sets: BTreeMap<NsName, ReplicaSetState>,
+    jobs: BTreeMap<NsName, JobState>,
+    daemon_sets: BTreeMap<NsName, DaemonSetState>,
+}
+
+/// How many of a workload's pods (by name, in `id`'s namespace) exist, and how many are bound.
+fn count_ready(c: &Cluster, id: &NsName, names: &BTreeSet<String>) -> (usize, usize) {
+    let ready = names
+        .iter()
+        .filter(|n| {
+            c.pods
+                .get(&(id.0.clone(), (*n).clone()))
+                .is_some_and(|p| p.node.is_some())
+        })
+        .count();
+    (names.len(), ready)
+}
+
 #[derive(Clone, Debug)]
-pub(crate) struct ReplicaSetState {
+struct ReplicaSetState {
     spec: ReplicaSetSpec,
     uid: String,
     replicas: u32,
@@ -177,7 +200,7 @@ pub(crate) struct ReplicaSetState {
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct JobState {
+struct JobState {
     spec: JobSpec,
     uid: String,
     active: BTreeSet<String>,
@@ -185,7 +208,7 @@ pub(crate) struct JobState {
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct DaemonSetState {
+struct DaemonSetState {
     spec: DaemonSetSpec,
     uid: String,
     /// The model view of the template, for node matching.
@@ -213,18 +236,13 @@ fn daemon_tolerations() -> Vec<Value> {
     v
 }
 
-impl World {
-    fn uid_of(&self, group: &str, kind: &str, ns: &str, name: &str) -> String {
-        self.store
-            .get(&key(group, kind, ns, name))
-            .and_then(|o| o.pointer("/metadata/uid"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    }
-
+impl Workloads {
     /// Adds a ReplicaSet (and its Deployment) and queues its replica schedule.
-    pub fn add_replica_set(&mut self, spec: ReplicaSetSpec) -> Result<(), WorldError> {
+    pub(crate) fn add_replica_set(
+        &mut self,
+        c: &mut Cluster,
+        spec: ReplicaSetSpec,
+    ) -> Result<(), WorldError> {
         let id = (spec.namespace.clone(), spec.name.clone());
         if self.replica_sets.contains_key(&id) {
             return Err(WorldError::AlreadyExists(format!(
@@ -235,22 +253,22 @@ impl World {
         let selector = json!({"matchLabels": spec.template.labels});
         let mut owners = Vec::new();
         if spec.deployment {
-            self.put(json!({
+            c.put(json!({
                 "apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": spec.name, "namespace": spec.namespace, "generation": 1},
                 "spec": {"replicas": spec.replicas, "selector": selector, "template": spec.template.as_object()},
             }))?;
-            let uid = self.uid_of("apps", "Deployment", &id.0, &id.1);
+            let uid = c.uid_of(&key("apps", "Deployment", &id.0, &id.1));
             owners.push(owner_ref("apps/v1", "Deployment", &spec.name, &uid));
         }
-        self.put(json!({
+        c.put(json!({
             "apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": spec.name, "namespace": spec.namespace, "generation": 1, "ownerReferences": owners},
             "spec": {"replicas": spec.replicas, "selector": selector, "template": spec.template.as_object()},
         }))?;
-        let uid = self.uid_of("apps", "ReplicaSet", &id.0, &id.1);
+        let uid = c.uid_of(&key("apps", "ReplicaSet", &id.0, &id.1));
         for (t, n) in &spec.schedule {
-            self.schedule(
+            c.schedule(
                 *t,
                 Event::Replicas {
                     rs: id.clone(),
@@ -268,13 +286,14 @@ impl World {
                 status_at: None,
             },
         );
-        self.reconcile();
+        self.reconcile(c);
         Ok(())
     }
 
     /// Changes a ReplicaSet's (and its Deployment's) replica count now.
-    pub fn scale_replica_set(
+    pub(crate) fn scale_replica_set(
         &mut self,
+        c: &mut Cluster,
         namespace: &str,
         name: &str,
         replicas: u32,
@@ -285,12 +304,12 @@ impl World {
                 "ReplicaSet {namespace}/{name}"
             )));
         }
-        self.set_rs_replicas(&id, replicas);
-        self.reconcile();
+        self.set_rs_replicas(c, &id, replicas);
+        self.reconcile(c);
         Ok(())
     }
 
-    pub(crate) fn set_rs_replicas(&mut self, id: &NsName, replicas: u32) {
+    pub(crate) fn set_rs_replicas(&mut self, c: &mut Cluster, id: &NsName, replicas: u32) {
         let Some(rs) = self.replica_sets.get_mut(id) else {
             return;
         };
@@ -301,28 +320,28 @@ impl World {
             kinds.push("Deployment");
         }
         for kind in kinds {
-            if let Some(mut obj) = self.get_owned(&key("apps", kind, &id.0, &id.1)) {
+            if let Some(mut obj) = c.get_owned(&key("apps", kind, &id.0, &id.1)) {
                 obj["spec"]["replicas"] = json!(replicas);
                 let g = obj["metadata"]["generation"].as_i64().unwrap_or(1);
                 obj["metadata"]["generation"] = json!(g + 1);
-                let _ = self.put(obj);
+                let _ = c.put(obj);
             }
         }
     }
 
     /// Adds a Job.
-    pub fn add_job(&mut self, spec: JobSpec) -> Result<(), WorldError> {
+    pub(crate) fn add_job(&mut self, c: &mut Cluster, spec: JobSpec) -> Result<(), WorldError> {
         let id = (spec.namespace.clone(), spec.name.clone());
         if self.jobs.contains_key(&id) {
             return Err(WorldError::AlreadyExists(format!("Job {}/{}", id.0, id.1)));
         }
-        self.put(json!({
+        c.put(json!({
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": spec.name, "namespace": spec.namespace},
             "spec": {"completions": spec.completions, "parallelism": spec.parallelism, "template": spec.template.as_object()},
-            "status": {"startTime": self.store.timestamp(self.now)},
+            "status": {"startTime": c.store.timestamp(c.now)},
         }))?;
-        let uid = self.uid_of("batch", "Job", &id.0, &id.1);
+        let uid = c.uid_of(&key("batch", "Job", &id.0, &id.1));
         self.jobs.insert(
             id,
             JobState {
@@ -332,12 +351,16 @@ impl World {
                 succeeded: 0,
             },
         );
-        self.reconcile();
+        self.reconcile(c);
         Ok(())
     }
 
     /// Adds a DaemonSet.
-    pub fn add_daemon_set(&mut self, spec: DaemonSetSpec) -> Result<(), WorldError> {
+    pub(crate) fn add_daemon_set(
+        &mut self,
+        c: &mut Cluster,
+        spec: DaemonSetSpec,
+    ) -> Result<(), WorldError> {
         let id = (spec.namespace.clone(), spec.name.clone());
         if self.daemon_sets.contains_key(&id) {
             return Err(WorldError::AlreadyExists(format!(
@@ -360,12 +383,12 @@ impl World {
                 object: format!("DaemonSet {}/{}", id.0, id.1),
                 message,
             })?;
-        self.put(json!({
+        c.put(json!({
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": spec.name, "namespace": spec.namespace, "generation": 1},
             "spec": {"selector": {"matchLabels": spec.template.labels}, "template": template.as_object()},
         }))?;
-        let uid = self.uid_of("apps", "DaemonSet", &id.0, &id.1);
+        let uid = c.uid_of(&key("apps", "DaemonSet", &id.0, &id.1));
         self.daemon_sets.insert(
             id,
             DaemonSetState {
@@ -375,13 +398,27 @@ impl World {
                 by_node: BTreeMap::new(),
             },
         );
-        self.reconcile();
+        self.reconcile(c);
         Ok(())
     }
 
-    /// A controller's pod left (deleted or finished).
-    pub(crate) fn pod_removed(&mut self, id: &NsName, st: &PodState, succeeded: bool) {
-        match &st.owner {
+    /// Takes in the controllers' pods that left (deleted or finished) since the last look.
+    fn absorb(&mut self, c: &mut Cluster) {
+        for removed in c.take_removed() {
+            self.pod_removed(&removed);
+        }
+    }
+
+    /// A controller's pod left.
+    fn pod_removed(
+        &mut self,
+        RemovedPod {
+            id,
+            owner,
+            succeeded,
+        }: &RemovedPod,
+    ) {
+        match owner {
             Owner::None => {}
             Owner::ReplicaSet(rs) => {
                 if let Some(r) = self.replica_sets.get_mut(rs) {
@@ -391,7 +428,7 @@ impl World {
             Owner::Job(j) => {
                 if let Some(j) = self.jobs.get_mut(j) {
                     j.active.remove(&id.1);
-                    if succeeded {
+                    if *succeeded {
                         j.succeeded += 1;
                     }
                 }
@@ -406,34 +443,24 @@ impl World {
         }
     }
 
-    fn fresh_pod_name(&mut self, ns: &str, base: &str) -> String {
-        loop {
-            let n = format!("{base}-{}", self.suffix());
-            if !self.pods.contains_key(&(ns.to_string(), n.clone()))
-                && self.store.get(&key("", "Pod", ns, &n)).is_none()
-            {
-                return n;
-            }
-        }
-    }
-
     /// Brings every workload's pods in line with its spec and writes the statuses.
-    pub(crate) fn reconcile_workloads(&mut self) {
+    pub(crate) fn reconcile(&mut self, c: &mut Cluster) {
+        self.absorb(c);
         let ids: Vec<NsName> = self.replica_sets.keys().cloned().collect();
         for id in ids {
-            self.reconcile_rs(&id);
+            self.reconcile_rs(c, &id);
         }
         let ids: Vec<NsName> = self.jobs.keys().cloned().collect();
         for id in ids {
-            self.reconcile_job(&id);
+            self.reconcile_job(c, &id);
         }
         let ids: Vec<NsName> = self.daemon_sets.keys().cloned().collect();
         for id in ids {
-            self.reconcile_ds(&id);
+            self.reconcile_ds(c, &id);
         }
     }
 
-    fn reconcile_rs(&mut self, id: &NsName) {
+    fn reconcile_rs(&mut self, c: &mut Cluster, id: &NsName) {
         let Some(rs) = self.replica_sets.get(id) else {
             return;
         };
@@ -446,15 +473,14 @@ impl World {
         );
         if have < want {
             for _ in have..want {
-                let name = self.fresh_pod_name(&id.0, &id.1);
+                let name = c.fresh_pod_name(&id.0, &id.1);
                 let obj = template.pod(
                     &id.0,
                     &name,
                     owner_ref("apps/v1", "ReplicaSet", &id.1, &uid),
                     "Always",
                 );
-                if self
-                    .create_pod(obj, Owner::ReplicaSet(id.clone()), lifetime)
+                if c.create_pod(obj, Owner::ReplicaSet(id.clone()), lifetime)
                     .is_ok()
                     && let Some(rs) = self.replica_sets.get_mut(id)
                 {
@@ -467,19 +493,20 @@ impl World {
                 .pods
                 .iter()
                 .filter_map(|n| {
-                    self.pods
+                    c.pods
                         .get(&(id.0.clone(), n.clone()))
                         .map(|p| (p.node.is_some(), std::cmp::Reverse(p.seq), n.clone()))
                 })
                 .collect();
             victims.sort();
             for (_, _, n) in victims.into_iter().take(have - want) {
-                self.remove_pod(&(id.0.clone(), n), None);
+                c.remove_pod(&(id.0.clone(), n), None);
             }
+            self.absorb(c);
         }
         // Pods are created, bound and removed only with the epoch moving, and the objects
         // only with their resourceVersion moving.
-        let seen = (self.sched_epoch, self.rs_versions(id));
+        let seen = (c.sched_epoch, self.rs_versions(c, id));
         if self
             .replica_sets
             .get(id)
@@ -487,38 +514,36 @@ impl World {
         {
             return;
         }
-        let (total, ready) = self.count_ready(id, |w, id| {
-            w.replica_sets
-                .get(id)
-                .map(|r| r.pods.iter().cloned().collect())
-                .unwrap_or_default()
-        });
+        let (total, ready) = self
+            .replica_sets
+            .get(id)
+            .map_or((0, 0), |r| count_ready(c, id, &r.pods));
         let mut kinds = vec!["ReplicaSet"];
         if self.replica_sets.get(id).is_some_and(|r| r.spec.deployment) {
             kinds.push("Deployment");
         }
         for kind in kinds {
-            if let Some(mut obj) = self.get_owned(&key("apps", kind, &id.0, &id.1)) {
+            if let Some(mut obj) = c.get_owned(&key("apps", kind, &id.0, &id.1)) {
                 let generation = obj["metadata"]["generation"].clone();
                 obj["status"] = json!({
                     "replicas": total, "readyReplicas": ready, "availableReplicas": ready,
                     "observedGeneration": generation,
                 });
-                let _ = self.put(obj);
+                let _ = c.put(obj);
             }
         }
-        let seen = (self.sched_epoch, self.rs_versions(id));
+        let seen = (c.sched_epoch, self.rs_versions(c, id));
         if let Some(rs) = self.replica_sets.get_mut(id) {
             rs.status_at = Some(seen);
         }
     }
 
     /// The resourceVersions of a ReplicaSet's object and of its Deployment's.
-    fn rs_versions(&self, id: &NsName) -> Vec<Option<String>> {
+    fn rs_versions(&self, c: &Cluster, id: &NsName) -> Vec<Option<String>> {
         ["ReplicaSet", "Deployment"]
             .iter()
             .map(|kind| {
-                self.store
+                c.store
                     .get(&key("apps", kind, &id.0, &id.1))
                     .and_then(|o| o.pointer("/metadata/resourceVersion"))
                     .and_then(Value::as_str)
@@ -527,24 +552,7 @@ impl World {
             .collect()
     }
 
-    fn count_ready(
-        &self,
-        id: &NsName,
-        names: impl Fn(&World, &NsName) -> Vec<String>,
-    ) -> (usize, usize) {
-        let names = names(self, id);
-        let ready = names
-            .iter()
-            .filter(|n| {
-                self.pods
-                    .get(&(id.0.clone(), (*n).clone()))
-                    .is_some_and(|p| p.node.is_some())
-            })
-            .count();
-        (names.len(), ready)
-    }
-
-    fn reconcile_job(&mut self, id: &NsName) {
+    fn reconcile_job(&mut self, c: &mut Cluster, id: &NsName) {
         let Some(j) = self.jobs.get(id) else {
             return;
         };
@@ -555,15 +563,14 @@ impl World {
             (j.spec.template.clone(), j.uid.clone(), j.spec.duration_ms);
         let template = template.label("job-name", &id.1);
         for _ in 0..todo {
-            let name = self.fresh_pod_name(&id.0, &id.1);
+            let name = c.fresh_pod_name(&id.0, &id.1);
             let obj = template.pod(
                 &id.0,
                 &name,
                 owner_ref("batch/v1", "Job", &id.1, &uid),
                 "Never",
             );
-            if self
-                .create_pod(obj, Owner::Job(id.clone()), Some(duration))
+            if c.create_pod(obj, Owner::Job(id.clone()), Some(duration))
                 .is_ok()
                 && let Some(j) = self.jobs.get_mut(id)
             {
@@ -578,29 +585,29 @@ impl World {
             j.succeeded,
             j.succeeded >= j.spec.completions,
         );
-        if let Some(mut obj) = self.get_owned(&key("batch", "Job", &id.0, &id.1)) {
+        if let Some(mut obj) = c.get_owned(&key("batch", "Job", &id.0, &id.1)) {
             obj["status"]["active"] = json!(active);
             obj["status"]["succeeded"] = json!(succeeded);
             if complete && obj["status"].get("completionTime").is_none() {
-                let ts = self.store.timestamp(self.now);
+                let ts = c.store.timestamp(c.now);
                 obj["status"]["completionTime"] = json!(ts);
                 obj["status"]["conditions"] =
                     json!([{"type": "Complete", "status": "True", "lastTransitionTime": ts}]);
             }
-            let _ = self.put(obj);
+            let _ = c.put(obj);
         }
     }
 
-    fn reconcile_ds(&mut self, id: &NsName) {
+    fn reconcile_ds(&mut self, c: &mut Cluster, id: &NsName) {
         let Some(ds) = self.daemon_sets.get(id) else {
             return;
         };
         let mut missing = Vec::new();
-        for (name, st) in &self.nodes {
+        for (name, st) in &c.nodes {
             if ds.by_node.contains_key(name) {
                 continue;
             }
-            let Some(info) = self.snapshot.node(st.id) else {
+            let Some(info) = c.snapshot.node(st.id) else {
                 continue;
             };
             let mut probe = ds.view.clone();
@@ -612,12 +619,12 @@ impl World {
         let gone: Vec<String> = ds
             .by_node
             .keys()
-            .filter(|n| !self.nodes.contains_key(*n))
+            .filter(|n| !c.nodes.contains_key(*n))
             .cloned()
             .collect();
         let (template, uid) = (ds.spec.template.clone(), ds.uid.clone());
         for node in missing {
-            let name = self.fresh_pod_name(&id.0, &id.1);
+            let name = c.fresh_pod_name(&id.0, &id.1);
             let mut t = template.clone();
             t.spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
@@ -627,8 +634,7 @@ impl World {
                 owner_ref("apps/v1", "DaemonSet", &id.1, &uid),
                 "Always",
             );
-            if self
-                .create_pod(obj, Owner::DaemonSet(id.clone(), node.clone()), None)
+            if c.create_pod(obj, Owner::DaemonSet(id.clone(), node.clone()), None)
                 .is_ok()
                 && let Some(d) = self.daemon_sets.get_mut(id)
             {
@@ -648,18 +654,18 @@ impl World {
             .by_node
             .values()
             .filter(|n| {
-                self.pods
+                c.pods
                     .get(&(id.0.clone(), (*n).clone()))
                     .is_some_and(|p| p.node.is_some())
             })
             .count();
-        if let Some(mut obj) = self.get_owned(&key("apps", "DaemonSet", &id.0, &id.1)) {
+        if let Some(mut obj) = c.get_owned(&key("apps", "DaemonSet", &id.0, &id.1)) {
             obj["status"] = json!({
                 "desiredNumberScheduled": desired, "currentNumberScheduled": desired,
                 "numberReady": ready, "numberAvailable": ready, "numberMisscheduled": 0,
                 "observedGeneration": 1,
             });
-            let _ = self.put(obj);
+            let _ = c.put(obj);
         }
     }
 }
@@ -668,7 +674,7 @@ impl World {
 mod tests {
     use super::*;
     use crate::machines::NodeGroupSpec;
-    use crate::world::WorldConfig;
+    use crate::world::{World, WorldConfig};
 
     fn status(w: &World, kind: &str) -> Value {
         w.objects()
@@ -738,5 +744,83 @@ mod tests {
         w.replace_object(rs).expect("replace");
         w.advance(1_000);
         assert_eq!(status(&w, "ReplicaSet")["observedGeneration"], 7);
+    }
+}
+
+#[cfg(test)]
+mod scenario_tests {
+    //! Scenarios through the world that exercise this controller.
+    use crate::testkit::*;
+
+    #[test]
+    fn daemon_set_pods_land_on_new_nodes() {
+        let mut w = world(8);
+        w.add_node_group(&group("workers", 1)).unwrap();
+        let mut tainted = group("gpu", 0);
+        tainted.taints = vec![("dedicated".into(), "gpu".into(), "NoSchedule".into())];
+        w.add_node_group(&tainted).unwrap();
+        w.add_daemon_set(DaemonSetSpec {
+            namespace: "kube-system".into(),
+            name: "agent".into(),
+            template: PodTemplate::new()
+                .requests("50m", "64Mi")
+                .label("app", "agent"),
+        })
+        .unwrap();
+        w.advance(121_000);
+        assert_eq!(w.live_pods().len(), 1);
+        w.set_replicas("capi", "workers", 3).unwrap();
+        w.set_replicas("capi", "gpu", 1).unwrap();
+        w.advance(121_000);
+        let pods = w.live_pods();
+        assert_eq!(
+            pods.len(),
+            3,
+            "one per untainted node, none on the tainted one"
+        );
+        let mut nodes: Vec<String> = pods.iter().filter_map(|p| p.2.clone()).collect();
+        nodes.sort();
+        assert_eq!(
+            nodes,
+            w.machines_of("capi", "workers")
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
+        let ds = get(&w, "apps", "DaemonSet", "kube-system", "agent").unwrap();
+        assert_eq!(ds["status"]["numberReady"], 3);
+    }
+
+    #[test]
+    fn jobs_run_to_completion() {
+        let mut w = world(9);
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.add_job(JobSpec {
+            namespace: "default".into(),
+            name: "batch".into(),
+            template: PodTemplate::new().requests("1", "1Gi"),
+            completions: 4,
+            parallelism: 2,
+            duration_ms: 10_000,
+        })
+        .unwrap();
+        w.advance(29_000);
+        assert_eq!(
+            w.live_pods().len(),
+            2,
+            "parallelism 2, waiting for the node"
+        );
+        w.advance(92_000);
+        let job = get(&w, "batch", "Job", "default", "batch").unwrap();
+        assert_eq!(job["status"]["succeeded"], 4);
+        assert_eq!(job["status"]["conditions"][0]["type"], "Complete");
+        assert!(w.live_pods().is_empty());
+        let succeeded = w
+            .objects()
+            .list("", "Pod")
+            .filter(|(_, p)| p["status"]["phase"] == "Succeeded")
+            .count();
+        assert_eq!(succeeded, 4);
     }
 }
