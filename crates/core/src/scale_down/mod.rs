@@ -18,12 +18,17 @@
 //! allowance, a group below its min size, or a move the predicates refuse. It only returns a plan;
 //! the shell taints, evicts and deletes.
 
+pub mod drain;
+pub mod removal;
+pub mod unneeded;
+pub mod utilization;
+
 use crate::names::SCALE_DOWN_DISABLED_ANNOTATION;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::drain::{self, BlockReason, Blocked, ControllerLookup, DrainContext, DrainOptions};
+use crate::drain::{BlockReason, Blocked, ControllerLookup, DrainContext, DrainOptions};
 use crate::estimator::Budget;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, LimitReached, ResourceLimits};
