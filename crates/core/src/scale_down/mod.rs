@@ -18,28 +18,30 @@
 //! allowance, a group below its min size, or a move the predicates refuse. It only returns a plan;
 //! the shell taints, evicts and deletes.
 
+mod deletion;
 pub mod drain;
+mod eligibility;
 pub mod removal;
+mod simulation;
+mod soft_taint;
 pub mod unneeded;
 pub mod utilization;
 
-use crate::names::SCALE_DOWN_DISABLED_ANNOTATION;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::drain::{BlockReason, Blocked, ControllerLookup, DrainContext, DrainOptions};
+use crate::drain::{Blocked, ControllerLookup, DrainOptions};
 use crate::estimator::Budget;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, LimitReached, ResourceLimits};
-use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use crate::node_group::{CloudProvider, NodeGroupId};
 use crate::pdb::DisruptionBudgets;
 use crate::pod::Pod;
-use crate::removal::{Hints, NoPlace, try_remove};
+use crate::removal::{Hints, NoPlace};
 use crate::snapshot::{ClusterSnapshot, NodeId};
 use crate::unneeded::UnneededNodes;
-use crate::utilization::{UtilizationOptions, utilization};
+use crate::utilization::{UtilizationMemo, UtilizationOptions};
 
 /// Options of scale-down (upstream flag names in the field docs; defaults are upstream's).
 #[derive(Clone, Debug)]
@@ -120,56 +122,6 @@ pub struct ScaleDownState {
     pub last_failure_ms: Option<i64>,
     /// Utilization of each node at the last pass, with what it was computed from.
     utilization_memo: UtilizationMemo,
-}
-
-/// Per node name: the node's and its pods' addresses (the memo holds the `Arc`s, so they are
-/// not reused) and options the utilization was computed with, and the result.
-type UtilizationEntry = (
-    Arc<crate::node::Node>,
-    Vec<Arc<Pod>>,
-    crate::utilization::UtilizationOptions,
-    crate::utilization::Utilization,
-);
-
-/// Utilizations of the last pass: a node whose object and pods (the same `Arc`s, in the same
-/// order) did not change keeps its utilization without reading its pods again.
-#[derive(Clone, Debug, Default)]
-struct UtilizationMemo {
-    last: rustc_hash::FxHashMap<Sym, UtilizationEntry>,
-    next: rustc_hash::FxHashMap<Sym, UtilizationEntry>,
-}
-
-impl UtilizationMemo {
-    /// [`utilization`] of `info`, reused when nothing it reads changed since the last pass.
-    fn get(
-        &mut self,
-        info: &crate::snapshot::NodeInfo,
-        opts: crate::utilization::UtilizationOptions,
-    ) -> crate::utilization::Utilization {
-        let name = info.node.name;
-        let reused = self.last.remove(&name).filter(|(n, pods, o, _)| {
-            *o == opts
-                && Arc::ptr_eq(n, &info.node)
-                && pods.len() == info.pods.len()
-                && pods.iter().zip(&info.pods).all(|(a, b)| Arc::ptr_eq(a, b))
-        });
-        let entry = reused.unwrap_or_else(|| {
-            (
-                info.node.clone(),
-                info.pods.clone(),
-                opts,
-                utilization(info, opts),
-            )
-        });
-        let util = entry.3;
-        self.next.insert(name, entry);
-        util
-    }
-
-    /// Ends a pass: nodes not seen in it are forgotten.
-    fn end_pass(&mut self) {
-        self.last = std::mem::take(&mut self.next);
-    }
 }
 
 impl ScaleDownState {
@@ -338,27 +290,17 @@ pub struct ScaleDownPlan {
     pub soft_untaint: Vec<Sym>,
 }
 
-struct Candidate {
-    id: NodeId,
-    name: Sym,
-    group: usize,
-    ready: bool,
-    utilization: f64,
-    to_move: Vec<Arc<Pod>>,
-    evict_only: Vec<Arc<Pod>>,
-    previously_since: Option<i64>,
-}
-
-struct Removable {
-    cand: Candidate,
-    destinations: Vec<(Arc<Pod>, Sym)>,
-    /// A PodDisruptionBudget allowed fewer evictions than this node needs at once when it was
-    /// chosen: they must be made one at a time as replacements become ready.
-    sequential: bool,
-}
-
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// What every phase of one pass reads.
+struct Pass<'a, 'i> {
+    input: ScaleDownInput<'i>,
+    opts: &'a ScaleDownOptions,
+    now_ms: i64,
+    /// The snapshot's nodes when the pass started.
+    ids: Vec<NodeId>,
 }
 
 /// Plans one scale-down pass at `now_ms`. The snapshot is left as found. `budget` bounds the
@@ -366,436 +308,49 @@ fn ms(d: Duration) -> i64 {
 pub fn plan_scale_down(
     snapshot: &mut ClusterSnapshot,
     state: &mut ScaleDownState,
-    mut input: ScaleDownInput<'_>,
+    input: ScaleDownInput<'_>,
     opts: &ScaleDownOptions,
     now_ms: i64,
     budget: &mut dyn Budget,
 ) -> ScaleDownPlan {
     let mut plan = ScaleDownPlan::default();
-    let groups = input.provider.node_groups();
-    let in_flight_of = |g: usize| input.in_flight.per_group.get(g).copied().unwrap_or(0);
-
-    // 1. Eligibility: one verdict per node, or a candidate.
-    let mut candidates = Vec::new();
-    let ids: Vec<NodeId> = snapshot.node_ids().collect();
-    let mut memo = std::mem::take(&mut state.utilization_memo);
-    for &id in &ids {
-        let Some(info) = snapshot.node(id) else {
-            continue;
-        };
-        let node = &info.node;
-        let verdict = (|| {
-            let g = input
-                .provider
-                .node_group_of(node)
-                .filter(|&g| g < groups.len())
-                .ok_or(Unremovable::NotAutoscaled)?;
-            if node.annotation(SCALE_DOWN_DISABLED_ANNOTATION) == Some("true") {
-                return Err(Unremovable::ScaleDownDisabledAnnotation);
-            }
-            if node.deletion_ms.is_some()
-                || node
-                    .taints
-                    .iter()
-                    .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT)
-            {
-                return Err(Unremovable::BeingDeleted);
-            }
-            let group = &groups[g];
-            if group.options.zero_or_max_scaling {
-                return Err(Unremovable::AtomicGroup);
-            }
-            if group.target_size.saturating_sub(in_flight_of(g)) <= group.min_size {
-                return Err(Unremovable::MinSizeReached);
-            }
-            let util = memo.get(info, opts.utilization);
-            let threshold = if util.gpu {
-                group
-                    .options
-                    .scale_down_gpu_utilization_threshold
-                    .unwrap_or(opts.gpu_utilization_threshold)
-            } else {
-                group
-                    .options
-                    .scale_down_utilization_threshold
-                    .unwrap_or(opts.utilization_threshold)
-            };
-            if util.value >= threshold {
-                return Err(Unremovable::NotUnderutilized {
-                    utilization: util.value,
-                    threshold,
-                });
-            }
-            let ctx = DrainContext {
-                opts: &opts.drain,
-                budgets: &input.budgets,
-                controllers: input.controllers,
-                now_ms,
-            };
-            let drained = drain::drain_node(&info.pods, &ctx).map_err(Unremovable::PodBlocks)?;
-            Ok(Candidate {
-                id,
-                name: node.name,
-                group: g,
-                ready: node.is_ready(),
-                utilization: util.value,
-                to_move: drained.to_move,
-                evict_only: drained.to_evict_only,
-                previously_since: state.unneeded.since(node.name),
-            })
-        })();
-        match verdict {
-            Ok(c) => candidates.push(c),
-            Err(why) => plan.unremovable.push((node.name, why)),
-        }
-    }
-    memo.end_pass();
-    state.utilization_memo = memo;
-    candidates.sort_by(|a, b| {
-        let prev = |c: &Candidate| c.previously_since.map_or((1, 0), |s| (0, s));
-        prev(a)
-            .cmp(&prev(b))
-            .then(a.utilization.total_cmp(&b.utilization))
-            .then_with(|| a.name.as_str().cmp(b.name.as_str()))
-    });
-
-    // 2. Removal simulation, in order, on a fork that keeps each success.
-    let pool = opts
-        .candidates_pool_min_count
-        .max((opts.candidates_pool_ratio * ids.len() as f64).ceil() as usize);
-    let max_tries = opts.non_empty_candidates_count.saturating_add(pool);
-    let (mut found, mut tried) = (0usize, 0usize);
-    let mut totals = input.totals.clone();
-    let mut removable: Vec<Removable> = Vec::new();
-    // Pods placed on a node earlier in this pass, by key: which removable node they came from
-    // and which of its destinations they are. When their host is removed too, they move again.
-    let mut promised: rustc_hash::FxHashMap<(Sym, Arc<str>), (usize, usize)> =
-        rustc_hash::FxHashMap::default();
-    // Successes are kept on the fork so later candidates see the space as promised; the whole
-    // fork is reverted at the end.
-    snapshot.forked(|snapshot| {
-    for cand in candidates {
-        let Some(info) = snapshot.node(cand.id) else {
-            plan.unremovable.push((
-                cand.name,
-                Unremovable::NotConsidered("node left the simulation"),
-            ));
-            continue;
-        };
-        let node = info.node.clone();
-        // Pods promised to this node by nodes removed earlier in this pass must find another
-        // place too, or they would vanish with it.
-        let guests: Vec<Arc<Pod>> = info
-            .pods
-            .iter()
-            .filter(|p| promised.contains_key(&(p.namespace, p.name.clone())))
-            .cloned()
-            .collect();
-        let own_moves = !cand.to_move.is_empty();
-        if own_moves && (found >= opts.non_empty_candidates_count || tried >= max_tries) {
-            plan.unremovable.push((
-                cand.name,
-                Unremovable::NotConsidered("non-empty candidate limit reached"),
-            ));
-            continue;
-        }
-        if (own_moves || !guests.is_empty()) && budget.exhausted() {
-            plan.unremovable.push((
-                cand.name,
-                Unremovable::NotConsidered("scale-down simulation timeout"),
-            ));
-            continue;
-        }
-        if let Err(l) = input.limits.check_removal(&totals, &node) {
-            plan.unremovable
-                .push((cand.name, Unremovable::MinimalResourceLimit(l)));
-            continue;
-        }
-        // Budgets are committed node by node: a node touching a budget with nothing left is
-        // blocked; one needing more than what is left (but at least one) drains sequentially.
-        let evicted: Vec<&Pod> = cand
-            .to_move
-            .iter()
-            .chain(&cand.evict_only)
-            .map(|p| &**p)
-            .collect();
-        if let Some((pod, pdb)) = evicted
-            .iter()
-            .find_map(|p| input.budgets.exhausted_for(p).map(|i| (p, i)))
-        {
-            let budget = &input.budgets.pdbs()[pdb];
-            let detail = if input.budgets.remaining(pdb) < i64::from(budget.disruptions_allowed) {
-                format!(
-                    "{}; its remaining disruptions are promised to nodes removed earlier in this \
-                     pass",
-                    budget.describe()
-                )
-            } else {
-                budget.describe()
-            };
-            let reason = BlockReason::NotEnoughPdb {
-                pdb: budget.key(),
-                detail,
-            };
-            plan.unremovable.push((
-                cand.name,
-                Unremovable::PodBlocks(Blocked {
-                    pod: pod.key(),
-                    reason,
-                }),
-            ));
-            continue;
-        }
-        let sequential = input.budgets.can_evict(&evicted).is_err();
-        let index = removable.len();
-        let mut destinations = Vec::new();
-        if own_moves || !guests.is_empty() {
-            if own_moves {
-                tried += 1;
-            }
-            let mut to_move = cand.to_move.clone();
-            to_move.extend(guests);
-            match try_remove(snapshot, cand.id, &to_move, &ids, &mut state.hints) {
-                Ok(moves) => {
-                    if own_moves {
-                        found += 1;
-                    }
-                    for (pod, dest) in moves {
-                        let Some(dest) = snapshot.node(dest).map(|i| i.node.name) else {
-                            continue;
-                        };
-                        let key = (pod.namespace, pod.name.clone());
-                        match promised.get(&key) {
-                            Some(&(from, at)) => {
-                                if let Some(slot) = removable
-                                    .get_mut(from)
-                                    .and_then(|r| r.destinations.get_mut(at))
-                                {
-                                    *slot = (pod, dest);
-                                }
-                            }
-                            None => {
-                                promised.insert(key, (index, destinations.len()));
-                                destinations.push((pod, dest));
-                            }
-                        }
-                    }
-                }
-                Err(np) => {
-                    plan.unremovable
-                        .push((cand.name, Unremovable::NoPlaceToMovePods(np)));
-                    continue;
-                }
-            }
-        } else if snapshot.remove_node(cand.id).is_err() {
-            plan.unremovable.push((
-                cand.name,
-                Unremovable::NotConsidered("node left the simulation"),
-            ));
-            continue;
-        }
-        input.budgets.commit(&evicted);
-        totals.remove_node(&node, 1);
-        removable.push(Removable {
-            cand,
-            destinations,
-            sequential,
-        });
-    }
-    });
-
-    // 3. Unneeded timers, and destinations remembered only for pods of unneeded nodes (so the
-    // hints never outgrow the cluster).
-    let keep: rustc_hash::FxHashSet<(Sym, Arc<str>)> = removable
-        .iter()
-        .flat_map(|r| {
-            r.destinations
-                .iter()
-                .map(|(p, _)| (p.namespace, p.name.clone()))
-        })
-        .collect();
-    state.hints.retain(|k, _| keep.contains(k));
-    state
-        .unneeded
-        .update(now_ms, removable.iter().map(|r| r.cand.name));
-    plan.unneeded = removable
-        .iter()
-        .map(|r| {
-            (
-                r.cand.name,
-                state.unneeded.since(r.cand.name).unwrap_or(now_ms),
-            )
-        })
-        .collect();
-
-    // 4. Soft taints: mark unneeded nodes, unmark nodes needed again.
-    let unneeded_set: rustc_hash::FxHashSet<Sym> = removable.iter().map(|r| r.cand.name).collect();
-    for id in &ids {
-        let Some(info) = snapshot.node(*id) else {
-            continue;
-        };
-        let has = info
-            .node
-            .taints
-            .iter()
-            .any(|t| t.key.as_str() == DELETION_CANDIDATE_TAINT);
-        let name = info.node.name;
-        if unneeded_set.contains(&name)
-            && !has
-            && plan.soft_taint.len() < opts.max_bulk_soft_taint_count
-        {
-            plan.soft_taint.push(name);
-        } else if !unneeded_set.contains(&name)
-            && has
-            && plan.soft_untaint.len() < opts.max_bulk_soft_taint_count
-        {
-            plan.soft_untaint.push(name);
-        }
-    }
-
-    // 5. Deletions.
-    let cooldown = cooldown(state, opts, now_ms);
-    let mut planned_per_group = vec![0usize; groups.len()];
-    let (mut empty_n, mut drain_n) = (input.in_flight.empty, input.in_flight.drains);
-    let mut totals = input.totals.clone();
-    for r in removable {
-        let c = &r.cand;
-        let since = state.unneeded.since(c.name).unwrap_or(now_ms);
-        let group = &groups[c.group];
-        let wait = if c.ready {
-            group
-                .options
-                .scale_down_unneeded_time
-                .unwrap_or(opts.unneeded_time)
-        } else {
-            group
-                .options
-                .scale_down_unready_time
-                .unwrap_or(opts.unready_time)
-        };
-        let deletable_at_ms = since.saturating_add(ms(wait));
-        let empty = c.to_move.is_empty();
-        let waiting = if let Some(why) = &cooldown {
-            Some(Waiting::Cooldown(why.clone()))
-        } else if now_ms < deletable_at_ms {
-            Some(Waiting::UnneededTime { deletable_at_ms })
-        } else if group
-            .target_size
-            .saturating_sub(in_flight_of(c.group) + planned_per_group[c.group])
-            <= group.min_size
-        {
-            Some(Waiting::MinSize)
-        } else if empty_n + drain_n >= opts.max_scale_down_parallelism
-            || (!empty && drain_n >= opts.max_drain_parallelism)
-        {
-            Some(Waiting::Parallelism)
-        } else {
-            snapshot
-                .node(c.id)
-                .and_then(|info| input.limits.check_removal(&totals, &info.node).err())
-                .map(Waiting::Limit)
-        };
-        if let Some(w) = waiting {
-            plan.waiting.push((c.name, w));
-            continue;
-        }
-        if let Some(info) = snapshot.node(c.id) {
-            totals.remove_node(&info.node, 1);
-        }
-        planned_per_group[c.group] += 1;
-        if empty {
-            empty_n += 1;
-        } else {
-            drain_n += 1;
-        }
-        plan.deletions.push(NodeDeletion {
-            node: c.name,
-            group_index: c.group,
-            group: group.id.clone(),
-            empty,
-            evict: c.to_move.iter().chain(&c.evict_only).cloned().collect(),
-            destinations: r.destinations,
-            grace_period_sec: opts.max_graceful_termination_sec,
-            sequential_evictions: r.sequential,
-        });
-    }
-    plan
-}
-
-/// Why deletions must wait, if they must (global switches and delays).
-fn cooldown(state: &ScaleDownState, opts: &ScaleDownOptions, now_ms: i64) -> Option<String> {
-    if !opts.enabled {
-        return Some("scale-down is disabled".into());
-    }
-    let check = |last: Option<i64>, delay: Duration, what: &str| {
-        last.filter(|&t| now_ms < t.saturating_add(ms(delay)))
-            .map(|t| {
-                let left_ms = t.saturating_add(ms(delay)).saturating_sub(now_ms);
-                format!(
-                    "scale-down delayed {}s after the last {what} ({}s left)",
-                    delay.as_secs(),
-                    (left_ms + 999) / 1000
-                )
-            })
+    let mut pass = Pass {
+        ids: snapshot.node_ids().collect(),
+        input,
+        opts,
+        now_ms,
     };
-    check(state.last_scale_up_ms, opts.delay_after_add, "scale-up")
-        .or_else(|| {
-            check(
-                state.last_delete_ms,
-                opts.delay_after_delete,
-                "node deletion",
-            )
-        })
-        .or_else(|| {
-            check(
-                state.last_failure_ms,
-                opts.delay_after_failure,
-                "failed scale-down",
-            )
-        })
+    let candidates = eligibility::candidates(snapshot, &pass, state, &mut plan.unremovable);
+    let removable = snapshot.forked(|fork| {
+        let hints = &mut state.hints;
+        simulation::removable(
+            fork,
+            candidates,
+            &mut pass,
+            hints,
+            budget,
+            &mut plan.unremovable,
+        )
+    });
+    plan.unneeded = unneeded::record(state, &removable, now_ms);
+    soft_taint::plan(snapshot, &pass.ids, &removable, opts, &mut plan);
+    deletion::plan(snapshot, state, removable, &pass, &mut plan);
+    plan
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drain::NoControllerLookup;
+    use crate::drain::{BlockReason, DrainContext, NoControllerLookup};
     use crate::estimator::Unlimited;
     use crate::labels::{LabelSelector, Labels};
+    use crate::names::{DELETION_CANDIDATE_TAINT, SCALE_DOWN_DISABLED_ANNOTATION};
     use crate::node::Node;
     use crate::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
     use crate::pdb::PodDisruptionBudget;
     use crate::pod::Volume;
     use crate::testing::{GI, MI, NodeBuilder, PodBuilder};
 
-    /// The memo gives what `utilization` computes, across pod changes on the same node.
-    #[test]
-    fn utilization_memo_follows_pod_changes() {
-        let mut snap = ClusterSnapshot::new();
-        let id = snap
-            .add_node(NodeBuilder::new("n", 4000, 8 * GI).arc())
-            .expect("node");
-        let opts = UtilizationOptions::default();
-        let mut memo = UtilizationMemo::default();
-        let pods = [
-            PodBuilder::new("a", 1000, GI).node_name("n").arc(),
-            PodBuilder::new("b", 500, 6 * GI).node_name("n").arc(),
-        ];
-        for step in 0..4 {
-            match step {
-                1 => snap.add_pod(pods[0].clone(), id).expect("a"),
-                2 => snap.add_pod(pods[1].clone(), id).expect("b"),
-                3 => {
-                    snap.remove_pod(id, pods[0].namespace, "a").expect("rm");
-                }
-                _ => {}
-            }
-            for _ in 0..2 {
-                let info = snap.node(id).expect("live");
-                assert_eq!(memo.get(info, opts), utilization(info, opts), "step {step}");
-                memo.end_pass();
-            }
-        }
-    }
     use proptest::prelude::*;
 
     const MIN: i64 = 60_000;
