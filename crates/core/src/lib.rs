@@ -11,40 +11,25 @@
 #![warn(missing_docs)]
 
 pub mod actions;
-pub mod affinity;
 pub mod autoscaler;
-pub mod backoff;
-pub mod balance;
 pub mod cluster_state;
-pub mod convert;
-pub mod daemonset;
-pub mod duration;
-pub mod estimator;
-pub mod expander;
-pub mod intern;
-pub mod labels;
-pub mod limits;
+pub mod model;
 pub mod names;
-pub mod node;
-pub mod node_group;
-pub mod objects;
-pub mod pdb;
-pub mod pending;
-pub mod pod;
-pub mod predicates;
-pub mod quantity;
-pub mod resources;
 pub mod safety;
 pub mod scale_down;
 pub mod scale_up;
-pub mod snapshot;
-pub mod store;
-pub mod taints;
-pub mod template;
+pub mod scheduling;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod yaml_depth;
 
 // Old paths of modules that moved under their concern, kept for the shells and for imports
 // inside the core; they go once those import from the new places or from the root.
+pub use cluster_state::backoff;
+pub use model::{
+    convert, daemonset, duration, intern, labels, limits, node, node_group, objects, pdb, pod,
+    quantity, resources, store, taints,
+};
 pub use scale_down::{drain, removal, unneeded, utilization};
+pub use scale_up::{balance, estimator, expander, pending, template};
+pub use scheduling::{affinity, predicates, snapshot};

@@ -11,6 +11,8 @@
 //! It never performs an action, never reads a clock, and never removes a registered node (only
 //! instances that have no node).
 
+pub mod backoff;
+
 use crate::names::{
     CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE,
     NOT_READY_FOR_AUTOSCALING, SCALE_UP_FAILED, SCALE_UP_TIMED_OUT,

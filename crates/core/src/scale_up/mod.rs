@@ -15,6 +15,12 @@
 //! or more than `--max-nodes-per-scaleup` nodes in one decision; it only reads the snapshot
 //! (estimates fork and revert it).
 
+pub mod balance;
+pub mod estimator;
+pub mod expander;
+pub mod pending;
+pub mod template;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
