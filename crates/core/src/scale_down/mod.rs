@@ -32,13 +32,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::drain::{Blocked, ControllerLookup, DrainOptions};
-use crate::estimator::Budget;
 use crate::intern::Sym;
 use crate::limits::{ClusterTotals, LimitReached, ResourceLimits};
 use crate::node_group::{CloudProvider, NodeGroupId};
 use crate::pdb::DisruptionBudgets;
 use crate::pod::Pod;
 use crate::removal::{Hints, NoPlace};
+use crate::scheduling::budget::Budget;
 use crate::snapshot::{ClusterSnapshot, NodeId};
 use crate::unneeded::UnneededNodes;
 use crate::utilization::{UtilizationMemo, UtilizationOptions};
@@ -342,13 +342,13 @@ pub fn plan_scale_down(
 mod tests {
     use super::*;
     use crate::drain::{BlockReason, DrainContext, NoControllerLookup};
-    use crate::estimator::Unlimited;
     use crate::labels::{LabelSelector, Labels};
     use crate::names::{DELETION_CANDIDATE_TAINT, SCALE_DOWN_DISABLED_ANNOTATION};
     use crate::node::Node;
     use crate::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
     use crate::pdb::PodDisruptionBudget;
     use crate::pod::Volume;
+    use crate::scheduling::budget::Unlimited;
     use crate::testing::{GI, MI, NodeBuilder, PodBuilder};
 
     use proptest::prelude::*;
@@ -1618,8 +1618,8 @@ mod tests {
 mod hint_tests {
     use super::*;
     use crate::drain::NoControllerLookup;
-    use crate::estimator::Unlimited;
     use crate::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+    use crate::scheduling::budget::Unlimited;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     #[test]

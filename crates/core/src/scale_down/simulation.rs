@@ -18,10 +18,10 @@ use super::eligibility::Candidate;
 use super::removal::{Hints, try_remove};
 use super::{Pass, Unremovable};
 use crate::drain::{BlockReason, Blocked};
-use crate::estimator::Budget;
 use crate::intern::Sym;
 use crate::limits::ClusterTotals;
 use crate::pod::Pod;
+use crate::scheduling::budget::Budget;
 use crate::snapshot::{ClusterSnapshot, NodeInfo};
 
 /// A candidate the simulation could remove.

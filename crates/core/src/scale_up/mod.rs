@@ -27,12 +27,13 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 
 use crate::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
-use crate::estimator::{Budget, Estimate, EstimatorLimits, LimitHit, estimate};
+use crate::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
 use crate::expander::{ExpanderChain, ExpansionOption};
 use crate::limits::{ClusterTotals, ResourceLimits};
 use crate::node_group::{NodeGroup, NodeGroupId};
 use crate::pod::Pod;
 use crate::resources::Resources;
+use crate::scheduling::budget::Budget;
 use crate::snapshot::ClusterSnapshot;
 use crate::template::{GroupTemplate, NoTemplate};
 
@@ -727,9 +728,10 @@ fn all_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::{NodeTemplate, Unlimited};
+    use crate::estimator::NodeTemplate;
     use crate::limits::Range;
     use crate::node::Node;
+    use crate::scheduling::budget::Unlimited;
     use crate::taints::{TaintEffect, TolerationOp};
     use crate::template::TemplateSource;
     use crate::testing::{GI, NodeBuilder, PodBuilder};

@@ -1,0 +1,31 @@
+//! Budgets of simulations: when an estimate or a removal simulation must stop.
+//!
+//! The core never reads the clock: the caller hands in a [`Budget`] (the binary checks a
+//! deadline, tests count calls) and the simulations ask it between steps. It decides nothing
+//! itself.
+
+/// A time (or any other) budget for a simulation (an estimate, a removal simulation), implemented by the caller so that the core
+/// never reads the clock: the binary checks an `Instant` deadline, tests count calls.
+///
+/// Any `FnMut() -> bool` closure is a budget.
+pub trait Budget {
+    /// Whether the budget is used up. Asked once before each pod is placed; once it answers
+    /// `true` the estimate stops.
+    fn exhausted(&mut self) -> bool;
+}
+
+impl<F: FnMut() -> bool> Budget for F {
+    fn exhausted(&mut self) -> bool {
+        self()
+    }
+}
+
+/// A budget that is never exhausted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unlimited;
+
+impl Budget for Unlimited {
+    fn exhausted(&mut self) -> bool {
+        false
+    }
+}
