@@ -17,6 +17,15 @@
 //! It never plans the removal of a node holding a pod that blocks, evictions past a PDB's
 //! allowance, a group below its min size, or a move the predicates refuse. It only returns a plan;
 //! the shell taints, evicts and deletes.
+//!
+//! [`plan_scale_down`] runs five phases in order, one file each:
+//! 1. `eligibility`: a verdict per node, the drain rules ([`drain`]) and utilization
+//!    ([`utilization`]) included, and the candidates' order;
+//! 2. `simulation`: the removal simulation on a fork of the snapshot ([`removal`] places one
+//!    node's pods), with the PodDisruptionBudgets committed node by node;
+//! 3. [`unneeded`]: the timers of the removable nodes and the hints of their pods;
+//! 4. `soft_taint`: which nodes get or lose the soft taint;
+//! 5. `deletion`: which unneeded nodes are deleted now, and why the others wait.
 
 mod deletion;
 pub mod drain;
