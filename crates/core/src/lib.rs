@@ -50,17 +50,6 @@ pub mod scheduling;
 pub mod testing;
 pub mod yaml_depth;
 
-// Old paths of modules that moved under their concern, kept for the shells and for imports
-// inside the core; they go once those import from the new places or from the root.
-pub use cluster_state::backoff;
-pub use model::{
-    convert, daemonset, duration, intern, labels, limits, node, node_group, objects, pdb, pod,
-    quantity, resources, store, taints,
-};
-pub use scale_down::{drain, removal, unneeded, utilization};
-pub use scale_up::{balance, estimator, expander, pending, template};
-pub use scheduling::{affinity, predicates, snapshot};
-
 // The front door: the small API the shells use.
 pub use actions::Action;
 pub use autoscaler::{Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, ScaleUpConfig};
@@ -87,6 +76,17 @@ pub use scale_up::ScaleUpOptions;
 pub use scale_up::expander::ExpanderChain;
 pub use scheduling::affinity::NamespaceLabels;
 pub use scheduling::budget::Budget;
+
+// Old paths of modules that moved under their concern, kept for the shells and for imports
+// inside the core; they go once those import from the new places or from the root.
+pub use cluster_state::backoff;
+pub use model::{
+    convert, daemonset, duration, intern, labels, limits, node, node_group, objects, pdb, pod,
+    quantity, resources, store, taints,
+};
+pub use scale_down::{drain, removal, unneeded, utilization};
+pub use scale_up::{balance, estimator, expander, pending, template};
+pub use scheduling::{affinity, predicates, snapshot};
 
 #[cfg(test)]
 mod tests {
