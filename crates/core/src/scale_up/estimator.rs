@@ -58,31 +58,8 @@ use crate::pod::Pod;
 use crate::predicates::{Prepared, Unfit};
 use crate::snapshot::{ClusterSnapshot, NodeId, SnapshotError};
 
-/// A time (or any other) budget for one estimate, implemented by the caller so that the core
-/// never reads the clock: the binary checks an `Instant` deadline, tests count calls.
-///
-/// Any `FnMut() -> bool` closure is a budget.
-pub trait Budget {
-    /// Whether the budget is used up. Asked once before each pod is placed; once it answers
-    /// `true` the estimate stops.
-    fn exhausted(&mut self) -> bool;
-}
-
-impl<F: FnMut() -> bool> Budget for F {
-    fn exhausted(&mut self) -> bool {
-        self()
-    }
-}
-
-/// A budget that is never exhausted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Unlimited;
-
-impl Budget for Unlimited {
-    fn exhausted(&mut self) -> bool {
-        false
-    }
-}
+// Kept here for the shells' old import path; the budget belongs to every simulation.
+pub use crate::scheduling::budget::{Budget, Unlimited};
 
 /// The shape of the nodes a node group would add: the node as it would register, and the
 /// DaemonSet pods that would start on it (they consume its capacity before any pending pod).

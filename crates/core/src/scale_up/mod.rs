@@ -15,18 +15,25 @@
 //! or more than `--max-nodes-per-scaleup` nodes in one decision; it only reads the snapshot
 //! (estimates fork and revert it).
 
+pub mod balance;
+pub mod estimator;
+pub mod expander;
+pub mod pending;
+pub mod template;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 
 use crate::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
-use crate::estimator::{Budget, EstimatorLimits, LimitHit, estimate};
+use crate::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
 use crate::expander::{ExpanderChain, ExpansionOption};
 use crate::limits::{ClusterTotals, ResourceLimits};
 use crate::node_group::{NodeGroup, NodeGroupId};
 use crate::pod::Pod;
 use crate::resources::Resources;
+use crate::scheduling::budget::Budget;
 use crate::snapshot::ClusterSnapshot;
 use crate::template::{GroupTemplate, NoTemplate};
 
@@ -170,17 +177,80 @@ struct Chosen<'c> {
 /// Decides the scale-up. `budget` bounds the time spent in bin-packing across all estimates.
 pub fn scale_up(
     snapshot: &mut ClusterSnapshot,
-    mut input: ScaleUpInput<'_>,
+    input: ScaleUpInput<'_>,
     opts: &ScaleUpOptions,
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpResult {
-    let mut result = ScaleUpResult::default();
-    let mut grown = vec![false; input.groups.len()];
-    let mut added_total = 0usize;
-
+    let mut d = Decision {
+        grown: vec![false; input.groups.len()],
+        reasons: vec![BTreeMap::new(); input.pods.len()],
+        remaining: (0..input.pods.len()).collect(),
+        input,
+        opts,
+        added_total: 0,
+        result: ScaleUpResult::default(),
+    };
     if opts.enforce_node_group_min_size {
-        for (i, g) in input.groups.iter().enumerate() {
+        d.grow_to_min_sizes();
+    }
+    while !d.remaining.is_empty() {
+        let round = d.estimate_round(snapshot, budget);
+        let Some(choice) = d.input.expander.choose(&round.options, rng) else {
+            break;
+        };
+        d.result
+            .notes
+            .extend(choice.warnings.iter().map(ToString::to_string));
+        d.grow_for(snapshot, &round, choice.index, budget);
+    }
+    d.finish()
+}
+
+/// One decision in progress.
+struct Decision<'a, 'o> {
+    input: ScaleUpInput<'a>,
+    opts: &'o ScaleUpOptions,
+    result: ScaleUpResult,
+    /// Per group: grown in this decision (then not again).
+    grown: Vec<bool>,
+    /// Nodes added so far (`--max-nodes-per-scaleup` bounds them).
+    added_total: usize,
+    /// Per input pod: why each group would not help it.
+    reasons: Vec<BTreeMap<NodeGroupId, String>>,
+    /// Input pods no option helped yet.
+    remaining: Vec<usize>,
+}
+
+/// One round's estimates and the options they give the expander.
+struct Round {
+    /// The pods of the round (the remaining ones).
+    pods: Vec<Arc<Pod>>,
+    /// Per group: its estimate, if it had one.
+    estimates: Vec<Option<GroupEstimate>>,
+    options: Vec<ExpansionOption>,
+    /// Per option: its group.
+    option_group: Vec<usize>,
+}
+
+/// What bounds a group's estimate in a round.
+struct Bound<'t> {
+    template: &'t GroupTemplate,
+    atomic: bool,
+    /// Nodes below the group's max.
+    headroom: usize,
+    /// New nodes allowed (max size, per-scale-up budget, cluster-wide limits).
+    cap: usize,
+    /// Why pods beyond the cap are skipped: the tightest of the three bounds.
+    cap_reason: String,
+}
+
+impl Decision<'_, '_> {
+    /// `--enforce-node-group-min-size`: grows free groups below their min size, within the
+    /// max, the per-scale-up budget and the cluster-wide limits.
+    fn grow_to_min_sizes(&mut self) {
+        for i in 0..self.input.groups.len() {
+            let g = &self.input.groups[i];
             let group = g.group;
             if group.target_size >= group.min_size || g.blocked.is_some() {
                 continue;
@@ -190,204 +260,208 @@ pub fn scale_up(
             // Never above the max (a min above the max is bad data), nor beyond the
             // per-scale-up budget.
             let headroom = group.max_size.saturating_sub(group.target_size);
-            let per_scale_up_left = opts.max_nodes_per_scale_up.saturating_sub(added_total);
+            let per_scale_up_left = self.per_scale_up_left();
             let wanted = missing.min(headroom).min(per_scale_up_left);
+            let notes = &mut self.result.notes;
             if wanted < missing {
                 let why = if wanted == headroom {
                     "max node group size reached"
                 } else {
                     "max nodes per scale-up reached"
                 };
-                result
-                    .notes
-                    .push(format!("{}: growing to min size capped: {why}", group.id));
+                notes.push(format!("{}: growing to min size capped: {why}", group.id));
             }
-            let (n, why) = input
+            let node = &t.template.node;
+            let (n, why) = self
+                .input
                 .limits
-                .max_new_nodes(&input.totals, &t.template.node, wanted);
+                .max_new_nodes(&self.input.totals, node, wanted);
             if let Some(why) = why {
-                result
-                    .notes
-                    .push(format!("{}: growing to min size capped: {why}", group.id));
+                notes.push(format!("{}: growing to min size capped: {why}", group.id));
             }
             if n > 0 {
-                input.totals.add_node(&t.template.node, n);
-                added_total += n;
-                grown[i] = true;
-                result.increases.push(GroupIncrease {
-                    index: i,
-                    group: group.id.clone(),
-                    delta: n,
-                    new_target: group.target_size + n,
-                    reason: IncreaseReason::MinSize,
-                });
+                self.grow(i, n, IncreaseReason::MinSize);
             }
         }
     }
 
-    let mut reasons: Vec<BTreeMap<NodeGroupId, String>> = vec![BTreeMap::new(); input.pods.len()];
-    let mut remaining: Vec<usize> = (0..input.pods.len()).collect();
+    fn per_scale_up_left(&self) -> usize {
+        self.opts
+            .max_nodes_per_scale_up
+            .saturating_sub(self.added_total)
+    }
 
-    while !remaining.is_empty() {
-        let pods: Vec<Arc<Pod>> = remaining.iter().map(|&i| input.pods[i].clone()).collect();
-        let per_scale_up_left = opts.max_nodes_per_scale_up.saturating_sub(added_total);
-        let mut estimates: Vec<Option<GroupEstimate>> = Vec::with_capacity(input.groups.len());
-        let mut options: Vec<ExpansionOption> = Vec::new();
-        let mut option_group: Vec<usize> = Vec::new();
+    /// Grows group `gi` by `delta` nodes.
+    fn grow(&mut self, gi: usize, delta: usize, reason: IncreaseReason) {
+        let g = &self.input.groups[gi];
+        let Ok(t) = &g.template else { return };
+        self.grown[gi] = true;
+        self.input.totals.add_node(&t.template.node, delta);
+        self.added_total += delta;
+        self.result.increases.push(GroupIncrease {
+            index: gi,
+            group: g.group.id.clone(),
+            delta,
+            new_target: g.group.target_size + delta,
+            reason,
+        });
+    }
 
-        for (gi, g) in input.groups.iter().enumerate() {
-            let group = g.group;
-            if grown[gi] {
-                // A pod left over keeps what this group said in an earlier round; one it never
-                // judged (grown to its min size, or balanced into) still gets a reason.
-                for &p in &remaining {
-                    reasons[p]
-                        .entry(group.id.clone())
-                        .or_insert_with(|| ALREADY_GROWN.to_string());
-                }
-                estimates.push(None);
-                continue;
+    /// Every group that may grow estimates the remaining pods; the others say why not.
+    fn estimate_round(&mut self, snapshot: &mut ClusterSnapshot, budget: &mut dyn Budget) -> Round {
+        let mut round = Round {
+            pods: self
+                .remaining
+                .iter()
+                .map(|&i| self.input.pods[i].clone())
+                .collect(),
+            estimates: Vec::with_capacity(self.input.groups.len()),
+            options: Vec::new(),
+            option_group: Vec::new(),
+        };
+        for gi in 0..self.input.groups.len() {
+            let estimate = self.estimate_group(snapshot, gi, &mut round, budget);
+            round.estimates.push(estimate);
+        }
+        round
+    }
+
+    /// Group `gi`'s estimate for the round's pods, adding its option to the round when it
+    /// needs nodes; `None` when it may not grow.
+    fn estimate_group(
+        &mut self,
+        snapshot: &mut ClusterSnapshot,
+        gi: usize,
+        round: &mut Round,
+        budget: &mut dyn Budget,
+    ) -> Option<GroupEstimate> {
+        let g = &self.input.groups[gi];
+        let id = &g.group.id;
+        if self.grown[gi] {
+            // A pod left over keeps what this group said in an earlier round; one it never
+            // judged (grown to its min size, or balanced into) still gets a reason.
+            for &p in &self.remaining {
+                self.reasons[p]
+                    .entry(id.clone())
+                    .or_insert_with(|| ALREADY_GROWN.to_string());
             }
-            let mut refuse_all = |why: String| {
-                for &p in &remaining {
-                    reasons[p].insert(group.id.clone(), why.clone());
-                }
-            };
-            if let Some(why) = &g.blocked {
-                refuse_all(why.clone());
-                estimates.push(None);
-                continue;
-            }
-            let template = match &g.template {
-                Ok(t) => t,
-                Err(e) => {
-                    refuse_all(e.to_string());
-                    estimates.push(None);
-                    continue;
-                }
-            };
-            let atomic = group.options.zero_or_max_scaling;
-            if atomic && group.target_size > 0 {
-                refuse_all("atomic node group already scaled up".into());
-                estimates.push(None);
-                continue;
-            }
-            let headroom = group.max_size.saturating_sub(group.target_size);
-            if headroom == 0 {
-                refuse_all("max node group size reached".into());
-                estimates.push(None);
-                continue;
-            }
-            let wanted = headroom.min(per_scale_up_left);
-            if wanted == 0 {
-                refuse_all("max nodes per scale-up reached".into());
-                estimates.push(None);
-                continue;
-            }
-            let (cap, limit_why) =
-                input
-                    .limits
-                    .max_new_nodes(&input.totals, &template.template.node, wanted);
-            if cap == 0 || (atomic && cap < headroom) {
-                refuse_all(limit_why.map_or_else(
-                    || "max nodes per scale-up reached".into(),
-                    |w| w.to_string(),
-                ));
-                estimates.push(None);
-                continue;
-            }
-            // Why pods beyond the cap were skipped: the tightest of the three bounds.
-            let cap_reason = match limit_why {
-                Some(w) => w.to_string(),
-                None if cap == headroom => "max node group size reached".into(),
-                None => "max nodes per scale-up reached".into(),
-            };
+            return None;
+        }
+        let refused = self.bound(g).and_then(|b| {
             let limits = EstimatorLimits {
-                max_nodes: Some(cap),
+                max_nodes: Some(b.cap),
                 budget: || budget.exhausted(),
             };
-            let est = match estimate(snapshot, &pods, &template.template, limits) {
-                Ok(e) => e,
-                Err(e) => {
-                    refuse_all(e.to_string());
-                    estimates.push(None);
-                    continue;
+            let est = estimate(snapshot, &round.pods, &b.template.template, limits);
+            est.map(|e| (b, e)).map_err(|e| e.to_string())
+        });
+        let (b, est) = match refused {
+            Ok(found) => found,
+            Err(why) => {
+                for &p in &self.remaining {
+                    self.reasons[p].insert(id.clone(), why.clone());
                 }
-            };
-            let mut fits = vec![Fit::Unknown; pods.len()];
-            for (p, unfit) in &est.unplaced {
-                reasons[remaining[*p]].insert(group.id.clone(), unfit.to_string());
-                if let Some(f) = fits.get_mut(*p) {
-                    *f = Fit::No;
-                }
+                return None;
             }
-            let skipped_why = match est.limit_hit {
-                Some(LimitHit::TimeBudget) => "bin-packing time budget exhausted".to_string(),
-                _ => cap_reason,
-            };
-            for &p in &est.skipped {
-                reasons[remaining[p]].insert(group.id.clone(), skipped_why.clone());
-            }
-            let placed: Vec<usize> = est
-                .new_nodes
-                .iter()
-                .flat_map(|n| n.pods.iter().copied())
-                .collect();
-            if est.node_count > 0 {
-                let mut requests = Resources::default();
-                for &p in &placed {
-                    requests.add(&pods[p].requests);
-                }
-                options.push(ExpansionOption {
-                    group: group.id.clone(),
-                    // An atomic group jumps straight to its max.
-                    node_count: if atomic { headroom } else { est.node_count },
-                    pods: placed.clone(),
-                    pods_requests: requests,
-                    node_allocatable: template.template.node.allocatable.clone(),
-                    node_price_per_hour: group.node_price_per_hour,
-                });
-                option_group.push(gi);
-            }
-            for &p in &placed {
-                if let Some(f) = fits.get_mut(p) {
-                    *f = Fit::Yes;
-                }
-            }
-            estimates.push(Some(GroupEstimate { fits }));
-        }
-
-        let Some(choice) = input.expander.choose(&options, rng) else {
-            break;
         };
-        result
-            .notes
-            .extend(choice.warnings.iter().map(ToString::to_string));
-        let chosen = &options[choice.index];
-        let chosen_group = option_group[choice.index];
+        if est.node_count > 0 {
+            round.options.push(option(g.group, &b, &est, &round.pods));
+            round.option_group.push(gi);
+        }
+        let id = id.clone();
+        Some(self.record_estimate(&id, &est, b.cap_reason, round.pods.len()))
+    }
 
-        // Groups that share the option: similar shape, and every pod of the option fits there.
-        let mut members = vec![chosen_group];
-        let atomic = input.groups[chosen_group].group.options.zero_or_max_scaling;
-        if opts.balance_similar_node_groups && !atomic {
-            members.extend(similar_members(
-                snapshot,
-                &input,
-                &estimates,
-                Chosen {
-                    group: chosen_group,
-                    pods: &chosen.pods,
-                    round_pods: &pods,
-                },
-                &opts.balancing,
-                &grown,
-                &mut *budget,
+    /// The group's bounds in this round, or why it may not grow at all.
+    fn bound<'g>(&self, g: &'g GroupInput<'_>) -> Result<Bound<'g>, String> {
+        let group = g.group;
+        if let Some(why) = &g.blocked {
+            return Err(why.clone());
+        }
+        let template = g.template.as_ref().map_err(ToString::to_string)?;
+        let atomic = group.options.zero_or_max_scaling;
+        if atomic && group.target_size > 0 {
+            return Err("atomic node group already scaled up".into());
+        }
+        let headroom = group.max_size.saturating_sub(group.target_size);
+        if headroom == 0 {
+            return Err("max node group size reached".into());
+        }
+        let wanted = headroom.min(self.per_scale_up_left());
+        if wanted == 0 {
+            return Err("max nodes per scale-up reached".into());
+        }
+        let node = &template.template.node;
+        let (cap, limit_why) = self
+            .input
+            .limits
+            .max_new_nodes(&self.input.totals, node, wanted);
+        if cap == 0 || (atomic && cap < headroom) {
+            return Err(limit_why.map_or_else(
+                || "max nodes per scale-up reached".into(),
+                |w| w.to_string(),
             ));
         }
+        let cap_reason = match limit_why {
+            Some(w) => w.to_string(),
+            None if cap == headroom => "max node group size reached".into(),
+            None => "max nodes per scale-up reached".into(),
+        };
+        Ok(Bound {
+            template,
+            atomic,
+            headroom,
+            cap,
+            cap_reason,
+        })
+    }
+
+    /// Records why the estimate left pods out, and which of the round's pods fit the group.
+    fn record_estimate(
+        &mut self,
+        id: &NodeGroupId,
+        est: &Estimate,
+        cap_reason: String,
+        round_len: usize,
+    ) -> GroupEstimate {
+        let mut fits = vec![Fit::Unknown; round_len];
+        for (p, unfit) in &est.unplaced {
+            self.reasons[self.remaining[*p]].insert(id.clone(), unfit.to_string());
+            if let Some(f) = fits.get_mut(*p) {
+                *f = Fit::No;
+            }
+        }
+        let skipped_why = match est.limit_hit {
+            Some(LimitHit::TimeBudget) => "bin-packing time budget exhausted".to_string(),
+            _ => cap_reason,
+        };
+        for &p in &est.skipped {
+            self.reasons[self.remaining[p]].insert(id.clone(), skipped_why.clone());
+        }
+        for p in placed(est) {
+            if let Some(f) = fits.get_mut(p) {
+                *f = Fit::Yes;
+            }
+        }
+        GroupEstimate { fits }
+    }
+
+    /// Grows the group of the chosen option, and with balancing its similar groups, then
+    /// takes the option's pods off the remaining ones.
+    fn grow_for(
+        &mut self,
+        snapshot: &mut ClusterSnapshot,
+        round: &Round,
+        choice: usize,
+        budget: &mut dyn Budget,
+    ) {
+        let chosen = &round.options[choice];
+        let chosen_group = round.option_group[choice];
+        let members = self.members(snapshot, round, chosen_group, &chosen.pods, budget);
         let targets: Vec<BalanceTarget> = members
             .iter()
             .map(|&gi| {
-                let g = input.groups[gi].group;
+                let g = self.input.groups[gi].group;
                 BalanceTarget {
                     current: g.target_size,
                     max: g.max_size,
@@ -395,65 +469,122 @@ pub fn scale_up(
             })
             .collect();
         let split = split(&targets, chosen.node_count);
-        let deltas = within_limits(&input, &members, &split.per_group, &mut result.notes);
+        let deltas = within_limits(
+            &self.input,
+            &members,
+            &split.per_group,
+            &mut self.result.notes,
+        );
         for (&gi, &delta) in members.iter().zip(&deltas) {
             // A group given nothing stays free for later rounds.
             if delta == 0 {
                 continue;
             }
-            let g = &input.groups[gi];
-            let Ok(t) = &g.template else { continue };
-            grown[gi] = true;
-            input.totals.add_node(&t.template.node, delta);
-            added_total += delta;
-            result.increases.push(GroupIncrease {
-                index: gi,
-                group: g.group.id.clone(),
-                delta,
-                new_target: g.group.target_size + delta,
-                reason: if gi == chosen_group {
-                    IncreaseReason::PendingPods
-                } else {
-                    IncreaseReason::Balancing
-                },
-            });
+            let reason = if gi == chosen_group {
+                IncreaseReason::PendingPods
+            } else {
+                IncreaseReason::Balancing
+            };
+            self.grow(gi, delta, reason);
         }
         if members.len() > 1 {
             let names: Vec<String> = members
                 .iter()
-                .map(|&gi| input.groups[gi].group.id.to_string())
+                .map(|&gi| self.input.groups[gi].group.id.to_string())
                 .collect();
-            result.notes.push(format!(
+            self.result.notes.push(format!(
                 "balanced {} new nodes over similar groups {}",
                 chosen.node_count,
                 names.join(", ")
             ));
         }
-        let helped: Vec<bool> = {
-            let mut h = vec![false; remaining.len()];
-            for &p in &chosen.pods {
-                h[p] = true;
-            }
-            h
-        };
-        let mut next = Vec::with_capacity(remaining.len());
-        for (k, &p) in remaining.iter().enumerate() {
-            if helped[k] {
-                result.triggered.push(input.pods[p].clone());
+        self.take_helped(&chosen.pods);
+    }
+
+    /// Groups that share the option: its own, and with balancing the similar groups on which
+    /// every pod of the option fits.
+    fn members(
+        &self,
+        snapshot: &mut ClusterSnapshot,
+        round: &Round,
+        chosen_group: usize,
+        pods: &[usize],
+        budget: &mut dyn Budget,
+    ) -> Vec<usize> {
+        let mut members = vec![chosen_group];
+        let atomic = self.input.groups[chosen_group]
+            .group
+            .options
+            .zero_or_max_scaling;
+        if self.opts.balance_similar_node_groups && !atomic {
+            let chosen = Chosen {
+                group: chosen_group,
+                pods,
+                round_pods: &round.pods,
+            };
+            members.extend(similar_members(
+                snapshot,
+                &self.input,
+                &round.estimates,
+                chosen,
+                &self.opts.balancing,
+                &self.grown,
+                budget,
+            ));
+        }
+        members
+    }
+
+    /// The round's pods at `helped` (indices into the round) are triggered; the others remain.
+    fn take_helped(&mut self, helped: &[usize]) {
+        let mut h = vec![false; self.remaining.len()];
+        for &p in helped {
+            h[p] = true;
+        }
+        let mut next = Vec::with_capacity(self.remaining.len());
+        for (k, &p) in self.remaining.iter().enumerate() {
+            if h[k] {
+                self.result.triggered.push(self.input.pods[p].clone());
             } else {
                 next.push(p);
             }
         }
-        remaining = next;
+        self.remaining = next;
     }
 
-    for p in remaining {
-        result.no_scale_up.push(NoScaleUp {
-            pod: input.pods[p].clone(),
-            reasons: std::mem::take(&mut reasons[p]),
-        });
+    /// The result, with a reason per group for every pod no option helped.
+    fn finish(mut self) -> ScaleUpResult {
+        for p in self.remaining {
+            self.result.no_scale_up.push(NoScaleUp {
+                pod: self.input.pods[p].clone(),
+                reasons: std::mem::take(&mut self.reasons[p]),
+            });
+        }
+        self.result
     }
-    result
+}
+
+/// Indices (into the round) of the pods the estimate placed on new nodes, in opening order.
+fn placed(est: &Estimate) -> impl Iterator<Item = usize> + '_ {
+    est.new_nodes.iter().flat_map(|n| n.pods.iter().copied())
+}
+
+/// The expander's option for a group whose estimate needs nodes.
+fn option(group: &NodeGroup, b: &Bound<'_>, est: &Estimate, pods: &[Arc<Pod>]) -> ExpansionOption {
+    let placed: Vec<usize> = placed(est).collect();
+    let mut requests = Resources::default();
+    for &p in &placed {
+        requests.add(&pods[p].requests);
+    }
+    ExpansionOption {
+        group: group.id.clone(),
+        // An atomic group jumps straight to its max.
+        node_count: if b.atomic { b.headroom } else { est.node_count },
+        pods: placed,
+        pods_requests: requests,
+        node_allocatable: b.template.template.node.allocatable.clone(),
+        node_price_per_hour: group.node_price_per_hour,
+    }
 }
 
 /// The shares of a balanced split, checked against the cluster-wide limits: similar groups may
@@ -597,9 +728,10 @@ fn all_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::{NodeTemplate, Unlimited};
+    use crate::estimator::NodeTemplate;
     use crate::limits::Range;
     use crate::node::Node;
+    use crate::scheduling::budget::Unlimited;
     use crate::taints::{TaintEffect, TolerationOp};
     use crate::template::TemplateSource;
     use crate::testing::{GI, NodeBuilder, PodBuilder};

@@ -1,9 +1,17 @@
 //! Node utilization, as scale-down judges it: the larger of CPU and memory requests over
 //! allocatable, or for GPU nodes the GPU requests over GPU allocatable.
 //!
-//! Decides only the number and which resource gave it; thresholds are applied by the caller.
+//! Decides only the number and which resource gave it; thresholds are applied by the caller. A
+//! memo keeps each node's utilization across passes while its object and pods stay the same.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::drain::{is_daemonset_pod, is_mirror_pod};
+use crate::intern::Sym;
+use crate::node::Node;
+use crate::pod::Pod;
 use crate::resources::{ResourceName, Resources};
 use crate::snapshot::NodeInfo;
 
@@ -74,12 +82,83 @@ pub fn utilization(info: &NodeInfo, opts: UtilizationOptions) -> Utilization {
     }
 }
 
+/// Per node name: the node's and its pods' addresses (the memo holds the `Arc`s, so they are
+/// not reused) and options the utilization was computed with, and the result.
+type UtilizationEntry = (Arc<Node>, Vec<Arc<Pod>>, UtilizationOptions, Utilization);
+
+/// Utilizations of the last pass: a node whose object and pods (the same `Arc`s, in the same
+/// order) did not change keeps its utilization without reading its pods again.
+#[derive(Clone, Debug, Default)]
+pub(super) struct UtilizationMemo {
+    last: FxHashMap<Sym, UtilizationEntry>,
+    next: FxHashMap<Sym, UtilizationEntry>,
+}
+
+impl UtilizationMemo {
+    /// [`utilization`] of `info`, reused when nothing it reads changed since the last pass.
+    pub(super) fn get(&mut self, info: &NodeInfo, opts: UtilizationOptions) -> Utilization {
+        let name = info.node.name;
+        let reused = self.last.remove(&name).filter(|(n, pods, o, _)| {
+            *o == opts
+                && Arc::ptr_eq(n, &info.node)
+                && pods.len() == info.pods.len()
+                && pods.iter().zip(&info.pods).all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        let entry = reused.unwrap_or_else(|| {
+            (
+                info.node.clone(),
+                info.pods.clone(),
+                opts,
+                utilization(info, opts),
+            )
+        });
+        let util = entry.3;
+        self.next.insert(name, entry);
+        util
+    }
+
+    /// Ends a pass: nodes not seen in it are forgotten.
+    pub(super) fn end_pass(&mut self) {
+        self.last = std::mem::take(&mut self.next);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::snapshot::ClusterSnapshot;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
     use std::sync::Arc;
+
+    /// The memo gives what `utilization` computes, across pod changes on the same node.
+    #[test]
+    fn utilization_memo_follows_pod_changes() {
+        let mut snap = ClusterSnapshot::new();
+        let id = snap
+            .add_node(NodeBuilder::new("n", 4000, 8 * GI).arc())
+            .expect("node");
+        let opts = UtilizationOptions::default();
+        let mut memo = UtilizationMemo::default();
+        let pods = [
+            PodBuilder::new("a", 1000, GI).node_name("n").arc(),
+            PodBuilder::new("b", 500, 6 * GI).node_name("n").arc(),
+        ];
+        for step in 0..4 {
+            match step {
+                1 => snap.add_pod(pods[0].clone(), id).expect("a"),
+                2 => snap.add_pod(pods[1].clone(), id).expect("b"),
+                3 => {
+                    snap.remove_pod(id, pods[0].namespace, "a").expect("rm");
+                }
+                _ => {}
+            }
+            for _ in 0..2 {
+                let info = snap.node(id).expect("live");
+                assert_eq!(memo.get(info, opts), utilization(info, opts), "step {step}");
+                memo.end_pass();
+            }
+        }
+    }
 
     fn info(node: NodeBuilder, pods: Vec<PodBuilder>) -> NodeInfo {
         let mut s = ClusterSnapshot::new();

@@ -11,6 +11,8 @@
 //! It never performs an action, never reads a clock, and never removes a registered node (only
 //! instances that have no node).
 
+pub mod backoff;
+
 use crate::names::{
     CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE,
     NOT_READY_FOR_AUTOSCALING, SCALE_UP_FAILED, SCALE_UP_TIMED_OUT,
@@ -364,377 +366,504 @@ impl ClusterState {
             ..StateUpdate::default()
         };
         let groups = provider.node_groups();
-        let startup_ms = ms(self.options.max_node_startup_time);
         self.backoff.remove_stale(now_ms);
-
-        // Nodes: cluster-wide and per group.
-        let mut per_group = vec![GroupReadiness::default(); groups.len()];
-        let mut registered: FxHashSet<Arc<str>> = FxHashSet::default();
-        let status = &mut out.status;
-        for node in nodes {
-            let kind = classify(node, now_ms, startup_ms);
-            status.total_nodes += 1;
-            let counts = |r: &mut GroupReadiness| match kind {
-                NodeKind::Ready => r.ready += 1,
-                NodeKind::Unready => r.unready += 1,
-                NodeKind::NotStarted => r.not_started += 1,
-                NodeKind::BeingDeleted => r.being_deleted += 1,
-            };
-            let mut all = GroupReadiness::default();
-            counts(&mut all);
-            status.ready += all.ready;
-            status.unready += all.unready;
-            status.not_started += all.not_started;
-            status.being_deleted += all.being_deleted;
-            if let Some(g) = provider.node_group_of(node).filter(|&g| g < groups.len()) {
-                counts(&mut per_group[g]);
-            }
-            if let Some(id) = &node.provider_id {
-                registered.insert(id.clone());
-            }
+        let startup_ms = ms(self.options.max_node_startup_time);
+        let (per_group, registered) = count_nodes(nodes, provider, now_ms, startup_ms, &mut out);
+        self.judge_cluster_health(&mut out);
+        let mut pass = Pass {
+            now_ms,
+            healthy: out.status.healthy,
+            registered,
+            seen: FxHashSet::default(),
+        };
+        for (group, readiness) in groups.iter().zip(per_group) {
+            self.update_group(&mut pass, group, readiness, &mut out);
         }
-        status.healthy = !too_many_unready(status.unready, status.total_nodes, &self.options);
-        if !status.healthy {
-            let msg = format!(
-                "{NOT_READY_FOR_AUTOSCALING}: {} of {} nodes are unready (more than {} and more than {}%)",
-                status.unready,
-                status.total_nodes,
-                self.options.ok_total_unready_count,
-                self.options.max_total_unready_percentage
-            );
-            out.events.push(Event {
-                reason: CLUSTER_UNHEALTHY,
-                object: "cluster".into(),
-                message: msg.clone(),
-                warning: true,
-            });
-            status.message = Some(msg);
-        }
-        let healthy = status.healthy;
-
-        let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
-        for (g, group) in groups.iter().enumerate() {
-            let provision_ms = self.provision_ms(group);
-            let readiness = &mut per_group[g];
-            let mut failed: Vec<(Arc<str>, &InstanceError)> = Vec::new();
-            let mut long: Vec<Arc<str>> = Vec::new();
-            let mut without_node = 0usize;
-            for inst in &group.instances {
-                if registered.contains(&inst.id) || inst.state == InstanceState::Deleting {
-                    continue;
-                }
-                seen.insert(inst.id.clone());
-                without_node += 1;
-                let m = self
-                    .instances
-                    .entry(inst.id.clone())
-                    .or_insert(InstanceMemory {
-                        first_seen_ms: now_ms,
-                        delete_issued_ms: None,
-                        failure_recorded: false,
-                    });
-                if let Some(err) = &inst.error {
-                    failed.push((inst.id.clone(), err));
-                } else if now_ms.saturating_sub(m.first_seen_ms) > provision_ms {
-                    long.push(inst.id.clone());
-                } else {
-                    readiness.unregistered += 1;
-                }
-            }
-            readiness.failed = failed.len();
-            readiness.long_unregistered = long.len();
-            let active = readiness.ready + readiness.unready + readiness.not_started;
-            // Instances that exist and are not being deleted: a node being drained still has
-            // its instance until the provider removes it, so count instances, not nodes.
-            let live = group
-                .instances
-                .iter()
-                .filter(|i| i.state != InstanceState::Deleting)
-                .count()
-                .max(active + without_node);
-            readiness.missing = group.target_size.saturating_sub(live);
-
-            let mem = self.groups.entry(group.id.clone()).or_default();
-            if let Some((from, at)) = mem.pending_revert
-                && (group.target_size != from || now_ms.saturating_sub(at) > REISSUE_MS)
-            {
-                mem.pending_revert = None;
-            }
-            let reverting = mem.pending_revert.is_some();
-            // Capacity still expected: instances on their way and target not yet created,
-            // never more than the group's max allows.
-            let unfulfilled = if reverting {
-                0
-            } else {
-                (readiness.unregistered + readiness.missing)
-                    .min(group.max_size.saturating_sub(active))
-            };
-            let long_pending = long
-                .iter()
-                .filter(|id| {
-                    self.instances
-                        .get(*id)
-                        .is_none_or(|m| m.delete_issued_ms.is_none())
-                })
-                .count();
-
-            // Requests follow what the provider shows: arrived nodes complete the oldest ones;
-            // an excess nobody remembers asking for becomes a request aged from now.
-            let wanted = unfulfilled + long_pending;
-            let asked: usize = mem.requests.iter().map(|r| r.delta).sum();
-            if wanted < asked {
-                let mut done = asked - wanted;
-                let mut completed_since = None;
-                while done > 0 {
-                    let Some(first) = mem.requests.first_mut() else {
-                        break;
-                    };
-                    let take = done.min(first.delta);
-                    first.delta -= take;
-                    done -= take;
-                    if first.delta == 0 {
-                        completed_since = Some(first.since_ms);
-                        mem.requests.remove(0);
-                    }
-                }
-                // A scale-up completed by nodes that registered ends the backoff, unless a
-                // failure came after it began. One "completed" by a lower target or by deleted
-                // instances proves nothing about the group and leaves the backoff alone.
-                if mem.requests.is_empty()
-                    && failed.is_empty()
-                    && mem.last_active.is_some_and(|before| active > before)
-                    && let Some(since) = completed_since
-                    && self
-                        .backoff
-                        .get(&group.id)
-                        .is_some_and(|b| b.last_failure_ms <= since)
-                {
-                    self.backoff.remove(&group.id);
-                }
-            } else if wanted > asked {
-                mem.requests.push(ScaleUpRequest {
-                    delta: wanted - asked,
-                    since_ms: now_ms,
-                    ours: false,
-                });
-            }
-
-            mem.last_active = Some(active);
-
-            // Timeout: the oldest request waited longer than the provision time.
-            let timed_out = healthy
-                && mem
-                    .requests
-                    .first()
-                    .is_some_and(|r| now_ms.saturating_sub(r.since_ms) > provision_ms);
-            let mut reverted = 0;
-            if timed_out {
-                let ours = mem.requests.iter().any(|r| r.ours);
-                let waiting: usize = mem.requests.iter().map(|r| r.delta).sum();
-                mem.requests.clear();
-                let reason = FailureReason {
-                    class: InstanceErrorClass::Other,
-                    code: "timeout".into(),
-                    message: format!(
-                        "{waiting} node(s) did not register within {}s",
-                        provision_ms / 1000
-                    ),
-                };
-                let until = self.backoff.record_failure(&group.id, reason, now_ms);
-                // Only the part of the target that has no instance is reverted here: instances
-                // that exist without a node are deleted by name once they are past their own
-                // provision time, each with its own decrement. Lowering the target for them too
-                // would remove one machine twice, and whichever machine the provider picks for
-                // the excess decrement may be a healthy node.
-                // Never below the min: the provider refuses that, and the group's own
-                // controller will create what the min asks for.
-                let revert = if reverting {
-                    0
-                } else {
-                    readiness
-                        .missing
-                        .min(group.target_size.saturating_sub(group.min_size))
-                };
-                if revert > 0 {
-                    out.actions.push(Action::DecreaseTargetSize {
-                        group: group.id.clone(),
-                        delta: revert,
-                    });
-                    mem.pending_revert = Some((group.target_size, now_ms));
-                    reverted = revert;
-                }
-                let (reason, what) = if ours {
-                    (SCALE_UP_TIMED_OUT, "Scale-up")
-                } else {
-                    (FIX_NODE_GROUP_SIZE, "Target size")
-                };
-                let fix = if reverted > 0 {
-                    format!(
-                        "target lowered by {reverted} to {}",
-                        group.target_size.saturating_sub(reverted)
-                    )
-                } else {
-                    "the instances that never registered are deleted".to_string()
-                };
-                out.events.push(Event {
-                    reason,
-                    object: group.id.to_string(),
-                    message: format!(
-                        "{what} of {} timed out: {waiting} node(s) did not register within {}s; \
-                         {fix}; backed off until {}",
-                        group.id,
-                        provision_ms / 1000,
-                        format_time_ms(until)
-                    ),
-                    warning: true,
-                });
-            }
-
-            // Failed instances: back off at once (once per new failure batch) and delete them.
-            let new_failures: Vec<&(Arc<str>, &InstanceError)> = failed
-                .iter()
-                .filter(|(id, _)| self.instances.get(id).is_some_and(|m| !m.failure_recorded))
-                .collect();
-            if let Some((_, err)) = new_failures.first() {
-                let until = self.backoff.record_failure(
-                    &group.id,
-                    FailureReason {
-                        class: err.class,
-                        code: err.code.clone(),
-                        message: err.message.clone(),
-                    },
-                    now_ms,
-                );
-                out.events.push(Event {
-                    reason: SCALE_UP_FAILED,
-                    object: group.id.to_string(),
-                    message: format!(
-                        "{} instance(s) of {} failed ({}: {}: {}); deleting them; backed off until {}",
-                        new_failures.len(),
-                        group.id,
-                        class_name(err.class),
-                        err.code,
-                        err.message,
-                        format_time_ms(until)
-                    ),
-                    warning: true,
-                });
-            }
-            for (id, _) in &new_failures {
-                if let Some(m) = self.instances.get_mut(id) {
-                    m.failure_recorded = true;
-                }
-            }
-            let failed_ids: Vec<Arc<str>> = failed.iter().map(|(id, _)| id.clone()).collect();
-            for (ids, reason) in [(failed_ids, SCALE_UP_FAILED), (long, DELETE_UNREGISTERED)] {
-                let due: Vec<Arc<str>> = ids
-                    .into_iter()
-                    .filter(|id| match self.instances.get_mut(id) {
-                        Some(m) => {
-                            let due = m
-                                .delete_issued_ms
-                                .is_none_or(|t| now_ms.saturating_sub(t) > REISSUE_MS);
-                            if due {
-                                m.delete_issued_ms = Some(now_ms);
-                            }
-                            due
-                        }
-                        None => false,
-                    })
-                    .collect();
-                if due.is_empty() {
-                    continue;
-                }
-                if reason == DELETE_UNREGISTERED {
-                    out.events.push(Event {
-                        reason,
-                        object: group.id.to_string(),
-                        message: format!(
-                            "Removing {} instance(s) of {} that did not register within {}s: {}",
-                            due.len(),
-                            group.id,
-                            provision_ms / 1000,
-                            due.iter().map(|s| &**s).collect::<Vec<_>>().join(", ")
-                        ),
-                        warning: false,
-                    });
-                }
-                out.actions.push(Action::DeleteInstances {
-                    group: group.id.clone(),
-                    instances: due,
-                    reason,
-                });
-            }
-
-            // Health of the group.
-            let mem = self.groups.entry(group.id.clone()).or_default();
-            let all_nodes = active + readiness.being_deleted;
-            let mut unhealthy = None;
-            if group.target_size > 0 && all_nodes == 0 {
-                let since = *mem.no_nodes_since_ms.get_or_insert(now_ms);
-                if now_ms.saturating_sub(since) > provision_ms {
-                    unhealthy = Some(format!(
-                        "target size {} but no node registered for longer than {}s",
-                        group.target_size,
-                        provision_ms / 1000
-                    ));
-                }
-            } else {
-                mem.no_nodes_since_ms = None;
-            }
-            let requested: usize = mem.requests.iter().map(|r| r.delta).sum();
-            let min_acceptable = group
-                .target_size
-                .saturating_sub(requested + reverted)
-                .saturating_sub(readiness.failed + readiness.long_unregistered);
-            let unjustified = min_acceptable.saturating_sub(readiness.ready);
-            if unhealthy.is_none() && too_many_unready(unjustified, active, &self.options) {
-                unhealthy = Some(format!(
-                    "{unjustified} node(s) missing or unready below the acceptable {min_acceptable}"
-                ));
-            }
-            let reverting = reverting || reverted > 0;
-            // A group in backoff has shown that its new instances cannot be relied on: they
-            // stop counting as capacity so that pending pods can fall back to other groups.
-            let backed_off = self.backoff.active(&group.id, now_ms).is_some();
-            let upcoming = readiness.not_started
-                + if reverting || backed_off {
-                    0
-                } else {
-                    unfulfilled
-                };
-            let backoff = self
-                .backoff
-                .active(&group.id, now_ms)
-                .map(|b| BackoffStatus {
-                    until_ms: b.until_ms,
-                    failures: b.failures,
-                    reason: b.reason.clone(),
-                });
-            out.status.groups.push(GroupStatus {
-                id: group.id.clone(),
-                min_size: group.min_size,
-                max_size: group.max_size,
-                target_size: group.target_size,
-                readiness: readiness.clone(),
-                upcoming,
-                requests: mem.requests.clone(),
-                unhealthy,
-                backoff,
-            });
-        }
-
         // Forget what the provider no longer shows.
-        self.instances.retain(|id, _| seen.contains(id));
+        self.instances.retain(|id, _| pass.seen.contains(id));
         let ids: FxHashSet<&NodeGroupId> = groups.iter().map(|g| &g.id).collect();
         self.groups.retain(|id, _| ids.contains(id));
-
-        if !healthy {
+        if !pass.healthy {
             out.actions
                 .retain(|a| matches!(a, Action::DeleteInstances { .. }));
         }
         out
     }
+
+    /// Marks the cluster unhealthy, with an event, when too many of its nodes are unready.
+    fn judge_cluster_health(&self, out: &mut StateUpdate) {
+        let status = &mut out.status;
+        status.healthy = !too_many_unready(status.unready, status.total_nodes, &self.options);
+        if status.healthy {
+            return;
+        }
+        let msg = format!(
+            "{NOT_READY_FOR_AUTOSCALING}: {} of {} nodes are unready (more than {} and more than {}%)",
+            status.unready,
+            status.total_nodes,
+            self.options.ok_total_unready_count,
+            self.options.max_total_unready_percentage
+        );
+        out.events.push(Event {
+            reason: CLUSTER_UNHEALTHY,
+            object: "cluster".into(),
+            message: msg.clone(),
+            warning: true,
+        });
+        status.message = Some(msg);
+    }
+
+    /// One group's step of an update: its requests, timeouts, broken instances and status.
+    fn update_group(
+        &mut self,
+        pass: &mut Pass,
+        group: &NodeGroup,
+        readiness: GroupReadiness,
+        out: &mut StateUpdate,
+    ) {
+        let g = self.observe_instances(pass, group, readiness);
+        let mem = self.groups.entry(group.id.clone()).or_default();
+        let reverting = mem.expire_revert(group, g.now_ms);
+        // Capacity still expected: instances on their way and target not yet created, never
+        // more than the group's max allows.
+        let unfulfilled = if reverting {
+            0
+        } else {
+            (g.readiness.unregistered + g.readiness.missing)
+                .min(group.max_size.saturating_sub(g.active))
+        };
+        let long_pending = g
+            .long
+            .iter()
+            .filter(|id| {
+                self.instances
+                    .get(*id)
+                    .is_none_or(|m| m.delete_issued_ms.is_none())
+            })
+            .count();
+        follow_requests(mem, &mut self.backoff, &g, unfulfilled + long_pending);
+        mem.last_active = Some(g.active);
+        let timed_out = pass.healthy
+            && mem
+                .requests
+                .first()
+                .is_some_and(|r| g.now_ms.saturating_sub(r.since_ms) > g.provision_ms);
+        let reverted = if timed_out {
+            time_out(mem, &mut self.backoff, &g, reverting, out)
+        } else {
+            0
+        };
+        self.back_off_failures(&g, out);
+        self.delete_broken(&g, out);
+        let status = self.group_status(&g, unfulfilled, reverting, reverted);
+        out.status.groups.push(status);
+    }
+
+    /// Sorts the group's instances without a node into failed, long unregistered and on their
+    /// way, remembering since when each has been seen, and counts what the target lacks.
+    fn observe_instances<'a>(
+        &mut self,
+        pass: &mut Pass,
+        group: &'a NodeGroup,
+        mut readiness: GroupReadiness,
+    ) -> GroupPass<'a> {
+        let (now_ms, provision_ms) = (pass.now_ms, self.provision_ms(group));
+        let (mut failed, mut long, mut without_node) = (Vec::new(), Vec::new(), 0usize);
+        for inst in &group.instances {
+            if pass.registered.contains(&inst.id) || inst.state == InstanceState::Deleting {
+                continue;
+            }
+            pass.seen.insert(inst.id.clone());
+            without_node += 1;
+            let m = self
+                .instances
+                .entry(inst.id.clone())
+                .or_insert(InstanceMemory {
+                    first_seen_ms: now_ms,
+                    delete_issued_ms: None,
+                    failure_recorded: false,
+                });
+            if let Some(err) = &inst.error {
+                failed.push((inst.id.clone(), err));
+            } else if now_ms.saturating_sub(m.first_seen_ms) > provision_ms {
+                long.push(inst.id.clone());
+            } else {
+                readiness.unregistered += 1;
+            }
+        }
+        readiness.failed = failed.len();
+        readiness.long_unregistered = long.len();
+        let active = readiness.ready + readiness.unready + readiness.not_started;
+        // Instances that exist and are not being deleted: a node being drained still has its
+        // instance until the provider removes it, so count instances, not nodes.
+        let live = group
+            .instances
+            .iter()
+            .filter(|i| i.state != InstanceState::Deleting)
+            .count()
+            .max(active + without_node);
+        readiness.missing = group.target_size.saturating_sub(live);
+        GroupPass {
+            group,
+            now_ms,
+            provision_ms,
+            readiness,
+            active,
+            failed,
+            long,
+        }
+    }
+
+    /// Failed instances back the group off at once, once per new batch of failures.
+    fn back_off_failures(&mut self, g: &GroupPass<'_>, out: &mut StateUpdate) {
+        let new_failures: Vec<&(Arc<str>, &InstanceError)> = g
+            .failed
+            .iter()
+            .filter(|(id, _)| self.instances.get(id).is_some_and(|m| !m.failure_recorded))
+            .collect();
+        if let Some((_, err)) = new_failures.first() {
+            let reason = FailureReason {
+                class: err.class,
+                code: err.code.clone(),
+                message: err.message.clone(),
+            };
+            let until = self.backoff.record_failure(&g.group.id, reason, g.now_ms);
+            out.events.push(Event {
+                reason: SCALE_UP_FAILED,
+                object: g.group.id.to_string(),
+                message: format!(
+                    "{} instance(s) of {} failed ({}: {}: {}); deleting them; backed off until {}",
+                    new_failures.len(),
+                    g.group.id,
+                    class_name(err.class),
+                    err.code,
+                    err.message,
+                    format_time_ms(until)
+                ),
+                warning: true,
+            });
+        }
+        for (id, _) in &new_failures {
+            if let Some(m) = self.instances.get_mut(id) {
+                m.failure_recorded = true;
+            }
+        }
+    }
+
+    /// Deletes failed and long-unregistered instances, each again only after
+    /// [`REISSUE_MS`] if the provider still shows it.
+    fn delete_broken(&mut self, g: &GroupPass<'_>, out: &mut StateUpdate) {
+        let failed_ids: Vec<Arc<str>> = g.failed.iter().map(|(id, _)| id.clone()).collect();
+        for (ids, reason) in [
+            (failed_ids, SCALE_UP_FAILED),
+            (g.long.clone(), DELETE_UNREGISTERED),
+        ] {
+            let due: Vec<Arc<str>> = ids
+                .into_iter()
+                .filter(|id| self.deletion_due(id, g.now_ms))
+                .collect();
+            if due.is_empty() {
+                continue;
+            }
+            if reason == DELETE_UNREGISTERED {
+                out.events.push(Event {
+                    reason,
+                    object: g.group.id.to_string(),
+                    message: format!(
+                        "Removing {} instance(s) of {} that did not register within {}s: {}",
+                        due.len(),
+                        g.group.id,
+                        g.provision_ms / 1000,
+                        due.iter().map(|s| &**s).collect::<Vec<_>>().join(", ")
+                    ),
+                    warning: false,
+                });
+            }
+            out.actions.push(Action::DeleteInstances {
+                group: g.group.id.clone(),
+                instances: due,
+                reason,
+            });
+        }
+    }
+
+    /// Whether the instance's deletion is to be issued now (and remembers that it is).
+    fn deletion_due(&mut self, id: &Arc<str>, now_ms: i64) -> bool {
+        let Some(m) = self.instances.get_mut(id) else {
+            return false;
+        };
+        let due = m
+            .delete_issued_ms
+            .is_none_or(|t| now_ms.saturating_sub(t) > REISSUE_MS);
+        if due {
+            m.delete_issued_ms = Some(now_ms);
+        }
+        due
+    }
+
+    /// The group's status: its health, the capacity on its way and its backoff.
+    fn group_status(
+        &mut self,
+        g: &GroupPass<'_>,
+        unfulfilled: usize,
+        reverting: bool,
+        reverted: usize,
+    ) -> GroupStatus {
+        let group = g.group;
+        let mem = self.groups.entry(group.id.clone()).or_default();
+        let unhealthy = unhealthy_reason(mem, g, reverted, &self.options);
+        let reverting = reverting || reverted > 0;
+        // A group in backoff has shown that its new instances cannot be relied on: they stop
+        // counting as capacity so that pending pods can fall back to other groups.
+        let backoff = self.backoff.active(&group.id, g.now_ms);
+        let upcoming = g.readiness.not_started
+            + if reverting || backoff.is_some() {
+                0
+            } else {
+                unfulfilled
+            };
+        GroupStatus {
+            id: group.id.clone(),
+            min_size: group.min_size,
+            max_size: group.max_size,
+            target_size: group.target_size,
+            readiness: g.readiness.clone(),
+            upcoming,
+            requests: mem.requests.clone(),
+            unhealthy,
+            backoff: backoff.map(|b| BackoffStatus {
+                until_ms: b.until_ms,
+                failures: b.failures,
+                reason: b.reason.clone(),
+            }),
+        }
+    }
+}
+
+/// What one update reads and collects across groups.
+struct Pass {
+    now_ms: i64,
+    healthy: bool,
+    /// Provider ids of the registered nodes.
+    registered: FxHashSet<Arc<str>>,
+    /// Instances without a node the provider still shows.
+    seen: FxHashSet<Arc<str>>,
+}
+
+/// One group as this update sees it.
+struct GroupPass<'a> {
+    group: &'a NodeGroup,
+    now_ms: i64,
+    provision_ms: i64,
+    readiness: GroupReadiness,
+    /// Registered nodes: ready, unready or starting.
+    active: usize,
+    /// Instances without a node that the provider reports in error.
+    failed: Vec<(Arc<str>, &'a InstanceError)>,
+    /// Instances without a node for longer than the provision time.
+    long: Vec<Arc<str>>,
+}
+
+impl GroupMemory {
+    /// Forgets a target decrease once the target moved or it is old enough to be reissued;
+    /// returns whether one is still under way.
+    fn expire_revert(&mut self, group: &NodeGroup, now_ms: i64) -> bool {
+        if let Some((from, at)) = self.pending_revert
+            && (group.target_size != from || now_ms.saturating_sub(at) > REISSUE_MS)
+        {
+            self.pending_revert = None;
+        }
+        self.pending_revert.is_some()
+    }
+}
+
+/// Counts the nodes cluster-wide (into the status) and per group; returns the per-group counts
+/// and the provider ids of the registered nodes.
+fn count_nodes(
+    nodes: &[Arc<Node>],
+    provider: &dyn CloudProvider,
+    now_ms: i64,
+    startup_ms: i64,
+    out: &mut StateUpdate,
+) -> (Vec<GroupReadiness>, FxHashSet<Arc<str>>) {
+    let groups = provider.node_groups().len();
+    let mut per_group = vec![GroupReadiness::default(); groups];
+    let mut registered: FxHashSet<Arc<str>> = FxHashSet::default();
+    let status = &mut out.status;
+    for node in nodes {
+        let kind = classify(node, now_ms, startup_ms);
+        status.total_nodes += 1;
+        let counts = |r: &mut GroupReadiness| match kind {
+            NodeKind::Ready => r.ready += 1,
+            NodeKind::Unready => r.unready += 1,
+            NodeKind::NotStarted => r.not_started += 1,
+            NodeKind::BeingDeleted => r.being_deleted += 1,
+        };
+        let mut all = GroupReadiness::default();
+        counts(&mut all);
+        status.ready += all.ready;
+        status.unready += all.unready;
+        status.not_started += all.not_started;
+        status.being_deleted += all.being_deleted;
+        if let Some(g) = provider.node_group_of(node).filter(|&g| g < groups) {
+            counts(&mut per_group[g]);
+        }
+        if let Some(id) = &node.provider_id {
+            registered.insert(id.clone());
+        }
+    }
+    (per_group, registered)
+}
+
+/// Requests follow what the provider shows: arrived nodes complete the oldest ones; an excess
+/// nobody remembers asking for becomes a request aged from now.
+fn follow_requests(mem: &mut GroupMemory, backoff: &mut Backoff, g: &GroupPass<'_>, wanted: usize) {
+    let asked: usize = mem.requests.iter().map(|r| r.delta).sum();
+    if wanted > asked {
+        mem.requests.push(ScaleUpRequest {
+            delta: wanted - asked,
+            since_ms: g.now_ms,
+            ours: false,
+        });
+    }
+    if wanted >= asked {
+        return;
+    }
+    let completed_since = complete_oldest(&mut mem.requests, asked - wanted);
+    // A scale-up completed by nodes that registered ends the backoff, unless a failure came
+    // after it began. One "completed" by a lower target or by deleted instances proves nothing
+    // about the group and leaves the backoff alone.
+    if mem.requests.is_empty()
+        && g.failed.is_empty()
+        && mem.last_active.is_some_and(|before| g.active > before)
+        && let Some(since) = completed_since
+        && backoff
+            .get(&g.group.id)
+            .is_some_and(|b| b.last_failure_ms <= since)
+    {
+        backoff.remove(&g.group.id);
+    }
+}
+
+/// Takes `done` nodes off the oldest requests; returns when the last one fully completed began.
+fn complete_oldest(requests: &mut Vec<ScaleUpRequest>, mut done: usize) -> Option<i64> {
+    let mut completed_since = None;
+    while done > 0 {
+        let Some(first) = requests.first_mut() else {
+            break;
+        };
+        let take = done.min(first.delta);
+        first.delta -= take;
+        done -= take;
+        if first.delta == 0 {
+            completed_since = Some(first.since_ms);
+            requests.remove(0);
+        }
+    }
+    completed_since
+}
+
+/// The group's oldest request waited longer than the provision time: backs the group off,
+/// reverts the part of the target that has no instance, and says so. Returns the revert.
+fn time_out(
+    mem: &mut GroupMemory,
+    backoff: &mut Backoff,
+    g: &GroupPass<'_>,
+    reverting: bool,
+    out: &mut StateUpdate,
+) -> usize {
+    let group = g.group;
+    let ours = mem.requests.iter().any(|r| r.ours);
+    let waiting: usize = mem.requests.iter().map(|r| r.delta).sum();
+    mem.requests.clear();
+    let reason = FailureReason {
+        class: InstanceErrorClass::Other,
+        code: "timeout".into(),
+        message: format!(
+            "{waiting} node(s) did not register within {}s",
+            g.provision_ms / 1000
+        ),
+    };
+    let until = backoff.record_failure(&group.id, reason, g.now_ms);
+    // Only the part of the target that has no instance is reverted here: instances that exist
+    // without a node are deleted by name once they are past their own provision time, each with
+    // its own decrement. Lowering the target for them too would remove one machine twice, and
+    // whichever machine the provider picks for the excess decrement may be a healthy node.
+    // Never below the min: the provider refuses that, and the group's own controller will
+    // create what the min asks for.
+    let revert = if reverting {
+        0
+    } else {
+        g.readiness
+            .missing
+            .min(group.target_size.saturating_sub(group.min_size))
+    };
+    if revert > 0 {
+        out.actions.push(Action::DecreaseTargetSize {
+            group: group.id.clone(),
+            delta: revert,
+        });
+        mem.pending_revert = Some((group.target_size, g.now_ms));
+    }
+    let (reason, what) = if ours {
+        (SCALE_UP_TIMED_OUT, "Scale-up")
+    } else {
+        (FIX_NODE_GROUP_SIZE, "Target size")
+    };
+    let fix = if revert > 0 {
+        format!(
+            "target lowered by {revert} to {}",
+            group.target_size.saturating_sub(revert)
+        )
+    } else {
+        "the instances that never registered are deleted".to_string()
+    };
+    out.events.push(Event {
+        reason,
+        object: group.id.to_string(),
+        message: format!(
+            "{what} of {} timed out: {waiting} node(s) did not register within {}s; {fix}; \
+             backed off until {}",
+            group.id,
+            g.provision_ms / 1000,
+            format_time_ms(until)
+        ),
+        warning: true,
+    });
+    revert
+}
+
+/// Why the group is unhealthy, if it is: a target with no node for longer than the provision
+/// time, or too many nodes missing or unready below what its requests justify.
+fn unhealthy_reason(
+    mem: &mut GroupMemory,
+    g: &GroupPass<'_>,
+    reverted: usize,
+    opts: &ClusterStateOptions,
+) -> Option<String> {
+    let group = g.group;
+    let all_nodes = g.active + g.readiness.being_deleted;
+    if group.target_size > 0 && all_nodes == 0 {
+        let since = *mem.no_nodes_since_ms.get_or_insert(g.now_ms);
+        if g.now_ms.saturating_sub(since) > g.provision_ms {
+            return Some(format!(
+                "target size {} but no node registered for longer than {}s",
+                group.target_size,
+                g.provision_ms / 1000
+            ));
+        }
+    } else {
+        mem.no_nodes_since_ms = None;
+    }
+    let requested: usize = mem.requests.iter().map(|r| r.delta).sum();
+    let min_acceptable = group
+        .target_size
+        .saturating_sub(requested + reverted)
+        .saturating_sub(g.readiness.failed + g.readiness.long_unregistered);
+    let unjustified = min_acceptable.saturating_sub(g.readiness.ready);
+    too_many_unready(unjustified, g.active, opts).then(|| {
+        format!("{unjustified} node(s) missing or unready below the acceptable {min_acceptable}")
+    })
 }
 
 #[cfg(test)]

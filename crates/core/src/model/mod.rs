@@ -1,0 +1,27 @@
+//! The model: what the core knows about a cluster, reduced from the API objects to what the
+//! decisions read.
+//!
+//! Bottom up: [`quantity`] (exact Kubernetes quantities), [`intern`] and [`labels`] (compact
+//! interned strings and selectors), [`resources`] (resource vectors), [`node`], [`pod`],
+//! [`taints`], PodDisruptionBudgets ([`pdb`]), DaemonSets ([`daemonset`]), node groups and the
+//! provider view ([`node_group`]), cluster-wide [`limits`], Go-style [`duration`]s, and the
+//! objects as the API returns them ([`store`]) with their conversion into the model ([`convert`],
+//! [`objects`]).
+//!
+//! Nothing here decides what to do; it never performs I/O and never reads a clock.
+
+pub mod convert;
+pub mod daemonset;
+pub mod duration;
+pub mod intern;
+pub mod labels;
+pub mod limits;
+pub mod node;
+pub mod node_group;
+pub mod objects;
+pub mod pdb;
+pub mod pod;
+pub mod quantity;
+pub mod resources;
+pub mod store;
+pub mod taints;
