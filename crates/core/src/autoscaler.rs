@@ -25,7 +25,7 @@ use crate::limits::{ClusterTotals, ResourceLimits};
 use crate::names::HOSTNAME_LABEL;
 use crate::names::SCALED_UP_GROUP;
 use crate::node::Node;
-use crate::node_group::{CloudProvider, NodeGroup, NodeGroupId};
+use crate::node_group::{CloudProvider, NodeGroup};
 use crate::outcome::Outcome;
 use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::pending::{self, PendingOptions, SetAside};
@@ -278,12 +278,13 @@ pub struct LoopOutcome {
 /// The autoscaler: options plus the state kept between loops.
 #[derive(Clone, Debug)]
 pub struct Autoscaler {
-    /// Options.
-    pub options: AutoscalerOptions,
+    // Private: shells read through the accessors and report what they did through `observe`,
+    // so the state between loops changes only by a loop or an outcome.
+    options: AutoscalerOptions,
     /// Scale-down state (unneeded timers, remembered destinations, delays).
-    pub scale_down: ScaleDownState,
+    scale_down: ScaleDownState,
     /// Cluster state (scale-up requests, instance ages, backoff, health).
-    pub cluster_state: ClusterState,
+    cluster_state: ClusterState,
     rng: ChaCha8Rng,
     /// The scheduling snapshot of the last loop's view, updated instead of rebuilt.
     cache: SnapshotCache,
@@ -507,12 +508,19 @@ impl Autoscaler {
         }
     }
 
-    /// Reports that the provider call growing `group` (an `IncreaseSize` of this process) failed
-    /// at `now_ms`: the group is backed off at once and a `FailedToScaleUpGroup` event comes
-    /// with the next loop's events.
-    pub fn record_scale_up_failure(&mut self, group: &NodeGroupId, now_ms: i64, message: &str) {
-        self.cluster_state
-            .record_scale_up_failure(group, now_ms, message);
+    /// The options this autoscaler decides with.
+    pub fn options(&self) -> &AutoscalerOptions {
+        &self.options
+    }
+
+    /// The cluster state kept between loops (requests, backoff, health), to read.
+    pub fn cluster_state(&self) -> &ClusterState {
+        &self.cluster_state
+    }
+
+    /// The scale-down state kept between loops (unneeded timers, delays), to read.
+    pub fn scale_down_state(&self) -> &ScaleDownState {
+        &self.scale_down
     }
 
     /// Feeds what became of an action at `now_ms` into the state it concerns: a failed
@@ -520,8 +528,11 @@ impl Autoscaler {
     /// The only way shells report outcomes back.
     pub fn observe(&mut self, outcome: &Outcome, now_ms: i64) {
         match outcome {
+            // A failed `IncreaseSize`: the group is backed off at once and a
+            // `FailedToScaleUpGroup` event comes with the next loop's events.
             Outcome::ScaleUpFailed { group, error } => {
-                self.record_scale_up_failure(group, now_ms, &error.message)
+                self.cluster_state
+                    .record_scale_up_failure(group, now_ms, &error.message)
             }
             Outcome::NodeDeleted { node } => self.scale_down.record_deletion(*node, true, now_ms),
             Outcome::NodeDeletionFailed { node } => {
@@ -1060,6 +1071,7 @@ mod state_tests {
     use crate::node_group::{
         Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
     };
+    use crate::outcome::{ActionError, ErrorClass};
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     const SEC: i64 = 1000;
@@ -1463,7 +1475,14 @@ mod state_tests {
         let first = run(&mut a, &nodes, &pods, &p, T0);
         let x = increases(&first)[0].0.clone();
         // The call failed: the provider shows nothing new.
-        a.record_scale_up_failure(&x.as_str().into(), T0 + SEC, "quota exceeded");
+        let error = ActionError::new(ErrorClass::Unavailable, "quota exceeded");
+        a.observe(
+            &Outcome::ScaleUpFailed {
+                group: x.as_str().into(),
+                error,
+            },
+            T0 + SEC,
+        );
         apply(&mut p, &[], None);
         let out = run(&mut a, &nodes, &pods, &p, T0 + 10 * SEC);
         assert!(reasons(&out).contains(&crate::names::FAILED_TO_SCALE_UP_GROUP));

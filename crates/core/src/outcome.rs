@@ -115,7 +115,7 @@ mod tests {
             },
             1_000,
         );
-        let backoff = a.cluster_state.backoff.get(&group).expect("backed off");
+        let backoff = a.cluster_state().backoff.get(&group).expect("backed off");
         assert_eq!(backoff.last_failure_ms, 1_000);
         // The backoff code stays upstream's, whatever the class.
         assert_eq!(backoff.reason.code, "cloudProviderError");
@@ -127,14 +127,14 @@ mod tests {
             },
             2_000,
         );
-        assert_eq!(a.scale_down.last_failure_ms, Some(2_000));
+        assert_eq!(a.scale_down_state().last_failure_ms, Some(2_000));
         a.observe(
             &Outcome::NodeDeleted {
                 node: Sym::new("n"),
             },
             3_000,
         );
-        assert_eq!(a.scale_down.last_delete_ms, Some(3_000));
+        assert_eq!(a.scale_down_state().last_delete_ms, Some(3_000));
     }
 
     #[test]

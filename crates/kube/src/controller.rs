@@ -502,7 +502,7 @@ impl Term {
                 .write_status_configmap
                 .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions));
             let mut events = events_of(&view, &outcome);
-            let max_total = self.autoscaler.options.scale_up.limits.max_nodes_total;
+            let max_total = self.autoscaler.options().scale_up.limits.max_nodes_total;
             events.extend(max_nodes_total_event(&view, &outcome, max_total));
             crate::explain::log(&crate::explain::lines_of(&view, &outcome, now_ms));
             for r in &outcome.refused {

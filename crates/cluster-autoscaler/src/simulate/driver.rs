@@ -391,7 +391,7 @@ impl<'a> Driver<'a> {
             let virtual_ms = |ms: i64| u64::try_from(ms.saturating_sub(epoch)).unwrap_or(0);
             let failed_at = self
                 .autoscaler
-                .cluster_state
+                .cluster_state()
                 .backoff
                 .get(&g.id)
                 .map_or(t, |x| virtual_ms(x.last_failure_ms));
