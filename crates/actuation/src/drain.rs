@@ -6,10 +6,10 @@
 //! and reports are [`crate::Actuation`]'s. It never reads a clock (times are given) and never
 //! carries anything out.
 
-use autoscaler_core::actions::PodRef;
-use autoscaler_core::intern::Sym;
-use autoscaler_core::node_group::NodeGroupId;
-use autoscaler_core::outcome::{ActionError, ErrorClass};
+use autoscaler_core::NodeGroupId;
+use autoscaler_core::PodRef;
+use autoscaler_core::Sym;
+use autoscaler_core::{ActionError, ErrorClass};
 
 use crate::effect::Ticket;
 

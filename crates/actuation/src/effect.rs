@@ -9,11 +9,11 @@
 use std::sync::Arc;
 
 use autoscaler_clusterapi::{ObjectChange, ProviderError};
-use autoscaler_core::actions::PodRef;
-use autoscaler_core::intern::Sym;
-use autoscaler_core::node_group::NodeGroupId;
-use autoscaler_core::outcome::{ActionError, ErrorClass, Outcome};
-use autoscaler_core::taints::Taint;
+use autoscaler_core::NodeGroupId;
+use autoscaler_core::PodRef;
+use autoscaler_core::Sym;
+use autoscaler_core::Taint;
+use autoscaler_core::{ActionError, ErrorClass, Outcome};
 
 /// Names one effect, so that its reply finds what it was for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

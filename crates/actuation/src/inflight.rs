@@ -11,12 +11,12 @@
 use std::time::Duration;
 
 use autoscaler_clusterapi::{ClusterApiProvider, ObjectChange, ProviderError};
-use autoscaler_core::actions::Action;
-use autoscaler_core::intern::Sym;
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::NodeGroupId;
-use autoscaler_core::outcome::ActionError;
-use autoscaler_core::scale_down::InFlight;
+use autoscaler_core::Action;
+use autoscaler_core::ActionError;
+use autoscaler_core::InFlight;
+use autoscaler_core::Node;
+use autoscaler_core::NodeGroupId;
+use autoscaler_core::Sym;
 use rustc_hash::FxHashMap;
 
 use crate::drain::{Drain, Next, Phase};
@@ -524,9 +524,10 @@ mod tests {
     use super::*;
     use crate::informer::{Informer, InformerLookup};
     use autoscaler_clusterapi::ClusterApiConfig;
-    use autoscaler_core::actions::PodRef;
-    use autoscaler_core::outcome::{ErrorClass, Outcome};
-    use autoscaler_core::store::{ObjectKey, ObjectStore};
+    use autoscaler_core::ObjectStore;
+    use autoscaler_core::PodRef;
+    use autoscaler_core::model::store::ObjectKey;
+    use autoscaler_core::{ErrorClass, Outcome};
     use std::sync::Arc;
 
     const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");

@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use autoscaler_core::duration::parse_duration;
-use autoscaler_core::expander::ExpanderName;
+use autoscaler_core::model::duration::parse_duration;
+use autoscaler_core::scale_up::expander::ExpanderName;
 use serde::Deserialize;
 
 use crate::options::{AutoscalingArgs, OptionsError};
@@ -466,8 +466,8 @@ fn field_at(path: &Path, name: String, why: String) -> ConfigFileError {
 mod tests {
     use super::*;
     use crate::options::{RunArgs, RunOptions};
-    use autoscaler_core::autoscaler::AutoscalerOptions;
-    use autoscaler_core::limits::Range;
+    use autoscaler_core::AutoscalerOptions;
+    use autoscaler_core::model::limits::Range;
     use clap::Parser;
     use std::time::Duration;
 

@@ -13,15 +13,16 @@ use std::path::PathBuf;
 use anyhow::{Context, anyhow};
 use autoscaler_actuation::{Actuation, Informer};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::actions::Action;
-use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView, build_snapshot};
-use autoscaler_core::duration::format_duration;
-use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::objects::read_objects;
-use autoscaler_core::pending::is_unschedulable;
+use autoscaler_core::Action;
+use autoscaler_core::ObjectStore;
+use autoscaler_core::autoscaler::build_snapshot;
+use autoscaler_core::model::duration::format_duration;
+use autoscaler_core::model::objects::read_objects;
 use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::scale_up::IncreaseReason;
-use autoscaler_core::store::ObjectStore;
+use autoscaler_core::scale_up::estimator::Unlimited;
+use autoscaler_core::scale_up::pending::is_unschedulable;
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 
 use crate::CliError;
 use crate::options::{RunArgs, RunOptions};
@@ -391,7 +392,7 @@ pub fn plan_json(
     let (outcome, provider, provider_warnings) = (&d.outcome, &d.provider, &d.provider_warnings);
     let up = &outcome.scale_up;
     let down = &outcome.scale_down;
-    let groups: Vec<_> = autoscaler_core::node_group::CloudProvider::node_groups(provider)
+    let groups: Vec<_> = autoscaler_core::model::node_group::CloudProvider::node_groups(provider)
         .iter()
         .map(|g| json!({"id": g.id.as_str(), "size": g.target_size, "min": g.min_size, "max": g.max_size}))
         .collect();
@@ -430,10 +431,10 @@ pub fn plan_json(
 
 /// The objects of a snapshot, its node groups and one loop's decision on them.
 struct Decided {
-    objects: autoscaler_core::objects::ClusterObjects,
+    objects: autoscaler_core::model::objects::ClusterObjects,
     provider: ClusterApiProvider,
     provider_warnings: Vec<String>,
-    outcome: autoscaler_core::autoscaler::LoopOutcome,
+    outcome: autoscaler_core::LoopOutcome,
 }
 
 impl Decided {

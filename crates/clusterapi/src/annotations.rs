@@ -9,15 +9,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use autoscaler_core::duration::parse_duration;
-use autoscaler_core::intern::Sym;
-use autoscaler_core::labels::Labels;
+use autoscaler_core::Labels;
+use autoscaler_core::Node;
+use autoscaler_core::NodeGroupOptions;
+use autoscaler_core::Sym;
+use autoscaler_core::model::duration::parse_duration;
+use autoscaler_core::model::node::NodeCondition;
+use autoscaler_core::model::quantity::{parse_milli, parse_units};
 use autoscaler_core::names::HOSTNAME_LABEL;
-use autoscaler_core::node::{Node, NodeCondition};
-use autoscaler_core::node_group::NodeGroupOptions;
-use autoscaler_core::quantity::{parse_milli, parse_units};
-use autoscaler_core::resources::{ResourceName, Resources};
-use autoscaler_core::taints::{Taint, TaintEffect};
+use autoscaler_core::{ResourceName, Resources};
+use autoscaler_core::{Taint, TaintEffect};
 use serde_json::Value;
 
 /// Prefix of the scale-from-zero capacity annotations.

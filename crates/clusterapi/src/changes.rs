@@ -6,8 +6,9 @@
 //! existing node removed by a target decrease) and which objects change. It never applies a
 //! change to a cluster; [`apply`] only edits an in-memory store.
 
-use autoscaler_core::node::Node;
-use autoscaler_core::store::{ObjectKey, ObjectStore};
+use autoscaler_core::Node;
+use autoscaler_core::ObjectStore;
+use autoscaler_core::model::store::ObjectKey;
 use serde_json::{Map, Value};
 
 use crate::provider::{ClusterApiProvider, MachineInfo, ScalableResource};
@@ -217,7 +218,8 @@ impl ClusterApiProvider {
             });
             match machine {
                 Some(m) if picked.iter().any(|p| std::ptr::eq(*p, m)) => {}
-                Some(m) if m.state == autoscaler_core::node_group::InstanceState::Deleting => {}
+                Some(m)
+                    if m.state == autoscaler_core::model::node_group::InstanceState::Deleting => {}
                 Some(m) => picked.push(m),
                 None => pool_only += 1,
             }
@@ -275,7 +277,7 @@ impl ClusterApiProvider {
             let Some(m) = r.machines.iter().find(|m| &*m.instance_id == *id) else {
                 continue;
             };
-            if m.state == autoscaler_core::node_group::InstanceState::Deleting {
+            if m.state == autoscaler_core::model::node_group::InstanceState::Deleting {
                 continue;
             }
             let Some(machine) = m.key.clone() else {
@@ -321,7 +323,7 @@ impl ClusterApiProvider {
         let live = r
             .machines
             .iter()
-            .filter(|m| m.state != autoscaler_core::node_group::InstanceState::Deleting)
+            .filter(|m| m.state != autoscaler_core::model::node_group::InstanceState::Deleting)
             .count();
         let target = r.replicas - delta_i64(delta);
         if target < delta_i64(live) {

@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{
+use autoscaler_core::Node;
+use autoscaler_core::ObjectStore;
+use autoscaler_core::model::store::{ObjectKey, group_of};
+use autoscaler_core::{
     CloudProvider, Instance, InstanceError, InstanceErrorClass, InstanceState, NodeGroup,
     NodeGroupId,
 };
-use autoscaler_core::store::{ObjectKey, ObjectStore, group_of};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
@@ -783,7 +784,7 @@ mod tests {
 #[cfg(test)]
 mod stockout_tests {
     use super::*;
-    use autoscaler_core::node_group::InstanceErrorClass;
+    use autoscaler_core::InstanceErrorClass;
 
     #[test]
     fn provider_stockout_wordings_are_out_of_resources() {

@@ -8,11 +8,11 @@ use autoscaler_clusterapi::{
     BoundsSource, ClusterApiConfig, ClusterApiProvider, ObjectChange, ProviderError, apply,
     placeholder_id,
 };
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
-use autoscaler_core::resources::ResourceName;
-use autoscaler_core::store::ObjectStore;
-use autoscaler_core::taints::TaintEffect;
+use autoscaler_core::Node;
+use autoscaler_core::ObjectStore;
+use autoscaler_core::ResourceName;
+use autoscaler_core::TaintEffect;
+use autoscaler_core::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
 
 const CAPI: &str = include_str!("fixtures/capi.yaml");
 const OPENSHIFT: &str = include_str!("fixtures/openshift.yaml");

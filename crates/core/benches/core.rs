@@ -8,10 +8,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autoscaler_core::estimator::{EstimatorLimits, NodeTemplate, estimate};
-use autoscaler_core::intern::Sym;
-use autoscaler_core::pod::Pod;
-use autoscaler_core::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_core::model::intern::Sym;
+use autoscaler_core::model::pod::Pod;
+use autoscaler_core::scale_up::estimator::{EstimatorLimits, NodeTemplate, estimate};
+use autoscaler_core::scheduling::snapshot::{ClusterSnapshot, NodeId};
 use autoscaler_core::testing::{GI, MI, NodeBuilder, PodBuilder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};

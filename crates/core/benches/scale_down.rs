@@ -13,16 +13,16 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autoscaler_core::drain::NoControllerLookup;
-use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::limits::{ClusterTotals, ResourceLimits};
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::pdb::DisruptionBudgets;
+use autoscaler_core::model::limits::{ClusterTotals, ResourceLimits};
+use autoscaler_core::model::node::Node;
+use autoscaler_core::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_core::model::pdb::DisruptionBudgets;
+use autoscaler_core::scale_down::drain::NoControllerLookup;
 use autoscaler_core::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownState, plan_scale_down,
 };
-use autoscaler_core::snapshot::ClusterSnapshot;
+use autoscaler_core::scale_up::estimator::Unlimited;
+use autoscaler_core::scheduling::snapshot::ClusterSnapshot;
 use autoscaler_core::testing::{GI, MI, NodeBuilder, PodBuilder};
 use criterion::{Criterion, criterion_group, criterion_main};
 

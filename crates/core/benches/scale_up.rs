@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autoscaler_core::autoscaler::{ClusterView, ScaleUpConfig, build_snapshot, decide_scale_up};
-use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::pending::place_on_existing;
-use autoscaler_core::pod::Pod;
+use autoscaler_core::model::node::Node;
+use autoscaler_core::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_core::model::pod::Pod;
+use autoscaler_core::scale_up::estimator::Unlimited;
+use autoscaler_core::scale_up::pending::place_on_existing;
 use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;

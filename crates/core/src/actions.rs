@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::intern::Sym;
+use crate::model::intern::Sym;
+use crate::model::node_group::NodeGroupId;
+use crate::model::taints::{Taint, TaintEffect};
 use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
-use crate::node_group::NodeGroupId;
 use crate::scale_down::ScaleDownPlan;
 use crate::scale_up::ScaleUpResult;
-use crate::taints::{Taint, TaintEffect};
 
 /// A pod to evict.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,28 +14,28 @@ use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
 
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
-use crate::affinity::NamespaceLabels;
 use crate::cluster_state::{ClusterState, ClusterStateOptions, ClusterStatus, Event};
-use crate::daemonset::{DaemonSet, daemon_pods_for};
-use crate::drain::ControllerLookup;
-use crate::estimator::Budget;
-use crate::expander::ExpanderChain;
-use crate::intern::Sym;
-use crate::limits::{ClusterTotals, ResourceLimits};
+use crate::model::daemonset::{DaemonSet, daemon_pods_for};
+use crate::model::intern::Sym;
+use crate::model::limits::{ClusterTotals, ResourceLimits};
+use crate::model::node::Node;
+use crate::model::node_group::{CloudProvider, NodeGroup};
+use crate::model::pdb::{DisruptionBudgets, PodDisruptionBudget};
+use crate::model::pod::Pod;
 use crate::names::HOSTNAME_LABEL;
 use crate::names::SCALED_UP_GROUP;
-use crate::node::Node;
-use crate::node_group::{CloudProvider, NodeGroup};
 use crate::outcome::Outcome;
-use crate::pdb::{DisruptionBudgets, PodDisruptionBudget};
-use crate::pending::{self, PendingOptions, SetAside};
-use crate::pod::Pod;
+use crate::scale_down::drain::ControllerLookup;
 use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
 };
+use crate::scale_up::estimator::Budget;
+use crate::scale_up::expander::ExpanderChain;
+use crate::scale_up::pending::{self, PendingOptions, SetAside};
+use crate::scale_up::template::{TemplateOptions, build_template};
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
-use crate::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
-use crate::template::{TemplateOptions, build_template};
+use crate::scheduling::affinity::NamespaceLabels;
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -731,8 +731,8 @@ fn add_upcoming_node(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::Unlimited;
-    use crate::node_group::{Instance, InstanceState, StaticProvider};
+    use crate::model::node_group::{Instance, InstanceState, StaticProvider};
+    use crate::scale_up::estimator::Unlimited;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
     use rand::SeedableRng;
 
@@ -818,7 +818,7 @@ mod tests {
     /// not cause a second scale-up.
     #[test]
     fn a_registered_node_not_started_yet_still_counts_as_upcoming() {
-        use crate::taints::TaintEffect;
+        use crate::model::taints::TaintEffect;
         let now = 10 * 60 * 1000;
         let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
             .not_ready()
@@ -918,9 +918,9 @@ mod tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
-    use crate::drain::NoControllerLookup;
-    use crate::estimator::Unlimited;
-    use crate::node_group::{Instance, InstanceState, StaticProvider};
+    use crate::model::node_group::{Instance, InstanceState, StaticProvider};
+    use crate::scale_down::drain::NoControllerLookup;
+    use crate::scale_up::estimator::Unlimited;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     const MIN: i64 = 60_000;
@@ -1062,16 +1062,16 @@ mod loop_tests {
 #[cfg(test)]
 mod state_tests {
     use super::*;
-    use crate::drain::NoControllerLookup;
-    use crate::estimator::Unlimited;
+    use crate::model::node_group::{
+        Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
+    };
     use crate::names::{
         CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
         SCALE_UP_TIMED_OUT,
     };
-    use crate::node_group::{
-        Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
-    };
     use crate::outcome::{ActionError, ErrorClass};
+    use crate::scale_down::drain::NoControllerLookup;
+    use crate::scale_up::estimator::Unlimited;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     const SEC: i64 = 1000;
@@ -1492,7 +1492,9 @@ mod state_tests {
     }
 
     /// Nodes in snapshot order with their pods in order, sums and ports; namespace labels.
-    fn picture(s: &ClusterSnapshot) -> Vec<(Sym, Vec<String>, String, Vec<crate::pod::HostPort>)> {
+    fn picture(
+        s: &ClusterSnapshot,
+    ) -> Vec<(Sym, Vec<String>, String, Vec<crate::model::pod::HostPort>)> {
         s.nodes()
             .map(|(_, i)| {
                 (
@@ -1512,11 +1514,11 @@ mod state_tests {
     fn the_kept_snapshot_equals_a_fresh_build_over_changing_views() {
         let ns_a = NamespaceLabels {
             name: Sym::new("default"),
-            labels: crate::labels::Labels::from_pairs([("team", "a")]),
+            labels: crate::model::labels::Labels::from_pairs([("team", "a")]),
         };
         let ns_b = NamespaceLabels {
             name: Sym::new("default"),
-            labels: crate::labels::Labels::from_pairs([("team", "b")]),
+            labels: crate::model::labels::Labels::from_pairs([("team", "b")]),
         };
         let mk = |name: &str| node(name, true);
         let pod = |name: &str, on: &str, cpu: i64| {
@@ -1550,7 +1552,7 @@ mod state_tests {
             .arc();
         let done = PodBuilder::new("e0", 100, GI)
             .node_name("n3")
-            .with(|p| p.phase = crate::pod::PodPhase::Succeeded)
+            .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded)
             .arc();
         let orphan = pod("o0", "gone", 100);
         type View = (Vec<Arc<Node>>, Vec<Arc<Pod>>, Vec<NamespaceLabels>);

@@ -11,9 +11,9 @@
 //! - the loop: [`Autoscaler`] with its [`AutoscalerOptions`] (and their parts
 //!   [`ScaleUpConfig`], [`ScaleUpOptions`], [`ScaleDownOptions`], [`ClusterStateOptions`],
 //!   [`BackoffOptions`], [`ResourceLimits`], [`ExpanderChain`]), the [`ClusterView`] it reads,
-//!   the [`LoopOutcome`] it returns with its [`Action`]s, [`Event`]s and [`ClusterStatus`], the
-//!   [`Outcome`]s of carried-out actions fed back through `Autoscaler::observe` (with their
-//!   [`ActionError`] and its [`ErrorClass`]), and
+//!   the [`LoopOutcome`] it returns with its [`Action`]s (naming pods by [`PodRef`]),
+//!   [`Event`]s and [`ClusterStatus`], the [`Outcome`]s of carried-out actions fed back through
+//!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and
 //!   what a loop is handed besides the view: the [`ControllerLookup`] of the drain rules, the
 //!   deletions [`InFlight`] and the [`Budget`] that bounds its simulations;
 //! - the provider view: [`CloudProvider`], [`NodeGroup`], [`NodeGroupId`], [`NodeGroupOptions`],
@@ -54,7 +54,7 @@ pub mod testing;
 pub mod yaml_depth;
 
 // The front door: the small API the shells use.
-pub use actions::Action;
+pub use actions::{Action, PodRef};
 pub use autoscaler::{Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, ScaleUpConfig};
 pub use cluster_state::backoff::BackoffOptions;
 pub use cluster_state::{ClusterStateOptions, ClusterStatus, Event};
@@ -81,22 +81,11 @@ pub use scale_up::expander::ExpanderChain;
 pub use scheduling::affinity::NamespaceLabels;
 pub use scheduling::budget::Budget;
 
-// Old paths of modules that moved under their concern, kept for the shells and for imports
-// inside the core; they go once those import from the new places or from the root.
-pub use cluster_state::backoff;
-pub use model::{
-    convert, daemonset, duration, intern, labels, limits, node, node_group, objects, pdb, pod,
-    quantity, resources, store, taints,
-};
-pub use scale_down::{drain, removal, unneeded, utilization};
-pub use scale_up::{balance, estimator, expander, pending, template};
-pub use scheduling::{affinity, predicates, snapshot};
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drain::NoControllerLookup;
-    use crate::node_group::StaticProvider;
+    use crate::model::node_group::StaticProvider;
+    use crate::scale_down::drain::NoControllerLookup;
     use crate::scheduling::budget::Unlimited;
     use crate::testing::{GI, NodeBuilder};
     use std::sync::Arc;

@@ -6,16 +6,16 @@
 
 use std::sync::Arc;
 
-use crate::affinity::{
+use crate::model::intern::Sym;
+use crate::model::labels::{LabelSelector, Labels};
+use crate::model::node::{Node, NodeCondition};
+use crate::model::pod::{HostPort, OwnerRef, Pod};
+use crate::model::resources::{ResourceName, Resources};
+use crate::model::taints::{Taint, TaintEffect, Toleration, TolerationOp};
+use crate::scheduling::affinity::{
     InclusionPolicy, NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm,
     PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
-use crate::intern::Sym;
-use crate::labels::{LabelSelector, Labels};
-use crate::node::{Node, NodeCondition};
-use crate::pod::{HostPort, OwnerRef, Pod};
-use crate::resources::{ResourceName, Resources};
-use crate::taints::{Taint, TaintEffect, Toleration, TolerationOp};
 
 /// One GiB in bytes.
 pub const GI: i64 = 1 << 30;
@@ -246,7 +246,7 @@ impl PodBuilder {
     /// Marks the pod as kube-scheduler does when it fits nowhere: `PodScheduled=False`, reason
     /// `Unschedulable`.
     pub fn unschedulable(mut self) -> Self {
-        self.0.conditions.push(crate::pod::PodCondition {
+        self.0.conditions.push(crate::model::pod::PodCondition {
             type_: Sym::new("PodScheduled"),
             status: Sym::new("False"),
             reason: Some(Sym::new("Unschedulable")),

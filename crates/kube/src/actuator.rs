@@ -11,10 +11,10 @@
 use std::time::Duration;
 
 use autoscaler_clusterapi::changes::ObjectChange;
+use autoscaler_core::Taint;
+use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
-use autoscaler_core::outcome::{ActionError, ErrorClass};
-use autoscaler_core::store::ObjectKey;
-use autoscaler_core::taints::Taint;
+use autoscaler_core::{ActionError, ErrorClass};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -519,8 +519,8 @@ impl Actuator {
 mod tests {
     use super::*;
     use crate::api_calls::is_declared;
-    use autoscaler_core::intern::Sym;
-    use autoscaler_core::taints::TaintEffect;
+    use autoscaler_core::Sym;
+    use autoscaler_core::TaintEffect;
     use http::{Method, Request, Response};
     use kube::client::Body;
     use tokio::task::JoinHandle;

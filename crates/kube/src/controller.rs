@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
-use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
-use autoscaler_core::estimator::Unlimited;
 use autoscaler_core::names::DELETE_UNREGISTERED;
+use autoscaler_core::scale_up::estimator::Unlimited;
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -729,7 +729,7 @@ fn count_drops(parts: &Parts, stats: &PublishStats) {
 mod tests {
     use super::*;
     use crate::test_api::{Mock, Seen, client, next, respond};
-    use autoscaler_core::store::ObjectStore;
+    use autoscaler_core::ObjectStore;
     use http::Method;
     use serde_json::{Value, json};
 
@@ -987,9 +987,9 @@ mod tests {
 
     #[test]
     fn failed_removals_give_upstream_events_on_nodes_pods_and_the_status() {
-        use autoscaler_core::actions::PodRef;
-        use autoscaler_core::intern::Sym;
-        use autoscaler_core::outcome::{ActionError, ErrorClass};
+        use autoscaler_core::PodRef;
+        use autoscaler_core::Sym;
+        use autoscaler_core::{ActionError, ErrorClass};
         let drain = Report::DrainFailed {
             group: "g".into(),
             node: Sym::new("n1"),

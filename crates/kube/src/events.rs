@@ -15,8 +15,8 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
-use autoscaler_core::pod::Pod;
+use autoscaler_core::Pod;
+use autoscaler_core::{ClusterView, LoopOutcome};
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Api;
@@ -482,7 +482,7 @@ impl EventSink {
 /// with why the group grows when `reasons` (balancing, min size) and pending pods are not why.
 pub(crate) fn increases_text(
     increases: &[autoscaler_core::scale_up::GroupIncrease],
-    groups: &[autoscaler_core::node_group::NodeGroup],
+    groups: &[autoscaler_core::NodeGroup],
     reasons: bool,
 ) -> String {
     use autoscaler_core::scale_up::IncreaseReason;

@@ -15,10 +15,10 @@ use autoscaler_actuation::{
     Ticket,
 };
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::actions::Action;
+use autoscaler_core::Action;
+use autoscaler_core::InFlight;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
-use autoscaler_core::outcome::{ActionError, ErrorClass};
-use autoscaler_core::scale_down::InFlight;
+use autoscaler_core::{ActionError, ErrorClass};
 use rustc_hash::FxHashMap;
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
@@ -236,10 +236,11 @@ mod tests {
     use super::*;
     use crate::test_api::{Mock, client, next, respond};
     use autoscaler_actuation::Correction;
-    use autoscaler_core::actions::PodRef;
-    use autoscaler_core::intern::Sym;
+    use autoscaler_core::ObjectStore;
+    use autoscaler_core::PodRef;
+    use autoscaler_core::Sym;
+    use autoscaler_core::model::store::ObjectKey;
     use autoscaler_core::names::DELETE_UNREGISTERED;
-    use autoscaler_core::store::{ObjectKey, ObjectStore};
     use http::Method;
     use serde_json::{Value, json};
 

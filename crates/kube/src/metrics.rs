@@ -14,11 +14,11 @@
 
 use std::sync::atomic::AtomicU64;
 
-use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
-use autoscaler_core::limits::ClusterTotals;
+use autoscaler_core::model::limits::ClusterTotals;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
-use autoscaler_core::pending::is_unschedulable;
 use autoscaler_core::scale_down::{Unremovable, Waiting};
+use autoscaler_core::scale_up::pending::is_unschedulable;
+use autoscaler_core::{ClusterView, LoopOutcome};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -544,7 +544,7 @@ mod tests {
     use crate::test_cluster::Cluster;
     use std::collections::BTreeMap;
 
-    use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
+    use autoscaler_core::{Autoscaler, AutoscalerOptions};
 
     use autoscaler_core::testing::GI;
 
@@ -808,8 +808,8 @@ mod tests {
         g.backoff = Some(autoscaler_core::cluster_state::BackoffStatus {
             until_ms: 1,
             failures: 1,
-            reason: autoscaler_core::backoff::FailureReason {
-                class: autoscaler_core::node_group::InstanceErrorClass::OutOfResources,
+            reason: autoscaler_core::cluster_state::backoff::FailureReason {
+                class: autoscaler_core::model::node_group::InstanceErrorClass::OutOfResources,
                 code: "QUOTA_EXCEEDED".into(),
                 message: "quota".into(),
             },

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::autoscaler::{ClusterView, LoopOutcome};
 use autoscaler_core::cluster_state::{GroupReadiness, format_time_ms};
+use autoscaler_core::{ClusterView, LoopOutcome};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -443,11 +443,11 @@ pub async fn write_status(
 mod tests {
     use super::*;
 
-    use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions};
-    use autoscaler_core::backoff::FailureReason;
     use autoscaler_core::cluster_state::BackoffStatus;
+    use autoscaler_core::cluster_state::backoff::FailureReason;
+    use autoscaler_core::{Autoscaler, AutoscalerOptions};
 
-    use autoscaler_core::node_group::InstanceErrorClass;
+    use autoscaler_core::InstanceErrorClass;
 
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;

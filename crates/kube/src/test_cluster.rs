@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::autoscaler::{Autoscaler, ClusterView, LoopOutcome};
-use autoscaler_core::drain::NoControllerLookup;
-use autoscaler_core::estimator::Unlimited;
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::pod::Pod;
-use autoscaler_core::scale_down::InFlight;
+use autoscaler_core::InFlight;
+use autoscaler_core::Node;
+use autoscaler_core::Pod;
+use autoscaler_core::model::node_group::StaticProvider;
+use autoscaler_core::scale_down::drain::NoControllerLookup;
+use autoscaler_core::scale_up::estimator::Unlimited;
 use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_core::{Autoscaler, ClusterView, LoopOutcome};
+use autoscaler_core::{Instance, InstanceState, NodeGroup};
 
 /// The cluster.
 pub(crate) struct Cluster {

@@ -21,9 +21,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
+use autoscaler_core::ObjectStore;
+use autoscaler_core::Pod;
+use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::names::PRIORITY_CONFIG_MAP_NAME;
-use autoscaler_core::pod::Pod;
-use autoscaler_core::store::{ObjectKey, ObjectStore};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
@@ -648,8 +649,8 @@ pub fn strip_node(mut node: api::Node) -> api::Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::node::Node;
-    use autoscaler_core::pod::Pod;
+    use autoscaler_core::Node;
+    use autoscaler_core::Pod;
     use http::{Request, Response};
     use kube::client::Body;
     use serde_json::json;

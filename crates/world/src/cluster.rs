@@ -13,11 +13,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use autoscaler_core::intern::Sym;
-use autoscaler_core::node::Node;
-use autoscaler_core::pod::{Pod, PodPhase};
-use autoscaler_core::snapshot::{ClusterSnapshot, NodeId};
-use autoscaler_core::store::{ObjectKey, ObjectStore, StoreError};
+use autoscaler_core::Node;
+use autoscaler_core::ObjectStore;
+use autoscaler_core::Pod;
+use autoscaler_core::Sym;
+use autoscaler_core::model::pod::PodPhase;
+use autoscaler_core::model::store::{ObjectKey, StoreError};
+use autoscaler_core::scheduling::snapshot::{ClusterSnapshot, NodeId};
 use k8s_openapi::api::core::v1 as api;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

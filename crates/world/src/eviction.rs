@@ -9,7 +9,8 @@
 //! It never deletes a pod a budget protects and never replaces an evicted pod (its
 //! workload controller does).
 
-use autoscaler_core::pdb::{IntOrPercent, PodDisruptionBudget};
+use autoscaler_core::PodDisruptionBudget;
+use autoscaler_core::model::pdb::IntOrPercent;
 use k8s_openapi::api::policy::v1 as policy;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::store::{ObjectKey, ObjectStore, StoreError};
+use autoscaler_core::ObjectStore;
+use autoscaler_core::model::store::{ObjectKey, StoreError};
 use serde_json::{Value, json};
 
 use crate::time::{SimTime, rfc3339};

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::snapshot::NodeId;
+use autoscaler_core::scheduling::snapshot::NodeId;
 use rustc_hash::FxHashMap;
 use serde_json::json;
 
@@ -109,7 +109,7 @@ impl Scheduler {
 /// changed. Gives exactly [`failure_message`]'s text.
 fn cached_failure_message(
     c: &Cluster,
-    pod: &autoscaler_core::pod::Pod,
+    pod: &autoscaler_core::Pod,
     nodes: &[NodeId],
     cache: &mut FailureCache,
 ) -> String {
@@ -120,7 +120,7 @@ fn cached_failure_message(
 
 fn cached_failure_message_inner(
     c: &Cluster,
-    pod: &autoscaler_core::pod::Pod,
+    pod: &autoscaler_core::Pod,
     nodes: &[NodeId],
     cache: &mut FailureCache,
 ) -> String {
@@ -182,7 +182,7 @@ fn cached_failure_message_inner(
 
 /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
 /// reasons counted per node and sorted as strings.
-fn failure_message(c: &Cluster, pod: &autoscaler_core::pod::Pod, nodes: &[NodeId]) -> String {
+fn failure_message(c: &Cluster, pod: &autoscaler_core::Pod, nodes: &[NodeId]) -> String {
     if nodes.is_empty() {
         return "no nodes available to schedule pods".to_string();
     }

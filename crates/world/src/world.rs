@@ -11,8 +11,9 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::snapshot::ClusterSnapshot;
-use autoscaler_core::store::{ObjectKey, ObjectStore};
+use autoscaler_core::ObjectStore;
+use autoscaler_core::model::store::ObjectKey;
+use autoscaler_core::scheduling::snapshot::ClusterSnapshot;
 use serde_json::{Value, json};
 
 use crate::cluster::{Cluster, Owner};

@@ -10,9 +10,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::pod::{ModelError, Pod};
+use autoscaler_core::Node;
+use autoscaler_core::Pod;
+use autoscaler_core::model::node_group::StaticProvider;
+use autoscaler_core::model::pod::ModelError;
+use autoscaler_core::{Instance, InstanceState, NodeGroup};
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -241,8 +243,8 @@ fn set_owner(pod: &mut api::Pod, rs: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::node_group::CloudProvider;
-    use autoscaler_core::pending::is_unschedulable;
+    use autoscaler_core::CloudProvider;
+    use autoscaler_core::scale_up::pending::is_unschedulable;
 
     fn shape() -> Shape {
         Shape {

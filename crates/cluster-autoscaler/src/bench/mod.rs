@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use autoscaler_core::quantity::{parse_milli, parse_units};
+use autoscaler_core::model::quantity::{parse_milli, parse_units};
 
 use crate::CliError;
 

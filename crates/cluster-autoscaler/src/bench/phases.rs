@@ -9,21 +9,21 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use autoscaler_core::autoscaler::{
-    Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig, build_snapshot,
-    decide_scale_up_with_upcoming,
-};
-use autoscaler_core::drain::NoControllerLookup;
-use autoscaler_core::estimator::{EstimatorLimits, Unlimited, estimate};
-use autoscaler_core::expander::ExpanderChain;
-use autoscaler_core::limits::ClusterTotals;
-use autoscaler_core::node_group::CloudProvider;
-use autoscaler_core::pdb::DisruptionBudgets;
-use autoscaler_core::pending::{self, place_on_existing};
-use autoscaler_core::scale_down::{InFlight, ScaleDownInput, ScaleDownState, plan_scale_down};
-use autoscaler_core::scale_up::{ScaleUpOptions, ScaleUpResult};
-use autoscaler_core::snapshot::NodeInfo;
-use autoscaler_core::template::build_template;
+use autoscaler_core::CloudProvider;
+use autoscaler_core::ExpanderChain;
+use autoscaler_core::InFlight;
+use autoscaler_core::ScaleUpOptions;
+use autoscaler_core::autoscaler::{build_snapshot, decide_scale_up_with_upcoming};
+use autoscaler_core::model::limits::ClusterTotals;
+use autoscaler_core::model::pdb::DisruptionBudgets;
+use autoscaler_core::scale_down::drain::NoControllerLookup;
+use autoscaler_core::scale_down::{ScaleDownInput, ScaleDownState, plan_scale_down};
+use autoscaler_core::scale_up::ScaleUpResult;
+use autoscaler_core::scale_up::estimator::{EstimatorLimits, Unlimited, estimate};
+use autoscaler_core::scale_up::pending::{self, place_on_existing};
+use autoscaler_core::scale_up::template::build_template;
+use autoscaler_core::scheduling::snapshot::NodeInfo;
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -272,7 +272,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
 fn estimate_phase(
     cluster: &Cluster,
     view: &ClusterView<'_>,
-    snapshot: &mut autoscaler_core::snapshot::ClusterSnapshot,
+    snapshot: &mut autoscaler_core::scheduling::snapshot::ClusterSnapshot,
     settings: &Settings,
 ) -> PhaseResult {
     let phase = "bin-packing estimate (all pending, one group)";
@@ -335,7 +335,7 @@ fn estimate_phase(
 fn scale_down_phases(
     cluster: &Cluster,
     view: &ClusterView<'_>,
-    snapshot: &mut autoscaler_core::snapshot::ClusterSnapshot,
+    snapshot: &mut autoscaler_core::scheduling::snapshot::ClusterSnapshot,
     options: &AutoscalerOptions,
     iterations: usize,
 ) -> Vec<PhaseResult> {

@@ -16,16 +16,16 @@ use autoscaler_actuation::{
 };
 use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::actions::Action;
-use autoscaler_core::autoscaler::LoopOutcome;
-use autoscaler_core::autoscaler::{Autoscaler, AutoscalerOptions, ClusterView};
-use autoscaler_core::estimator::Unlimited;
+use autoscaler_core::Action;
+use autoscaler_core::LoopOutcome;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::names::{
     CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
     SCALE_UP_TIMED_OUT,
 };
-use autoscaler_core::outcome::{ActionError, ErrorClass};
+use autoscaler_core::scale_up::estimator::Unlimited;
+use autoscaler_core::{ActionError, ErrorClass};
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_world::{FaultKind, Metrics, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
@@ -692,7 +692,7 @@ impl<'a> Driver<'a> {
     }
 
     /// A safety violation for each node about to be deleted with pods not moved.
-    fn nodes_left_with_pods(&mut self, nodes: &[autoscaler_core::intern::Sym]) {
+    fn nodes_left_with_pods(&mut self, nodes: &[autoscaler_core::Sym]) {
         for n in nodes {
             let left = self.world.non_daemon_pods_on(n.as_str());
             if left > 0 {
@@ -815,7 +815,7 @@ impl<'a> Driver<'a> {
 }
 
 /// Every object of `store` as multi-document YAML (`---` between documents), in store order.
-pub fn objects_yaml(store: &autoscaler_core::store::ObjectStore) -> String {
+pub fn objects_yaml(store: &autoscaler_core::ObjectStore) -> String {
     let mut out = String::new();
     for (_, obj) in store.iter() {
         out.push_str("---\n");
@@ -851,8 +851,8 @@ fn world_error(e: &WorldError) -> ActionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::actions::PodRef;
-    use autoscaler_core::intern::Sym;
+    use autoscaler_core::PodRef;
+    use autoscaler_core::Sym;
 
     /// Two workers and one web pod under a budget that allows no disruption: the Eviction API
     /// refuses every eviction of it.

@@ -57,9 +57,9 @@ impl std::ops::DerefMut for Informer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::node::Node;
-    use autoscaler_core::objects::read_objects;
-    use autoscaler_core::pod::Pod;
+    use autoscaler_core::Node;
+    use autoscaler_core::Pod;
+    use autoscaler_core::model::objects::read_objects;
     use autoscaler_world::{NodeGroupSpec, WorldConfig};
     use serde_json::json;
 

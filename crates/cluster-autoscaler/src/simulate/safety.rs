@@ -9,11 +9,11 @@
 //! action or the world.
 
 use autoscaler_clusterapi::ClusterApiProvider;
-use autoscaler_core::actions::Action;
-use autoscaler_core::autoscaler::LoopOutcome;
-use autoscaler_core::limits::ResourceLimits;
-use autoscaler_core::node::Node;
-use autoscaler_core::node_group::{CloudProvider, InstanceState};
+use autoscaler_core::Action;
+use autoscaler_core::LoopOutcome;
+use autoscaler_core::Node;
+use autoscaler_core::ResourceLimits;
+use autoscaler_core::{CloudProvider, InstanceState};
 use autoscaler_world::{SimTime, UnmarkedDeletion};
 
 /// How many violations are kept with their text.

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use autoscaler_core::autoscaler::AutoscalerOptions;
-use autoscaler_core::duration::parse_duration;
+use autoscaler_core::AutoscalerOptions;
+use autoscaler_core::model::duration::parse_duration;
 use autoscaler_world::{
     DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
     ProvisioningDelay, ReplicaSetSpec, SimTime,
@@ -123,7 +123,10 @@ pub struct ScenarioFile {
     pub node_groups: Vec<GroupFile>,
     /// Kubernetes objects created at the start (PodDisruptionBudgets, Namespaces, Pods, ...).
     /// A key written twice in one mapping is refused, as in snapshots.
-    #[serde(default, deserialize_with = "autoscaler_core::store::strict_values")]
+    #[serde(
+        default,
+        deserialize_with = "autoscaler_core::model::store::strict_values"
+    )]
     pub objects: Vec<Value>,
     /// Injected faults.
     #[serde(default)]
@@ -565,7 +568,8 @@ impl Scenario {
         let run = options(&f.options, f.seed, cli)?;
         let scan_interval = scan_ms(&run, cli)?;
         check_loops(duration, scan_interval).map_err(|e| {
-            let value = autoscaler_core::duration::format_duration(run.controller.scan_interval);
+            let value =
+                autoscaler_core::model::duration::format_duration(run.controller.scan_interval);
             scan_interval_error(cli, value, e)
         })?;
         let sample_interval = match &f.sample_interval {
@@ -828,10 +832,10 @@ fn pod_count(field: &str, n: u32) -> Result<(), ScenarioError> {
 /// A CPU and memory amount the model can hold (millicores and bytes in 64 bits).
 fn cpu_memory(field: &str, cpu: &str, memory: &str) -> Result<(), ScenarioError> {
     let bad = |name: &str, e: String| invalid(format!("{field}.{name}"), e);
-    autoscaler_core::quantity::parse(cpu)
+    autoscaler_core::model::quantity::parse(cpu)
         .and_then(|q| q.to_milli_ceil())
         .map_err(|e| bad("cpu", e.to_string()))?;
-    autoscaler_core::quantity::parse(memory)
+    autoscaler_core::model::quantity::parse(memory)
         .and_then(|q| q.to_units_ceil())
         .map_err(|e| bad("memory", e.to_string()))?;
     Ok(())
@@ -865,7 +869,7 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
     }
     cpu_memory(field, &g.cpu, &g.memory)?;
     if let Some(gpu) = &g.gpu {
-        autoscaler_core::limits::check_gpu_resource(&gpu.resource)
+        autoscaler_core::model::limits::check_gpu_resource(&gpu.resource)
             .map_err(|e| invalid(format!("{field}.gpu.resource"), e))?;
     }
     let mut taints = Vec::new();
@@ -873,7 +877,7 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
         let parsed = t.split_once(':').and_then(|(kv, effect)| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let ok = matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute");
-            let ok = ok && autoscaler_core::labels::check_qualified_name(k).is_ok();
+            let ok = ok && autoscaler_core::model::labels::check_qualified_name(k).is_ok();
             ok.then(|| (k.to_string(), v.to_string(), effect.to_string()))
         });
         match parsed {
@@ -929,7 +933,7 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
     let mut t = PodTemplate::new().requests(&cpu, &memory);
     if p.gpu > 0 {
         let res = p.gpu_resource.clone().unwrap_or_else(default_gpu_resource);
-        autoscaler_core::limits::check_gpu_resource(&res)
+        autoscaler_core::model::limits::check_gpu_resource(&res)
             .map_err(|e| invalid(format!("{field}.gpu_resource"), e))?;
         t = t.request(&res, &p.gpu.to_string());
     }
@@ -1016,7 +1020,7 @@ fn scan_ms(o: &RunOptions, cli: Option<&CommandLine>) -> Result<SimTime, Scenari
     match u64::try_from(d.as_millis()).unwrap_or(u64::MAX) {
         0 => Err(scan_interval_error(
             cli,
-            autoscaler_core::duration::format_duration(d),
+            autoscaler_core::model::duration::format_duration(d),
             "must be at least 1ms in a simulation (virtual time counts milliseconds)".into(),
         )),
         ms => Ok(ms),

@@ -24,12 +24,12 @@ use std::time::Duration;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::actions::Action;
-use crate::backoff::{Backoff, BackoffOptions, FailureReason, ms};
-use crate::names::TO_BE_DELETED_TAINT;
-use crate::node::Node;
-use crate::node_group::{
+use crate::cluster_state::backoff::{Backoff, BackoffOptions, FailureReason, ms};
+use crate::model::node::Node;
+use crate::model::node_group::{
     CloudProvider, InstanceError, InstanceErrorClass, InstanceState, NodeGroup, NodeGroupId,
 };
+use crate::names::TO_BE_DELETED_TAINT;
 
 /// How long an issued deletion or target decrease is trusted to be under way before it is issued
 /// again, if the provider still shows the same thing.
@@ -39,7 +39,7 @@ const REISSUE_MS: i64 = 2 * 60 * 1000;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterStateOptions {
     /// `--max-node-provision-time` (15m): how long a scale-up or a new instance may take to
-    /// register. Groups may override it ([`crate::node_group::NodeGroupOptions`]).
+    /// register. Groups may override it ([`crate::model::node_group::NodeGroupOptions`]).
     pub max_node_provision_time: Duration,
     /// `--max-node-startup-time` (15m): how long a registered node may take to become Ready
     /// before it counts as unready.
@@ -869,7 +869,7 @@ fn unhealthy_reason(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node_group::{Instance, StaticProvider};
+    use crate::model::node_group::{Instance, StaticProvider};
     use crate::testing::{GI, NodeBuilder};
 
     const MIN: i64 = 60_000;

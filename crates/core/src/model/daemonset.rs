@@ -11,11 +11,11 @@ use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
-use crate::intern::Sym;
-use crate::node::Node;
-use crate::pod::{ModelError, OwnerRef, Pod};
-use crate::predicates::check_node_static;
-use crate::taints::{TaintEffect, Toleration, TolerationOp};
+use crate::model::intern::Sym;
+use crate::model::node::Node;
+use crate::model::pod::{ModelError, OwnerRef, Pod};
+use crate::model::taints::{TaintEffect, Toleration, TolerationOp};
+use crate::scheduling::predicates::check_node_static;
 
 /// A DaemonSet view.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,9 +11,9 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 
-use crate::intern::Sym;
-use crate::node::Node;
-use crate::resources::ResourceName;
+use crate::model::intern::Sym;
+use crate::model::node::Node;
+use crate::model::resources::ResourceName;
 
 /// Bytes in a GiB (memory limits are given in GiB).
 const GIB: i64 = 1 << 30;
@@ -135,7 +135,7 @@ pub fn parse_gpu_limit(text: &str) -> Result<(ResourceName, Range), LimitParseEr
 /// Checks a GPU resource name: an extended resource, so a qualified name with a domain prefix
 /// (`nvidia.com/gpu`); `cpu` or `memory` would silently limit or request something else.
 pub fn check_gpu_resource(name: &str) -> Result<(), String> {
-    crate::labels::check_qualified_name(name)?;
+    crate::model::labels::check_qualified_name(name)?;
     if !name.contains('/') {
         return Err(format!(
             "{name:?} is not an extended resource name (domain/name, e.g. nvidia.com/gpu)"

@@ -1,14 +1,14 @@
 //! The compact node view the simulator works on, built from a `k8s_openapi` `Node`.
 //!
-//! Building a view never panics: malformed fields become a [`ModelError`](crate::pod::ModelError) naming the node and the
+//! Building a view never panics: malformed fields become a [`ModelError`](crate::model::pod::ModelError) naming the node and the
 //! field.
 
 use std::sync::Arc;
 
-use crate::intern::Sym;
-use crate::labels::Labels;
-use crate::resources::Resources;
-use crate::taints::Taint;
+use crate::model::intern::Sym;
+use crate::model::labels::Labels;
+use crate::model::resources::Resources;
+use crate::model::taints::Taint;
 
 /// A node condition, reduced to what the autoscaler reads.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -13,14 +13,14 @@ use k8s_openapi::api::policy::v1 as policy;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
-use crate::affinity::NamespaceLabels;
-use crate::daemonset::DaemonSet;
-use crate::drain::{ControllerLookup, ControllerState};
-use crate::intern::Sym;
-use crate::node::Node;
-use crate::pdb::PodDisruptionBudget;
-use crate::pod::{OwnerRef, Pod};
-use crate::store::{ObjectKey, ObjectStore};
+use crate::model::daemonset::DaemonSet;
+use crate::model::intern::Sym;
+use crate::model::node::Node;
+use crate::model::pdb::PodDisruptionBudget;
+use crate::model::pod::{OwnerRef, Pod};
+use crate::model::store::{ObjectKey, ObjectStore};
+use crate::scale_down::drain::{ControllerLookup, ControllerState};
+use crate::scheduling::affinity::NamespaceLabels;
 
 /// An object that could not be read, with why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
         }
     }
     // The caller prefixes the object's identity; the message must not repeat it.
-    let s = |e: crate::pod::ModelError| e.detail();
+    let s = |e: crate::model::pod::ModelError| e.detail();
     each::<core::Node, _>(
         store,
         "",

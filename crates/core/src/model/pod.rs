@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
-use crate::intern::Sym;
-use crate::labels::Labels;
-use crate::resources::Resources;
-use crate::taints::Toleration;
+use crate::model::intern::Sym;
+use crate::model::labels::Labels;
+use crate::model::resources::Resources;
+use crate::model::taints::Toleration;
+use crate::scheduling::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
 
 /// A malformed Kubernetes object, with the object and the field named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +26,7 @@ pub enum ModelError {
         /// Path of the field, e.g. `spec.containers[0].resources.requests.cpu`.
         field: String,
         /// The parse error (part of the message, not a separate cause, so it prints once).
-        error: crate::quantity::QuantityError,
+        error: crate::model::quantity::QuantityError,
     },
     /// A field with a value the API does not allow.
     #[error("{object}: field {field}: invalid value {value:?}: {why}")]

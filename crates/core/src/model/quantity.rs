@@ -49,7 +49,7 @@
 //! # Example
 //!
 //! ```
-//! use autoscaler_core::quantity::{parse, parse_milli, parse_units, Quantity};
+//! use autoscaler_core::model::quantity::{parse, parse_milli, parse_units, Quantity};
 //!
 //! assert_eq!(parse_milli("100m").unwrap(), 100);
 //! assert_eq!(parse_milli("0.1").unwrap(), 100);

@@ -198,7 +198,7 @@ impl ObjectStore {
         kind: &str,
     ) -> Vec<Result<T, (ObjectKey, String)>> {
         self.list(group, kind)
-            .map(|(k, v)| crate::objects::typed(v).map_err(|e| (k.clone(), e)))
+            .map(|(k, v)| crate::model::objects::typed(v).map_err(|e| (k.clone(), e)))
             .collect()
     }
 

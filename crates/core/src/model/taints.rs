@@ -2,7 +2,7 @@
 //!
 //! Only `NoSchedule` and `NoExecute` taints keep a pod off a node; `PreferNoSchedule` never does.
 
-use crate::intern::Sym;
+use crate::model::intern::Sym;
 
 /// A taint effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -18,9 +18,9 @@ use crate::names::{
 use std::fmt;
 use std::sync::Arc;
 
-use crate::intern::Sym;
-use crate::pdb::{DisruptionBudgets, PdbBlocked};
-use crate::pod::{OwnerRef, Pod};
+use crate::model::intern::Sym;
+use crate::model::pdb::{DisruptionBudgets, PdbBlocked};
+use crate::model::pod::{OwnerRef, Pod};
 
 /// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds. The pod
 /// view does not carry the pod's own value, so this default is assumed for every pod.
@@ -557,9 +557,9 @@ pub fn drain_node(pods: &[Arc<Pod>], ctx: &DrainContext<'_>) -> Result<DrainPlan
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::{LabelSelector, Labels};
-    use crate::pdb::PodDisruptionBudget;
-    use crate::pod::Volume;
+    use crate::model::labels::{LabelSelector, Labels};
+    use crate::model::pdb::PodDisruptionBudget;
+    use crate::model::pod::Volume;
     use crate::testing::PodBuilder;
     use proptest::prelude::*;
 
@@ -895,13 +895,13 @@ mod tests {
             },
             Case {
                 name: "terminal pods are ignored",
-                blocked: bare_pod("p").with(|p| p.phase = crate::pod::PodPhase::Running),
+                blocked: bare_pod("p").with(|p| p.phase = crate::model::pod::PodPhase::Running),
                 opts: d(),
                 pdbs: vec![],
                 lookup: &NoControllerLookup,
                 code: "NotReplicated",
                 flipped: flip_pod(
-                    bare_pod("p").with(|p| p.phase = crate::pod::PodPhase::Succeeded),
+                    bare_pod("p").with(|p| p.phase = crate::model::pod::PodPhase::Succeeded),
                 ),
             },
             Case {
@@ -958,7 +958,7 @@ mod tests {
             rs_pod("web").arc(),
             ann(bare_pod("mirror"), MIRROR_POD_ANNOTATION, "x").arc(),
             bare_pod("done")
-                .with(|p| p.phase = crate::pod::PodPhase::Failed)
+                .with(|p| p.phase = crate::model::pod::PodPhase::Failed)
                 .arc(),
             bare_pod("agent").owner("DaemonSet", "agent").arc(),
         ];
@@ -1188,11 +1188,11 @@ mod tests {
             );
         }
         p.phase = [
-            crate::pod::PodPhase::Running,
-            crate::pod::PodPhase::Pending,
-            crate::pod::PodPhase::Succeeded,
-            crate::pod::PodPhase::Failed,
-            crate::pod::PodPhase::Unknown,
+            crate::model::pod::PodPhase::Running,
+            crate::model::pod::PodPhase::Pending,
+            crate::model::pod::PodPhase::Succeeded,
+            crate::model::pod::PodPhase::Failed,
+            crate::model::pod::PodPhase::Unknown,
         ][usize::from(g.phase) % 5];
         if g.mirror {
             annotate(&mut p, MIRROR_POD_ANNOTATION, "hash");
@@ -1228,7 +1228,7 @@ mod tests {
             || p.deletion_ms.is_some_and(|d| NOW - d > 60_000)
             || matches!(
                 p.phase,
-                crate::pod::PodPhase::Succeeded | crate::pod::PodPhase::Failed
+                crate::model::pod::PodPhase::Succeeded | crate::model::pod::PodPhase::Failed
             )
         {
             return false;
@@ -1357,8 +1357,8 @@ mod grace_tests {
 #[cfg(test)]
 mod multiple_pdb_tests {
     use super::*;
-    use crate::labels::{LabelSelector, Labels};
-    use crate::pdb::PodDisruptionBudget;
+    use crate::model::labels::{LabelSelector, Labels};
+    use crate::model::pdb::PodDisruptionBudget;
     use crate::testing::{GI, PodBuilder};
 
     fn budget(name: &str, key: &str, value: &str) -> PodDisruptionBudget {

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use super::drain::{self, DrainContext};
 use super::utilization::{Utilization, UtilizationMemo};
 use super::{Pass, ScaleDownState, Unremovable};
-use crate::intern::Sym;
+use crate::model::intern::Sym;
+use crate::model::node::Node;
+use crate::model::node_group::NodeGroup;
+use crate::model::pod::Pod;
 use crate::names::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
-use crate::node::Node;
-use crate::node_group::NodeGroup;
-use crate::pod::Pod;
-use crate::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
-use crate::unneeded::UnneededNodes;
+use crate::scale_down::unneeded::UnneededNodes;
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 
 /// A node that may be removed if its pods find room elsewhere.
 pub(super) struct Candidate {

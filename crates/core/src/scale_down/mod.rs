@@ -40,17 +40,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::drain::{Blocked, ControllerLookup, DrainOptions};
-use crate::intern::Sym;
-use crate::limits::{ClusterTotals, LimitReached, ResourceLimits};
-use crate::node_group::{CloudProvider, NodeGroupId};
-use crate::pdb::DisruptionBudgets;
-use crate::pod::Pod;
-use crate::removal::{Hints, NoPlace};
+use crate::model::intern::Sym;
+use crate::model::limits::{ClusterTotals, LimitReached, ResourceLimits};
+use crate::model::node_group::{CloudProvider, NodeGroupId};
+use crate::model::pdb::DisruptionBudgets;
+use crate::model::pod::Pod;
+use crate::scale_down::drain::{Blocked, ControllerLookup, DrainOptions};
+use crate::scale_down::removal::{Hints, NoPlace};
+use crate::scale_down::unneeded::UnneededNodes;
+use crate::scale_down::utilization::{UtilizationMemo, UtilizationOptions};
 use crate::scheduling::budget::Budget;
-use crate::snapshot::{ClusterSnapshot, NodeId};
-use crate::unneeded::UnneededNodes;
-use crate::utilization::{UtilizationMemo, UtilizationOptions};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
 
 /// Options of scale-down (upstream flag names in the field docs; defaults are upstream's).
 #[derive(Clone, Debug)]

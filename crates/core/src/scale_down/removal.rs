@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::intern::Sym;
-use crate::pod::Pod;
-use crate::snapshot::{ClusterSnapshot, NodeId};
+use crate::model::intern::Sym;
+use crate::model::pod::Pod;
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
 
 /// Where a pod was (or would be) moved: key `namespace/name` → destination node name.
 pub type Hints = FxHashMap<(Sym, Arc<str>), Sym>;

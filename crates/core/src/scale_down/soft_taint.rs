@@ -9,9 +9,9 @@ use rustc_hash::FxHashSet;
 
 use super::simulation::Removable;
 use super::{ScaleDownOptions, ScaleDownPlan};
-use crate::intern::Sym;
+use crate::model::intern::Sym;
 use crate::names::DELETION_CANDIDATE_TAINT;
-use crate::snapshot::{ClusterSnapshot, NodeId};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
 
 /// Fills the plan's soft taints and untaints from the nodes `ids` of `snapshot`, in order.
 pub(super) fn plan(

@@ -2,13 +2,13 @@
 //! taints, deletions and budgets, and a property test of the plan's invariants.
 
 use super::*;
-use crate::drain::{BlockReason, DrainContext, NoControllerLookup};
-use crate::labels::{LabelSelector, Labels};
+use crate::model::labels::{LabelSelector, Labels};
+use crate::model::node::Node;
+use crate::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+use crate::model::pdb::PodDisruptionBudget;
+use crate::model::pod::Volume;
 use crate::names::{DELETION_CANDIDATE_TAINT, SCALE_DOWN_DISABLED_ANNOTATION};
-use crate::node::Node;
-use crate::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use crate::pdb::PodDisruptionBudget;
-use crate::pod::Volume;
+use crate::scale_down::drain::{BlockReason, DrainContext, NoControllerLookup};
 use crate::scheduling::budget::Unlimited;
 use crate::testing::{GI, MI, NodeBuilder, PodBuilder};
 
@@ -405,7 +405,7 @@ fn soft_taints_follow_unneeded_status() {
                 node("soft-b", 4000).taint(
                     DELETION_CANDIDATE_TAINT,
                     "1",
-                    crate::taints::TaintEffect::PreferNoSchedule,
+                    crate::model::taints::TaintEffect::PreferNoSchedule,
                 ),
                 vec![rs_pod("busy", 3500)],
             ),
@@ -605,7 +605,7 @@ fn the_cores_minimum_stops_removal() {
             (node("core-c", 4000), vec![rs_pod("core-busy", 3000)]),
         ],
     );
-    w.limits.cpu = crate::limits::Range::parse_cores("5:1000").expect("valid");
+    w.limits.cpu = crate::model::limits::Range::parse_cores("5:1000").expect("valid");
     let p = run_two_passes(&mut w, &ScaleDownOptions::default());
     assert_eq!(unneeded(&p), ["core-a"]);
     assert_eq!(p.deletions.len(), 1);
@@ -1059,8 +1059,9 @@ fn build(spec: &Spec) -> (World, ScaleDownOptions) {
     let mut limits = ResourceLimits::default();
     if let Some(pct) = spec.cores_min_pct {
         let cores: i64 = nodes.iter().map(|n| n.capacity.cpu).sum::<i64>() / 1000;
-        limits.cpu = crate::limits::Range::parse_cores(&format!("{}:100000", cores * pct / 100))
-            .expect("valid range");
+        limits.cpu =
+            crate::model::limits::Range::parse_cores(&format!("{}:100000", cores * pct / 100))
+                .expect("valid range");
     }
     let pdbs = spec
         .pdbs
@@ -1275,8 +1276,8 @@ proptest! {
 
 mod hint_tests {
     use super::*;
-    use crate::drain::NoControllerLookup;
-    use crate::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+    use crate::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
+    use crate::scale_down::drain::NoControllerLookup;
     use crate::scheduling::budget::Unlimited;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 

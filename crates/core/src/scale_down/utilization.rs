@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::drain::{is_daemonset_pod, is_mirror_pod};
-use crate::intern::Sym;
-use crate::node::Node;
-use crate::pod::Pod;
-use crate::resources::{ResourceName, Resources};
-use crate::snapshot::NodeInfo;
+use crate::model::intern::Sym;
+use crate::model::node::Node;
+use crate::model::pod::Pod;
+use crate::model::resources::{ResourceName, Resources};
+use crate::scale_down::drain::{is_daemonset_pod, is_mirror_pod};
+use crate::scheduling::snapshot::NodeInfo;
 
 /// Options of the utilization computation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl UtilizationMemo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::ClusterSnapshot;
+    use crate::scheduling::snapshot::ClusterSnapshot;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
     use std::sync::Arc;
 

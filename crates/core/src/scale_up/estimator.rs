@@ -52,11 +52,11 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::intern::Sym;
-use crate::node::Node;
-use crate::pod::Pod;
-use crate::predicates::{Prepared, Unfit};
-use crate::snapshot::{ClusterSnapshot, NodeId, SnapshotError};
+use crate::model::intern::Sym;
+use crate::model::node::Node;
+use crate::model::pod::Pod;
+use crate::scheduling::predicates::{Prepared, Unfit};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, SnapshotError};
 
 // Kept here for the shells' old import path; the budget belongs to every simulation.
 pub use crate::scheduling::budget::{Budget, Unlimited};
@@ -725,7 +725,9 @@ mod tests {
     }
 
     /// Node names with the names and requests of their pods, in node order.
-    fn contents(snap: &ClusterSnapshot) -> Vec<(Sym, Vec<String>, crate::resources::Resources)> {
+    fn contents(
+        snap: &ClusterSnapshot,
+    ) -> Vec<(Sym, Vec<String>, crate::model::resources::Resources)> {
         let mut out: Vec<_> = snap
             .node_ids()
             .filter_map(|id| snap.node(id).map(|info| (id, info)))

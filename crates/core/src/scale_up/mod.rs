@@ -26,16 +26,16 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
-use crate::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
-use crate::expander::{ExpanderChain, ExpansionOption};
-use crate::limits::{ClusterTotals, ResourceLimits};
-use crate::node_group::{NodeGroup, NodeGroupId};
-use crate::pod::Pod;
-use crate::resources::Resources;
+use crate::model::limits::{ClusterTotals, ResourceLimits};
+use crate::model::node_group::{NodeGroup, NodeGroupId};
+use crate::model::pod::Pod;
+use crate::model::resources::Resources;
+use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
+use crate::scale_up::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
+use crate::scale_up::expander::{ExpanderChain, ExpansionOption};
+use crate::scale_up::template::{GroupTemplate, NoTemplate};
 use crate::scheduling::budget::Budget;
-use crate::snapshot::ClusterSnapshot;
-use crate::template::{GroupTemplate, NoTemplate};
+use crate::scheduling::snapshot::ClusterSnapshot;
 
 /// Options of scale-up.
 #[derive(Clone, Debug)]
@@ -77,7 +77,7 @@ pub struct GroupInput<'a> {
 pub struct ScaleUpInput<'a> {
     /// All node groups.
     pub groups: Vec<GroupInput<'a>>,
-    /// Pods that fit on no existing or upcoming node (see [`crate::pending`]).
+    /// Pods that fit on no existing or upcoming node (see [`crate::scale_up::pending`]).
     pub pods: Vec<Arc<Pod>>,
     /// Cluster-wide limits.
     pub limits: &'a ResourceLimits,
@@ -712,7 +712,7 @@ fn similar_members(
 fn all_fit(
     snapshot: &mut ClusterSnapshot,
     pods: &[Arc<Pod>],
-    template: &crate::estimator::NodeTemplate,
+    template: &crate::scale_up::estimator::NodeTemplate,
     budget: &mut dyn Budget,
 ) -> bool {
     let limits = EstimatorLimits {
@@ -728,12 +728,12 @@ fn all_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::NodeTemplate;
-    use crate::limits::Range;
-    use crate::node::Node;
+    use crate::model::limits::Range;
+    use crate::model::node::Node;
+    use crate::model::taints::{TaintEffect, TolerationOp};
+    use crate::scale_up::estimator::NodeTemplate;
+    use crate::scale_up::template::TemplateSource;
     use crate::scheduling::budget::Unlimited;
-    use crate::taints::{TaintEffect, TolerationOp};
-    use crate::template::TemplateSource;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
     use proptest::prelude::*;
     use rand::SeedableRng;

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
-use crate::duration::parse_duration;
-use crate::pod::Pod;
-use crate::snapshot::{ClusterSnapshot, NodeId};
+use crate::model::duration::parse_duration;
+use crate::model::pod::Pod;
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
 
 /// Options of pending-pod selection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -255,7 +255,8 @@ mod tests {
         let deleting =
             unschedulable(PodBuilder::new("deleting", 100, GI).with(|p| p.deletion_ms = Some(1)));
         let done = unschedulable(
-            PodBuilder::new("done", 100, GI).with(|p| p.phase = crate::pod::PodPhase::Succeeded),
+            PodBuilder::new("done", 100, GI)
+                .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded),
         );
         let s = select(
             [&plain, &marked, &bound, &deleting, &done],

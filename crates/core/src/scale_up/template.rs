@@ -12,14 +12,14 @@ use crate::names::{
 };
 use std::sync::Arc;
 
-use crate::daemonset::{DaemonSet, daemon_pods_for};
-use crate::estimator::NodeTemplate;
-use crate::intern::Sym;
+use crate::model::daemonset::{DaemonSet, daemon_pods_for};
+use crate::model::intern::Sym;
+use crate::model::node::{Node, NodeCondition};
+use crate::model::node_group::NodeGroup;
+use crate::model::pod::Pod;
 use crate::names::HOSTNAME_LABEL;
-use crate::node::{Node, NodeCondition};
-use crate::node_group::NodeGroup;
-use crate::pod::Pod;
-use crate::snapshot::NodeInfo;
+use crate::scale_up::estimator::NodeTemplate;
+use crate::scheduling::snapshot::NodeInfo;
 
 pub use crate::names::MIRROR_POD_ANNOTATION;
 
@@ -169,9 +169,9 @@ pub fn sanitize(node: &Node, name: &str, opts: &TemplateOptions) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node_group::NodeGroup;
-    use crate::snapshot::ClusterSnapshot;
-    use crate::taints::TaintEffect;
+    use crate::model::node_group::NodeGroup;
+    use crate::model::taints::TaintEffect;
+    use crate::scheduling::snapshot::ClusterSnapshot;
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     fn info_of(snap: &ClusterSnapshot, name: &str) -> NodeInfo {

@@ -25,17 +25,17 @@ use std::sync::LazyLock;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::affinity::{
+use crate::model::intern::Sym;
+use crate::model::labels::{LabelSelector, Labels};
+use crate::model::node::Node;
+use crate::model::pod::{HostPort, Pod};
+use crate::model::resources::ResourceName;
+use crate::model::taints::{Taint, TaintEffect, first_untolerated};
+use crate::scheduling::affinity::{
     InclusionPolicy, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
-use crate::intern::Sym;
-use crate::labels::{LabelSelector, Labels};
-use crate::node::Node;
-use crate::pod::{HostPort, Pod};
-use crate::resources::ResourceName;
-use crate::snapshot::{Change, ClusterSnapshot, NodeId, NodeInfo};
-use crate::taints::{Taint, TaintEffect, first_untolerated};
+use crate::scheduling::snapshot::{Change, ClusterSnapshot, NodeId, NodeInfo};
 
 /// Why a pod does not fit a node (one variant per filter reason, Display = kube-scheduler text).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -971,9 +971,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::affinity::{NamespaceLabels, NodeSelector, NodeSelectorTerm};
-    use crate::labels::LabelSelector;
-    use crate::taints::TolerationOp;
+    use crate::model::labels::LabelSelector;
+    use crate::model::taints::TolerationOp;
+    use crate::scheduling::affinity::{NamespaceLabels, NodeSelector, NodeSelectorTerm};
     use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     fn one_node(node: Node) -> (ClusterSnapshot, NodeId) {

@@ -23,12 +23,12 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::affinity::NamespaceLabels;
-use crate::intern::Sym;
-use crate::labels::Labels;
-use crate::node::Node;
-use crate::pod::{HostPort, Pod};
-use crate::resources::Resources;
+use crate::model::intern::Sym;
+use crate::model::labels::Labels;
+use crate::model::node::Node;
+use crate::model::pod::{HostPort, Pod};
+use crate::model::resources::Resources;
+use crate::scheduling::affinity::NamespaceLabels;
 
 /// Index of a node in a snapshot. Stable while the node exists; may be reused after the node is
 /// removed or its fork reverted.

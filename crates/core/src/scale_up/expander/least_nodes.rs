@@ -39,7 +39,7 @@ impl Expander for LeastNodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expander::tests::opt;
+    use crate::scale_up::expander::tests::opt;
 
     #[test]
     fn keeps_the_options_with_fewest_nodes() {

@@ -58,7 +58,7 @@ impl Expander for LeastWaste {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expander::tests::{GIB, opt, with_req};
+    use crate::scale_up::expander::tests::{GIB, opt, with_req};
 
     #[test]
     fn score_is_idle_cpu_fraction_plus_idle_memory_fraction() {

@@ -26,8 +26,8 @@ use std::str::FromStr;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::node_group::NodeGroupId;
-use crate::resources::Resources;
+use crate::model::node_group::NodeGroupId;
+use crate::model::resources::Resources;
 
 pub use least_nodes::LeastNodes;
 pub use least_waste::{LeastWaste, waste_score};

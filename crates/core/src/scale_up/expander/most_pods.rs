@@ -31,7 +31,7 @@ impl Expander for MostPods {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expander::tests::opt;
+    use crate::scale_up::expander::tests::opt;
 
     #[test]
     fn keeps_the_options_with_most_pods_ties_included() {

@@ -22,7 +22,7 @@
 //! names.
 
 use super::{Expander, ExpanderName, ExpanderWarning, ExpansionOption, keep_min};
-use crate::resources::Resources;
+use crate::model::resources::Resources;
 
 /// Bytes of memory counted as one core-equivalent (4 GiB).
 pub const MEMORY_BYTES_PER_CORE_EQUIVALENT: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0;
@@ -97,7 +97,7 @@ impl Expander for Price {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expander::tests::{opt, with_price, with_req};
+    use crate::scale_up::expander::tests::{opt, with_price, with_req};
 
     #[test]
     fn score_is_cost_per_requested_core_equivalent() {

@@ -213,7 +213,7 @@ impl Expander for Priority<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expander::tests::opt;
+    use crate::scale_up::expander::tests::opt;
 
     const CONFIG: &str = "10:\n  - .*small.*\n50:\n  - ^big-a$\n  - big-b\n";
 

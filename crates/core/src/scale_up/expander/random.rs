@@ -27,7 +27,7 @@ impl Expander for Random {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expander::tests::opt;
+    use crate::scale_up::expander::tests::opt;
 
     #[test]
     fn keeps_everything() {
