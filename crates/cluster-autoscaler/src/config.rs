@@ -524,25 +524,13 @@ spec:
         assert_eq!(o.scale_up.pending.expendable_pods_priority_cutoff, -10);
         let l = &o.scale_up.limits;
         assert_eq!(l.max_nodes_total, 24);
-        assert_eq!(
-            l.cpu,
-            Range {
-                min: 8000,
-                max: 128_000
-            }
-        );
-        assert_eq!(
-            l.memory,
-            Range {
-                min: 4 * GIB,
-                max: 256 * GIB
-            }
-        );
+        assert_eq!(l.cpu, Range::new(8000, 128_000).unwrap());
+        assert_eq!(l.memory, Range::new(4 * GIB, 256 * GIB).unwrap());
         assert_eq!(l.gpus.len(), 2);
         assert_eq!(l.gpus[0].0.to_string(), "nvidia.com/gpu");
-        assert_eq!(l.gpus[0].1, Range { min: 0, max: 16 });
+        assert_eq!(l.gpus[0].1, Range::new(0, 16).unwrap());
         assert_eq!(l.gpus[1].0.to_string(), "amd.com/gpu");
-        assert_eq!(l.gpus[1].1, Range { min: 0, max: 4 });
+        assert_eq!(l.gpus[1].1, Range::new(0, 4).unwrap());
         let sd = &o.scale_down;
         assert!(sd.enabled);
         assert_eq!(sd.delay_after_add, Duration::from_secs(600));
@@ -709,17 +697,11 @@ spec:
         assert_eq!(a.scale_up.limits.max_nodes_total, 50);
         assert_eq!(o.verbosity, 2);
         assert!(!a.scale_down.enabled);
-        assert_eq!(
-            a.scale_up.limits.cpu,
-            Range {
-                min: 0,
-                max: 64_000
-            }
-        );
+        assert_eq!(a.scale_up.limits.cpu, Range::new(0, 64_000).unwrap());
         // From the file, where no flag was given.
         assert_eq!(a.scale_down.delay_after_delete, Duration::from_secs(300));
         assert_eq!(a.scale_down.utilization_threshold, 0.4);
-        assert_eq!(a.scale_up.limits.memory.max, 256 * GIB);
+        assert_eq!(a.scale_up.limits.memory.max(), 256 * GIB);
         // Neither: upstream's default.
         assert_eq!(a.scale_down.unready_time, Duration::from_secs(1200));
         assert_eq!(o.controller.scan_interval, Duration::from_secs(10));

@@ -1225,19 +1225,10 @@ mod tests {
         assert!(up.template.startup_taints.is_empty());
         assert_eq!(up.expander.to_string(), "least-waste");
         assert_eq!(up.limits.max_nodes_total, 0);
-        assert_eq!(
-            up.limits.cpu,
-            Range {
-                min: 0,
-                max: 320_000_000
-            }
-        );
+        assert_eq!(up.limits.cpu, Range::new(0, 320_000_000).unwrap());
         assert_eq!(
             up.limits.memory,
-            Range {
-                min: 0,
-                max: 6_400_000 * (1 << 30)
-            }
+            Range::new(0, 6_400_000 * (1 << 30)).unwrap()
         );
         assert!(up.limits.gpus.is_empty());
 
@@ -1393,24 +1384,12 @@ mod tests {
         assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.03);
         assert_eq!(up.template.startup_taints, ["b", "a"]);
         assert_eq!(up.limits.max_nodes_total, 24);
-        assert_eq!(
-            up.limits.cpu,
-            Range {
-                min: 8000,
-                max: 128_000
-            }
-        );
-        assert_eq!(
-            up.limits.memory,
-            Range {
-                min: 4 << 30,
-                max: 256 << 30
-            }
-        );
+        assert_eq!(up.limits.cpu, Range::new(8000, 128_000).unwrap());
+        assert_eq!(up.limits.memory, Range::new(4 << 30, 256 << 30).unwrap());
         assert_eq!(up.limits.gpus.len(), 2);
         assert_eq!(up.limits.gpus[0].0.to_string(), "nvidia.com/gpu");
-        assert_eq!(up.limits.gpus[0].1, Range { min: 0, max: 16 });
-        assert_eq!(up.limits.gpus[1].1, Range { min: 1, max: 4 });
+        assert_eq!(up.limits.gpus[0].1, Range::new(0, 16).unwrap());
+        assert_eq!(up.limits.gpus[1].1, Range::new(1, 4).unwrap());
         let d = &c.autoscaler.scale_down;
         assert!(!d.enabled);
         assert_eq!(

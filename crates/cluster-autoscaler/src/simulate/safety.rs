@@ -149,11 +149,11 @@ fn check_limits(
         ));
     }
     let cpu: i64 = nodes.iter().map(|n| n.capacity.cpu).sum::<i64>() + grown_cpu;
-    if cpu > limits.cpu.max {
+    if cpu > limits.cpu.max() {
         out.push(format!(
             "grown to {} cores, above the max {}",
             cpu / 1000,
-            limits.cpu.max / 1000
+            limits.cpu.max() / 1000
         ));
     }
 }

@@ -1147,7 +1147,7 @@ mod tests {
         assert_eq!(s.scan_interval, 5_000);
         assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
         assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
-        assert_eq!(s.options.scale_up.limits.cpu.max, 64_000);
+        assert_eq!(s.options.scale_up.limits.cpu.max(), 64_000);
     }
 
     /// The error of a scenario with one group (`group`: more fields of its flow mapping) and
@@ -1572,7 +1572,7 @@ mod tests {
         assert_eq!(d.unready_time, Duration::from_secs(1200), "default");
         assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
         let gpus: Vec<String> = (s.options.scale_up.limits.gpus.iter())
-            .map(|(name, r)| format!("{name}:{}:{}", r.min, r.max))
+            .map(|(name, r)| format!("{name}:{}:{}", r.min(), r.max()))
             .collect();
         assert_eq!(gpus, ["amd.com/gpu:0:1"], "a list given by a flag replaces");
         assert_eq!(s.scan_interval, 20_000);

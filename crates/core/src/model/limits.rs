@@ -49,13 +49,22 @@ pub enum LimitParseError {
     },
 }
 
-/// An inclusive range in the resource's unit (millicores, bytes, GPU count).
+/// A range that cannot be built: a negative bound, or min above max.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid range {min}:{max}: bounds must be non-negative with min <= max")]
+pub struct InvalidRange {
+    /// The rejected minimum.
+    pub min: i64,
+    /// The rejected maximum.
+    pub max: i64,
+}
+
+/// An inclusive range in the resource's unit (millicores, bytes, GPU count). Its bounds are
+/// private so that every range is valid: `0 <= min <= max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Range {
-    /// Minimum.
-    pub min: i64,
-    /// Maximum.
-    pub max: i64,
+    min: i64,
+    max: i64,
 }
 
 impl Range {
@@ -64,6 +73,24 @@ impl Range {
         min: 0,
         max: i64::MAX,
     };
+
+    /// A range `min..=max` in the resource's unit; rejects a negative bound or min above max.
+    pub fn new(min: i64, max: i64) -> Result<Range, InvalidRange> {
+        if min < 0 || min > max {
+            return Err(InvalidRange { min, max });
+        }
+        Ok(Range { min, max })
+    }
+
+    /// The minimum, inclusive.
+    pub fn min(&self) -> i64 {
+        self.min
+    }
+
+    /// The maximum, inclusive.
+    pub fn max(&self) -> i64 {
+        self.max
+    }
 
     fn parse_pair(text: &str, min: &str, max: &str, unit: i64) -> Result<Range, LimitParseError> {
         let syntax = || LimitParseError::Syntax {
@@ -426,6 +453,16 @@ mod tests {
             over.max_new_nodes(&small, &node(4), 1),
             (0, Some(LimitReached::Cores))
         );
+    }
+
+    #[test]
+    fn a_range_is_built_only_when_valid() {
+        let r = Range::new(2, 8).unwrap();
+        assert_eq!((r.min(), r.max()), (2, 8));
+        assert_eq!(Range::new(5, 5).unwrap().max(), 5);
+        assert_eq!(Range::new(9, 8), Err(InvalidRange { min: 9, max: 8 }));
+        assert_eq!(Range::new(-1, 8), Err(InvalidRange { min: -1, max: 8 }));
+        assert!(Range::new(0, -1).is_err());
     }
 
     #[test]

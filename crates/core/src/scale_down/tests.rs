@@ -1218,7 +1218,7 @@ fn check_plan(
     }
     // (d) the cores minimum.
     if !plan.deletions.is_empty() {
-        prop_assert!(cpu_after >= w.limits.cpu.min);
+        prop_assert!(cpu_after >= w.limits.cpu.min());
     }
     // (e) replaying the moves without the deleted nodes: every pod to move has a
     // destination that exists and fits it at that moment.

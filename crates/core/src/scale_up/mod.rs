@@ -1085,7 +1085,7 @@ mod tests {
         let mut case = Case::new(groups, pods("p", 2, 3000))
             .balanced()
             .expander(prefer("A"));
-        case.limits.memory.max = case.totals.memory + 32 * GI;
+        case.limits.memory = Range::new(0, case.totals.memory + 32 * GI).unwrap();
         let r = case.run();
         assert_eq!(deltas(&r), d(&[("A", 2)]));
         assert!(
@@ -1095,7 +1095,7 @@ mod tests {
         );
 
         // With room to spare, the split is even.
-        case.limits.memory.max = case.totals.memory + 64 * GI;
+        case.limits.memory = Range::new(0, case.totals.memory + 64 * GI).unwrap();
         assert_eq!(deltas(&case.run()), d(&[("A", 1), ("D", 1)]));
     }
 
@@ -1161,7 +1161,7 @@ mod tests {
             );
         }
         // 30 + 4 × 8 = 62 cores: within 64.
-        assert!(30_000 + 4 * 8000 <= case.limits.cpu.max);
+        assert!(30_000 + 4 * 8000 <= case.limits.cpu.max());
     }
 
     #[test]
@@ -1504,8 +1504,8 @@ mod tests {
 
     fn within(limits: &ResourceLimits, t: &ClusterTotals) -> bool {
         (limits.max_nodes_total == 0 || t.nodes <= limits.max_nodes_total)
-            && t.cpu <= limits.cpu.max
-            && t.memory <= limits.memory.max
+            && t.cpu <= limits.cpu.max()
+            && t.memory <= limits.memory.max()
     }
 
     proptest! {
@@ -1541,10 +1541,10 @@ mod tests {
                 .collect();
             let mut case = Case::new(groups, ps);
             if let Some(cores) = max_cores {
-                case.limits.cpu.max = cores * 1000;
+                case.limits.cpu = Range::new(0, cores * 1000).unwrap();
             }
             if let Some(gib) = max_mem_gib {
-                case.limits.memory.max = gib * GI;
+                case.limits.memory = Range::new(0, gib * GI).unwrap();
             }
             case.limits.max_nodes_total = max_nodes_total.unwrap_or(0);
             case.totals = ClusterTotals {
