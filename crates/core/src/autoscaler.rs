@@ -561,9 +561,7 @@ impl Autoscaler {
         budget: &mut dyn Budget,
     ) -> LoopOutcome {
         let state = self.cluster_state.update(view.nodes, view.provider, now_ms);
-        let mut actions = state.actions;
-        let mut events = state.events;
-        let status = state.status;
+        let (mut actions, mut events, status) = (state.actions, state.events, state.status);
         if !status.healthy {
             let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
             return LoopOutcome {
@@ -574,25 +572,46 @@ impl Autoscaler {
                 ..LoopOutcome::default()
             };
         }
+        let up = self.decide_scale_up(view, &status, now_ms, budget);
+        self.record_scale_up(&up.result, now_ms, &mut events);
+        let down =
+            self.decide_scale_down(view, controllers, in_flight, &status, &up, now_ms, budget);
+        actions.extend(scale_up_actions(&up.result));
+        actions.extend(scale_down_actions(&down, now_ms));
+        let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
+        LoopOutcome {
+            scale_up: up,
+            scale_down: down,
+            actions,
+            events,
+            status,
+            refused,
+        }
+    }
 
+    /// The loop's scale-up decision on the kept snapshot, for the view's unbound pods, counting
+    /// the upcoming nodes of `status` and skipping its blocked groups.
+    fn decide_scale_up(
+        &mut self,
+        view: &ClusterView<'_>,
+        status: &ClusterStatus,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+    ) -> ScaleUpDecision {
         let mut warnings = Vec::new();
         self.cache.sync(view, &mut warnings);
-        let SnapshotCache {
-            snapshot, outside, ..
-        } = &mut self.cache;
         // Only pods outside the snapshot (not bound) can be pending: the scale-up reads those.
         let pending_view = ClusterView {
-            pods: outside,
+            pods: &self.cache.outside,
             ..*view
         };
-        let opts = &self.options;
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
         let mut up = decide_scale_up_with_upcoming(
-            snapshot,
+            &mut self.cache.snapshot,
             &pending_view,
-            &opts.scale_up,
+            &self.options.scale_up,
             now_ms,
             &blocked,
             Some(&upcoming),
@@ -601,10 +620,16 @@ impl Autoscaler {
         );
         warnings.append(&mut up.warnings);
         up.warnings = warnings;
-        if !up.result.increases.is_empty() {
+        up
+    }
+
+    /// Remembers the scale-ups decided (they hold scale-down and count as upcoming) and
+    /// announces each with an event.
+    fn record_scale_up(&mut self, result: &ScaleUpResult, now_ms: i64, events: &mut Vec<Event>) {
+        if !result.increases.is_empty() {
             self.scale_down.record_scale_up(now_ms);
         }
-        for inc in &up.result.increases {
+        for inc in &result.increases {
             self.cluster_state
                 .record_scale_up(&inc.group, inc.delta, now_ms);
             events.push(Event {
@@ -617,8 +642,21 @@ impl Autoscaler {
                 warning: false,
             });
         }
+    }
 
-        // Nodes of unhealthy groups are left alone by scale-down too.
+    /// The loop's scale-down plan on a fork of the kept snapshot, with the pending pods that
+    /// fit existing nodes placed there, leaving the nodes of unhealthy groups alone.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_scale_down(
+        &mut self,
+        view: &ClusterView<'_>,
+        controllers: &dyn ControllerLookup,
+        in_flight: InFlight,
+        status: &ClusterStatus,
+        up: &ScaleUpDecision,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+    ) -> ScaleDownPlan {
         let hidden: Vec<bool> = status
             .groups
             .iter()
@@ -632,41 +670,24 @@ impl Autoscaler {
             provider: &provider,
             budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
             controllers,
-            limits: &opts.scale_up.limits,
+            limits: &self.options.scale_up.limits,
             totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
             in_flight,
         };
-        let scale_down = &mut self.scale_down;
+        let snapshot = &mut self.cache.snapshot;
+        let (scale_down, options) = (&mut self.scale_down, &self.options.scale_down);
         let down = snapshot.forked(|snapshot| {
             // Pending pods that fit existing nodes will land there: scale-down must see them
             // placed.
             let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
-            plan_scale_down(
-                snapshot,
-                scale_down,
-                input,
-                &opts.scale_down,
-                now_ms,
-                budget,
-            )
+            plan_scale_down(snapshot, scale_down, input, options, now_ms, budget)
         });
         // Every change above was made on forks and reverted: the snapshot is the view's again.
         debug_assert_eq!(snapshot.depth(), 0);
         if snapshot.depth() != 0 {
             self.cache.valid = false;
         }
-
-        actions.extend(scale_up_actions(&up.result));
-        actions.extend(scale_down_actions(&down, now_ms));
-        let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
-        LoopOutcome {
-            scale_up: up,
-            scale_down: down,
-            actions,
-            events,
-            status,
-            refused,
-        }
+        down
     }
 }
 
