@@ -32,7 +32,7 @@ use crate::scale_down::{
 use crate::scale_up::estimator::Budget;
 use crate::scale_up::expander::ExpanderChain;
 use crate::scale_up::pending::{self, PendingOptions, SetAside};
-use crate::scale_up::template::{TemplateOptions, build_template};
+use crate::scale_up::template::{GroupTemplate, NoTemplate, TemplateOptions, build_template};
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
@@ -160,35 +160,8 @@ pub fn decide_scale_up_with_upcoming(
     snapshot.forked(|snapshot| {
         let mut decision = ScaleUpDecision::default();
         let groups = view.provider.node_groups();
-
-        // Registered nodes per group, in view order (the first healthy one becomes the template),
-        // and how many of them have started (a node not started yet is still on its way).
-        let mut members: Vec<Vec<Sym>> = vec![Vec::new(); groups.len()];
-        let mut started = vec![0usize; groups.len()];
-        for node in view.nodes {
-            if let Some(g) = view
-                .provider
-                .node_group_of(node)
-                .filter(|&g| g < groups.len())
-            {
-                members[g].push(node.name);
-                if !is_not_started(node, now_ms) {
-                    started[g] += 1;
-                }
-            }
-        }
-        let templates: Vec<_> = groups
-            .iter()
-            .enumerate()
-            .map(|(g, group)| {
-                let infos: Vec<&NodeInfo> = members[g]
-                    .iter()
-                    .filter_map(|n| snapshot.node_by_name(*n))
-                    .collect();
-                build_template(group, &infos, view.daemonsets, &config.template)
-            })
-            .collect();
-
+        let members = GroupMembers::of(view, groups.len(), now_ms);
+        let templates = group_templates(snapshot, view, &members, &config.template);
         let mut totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
         // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
         decision.upcoming = groups
@@ -196,24 +169,17 @@ pub fn decide_scale_up_with_upcoming(
             .enumerate()
             .map(|(g, group)| match upcoming {
                 Some(u) => u.get(g).copied().unwrap_or(0),
-                None => group.target_size.saturating_sub(started[g]),
+                None => group.target_size.saturating_sub(members.started[g]),
             })
             .collect();
-        for (g, &n) in decision.upcoming.iter().enumerate() {
-            let Ok(t) = &templates[g] else { continue };
-            // Registered nodes are already in the totals, started or not.
-            let unregistered = groups[g].target_size.saturating_sub(members[g].len());
-            totals.add_node(&t.template.node, unregistered.min(n));
-            for i in 0..n {
-                add_upcoming_node(
-                    snapshot,
-                    &t.template.node,
-                    &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
-                    view.daemonsets,
-                    &mut decision.warnings,
-                );
-            }
-        }
+        add_upcoming_nodes(
+            snapshot,
+            view,
+            &members,
+            &templates,
+            &mut totals,
+            &mut decision,
+        );
 
         let selected = pending::select(view.pods, now_ms, &config.pending);
         decision.set_aside = selected.set_aside;
@@ -240,6 +206,78 @@ pub fn decide_scale_up_with_upcoming(
         decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
         decision
     })
+}
+
+/// The registered nodes of each group (by group index), in view order (the first healthy one
+/// becomes the template), and how many of them have started (a node not started yet is still
+/// on its way).
+struct GroupMembers {
+    names: Vec<Vec<Sym>>,
+    started: Vec<usize>,
+}
+
+impl GroupMembers {
+    fn of(view: &ClusterView<'_>, groups: usize, now_ms: i64) -> GroupMembers {
+        let mut members = GroupMembers {
+            names: vec![Vec::new(); groups],
+            started: vec![0; groups],
+        };
+        for node in view.nodes {
+            let Some(g) = view.provider.node_group_of(node).filter(|&g| g < groups) else {
+                continue;
+            };
+            members.names[g].push(node.name);
+            if !is_not_started(node, now_ms) {
+                members.started[g] += 1;
+            }
+        }
+        members
+    }
+}
+
+/// Each group's template, from its registered nodes in the snapshot or from the provider.
+fn group_templates(
+    snapshot: &ClusterSnapshot,
+    view: &ClusterView<'_>,
+    members: &GroupMembers,
+    options: &TemplateOptions,
+) -> Vec<Result<GroupTemplate, NoTemplate>> {
+    (view.provider.node_groups().iter().enumerate())
+        .map(|(g, group)| {
+            let infos: Vec<&NodeInfo> = members.names[g]
+                .iter()
+                .filter_map(|n| snapshot.node_by_name(*n))
+                .collect();
+            build_template(group, &infos, view.daemonsets, options)
+        })
+        .collect()
+}
+
+/// Adds `decision.upcoming` nodes of each group's template to the snapshot, and the
+/// unregistered ones among them to `totals` (registered nodes are already there, started or not).
+fn add_upcoming_nodes(
+    snapshot: &mut ClusterSnapshot,
+    view: &ClusterView<'_>,
+    members: &GroupMembers,
+    templates: &[Result<GroupTemplate, NoTemplate>],
+    totals: &mut ClusterTotals,
+    decision: &mut ScaleUpDecision,
+) {
+    let groups = view.provider.node_groups();
+    for (g, &n) in decision.upcoming.iter().enumerate() {
+        let Ok(t) = &templates[g] else { continue };
+        let unregistered = groups[g].target_size.saturating_sub(members.names[g].len());
+        totals.add_node(&t.template.node, unregistered.min(n));
+        for i in 0..n {
+            add_upcoming_node(
+                snapshot,
+                &t.template.node,
+                &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
+                view.daemonsets,
+                &mut decision.warnings,
+            );
+        }
+    }
 }
 
 /// Options of the whole loop.
