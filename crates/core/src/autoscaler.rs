@@ -421,8 +421,18 @@ impl SnapshotCache {
     fn update(&mut self, view: &ClusterView<'_>) -> Option<()> {
         self.generation += 1;
         let g = self.generation;
+        self.update_nodes(view, g)?;
+        let unordered = self.update_pods(view, g)?;
+        if self.namespaces != view.namespaces {
+            self.namespaces = view.namespaces.to_vec();
+            self.snapshot.set_namespace_labels(self.namespaces.clone());
+        }
+        self.restore_order(view, &unordered)
+    }
 
-        // Nodes: unchanged ones stay; changed and removed ones go with their pods.
+    /// Keeps the view's unchanged nodes (marked with generation `g`), removes changed and
+    /// removed ones with their pods, and adds new ones.
+    fn update_nodes(&mut self, view: &ClusterView<'_>, g: u64) -> Option<()> {
         let mut new_nodes = Vec::new();
         for n in view.nodes {
             match self.nodes.get_mut(&addr(n)) {
@@ -451,6 +461,13 @@ impl SnapshotCache {
             self.nodes.insert(addr(n), (n.clone(), id, g));
         }
 
+        Some(())
+    }
+
+    /// Keeps the view's unchanged pods (marked with generation `g`), removes the others and
+    /// adds new ones; collects the unbound ones in `outside`. Returns, per node id, whether its
+    /// pods may be out of view order.
+    fn update_pods(&mut self, view: &ClusterView<'_>, g: u64) -> Option<Vec<bool>> {
         // Pods: removed ones first (a replaced pod keeps its name), then new ones. Each node's
         // pods are in view order after every update; kept pods keep it while their relative
         // order in the view is unchanged (ranks increasing), and new pods appended to a node
@@ -505,12 +522,11 @@ impl SnapshotCache {
                 unordered[id.0 as usize] = true;
             }
         }
+        Some(unordered)
+    }
 
-        if self.namespaces != view.namespaces {
-            self.namespaces = view.namespaces.to_vec();
-            self.snapshot.set_namespace_labels(self.namespaces.clone());
-        }
-
+    /// Puts the nodes in view order, and the pods of each node marked `unordered` too.
+    fn restore_order(&mut self, view: &ClusterView<'_>, unordered: &[bool]) -> Option<()> {
         // Order: nodes as in the view, each node's pods as in the view.
         let ids: Vec<NodeId> = view
             .nodes
