@@ -15,12 +15,12 @@ use autoscaler_actuation::{Actuation, Informer};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::Action;
 use autoscaler_core::ObjectStore;
+use autoscaler_core::Unlimited;
 use autoscaler_core::autoscaler::build_snapshot;
 use autoscaler_core::model::duration::format_duration;
 use autoscaler_core::model::objects::read_objects;
 use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::scale_up::IncreaseReason;
-use autoscaler_core::scale_up::estimator::Unlimited;
 use autoscaler_core::scale_up::pending::is_unschedulable;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 

@@ -15,7 +15,7 @@
 //!   [`Event`]s and [`ClusterStatus`], the [`Outcome`]s of carried-out actions fed back through
 //!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and
 //!   what a loop is handed besides the view: the [`ControllerLookup`] of the drain rules, the
-//!   deletions [`InFlight`] and the [`Budget`] that bounds its simulations;
+//!   deletions [`InFlight`] and the [`Budget`] that bounds its simulations ([`Unlimited`]: none);
 //! - the provider view: [`CloudProvider`], [`NodeGroup`], [`NodeGroupId`], [`NodeGroupOptions`],
 //!   [`Instance`], [`InstanceState`], [`InstanceError`], [`InstanceErrorClass`];
 //! - the model: [`Node`], [`Pod`], [`Resources`], [`ResourceName`], [`Quantity`], [`Taint`],
@@ -79,14 +79,13 @@ pub use scale_down::{InFlight, ScaleDownOptions};
 pub use scale_up::ScaleUpOptions;
 pub use scale_up::expander::ExpanderChain;
 pub use scheduling::affinity::NamespaceLabels;
-pub use scheduling::budget::Budget;
+pub use scheduling::budget::{Budget, Unlimited};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::node_group::StaticProvider;
     use crate::scale_down::drain::NoControllerLookup;
-    use crate::scheduling::budget::Unlimited;
     use crate::testing::{GI, NodeBuilder};
     use std::sync::Arc;
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
+use autoscaler_core::Unlimited;
 use autoscaler_core::names::DELETE_UNREGISTERED;
-use autoscaler_core::scale_up::estimator::Unlimited;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};

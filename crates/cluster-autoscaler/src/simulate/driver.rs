@@ -18,12 +18,12 @@ use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
+use autoscaler_core::Unlimited;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::names::{
     CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
     SCALE_UP_TIMED_OUT,
 };
-use autoscaler_core::scale_up::estimator::Unlimited;
 use autoscaler_core::{ActionError, ErrorClass};
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_world::{FaultKind, Metrics, SimTime, World, WorldConfig, WorldError};
