@@ -128,8 +128,8 @@ fn run(seed: u64) -> Value {
     serde_json::from_str(&text).expect("report is JSON")
 }
 
-/// Runs `seeds` seeds on two threads and fails with every seed that broke an invariant.
-fn check(seeds: u64) {
+/// Runs `seeds` on two threads and fails with every seed that broke an invariant.
+fn check(seeds: &[u64]) {
     let started = std::time::Instant::now();
     let failures = std::sync::Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicU64::new(0);
@@ -137,10 +137,10 @@ fn check(seeds: u64) {
         for _ in 0..2 {
             scope.spawn(|| {
                 loop {
-                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if seed >= seeds {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&seed) = seeds.get(i as usize) else {
                         break;
-                    }
+                    };
                     let r = run(seed);
                     let safety = r["safety_violations"].as_u64().unwrap_or(u64::MAX);
                     let pdb = r["pdb_violations"].as_u64().unwrap_or(u64::MAX);
@@ -161,7 +161,8 @@ fn check(seeds: u64) {
     });
     let failures = failures.into_inner().unwrap();
     eprintln!(
-        "{seeds} seeds in {:.1}s, {} failing",
+        "{} seeds in {:.1}s, {} failing",
+        seeds.len(),
         started.elapsed().as_secs_f64(),
         failures.len()
     );
@@ -174,13 +175,21 @@ fn random_faults_never_break_the_safety_invariants() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(100);
-    check(seeds);
+    check(&(0..seeds).collect::<Vec<_>>());
+}
+
+/// Seeds beyond the default range that once found a defect, kept so it stays fixed.
+/// 229: a drain blocked by a budget kept a Machine deleting for half an hour; each later
+/// decrease let the set pick it again, which the world counted as a new careless deletion.
+#[test]
+fn seeds_that_once_failed_still_hold() {
+    check(&[229]);
 }
 
 #[test]
 #[ignore = "long: 2,000 seeds"]
 fn random_faults_never_break_the_safety_invariants_long() {
-    check(2_000);
+    check(&(0..2_000).collect::<Vec<_>>());
 }
 
 #[test]

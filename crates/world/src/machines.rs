@@ -431,7 +431,10 @@ impl Machines {
         } else if have > replicas {
             let excess = (have - replicas) as usize;
             for (k, _, marked, healthy) in members.into_iter().take(excess) {
-                if healthy && !marked {
+                // A Machine already on its way out is picked first and costs nothing new: a
+                // drain blocked by a budget keeps it here across later decreases.
+                let deleting = self.machines.get(&k).is_some_and(|m| m.deleting);
+                if healthy && !marked && !deleting {
                     self.record_unmarked(c.now, g, &k);
                 }
                 self.begin_machine_deletion(c, &k);
@@ -1131,6 +1134,33 @@ mod scenario_tests {
         w.advance(20_000);
         assert!(!w.node_names().contains(&m));
         assert!(!w.machines_of("capi", "workers").contains(&m));
+    }
+
+    #[test]
+    fn a_machine_whose_drain_is_blocked_is_not_deleted_again_by_a_later_decrease() {
+        let mut w = world(7);
+        w.add_node_group(&group("workers", 2)).unwrap();
+        w.advance(61_000);
+        w.add_replica_set(rs("web", 2, "3")).unwrap();
+        w.apply(pdb("web", "web", 2)).unwrap();
+        w.advance(2_000);
+        let machines = w.machines_of("capi", "workers");
+        // The unready one goes first; its drain is refused by the budget, so it stays.
+        let stuck = machines[1].clone();
+        w.set_node_ready(&stuck, false).unwrap();
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.set_node_ready(&stuck, true).unwrap();
+        w.advance(60_000);
+        assert_eq!(machine(&w, &stuck)["status"]["phase"], "Deleting");
+        assert!(w.unmarked_healthy_deletions().is_empty());
+        // Up and down again: the set still counts the stuck Machine, so it creates nothing,
+        // then picks the stuck one again. That is no new deletion of a healthy Machine.
+        w.set_replicas("capi", "workers", 2).unwrap();
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.advance(1);
+        assert_eq!(w.machines_of("capi", "workers").len(), 2);
+        assert!(machine(&w, &machines[0])["metadata"]["deletionTimestamp"].is_null());
+        assert!(w.unmarked_healthy_deletions().is_empty());
     }
 
     #[test]
