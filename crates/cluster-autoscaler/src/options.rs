@@ -211,7 +211,8 @@ pub struct ScaleUpArgs {
     /// Largest relative difference of memory capacity between similar groups [default: 0.015].
     #[arg(long, value_name = "RATIO", value_parser = non_negative)]
     pub memory_difference_ratio: Option<f64>,
-    /// A taint key a new node sheds once started (ignored in templates); repeatable.
+    /// A taint key of a node still starting: while a node carries it the node counts as not
+    /// ready, and templates leave it out; repeatable.
     #[arg(long, value_name = "KEY")]
     pub startup_taint: Vec<String>,
     /// Deprecated name of `--startup-taint`; repeatable.
@@ -229,6 +230,18 @@ pub struct ScaleUpArgs {
     /// GPUs of one type in the cluster, `type:min:max`; repeatable.
     #[arg(long, value_name = "TYPE:MIN:MAX")]
     pub gpu_total: Vec<String>,
+    /// A taint key that only reports a node's status: templates leave it out, the node still
+    /// counts as ready; repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub status_taint: Vec<String>,
+    /// Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated
+    /// or repeated [default: every scheduler].
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub allowed_scheduler_names: Vec<String>,
+    /// Pending pods of these schedulers count as unschedulable before the scheduler has marked
+    /// them, and scale-up does not wait for more new pods; comma-separated or repeated.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub bypassed_scheduler_names: Vec<String>,
 }
 
 /// Scale-down flags.
@@ -686,6 +699,12 @@ fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), Optio
         &mut up.pending.new_pod_scale_up_delay,
         a.new_pod_scale_up_delay,
     );
+    if !a.allowed_scheduler_names.is_empty() {
+        up.pending.allowed_schedulers = names_of(&a.allowed_scheduler_names);
+    }
+    if !a.bypassed_scheduler_names.is_empty() {
+        up.pending.bypassed_schedulers = names_of(&a.bypassed_scheduler_names);
+    }
     set(
         &mut up.scale_up.max_nodes_per_scale_up,
         a.max_nodes_per_scaleup,
@@ -715,12 +734,15 @@ fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), Optio
     );
     set(&mut bal.memory_difference_ratio, a.memory_difference_ratio);
     if !a.startup_taint.is_empty() || !a.ignore_taint.is_empty() {
-        up.template.startup_taints = a
+        up.template.taints.startup = a
             .ignore_taint
             .iter()
             .chain(&a.startup_taint)
             .cloned()
             .collect();
+    }
+    if !a.status_taint.is_empty() {
+        up.template.taints.status = a.status_taint.clone();
     }
     let lim = &mut up.limits;
     set(&mut lim.max_nodes_total, a.max_nodes_total);
@@ -738,7 +760,19 @@ fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), Optio
             lim.gpus.push((name, range));
         }
     }
+    // Readiness in the cluster state reads the same taints as the templates.
+    c.autoscaler.cluster_state.taints = c.autoscaler.scale_up.template.taints.clone();
     Ok(())
+}
+
+/// The names of a comma-separated list flag, trimmed, without empty items (`--x=a,,b` or
+/// `--x=` as pflag's string slices read them).
+fn names_of(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect()
 }
 
 fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
@@ -1222,7 +1256,7 @@ mod tests {
         assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.015);
         assert!(up.scale_up.balancing.ignored_labels.is_empty());
         assert!(up.scale_up.balancing.balancing_labels.is_empty());
-        assert!(up.template.startup_taints.is_empty());
+        assert!(up.template.taints.startup.is_empty());
         assert_eq!(up.expander.to_string(), "least-waste");
         assert_eq!(up.limits.max_nodes_total, 0);
         assert_eq!(up.limits.cpu, Range::new(0, 320_000_000).unwrap());
@@ -1265,6 +1299,38 @@ mod tests {
         assert_eq!(cs.backoff.initial, s(300));
         assert_eq!(cs.backoff.max, s(1800));
         assert_eq!(cs.backoff.reset_timeout, s(3 * 3600));
+    }
+
+    /// Startup, ignore and status taints reach templates and readiness alike; scheduler lists
+    /// read pflag's comma-separated syntax, repeated or not.
+    #[test]
+    fn taint_and_scheduler_flags_reach_templates_readiness_and_pending_pods() {
+        let o = build(&[
+            "--startup-taint=a",
+            "--ignore-taint=b",
+            "--status-taint=c",
+            "--status-taint",
+            "d",
+            "--allowed-scheduler-names=default-scheduler, volcano",
+            "--allowed-scheduler-names=kueue",
+            "--bypassed-scheduler-names=volcano,",
+        ])
+        .unwrap();
+        let a = &o.controller.autoscaler;
+        let taints = &a.scale_up.template.taints;
+        assert_eq!(taints.startup, ["b", "a"]);
+        assert_eq!(taints.status, ["c", "d"]);
+        assert_eq!(&a.cluster_state.taints, taints);
+        let p = &a.scale_up.pending;
+        assert_eq!(
+            p.allowed_schedulers,
+            ["default-scheduler", "volcano", "kueue"]
+        );
+        assert_eq!(p.bypassed_schedulers, ["volcano"]);
+        let d = build(&[]).unwrap().controller.autoscaler;
+        assert!(d.scale_up.pending.allowed_schedulers.is_empty());
+        assert!(d.scale_up.pending.bypassed_schedulers.is_empty());
+        assert_eq!(d.cluster_state.taints, Default::default());
     }
 
     #[test]
@@ -1382,7 +1448,7 @@ mod tests {
         assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.1);
         assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.2);
         assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.03);
-        assert_eq!(up.template.startup_taints, ["b", "a"]);
+        assert_eq!(up.template.taints.startup, ["b", "a"]);
         assert_eq!(up.limits.max_nodes_total, 24);
         assert_eq!(up.limits.cpu, Range::new(8000, 128_000).unwrap());
         assert_eq!(up.limits.memory, Range::new(4 << 30, 256 << 30).unwrap());

@@ -22,6 +22,7 @@ use crate::model::node::Node;
 use crate::model::node_group::{CloudProvider, NodeGroup};
 use crate::model::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::model::pod::Pod;
+use crate::model::taints::TaintConfig;
 use crate::names::HOSTNAME_LABEL;
 use crate::names::SCALED_UP_GROUP;
 use crate::outcome::Outcome;
@@ -160,7 +161,7 @@ pub fn decide_scale_up_with_upcoming(
     snapshot.forked(|snapshot| {
         let mut decision = ScaleUpDecision::default();
         let groups = view.provider.node_groups();
-        let members = GroupMembers::of(view, groups.len(), now_ms);
+        let members = GroupMembers::of(view, groups.len(), now_ms, &config.template.taints);
         let templates = group_templates(snapshot, view, &members, &config.template);
         let mut totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
         // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
@@ -181,8 +182,11 @@ pub fn decide_scale_up_with_upcoming(
             &mut decision,
         );
 
-        let selected = pending::select(view.pods, now_ms, &config.pending);
+        let exists = |n: Sym| snapshot.node_id(n).is_some();
+        let selected = pending::select_with(view.pods, now_ms, &config.pending, &exists);
         decision.set_aside = selected.set_aside;
+        // Pods waiting for a preemption take their nominated node's room first.
+        pending::place_nominated(snapshot, &decision.set_aside);
         let placement = pending::place_on_existing(snapshot, selected.eligible);
         decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
 
@@ -217,7 +221,12 @@ struct GroupMembers {
 }
 
 impl GroupMembers {
-    fn of(view: &ClusterView<'_>, groups: usize, now_ms: i64) -> GroupMembers {
+    fn of(
+        view: &ClusterView<'_>,
+        groups: usize,
+        now_ms: i64,
+        taints: &TaintConfig,
+    ) -> GroupMembers {
         let mut members = GroupMembers {
             names: vec![Vec::new(); groups],
             started: vec![0; groups],
@@ -227,7 +236,7 @@ impl GroupMembers {
                 continue;
             };
             members.names[g].push(node.name);
-            if !is_not_started(node, now_ms) {
+            if !is_not_started(node, now_ms, taints) {
                 members.started[g] += 1;
             }
         }
@@ -731,8 +740,9 @@ impl Autoscaler {
         let snapshot = &mut self.cache.snapshot;
         let (scale_down, options) = (&mut self.scale_down, &self.options.scale_down);
         let down = snapshot.forked(|snapshot| {
-            // Pending pods that fit existing nodes will land there: scale-down must see them
-            // placed.
+            // Pending pods that fit existing nodes will land there, and pods waiting for a
+            // preemption on their nominated node: scale-down must see them placed.
+            pending::place_nominated(snapshot, &up.set_aside);
             let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
             plan_scale_down(snapshot, scale_down, input, options, now_ms, budget)
         });
@@ -771,11 +781,12 @@ impl CloudProvider for HideGroups<'_> {
 /// (upstream's `MaxNodeStartupTime`, 15 minutes).
 pub const MAX_NODE_STARTUP_MS: i64 = 15 * 60 * 1000;
 
-/// Whether `node` has registered but not started yet: not Ready and created less than
-/// [`MAX_NODE_STARTUP_MS`] before `now_ms`. Such a node cannot take pods yet (the kubelet's
-/// `not-ready` taint) but is the answer to an earlier scale-up, so it counts as upcoming.
-pub fn is_not_started(node: &Node, now_ms: i64) -> bool {
-    !node.is_ready()
+/// Whether `node` has registered but not started yet: not Ready (or Ready with a startup taint
+/// of `taints`) and created less than [`MAX_NODE_STARTUP_MS`] before `now_ms`. Such a node
+/// cannot take pods yet (the kubelet's `not-ready` taint, or the startup taint) but is the answer
+/// to an earlier scale-up, so it counts as upcoming.
+pub fn is_not_started(node: &Node, now_ms: i64, taints: &TaintConfig) -> bool {
+    !taints.is_started_ready(node.is_ready(), &node.taints)
         && node
             .creation_ms
             .is_some_and(|c| now_ms < c.saturating_add(MAX_NODE_STARTUP_MS))
@@ -898,6 +909,45 @@ mod tests {
         let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
             .not_ready()
             .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule)
+            .with_provider_id("test:///n2")
+            .with(|n| n.creation_ms = Some(now - 60_000))
+            .arc();
+        let nodes = vec![group_node("n1", 4000), fresh];
+        let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
+        let pods = vec![busy, pending("p1", 3000)];
+        let p = provider(&["n1", "n2"], 2);
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let d = decide_scale_up(
+            &view,
+            &ScaleUpConfig::default(),
+            now,
+            &|_, _| None,
+            &mut rng,
+            &mut Unlimited,
+        );
+        assert!(d.result.increases.is_empty(), "{:?}", d.result.increases);
+        assert_eq!(d.upcoming, vec![1]);
+        assert_eq!(d.fit_existing.len(), 1);
+    }
+
+    /// A node that is Ready but still carries a startup taint has not started either: it
+    /// counts as upcoming (its template, without the taint, takes the pod) rather than as a
+    /// full node the pod cannot use, which would grow the group a second time.
+    #[test]
+    fn a_ready_node_with_a_startup_taint_still_counts_as_upcoming() {
+        use crate::model::taints::TaintEffect;
+        let now = 10 * 60 * 1000;
+        let key = "startup-taint.cluster-autoscaler.kubernetes.io/cni";
+        let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
+            .taint(key, "", TaintEffect::NoSchedule)
             .with_provider_id("test:///n2")
             .with(|n| n.creation_ms = Some(now - 60_000))
             .arc();

@@ -70,6 +70,9 @@ pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler
 pub const STARTUP_TAINT_PREFIX: &str = "startup-taint.cluster-autoscaler.kubernetes.io/";
 /// Older spelling of [`STARTUP_TAINT_PREFIX`], still honoured upstream.
 pub const IGNORE_TAINT_PREFIX: &str = "ignore-taint.cluster-autoscaler.kubernetes.io/";
+/// Prefix of taints that only report a node's status: left out of templates, the node still
+/// counts as ready.
+pub const STATUS_TAINT_PREFIX: &str = "status-taint.cluster-autoscaler.kubernetes.io/";
 
 // The priority expander's ConfigMap.
 

@@ -1496,6 +1496,19 @@ mod tests {
             &["--node-group-backoff-reset-timeout=1h"],
             None,
         ),
+        ("status-taint", "[d]", &["--status-taint=d"], None),
+        (
+            "allowed-scheduler-names",
+            "[default-scheduler, volcano]",
+            &["--allowed-scheduler-names=default-scheduler,volcano"],
+            None,
+        ),
+        (
+            "bypassed-scheduler-names",
+            "[volcano]",
+            &["--bypassed-scheduler-names=volcano"],
+            None,
+        ),
     ];
 
     /// The three sources give one configuration for one setting: a scenario's `options:`, the

@@ -29,6 +29,7 @@ use crate::model::node::Node;
 use crate::model::node_group::{
     CloudProvider, InstanceError, InstanceErrorClass, InstanceState, NodeGroup, NodeGroupId,
 };
+use crate::model::taints::TaintConfig;
 use crate::names::TO_BE_DELETED_TAINT;
 
 /// How long an issued deletion or target decrease is trusted to be under way before it is issued
@@ -50,6 +51,8 @@ pub struct ClusterStateOptions {
     pub max_total_unready_percentage: f64,
     /// Backoff durations.
     pub backoff: BackoffOptions,
+    /// Startup and status taints: a Ready node with a startup taint has not started yet.
+    pub taints: TaintConfig,
 }
 
 impl Default for ClusterStateOptions {
@@ -60,6 +63,7 @@ impl Default for ClusterStateOptions {
             ok_total_unready_count: 3,
             max_total_unready_percentage: 45.0,
             backoff: BackoffOptions::default(),
+            taints: TaintConfig::default(),
         }
     }
 }
@@ -234,7 +238,10 @@ enum NodeKind {
     BeingDeleted,
 }
 
-fn classify(node: &Node, now_ms: i64, startup_ms: i64) -> NodeKind {
+/// Where `node` stands at `now_ms`. A Ready node still carrying a startup taint counts as not
+/// ready, as upstream overrides its readiness: not started within the startup time (so it is
+/// still upcoming and its group is not grown again for the same pods), unready after it.
+fn classify(node: &Node, now_ms: i64, startup_ms: i64, taints: &TaintConfig) -> NodeKind {
     if node.deletion_ms.is_some()
         || node
             .taints
@@ -242,7 +249,7 @@ fn classify(node: &Node, now_ms: i64, startup_ms: i64) -> NodeKind {
             .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT)
     {
         NodeKind::BeingDeleted
-    } else if node.is_ready() {
+    } else if taints.is_started_ready(node.is_ready(), &node.taints) {
         NodeKind::Ready
     } else if node
         .creation_ms
@@ -368,7 +375,9 @@ impl ClusterState {
         let groups = provider.node_groups();
         self.backoff.remove_stale(now_ms);
         let startup_ms = ms(self.options.max_node_startup_time);
-        let (per_group, registered) = count_nodes(nodes, provider, now_ms, startup_ms, &mut out);
+        let taints = &self.options.taints;
+        let (per_group, registered) =
+            count_nodes(nodes, provider, (now_ms, startup_ms), taints, &mut out);
         self.judge_cluster_health(&mut out);
         let mut pass = Pass {
             now_ms,
@@ -682,8 +691,8 @@ impl GroupMemory {
 fn count_nodes(
     nodes: &[Arc<Node>],
     provider: &dyn CloudProvider,
-    now_ms: i64,
-    startup_ms: i64,
+    (now_ms, startup_ms): (i64, i64),
+    taints: &TaintConfig,
     out: &mut StateUpdate,
 ) -> (Vec<GroupReadiness>, FxHashSet<Arc<str>>) {
     let groups = provider.node_groups().len();
@@ -691,7 +700,7 @@ fn count_nodes(
     let mut registered: FxHashSet<Arc<str>> = FxHashSet::default();
     let status = &mut out.status;
     for node in nodes {
-        let kind = classify(node, now_ms, startup_ms);
+        let kind = classify(node, now_ms, startup_ms, taints);
         status.total_nodes += 1;
         let counts = |r: &mut GroupReadiness| match kind {
             NodeKind::Ready => r.ready += 1,
@@ -934,6 +943,49 @@ mod tests {
         assert!(u.status.groups[0].requests.is_empty());
         assert_eq!(u.status.groups[0].upcoming, 0);
         assert!(s.backoff.get(&id).is_none());
+    }
+
+    /// A Ready node still carrying a startup taint has not started: it is upcoming within the
+    /// startup time (no second scale-up for the same pods) and unready after it; a status
+    /// taint changes nothing.
+    #[test]
+    fn a_ready_node_with_a_startup_taint_is_not_started_then_unready() {
+        let opts = ClusterStateOptions {
+            taints: TaintConfig {
+                startup: vec!["example.com/warming".into()],
+                status: vec!["example.com/degraded".into()],
+            },
+            ..ClusterStateOptions::default()
+        };
+        let tainted = |name: &str, key: &str| {
+            NodeBuilder::new(name, 4000, 16 * GI)
+                .with_provider_id(&format!("test:///{name}"))
+                .taint(key, "", crate::model::taints::TaintEffect::NoSchedule)
+                .with(|n| n.creation_ms = Some(T0))
+                .arc()
+        };
+        let nodes = vec![
+            node("n1", true),
+            tainted("n2", "example.com/warming"),
+            tainted("n3", "startup-taint.cluster-autoscaler.kubernetes.io/cni"),
+            tainted("n4", "example.com/degraded"),
+        ];
+        let p = provider(&nodes, 4);
+        let mut s = ClusterState::new(opts.clone());
+        let u = s.update(&nodes, &p, T0 + MIN);
+        let g = &u.status.groups[0];
+        assert_eq!((g.readiness.ready, g.readiness.not_started), (2, 2));
+        assert_eq!(g.upcoming, 2);
+        assert_eq!((u.status.ready, u.status.not_started), (2, 2));
+        // Past the startup time they are unready and no longer upcoming.
+        let u = s.update(&nodes, &p, T0 + 16 * MIN);
+        let g = &u.status.groups[0];
+        assert_eq!((g.readiness.ready, g.readiness.unready), (2, 2));
+        assert_eq!(g.upcoming, 0);
+        // Without the flag only the prefixed key is a startup taint.
+        let mut s = ClusterState::default();
+        let u = s.update(&nodes, &p, T0 + MIN);
+        assert_eq!(u.status.groups[0].readiness.ready, 3);
     }
 
     #[test]

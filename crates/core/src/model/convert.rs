@@ -861,6 +861,9 @@ impl Pod {
                 .as_deref()
                 .filter(|n| !n.is_empty())
                 .map(Sym::new);
+            if let Some(name) = spec.scheduler_name.as_deref().filter(|n| !n.is_empty()) {
+                out.scheduler_name = Sym::new(name);
+            }
             out.node_selector = labels_of(spec.node_selector.as_ref());
             out.required_node_affinity = required_node_affinity(&ctx, spec)?;
             for (i, t) in spec.tolerations.iter().flatten().enumerate() {
@@ -928,6 +931,11 @@ impl Pod {
 
         if let Some(status) = pod.status.as_ref() {
             out.phase = phase_of(status.phase.as_deref());
+            out.nominated_node_name = status
+                .nominated_node_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .map(Sym::new);
             out.conditions = status
                 .conditions
                 .iter()
@@ -1704,14 +1712,14 @@ mod tests {
         let p = Pod::from_k8s(&api_pod(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u", "annotations": {"b": "2", "a": "1"},
                          "creationTimestamp": "1970-01-01T00:00:01Z"},
-            "spec": {"containers": [], "volumes": [
+            "spec": {"containers": [], "schedulerName": "batch-scheduler", "volumes": [
                 {"name": "host", "hostPath": {"path": "/var/log"}},
                 {"name": "scratch", "emptyDir": {}},
                 {"name": "disk", "emptyDir": {"medium": ""}},
                 {"name": "ram", "emptyDir": {"medium": "Memory"}},
                 {"name": "cfg", "configMap": {"name": "c"}},
             ]},
-            "status": {"phase": "Running", "conditions": [
+            "status": {"phase": "Running", "nominatedNodeName": "n7", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                  "lastTransitionTime": "1970-01-01T00:00:02Z"},
                 {"type": "Ready", "status": "True"},
@@ -1741,6 +1749,8 @@ mod tests {
             ]
         );
         assert_eq!(p.phase, PodPhase::Running);
+        assert_eq!(p.scheduler_name.as_str(), "batch-scheduler");
+        assert_eq!(p.nominated_node_name.map(Sym::as_str), Some("n7"));
         assert_eq!(
             p.conditions[0].reason.map(Sym::as_str),
             Some("Unschedulable")
@@ -1748,6 +1758,8 @@ mod tests {
         assert_eq!(p.conditions[0].last_transition_ms, Some(2000));
         assert_eq!(p.conditions[1].reason, None);
         let bare = Pod::from_k8s(&api_pod(json!({"metadata": {"name": "q"}}))).expect("valid");
+        assert_eq!(bare.scheduler_name.as_str(), "default-scheduler");
+        assert_eq!(bare.nominated_node_name, None);
         assert_eq!(
             bare,
             Pod::new("default", "q"),

@@ -128,6 +128,9 @@ pub struct Volume {
     pub local_storage: bool,
 }
 
+/// The scheduler of a pod that names none.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
 /// The compact pod view.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pod {
@@ -147,6 +150,11 @@ pub struct Pod {
     pub requests: Resources,
     /// `spec.nodeName`: the node the pod is bound (or nominated by name) to.
     pub node_name: Option<Sym>,
+    /// `spec.schedulerName` (the API's default, `default-scheduler`, when absent).
+    pub scheduler_name: Sym,
+    /// `status.nominatedNodeName`: the node kube-scheduler preempts lower-priority pods on to
+    /// make room for this pod.
+    pub nominated_node_name: Option<Sym>,
     /// `spec.nodeSelector` pairs, all of which must be node labels.
     pub node_selector: Labels,
     /// Required node affinity.
@@ -225,6 +233,8 @@ impl Pod {
                 ..Resources::default()
             },
             node_name: None,
+            scheduler_name: Sym::new(DEFAULT_SCHEDULER),
+            nominated_node_name: None,
             node_selector: Labels::new(),
             required_node_affinity: None,
             tolerations: Vec::new(),

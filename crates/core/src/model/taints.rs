@@ -3,6 +3,7 @@
 //! Only `NoSchedule` and `NoExecute` taints keep a pod off a node; `PreferNoSchedule` never does.
 
 use crate::model::intern::Sym;
+use crate::names::{IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX};
 
 /// A taint effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,6 +46,46 @@ pub struct Taint {
     pub value: Sym,
     /// Effect.
     pub effect: TaintEffect,
+}
+
+/// Which node taints are expected to go away (startup taints) or only report a status (status
+/// taints), from `--startup-taint` (and the deprecated `--ignore-taint`) and `--status-taint`,
+/// plus the key prefixes upstream honours without any flag.
+///
+/// A startup taint means the node has not finished starting: the node counts as not ready. A
+/// status taint only describes the node: it still counts as ready. Both are left out of node
+/// templates, so a new node is not expected to carry them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaintConfig {
+    /// Exact keys of startup taints.
+    pub startup: Vec<String>,
+    /// Exact keys of status taints.
+    pub status: Vec<String>,
+}
+
+impl TaintConfig {
+    /// Whether `key` is a startup taint (listed, or under a startup or ignore prefix).
+    pub fn is_startup(&self, key: &str) -> bool {
+        key.starts_with(STARTUP_TAINT_PREFIX)
+            || key.starts_with(IGNORE_TAINT_PREFIX)
+            || self.startup.iter().any(|k| k == key)
+    }
+
+    /// Whether `key` is a status taint (listed, or under the status prefix).
+    pub fn is_status(&self, key: &str) -> bool {
+        key.starts_with(STATUS_TAINT_PREFIX) || self.status.iter().any(|k| k == key)
+    }
+
+    /// The first startup taint of `taints`, if any.
+    pub fn startup_taint<'a>(&self, taints: &'a [Taint]) -> Option<&'a Taint> {
+        taints.iter().find(|t| self.is_startup(t.key.as_str()))
+    }
+
+    /// Whether a node with `taints` and Ready condition `ready` has started: Ready and without
+    /// a startup taint (upstream overrides such a node's readiness to not ready).
+    pub fn is_started_ready(&self, ready: bool, taints: &[Taint]) -> bool {
+        ready && self.startup_taint(taints).is_none()
+    }
 }
 
 /// Operator of a toleration.
@@ -159,5 +200,49 @@ mod tests {
         );
         let tols = [tol(Some("b"), TolerationOp::Exists, "", None)];
         assert!(first_untolerated(&taints, &tols).is_none());
+    }
+
+    #[test]
+    fn startup_and_status_taints_by_key_and_prefix() {
+        let cfg = TaintConfig {
+            startup: vec!["example.com/warming".into()],
+            status: vec!["example.com/degraded".into()],
+        };
+        for key in [
+            "example.com/warming",
+            "startup-taint.cluster-autoscaler.kubernetes.io/cni",
+            "ignore-taint.cluster-autoscaler.kubernetes.io/cni",
+        ] {
+            assert!(cfg.is_startup(key), "{key}");
+            assert!(!cfg.is_status(key), "{key}");
+        }
+        for key in [
+            "example.com/degraded",
+            "status-taint.cluster-autoscaler.kubernetes.io/gpu",
+        ] {
+            assert!(cfg.is_status(key), "{key}");
+            assert!(!cfg.is_startup(key), "{key}");
+        }
+        assert!(!cfg.is_startup("example.com/warming-up"));
+        assert!(!TaintConfig::default().is_startup("example.com/warming"));
+    }
+
+    #[test]
+    fn a_ready_node_with_a_startup_taint_has_not_started_but_a_status_taint_is_harmless() {
+        let cfg = TaintConfig::default();
+        let startup = [taint(
+            "startup-taint.cluster-autoscaler.kubernetes.io/cni",
+            "",
+            TaintEffect::NoSchedule,
+        )];
+        let status = [taint(
+            "status-taint.cluster-autoscaler.kubernetes.io/x",
+            "",
+            TaintEffect::NoSchedule,
+        )];
+        assert!(!cfg.is_started_ready(true, &startup));
+        assert!(cfg.is_started_ready(true, &status));
+        assert!(cfg.is_started_ready(true, &[]));
+        assert!(!cfg.is_started_ready(false, &[]));
     }
 }

@@ -1,10 +1,12 @@
 //! Pending pods: which pods may cause a scale-up, and which of them will run without one.
 //!
-//! Decides, for the pods kube-scheduler could not place, whether the autoscaler should act on
-//! them: expendable pods (priority below the cutoff) and pods younger than their scale-up delay
-//! are set aside with a reason; pods that fit on an existing node, or on a node already being
-//! provisioned, are placed there in the snapshot (so that two pods never count the same free
-//! space) and need no new node. It never changes anything outside the snapshot it is given.
+//! Decides, for the pods kube-scheduler could not place (and pods of a bypassed scheduler it has
+//! not processed yet), whether the autoscaler should act on them: pods of schedulers outside
+//! `--allowed-scheduler-names` are not looked at; expendable pods (priority below the cutoff),
+//! pods waiting for a preemption on their nominated node and pods younger than their scale-up
+//! delay are set aside with a reason; pods that fit on an existing node, or on a node already
+//! being provisioned, are placed there in the snapshot (so that two pods never count the same
+//! free space) and need no new node. It never changes anything outside the snapshot it is given.
 
 use crate::names::POD_SCALE_UP_DELAY_ANNOTATION;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use crate::model::duration::parse_duration;
+use crate::model::intern::Sym;
 use crate::model::pod::Pod;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
 
@@ -24,6 +27,12 @@ pub struct PendingOptions {
     pub expendable_pods_priority_cutoff: i32,
     /// `--new-pod-scale-up-delay`: pods younger than this are not acted on yet.
     pub new_pod_scale_up_delay: Duration,
+    /// `--allowed-scheduler-names`: when not empty, only pending pods of these schedulers are
+    /// acted on.
+    pub allowed_schedulers: Vec<String>,
+    /// `--bypassed-scheduler-names`: pending pods of these schedulers are acted on before the
+    /// scheduler has marked them unschedulable.
+    pub bypassed_schedulers: Vec<String>,
 }
 
 impl Default for PendingOptions {
@@ -31,7 +40,21 @@ impl Default for PendingOptions {
         PendingOptions {
             expendable_pods_priority_cutoff: -10,
             new_pod_scale_up_delay: Duration::ZERO,
+            allowed_schedulers: Vec::new(),
+            bypassed_schedulers: Vec::new(),
         }
+    }
+}
+
+impl PendingOptions {
+    /// Whether `pod` waits for a scheduler this autoscaler acts for: marked unschedulable by
+    /// kube-scheduler, or not processed yet by a bypassed scheduler; and of an allowed scheduler
+    /// when the allowed list is not empty.
+    pub fn is_pending(&self, pod: &Pod) -> bool {
+        let scheduler = pod.scheduler_name.as_str();
+        let allowed = self.allowed_schedulers.is_empty()
+            || self.allowed_schedulers.iter().any(|s| s == scheduler);
+        allowed && (is_unschedulable(pod) || is_unprocessed(pod, &self.bypassed_schedulers))
     }
 }
 
@@ -50,6 +73,12 @@ pub enum SetAside {
         /// When it becomes eligible, milliseconds since the Unix epoch.
         eligible_at_ms: i64,
     },
+    /// kube-scheduler is preempting lower-priority pods on this node for it: it counts as
+    /// placed there.
+    Nominated {
+        /// The nominated node.
+        node: Sym,
+    },
 }
 
 impl std::fmt::Display for SetAside {
@@ -66,6 +95,9 @@ impl std::fmt::Display for SetAside {
                     f,
                     "younger than its scale-up delay (eligible at {eligible_at_ms} ms)"
                 )
+            }
+            SetAside::Nominated { node } => {
+                write!(f, "waiting for preemption on its nominated node {node}")
             }
         }
     }
@@ -84,6 +116,26 @@ pub fn is_unschedulable(pod: &Pod) -> bool {
         })
 }
 
+/// Whether `pod` belongs to one of the `bypassed` schedulers and that scheduler has not processed
+/// it yet: not bound, not being deleted, not terminal, and no `PodScheduled` condition, or a
+/// `False` one without a reason (upstream's "scheduler unprocessed" pods).
+pub fn is_unprocessed(pod: &Pod, bypassed: &[String]) -> bool {
+    if !bypassed.iter().any(|s| s == pod.scheduler_name.as_str()) {
+        return false;
+    }
+    if pod.node_name.is_some() || pod.deletion_ms.is_some() || pod.is_terminal() {
+        return false;
+    }
+    match pod
+        .conditions
+        .iter()
+        .find(|c| c.type_.as_str() == "PodScheduled")
+    {
+        None => true,
+        Some(c) => c.status.as_str() == "False" && c.reason.is_none(),
+    }
+}
+
 /// Unschedulable pods split into those to act on and those set aside, with the reason.
 #[derive(Clone, Debug, Default)]
 pub struct Selected {
@@ -94,41 +146,76 @@ pub struct Selected {
 }
 
 /// Selects, among `pods`, the unschedulable ones and sets aside expendable and too-young pods.
-/// `now_ms` is the decision time (milliseconds since the Unix epoch).
+/// `now_ms` is the decision time (milliseconds since the Unix epoch). A nominated node is never
+/// known here: see [`select_with`].
 pub fn select<'a>(
     pods: impl IntoIterator<Item = &'a Arc<Pod>>,
     now_ms: i64,
     opts: &PendingOptions,
 ) -> Selected {
+    select_with(pods, now_ms, opts, &|_| false)
+}
+
+/// [`select`], where a pod whose `status.nominatedNodeName` is a node for which `node_exists`
+/// says yes is set aside as [`SetAside::Nominated`] (the caller places it there), as upstream
+/// does; with an unknown nominated node the pod is pending like any other.
+pub fn select_with<'a>(
+    pods: impl IntoIterator<Item = &'a Arc<Pod>>,
+    now_ms: i64,
+    opts: &PendingOptions,
+    node_exists: &dyn Fn(Sym) -> bool,
+) -> Selected {
     let mut out = Selected::default();
-    for pod in pods.into_iter().filter(|p| is_unschedulable(p)) {
-        if pod.priority < opts.expendable_pods_priority_cutoff {
-            let why = SetAside::Expendable {
-                priority: pod.priority,
-                cutoff: opts.expendable_pods_priority_cutoff,
-            };
-            out.set_aside.push((pod.clone(), why));
-            continue;
+    for pod in pods.into_iter().filter(|p| opts.is_pending(p)) {
+        match set_aside(pod, now_ms, opts, node_exists) {
+            Some(why) => out.set_aside.push((pod.clone(), why)),
+            None => out.eligible.push(pod.clone()),
         }
-        let mut delay = opts.new_pod_scale_up_delay;
-        if let Some(d) = pod
-            .annotation(POD_SCALE_UP_DELAY_ANNOTATION)
-            .and_then(|t| parse_duration(t).ok())
-        {
-            delay = delay.max(d);
-        }
-        if let Some(created) = pod.creation_ms {
-            let eligible_at_ms =
-                created.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
-            if now_ms < eligible_at_ms {
-                out.set_aside
-                    .push((pod.clone(), SetAside::TooYoung { eligible_at_ms }));
-                continue;
-            }
-        }
-        out.eligible.push(pod.clone());
     }
     out
+}
+
+/// Why a pending pod is not acted on now, if it is not: expendable first, then nominated, then
+/// too young.
+fn set_aside(
+    pod: &Pod,
+    now_ms: i64,
+    opts: &PendingOptions,
+    node_exists: &dyn Fn(Sym) -> bool,
+) -> Option<SetAside> {
+    if pod.priority < opts.expendable_pods_priority_cutoff {
+        return Some(SetAside::Expendable {
+            priority: pod.priority,
+            cutoff: opts.expendable_pods_priority_cutoff,
+        });
+    }
+    if let Some(node) = pod.nominated_node_name.filter(|&n| node_exists(n)) {
+        return Some(SetAside::Nominated { node });
+    }
+    let mut delay = opts.new_pod_scale_up_delay;
+    if let Some(d) = pod
+        .annotation(POD_SCALE_UP_DELAY_ANNOTATION)
+        .and_then(|t| parse_duration(t).ok())
+    {
+        delay = delay.max(d);
+    }
+    let created = pod.creation_ms?;
+    let eligible_at_ms =
+        created.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+    (now_ms < eligible_at_ms).then_some(SetAside::TooYoung { eligible_at_ms })
+}
+
+/// Adds every pod set aside as [`SetAside::Nominated`] to its nominated node in `snapshot`,
+/// without a fit check (its room is being made by preemption), so that it takes no other room
+/// and scale-down sees it there. Pods whose node is gone are skipped.
+pub fn place_nominated(snapshot: &mut ClusterSnapshot, set_aside: &[(Arc<Pod>, SetAside)]) {
+    for (pod, why) in set_aside {
+        if let SetAside::Nominated { node } = why
+            && let Some(id) = snapshot.node_id(*node)
+        {
+            let _ = snapshot.add_pod(pod.clone(), id);
+        }
+    }
 }
 
 /// The result of [`place_on_existing`].
@@ -265,6 +352,136 @@ mod tests {
         );
         let names: Vec<&str> = s.eligible.iter().map(|p| &*p.name).collect();
         assert_eq!(names, ["marked"]);
+    }
+
+    fn of_scheduler(name: &str, scheduler: &str) -> PodBuilder {
+        PodBuilder::new(name, 100, GI).with(|p| p.scheduler_name = Sym::new(scheduler))
+    }
+
+    fn names(pods: &[Arc<Pod>]) -> Vec<&str> {
+        pods.iter().map(|p| &*p.name).collect()
+    }
+
+    /// `--allowed-scheduler-names`: pending pods of other schedulers are not looked at.
+    #[test]
+    fn pods_of_schedulers_not_allowed_are_ignored() {
+        let default = unschedulable(PodBuilder::new("default", 100, GI));
+        let batch = unschedulable(of_scheduler("batch", "volcano"));
+        let other = unschedulable(of_scheduler("other", "my-scheduler"));
+        let pods = [&default, &batch, &other];
+        let all = select(pods, 0, &PendingOptions::default());
+        assert_eq!(names(&all.eligible), ["default", "batch", "other"]);
+        let opts = PendingOptions {
+            allowed_schedulers: vec!["default-scheduler".into(), "volcano".into()],
+            ..Default::default()
+        };
+        let s = select(pods, 0, &opts);
+        assert_eq!(names(&s.eligible), ["default", "batch"]);
+        assert!(s.set_aside.is_empty(), "ignored, not set aside");
+    }
+
+    /// `--bypassed-scheduler-names`: a pod of a bypassed scheduler counts before the scheduler
+    /// marks it, as long as the scheduler has not processed it.
+    #[test]
+    fn unprocessed_pods_of_bypassed_schedulers_are_pending() {
+        let fresh = of_scheduler("fresh", "volcano").arc();
+        let no_reason = of_scheduler("no-reason", "volcano")
+            .with(|p| {
+                p.conditions.push(crate::model::pod::PodCondition {
+                    type_: Sym::new("PodScheduled"),
+                    status: Sym::new("False"),
+                    reason: None,
+                    last_transition_ms: None,
+                })
+            })
+            .arc();
+        let gated = of_scheduler("gated", "volcano")
+            .with(|p| {
+                p.conditions.push(crate::model::pod::PodCondition {
+                    type_: Sym::new("PodScheduled"),
+                    status: Sym::new("False"),
+                    reason: Some(Sym::new("SchedulingGated")),
+                    last_transition_ms: None,
+                })
+            })
+            .arc();
+        let bound = of_scheduler("bound", "volcano").node_name("n1").arc();
+        let default_fresh = PodBuilder::new("default-fresh", 100, GI).arc();
+        let pods = [&fresh, &no_reason, &gated, &bound, &default_fresh];
+        assert!(
+            select(pods, 0, &PendingOptions::default())
+                .eligible
+                .is_empty()
+        );
+        let opts = PendingOptions {
+            bypassed_schedulers: vec!["volcano".into()],
+            ..Default::default()
+        };
+        let s = select(pods, 0, &opts);
+        assert_eq!(names(&s.eligible), ["fresh", "no-reason"]);
+        // Bypassing a scheduler not allowed changes nothing.
+        let opts = PendingOptions {
+            allowed_schedulers: vec!["default-scheduler".into()],
+            ..opts
+        };
+        assert!(select(pods, 0, &opts).eligible.is_empty());
+    }
+
+    /// A pod with a nominated node that exists is set aside and placed there without a fit
+    /// check; with an unknown node it is pending like any other; an expendable one stays
+    /// expendable.
+    #[test]
+    fn nominated_pods_count_as_placed_on_their_node() {
+        let nominated = |name: &str, node: &str, prio: i32| {
+            unschedulable(
+                PodBuilder::new(name, 3000, GI)
+                    .priority(prio)
+                    .with(|p| p.nominated_node_name = Some(Sym::new(node))),
+            )
+        };
+        let a = nominated("a", "n1", 100);
+        let gone = nominated("gone", "n9", 100);
+        let low = nominated("low", "n1", -20);
+        let mut snap = ClusterSnapshot::new();
+        let n1 = snap
+            .add_node(NodeBuilder::new("n1", 2000, 8 * GI).arc())
+            .unwrap();
+        let exists = |n: Sym| snap.node_id(n).is_some();
+        let s = select_with([&a, &gone, &low], 0, &PendingOptions::default(), &exists);
+        assert_eq!(names(&s.eligible), ["gone"]);
+        let why: Vec<_> = s.set_aside.iter().map(|(p, w)| (&*p.name, w)).collect();
+        assert_eq!(
+            why,
+            [
+                (
+                    "a",
+                    &SetAside::Nominated {
+                        node: Sym::new("n1")
+                    }
+                ),
+                (
+                    "low",
+                    &SetAside::Expendable {
+                        priority: -20,
+                        cutoff: -10
+                    }
+                ),
+            ]
+        );
+        place_nominated(&mut snap, &s.set_aside);
+        let placed: Vec<&str> = snap
+            .node(n1)
+            .unwrap()
+            .pods
+            .iter()
+            .map(|p| &*p.name)
+            .collect();
+        assert_eq!(placed, ["a"], "placed although 3 CPUs do not fit in 2");
+        // Without a view of the nodes, a nominated pod is an ordinary pending pod.
+        assert_eq!(
+            select([&a], 0, &PendingOptions::default()).eligible.len(),
+            1
+        );
     }
 
     #[test]

@@ -7,9 +7,7 @@
 //! runs. It never invents capacity: a group with neither a node nor a provider template has no
 //! template, and says so.
 
-use crate::names::{
-    DELETION_CANDIDATE_TAINT, IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, TO_BE_DELETED_TAINT,
-};
+use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use std::sync::Arc;
 
 use crate::model::daemonset::{DaemonSet, daemon_pods_for};
@@ -17,6 +15,7 @@ use crate::model::intern::Sym;
 use crate::model::node::{Node, NodeCondition};
 use crate::model::node_group::NodeGroup;
 use crate::model::pod::Pod;
+use crate::model::taints::TaintConfig;
 use crate::names::HOSTNAME_LABEL;
 use crate::scale_up::estimator::NodeTemplate;
 use crate::scheduling::snapshot::NodeInfo;
@@ -40,8 +39,10 @@ const CONDITION_TAINTS: &[&str] = &[
 /// Options of template building.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TemplateOptions {
-    /// `--startup-taint` (and the older `--ignore-taint`): taint keys a node sheds once started.
-    pub startup_taints: Vec<String>,
+    /// Startup taints (`--startup-taint`, the older `--ignore-taint`) and status taints
+    /// (`--status-taint`): both left out of templates; a node with a startup taint is no
+    /// template source (it has not started).
+    pub taints: TaintConfig,
 }
 
 /// Where a template came from.
@@ -70,10 +71,10 @@ pub struct GroupTemplate {
     pub source: TemplateSource,
 }
 
-/// Whether a node may serve as a template: Ready, not being deleted, not cordoned, not marked for
-/// deletion by the autoscaler.
-pub fn is_healthy_template_source(node: &Node) -> bool {
-    node.is_ready()
+/// Whether a node may serve as a template: Ready without a startup taint, not being deleted, not
+/// cordoned, not marked for deletion by the autoscaler.
+pub fn is_healthy_template_source(node: &Node, taints: &TaintConfig) -> bool {
+    taints.is_started_ready(node.is_ready(), &node.taints)
         && node.deletion_ms.is_none()
         && !node.unschedulable
         && !node
@@ -93,7 +94,7 @@ pub fn build_template(
     let name = template_name(group);
     let (node, mirror_pods, source) = match group_nodes
         .iter()
-        .find(|n| is_healthy_template_source(&n.node))
+        .find(|n| is_healthy_template_source(&n.node, &opts.taints))
     {
         Some(info) => {
             let mirrors: Vec<&Arc<Pod>> = info
@@ -158,10 +159,9 @@ pub fn sanitize(node: &Node, name: &str, opts: &TemplateOptions) -> Node {
         let key = t.key.as_str();
         key != TO_BE_DELETED_TAINT
             && key != DELETION_CANDIDATE_TAINT
-            && !key.starts_with(STARTUP_TAINT_PREFIX)
-            && !key.starts_with(IGNORE_TAINT_PREFIX)
             && !CONDITION_TAINTS.contains(&key)
-            && !opts.startup_taints.iter().any(|s| s == key)
+            && !opts.taints.is_startup(key)
+            && !opts.taints.is_status(key)
     });
     n
 }
@@ -188,28 +188,40 @@ mod tests {
             .label("pool", "general")
             .taint(TO_BE_DELETED_TAINT, "", TaintEffect::NoSchedule)
             .arc();
-        let good2 = NodeBuilder::new("ng1-b", 4000, 16 * GI)
+        // Still starting: a startup taint makes it no template source.
+        let warming = NodeBuilder::new("ng1-warming", 4000, 16 * GI)
             .label("pool", "general")
-            .taint(DELETION_CANDIDATE_TAINT, "", TaintEffect::PreferNoSchedule)
             .taint(
                 "startup-taint.cluster-autoscaler.kubernetes.io/cni",
                 "",
                 TaintEffect::NoSchedule,
             )
-            .taint("example.com/warming", "", TaintEffect::NoSchedule)
+            .arc();
+        let good2 = NodeBuilder::new("ng1-b", 4000, 16 * GI)
+            .label("pool", "general")
+            .taint(DELETION_CANDIDATE_TAINT, "", TaintEffect::PreferNoSchedule)
+            .taint(
+                "status-taint.cluster-autoscaler.kubernetes.io/gpu-degraded",
+                "",
+                TaintEffect::NoSchedule,
+            )
+            .taint("example.com/degraded", "", TaintEffect::NoSchedule)
             .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute)
             .taint("dedicated", "batch", TaintEffect::NoSchedule)
             .arc();
-        for n in [sick, good, good2] {
+        for n in [sick, good, warming, good2] {
             snap.add_node(n).unwrap();
         }
-        let ids: Vec<_> = ["ng1-sick", "ng1-a", "ng1-b"]
+        let ids: Vec<_> = ["ng1-sick", "ng1-a", "ng1-warming", "ng1-b"]
             .iter()
             .map(|n| info_of(&snap, n))
             .collect();
         let refs: Vec<&NodeInfo> = ids.iter().collect();
         let opts = TemplateOptions {
-            startup_taints: vec!["example.com/warming".into()],
+            taints: TaintConfig {
+                startup: vec!["example.com/warming".into()],
+                status: vec!["example.com/degraded".into()],
+            },
         };
         let t = build_template(
             &NodeGroup::new("MachineDeployment/ns/ng1", 0, 5, 3),
@@ -218,7 +230,8 @@ mod tests {
             &opts,
         )
         .unwrap();
-        // ng1-sick is cordoned and ng1-a is being deleted: ng1-b is the source.
+        // ng1-sick is cordoned, ng1-a is being deleted and ng1-warming has not started: ng1-b
+        // is the source, without its status taints.
         assert_eq!(t.source, TemplateSource::Node(Sym::new("ng1-b")));
         let node = &t.template.node;
         assert_eq!(
@@ -233,6 +246,41 @@ mod tests {
         let taints: Vec<&str> = node.taints.iter().map(|t| t.key.as_str()).collect();
         assert_eq!(taints, ["dedicated"]);
         assert!(node.is_ready() && !node.unschedulable && node.provider_id.is_none());
+    }
+
+    #[test]
+    fn startup_and_status_taints_of_a_provider_template_are_left_out() {
+        let mut g = NodeGroup::new("ng0", 0, 5, 0);
+        g.template = Some(
+            NodeBuilder::new("whatever", 8000, 32 * GI)
+                .taint("example.com/warming", "", TaintEffect::NoSchedule)
+                .taint(
+                    "ignore-taint.cluster-autoscaler.kubernetes.io/x",
+                    "",
+                    TaintEffect::NoSchedule,
+                )
+                .taint("example.com/degraded", "", TaintEffect::NoSchedule)
+                .taint("gpu", "true", TaintEffect::NoSchedule)
+                .arc(),
+        );
+        let opts = TemplateOptions {
+            taints: TaintConfig {
+                startup: vec!["example.com/warming".into()],
+                status: vec!["example.com/degraded".into()],
+            },
+        };
+        let t = build_template(&g, &[], &[], &opts).unwrap();
+        let taints: Vec<&str> = t
+            .template
+            .node
+            .taints
+            .iter()
+            .map(|t| t.key.as_str())
+            .collect();
+        assert_eq!(taints, ["gpu"]);
+        // Without the flags only the prefixed key goes.
+        let t = build_template(&g, &[], &[], &TemplateOptions::default()).unwrap();
+        assert_eq!(t.template.node.taints.len(), 3);
     }
 
     #[test]
