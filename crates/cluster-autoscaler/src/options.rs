@@ -144,6 +144,16 @@ pub struct RunArgs {
     /// Upstream flags accepted without effect.
     #[command(flatten)]
     pub no_effect: NoEffectArgs,
+    /// `/health-check` fails when no loop succeeded this long after this replica started
+    /// running loops [default: 20m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub max_startup_time: Option<Duration>,
+    /// Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`,
+    /// `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`)
+    /// [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub emit_per_nodegroup_metrics: Option<bool>,
 }
 
 /// The flags that set how the autoscaler decides and acts, rather than how the live process
@@ -652,6 +662,11 @@ impl RunOptions {
         }
         set(&mut c.max_inactivity, args.max_inactivity);
         set(&mut c.max_failing_time, args.max_failing_time);
+        set(&mut c.max_startup_time, args.max_startup_time);
+        set(
+            &mut c.emit_per_nodegroup_metrics,
+            args.emit_per_nodegroup_metrics,
+        );
         c.identity = identity(env);
 
         if let Some(scenario) = scenario {
@@ -882,6 +897,7 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
     let positive = [
         ("max-inactivity", c.max_inactivity),
         ("max-failing-time", c.max_failing_time),
+        ("max-startup-time", c.max_startup_time),
         ("max-pod-eviction-time", c.max_pod_eviction_time),
         ("leader-elect-lease-duration", c.lease_duration),
         ("leader-elect-renew-deadline", c.renew_deadline),
@@ -1331,6 +1347,24 @@ mod tests {
         assert!(d.scale_up.pending.allowed_schedulers.is_empty());
         assert!(d.scale_up.pending.bypassed_schedulers.is_empty());
         assert_eq!(d.cluster_state.taints, Default::default());
+    }
+
+    #[test]
+    fn health_and_metrics_flags_reach_the_controller() {
+        let d = build(&[]).unwrap().controller;
+        assert_eq!(d.max_startup_time, s(1200));
+        assert!(!d.emit_per_nodegroup_metrics);
+        let c = build(&["--max-startup-time=30m", "--emit-per-nodegroup-metrics"])
+            .unwrap()
+            .controller;
+        assert_eq!(c.max_startup_time, s(1800));
+        assert!(c.emit_per_nodegroup_metrics);
+        let c = build(&["--emit-per-nodegroup-metrics=false"])
+            .unwrap()
+            .controller;
+        assert!(!c.emit_per_nodegroup_metrics);
+        let e = build(&["--max-startup-time=0s"]).unwrap_err().to_string();
+        assert!(e.contains("--max-startup-time"), "{e}");
     }
 
     #[test]

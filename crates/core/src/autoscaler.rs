@@ -157,6 +157,25 @@ pub fn decide_scale_up_with_upcoming(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
+    let mut timer = Timer::off();
+    decide_scale_up_timed(
+        snapshot, view, config, now_ms, blocked, upcoming, rng, budget, &mut timer,
+    )
+}
+
+/// [`decide_scale_up_with_upcoming`], timing its `filterOutSchedulable` and `scaleUp` phases.
+#[allow(clippy::too_many_arguments)]
+fn decide_scale_up_timed(
+    snapshot: &mut ClusterSnapshot,
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    upcoming: Option<&[usize]>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+    timer: &mut Timer<'_>,
+) -> ScaleUpDecision {
     // Upcoming nodes and pending placements are simulated on a fork that is never kept.
     snapshot.forked(|snapshot| {
         let mut decision = ScaleUpDecision::default();
@@ -182,6 +201,7 @@ pub fn decide_scale_up_with_upcoming(
             &mut decision,
         );
 
+        let filter_start = timer.start();
         let exists = |n: Sym| snapshot.node_id(n).is_some();
         let selected = pending::select_with(view.pods, now_ms, &config.pending, &exists);
         decision.set_aside = selected.set_aside;
@@ -189,6 +209,7 @@ pub fn decide_scale_up_with_upcoming(
         pending::place_nominated(snapshot, &decision.set_aside);
         let placement = pending::place_on_existing(snapshot, selected.eligible);
         decision.fit_existing = placement.placed.into_iter().map(|(p, _)| p).collect();
+        timer.stop(Phase::FilterOutSchedulable, filter_start);
 
         let inputs: Vec<GroupInput<'_>> = groups
             .iter()
@@ -207,9 +228,72 @@ pub fn decide_scale_up_with_upcoming(
             totals,
             expander: &config.expander,
         };
+        let scale_up_start = timer.start();
         decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
+        timer.stop(Phase::ScaleUp, scale_up_start);
         decision
     })
+}
+
+/// A phase of one loop, named as upstream labels `function_duration_seconds{function}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The cluster state's update (readiness, requests, health, backoff).
+    UpdateClusterState,
+    /// Setting aside pending pods and placing those that fit existing or upcoming nodes.
+    FilterOutSchedulable,
+    /// The scale-up proper: estimation and expanders for the pods left.
+    ScaleUp,
+    /// Finding the unneeded nodes and choosing removals (part of `ScaleDown`).
+    FindUnneeded,
+    /// The whole scale-down decision.
+    ScaleDown,
+}
+
+impl Phase {
+    /// Upstream's label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::UpdateClusterState => "updateClusterState",
+            Phase::FilterOutSchedulable => "filterOutSchedulable",
+            Phase::ScaleUp => "scaleUp",
+            Phase::FindUnneeded => "findUnneeded",
+            Phase::ScaleDown => "scaleDown",
+        }
+    }
+}
+
+/// A monotonic clock the shell hands to [`Autoscaler::run_once_timed`] to time the phases of a
+/// loop: the core reads it only to measure itself, never to decide.
+pub trait PhaseClock {
+    /// Time since an origin of the caller's choosing; never decreases.
+    fn elapsed(&self) -> std::time::Duration;
+}
+
+/// Records phase durations when it has a clock; records nothing without one.
+struct Timer<'c> {
+    clock: Option<&'c dyn PhaseClock>,
+    phases: Vec<(Phase, std::time::Duration)>,
+}
+
+impl<'c> Timer<'c> {
+    fn off() -> Timer<'c> {
+        Timer {
+            clock: None,
+            phases: Vec::new(),
+        }
+    }
+
+    fn start(&self) -> Option<std::time::Duration> {
+        self.clock.map(|c| c.elapsed())
+    }
+
+    fn stop(&mut self, phase: Phase, start: Option<std::time::Duration>) {
+        if let (Some(clock), Some(start)) = (self.clock, start) {
+            self.phases
+                .push((phase, clock.elapsed().saturating_sub(start)));
+        }
+    }
 }
 
 /// The registered nodes of each group (by group index), in view order (the first healthy one
@@ -320,6 +404,9 @@ pub struct LoopOutcome {
     /// Actions the final safety check refused (each one a bug of an earlier phase): they are
     /// not in `actions`.
     pub refused: Vec<crate::safety::Refused>,
+    /// How long each phase took, in order, when the loop was given a clock
+    /// ([`Autoscaler::run_once_timed`]); empty otherwise.
+    pub phases: Vec<(Phase, std::time::Duration)>,
 }
 
 /// The autoscaler: options plus the state kept between loops.
@@ -623,7 +710,38 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
     ) -> LoopOutcome {
+        self.run_loop(view, controllers, in_flight, now_ms, budget, Timer::off())
+    }
+
+    /// [`Autoscaler::run_once`], timing its phases with `clock` into [`LoopOutcome::phases`].
+    pub fn run_once_timed(
+        &mut self,
+        view: &ClusterView<'_>,
+        controllers: &dyn ControllerLookup,
+        in_flight: InFlight,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+        clock: &dyn PhaseClock,
+    ) -> LoopOutcome {
+        let timer = Timer {
+            clock: Some(clock),
+            phases: Vec::new(),
+        };
+        self.run_loop(view, controllers, in_flight, now_ms, budget, timer)
+    }
+
+    fn run_loop(
+        &mut self,
+        view: &ClusterView<'_>,
+        controllers: &dyn ControllerLookup,
+        in_flight: InFlight,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+        mut timer: Timer<'_>,
+    ) -> LoopOutcome {
+        let state_start = timer.start();
         let state = self.cluster_state.update(view.nodes, view.provider, now_ms);
+        timer.stop(Phase::UpdateClusterState, state_start);
         let (mut actions, mut events, status) = (state.actions, state.events, state.status);
         if !status.healthy {
             let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
@@ -632,13 +750,23 @@ impl Autoscaler {
                 events,
                 status,
                 refused,
+                phases: timer.phases,
                 ..LoopOutcome::default()
             };
         }
-        let up = self.decide_scale_up(view, &status, now_ms, budget);
+        let up = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
         self.record_scale_up(&up.result, now_ms, &mut events);
-        let down =
-            self.decide_scale_down(view, controllers, in_flight, &status, &up, now_ms, budget);
+        let down_start = timer.start();
+        let down = self.decide_scale_down(
+            view,
+            controllers,
+            in_flight,
+            (&status, &up),
+            now_ms,
+            budget,
+            &mut timer,
+        );
+        timer.stop(Phase::ScaleDown, down_start);
         actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
         let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
@@ -649,6 +777,7 @@ impl Autoscaler {
             events,
             status,
             refused,
+            phases: timer.phases,
         }
     }
 
@@ -660,6 +789,7 @@ impl Autoscaler {
         status: &ClusterStatus,
         now_ms: i64,
         budget: &mut dyn Budget,
+        timer: &mut Timer<'_>,
     ) -> ScaleUpDecision {
         let mut warnings = Vec::new();
         self.cache.sync(view, &mut warnings);
@@ -671,7 +801,7 @@ impl Autoscaler {
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
-        let mut up = decide_scale_up_with_upcoming(
+        let mut up = decide_scale_up_timed(
             &mut self.cache.snapshot,
             &pending_view,
             &self.options.scale_up,
@@ -680,6 +810,7 @@ impl Autoscaler {
             Some(&upcoming),
             &mut self.rng,
             budget,
+            timer,
         );
         warnings.append(&mut up.warnings);
         up.warnings = warnings;
@@ -715,10 +846,10 @@ impl Autoscaler {
         view: &ClusterView<'_>,
         controllers: &dyn ControllerLookup,
         in_flight: InFlight,
-        status: &ClusterStatus,
-        up: &ScaleUpDecision,
+        (status, up): (&ClusterStatus, &ScaleUpDecision),
         now_ms: i64,
         budget: &mut dyn Budget,
+        timer: &mut Timer<'_>,
     ) -> ScaleDownPlan {
         let hidden: Vec<bool> = status
             .groups
@@ -744,7 +875,10 @@ impl Autoscaler {
             // preemption on their nominated node: scale-down must see them placed.
             pending::place_nominated(snapshot, &up.set_aside);
             let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
-            plan_scale_down(snapshot, scale_down, input, options, now_ms, budget)
+            let start = timer.start();
+            let plan = plan_scale_down(snapshot, scale_down, input, options, now_ms, budget);
+            timer.stop(Phase::FindUnneeded, start);
+            plan
         });
         // Every change above was made on forks and reverted: the snapshot is the view's again.
         debug_assert_eq!(snapshot.depth(), 0);
@@ -1093,6 +1227,71 @@ mod loop_tests {
             now,
             &mut Unlimited,
         )
+    }
+
+    /// A clock that moves one millisecond every time it is read.
+    struct Ticking(std::cell::Cell<u64>);
+
+    impl PhaseClock for Ticking {
+        fn elapsed(&self) -> std::time::Duration {
+            let t = self.0.get() + 1;
+            self.0.set(t);
+            std::time::Duration::from_millis(t)
+        }
+    }
+
+    /// The phases are timed with the clock given, in loop order under upstream's labels, the
+    /// scale-down one spanning its unneeded search; without a clock nothing is recorded and the
+    /// decision is the same.
+    #[test]
+    fn a_timed_loop_reports_its_phases_in_order() {
+        let (nodes, p) = cluster(&["n1", "n2"], 2);
+        let pods: Vec<Arc<Pod>> = (0..3)
+            .map(|i| {
+                PodBuilder::new(&format!("p{i}"), 3000, GI)
+                    .unschedulable()
+                    .arc()
+            })
+            .collect();
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+        };
+        let clock = Ticking(std::cell::Cell::new(0));
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let timed = a.run_once_timed(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            0,
+            &mut Unlimited,
+            &clock,
+        );
+        let labels: Vec<&str> = timed.phases.iter().map(|(ph, _)| ph.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "updateClusterState",
+                "filterOutSchedulable",
+                "scaleUp",
+                "findUnneeded",
+                "scaleDown"
+            ]
+        );
+        assert!(timed.phases.iter().all(|(_, d)| !d.is_zero()));
+        let (find, down) = (timed.phases[3].1, timed.phases[4].1);
+        assert!(
+            down > find,
+            "scaleDown {down:?} spans findUnneeded {find:?}"
+        );
+        let mut b = Autoscaler::new(AutoscalerOptions::default());
+        let plain = run(&mut b, &nodes, &pods, &p, 0);
+        assert!(plain.phases.is_empty());
+        assert_eq!(plain.actions, timed.actions);
     }
 
     #[test]

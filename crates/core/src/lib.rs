@@ -55,7 +55,9 @@ pub mod yaml_depth;
 
 // The front door: the small API the shells use.
 pub use actions::{Action, PodRef};
-pub use autoscaler::{Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, ScaleUpConfig};
+pub use autoscaler::{
+    Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, Phase, PhaseClock, ScaleUpConfig,
+};
 pub use cluster_state::backoff::BackoffOptions;
 pub use cluster_state::{ClusterStateOptions, ClusterStatus, Event};
 pub use model::daemonset::DaemonSet;

@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::Unlimited;
+use autoscaler_core::model::node_group::NodeGroupId;
 use autoscaler_core::names::DELETE_UNREGISTERED;
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
+use autoscaler_core::scale_up::pending::is_unprocessed;
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, PhaseClock, Sym};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -25,7 +27,7 @@ use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_tot
 use crate::execute::Executor;
 use crate::health::Health;
 use crate::leader::{self, LeaderConfig};
-use crate::metrics::{FailedScaleUpReason, Metrics, ScaleDownReason};
+use crate::metrics::{FailedScaleUpReason, GpuLabels, Metrics, ScaleDownReason};
 use crate::status::{Transitions, status_time, status_yaml, write_status};
 use crate::watch::WatchConfig;
 use autoscaler_actuation::Informer;
@@ -67,6 +69,11 @@ pub struct ControllerConfig {
     pub max_inactivity: Duration,
     /// `--max-failing-time` (15m): `/health-check` fails when loops failed for this long.
     pub max_failing_time: Duration,
+    /// `--max-startup-time` (20m): `/health-check` fails when no loop succeeded this long after
+    /// this replica started running loops.
+    pub max_startup_time: Duration,
+    /// `--emit-per-nodegroup-metrics` (false): expose the per-node-group gauges.
+    pub emit_per_nodegroup_metrics: bool,
     /// `--max-pod-eviction-time` (2m): how long a drain retries evictions refused by a budget.
     pub max_pod_eviction_time: Duration,
 }
@@ -91,6 +98,8 @@ impl Default for ControllerConfig {
             status_config_map_name: "cluster-autoscaler-status".into(),
             max_inactivity: Duration::from_secs(600),
             max_failing_time: Duration::from_secs(900),
+            max_startup_time: crate::health::DEFAULT_MAX_STARTUP_TIME,
+            emit_per_nodegroup_metrics: false,
             max_pod_eviction_time: Duration::from_secs(120),
         }
     }
@@ -134,8 +143,13 @@ pub struct Parts {
 
 /// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C).
 pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
-    let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::new(config.max_inactivity, config.max_failing_time));
+    let metrics = Arc::new(Metrics::with_per_node_group(
+        config.emit_per_nodegroup_metrics,
+    ));
+    let health = Arc::new(
+        Health::new(config.max_inactivity, config.max_failing_time)
+            .with_max_startup_time(config.max_startup_time),
+    );
     let listener =
         TcpListener::bind(config.address)
             .await
@@ -404,6 +418,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         executor,
         events,
         transitions: Transitions::default(),
+        gpus: Gpus::default(),
     };
     let mut next = Instant::now();
     loop {
@@ -458,6 +473,58 @@ struct Term {
     executor: Executor,
     events: EventSink,
     transitions: Transitions,
+    /// The GPUs of the groups and nodes of the last loop, to label the GPU counters.
+    gpus: Gpus,
+}
+
+/// The GPU of each node group (from a registered node of the group, else the provider's
+/// template) and of each node, as the GPU counters label them.
+#[derive(Debug, Default)]
+struct Gpus {
+    groups: std::collections::HashMap<NodeGroupId, GpuLabels>,
+    nodes: std::collections::HashMap<Sym, GpuLabels>,
+}
+
+impl Gpus {
+    fn of(view: &ClusterView<'_>) -> Gpus {
+        let label = view.provider.gpu_label();
+        let mut gpus = Gpus::default();
+        let groups = view.provider.node_groups();
+        for node in view.nodes {
+            let Some(gpu) = GpuLabels::of_node(node, label) else {
+                continue;
+            };
+            if let Some(g) = view
+                .provider
+                .node_group_of(node)
+                .and_then(|g| groups.get(g))
+            {
+                gpus.groups
+                    .entry(g.id.clone())
+                    .or_insert_with(|| gpu.clone());
+            }
+            gpus.nodes.insert(node.name, gpu);
+        }
+        for g in groups {
+            if let Some(gpu) = g
+                .template
+                .as_ref()
+                .and_then(|t| GpuLabels::of_node(t, label))
+            {
+                gpus.groups.entry(g.id.clone()).or_insert(gpu);
+            }
+        }
+        gpus
+    }
+}
+
+/// The loop's phase clock: time since the loop started.
+struct LoopClock(Instant);
+
+impl PhaseClock for LoopClock {
+    fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
 }
 
 impl Term {
@@ -468,7 +535,11 @@ impl Term {
             let mut inf = autoscaler_actuation::informer::lock(&parts.informer);
             // This loop sees every pod that became unschedulable so far.
             inf.take_new_unschedulable();
+            let refresh = Instant::now();
             let provider = inf.provider(&config.clusterapi);
+            parts
+                .metrics
+                .function_duration("cloudProviderRefresh", refresh.elapsed().as_secs_f64());
             let objects = inf.objects_without_pods();
             let pods = inf.pods().to_vec();
             let priorities = inf.priority_text(&config.namespace);
@@ -485,18 +556,26 @@ impl Term {
                 provider: &*provider,
                 pdbs: &objects.pdbs,
             };
-            let decide = Instant::now();
-            let outcome = self.autoscaler.run_once(
+            let outcome = self.autoscaler.run_once_timed(
                 &view,
                 &objects.controllers,
                 in_flight,
                 now_ms,
                 &mut Unlimited,
+                &LoopClock(Instant::now()),
             );
-            parts
-                .metrics
-                .function_duration("decide", decide.elapsed().as_secs_f64());
+            for (phase, took) in &outcome.phases {
+                parts
+                    .metrics
+                    .function_duration(phase.label(), took.as_secs_f64());
+            }
             parts.metrics.observe_outcome(&view, &outcome);
+            let bypassed = &config.autoscaler.scale_up.pending.bypassed_schedulers;
+            if !bypassed.is_empty() {
+                let unprocessed = pods.iter().filter(|p| is_unprocessed(p, bypassed)).count();
+                parts.metrics.scheduler_unprocessed(unprocessed);
+            }
+            self.gpus = Gpus::of(&view);
             // What the status and the events say is fixed now; the view is not kept across awaits.
             let status = config
                 .write_status_configmap
@@ -551,23 +630,29 @@ impl Term {
             for outcome in r.outcomes() {
                 self.autoscaler.observe(&outcome, now_ms);
             }
-            ok &= record_metrics(&parts.metrics, r);
+            ok &= record_metrics(&parts.metrics, r, &self.gpus);
         }
         ok
     }
 }
 
 /// Logs a report and counts it in the metrics; false if it is a failure.
-fn record_metrics(m: &Metrics, r: &Report) -> bool {
+fn record_metrics(m: &Metrics, r: &Report, gpus: &Gpus) -> bool {
     match r {
         Report::ScaledUp { group, delta } => {
             tracing::info!(%group, delta, "scaled up");
             m.scaled_up(*delta as u64);
+            if let Some(gpu) = gpus.groups.get(group) {
+                m.scaled_up_gpu(*delta as u64, gpu);
+            }
             m.last_activity("scaleUp", unix_secs());
         }
         Report::ScaleUpFailed { group, error, .. } => {
             tracing::warn!(%group, %error, class = error.class.as_str(), "scale-up failed");
-            m.failed_scale_up(FailedScaleUpReason::CloudProviderError);
+            m.failed_scale_up(
+                FailedScaleUpReason::CloudProviderError,
+                gpus.groups.get(group),
+            );
             m.error("cloudProviderError");
             return false;
         }
@@ -584,6 +669,9 @@ fn record_metrics(m: &Metrics, r: &Report) -> bool {
             let reason = ScaleDownReason::of(*empty, *ready);
             tracing::info!(%group, ?nodes, reason = reason.as_str(), "scaled down");
             m.scaled_down(nodes.len() as u64, reason);
+            for gpu in nodes.iter().filter_map(|n| gpus.nodes.get(n)) {
+                m.scaled_down_gpu(1, reason, gpu);
+            }
             for _ in 0..*evicted {
                 m.evicted(true);
             }
@@ -732,6 +820,98 @@ mod tests {
     use autoscaler_core::ObjectStore;
     use http::Method;
     use serde_json::{Value, json};
+
+    /// Scale-ups and removals of GPU nodes are counted in the GPU counters with the GPU's
+    /// resource and type: of a registered node of the group, or of the provider's template for
+    /// a group at zero; other nodes only in the plain counters.
+    #[test]
+    fn gpu_counters_are_labelled_from_the_group_and_the_node() {
+        use autoscaler_core::model::node_group::{
+            Instance, InstanceState, NodeGroup, StaticProvider,
+        };
+        use autoscaler_core::testing::{GI, NodeBuilder};
+        let gpu_node = |name: &str| {
+            NodeBuilder::new(name, 8000, 32 * GI)
+                .resource("nvidia.com/gpu", 1)
+                .label("accel", "t4")
+                .with_provider_id(&format!("test:///{name}"))
+                .arc()
+        };
+        let nodes = vec![
+            gpu_node("g1"),
+            NodeBuilder::new("c1", 4000, 16 * GI)
+                .with_provider_id("test:///c1")
+                .arc(),
+        ];
+        let group = |id: &str, node: &str| {
+            let mut g = NodeGroup::new(id, 0, 5, 1);
+            g.instances = vec![Instance {
+                id: Arc::from(format!("test:///{node}")),
+                state: InstanceState::Running,
+                error: None,
+            }];
+            g
+        };
+        let mut zero = NodeGroup::new("a100s", 0, 5, 0);
+        zero.template = Some(
+            NodeBuilder::new("t", 8000, 32 * GI)
+                .resource("nvidia.com/gpu", 8)
+                .label("accel", "a100")
+                .arc(),
+        );
+        struct Labelled(StaticProvider);
+        impl autoscaler_core::model::node_group::CloudProvider for Labelled {
+            fn node_groups(&self) -> &[NodeGroup] {
+                self.0.node_groups()
+            }
+            fn node_group_of(&self, node: &autoscaler_core::Node) -> Option<usize> {
+                self.0.node_group_of(node)
+            }
+            fn gpu_label(&self) -> Option<&str> {
+                Some("accel")
+            }
+        }
+        let p = Labelled(StaticProvider::new(vec![
+            group("gpus", "g1"),
+            group("cpus", "c1"),
+            zero,
+        ]));
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &[],
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+        };
+        let gpus = Gpus::of(&view);
+        let m = Metrics::new();
+        for (group, delta) in [("gpus", 2), ("cpus", 1), ("a100s", 1)] {
+            let r = Report::ScaledUp {
+                group: NodeGroupId::from(group),
+                delta,
+            };
+            assert!(record_metrics(&m, &r, &gpus));
+        }
+        let r = Report::Deleted {
+            group: NodeGroupId::from("gpus"),
+            nodes: vec![Sym::new("g1"), Sym::new("c1")],
+            empty: true,
+            ready: true,
+            evicted: 0,
+        };
+        assert!(record_metrics(&m, &r, &gpus));
+        let text = m.encode();
+        for line in [
+            "cluster_autoscaler_scaled_up_nodes_total 4",
+            "cluster_autoscaler_scaled_up_gpu_nodes_total{gpu_resource_name=\"nvidia.com/gpu\",gpu_name=\"t4\"} 2",
+            "cluster_autoscaler_scaled_up_gpu_nodes_total{gpu_resource_name=\"nvidia.com/gpu\",gpu_name=\"a100\"} 1",
+            "cluster_autoscaler_scaled_down_nodes_total{reason=\"empty\"} 2",
+            "cluster_autoscaler_scaled_down_gpu_nodes_total{reason=\"empty\",gpu_resource_name=\"nvidia.com/gpu\",gpu_name=\"t4\"} 1",
+        ] {
+            assert!(text.contains(&format!("{line}\n")), "no {line} in\n{text}");
+        }
+    }
 
     type Log = Arc<Mutex<Vec<Seen>>>;
 

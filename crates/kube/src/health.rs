@@ -2,9 +2,11 @@
 //!
 //! Decides whether the process is healthy the way upstream does: once monitoring has started
 //! (when this replica starts running loops, i.e. holds the Lease), it is unhealthy when no loop
-//! has started for `--max-inactivity`, or no loop has succeeded for `--max-failing-time`; the
-//! start of monitoring counts as both an activity and a success, so a replica that never runs a
-//! loop fails after the same bounds. Before monitoring starts (a standby replica) it is healthy.
+//! has started for `--max-inactivity`, or no loop has succeeded for `--max-failing-time`; until
+//! the first successful loop the bound on success is `--max-startup-time` instead (the first
+//! loop waits for caches and may be slow). The start of monitoring counts as both an activity and
+//! a success, so a replica that never runs a loop fails after the same bounds. Before monitoring
+//! starts (a standby replica) it is healthy.
 //!
 //! Whatever the loop does, the process is unhealthy while the API server does not serve an API
 //! it needs (told by [`Health::set_api_problem`]): restarting then runs the start-up check,
@@ -23,13 +25,19 @@ struct Times {
     /// `None` until monitoring starts.
     last_activity: Option<Instant>,
     last_success: Option<Instant>,
+    /// Whether a loop has succeeded since monitoring started.
+    succeeded: bool,
 }
+
+/// `--max-startup-time`'s default.
+pub const DEFAULT_MAX_STARTUP_TIME: Duration = Duration::from_secs(20 * 60);
 
 /// The loop's liveness. `Send + Sync`: the loop records, the HTTP server checks.
 #[derive(Debug)]
 pub struct Health {
     max_inactivity: Duration,
     max_failing_time: Duration,
+    max_startup_time: Duration,
     times: Mutex<Times>,
     /// Why the API server cannot be worked with now (an API it needs is not served).
     api_problem: Mutex<Option<String>>,
@@ -39,17 +47,28 @@ pub struct Health {
 
 impl Health {
     /// Not monitoring yet (healthy) with the two bounds (`--max-inactivity`,
-    /// `--max-failing-time`).
+    /// `--max-failing-time`) and `--max-startup-time`'s default.
     pub fn new(max_inactivity: Duration, max_failing_time: Duration) -> Health {
         Health {
             max_inactivity,
             max_failing_time,
+            max_startup_time: DEFAULT_MAX_STARTUP_TIME,
             times: Mutex::new(Times {
                 last_activity: None,
                 last_success: None,
+                succeeded: false,
             }),
             api_problem: Mutex::new(None),
             last_healthy: Mutex::new(None),
+        }
+    }
+
+    /// With `--max-startup-time`: how long after monitoring starts the first loop may take to
+    /// succeed.
+    pub fn with_max_startup_time(self, max_startup_time: Duration) -> Health {
+        Health {
+            max_startup_time,
+            ..self
         }
     }
 
@@ -73,6 +92,7 @@ impl Health {
         let mut t = self.times();
         t.last_activity = Some(now);
         t.last_success = Some(now);
+        t.succeeded = false;
     }
 
     /// Stops monitoring (this replica stopped running loops, e.g. lost the Lease): healthy again.
@@ -80,6 +100,7 @@ impl Health {
         let mut t = self.times();
         t.last_activity = None;
         t.last_success = None;
+        t.succeeded = false;
     }
 
     /// A loop started at `now` (starts monitoring if it had not started).
@@ -94,6 +115,7 @@ impl Health {
         let mut t = self.times();
         t.last_activity = Some(now);
         t.last_success = Some(now);
+        t.succeeded = true;
     }
 
     /// A loop failed at `now`: it still counts as activity, not as success.
@@ -142,11 +164,18 @@ impl Health {
         }
         if let Some(last) = t.last_success {
             let since = now.saturating_duration_since(last);
-            if since > self.max_failing_time {
+            if t.succeeded && since > self.max_failing_time {
                 return Err(format!(
                     "last successful loop {}s ago, more than the max failing time of {}s",
                     since.as_secs(),
                     self.max_failing_time.as_secs()
+                ));
+            }
+            if !t.succeeded && since > self.max_startup_time {
+                return Err(format!(
+                    "no successful loop {}s after start, more than the max startup time of {}s",
+                    since.as_secs(),
+                    self.max_startup_time.as_secs()
                 ));
             }
         }
@@ -228,6 +257,42 @@ mod tests {
         assert!(err.contains("max failing time"), "{err}");
         // One success recovers.
         h.loop_succeeded(Instant::now());
+        assert_eq!(h.check(Instant::now()), Ok(()));
+    }
+
+    /// Until the first success the bound is `--max-startup-time`, after it
+    /// `--max-failing-time`; a new term starts over.
+    #[tokio::test(start_paused = true)]
+    async fn the_first_success_may_take_the_max_startup_time() {
+        let h = health().with_max_startup_time(20 * MIN);
+        h.start_monitoring(Instant::now());
+        // Loops run but fail for 20 minutes: still starting, healthy.
+        for _ in 0..120 {
+            advance(Duration::from_secs(10)).await;
+            h.loop_started(Instant::now());
+            h.loop_failed(Instant::now());
+        }
+        assert_eq!(h.check(Instant::now()), Ok(()));
+        advance(Duration::from_secs(10)).await;
+        h.loop_started(Instant::now());
+        h.loop_failed(Instant::now());
+        let err = h.check(Instant::now()).expect_err("no success for 20m10s");
+        assert!(err.contains("max startup time"), "{err}");
+        // One success: from now on the failing time (15m) bounds.
+        h.loop_succeeded(Instant::now());
+        for _ in 0..91 {
+            advance(Duration::from_secs(10)).await;
+            h.loop_started(Instant::now());
+            h.loop_failed(Instant::now());
+        }
+        let err = h.check(Instant::now()).expect_err("failing for 15m10s");
+        assert!(err.contains("max failing time"), "{err}");
+        // A new term gets the startup time again.
+        h.stop_monitoring();
+        h.start_monitoring(Instant::now());
+        advance(16 * MIN).await;
+        h.loop_started(Instant::now());
+        h.loop_failed(Instant::now());
         assert_eq!(h.check(Instant::now()), Ok(()));
     }
 

@@ -18,7 +18,7 @@ use autoscaler_core::model::limits::ClusterTotals;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::scale_down::{Unremovable, Waiting};
 use autoscaler_core::scale_up::pending::is_unschedulable;
-use autoscaler_core::{ClusterView, LoopOutcome};
+use autoscaler_core::{ClusterStatus, ClusterView, LoopOutcome, Node};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -137,7 +137,9 @@ pub struct Metrics {
     scaled_up_nodes_total: Counter,
     scaled_up_gpu_nodes_total: Family<Labels, Counter>,
     failed_scale_ups_total: Family<Labels, Counter>,
+    failed_gpu_scale_ups_total: Family<Labels, Counter>,
     scaled_down_nodes_total: Family<Labels, Counter>,
+    scaled_down_gpu_nodes_total: Family<Labels, Counter>,
     evicted_pods_total: Family<Labels, Counter>,
     unneeded_nodes_count: Gauge,
     unremovable_nodes_count: Family<Labels, Gauge>,
@@ -145,11 +147,48 @@ pub struct Metrics {
     old_unregistered_nodes_removed_count: Gauge,
     skipped_scale_events_count: Family<Labels, Gauge>,
     events_dropped_total: Family<Labels, Counter>,
+    /// `--emit-per-nodegroup-metrics`: the per-group gauges are registered and set.
+    per_node_group: bool,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+/// The GPU of a node or node group as upstream's GPU counters label it: the resource name
+/// (`nvidia.com/gpu`) and the GPU type (`gpu_name`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuLabels {
+    /// `gpu_resource_name`.
+    pub resource_name: String,
+    /// `gpu_name`.
+    pub gpu_name: String,
+}
+
+impl GpuLabels {
+    /// The GPU `node` offers (its capacity, else its allocatable), if any: the first GPU
+    /// resource, and as type the value of the provider's GPU label (`gpu_label`) or upstream's
+    /// `generic` when the node has none.
+    pub fn of_node(node: &Node, gpu_label: Option<&str>) -> Option<GpuLabels> {
+        let (resource, _) = (node.capacity.iter())
+            .chain(node.allocatable.iter())
+            .find(|(r, v)| r.is_gpu() && *v > 0)?;
+        let gpu_name = gpu_label
+            .and_then(|l| node.labels.get_str(l))
+            .filter(|v| !v.is_empty())
+            .unwrap_or("generic");
+        Some(GpuLabels {
+            resource_name: resource.as_str().to_string(),
+            gpu_name: gpu_name.to_string(),
+        })
+    }
+
+    fn with(&self, mut labels: Labels) -> Labels {
+        labels.push(("gpu_resource_name", self.resource_name.clone()));
+        labels.push(("gpu_name", self.gpu_name.clone()));
+        labels
     }
 }
 
@@ -162,8 +201,16 @@ fn count(n: usize) -> i64 {
 }
 
 impl Metrics {
-    /// Every metric registered under [`PREFIX`], all zero.
+    /// Every metric registered under [`PREFIX`], all zero, without the per-node-group gauges
+    /// (upstream's default).
     pub fn new() -> Metrics {
+        Metrics::with_per_node_group(false)
+    }
+
+    /// [`Metrics::new`], with the per-node-group gauges (`node_group_min_count`,
+    /// `node_group_max_count`, `node_group_target_count`, `node_group_healthiness`,
+    /// `node_group_backoff_status`) when `per_node_group` (`--emit-per-nodegroup-metrics`).
+    pub fn with_per_node_group(per_node_group: bool) -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let m = Metrics {
             cluster_safe_to_autoscale: Gauge::default(),
@@ -186,7 +233,9 @@ impl Metrics {
             scaled_up_nodes_total: Counter::default(),
             scaled_up_gpu_nodes_total: Family::default(),
             failed_scale_ups_total: Family::default(),
+            failed_gpu_scale_ups_total: Family::default(),
             scaled_down_nodes_total: Family::default(),
+            scaled_down_gpu_nodes_total: Family::default(),
             evicted_pods_total: Family::default(),
             unneeded_nodes_count: Gauge::default(),
             unremovable_nodes_count: Family::default(),
@@ -194,6 +243,7 @@ impl Metrics {
             old_unregistered_nodes_removed_count: Gauge::default(),
             skipped_scale_events_count: Family::default(),
             events_dropped_total: Family::default(),
+            per_node_group,
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -232,31 +282,9 @@ impl Metrics {
             "Current number of bytes of memory in the cluster, minus deleting nodes",
             m.cluster_memory_current_bytes.clone(),
         );
-        r.register(
-            "node_group_min_count",
-            "Minimum number of nodes in the node group",
-            m.node_group_min_count.clone(),
-        );
-        r.register(
-            "node_group_max_count",
-            "Maximum number of nodes in the node group",
-            m.node_group_max_count.clone(),
-        );
-        r.register(
-            "node_group_target_count",
-            "Target number of nodes in the node group by CA",
-            m.node_group_target_count.clone(),
-        );
-        r.register(
-            "node_group_healthiness",
-            "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise",
-            m.node_group_healthiness.clone(),
-        );
-        r.register(
-            "node_group_backoff_status",
-            "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise",
-            m.node_group_backoff_status.clone(),
-        );
+        if per_node_group {
+            m.register_per_node_group(r);
+        }
         r.register(
             "last_activity",
             "Last time certain part of CA logic executed",
@@ -288,9 +316,19 @@ impl Metrics {
             m.failed_scale_ups_total.clone(),
         );
         r.register(
+            "failed_gpu_scale_ups",
+            "Number of times scale-up operation has failed",
+            m.failed_gpu_scale_ups_total.clone(),
+        );
+        r.register(
             "scaled_down_nodes",
             "Number of nodes removed by CA",
             m.scaled_down_nodes_total.clone(),
+        );
+        r.register(
+            "scaled_down_gpu_nodes",
+            "Number of GPU nodes removed by CA, by reason and GPU name",
+            m.scaled_down_gpu_nodes_total.clone(),
         );
         r.register(
             "evicted_pods",
@@ -335,6 +373,40 @@ impl Metrics {
                 .inc_by(0);
         }
         Metrics { registry, ..m }
+    }
+
+    /// Registers the five per-node-group gauges.
+    fn register_per_node_group(&self, r: &mut Registry) {
+        let gauges = [
+            (
+                "node_group_min_count",
+                "Minimum number of nodes in the node group",
+                &self.node_group_min_count,
+            ),
+            (
+                "node_group_max_count",
+                "Maximum number of nodes in the node group",
+                &self.node_group_max_count,
+            ),
+            (
+                "node_group_target_count",
+                "Target number of nodes in the node group by CA",
+                &self.node_group_target_count,
+            ),
+            (
+                "node_group_healthiness",
+                "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise",
+                &self.node_group_healthiness,
+            ),
+            (
+                "node_group_backoff_status",
+                "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise",
+                &self.node_group_backoff_status,
+            ),
+        ];
+        for (name, help, family) in gauges {
+            r.register(name, help, family.clone());
+        }
     }
 
     /// The metrics in OpenMetrics text format (ends with `# EOF`); see [`CONTENT_TYPE`].
@@ -382,10 +454,8 @@ impl Metrics {
         self.unschedulable_pods_count
             .get_or_create(&label("type", "unschedulable"))
             .set(count(unschedulable));
-        // Every pending pod this shell sees was already processed by the scheduler.
-        self.unschedulable_pods_count
-            .get_or_create(&label("type", "scheduler_unprocessed"))
-            .set(0);
+        // Set by `scheduler_unprocessed` when schedulers are bypassed.
+        self.scheduler_unprocessed(0);
 
         self.max_nodes_count
             .set(count(groups.iter().map(|g| g.max_size).sum()));
@@ -399,8 +469,28 @@ impl Metrics {
         self.cluster_cpu_current_cores.set(totals.cpu / 1000);
         self.cluster_memory_current_bytes.set(totals.memory);
 
-        // Per-group families are rebuilt so groups that disappeared and backoffs that ended
-        // leave no stale series behind.
+        if self.per_node_group {
+            self.observe_groups(status);
+        }
+
+        let plan = &outcome.scale_down;
+        self.unneeded_nodes_count.set(count(plan.unneeded.len()));
+        self.unremovable_nodes_count.clear();
+        for (_, why) in &plan.unremovable {
+            self.unremovable_nodes_count
+                .get_or_create(&label("reason", unremovable_label(why)))
+                .inc();
+        }
+        let cooldown = plan
+            .waiting
+            .iter()
+            .any(|(_, w)| matches!(w, Waiting::Cooldown(_)));
+        self.scale_down_in_cooldown.set(i64::from(cooldown));
+    }
+
+    /// Sets the per-group gauges. The families are rebuilt so groups that disappeared and
+    /// backoffs that ended leave no stale series behind.
+    fn observe_groups(&self, status: &ClusterStatus) {
         for family in [
             &self.node_group_min_count,
             &self.node_group_max_count,
@@ -435,20 +525,14 @@ impl Metrics {
                 ])
                 .set(on);
         }
+    }
 
-        let plan = &outcome.scale_down;
-        self.unneeded_nodes_count.set(count(plan.unneeded.len()));
-        self.unremovable_nodes_count.clear();
-        for (_, why) in &plan.unremovable {
-            self.unremovable_nodes_count
-                .get_or_create(&label("reason", unremovable_label(why)))
-                .inc();
-        }
-        let cooldown = plan
-            .waiting
-            .iter()
-            .any(|(_, w)| matches!(w, Waiting::Cooldown(_)));
-        self.scale_down_in_cooldown.set(i64::from(cooldown));
+    /// Sets `unschedulable_pods_count{type="scheduler_unprocessed"}`: pending pods of a
+    /// bypassed scheduler it has not processed yet (`--bypassed-scheduler-names`).
+    pub fn scheduler_unprocessed(&self, pods: usize) {
+        self.unschedulable_pods_count
+            .get_or_create(&label("type", "scheduler_unprocessed"))
+            .set(count(pods));
     }
 
     /// Counts `nodes` added by a scale-up that the provider accepted.
@@ -457,26 +541,36 @@ impl Metrics {
     }
 
     /// Counts `nodes` GPU nodes added (besides [`Metrics::scaled_up`]), by GPU resource and type.
-    pub fn scaled_up_gpu(&self, nodes: u64, gpu_resource_name: &str, gpu_name: &str) {
+    pub fn scaled_up_gpu(&self, nodes: u64, gpu: &GpuLabels) {
         self.scaled_up_gpu_nodes_total
-            .get_or_create(&vec![
-                ("gpu_resource_name", gpu_resource_name.to_string()),
-                ("gpu_name", gpu_name.to_string()),
-            ])
+            .get_or_create(&gpu.with(Vec::new()))
             .inc_by(nodes);
     }
 
-    /// Counts one failed scale-up.
-    pub fn failed_scale_up(&self, reason: FailedScaleUpReason) {
-        self.failed_scale_ups_total
-            .get_or_create(&label("reason", reason.as_str()))
-            .inc();
+    /// Counts one failed scale-up, and in `failed_gpu_scale_ups_total` too when the group's
+    /// nodes have a GPU.
+    pub fn failed_scale_up(&self, reason: FailedScaleUpReason, gpu: Option<&GpuLabels>) {
+        let l = label("reason", reason.as_str());
+        self.failed_scale_ups_total.get_or_create(&l).inc();
+        if let Some(gpu) = gpu {
+            self.failed_gpu_scale_ups_total
+                .get_or_create(&gpu.with(l))
+                .inc();
+        }
     }
 
     /// Counts `nodes` removed for `reason`.
     pub fn scaled_down(&self, nodes: u64, reason: ScaleDownReason) {
         self.scaled_down_nodes_total
             .get_or_create(&label("reason", reason.as_str()))
+            .inc_by(nodes);
+    }
+
+    /// Counts `nodes` GPU nodes removed for `reason` (besides [`Metrics::scaled_down`]), by GPU
+    /// resource and type.
+    pub fn scaled_down_gpu(&self, nodes: u64, reason: ScaleDownReason, gpu: &GpuLabels) {
+        self.scaled_down_gpu_nodes_total
+            .get_or_create(&gpu.with(label("reason", reason.as_str())))
             .inc_by(nodes);
     }
 
@@ -698,12 +792,18 @@ mod tests {
         let (c, outcome) = scaled_up_loop();
         assert_eq!(outcome.scale_up.result.total_nodes(), 2);
         let view = c.view();
-        let m = Metrics::new();
+        let m = Metrics::with_per_node_group(true);
         m.observe_outcome(&view, &outcome);
         m.scaled_up(2);
-        m.scaled_up_gpu(1, "nvidia.com/gpu", "nvidia-tesla-t4");
-        m.failed_scale_up(FailedScaleUpReason::Timeout);
+        let t4 = GpuLabels {
+            resource_name: "nvidia.com/gpu".into(),
+            gpu_name: "nvidia-tesla-t4".into(),
+        };
+        m.scaled_up_gpu(1, &t4);
+        m.failed_scale_up(FailedScaleUpReason::Timeout, None);
+        m.failed_scale_up(FailedScaleUpReason::CloudProviderError, Some(&t4));
         m.scaled_down(1, ScaleDownReason::Empty);
+        m.scaled_down_gpu(1, ScaleDownReason::Empty, &t4);
         m.scaled_down(2, ScaleDownReason::Underutilized);
         m.evicted(true);
         m.evicted(true);
@@ -766,7 +866,16 @@ mod tests {
                 1.0,
             ),
             ("failed_scale_ups_total{reason=timeout}", 1.0),
+            ("failed_scale_ups_total{reason=cloudProviderError}", 1.0),
+            (
+                "failed_gpu_scale_ups_total{gpu_name=nvidia-tesla-t4,gpu_resource_name=nvidia.com/gpu,reason=cloudProviderError}",
+                1.0,
+            ),
             ("scaled_down_nodes_total{reason=empty}", 1.0),
+            (
+                "scaled_down_gpu_nodes_total{gpu_name=nvidia-tesla-t4,gpu_resource_name=nvidia.com/gpu,reason=empty}",
+                1.0,
+            ),
             ("scaled_down_nodes_total{reason=underutilized}", 2.0),
             ("evicted_pods_total{eviction_result=succeeded}", 2.0),
             ("evicted_pods_total{eviction_result=failed}", 1.0),
@@ -801,7 +910,7 @@ mod tests {
     fn a_backed_off_unhealthy_group_shows_in_its_gauges_and_stale_series_go() {
         let (c, mut outcome) = scaled_up_loop();
         let view = c.view();
-        let m = Metrics::new();
+        let m = Metrics::with_per_node_group(true);
         m.observe_outcome(&view, &outcome);
         let g = &mut outcome.status.groups[0];
         g.unhealthy = Some("no nodes".into());
@@ -834,6 +943,50 @@ mod tests {
             )),
             "the series of the previous loop is gone"
         );
+    }
+
+    /// Without `--emit-per-nodegroup-metrics` (upstream's default) the five per-group gauges
+    /// are not exposed at all; the cluster-wide ones are.
+    #[test]
+    fn per_node_group_gauges_only_with_the_flag() {
+        let (c, outcome) = scaled_up_loop();
+        let view = c.view();
+        let m = Metrics::new();
+        m.observe_outcome(&view, &outcome);
+        let text = m.encode();
+        let p = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        for family in [
+            "node_group_min_count",
+            "node_group_max_count",
+            "node_group_target_count",
+            "node_group_healthiness",
+            "node_group_backoff_status",
+        ] {
+            assert!(
+                !text.contains(&format!("{PREFIX}_{family}")),
+                "{family} in\n{text}"
+            );
+        }
+        assert_eq!(p.samples[&format!("{PREFIX}_max_nodes_count{{}}")], 10.0);
+    }
+
+    #[test]
+    fn gpu_labels_come_from_the_gpu_resource_and_the_provider_label() {
+        use autoscaler_core::testing::NodeBuilder;
+        let label = Some("cluster-api/accelerator");
+        let plain = NodeBuilder::new("n", 4000, GI).build();
+        assert_eq!(GpuLabels::of_node(&plain, label), None);
+        let t4 = NodeBuilder::new("g", 4000, GI)
+            .resource("nvidia.com/gpu", 2)
+            .label("cluster-api/accelerator", "nvidia-t4")
+            .build();
+        let got = GpuLabels::of_node(&t4, label).expect("a GPU node");
+        assert_eq!(
+            (got.resource_name.as_str(), got.gpu_name.as_str()),
+            ("nvidia.com/gpu", "nvidia-t4")
+        );
+        let unlabelled = GpuLabels::of_node(&t4, None).expect("a GPU node");
+        assert_eq!(unlabelled.gpu_name, "generic");
     }
 
     #[test]
