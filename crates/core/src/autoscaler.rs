@@ -856,9 +856,17 @@ impl Autoscaler {
             .iter()
             .map(|g| g.unhealthy.is_some())
             .collect();
+        let cs = &self.options.cluster_state;
+        let startup_ms = crate::cluster_state::backoff::ms(cs.max_node_startup_time);
+        let not_started = |n: &Node| {
+            !cs.taints.is_started_ready(n.is_ready(), &n.taints)
+                && n.creation_ms
+                    .is_some_and(|c| now_ms < c.saturating_add(startup_ms))
+        };
         let provider = HideGroups {
             inner: view.provider,
             hidden: &hidden,
+            not_started: &not_started,
         };
         let input = ScaleDownInput {
             provider: &provider,
@@ -889,10 +897,13 @@ impl Autoscaler {
     }
 }
 
-/// A provider that hides the nodes of some groups (unhealthy ones) from scale-down.
+/// A provider that hides from scale-down the nodes of some groups (unhealthy ones) and the nodes
+/// that have not started yet (upstream leaves registered upcoming nodes out of scale-down: they
+/// are the answer to a scale-up, not spare capacity).
 struct HideGroups<'a> {
     inner: &'a dyn CloudProvider,
     hidden: &'a [bool],
+    not_started: &'a dyn Fn(&Node) -> bool,
 }
 
 impl CloudProvider for HideGroups<'_> {
@@ -901,6 +912,9 @@ impl CloudProvider for HideGroups<'_> {
     }
 
     fn node_group_of(&self, node: &Node) -> Option<usize> {
+        if (self.not_started)(node) {
+            return None;
+        }
         self.inner
             .node_group_of(node)
             .filter(|&g| !self.hidden.get(g).copied().unwrap_or(false))
@@ -1359,6 +1373,49 @@ mod loop_tests {
             .cloned()
             .collect();
         assert!(!deleted.is_empty());
+    }
+
+    /// A node still starting (here Ready but with a startup taint) is the answer to a
+    /// scale-up, not spare capacity: it is never a scale-down candidate within the startup
+    /// time, while an equally empty started node is.
+    #[test]
+    fn a_node_still_starting_is_no_scale_down_candidate() {
+        use crate::model::taints::TaintEffect;
+        let (mut nodes, p) = cluster(&["n1", "n2", "n3"], 3);
+        let warming = |n: &Node| {
+            let mut n = n.clone();
+            n.creation_ms = Some(0);
+            n.taints.push(crate::model::taints::Taint {
+                key: Sym::new("startup-taint.cluster-autoscaler.kubernetes.io/cni"),
+                value: Sym::new(""),
+                effect: TaintEffect::NoSchedule,
+            });
+            Arc::new(n)
+        };
+        nodes[2] = warming(&nodes[2]);
+        let pods = vec![
+            PodBuilder::new("web", 1000, GI)
+                .owner("ReplicaSet", "a")
+                .node_name("n1")
+                .arc(),
+        ];
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let first = run(&mut a, &nodes, &pods, &p, 0);
+        let unneeded: Vec<&str> = first
+            .scale_down
+            .unneeded
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(unneeded, ["n2"]);
+        let later = run(&mut a, &nodes, &pods, &p, 11 * MIN);
+        let deleted: Vec<&str> = later
+            .scale_down
+            .deletions
+            .iter()
+            .map(|d| d.node.as_str())
+            .collect();
+        assert_eq!(deleted, ["n2"]);
     }
 
     #[test]
