@@ -1382,17 +1382,15 @@ mod loop_tests {
     fn a_node_still_starting_is_no_scale_down_candidate() {
         use crate::model::taints::TaintEffect;
         let (mut nodes, p) = cluster(&["n1", "n2", "n3"], 3);
-        let warming = |n: &Node| {
-            let mut n = n.clone();
-            n.creation_ms = Some(0);
-            n.taints.push(crate::model::taints::Taint {
-                key: Sym::new("startup-taint.cluster-autoscaler.kubernetes.io/cni"),
-                value: Sym::new(""),
-                effect: TaintEffect::NoSchedule,
-            });
-            Arc::new(n)
-        };
-        nodes[2] = warming(&nodes[2]);
+        // n3 registered at 0 and still carries a startup taint.
+        let mut n3 = (*nodes[2]).clone();
+        n3.creation_ms = Some(0);
+        n3.taints.push(crate::model::taints::Taint {
+            key: Sym::new("startup-taint.cluster-autoscaler.kubernetes.io/cni"),
+            value: Sym::new(""),
+            effect: TaintEffect::NoSchedule,
+        });
+        nodes[2] = Arc::new(n3);
         let pods = vec![
             PodBuilder::new("web", 1000, GI)
                 .owner("ReplicaSet", "a")
