@@ -672,9 +672,14 @@ impl<'a> Driver<'a> {
                 let _ = self.world.untaint_node(node.as_str(), TO_BE_DELETED_TAINT);
                 Reply::Done
             }
-            EffectKind::Evict { pod, .. } => {
+            EffectKind::Evict {
+                pod,
+                grace_period_sec,
+                ..
+            } => {
                 let before = self.world.budget_statuses();
-                match self.world.evict(pod.namespace.as_str(), &pod.name) {
+                let (ns, grace) = (pod.namespace.as_str(), Some(*grace_period_sec));
+                match self.world.evict(ns, &pod.name, grace) {
                     Ok(()) => {
                         self.log.evictions += 1;
                         self.check_budgets(&before);
