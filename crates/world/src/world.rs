@@ -537,6 +537,11 @@ impl World {
         self.cluster.non_daemon_pods_on(node).len()
     }
 
+    /// The pods [`World::non_daemon_pods_on`] counts, as `(namespace, name)` in name order.
+    pub fn non_daemon_pods(&self, node: &str) -> Vec<(String, String)> {
+        self.cluster.non_daemon_pods_on(node)
+    }
+
     /// Number of live pods not bound to a node.
     pub fn pending_count(&self) -> usize {
         self.cluster.pending.len()
