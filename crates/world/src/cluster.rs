@@ -2,7 +2,8 @@
 //! cluster: the virtual clock, the event queue, the object store with its watch log, the name
 //! generator (`generateName`'s random suffixes), and the typed index of pods and nodes with the
 //! scheduling snapshot kept in step with the stored objects. It also plays the kubelet's part in a
-//! pod's life: a bound pod runs, and ends when its lifetime is up.
+//! pod's life: a bound pod runs, ends when its lifetime is up, and, deleted gracefully, terminates
+//! over its grace period while keeping its node.
 //!
 //! It decides object identity, the pod and node bookkeeping every controller reads, and the
 //! order of the random draws (one seeded generator). It never runs a controller: controllers

@@ -527,6 +527,26 @@ mod termination_tests {
     }
 
     #[test]
+    fn a_replica_set_scaling_in_lets_its_bound_pods_terminate_on_their_node() {
+        let (mut w, node) = one_node(28);
+        w.add_replica_set(rs("web", 2, "100m")).unwrap();
+        w.advance(2_000);
+        w.scale_replica_set("default", "web", 1).unwrap();
+        let terminating: Vec<String> = pods_of(&w, "web")
+            .into_iter()
+            .filter(|(n, _)| w.terminating_until("default", n).is_some())
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(terminating.len(), 1);
+        assert_eq!(w.non_daemon_pods_on(&node), 2, "still on its node");
+        let status = get(&w, "apps", "ReplicaSet", "default", "web").unwrap()["status"].clone();
+        assert_eq!(status["replicas"], 1);
+        w.advance(30_000);
+        assert_eq!(w.non_daemon_pods_on(&node), 1);
+        assert_eq!(pods_of(&w, "web").len(), 1, "gone, not replaced");
+    }
+
+    #[test]
     fn an_evicted_job_pod_is_replaced_at_once_and_never_counted_as_succeeded() {
         let (mut w, _) = one_node(27);
         w.add_job(JobSpec {
