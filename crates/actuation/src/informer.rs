@@ -440,6 +440,37 @@ mod tests {
         assert_eq!(listed(&mut typed), vec![("c".to_string(), true)]);
     }
 
+    #[test]
+    fn a_terminating_pod_is_still_on_its_node_until_it_is_gone() {
+        // An evicted pod keeps its node while it terminates: a drain must not take it for gone.
+        let mut i = Informer::new();
+        let config = ClusterApiConfig::default();
+        let on_node = |terminating: bool| {
+            let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "default", "uid": "p"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"}});
+            if terminating {
+                p["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:30Z");
+                p["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+            }
+            obj(p)
+        };
+        let p = PodRef {
+            namespace: Sym::new("default"),
+            name: "p".into(),
+        };
+        for terminating in [false, true] {
+            let (k, v) = on_node(terminating);
+            i.apply(k, Some(v));
+            let lookup = InformerLookup::new(&mut i, &config);
+            assert!(lookup.pod_on_node(&p, "n1"), "terminating: {terminating}");
+            assert!(!lookup.pod_on_node(&p, "n2"));
+        }
+        i.apply(key("", "Pod", "default", "p"), None);
+        assert!(!InformerLookup::new(&mut i, &config).pod_on_node(&p, "n1"));
+    }
+
     fn pod(name: &str, unschedulable: bool) -> (ObjectKey, Arc<Value>) {
         let conditions = if unschedulable {
             json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])

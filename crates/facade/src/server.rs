@@ -440,7 +440,7 @@ fn normalize(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
 
 fn create(sh: &Shared, t: &Target, body: &Bytes) -> Reply {
     match t.sub.as_deref() {
-        Some("eviction") => return evict(sh, t),
+        Some("eviction") => return evict(sh, t, body),
         Some(s) => {
             return Err(ApiError::method_not_allowed(format!(
                 "create is not supported on {s}"
@@ -659,10 +659,29 @@ fn delete(sh: &Shared, t: &Target) -> Reply {
     })
 }
 
-fn evict(sh: &Shared, t: &Target) -> Reply {
+/// The `deleteOptions.gracePeriodSeconds` of an Eviction body (`None` without a body or the
+/// field). Negative values count as 1 s, as the API server treats them on the delete path.
+fn eviction_grace(body: &Bytes) -> Result<Option<u64>, ApiError> {
+    if body.is_empty() {
+        return Ok(None);
+    }
+    let eviction = parse_body(body)?;
+    match eviction.pointer("/deleteOptions/gracePeriodSeconds") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(g) => Ok(Some(u64::try_from(g).unwrap_or(1))),
+            None => Err(ApiError::bad_request(
+                "deleteOptions.gracePeriodSeconds: must be an integer",
+            )),
+        },
+    }
+}
+
+fn evict(sh: &Shared, t: &Target, body: &Bytes) -> Reply {
     let ns = t.namespace.clone().unwrap_or_default();
     let name = t.name().to_string();
-    sh.write(|w| match w.evict(&ns, &name) {
+    let grace = eviction_grace(body)?;
+    sh.write(|w| match w.evict(&ns, &name, grace) {
         Ok(()) => Ok((StatusCode::CREATED, success(201))),
         Err(EvictionError::NotFound(_)) => {
             // A pod that already finished goes without asking any budget.
@@ -770,6 +789,23 @@ mod tests {
             Some(Route::Resource(t)) => t,
             _ => panic!("{path} is not a resource path"),
         }
+    }
+
+    #[test]
+    fn an_eviction_carries_the_grace_of_its_delete_options() {
+        let grace = |body: &str| eviction_grace(&Bytes::from(body.to_string()));
+        assert_eq!(grace(""), Ok(None));
+        assert_eq!(grace(r#"{"kind": "Eviction"}"#), Ok(None));
+        assert_eq!(
+            grace(r#"{"deleteOptions": {"gracePeriodSeconds": 45}}"#),
+            Ok(Some(45))
+        );
+        assert_eq!(
+            grace(r#"{"deleteOptions": {"gracePeriodSeconds": -3}}"#),
+            Ok(Some(1))
+        );
+        assert!(grace(r#"{"deleteOptions": {"gracePeriodSeconds": "soon"}}"#).is_err());
+        assert!(grace("not json").is_err());
     }
 
     #[test]

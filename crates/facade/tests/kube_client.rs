@@ -323,13 +323,35 @@ async fn evictions_honour_budgets() {
     }))
     .unwrap();
     pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    let status = pods.evict("a", &EvictParams::default()).await.unwrap();
-    assert_eq!(status.code, 201);
+    // The Eviction body as the API defines it (kube-rs' EvictParams writes `delete_options`,
+    // which an API server ignores): the grace of its deleteOptions applies.
+    let body = json!({
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "a", "namespace": "default"},
+        "deleteOptions": {"gracePeriodSeconds": 5},
+    });
+    let req = kube::core::Request::new("/api/v1/namespaces/default/pods")
+        .create_subresource(
+            "eviction",
+            "a",
+            &PostParams::default(),
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .unwrap();
+    client.request_text(req).await.unwrap();
+    // Terminating over the grace the eviction asked for: still there, bound, marked.
+    let a = pods.get("a").await.unwrap();
+    assert_eq!(a.metadata.deletion_grace_period_seconds, Some(5));
+    assert!(a.metadata.deletion_timestamp.is_some());
     let err = pods.evict("b", &EvictParams::default()).await.unwrap_err();
     assert_eq!(api_code(&err), Some(429));
     if let kube::Error::Api(s) = &err {
         assert_eq!(s.reason, "TooManyRequests");
     }
+    // Evicting a terminating pod again succeeds without a new effect.
+    let status = pods.evict("a", &EvictParams::default()).await.unwrap();
+    assert_eq!(status.code, 201);
+    h.with_world(|w| w.advance(5_000));
     let err = pods.evict("a", &EvictParams::default()).await.unwrap_err();
     assert_eq!(api_code(&err), Some(404));
     let live: Vec<String> = h

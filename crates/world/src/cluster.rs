@@ -2,7 +2,8 @@
 //! cluster: the virtual clock, the event queue, the object store with its watch log, the name
 //! generator (`generateName`'s random suffixes), and the typed index of pods and nodes with the
 //! scheduling snapshot kept in step with the stored objects. It also plays the kubelet's part in a
-//! pod's life: a bound pod runs, and ends when its lifetime is up.
+//! pod's life: a bound pod runs, ends when its lifetime is up, and, deleted gracefully, terminates
+//! over its grace period while keeping its node.
 //!
 //! It decides object identity, the pod and node bookkeeping every controller reads, and the
 //! order of the random draws (one seeded generator). It never runs a controller: controllers
@@ -91,6 +92,9 @@ pub(crate) struct PodState {
     pub lifetime: Option<SimTime>,
     /// The last Unschedulable message written, to avoid rewriting it every tick.
     pub unschedulable: Option<String>,
+    /// Being deleted gracefully: when its kubelet finishes and the pod goes. A terminating pod
+    /// keeps its node and resources but no longer counts for its controller or its budget.
+    pub terminating: Option<SimTime>,
 }
 
 /// What the world knows about a node.
@@ -102,7 +106,12 @@ pub(crate) struct NodeState {
     pub machine: Option<NsName>,
 }
 
-/// A controller's pod that left, for its owner to see (as a watch would tell it).
+/// The grace period of a deletion when neither the request nor the pod gives one (the API's
+/// default `terminationGracePeriodSeconds`).
+pub(crate) const DEFAULT_GRACE_SEC: u64 = 30;
+
+/// A controller's pod that left or began terminating, for its owner to see (as a watch would
+/// tell it).
 #[derive(Clone, Debug)]
 pub(crate) struct RemovedPod {
     /// The pod.
@@ -279,6 +288,7 @@ impl Cluster {
                 owner,
                 lifetime,
                 unschedulable: None,
+                terminating: None,
             },
         );
         self.pod_gen += 1;
@@ -382,7 +392,8 @@ impl Cluster {
             }
         }
         self.pod_gen += 1;
-        if st.owner != Owner::None {
+        // A terminating pod's owner was told when its termination began.
+        if st.owner != Owner::None && st.terminating.is_none() {
             self.removed.push(RemovedPod {
                 id: id.clone(),
                 owner: st.owner.clone(),
@@ -411,7 +422,8 @@ impl Cluster {
     }
 
     /// A pod's lifetime has elapsed: a ReplicaSet's or DaemonSet's pod is deleted (its
-    /// controller replaces it), others succeed.
+    /// controller replaces it), others succeed. A terminating pod is just removed: it was
+    /// being killed, and its owner no longer counted it.
     pub fn pod_done(&mut self, id: &NsName, uid: &str) {
         let Some(st) = self.pods.get(id) else {
             return;
@@ -420,10 +432,81 @@ impl Cluster {
             return;
         }
         let terminal = match st.owner {
+            _ if st.terminating.is_some() => None,
             Owner::ReplicaSet(_) | Owner::DaemonSet(..) => None,
             Owner::None | Owner::Job(_) => Some("Succeeded"),
         };
         self.remove_pod(id, terminal);
+    }
+
+    /// Deletes a pod gracefully, as the API server does for a pod deletion or an eviction: an
+    /// unbound pod, or a grace of 0, goes at once; a bound pod gets `deletionTimestamp` (now +
+    /// grace) and `deletionGracePeriodSeconds`, keeps its node and resources, and goes when its
+    /// kubelet finishes ([`Cluster::pod_terminated`]). Its owner learns at once that it is no
+    /// longer active. A pod already terminating is left as it is. The grace is `grace_sec`
+    /// (the request's `gracePeriodSeconds`) if given, else the pod's
+    /// `terminationGracePeriodSeconds`, else 30 s. The pod exits after its own grace (it takes
+    /// all the time it declares it needs), or when killed at the end of a shorter requested
+    /// grace: deterministic, no random draw. Returns `None` for an unknown pod.
+    pub fn delete_pod_gracefully(&mut self, id: &NsName, grace_sec: Option<u64>) -> Option<()> {
+        let st = self.pods.get(id)?;
+        if st.terminating.is_some() {
+            return Some(());
+        }
+        let own_sec = st
+            .view
+            .termination_grace_ms
+            .map_or(DEFAULT_GRACE_SEC, |ms| {
+                u64::try_from(ms / 1000).unwrap_or(0)
+            });
+        let grace_sec = grace_sec.unwrap_or(own_sec);
+        if st.node.is_none() || grace_sec == 0 {
+            self.remove_pod(id, None);
+            return Some(());
+        }
+        let ends = self
+            .now
+            .saturating_add(grace_sec.min(own_sec).saturating_mul(1000));
+        let uid = st.uid.clone();
+        self.write_terminating(id, grace_sec);
+        let st = self.pods.get_mut(id)?;
+        st.terminating = Some(ends);
+        if st.owner != Owner::None {
+            let owner = st.owner.clone();
+            self.removed.push(RemovedPod {
+                id: id.clone(),
+                owner,
+                succeeded: false,
+            });
+        }
+        self.pod_gen += 1;
+        self.sched_epoch += 1;
+        let pod = id.clone();
+        self.schedule(ends, Event::PodTerminated { pod, uid });
+        Some(())
+    }
+
+    /// Marks a pod's object as being deleted with `grace_sec`.
+    fn write_terminating(&mut self, id: &NsName, grace_sec: u64) {
+        let at = self.now.saturating_add(grace_sec.saturating_mul(1000));
+        let ts = self.store.timestamp(at);
+        if let Some(mut obj) = self.get_owned(&key("", "Pod", &id.0, &id.1)) {
+            obj["metadata"]["deletionTimestamp"] = json!(ts);
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace_sec);
+            // The stored object is known to carry its identity.
+            let _ = self.put(obj);
+        }
+    }
+
+    /// A terminating pod's kubelet has finished: the pod and its object go.
+    pub fn pod_terminated(&mut self, id: &NsName, uid: &str) {
+        if self
+            .pods
+            .get(id)
+            .is_some_and(|st| st.uid == uid && st.terminating.is_some())
+        {
+            self.remove_pod(id, None);
+        }
     }
 
     /// Deletes the objects of pods that have finished (phase `Succeeded` or `Failed`), as the

@@ -3,11 +3,13 @@
 //! budget allows no more disruptions.
 //!
 //! It decides whether an eviction may proceed, and owns only whether budgets need recomputing
-//! (a budget was written, or pods changed since it last looked). Simplifications: the expected pod count is the
-//! number of live pods the selector matches (not the controllers' scale); a pod is healthy when
-//! bound and running; a budget with neither `minAvailable` nor `maxUnavailable` allows nothing.
-//! It never deletes a pod a budget protects and never replaces an evicted pod (its
-//! workload controller does).
+//! (a budget was written, or pods changed since it last looked). An evicted bound pod is deleted
+//! gracefully: it terminates over its grace period, holding its node, and neither its budget nor
+//! its controller counts it meanwhile (the controller replaces it at once). Simplifications: the
+//! expected pod count is the number of live pods the selector matches that are not terminating
+//! (not the controllers' scale); a pod is healthy when bound, running and not terminating; a
+//! budget with neither `minAvailable` nor `maxUnavailable` allows nothing. It never deletes a pod
+//! a budget protects and never replaces an evicted pod (its workload controller does).
 
 use autoscaler_core::PodDisruptionBudget;
 use autoscaler_core::model::pdb::IntOrPercent;
@@ -88,7 +90,7 @@ fn budgets(c: &Cluster) -> Vec<(NsName, Value, PodDisruptionBudget)> {
 fn budget_of(c: &Cluster, pdb: &PodDisruptionBudget) -> Budget {
     let (mut expected, mut healthy) = (0i64, 0i64);
     for p in c.pods.values() {
-        if pdb.matches(&p.view) {
+        if p.terminating.is_none() && pdb.matches(&p.view) {
             expected += 1;
             if p.node.is_some() {
                 healthy += 1;
@@ -134,20 +136,26 @@ impl Disruption {
         }
     }
 
-    /// Evicts a pod as the Eviction API does: pending pods go at once; a running pod goes only
-    /// if the one budget covering it (if any) allows a disruption. The pod is deleted; its
+    /// Evicts a pod as the Eviction API does: pending pods go at once; a running pod is
+    /// deleted gracefully (see [`Cluster::delete_pod_gracefully`], `grace_sec` being the
+    /// request's `deleteOptions.gracePeriodSeconds`) only if the one budget covering it (if any)
+    /// allows a disruption; a pod already terminating needs no budget and is left as it is. Its
     /// controller recreates it.
     pub(crate) fn evict(
         &mut self,
         c: &mut Cluster,
         namespace: &str,
         name: &str,
+        grace_sec: Option<u64>,
     ) -> Result<(), EvictionError> {
         let id = (namespace.to_string(), name.to_string());
         let pod_key = format!("{namespace}/{name}");
         let Some(st) = c.pods.get(&id) else {
             return Err(EvictionError::NotFound(pod_key));
         };
+        if st.terminating.is_some() {
+            return Ok(());
+        }
         if st.node.is_some() {
             let view = st.view.clone();
             let covering: Vec<_> = budgets(c)
@@ -174,7 +182,7 @@ impl Disruption {
                 }
             }
         }
-        c.remove_pod(&id, None);
+        c.delete_pod_gracefully(&id, grace_sec);
         self.refresh(c);
         Ok(())
     }
@@ -185,7 +193,7 @@ impl Disruption {
 pub struct BudgetStatus {
     /// `namespace/name`.
     pub pdb: String,
-    /// Pods the selector matches that are bound and running.
+    /// Pods the selector matches that are bound, running and not terminating.
     pub healthy: i64,
     /// Pods that must stay healthy.
     pub desired: i64,
@@ -248,12 +256,12 @@ mod tests {
         assert_eq!(status(&c)["expectedPods"], 1);
         assert_eq!(status(&c)["disruptionsAllowed"], 0);
         assert!(
-            d.evict(&mut c, "default", "p").is_ok(),
+            d.evict(&mut c, "default", "p", None).is_ok(),
             "a pending pod goes at once"
         );
         assert_eq!(status(&c)["expectedPods"], 0);
         assert!(matches!(
-            d.evict(&mut c, "default", "p"),
+            d.evict(&mut c, "default", "p", None),
             Err(EvictionError::NotFound(_))
         ));
     }
@@ -277,7 +285,7 @@ mod scenario_tests {
         assert_eq!(status["disruptionsAllowed"], 0);
         assert_eq!(status["currentHealthy"], 2);
         let (ns, name, _) = w.live_pods()[0].clone();
-        let err = w.evict(&ns, &name).unwrap_err();
+        let err = w.evict(&ns, &name, None).unwrap_err();
         assert!(matches!(err, EvictionError::PdbViolation { ref pdb, .. } if pdb == "default/web"));
         assert!(
             w.live_pods().iter().any(|p| p.1 == name),
@@ -288,22 +296,280 @@ mod scenario_tests {
         let status =
             get(&w, "policy", "PodDisruptionBudget", "default", "web").unwrap()["status"].clone();
         assert_eq!(status["disruptionsAllowed"], 1);
-        w.evict(&ns, &name).unwrap();
+        w.evict(&ns, &name, None).unwrap();
         let pods = w.live_pods();
-        assert_eq!(pods.len(), 2, "the ReplicaSet replaced it");
-        assert!(!pods.iter().any(|p| p.1 == name));
+        assert_eq!(
+            pods.len(),
+            3,
+            "the ReplicaSet replaced it while it terminates"
+        );
+        assert!(w.terminating_until(&ns, &name).is_some());
         assert_eq!(pods.iter().filter(|p| p.2.is_none()).count(), 1);
-        // A second eviction before the replacement runs is refused.
-        let other = pods.iter().find(|p| p.2.is_some()).unwrap().1.clone();
+        // A second eviction before the replacement runs is refused: the terminating pod is
+        // not healthy any more.
+        let other = pods
+            .iter()
+            .find(|p| p.2.is_some() && p.1 != name)
+            .unwrap()
+            .1
+            .clone();
         assert!(matches!(
-            w.evict("default", &other),
+            w.evict("default", &other, None),
             Err(EvictionError::PdbViolation { .. })
         ));
         w.advance(1_000);
         assert_eq!(w.pending_count(), 0);
+        w.advance(30_000);
+        assert!(!w.live_pods().iter().any(|p| p.1 == name), "gone after 30s");
+        assert_eq!(w.live_pods().len(), 2);
         assert_eq!(
-            w.evict("default", "nope"),
+            w.evict("default", "nope", None),
             Err(EvictionError::NotFound("default/nope".into()))
         );
+    }
+}
+
+#[cfg(test)]
+mod termination_tests {
+    //! An evicted bound pod terminates over its grace period, as on a real cluster.
+    use crate::testkit::*;
+
+    /// One ready 4-CPU worker.
+    fn one_node(seed: u64) -> (World, String) {
+        let mut w = world(seed);
+        w.add_node_group(&group("workers", 1)).unwrap();
+        w.advance(61_000);
+        let node = w.node_names()[0].clone();
+        (w, node)
+    }
+
+    fn bare_pod(name: &str, node: Option<&str>, grace: Option<u64>) -> Value {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        if let Some(g) = grace {
+            p["spec"]["terminationGracePeriodSeconds"] = json!(g);
+        }
+        p
+    }
+
+    fn pods_of(w: &World, app: &str) -> Vec<(String, Option<String>)> {
+        w.objects()
+            .list("", "Pod")
+            .filter(|(_, p)| p.pointer("/metadata/labels/app").and_then(Value::as_str) == Some(app))
+            .map(|(k, p)| {
+                let node = p.pointer("/spec/nodeName").and_then(Value::as_str);
+                (k.name.clone(), node.map(str::to_string))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_replacement_is_created_at_once_while_the_evicted_pod_keeps_its_resources() {
+        let (mut w, node) = one_node(21);
+        w.add_replica_set(rs("big", 1, "3")).unwrap();
+        w.advance(2_000);
+        let (old, _) = pods_of(&w, "big").pop().unwrap();
+        let t0 = w.now();
+        w.evict("default", &old, None).unwrap();
+        let obj = get(&w, "", "Pod", "default", &old).unwrap();
+        assert_eq!(obj["metadata"]["deletionGracePeriodSeconds"], 30);
+        assert_eq!(
+            obj["metadata"]["deletionTimestamp"],
+            json!(crate::time::rfc3339(
+                w.config().epoch_ms + (t0 + 30_000) as i64
+            ))
+        );
+        assert_eq!(obj["spec"]["nodeName"], json!(node), "still bound");
+        assert_eq!(pods_of(&w, "big").len(), 2, "replacement created at once");
+        let rs_status = get(&w, "apps", "ReplicaSet", "default", "big").unwrap()["status"].clone();
+        assert_eq!(
+            rs_status["replicas"], 1,
+            "the terminating pod is not counted"
+        );
+        // The old pod still holds 3 of the node's 4 CPUs: the replacement cannot fit yet.
+        w.advance(29_000);
+        assert_eq!(w.pending_count(), 1);
+        assert!(w.terminating_until("default", &old).is_some());
+        w.advance(1_000);
+        assert!(
+            get(&w, "", "Pod", "default", &old).is_none(),
+            "gone after 30 s"
+        );
+        w.advance(1_000);
+        assert_eq!(
+            w.pending_count(),
+            0,
+            "the replacement runs once the room is free"
+        );
+    }
+
+    #[test]
+    fn budgets_count_terminating_pods_neither_healthy_nor_expected() {
+        let (mut w, _) = one_node(22);
+        w.add_replica_set(rs("web", 3, "100m")).unwrap();
+        w.apply(pdb("web", "web", 2)).unwrap();
+        w.advance(2_000);
+        let status = |w: &World| {
+            get(w, "policy", "PodDisruptionBudget", "default", "web").unwrap()["status"].clone()
+        };
+        assert_eq!(status(&w)["disruptionsAllowed"], 1);
+        let (victim, _) = pods_of(&w, "web").remove(0);
+        w.evict("default", &victim, None).unwrap();
+        let s = status(&w);
+        assert_eq!(
+            s["expectedPods"], 2,
+            "the evicted pod is no longer expected"
+        );
+        assert_eq!(s["currentHealthy"], 2);
+        assert_eq!(s["disruptionsAllowed"], 0);
+        w.advance(2_000);
+        // The replacement runs while the evicted pod still terminates: three healthy again.
+        assert!(w.terminating_until("default", &victim).is_some());
+        assert_eq!(status(&w)["currentHealthy"], 3);
+        assert_eq!(
+            status(&w)["expectedPods"],
+            3,
+            "not 4: the terminating pod is left out"
+        );
+    }
+
+    #[test]
+    fn evicting_a_terminating_pod_succeeds_and_changes_nothing() {
+        let (mut w, node) = one_node(23);
+        w.add_replica_set(rs("web", 1, "100m")).unwrap();
+        w.apply(pdb("web", "web", 1)).unwrap();
+        w.advance(2_000);
+        w.apply(pdb("web", "web", 0)).unwrap();
+        let (victim, _) = pods_of(&w, "web").remove(0);
+        w.evict("default", &victim, Some(20)).unwrap();
+        let until = w.terminating_until("default", &victim);
+        w.apply(pdb("web", "web", 1)).unwrap();
+        let rv = w.resource_version();
+        // No budget is asked, no new grace is set, nothing is written.
+        assert_eq!(w.evict("default", &victim, Some(5)), Ok(()));
+        assert_eq!(w.evict("default", &victim, None), Ok(()));
+        assert_eq!(w.resource_version(), rv);
+        assert_eq!(w.terminating_until("default", &victim), until);
+        assert_eq!(pods_of(&w, "web").len(), 2, "one replacement only");
+        assert_eq!(
+            w.non_daemon_pods_on(&node),
+            1,
+            "the terminating pod still runs there"
+        );
+    }
+
+    #[test]
+    fn deleting_the_node_removes_terminating_pods_at_once() {
+        let (mut w, node) = one_node(24);
+        w.add_replica_set(rs("web", 2, "100m")).unwrap();
+        w.advance(2_000);
+        let (victim, _) = pods_of(&w, "web").remove(0);
+        w.evict("default", &victim, None).unwrap();
+        w.delete_node(&node).unwrap();
+        assert!(get(&w, "", "Pod", "default", &victim).is_none());
+        assert!(w.terminating_until("default", &victim).is_none());
+        // The owner was told once: it keeps two replicas, not three.
+        assert_eq!(pods_of(&w, "web").len(), 2);
+        w.advance(60_000);
+        assert_eq!(pods_of(&w, "web").len(), 2);
+    }
+
+    #[test]
+    fn the_grace_comes_from_the_request_else_the_pod_else_thirty_seconds() {
+        let (mut w, node) = one_node(25);
+        // (pod, its own grace, the request's grace, deletionGracePeriodSeconds, gone after)
+        let cases = [
+            ("default-grace", None, None, 30, 30_000),
+            ("own-grace", Some(45), None, 45, 45_000),
+            ("shorter-request", Some(60), Some(10), 10, 10_000),
+            // Allowed 600 s, the pod needs only its own 30 s to stop.
+            ("longer-request", None, Some(600), 600, 30_000),
+        ];
+        for (name, own, _, _, _) in cases {
+            w.add_pod(bare_pod(name, Some(&node), own), None).unwrap();
+        }
+        let t0 = w.now();
+        for (name, _, request, grace, gone_after) in cases {
+            w.evict("default", name, request).unwrap();
+            let obj = get(&w, "", "Pod", "default", name).unwrap();
+            assert_eq!(
+                obj["metadata"]["deletionGracePeriodSeconds"], grace,
+                "{name}"
+            );
+            assert_eq!(
+                w.terminating_until("default", name),
+                Some(t0 + gone_after),
+                "{name}"
+            );
+        }
+        w.advance(60_000);
+        assert!(w.live_pods().is_empty());
+    }
+
+    #[test]
+    fn unbound_pods_and_a_zero_grace_go_at_once() {
+        let (mut w, node) = one_node(26);
+        w.add_pod(bare_pod("bound", Some(&node), None), None)
+            .unwrap();
+        w.taint_node(&node, "k", "v", "NoSchedule").unwrap();
+        w.add_pod(bare_pod("pending", None, None), None).unwrap();
+        w.advance(2_000);
+        assert_eq!(w.pending_count(), 1);
+        w.evict("default", "pending", None).unwrap();
+        assert!(get(&w, "", "Pod", "default", "pending").is_none());
+        w.evict("default", "bound", Some(0)).unwrap();
+        assert!(get(&w, "", "Pod", "default", "bound").is_none());
+        assert!(w.live_pods().is_empty());
+    }
+
+    #[test]
+    fn a_replica_set_scaling_in_lets_its_bound_pods_terminate_on_their_node() {
+        let (mut w, node) = one_node(28);
+        w.add_replica_set(rs("web", 2, "100m")).unwrap();
+        w.advance(2_000);
+        w.scale_replica_set("default", "web", 1).unwrap();
+        let terminating: Vec<String> = pods_of(&w, "web")
+            .into_iter()
+            .filter(|(n, _)| w.terminating_until("default", n).is_some())
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(terminating.len(), 1);
+        assert_eq!(w.non_daemon_pods_on(&node), 2, "still on its node");
+        let status = get(&w, "apps", "ReplicaSet", "default", "web").unwrap()["status"].clone();
+        assert_eq!(status["replicas"], 1);
+        w.advance(30_000);
+        assert_eq!(w.non_daemon_pods_on(&node), 1);
+        assert_eq!(pods_of(&w, "web").len(), 1, "gone, not replaced");
+    }
+
+    #[test]
+    fn an_evicted_job_pod_is_replaced_at_once_and_never_counted_as_succeeded() {
+        let (mut w, _) = one_node(27);
+        w.add_job(JobSpec {
+            namespace: "default".into(),
+            name: "batch".into(),
+            template: PodTemplate::new().requests("100m", "64Mi"),
+            completions: 1,
+            parallelism: 1,
+            // Ends while it terminates.
+            duration_ms: 12_000,
+        })
+        .unwrap();
+        w.advance(2_000);
+        let (_, first, _) = w.live_pods().remove(0);
+        w.evict("default", &first, None).unwrap();
+        assert_eq!(w.live_pods().len(), 2, "the Job replaced it at once");
+        let job = |w: &World| get(w, "batch", "Job", "default", "batch").unwrap()["status"].clone();
+        assert_eq!(job(&w)["active"], 1);
+        w.advance(11_000);
+        // The evicted pod's lifetime ended while it was terminating: just removed.
+        assert!(get(&w, "", "Pod", "default", &first).is_none());
+        assert_eq!(job(&w)["succeeded"], 0);
+        w.advance(13_000);
+        assert_eq!(job(&w)["succeeded"], 1, "only the replacement completes");
     }
 }

@@ -719,7 +719,9 @@ impl Machines {
     }
 
     /// Drains the Node of a Machine being deleted: every pod but DaemonSet pods is evicted; a
-    /// PodDisruptionBudget that refuses holds the drain, retried a few seconds later.
+    /// PodDisruptionBudget that refuses holds the drain, retried a few seconds later. As Cluster
+    /// API does, the drain is done only once the evicted pods have terminated and are gone: it
+    /// looks again when the last of them ends.
     pub(crate) fn drain_machine(
         &mut self,
         c: &mut Cluster,
@@ -742,8 +744,16 @@ impl Machines {
                 held = true;
             }
         }
+        let last_gone = c
+            .non_daemon_pods_on(&node)
+            .iter()
+            .filter_map(|p| c.pods.get(p).and_then(|st| st.terminating))
+            .max();
         if held {
             let at = c.now.saturating_add(DRAIN_RETRY_MS);
+            c.schedule(at, Event::DrainMachine { machine, uid });
+        } else if let Some(at) = last_gone {
+            // Their PodTerminated events were queued first, so they run before this look.
             c.schedule(at, Event::DrainMachine { machine, uid });
         } else {
             let at = c.now.saturating_add(self.settings.deletion_ms);
@@ -1127,11 +1137,29 @@ mod scenario_tests {
         let node = get(&w, "", "Node", "", &m).unwrap();
         assert_eq!(node["spec"]["unschedulable"], true);
         assert_eq!(machine(&w, &m)["status"]["phase"], "Deleting");
-        // The budget relaxed: the drain finishes, then the instance terminates.
+        // The budget relaxed: the pod is evicted at the next retry and terminates over its 30 s
+        // grace; the drain waits for it, then the instance terminates for 20 s.
         w.apply(pdb("web", "web", 0)).unwrap();
         w.advance(6_000);
-        assert_eq!(w.node_names(), vec![m.clone()], "terminating for 20s");
-        w.advance(20_000);
+        let evicted = w
+            .live_pods()
+            .into_iter()
+            .find(|p| p.2.as_deref() == Some(m.as_str()))
+            .expect("the evicted pod still runs on the node");
+        let gone_at = w
+            .terminating_until(&evicted.0, &evicted.1)
+            .expect("terminating");
+        w.step_until(gone_at - 1);
+        assert_eq!(w.non_daemon_pods_on(&m), 1, "still terminating");
+        w.step_until(gone_at);
+        assert_eq!(w.non_daemon_pods_on(&m), 0);
+        w.advance(19_999);
+        assert_eq!(
+            w.node_names(),
+            vec![m.clone()],
+            "instance terminating for 20s"
+        );
+        w.advance(1);
         assert!(!w.node_names().contains(&m));
         assert!(!w.machines_of("capi", "workers").contains(&m));
     }

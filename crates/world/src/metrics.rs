@@ -17,7 +17,7 @@ pub struct Sample {
     pub pending: usize,
     /// Of those, pods marked Unschedulable.
     pub unschedulable: usize,
-    /// Pods bound to a node.
+    /// Pods bound to a node (terminating ones too: they still run and hold their node).
     pub running: usize,
     /// Nodes in the cluster.
     pub nodes: usize,

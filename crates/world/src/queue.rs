@@ -23,6 +23,8 @@ pub(crate) enum Event {
     MachineReady { machine: NsName, uid: String },
     /// A pod's lifetime has elapsed.
     PodDone { pod: NsName, uid: String },
+    /// A terminating pod's kubelet has finished: the pod goes.
+    PodTerminated { pod: NsName, uid: String },
     /// A ReplicaSet's replica schedule changes its count.
     Replicas { rs: NsName, replicas: u32 },
     /// Start or end of a `NodesNotReady` fault (index into the readiness controller's faults).

@@ -5,7 +5,9 @@
 //! They decide which pods exist and own their workloads' state (the pods each has, a Job's
 //! successes); they learn of pods that left from the cluster's removal log. They never place
 //! pods (the scheduler does), never evict and never look at resources. Pod lifetime counts from when a pod starts running: a ReplicaSet's pod whose
-//! lifetime ends is deleted (and replaced), a Job's or bare pod's succeeds.
+//! lifetime ends is deleted (and replaced), a Job's or bare pod's succeeds. A terminating pod is
+//! no longer active for its controller, which replaces it at once; a ReplicaSet scaling in
+//! deletes its bound pods gracefully (they terminate on their node).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -499,8 +501,10 @@ impl Workloads {
                 })
                 .collect();
             victims.sort();
+            // Deleted as the ReplicaSet controller deletes them: gracefully, a bound one
+            // terminating over its grace period on its node.
             for (_, _, n) in victims.into_iter().take(have - want) {
-                c.remove_pod(&(id.0.clone(), n), None);
+                c.delete_pod_gracefully(&(id.0.clone(), n), None);
             }
             self.absorb(c);
         }

@@ -95,7 +95,8 @@ impl Peers for Lent<'_> {
     }
 
     fn evict(&mut self, c: &mut Cluster, (ns, name): &NsName) -> bool {
-        evict(c, self.disruption, self.workloads, ns, name).is_ok()
+        // Cluster API's drain asks for no grace of its own: the pod's applies.
+        evict(c, self.disruption, self.workloads, ns, name, None).is_ok()
     }
 }
 
@@ -106,8 +107,9 @@ fn evict(
     workloads: &mut Workloads,
     namespace: &str,
     name: &str,
+    grace_sec: Option<u64>,
 ) -> Result<(), EvictionError> {
-    disruption.evict(c, namespace, name)?;
+    disruption.evict(c, namespace, name, grace_sec)?;
     workloads.reconcile(c);
     Ok(())
 }
@@ -245,6 +247,7 @@ impl World {
             }
             Event::MachineReady { machine, uid } => self.machines.machine_ready(c, &machine, &uid),
             Event::PodDone { pod, uid } => c.pod_done(&pod, &uid),
+            Event::PodTerminated { pod, uid } => c.pod_terminated(&pod, &uid),
             Event::Replicas { rs, replicas } => peers.workloads.set_rs_replicas(c, &rs, replicas),
             Event::Readiness { fault, start } => {
                 self.readiness.fault(c, &self.machines, fault, start)
@@ -432,15 +435,26 @@ impl World {
     }
 
     /// Evicts a pod as the Eviction API does: pending pods go at once; a running pod goes only
-    /// if the one budget covering it (if any) allows a disruption. The pod is deleted; its
-    /// controller recreates it.
-    pub fn evict(&mut self, namespace: &str, name: &str) -> Result<(), EvictionError> {
+    /// if the one budget covering it (if any) allows a disruption, and then over its grace
+    /// period: `grace_period_sec` (the request's `deleteOptions.gracePeriodSeconds`) if given,
+    /// else the pod's `terminationGracePeriodSeconds`, else 30 s. Meanwhile it carries
+    /// `deletionTimestamp` and `deletionGracePeriodSeconds`, keeps its node and resources, and
+    /// neither its controller (which replaces it at once) nor its budget counts it. It exits
+    /// after its own grace, or at the end of a shorter requested one (always the full time: no
+    /// random draw). Evicting a pod already terminating succeeds and changes nothing.
+    pub fn evict(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        grace_period_sec: Option<u64>,
+    ) -> Result<(), EvictionError> {
         evict(
             &mut self.cluster,
             &mut self.disruption,
             &mut self.workloads,
             namespace,
             name,
+            grace_period_sec,
         )
     }
 
@@ -495,7 +509,8 @@ impl World {
         self.cluster.nodes.keys().cloned().collect()
     }
 
-    /// Live (not terminal) pods as `(namespace, name, node)`, sorted.
+    /// Live (not terminal) pods as `(namespace, name, node)`, sorted; terminating pods are
+    /// live until they are gone.
     pub fn live_pods(&self) -> Vec<(String, String, Option<String>)> {
         let mut pods: Vec<_> = self
             .cluster
@@ -507,9 +522,24 @@ impl World {
         pods
     }
 
-    /// Live pods bound to `node` that are not DaemonSet pods (those a drain must move).
+    /// When a terminating pod goes (virtual time), or `None` for a pod not terminating or
+    /// unknown.
+    pub fn terminating_until(&self, namespace: &str, name: &str) -> Option<SimTime> {
+        self.cluster
+            .pods
+            .get(&(namespace.to_string(), name.to_string()))
+            .and_then(|p| p.terminating)
+    }
+
+    /// Live pods bound to `node` that are not DaemonSet pods (those a drain must move),
+    /// terminating ones included: they still run there.
     pub fn non_daemon_pods_on(&self, node: &str) -> usize {
         self.cluster.non_daemon_pods_on(node).len()
+    }
+
+    /// The pods [`World::non_daemon_pods_on`] counts, as `(namespace, name)` in name order.
+    pub fn non_daemon_pods(&self, node: &str) -> Vec<(String, String)> {
+        self.cluster.non_daemon_pods_on(node)
     }
 
     /// Number of live pods not bound to a node.
