@@ -593,7 +593,8 @@ pub fn markdown(cmd: &Command) -> String {
                     .and_then(|a| a.get_help())
                     .map(|h| first_paragraph(&h.to_string()))
                     .unwrap_or_default(),
-                Status::Implemented(text) | Status::NoEffect(text) => text.to_string(),
+                Status::Implemented(text) => text.to_string(),
+                Status::NoEffect(why) => format!("No effect: {why}."),
                 Status::Gap { why, .. } => format!("Not supported: {why}."),
             };
             let default = if flag.default.is_empty() {
