@@ -332,3 +332,18 @@ fn help_groups_the_flags_without_effect_and_the_unsupported_ones() {
     assert!(!short.contains("--enable-provisioning-requests"), "{short}");
     assert!(short.contains("--scan-interval"));
 }
+
+/// `simulate` (like `plan`) takes `run`'s flags: a gap flag is said there too.
+#[test]
+fn simulate_says_a_gap_flag() {
+    let out = bin()
+        .args(["simulate", "--quiet", "--profiling"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: --profiling=true: there is no /debug/pprof endpoint"),
+        "{stderr}"
+    );
+}
