@@ -683,6 +683,31 @@ mod tests {
         }
     }
 
+    /// Each flag given its upstream default, in upstream's `--name=value` syntax, parses and
+    /// validates: the typed flags accept upstream's spelling of their defaults (`10m0s`,
+    /// `0:320000`, `-10`), and a default never asks for a missing feature.
+    #[test]
+    fn every_flag_accepts_its_upstream_default() {
+        let no_env = |_: &str| None;
+        for flag in FLAGS {
+            let skip = OWNED_ELSEWHERE.contains(&flag.name)
+                || flag.default.is_empty()
+                || flag.kind == Kind::List
+                || flag.name == "cloud-provider";
+            if skip {
+                continue;
+            }
+            let arg = format!("--{}={}", flag.name, flag.default);
+            let parsed = TestCli::try_parse_from(["ca", arg.as_str()])
+                .unwrap_or_else(|e| panic!("{arg}: {e}"));
+            let opts = crate::options::RunOptions::build(&parsed.run, None, &no_env)
+                .unwrap_or_else(|e| panic!("{arg}: {e}"));
+            let asks_for_nothing =
+                opts.unsupported.is_empty() || flag.name == "enable-dynamic-resource-allocation";
+            assert!(asks_for_nothing, "{arg}: {:?}", opts.unsupported);
+        }
+    }
+
     #[test]
     fn typed_no_effect_flags_are_registered_as_no_effect() {
         for name in TYPED_NO_EFFECT {
