@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod config;
+mod flags;
 #[cfg(test)]
 mod fuzz;
 mod options;
@@ -30,8 +31,10 @@ enum Command {
     ///
     /// Flags have upstream cluster-autoscaler's names, syntax and defaults; `--config FILE`
     /// reads a `ClusterAutoscaler` resource (autoscaling.openshift.io/v1), and flags given on the
-    /// command line win over it. Invalid values stop it at start with exit code 2.
-    Run(Box<options::RunArgs>),
+    /// command line win over it. Invalid values stop it at start with exit code 2. Every
+    /// upstream flag is accepted; those without effect here are listed under their own
+    /// headings in --help (docs/flags.md has the full table).
+    Run(Box<RunCommand>),
     /// Run one loop on a snapshot of Kubernetes objects (YAML) and explain it.
     ///
     /// For every pod not bound to a node: on which nodes it would fit and, where it would not,
@@ -58,6 +61,21 @@ enum Command {
     /// median and maximum over --iterations and what it decided, then the peak RSS. The defaults
     /// are the reference scenario of BENCHMARKS.md; build with --release to measure.
     Bench(bench::BenchArgs),
+    /// Print the table of upstream's flags and what this autoscaler does with each one
+    /// (docs/flags.md), as Markdown.
+    #[command(hide = true)]
+    Flags,
+}
+
+/// `run`: its flags, and a check-only switch for manifests and tests.
+#[derive(Debug, clap::Args)]
+struct RunCommand {
+    #[command(flatten)]
+    args: options::RunArgs,
+    /// Validate the flags and the `--config` file, print what `run` would say about them, and
+    /// exit without contacting a cluster.
+    #[arg(long, hide = true)]
+    validate_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -76,10 +94,15 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run::run(&args),
+        Command::Run(cmd) if cmd.validate_only => run::validate_only(&cmd.args),
+        Command::Run(cmd) => run::run(&cmd.args),
         Command::Plan(args) => plan::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Flags => {
+            print!("{}", flags_markdown());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -88,6 +111,16 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// docs/flags.md: the flag registry with the help of `run`'s flags.
+fn flags_markdown() -> String {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    let run = cli
+        .find_subcommand("run")
+        .expect("the run subcommand is defined");
+    flags::markdown(run)
 }
 
 /// A failure of the binary, with the exit code it maps to.
@@ -122,5 +155,28 @@ impl CliError {
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:#}", self.error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/flags.md is generated from the registry; it fails when stale. Regenerate with
+    /// `UPDATE_FLAGS_DOC=1 cargo test -p cluster-autoscaler flags_doc_is_current`.
+    #[test]
+    fn flags_doc_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/flags.md");
+        let generated = flags_markdown();
+        if std::env::var_os("UPDATE_FLAGS_DOC").is_some() {
+            std::fs::write(&path, &generated).expect("write docs/flags.md");
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "docs/flags.md is stale: run UPDATE_FLAGS_DOC=1 cargo test -p cluster-autoscaler \
+             flags_doc_is_current"
+        );
+        assert!(!generated.to_lowercase().contains("unknown"));
     }
 }

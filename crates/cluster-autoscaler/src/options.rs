@@ -28,7 +28,7 @@ use autoscaler_kube::controller::ControllerConfig;
 use crate::config::{self, ConfigFileError};
 
 /// Go's boolean syntax (`strconv.ParseBool`).
-fn go_bool(text: &str) -> Result<bool, String> {
+pub(crate) fn go_bool(text: &str) -> Result<bool, String> {
     match text {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
@@ -154,6 +154,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub emit_per_nodegroup_metrics: Option<bool>,
+    /// The other upstream flags this autoscaler does not implement (see [`crate::flags`]).
+    #[command(flatten)]
+    pub compat: crate::flags::CompatArgs,
 }
 
 /// The flags that set how the autoscaler decides and acts, rather than how the live process
@@ -386,7 +389,7 @@ pub struct NoEffectArgs {
           default_missing_value = "true", value_parser = go_bool)]
     pub alsologtostderr: Option<bool>,
     /// klog: severity threshold of standard error.
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(long, value_name = "LEVEL", value_parser = crate::flags::check_severity)]
     pub stderrthreshold: Option<String>,
     /// Lock kind (a Lease is always used).
     #[arg(long, value_name = "KIND")]
@@ -395,19 +398,19 @@ pub struct NoEffectArgs {
     #[arg(long, value_name = "NAMESPACE")]
     pub leader_elect_resource_namespace: Option<String>,
     /// Bin-packing time bound per node group.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::check_duration)]
     pub max_nodegroup_binpacking_duration: Option<String>,
     /// Bin-packing time bound per scale-up.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::check_duration)]
     pub max_binpacking_time: Option<String>,
     /// Scale-down simulation time bound.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::check_duration)]
     pub scale_down_simulation_timeout: Option<String>,
     /// Client QPS.
-    #[arg(long, value_name = "FLOAT")]
+    #[arg(long, value_name = "FLOAT", value_parser = crate::flags::check_float)]
     pub kube_client_qps: Option<String>,
     /// Client burst.
-    #[arg(long, value_name = "INT")]
+    #[arg(long, value_name = "INT", value_parser = crate::flags::check_int)]
     pub kube_client_burst: Option<String>,
     /// Content type of API requests.
     #[arg(long, value_name = "TYPE")]
@@ -492,6 +495,9 @@ pub struct RunOptions {
     pub logging_format: LogFormat,
     /// Flags given that have no effect (logged as warnings once logging is up).
     pub ignored_flags: Vec<&'static str>,
+    /// Flags given with a value asking for a feature this autoscaler does not have (said at
+    /// start and in the status ConfigMap).
+    pub unsupported: Vec<crate::flags::Unsupported>,
 }
 
 /// Why the options were rejected.
@@ -675,12 +681,17 @@ impl RunOptions {
         apply_autoscaling(&args.autoscaling, &mut c)?;
         validate(&c)?;
 
+        let mut ignored_flags = args.no_effect.given();
+        ignored_flags.extend(args.compat.no_effect_given());
+        let unsupported = args.compat.unsupported();
+        c.unsupported_settings = unsupported.iter().map(ToString::to_string).collect();
         Ok(RunOptions {
             controller: c,
             kubeconfig: args.kubeconfig.clone(),
             verbosity,
             logging_format: args.logging_format.unwrap_or_default(),
-            ignored_flags: args.no_effect.given(),
+            ignored_flags,
+            unsupported,
         })
     }
 }
@@ -1159,11 +1170,16 @@ fn unknown_setting(name: &str, tip: Option<String>) -> String {
 }
 
 /// Rewrites the command line the way upstream's binary reads it, before clap sees it:
-/// flags only (first argument starts with `-`, other than help and version) mean `run`, and in
-/// `run` Go's single-dash long flags (`-v=4`, `-scan-interval=10s`) become double-dash ones.
-/// Everything after a lone `--` is left alone.
+/// no argument, or flags only (first argument starts with `-`, other than help and version),
+/// mean `run`; in `run` Go's single-dash long flags (`-v=4`, `-scan-interval=10s`) become
+/// double-dash ones and `_` in a flag's name becomes `-` (`--log_dir`), as pflag normalizes
+/// them. Everything after a lone `--` is left alone.
 pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
     let mut out = args;
+    // No argument at all starts `run`, as upstream's binary does.
+    if out.len() == 1 {
+        out.push(OsString::from("run"));
+    }
     let first = out.get(1).and_then(|a| a.to_str()).map(str::to_owned);
     if let Some(first) = first
         && first.starts_with('-')
@@ -1183,11 +1199,31 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
             && !s.starts_with("--")
             && s[1..].starts_with(|c: char| c.is_ascii_alphabetic())
             && !matches!(s, "-h" | "-V");
-        if single_dash_long {
-            *arg = OsString::from(format!("-{s}"));
-        }
+        let s = if single_dash_long {
+            format!("-{s}")
+        } else {
+            s.to_string()
+        };
+        *arg = OsString::from(dashes_for_underscores(&s));
     }
     out
+}
+
+/// pflag's word-separator normalization, as upstream's binary applies it: `--log_dir=x` is
+/// `--log-dir=x`. Only the name of a `--flag` changes, never a value.
+fn dashes_for_underscores(arg: &str) -> String {
+    let Some(rest) = arg.strip_prefix("--") else {
+        return arg.to_string();
+    };
+    let (name, value) = match rest.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (rest, None),
+    };
+    let name = name.replace('_', "-");
+    match value {
+        Some(v) => format!("--{name}={v}"),
+        None => format!("--{name}"),
+    }
 }
 
 #[cfg(test)]
@@ -1530,6 +1566,81 @@ mod tests {
     }
 
     #[test]
+    fn gap_flags_asking_for_a_missing_feature_are_said() {
+        let o = build(&[
+            "--enable-provisioning-requests=true",
+            "--profiling",
+            "--parallel-scale-up=false",
+            "--estimator=binpacking",
+            "--predicate-parallelism=8",
+            "--feature-gates=ContextualLogging=true",
+        ])
+        .unwrap();
+        let flags: Vec<&str> = o.unsupported.iter().map(|u| u.flag).collect();
+        // In registry order.
+        assert_eq!(flags, ["profiling", "enable-provisioning-requests"]);
+        assert_eq!(o.unsupported[0].value, "true");
+        assert_eq!(o.ignored_flags, ["predicate-parallelism", "feature-gates"]);
+        assert_eq!(o.controller.unsupported_settings.len(), 2);
+        assert!(
+            o.controller.unsupported_settings[1]
+                .starts_with("--enable-provisioning-requests=true: ProvisioningRequest"),
+            "{:?}",
+            o.controller.unsupported_settings
+        );
+        let o = build(&["--enable-provisioning-requests=false"]).unwrap();
+        assert!(o.unsupported.is_empty() && o.ignored_flags.is_empty());
+    }
+
+    #[test]
+    fn upstream_flags_keep_upstream_syntax_and_reject_bad_values() {
+        let a = parse(&[
+            "--log_dir=/var/log/ca",
+            "-kube_client_qps=20",
+            "--nodes=1:10:ng-a",
+            "--nodes",
+            "2:5:ng-b",
+            "--stderrthreshold=info",
+            "--max-binpacking-time=1m",
+            "--scale-down-simulation-timeout",
+            "45s",
+        ])
+        .unwrap();
+        let given: Vec<(&str, Vec<String>)> = a
+            .compat
+            .given
+            .iter()
+            .map(|(f, v)| (f.name, v.clone()))
+            .collect();
+        assert!(given.contains(&("log-dir", vec!["/var/log/ca".to_string()])));
+        assert!(given.contains(&("nodes", vec!["1:10:ng-a".into(), "2:5:ng-b".into()])));
+        assert_eq!(a.no_effect.kube_client_qps.as_deref(), Some("20"));
+        for (args, name) in [
+            (
+                &["--predicate-parallelism=many"][..],
+                "--predicate-parallelism",
+            ),
+            (&["--feature-gates=Foo"], "--feature-gates"),
+            (&["--log-flush-frequency=5x"], "--log-flush-frequency"),
+            (&["--profiling=maybe"], "--profiling"),
+            (&["--stderrthreshold=loud"], "--stderrthreshold"),
+            (&["--max-binpacking-time=abc"], "--max-binpacking-time"),
+            (&["--kube-client-burst=1.5"], "--kube-client-burst"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            assert!(e.to_string().contains(name), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn underscores_in_flag_names_become_dashes_but_values_stay() {
+        assert_eq!(dashes_for_underscores("--log_file=/a_b"), "--log-file=/a_b");
+        assert_eq!(dashes_for_underscores("--skip_headers"), "--skip-headers");
+        assert_eq!(dashes_for_underscores("a_b"), "a_b");
+    }
+
+    #[test]
     fn go_flag_syntax_is_accepted() {
         // Space-separated values, single-dash long flags, bare booleans.
         let a = parse(&["-scan-interval", "20s", "-v", "3", "--leader-elect"]).unwrap();
@@ -1558,7 +1669,7 @@ mod tests {
         assert_eq!(n(&["ca", "-v=4"]), ["ca", "run", "--v=4"]);
         assert_eq!(n(&["ca", "--help"]), ["ca", "--help"]);
         assert_eq!(n(&["ca", "plan", "-x"]), ["ca", "plan", "-x"]);
-        assert_eq!(n(&["ca"]), ["ca"]);
+        assert_eq!(n(&["ca"]), ["ca", "run"]);
         assert_eq!(
             n(&["ca", "run", "-h", "--", "-x"]),
             ["ca", "run", "-h", "--", "-x"]

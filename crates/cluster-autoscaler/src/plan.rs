@@ -77,6 +77,10 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let env = |k: &str| std::env::var(k).ok();
     let opts =
         RunOptions::from_args(&args.run, &env).map_err(|e| CliError::usage(anyhow!("{e}")))?;
+    // A flag asking for a feature this autoscaler does not have is said, never silent.
+    for u in &opts.unsupported {
+        eprintln!("warning: {u}");
+    }
     let mut config = opts.controller.clusterapi.clone();
     if let Some(group) = &args.capi_group {
         config = ClusterApiConfig::from_env_and_flag(Some(group), None)

@@ -212,9 +212,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         (None, None) => None,
     };
     init_logging(opts.verbosity, opts.logging_format);
-    for flag in &opts.ignored_flags {
-        tracing::warn!(flag = %format!("--{flag}"), "flag has no effect in this autoscaler");
-    }
+    say_flags(&opts);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         namespace = %opts.controller.namespace,
@@ -242,6 +240,33 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         Err(e) => tracing::error!(error = %e, "cluster-autoscaler stopped"),
     }
     result
+}
+
+/// Logs, once at start, the flags given that have no effect and those that ask for a feature
+/// this autoscaler does not have (the latter also go to the status ConfigMap).
+fn say_flags(opts: &RunOptions) {
+    for flag in &opts.ignored_flags {
+        tracing::warn!(flag = %format!("--{flag}"), "flag has no effect in this autoscaler");
+    }
+    for u in &opts.unsupported {
+        tracing::warn!(
+            flag = %format!("--{}", u.flag),
+            value = %u.value,
+            missing = u.why,
+            "flag asks for a feature this autoscaler does not have; running without it"
+        );
+    }
+}
+
+/// `run --validate-only`: reads and validates the flags and the `--config` file as `run` does,
+/// says what `run` would say about them at start, and stops before touching any cluster.
+pub fn validate_only(args: &RunArgs) -> Result<(), CliError> {
+    let opts = RunOptions::from_args(args, &|k| std::env::var(k).ok())
+        .map_err(|e| CliError::usage(e.into()))?;
+    init_logging(opts.verbosity, opts.logging_format);
+    say_flags(&opts);
+    tracing::info!("flags and configuration are valid");
+    Ok(())
 }
 
 #[cfg(test)]

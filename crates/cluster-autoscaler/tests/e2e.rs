@@ -245,7 +245,13 @@ async fn scale_up_then_scale_down_end_to_end() {
             .verb(Verb::Patch)
             .resource("machinedeployments/scale"),
     );
-    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    // A flag asking for a feature this autoscaler does not have: accepted, and listed in the
+    // status ConfigMap.
+    let ca = Autoscaler::start(
+        h.kubeconfig_path(),
+        "ca-0",
+        &["--enable-provisioning-requests=true"],
+    );
     add_pods(&h, "job", 3);
 
     wait_for("replicas rise to 3", Duration::from_secs(30), || {
@@ -267,6 +273,12 @@ async fn scale_up_then_scale_down_end_to_end() {
         status_text(&h).is_some_and(|s| s.contains("autoscalerStatus"))
     })
     .await;
+    let status = status_text(&h).unwrap_or_default();
+    assert!(
+        status.contains("unsupportedSettings:")
+            && status.contains("--enable-provisioning-requests=true: ProvisioningRequest"),
+        "{status}"
+    );
     wait_for("a TriggeredScaleUp event", Duration::from_secs(10), || {
         event_reasons(&h).iter().any(|r| r == "TriggeredScaleUp")
     })

@@ -28,7 +28,9 @@ use crate::execute::Executor;
 use crate::health::Health;
 use crate::leader::{self, LeaderConfig};
 use crate::metrics::{FailedScaleUpReason, GpuLabels, Metrics, ScaleDownReason};
-use crate::status::{Transitions, status_time, status_yaml, write_status};
+use crate::status::{
+    Transitions, status_time, status_yaml, with_unsupported_settings, write_status,
+};
 use crate::watch::WatchConfig;
 use autoscaler_actuation::Informer;
 use autoscaler_actuation::{Correction, Report};
@@ -76,6 +78,9 @@ pub struct ControllerConfig {
     pub emit_per_nodegroup_metrics: bool,
     /// `--max-pod-eviction-time` (2m): how long a drain retries evictions refused by a budget.
     pub max_pod_eviction_time: Duration,
+    /// Flags given that ask for features this autoscaler does not have (`--flag=value: why`),
+    /// listed in the status ConfigMap so they are never silent.
+    pub unsupported_settings: Vec<String>,
 }
 
 impl Default for ControllerConfig {
@@ -101,6 +106,7 @@ impl Default for ControllerConfig {
             max_startup_time: crate::health::DEFAULT_MAX_STARTUP_TIME,
             emit_per_nodegroup_metrics: false,
             max_pod_eviction_time: Duration::from_secs(120),
+            unsupported_settings: Vec::new(),
         }
     }
 }
@@ -579,7 +585,8 @@ impl Term {
             // What the status and the events say is fixed now; the view is not kept across awaits.
             let status = config
                 .write_status_configmap
-                .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions));
+                .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions))
+                .map(|yaml| with_unsupported_settings(yaml, &config.unsupported_settings));
             let mut events = events_of(&view, &outcome);
             let max_total = self.autoscaler.options().scale_up.limits.max_nodes_total;
             events.extend(max_nodes_total_event(&view, &outcome, max_total));

@@ -215,6 +215,27 @@ pub fn initializing_yaml(now_ms: i64) -> String {
     serde_yaml_ng::to_string(&status).unwrap_or_default()
 }
 
+/// `yaml` with an `unsupportedSettings:` list appended when `settings` is not empty: the flags
+/// given that ask for features this autoscaler does not have. Upstream's fields are unchanged.
+pub fn with_unsupported_settings(mut yaml: String, settings: &[String]) -> String {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Section<'a> {
+        unsupported_settings: &'a [String],
+    }
+    if settings.is_empty() {
+        return yaml;
+    }
+    let section = Section {
+        unsupported_settings: settings,
+    };
+    if !yaml.is_empty() && !yaml.ends_with('\n') {
+        yaml.push('\n');
+    }
+    yaml.push_str(&serde_yaml_ng::to_string(&section).unwrap_or_default());
+    yaml
+}
+
 /// The status YAML for one loop's `outcome` on `view` at `now_ms`, updating `transitions`.
 /// Groups beyond etcd's size limit are left out, unhealthy and backed-off ones last.
 pub fn status_yaml(
@@ -580,6 +601,19 @@ mod tests {
         ));
         let m = y["message"].as_str().expect("a message");
         assert!(m.starts_with("No node groups") && m.ends_with("not ready for autoscaling"));
+    }
+
+    #[test]
+    fn unsupported_settings_are_listed_after_upstreams_fields() {
+        let base = initializing_yaml(T0);
+        assert_eq!(with_unsupported_settings(base.clone(), &[]), base);
+        let settings = ["--enable-provisioning-requests=true: not handled".to_string()];
+        let y = parse(&with_unsupported_settings(base, &settings));
+        assert_eq!(y["autoscalerStatus"], "Initializing");
+        assert_eq!(
+            y["unsupportedSettings"][0],
+            "--enable-provisioning-requests=true: not handled"
+        );
     }
 
     #[test]

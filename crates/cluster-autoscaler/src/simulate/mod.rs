@@ -162,6 +162,10 @@ fn write_output(
 /// Runs `simulate`.
 pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
     let s = load(args)?;
+    // A flag asking for a feature this autoscaler does not have is said, never silent.
+    for u in args.run.compat.unsupported() {
+        eprintln!("warning: {u}");
+    }
     let snapshot_at = snapshot_at(args, &s)?;
     let mut files = open_outputs(args)?;
     let started = std::time::Instant::now();
