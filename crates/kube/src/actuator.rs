@@ -137,10 +137,12 @@ pub enum Eviction {
     AlreadyGone,
 }
 
-/// Carries actions out through one API client.
+/// Carries actions out: node taints and evictions through the workload cluster's client,
+/// Cluster API object changes through the management cluster's.
 #[derive(Clone)]
 pub struct Actuator {
     client: Client,
+    management: Client,
 }
 
 impl std::fmt::Debug for Actuator {
@@ -186,9 +188,17 @@ fn taint_json(t: &Taint) -> Value {
 }
 
 impl Actuator {
-    /// An actuator using `client`.
+    /// An actuator using `client` for everything (one cluster is both workload and management).
     pub fn new(client: Client) -> Actuator {
-        Actuator { client }
+        Actuator::split(&crate::Clients::joined(client))
+    }
+
+    /// An actuator over the management/workload split.
+    pub fn split(clients: &crate::Clients) -> Actuator {
+        Actuator {
+            client: clients.workload.clone(),
+            management: clients.management.clone(),
+        }
     }
 
     /// The API of the object's kind at the change's `apiVersion`, in its namespace.
@@ -217,7 +227,7 @@ impl Actuator {
         let plural = format!("{}s", key.kind.to_ascii_lowercase());
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         Ok(Api::namespaced_with(
-            self.client.clone(),
+            self.management.clone(),
             &key.namespace,
             &ar,
         ))
