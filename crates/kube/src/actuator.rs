@@ -564,6 +564,12 @@ mod tests {
     /// that the request is a declared API call, and that nothing else is asked once the script
     /// is done.
     fn mock(script: Vec<Exchange>) -> (Actuator, JoinHandle<()>) {
+        let (client, server) = mock_client(script);
+        (Actuator::new(client), server)
+    }
+
+    /// The client of [`mock`]'s scripted API server.
+    fn mock_client(script: Vec<Exchange>) -> (Client, JoinHandle<()>) {
         let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
             for (i, x) in script.into_iter().enumerate() {
@@ -601,7 +607,7 @@ mod tests {
                 "unexpected extra request"
             );
         });
-        (Actuator::new(Client::new(svc, "default")), server)
+        (Client::new(svc, "default"), server)
     }
 
     /// Drops the actuator (closing the connection) and surfaces the server's assertions.
@@ -844,6 +850,52 @@ mod tests {
             matches!(r2, Err(ActuationError::BadObject { .. })),
             "{r2:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn split_clusters_change_machines_in_management_and_nodes_in_workload() {
+        let ours =
+            json!({"key": TO_BE_DELETED_TAINT, "value": "1700000000", "effect": "NoSchedule"});
+        let (management, m_server) = mock_client(vec![ex(
+            Method::PATCH,
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/ns/machinedeployments/md/scale?",
+            Some(json!({"spec": {"replicas": 3}})),
+            200,
+            scale("md", 3),
+        )]);
+        let (workload, w_server) = mock_client(vec![
+            ex(
+                Method::GET,
+                "/api/v1/nodes/n1",
+                None,
+                200,
+                node("n1", "1", json!([])),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/n1?",
+                Some(node("n1", "1", json!([ours]))),
+                200,
+                node("n1", "2", json!([ours])),
+            ),
+        ]);
+        let act = Actuator::split(&crate::Clients {
+            workload,
+            management,
+        });
+        let scaled = act
+            .apply_change(&ObjectChange::SetReplicas {
+                key: key("cluster.x-k8s.io", "MachineDeployment", "md"),
+                api_version: "cluster.x-k8s.io/v1beta1".into(),
+                replicas: 3,
+            })
+            .await;
+        let tainted = act.add_taint("n1", &to_be_deleted("1700000000")).await;
+        drop(act);
+        m_server.await.unwrap();
+        w_server.await.unwrap();
+        scaled.unwrap();
+        assert!(tainted.unwrap());
     }
 
     #[tokio::test(start_paused = true)]
