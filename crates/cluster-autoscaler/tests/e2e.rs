@@ -941,10 +941,12 @@ async fn json_logs_one_line_per_failure_and_a_final_line() {
 /// reachable only with a Role confined to their namespace), the nodes and pods behind another
 /// (the workload cluster). The binary reads each from its own cluster (`--cloud-config` and
 /// `--kubeconfig`), scales up for a pending pod and removes the node once it is unneeded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn management_and_workload_clusters_apart() {
+/// The management view (only `cluster.x-k8s.io`, through a Role confined to [`NS`]) and the
+/// workload view (everything else) of `h`.
+async fn split_views(
+    h: &FacadeHandle,
+) -> (autoscaler_facade::ViewHandle, autoscaler_facade::ViewHandle) {
     use autoscaler_facade::{GroupFilter, NamespaceRole, ViewOptions};
-    let h = start_world().await;
     let capi = "cluster.x-k8s.io".to_string();
     let management = h
         .open_view(ViewOptions {
@@ -964,6 +966,13 @@ async fn management_and_workload_clusters_apart() {
         })
         .await
         .expect("workload view");
+    (management, workload)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn management_and_workload_clusters_apart() {
+    let h = start_world().await;
+    let (management, workload) = split_views(&h).await;
     let cloud_config = format!("--cloud-config={}", management.kubeconfig_path().display());
     let discovery = format!("--node-group-auto-discovery=clusterapi:namespace={NS}");
     let ca = Autoscaler::start(
@@ -1003,6 +1012,31 @@ async fn management_and_workload_clusters_apart() {
     let log = ca.log();
     assert!(!log.contains("forbidden"), "{}", support::tail(&log));
     assert!(log.contains("--cloud-config"), "{}", support::tail(&log));
+    drop(ca);
+    drop((management, workload));
+    h.shutdown().await;
+}
+
+/// The same split without a namespace in auto-discovery: the autoscaler watches the Machines
+/// cluster-wide, which the namespaced Role refuses. It says so and scales nothing (the test
+/// above passes because the watches are namespaced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_role_refuses_cluster_wide_watches() {
+    let h = start_world().await;
+    let (management, workload) = split_views(&h).await;
+    let cloud_config = format!("--cloud-config={}", management.kubeconfig_path().display());
+    let ca = Autoscaler::start(
+        workload.kubeconfig_path(),
+        "ca-wide",
+        &[cloud_config.as_str()],
+    );
+    add_pods(&h, "job", 1);
+    wait_for("the refusal in the log", Duration::from_secs(20), || {
+        ca.log().contains("is forbidden")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(replicas(&h), 0, "{}", support::tail(&ca.log()));
     drop(ca);
     drop((management, workload));
     h.shutdown().await;
