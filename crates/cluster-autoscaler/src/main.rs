@@ -50,9 +50,10 @@ enum Command {
     /// It takes every flag of `run` and `--config`, through the same options and validation:
     /// defaults < `--config` file < the scenario's `options:` < flags given here.
     /// `--scan-interval` is the virtual loop interval and `--max-pod-eviction-time` the drains'
-    /// deadline. Flags that only concern a live process (kubeconfig, namespace, leader
-    /// election, address, status ConfigMap, logging, node-group auto-discovery: every group of
-    /// the scenario is discovered) are validated as `run` validates them and have no effect.
+    /// deadline. Flags that only concern a live process (kubeconfig, cloud-config, namespace,
+    /// leader election, address, status ConfigMap, logging, node-group auto-discovery: every
+    /// group of the scenario is discovered) are validated as `run` validates them and have no
+    /// effect.
     Simulate(Box<simulate::SimulateArgs>),
     /// Time each phase of one loop on a synthetic cluster generated in memory.
     ///

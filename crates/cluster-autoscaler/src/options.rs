@@ -86,6 +86,17 @@ pub struct RunArgs {
     /// Path to a kubeconfig file (default: in-cluster config, else `KUBECONFIG` / ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// Cluster API: kubeconfig of the management cluster, where the Machines, MachineSets,
+    /// MachineDeployments and MachinePools live (nodes and pods are read through
+    /// `--kubeconfig`) [default: the cluster of `--kubeconfig`, see
+    /// `--clusterapi-cloud-config-authoritative`].
+    #[arg(long, value_name = "FILE")]
+    pub cloud_config: Option<String>,
+    /// Cluster API: without `--cloud-config`, the management cluster is the one the
+    /// autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub clusterapi_cloud_config_authoritative: Option<bool>,
     /// Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap
     /// [default: kube-system].
     #[arg(long, value_name = "NAMESPACE")]
@@ -373,13 +384,6 @@ pub struct ClusterStateArgs {
 #[derive(Debug, Default, clap::Args)]
 #[command(next_help_heading = "Accepted without effect (upstream compatibility)")]
 pub struct NoEffectArgs {
-    /// Cloud provider configuration file (Cluster API reads the cluster it runs in).
-    #[arg(long, value_name = "FILE")]
-    pub cloud_config: Option<String>,
-    /// Cluster API: treat `--cloud-config` as authoritative.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub clusterapi_cloud_config_authoritative: Option<bool>,
     /// klog: log to standard error (logs always go there).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
@@ -425,11 +429,6 @@ impl NoEffectArgs {
     /// The flags given, by name.
     pub fn given(&self) -> Vec<&'static str> {
         let given = [
-            ("cloud-config", self.cloud_config.is_some()),
-            (
-                "clusterapi-cloud-config-authoritative",
-                self.clusterapi_cloud_config_authoritative.is_some(),
-            ),
             ("logtostderr", self.logtostderr.is_some()),
             ("alsologtostderr", self.alsologtostderr.is_some()),
             ("stderrthreshold", self.stderrthreshold.is_some()),
@@ -481,6 +480,31 @@ pub enum LogFormat {
 /// Default log verbosity (klog's usual production level; seed 002's default).
 pub const DEFAULT_VERBOSITY: u8 = 1;
 
+/// Where the Cluster API objects are read and changed: upstream's rule, from `--cloud-config`
+/// and `--clusterapi-cloud-config-authoritative`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ManagementCluster {
+    /// The workload cluster (`--kubeconfig`, else in-cluster): no `--cloud-config`.
+    Workload,
+    /// The cluster of this kubeconfig (`--cloud-config`).
+    Kubeconfig(PathBuf),
+    /// The cluster the autoscaler runs in: `--clusterapi-cloud-config-authoritative` without
+    /// `--cloud-config`.
+    InCluster,
+}
+
+impl ManagementCluster {
+    /// Upstream's rule: `--cloud-config` when given (an empty value counts as not given); else
+    /// in-cluster when authoritative; else the workload cluster.
+    pub fn from_flags(cloud_config: Option<&str>, authoritative: bool) -> ManagementCluster {
+        match cloud_config.filter(|p| !p.trim().is_empty()) {
+            Some(path) => ManagementCluster::Kubeconfig(PathBuf::from(path)),
+            None if authoritative => ManagementCluster::InCluster,
+            None => ManagementCluster::Workload,
+        }
+    }
+}
+
 /// Everything `run` needs, validated: the controller's configuration plus what only the binary
 /// uses (kubeconfig path, log verbosity, flags to warn about).
 #[derive(Clone, Debug)]
@@ -489,6 +513,8 @@ pub struct RunOptions {
     pub controller: ControllerConfig,
     /// `--kubeconfig`, if given.
     pub kubeconfig: Option<PathBuf>,
+    /// The management cluster (`--cloud-config`, `--clusterapi-cloud-config-authoritative`).
+    pub management: ManagementCluster,
     /// `--v` (or the config file's `logVerbosity`), 0 to 10.
     pub verbosity: u8,
     /// `--logging-format`.
@@ -577,7 +603,7 @@ fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
 
 impl RunOptions {
     /// Builds the options from the flags: upstream defaults, then the `--config` file (read from
-    /// disk), then the flags given. `env` reads environment variables (`CAPI_GROUP`,
+    /// disk), then the flags given. `env` reads environment variables (`CAPI_GROUP`, `CAPI_VERSION`,
     /// `CAPI_SCALE_ZERO_DEFAULT_ARCH`, `POD_NAME`, `HOSTNAME`).
     pub fn from_args(
         args: &RunArgs,
@@ -638,6 +664,17 @@ impl RunOptions {
         }
         let mut capi = ClusterApiConfig::from_env_and_flag(None, env("CAPI_GROUP").as_deref())
             .map_err(|e| flag_err("cloud-provider", "clusterapi", format!("CAPI_GROUP: {e}")))?;
+        if let Some(version) = env("CAPI_VERSION").filter(|v| !v.trim().is_empty()) {
+            let version = version.trim();
+            if !is_api_version(version) {
+                return Err(flag_err(
+                    "cloud-provider",
+                    "clusterapi",
+                    format!("CAPI_VERSION {version:?} is not an API version such as v1beta1"),
+                ));
+            }
+            capi.api_version = Some(version.to_string());
+        }
         if let Some(arch) = env("CAPI_SCALE_ZERO_DEFAULT_ARCH").filter(|a| !a.trim().is_empty()) {
             capi.default_arch = arch.trim().to_string();
         }
@@ -688,12 +725,27 @@ impl RunOptions {
         Ok(RunOptions {
             controller: c,
             kubeconfig: args.kubeconfig.clone(),
+            management: ManagementCluster::from_flags(
+                args.cloud_config.as_deref(),
+                args.clusterapi_cloud_config_authoritative.unwrap_or(false),
+            ),
             verbosity,
             logging_format: args.logging_format.unwrap_or_default(),
             ignored_flags,
             unsupported,
         })
     }
+}
+
+/// Whether `v` looks like a Kubernetes API version (`v1`, `v1beta1`, `v1alpha4`).
+fn is_api_version(v: &str) -> bool {
+    v.len() <= 63
+        && v.strip_prefix('v').is_some_and(|rest| {
+            rest.starts_with(|c: char| c.is_ascii_digit())
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
 }
 
 fn set<T>(slot: &mut T, value: Option<T>) {
@@ -1482,7 +1534,11 @@ mod tests {
         let c = &o.controller;
         assert_eq!(o.verbosity, 4);
         assert_eq!(o.kubeconfig, Some(PathBuf::from("/tmp/kc")));
-        assert_eq!(o.ignored_flags, ["cloud-config", "logtostderr"]);
+        assert_eq!(o.ignored_flags, ["logtostderr"]);
+        assert_eq!(
+            o.management,
+            ManagementCluster::Kubeconfig(PathBuf::from("/etc/cloud"))
+        );
         assert_eq!(c.scan_interval, s(90));
         assert_eq!(c.namespace, "autoscaling");
         assert_eq!(c.clusterapi.auto_discovery.len(), 2);
@@ -1804,9 +1860,61 @@ mod tests {
         assert_eq!(o.controller.clusterapi.api_group, "machine.openshift.io");
         assert_eq!(o.controller.clusterapi.default_arch, "arm64");
         assert_eq!(o.controller.identity, "ca-7d9f");
+        assert_eq!(o.controller.clusterapi.api_version, None);
         let bad = |k: &str| (k == "CAPI_GROUP").then(|| "Not A Group".to_string());
         let e = RunOptions::build(&parse(&[]).unwrap(), None, &bad).unwrap_err();
         assert!(e.to_string().contains("CAPI_GROUP"), "{e}");
+    }
+
+    #[test]
+    fn capi_version_pins_the_api_version() {
+        let pinned = |k: &str| (k == "CAPI_VERSION").then(|| "v1alpha4".to_string());
+        let o = RunOptions::build(&parse(&[]).unwrap(), None, &pinned).unwrap();
+        assert_eq!(
+            o.controller.clusterapi.api_version.as_deref(),
+            Some("v1alpha4")
+        );
+        for bad in ["1beta1", "v", "V1", "v1/beta", "cluster.x-k8s.io/v1beta1"] {
+            let env = |k: &str| (k == "CAPI_VERSION").then(|| bad.to_string());
+            let e = RunOptions::build(&parse(&[]).unwrap(), None, &env).unwrap_err();
+            assert!(e.to_string().contains("CAPI_VERSION"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn cloud_config_names_the_management_cluster_as_upstream_does() {
+        let m = |args: &[&str]| build(args).unwrap().management;
+        assert_eq!(m(&[]), ManagementCluster::Workload);
+        assert_eq!(m(&["--kubeconfig=/w"]), ManagementCluster::Workload);
+        assert_eq!(
+            m(&["--cloud-config=/m", "--kubeconfig=/w"]),
+            ManagementCluster::Kubeconfig(PathBuf::from("/m"))
+        );
+        assert_eq!(
+            m(&[
+                "--cloud-config=/m",
+                "--clusterapi-cloud-config-authoritative"
+            ]),
+            ManagementCluster::Kubeconfig(PathBuf::from("/m"))
+        );
+        assert_eq!(
+            m(&["--kubeconfig=/w", "--clusterapi-cloud-config-authoritative"]),
+            ManagementCluster::InCluster
+        );
+        assert_eq!(
+            m(&[
+                "--cloud-config=",
+                "--clusterapi-cloud-config-authoritative=false"
+            ]),
+            ManagementCluster::Workload
+        );
+        // Neither flag is reported as having no effect any more.
+        let o = build(&[
+            "--cloud-config=/m",
+            "--clusterapi-cloud-config-authoritative",
+        ])
+        .unwrap();
+        assert!(o.ignored_flags.is_empty(), "{:?}", o.ignored_flags);
     }
 
     #[test]

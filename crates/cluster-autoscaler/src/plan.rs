@@ -50,7 +50,7 @@ pub struct PlanArgs {
     pub output: OutputFormat,
     /// Every flag of `run` (and `--config`), so the plan answers for the configuration the
     /// cluster runs with; those that only concern a live process (leader election, the status
-    /// ConfigMap, the kubeconfig) are accepted and have no effect here.
+    /// ConfigMap, the kubeconfig and `--cloud-config`) are accepted and have no effect here.
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -1,8 +1,14 @@
 //! `run`: the controller on a live cluster. Validates the options, sets up logging, builds the
-//! Kubernetes client and hands both to `autoscaler_kube::controller::run`.
+//! Kubernetes clients and hands them to `autoscaler_kube::controller::run`.
+//!
+//! Two clients, as upstream's Cluster API provider has: the workload cluster's (`--kubeconfig`,
+//! else in-cluster) for nodes, pods, the Lease, events and the status ConfigMap, and the
+//! management cluster's for the Cluster API objects: `--cloud-config`'s kubeconfig when given,
+//! else the in-cluster configuration with `--clusterapi-cloud-config-authoritative`, else the
+//! workload client itself.
 //!
 //! Exit codes: 2 for anything wrong before the controller starts (a flag, the config file, the
-//! kubeconfig, an API server it does not support), 1 when the controller stops with an error. It never decides anything itself and
+//! kubeconfig or `--cloud-config`, an API server it does not support), 1 when the controller stops with an error. It never decides anything itself and
 //! never starts the controller with options that did not validate.
 //!
 //! Log verbosity (`--v`, klog's levels) maps onto `tracing` levels of the autoscaler's own
@@ -20,7 +26,7 @@ use autoscaler_kube::controller;
 use tracing_subscriber::EnvFilter;
 
 use crate::CliError;
-use crate::options::{LogFormat, RunArgs, RunOptions};
+use crate::options::{LogFormat, ManagementCluster, RunArgs, RunOptions};
 
 /// The autoscaler's own crates (their `tracing` targets).
 const OWN_CRATES: [&str; 4] = [
@@ -170,10 +176,68 @@ fn check_server_url(server: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds the client: from `--kubeconfig` when given, else in-cluster / `KUBECONFIG` /
+/// The management cluster's configuration, read at start (see [`ManagementCluster`]).
+enum Management {
+    /// The workload client serves both.
+    Workload,
+    /// `--cloud-config`'s kubeconfig.
+    Kubeconfig(Box<Kubeconfig>),
+    /// The cluster the autoscaler runs in.
+    InCluster,
+}
+
+impl Management {
+    /// Reads `--cloud-config` when it is the management cluster (exit 2 naming the file).
+    fn read(m: &ManagementCluster) -> Result<Management, CliError> {
+        Ok(match m {
+            ManagementCluster::Workload => Management::Workload,
+            ManagementCluster::Kubeconfig(path) => {
+                Management::Kubeconfig(Box::new(Kubeconfig::read("--cloud-config", path.clone())?))
+            }
+            ManagementCluster::InCluster => Management::InCluster,
+        })
+    }
+
+    /// What the start log says.
+    fn describe(&self) -> String {
+        match self {
+            Management::Workload => "the workload cluster".into(),
+            Management::Kubeconfig(k) => format!("--cloud-config {}", k.path.display()),
+            Management::InCluster => "in-cluster (--clusterapi-cloud-config-authoritative)".into(),
+        }
+    }
+}
+
+/// The workload and management clients (see the module documentation).
+async fn clients(
+    kubeconfig: Option<Kubeconfig>,
+    management: Management,
+) -> Result<autoscaler_kube::Clients, CliError> {
+    let workload = client(kubeconfig).await?;
+    let management = match management {
+        Management::Workload => workload.clone(),
+        Management::Kubeconfig(k) => client(Some(*k)).await?,
+        Management::InCluster => {
+            let config = kube::Config::incluster().map_err(|e| {
+                CliError::usage(anyhow!(
+                    "--clusterapi-cloud-config-authoritative without --cloud-config reads the \
+                     Cluster API objects from the cluster the autoscaler runs in, but there is \
+                     no in-cluster configuration: {e}; give --cloud-config"
+                ))
+            })?;
+            build_client(config, "in-cluster configuration")?
+        }
+    };
+    Ok(autoscaler_kube::Clients {
+        workload,
+        management,
+    })
+}
+
+/// Builds the client: from `kubeconfig` when given, else in-cluster / `KUBECONFIG` /
 /// `~/.kube/config` (kube's inference). Errors are configuration errors (exit 2).
 async fn client(kubeconfig: Option<Kubeconfig>) -> Result<kube::Client, CliError> {
-    let mut config = match kubeconfig {
+    let config = match kubeconfig {
         Some(Kubeconfig { origin, path, kc }) => {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
@@ -191,12 +255,18 @@ async fn client(kubeconfig: Option<Kubeconfig>) -> Result<kube::Client, CliError
             ))
         })?,
     };
+    build_client(config, "Kubernetes configuration")
+}
+
+/// The client of `config`, without kube's own retries; its server URL checked (`what` names
+/// the configuration in the error).
+fn build_client(mut config: kube::Config, what: &str) -> Result<kube::Client, CliError> {
     // The shell owns its retries: kube's built-in retry of 429 would hold a PDB-refused
     // eviction inside the client for minutes, past `--max-pod-eviction-time`.
     config.default_retry = false;
     // The inferred configuration may come from a file we did not read: check its URL too.
     check_server_url(&config.cluster_url.to_string())
-        .map_err(|e| CliError::usage(anyhow!("Kubernetes configuration: server: {e}")))?;
+        .map_err(|e| CliError::usage(anyhow!("{what}: server: {e}")))?;
     kube::Client::try_from(config)
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
 }
@@ -211,6 +281,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         (None, Some(path)) => Some(Kubeconfig::read("KUBECONFIG", path)?),
         (None, None) => None,
     };
+    let management = Management::read(&opts.management)?;
     init_logging(opts.verbosity, opts.logging_format);
     say_flags(&opts);
     tracing::info!(
@@ -218,6 +289,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         namespace = %opts.controller.namespace,
         address = %opts.controller.address,
         leader_elect = opts.controller.leader_elect,
+        cluster_api_objects_from = %management.describe(),
         "starting cluster-autoscaler"
     );
     tracing::debug!(options = ?opts.controller, "options");
@@ -226,8 +298,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::failure(anyhow!("cannot start the async runtime: {e}")))?;
     let result = runtime.block_on(async {
-        let client = client(kubeconfig).await?;
-        controller::run(client, opts.controller)
+        let clients = clients(kubeconfig, management).await?;
+        controller::run(clients, opts.controller)
             .await
             .map_err(|e| match e {
                 // A server it cannot work with is a configuration error, found before leading.

@@ -948,3 +948,108 @@ async fn json_logs_one_line_per_failure_and_a_final_line() {
     assert_eq!(last["message"], "cluster-autoscaler stopped", "{log}");
     assert_eq!(last["level"], "INFO");
 }
+
+/// The management/workload split: the Machines live behind one API (the management cluster,
+/// reachable only with a Role confined to their namespace), the nodes and pods behind another
+/// (the workload cluster). The binary reads each from its own cluster (`--cloud-config` and
+/// `--kubeconfig`), scales up for a pending pod and removes the node once it is unneeded.
+/// The management view (only `cluster.x-k8s.io`, through a Role confined to [`NS`]) and the
+/// workload view (everything else) of `h`.
+async fn split_views(
+    h: &FacadeHandle,
+) -> (autoscaler_facade::ViewHandle, autoscaler_facade::ViewHandle) {
+    use autoscaler_facade::{GroupFilter, NamespaceRole, ViewOptions};
+    let capi = "cluster.x-k8s.io".to_string();
+    let management = h
+        .open_view(ViewOptions {
+            groups: GroupFilter::Only(vec![capi.clone()]),
+            role: Some(NamespaceRole {
+                namespace: NS.into(),
+                groups: vec![capi.clone()],
+            }),
+            kubeconfig_path: None,
+        })
+        .await
+        .expect("management view");
+    let workload = h
+        .open_view(ViewOptions {
+            groups: GroupFilter::Except(vec![capi]),
+            ..ViewOptions::default()
+        })
+        .await
+        .expect("workload view");
+    (management, workload)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn management_and_workload_clusters_apart() {
+    let h = start_world().await;
+    let (management, workload) = split_views(&h).await;
+    let cloud_config = format!("--cloud-config={}", management.kubeconfig_path().display());
+    let discovery = format!("--node-group-auto-discovery=clusterapi:namespace={NS}");
+    let ca = Autoscaler::start(
+        workload.kubeconfig_path(),
+        "ca-split",
+        &[cloud_config.as_str(), discovery.as_str()],
+    );
+    add_pods(&h, "job", 2);
+    wait_for("replicas rise to 2", Duration::from_secs(30), || {
+        replicas(&h) == 2
+    })
+    .await;
+    wait_for(
+        "2 nodes and all pods bound",
+        Duration::from_secs(30),
+        || group_nodes(&h).len() == 2 && all_bound(&h, "job", 2),
+    )
+    .await;
+    wait_for(
+        "the status ConfigMap in the workload cluster",
+        Duration::from_secs(10),
+        || status_text(&h).is_some_and(|s| s.contains("autoscalerStatus")),
+    )
+    .await;
+    assert_eq!(lease_holder(&h).as_deref(), Some("ca-split"));
+
+    h.with_world(|w| {
+        w.delete_pod("default", "job-0").expect("delete pod");
+    });
+    wait_for(
+        "one node removed: replicas 1, one Machine, one node",
+        Duration::from_secs(45),
+        || replicas(&h) == 1 && machines(&h) == 1 && group_nodes(&h).len() == 1,
+    )
+    .await;
+    assert!(all_bound(&h, "job-1", 1));
+    let log = ca.log();
+    assert!(!log.contains("forbidden"), "{}", support::tail(&log));
+    assert!(log.contains("--cloud-config"), "{}", support::tail(&log));
+    drop(ca);
+    drop((management, workload));
+    h.shutdown().await;
+}
+
+/// The same split without a namespace in auto-discovery: the autoscaler watches the Machines
+/// cluster-wide, which the namespaced Role refuses. It says so and scales nothing (the test
+/// above passes because the watches are namespaced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_role_refuses_cluster_wide_watches() {
+    let h = start_world().await;
+    let (management, workload) = split_views(&h).await;
+    let cloud_config = format!("--cloud-config={}", management.kubeconfig_path().display());
+    let ca = Autoscaler::start(
+        workload.kubeconfig_path(),
+        "ca-wide",
+        &[cloud_config.as_str()],
+    );
+    add_pods(&h, "job", 1);
+    wait_for("the refusal in the log", Duration::from_secs(20), || {
+        ca.log().contains("is forbidden")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(replicas(&h), 0, "{}", support::tail(&ca.log()));
+    drop(ca);
+    drop((management, workload));
+    h.shutdown().await;
+}

@@ -116,6 +116,48 @@ fn missing_kubeconfig_is_rejected() {
 }
 
 #[test]
+fn bad_cloud_config_is_rejected_naming_the_file_and_field() {
+    let workload = kubeconfig("kc-workload.yaml", "https://127.0.0.1:6443");
+    let w = workload.to_str().unwrap();
+    rejected(
+        &[
+            "run",
+            "--kubeconfig",
+            w,
+            "--cloud-config=/nonexistent/mgmt.yaml",
+        ],
+        &["--cloud-config", "/nonexistent/mgmt.yaml", "cannot read"],
+    );
+    let p = temp_file("mgmt-garbage.yaml", "this: is: not: a kubeconfig\n");
+    rejected(
+        &[
+            "run",
+            "--kubeconfig",
+            w,
+            "--cloud-config",
+            p.to_str().unwrap(),
+        ],
+        &["--cloud-config", "mgmt-garbage.yaml"],
+    );
+    let p = kubeconfig("mgmt-bad-server.yaml", "127.0.0.1:6443");
+    rejected(
+        &[
+            "run",
+            "--kubeconfig",
+            w,
+            "--cloud-config",
+            p.to_str().unwrap(),
+        ],
+        &[
+            "--cloud-config",
+            "mgmt-bad-server.yaml",
+            "clusters[0] (c).cluster.server",
+            "no scheme",
+        ],
+    );
+}
+
+#[test]
 fn help_lists_the_flags() {
     let out = run(&["run", "--help"]);
     assert_eq!(out.status.code(), Some(0));
@@ -139,6 +181,7 @@ fn help_lists_the_flags() {
         "--gpu-total",
         "--v <LEVEL>",
         "--cloud-config",
+        "--clusterapi-cloud-config-authoritative",
     ] {
         assert!(help.contains(flag), "{flag} not in help:\n{help}");
     }

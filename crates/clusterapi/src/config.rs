@@ -129,6 +129,9 @@ pub struct ClusterApiConfig {
     /// `kubernetes.io/arch` of scale-from-zero templates (upstream reads
     /// `CAPI_SCALE_ZERO_DEFAULT_ARCH`; the binary passes it in).
     pub default_arch: String,
+    /// The API version of the group's kinds (`CAPI_VERSION`, passed in by the binary); `None`
+    /// uses the version the API server prefers.
+    pub api_version: Option<String>,
 }
 
 impl Default for ClusterApiConfig {
@@ -137,6 +140,7 @@ impl Default for ClusterApiConfig {
             api_group: DEFAULT_API_GROUP.to_string(),
             auto_discovery: Vec::new(),
             default_arch: DEFAULT_ARCH.to_string(),
+            api_version: None,
         }
     }
 }
@@ -187,6 +191,17 @@ impl ClusterApiConfig {
             self.auto_discovery.push(AutoDiscovery::parse(s.as_ref())?);
         }
         Ok(self)
+    }
+
+    /// The one namespace every auto-discovery spec names, if they all name the same one: the
+    /// Cluster API objects need only be listed and watched there (so a namespaced Role is
+    /// enough). `None` (no spec, a spec without a namespace, or two namespaces): cluster-wide.
+    pub fn watch_namespace(&self) -> Option<&str> {
+        let first = self.auto_discovery.first()?.namespace.as_deref()?;
+        self.auto_discovery
+            .iter()
+            .all(|a| a.namespace.as_deref() == Some(first))
+            .then_some(first)
     }
 
     /// `<group>/cluster-api-autoscaler-node-group-min-size`.
@@ -248,6 +263,35 @@ pub(crate) fn cluster_name_of(obj: &Value, label: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn objects_are_watched_in_the_one_namespace_every_spec_names() {
+        let ns = |specs: &[&str]| {
+            ClusterApiConfig::default()
+                .with_auto_discovery(specs)
+                .expect("valid")
+                .watch_namespace()
+                .map(str::to_string)
+        };
+        assert_eq!(ns(&[]), None);
+        assert_eq!(ns(&["clusterapi:namespace=a"]), Some("a".into()));
+        assert_eq!(
+            ns(&[
+                "clusterapi:namespace=a,color=x",
+                "clusterapi:namespace=a,clusterName=c"
+            ]),
+            Some("a".into())
+        );
+        assert_eq!(
+            ns(&["clusterapi:namespace=a", "clusterapi:namespace=b"]),
+            None
+        );
+        assert_eq!(
+            ns(&["clusterapi:namespace=a", "clusterapi:clusterName=c"]),
+            None
+        );
+        assert_eq!(ns(&["clusterapi:clusterName=c"]), None);
+    }
 
     #[test]
     fn auto_discovery_specs_parse_and_reject_with_the_text() {

@@ -26,6 +26,21 @@ pub enum Verb {
     Delete,
 }
 
+impl Verb {
+    /// The RBAC verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`).
+    pub fn rbac(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
 /// What a rule does to a matching request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultAction {

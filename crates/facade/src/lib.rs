@@ -8,6 +8,13 @@
 //! controller, workloads, disruption budgets) see every write and its change log feeds the
 //! watch streams. Faults ([`FaultRule`]) make chosen requests fail, wait, or cut watches.
 //!
+//! [`FacadeHandle::open_view`] opens another door into the same world: a listener with its own
+//! kubeconfig that serves only some API groups and may confine some groups to one namespace
+//! (`403` otherwise, as a namespaced Role does). Two views, one serving the Cluster API objects
+//! and one the nodes and pods, stand for a management and a workload cluster: the Machines and
+//! the Nodes stay one world, linked by `providerID` and `nodeRef` as the real controllers link
+//! them, while a client can reach each only through its own cluster.
+//!
 //! This crate must never be a dependency of the product's `run` path.
 #![warn(missing_docs)]
 
@@ -89,6 +96,150 @@ impl Default for FacadeOptions {
             version: ServerVersion::default(),
         }
     }
+}
+
+/// Which API groups a view serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum GroupFilter {
+    /// Every group the facade serves.
+    #[default]
+    All,
+    /// Only these groups (`""` for the core group).
+    Only(Vec<String>),
+    /// Every group but these.
+    Except(Vec<String>),
+}
+
+impl GroupFilter {
+    fn serves(&self, group: &str) -> bool {
+        match self {
+            GroupFilter::All => true,
+            GroupFilter::Only(gs) => gs.iter().any(|g| g == group),
+            GroupFilter::Except(gs) => !gs.iter().any(|g| g == group),
+        }
+    }
+}
+
+/// An identity bound by a namespaced Role: the resources of `groups` may only be read and
+/// written inside `namespace`; any other request on them (cluster-wide lists and watches
+/// included) is `403 Forbidden`. Discovery stays open, as `system:discovery` grants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceRole {
+    /// The namespace of the Role.
+    pub namespace: String,
+    /// The API groups it covers.
+    pub groups: Vec<String>,
+}
+
+/// How a view ([`FacadeHandle::open_view`]) serves the world.
+#[derive(Debug, Clone, Default)]
+pub struct ViewOptions {
+    /// The groups served; the others are absent from discovery and `404`.
+    pub groups: GroupFilter,
+    /// Confines some groups to one namespace.
+    pub role: Option<NamespaceRole>,
+    /// Where to write the view's kubeconfig (`None`: a fresh temporary directory).
+    pub kubeconfig_path: Option<PathBuf>,
+}
+
+/// What one listener serves of the world (the facade's own listener: everything).
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    groups: GroupFilter,
+    role: Option<NamespaceRole>,
+}
+
+impl View {
+    /// The facade's surface, less the group-versions of groups this view does not serve.
+    pub(crate) fn surface(&self, facade: &Surface) -> Surface {
+        let mut surface = facade.clone();
+        surface.withheld.extend(
+            resources::RESOURCES
+                .iter()
+                .filter(|r| !self.groups.serves(r.group))
+                .map(|r| r.api_version()),
+        );
+        surface
+    }
+
+    /// The refusal of a request outside the view's Role, if it is one.
+    pub(crate) fn forbids(
+        &self,
+        t: &server::Target,
+        verb: Verb,
+        resource: &str,
+    ) -> Option<ApiError> {
+        let role = self.role.as_ref()?;
+        if !role.groups.iter().any(|g| g == t.res.group) {
+            return None;
+        }
+        let scope = match t.namespace.as_deref() {
+            Some(ns) if ns == role.namespace => return None,
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".to_string(),
+        };
+        Some(ApiError::forbidden(
+            verb.rbac(),
+            resource,
+            t.res.group,
+            &scope,
+        ))
+    }
+}
+
+/// A running view of a facade ([`FacadeHandle::open_view`]); dropping it stops its listener.
+#[derive(Debug)]
+pub struct ViewHandle {
+    addr: std::net::SocketAddr,
+    kubeconfig: PathBuf,
+    task: JoinHandle<()>,
+}
+
+impl ViewHandle {
+    /// The address served.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// The kubeconfig written for this view.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+}
+
+impl Drop for ViewHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A fresh kubeconfig path under the temporary directory for a listener on `port`.
+fn temp_kubeconfig(port: u16) -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("autoscaler-facade-{}-{port}", std::process::id()))
+        .join("kubeconfig")
+}
+
+/// Serves `app` on `listener` until the facade stops.
+fn spawn_server(
+    shared: &Shared,
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+) -> JoinHandle<()> {
+    let mut stop = shared.stop.subscribe();
+    tokio::spawn(async move {
+        // Graceful: open connections close once their requests end (watch streams end on
+        // the same signal), so no old connection keeps answering after shutdown.
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stopped)
+            .await
+        {
+            tracing::error!(error = %e, "facade server stopped");
+        }
+    })
 }
 
 /// State shared by the request handlers, the watch streams and the clock task.
@@ -207,13 +358,7 @@ impl Facade {
         let addr = listener.local_addr().map_err(FacadeError::Bind)?;
         let kubeconfig = match &options.kubeconfig_path {
             Some(p) => p.clone(),
-            None => std::env::temp_dir()
-                .join(format!(
-                    "autoscaler-facade-{}-{}",
-                    std::process::id(),
-                    addr.port()
-                ))
-                .join("kubeconfig"),
+            None => temp_kubeconfig(addr.port()),
         };
         write_kubeconfig(&kubeconfig, &format!("http://{addr}"))?;
 
@@ -240,21 +385,8 @@ impl Facade {
             }),
         });
 
-        let app = server::router(shared.clone());
-        let mut stop = shared.stop.subscribe();
-        let server = tokio::spawn(async move {
-            // Graceful: open connections close once their requests end (watch streams end on
-            // the same signal), so no old connection keeps answering after shutdown.
-            let stopped = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
-                tracing::error!(error = %e, "facade server stopped");
-            }
-        });
+        let app = server::router(shared.clone(), Arc::new(View::default()));
+        let server = spawn_server(&shared, listener, app);
         let clock = tokio::spawn(run_clock(
             shared.clone(),
             options.speed,
@@ -347,6 +479,32 @@ impl FacadeHandle {
     /// The kubeconfig written for this facade.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// Opens another listener on the same world, serving it as `options` say, with its own
+    /// kubeconfig (see the crate documentation).
+    pub async fn open_view(&self, options: ViewOptions) -> Result<ViewHandle, FacadeError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(FacadeError::Bind)?;
+        let addr = listener.local_addr().map_err(FacadeError::Bind)?;
+        let kubeconfig = options
+            .kubeconfig_path
+            .clone()
+            .unwrap_or_else(|| temp_kubeconfig(addr.port()));
+        write_kubeconfig(&kubeconfig, &format!("http://{addr}"))?;
+        let view = View {
+            groups: options.groups,
+            role: options.role,
+        };
+        let app = server::router(self.shared.clone(), Arc::new(view));
+        let task = spawn_server(&self.shared, listener, app);
+        tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "facade view serving");
+        Ok(ViewHandle {
+            addr,
+            kubeconfig,
+            task,
+        })
     }
 
     /// Runs `f` on the world (to add objects or look at it); watch streams see its writes.
@@ -460,6 +618,57 @@ mod tests {
     fn config_map(name: &str) -> serde_json::Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+    }
+
+    async fn client_of(path: &Path) -> kube::Client {
+        let kc = Kubeconfig::read_from(path).expect("kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(cfg).expect("client")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_view_serves_its_groups_only_and_confines_them_to_its_namespace() {
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let mut w = World::new(autoscaler_world::WorldConfig::default());
+        w.apply(config_map("cm")).expect("apply");
+        let h = Facade::start(w, FacadeOptions::default())
+            .await
+            .expect("facade");
+        let view = h
+            .open_view(ViewOptions {
+                groups: GroupFilter::Only(vec!["cluster.x-k8s.io".into()]),
+                role: Some(NamespaceRole {
+                    namespace: "capi".into(),
+                    groups: vec!["cluster.x-k8s.io".into()],
+                }),
+                kubeconfig_path: None,
+            })
+            .await
+            .expect("view");
+        let c = client_of(view.kubeconfig_path()).await;
+        let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "machines");
+        let code = |r: Result<kube::core::ObjectList<DynamicObject>, kube::Error>| match r {
+            Ok(_) => 200,
+            Err(kube::Error::Api(s)) => s.code,
+            Err(e) => panic!("{e}"),
+        };
+        let lp = ListParams::default();
+        let all: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+        let inside: Api<DynamicObject> = Api::namespaced_with(c.clone(), "capi", &ar);
+        let outside: Api<DynamicObject> = Api::namespaced_with(c.clone(), "other", &ar);
+        assert_eq!(code(all.list(&lp).await), 403);
+        assert_eq!(code(outside.list(&lp).await), 403);
+        assert_eq!(code(inside.list(&lp).await), 200);
+        // The core group is not served by this view, but is by the facade itself.
+        let cms: Api<ConfigMap> = Api::namespaced(c, "default");
+        assert!(matches!(cms.list(&lp).await, Err(kube::Error::Api(s)) if s.code == 404));
+        let cms: Api<ConfigMap> = Api::namespaced(client(&h).await, "default");
+        assert_eq!(cms.list(&lp).await.expect("list").items.len(), 1);
+        drop(view);
+        h.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

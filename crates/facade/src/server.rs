@@ -20,18 +20,18 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::Shared;
 use crate::faults::{FaultAction, RequestInfo, Verb};
 use crate::paging::PagingError;
 use crate::patch::{self, PatchKind};
 use crate::resources::{self, Resource};
 use crate::selectors::{FieldSelector, LabelSelector, parse_query};
 use crate::status::{ApiError, json_response, success};
+use crate::{Shared, View};
 
 /// The router: one handler parses every path itself (Kubernetes paths overlap too much for
 /// pattern routes).
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new().fallback(handle).with_state(shared)
+pub(crate) fn router(shared: Arc<Shared>, view: Arc<View>) -> Router {
+    Router::new().fallback(handle).with_state((shared, view))
 }
 
 /// A request on a resource.
@@ -125,11 +125,11 @@ fn route(path: &str, surface: &resources::Surface) -> Option<Route> {
     }))
 }
 
-async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
+async fn handle(State((sh, view)): State<(Arc<Shared>, Arc<View>)>, req: Request) -> Response {
     let received = sh.elapsed();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let response = serve(sh.clone(), req).await;
+    let response = serve(sh.clone(), &view, req).await;
     let verb = match method {
         Method::POST => Some(Verb::Create),
         Method::PUT => Some(Verb::Update),
@@ -149,7 +149,7 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     response
 }
 
-async fn serve(sh: Arc<Shared>, req: Request) -> Response {
+async fn serve(sh: Arc<Shared>, view: &View, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
@@ -170,16 +170,19 @@ async fn serve(sh: Arc<Shared>, req: Request) -> Response {
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=APIGroupDiscoveryList"));
-    let routed = route(&path, &sh.surface());
+    let surface = view.surface(&sh.surface());
+    let routed = route(&path, &surface);
     let t = match routed {
         Some(Route::Resource(t)) => t,
         Some(Route::Api) if aggregated && parts.method == Method::GET => {
-            return aggregated_response(&sh, true);
+            return aggregated_response(&surface, true);
         }
         Some(Route::Apis) if aggregated && parts.method == Method::GET => {
-            return aggregated_response(&sh, false);
+            return aggregated_response(&surface, false);
         }
-        Some(other) if parts.method == Method::GET => return discovery(&sh, other, &path),
+        Some(other) if parts.method == Method::GET => {
+            return discovery(&sh, &surface, other, &path);
+        }
         _ => return ApiError::no_route(&path).into_response(),
     };
     let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
@@ -200,6 +203,9 @@ async fn serve(sh: Arc<Shared>, req: Request) -> Response {
         Some(s) => format!("{}/{s}", t.res.plural),
         None => t.res.plural.to_string(),
     };
+    if let Some(e) = view.forbids(&t, verb, &resource) {
+        return e.into_response();
+    }
     let chosen = sh.faults().choose(
         &RequestInfo {
             verb,
@@ -243,14 +249,13 @@ async fn serve(sh: Arc<Shared>, req: Request) -> Response {
     }
 }
 
-fn discovery(sh: &Shared, route: Route, path: &str) -> Response {
-    let surface = sh.surface().clone();
+fn discovery(sh: &Shared, surface: &resources::Surface, route: Route, path: &str) -> Response {
     let doc = match route {
         Route::Version => Some(resources::version_info(surface.version)),
         Route::Api => Some(resources::api_versions(&sh.addr)),
-        Route::Apis => Some(resources::api_group_list(&surface)),
-        Route::Group(g) => resources::api_group(&surface, &g),
-        Route::ResourceList(g, v) => resources::api_resource_list(&surface, &g, &v),
+        Route::Apis => Some(resources::api_group_list(surface)),
+        Route::Group(g) => resources::api_group(surface, &g),
+        Route::ResourceList(g, v) => resources::api_resource_list(surface, &g, &v),
         Route::Resource(_) => None,
     };
     match doc {
@@ -259,8 +264,8 @@ fn discovery(sh: &Shared, route: Route, path: &str) -> Response {
     }
 }
 
-fn aggregated_response(sh: &Shared, core: bool) -> Response {
-    let doc = resources::aggregated(&sh.surface(), core);
+fn aggregated_response(surface: &resources::Surface, core: bool) -> Response {
+    let doc = resources::aggregated(surface, core);
     (
         StatusCode::OK,
         [(

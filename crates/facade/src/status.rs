@@ -37,6 +37,22 @@ impl ApiError {
             .with_details(name, resource)
     }
 
+    /// 403: the identity may not do this (RBAC), worded as the API server words it.
+    pub fn forbidden(verb: &str, resource: &str, group: &str, scope: &str) -> ApiError {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "{qualified} is forbidden: User \"facade-view\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}"
+            ),
+        )
+    }
+
     /// 404 for a path that names no resource.
     pub fn no_route(path: &str) -> ApiError {
         ApiError::new(

@@ -137,10 +137,12 @@ pub enum Eviction {
     AlreadyGone,
 }
 
-/// Carries actions out through one API client.
+/// Carries actions out: node taints and evictions through the workload cluster's client,
+/// Cluster API object changes through the management cluster's.
 #[derive(Clone)]
 pub struct Actuator {
     client: Client,
+    management: Client,
 }
 
 impl std::fmt::Debug for Actuator {
@@ -186,9 +188,17 @@ fn taint_json(t: &Taint) -> Value {
 }
 
 impl Actuator {
-    /// An actuator using `client`.
+    /// An actuator using `client` for everything (one cluster is both workload and management).
     pub fn new(client: Client) -> Actuator {
-        Actuator { client }
+        Actuator::split(&crate::Clients::joined(client))
+    }
+
+    /// An actuator over the management/workload split.
+    pub fn split(clients: &crate::Clients) -> Actuator {
+        Actuator {
+            client: clients.workload.clone(),
+            management: clients.management.clone(),
+        }
     }
 
     /// The API of the object's kind at the change's `apiVersion`, in its namespace.
@@ -217,7 +227,7 @@ impl Actuator {
         let plural = format!("{}s", key.kind.to_ascii_lowercase());
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         Ok(Api::namespaced_with(
-            self.client.clone(),
+            self.management.clone(),
             &key.namespace,
             &ar,
         ))
@@ -554,6 +564,12 @@ mod tests {
     /// that the request is a declared API call, and that nothing else is asked once the script
     /// is done.
     fn mock(script: Vec<Exchange>) -> (Actuator, JoinHandle<()>) {
+        let (client, server) = mock_client(script);
+        (Actuator::new(client), server)
+    }
+
+    /// The client of [`mock`]'s scripted API server.
+    fn mock_client(script: Vec<Exchange>) -> (Client, JoinHandle<()>) {
         let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
             for (i, x) in script.into_iter().enumerate() {
@@ -591,7 +607,7 @@ mod tests {
                 "unexpected extra request"
             );
         });
-        (Actuator::new(Client::new(svc, "default")), server)
+        (Client::new(svc, "default"), server)
     }
 
     /// Drops the actuator (closing the connection) and surfaces the server's assertions.
@@ -834,6 +850,52 @@ mod tests {
             matches!(r2, Err(ActuationError::BadObject { .. })),
             "{r2:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn split_clusters_change_machines_in_management_and_nodes_in_workload() {
+        let ours =
+            json!({"key": TO_BE_DELETED_TAINT, "value": "1700000000", "effect": "NoSchedule"});
+        let (management, m_server) = mock_client(vec![ex(
+            Method::PATCH,
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/ns/machinedeployments/md/scale?",
+            Some(json!({"spec": {"replicas": 3}})),
+            200,
+            scale("md", 3),
+        )]);
+        let (workload, w_server) = mock_client(vec![
+            ex(
+                Method::GET,
+                "/api/v1/nodes/n1",
+                None,
+                200,
+                node("n1", "1", json!([])),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/n1?",
+                Some(node("n1", "1", json!([ours]))),
+                200,
+                node("n1", "2", json!([ours])),
+            ),
+        ]);
+        let act = Actuator::split(&crate::Clients {
+            workload,
+            management,
+        });
+        let scaled = act
+            .apply_change(&ObjectChange::SetReplicas {
+                key: key("cluster.x-k8s.io", "MachineDeployment", "md"),
+                api_version: "cluster.x-k8s.io/v1beta1".into(),
+                replicas: 3,
+            })
+            .await;
+        let tainted = act.add_taint("n1", &to_be_deleted("1700000000")).await;
+        drop(act);
+        m_server.await.unwrap();
+        w_server.await.unwrap();
+        scaled.unwrap();
+        assert!(tainted.unwrap());
     }
 
     #[tokio::test(start_paused = true)]

@@ -547,4 +547,33 @@ mod tests {
         }
         assert_eq!(cluster.len() + own.len(), API_CALLS.len());
     }
+
+    #[test]
+    fn the_namespaced_cluster_api_role_grants_exactly_the_cluster_api_calls() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/rbac-clusterapi-namespaced.yaml"
+        ));
+        let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(text)
+            .map(|d| serde::Deserialize::deserialize(d).expect("the manifest parses"))
+            .filter(|d: &Value| !d.is_null())
+            .collect();
+        let kinds: Vec<&str> = docs.iter().map(|d| str_at(d, &["kind"])).collect();
+        assert_eq!(kinds, ["Role", "RoleBinding"]);
+        let (role, binding) = (&docs[0], &docs[1]);
+        let namespace = str_at(role, &["metadata", "namespace"]);
+        assert_eq!(str_at(binding, &["metadata", "namespace"]), namespace);
+        assert_eq!(
+            str_at(binding, &["roleRef", "name"]),
+            str_at(role, &["metadata", "name"])
+        );
+        let granted = grants(role, "Role");
+        let wanted: Grants = API_CALLS
+            .iter()
+            .filter(|c| c.group == "cluster.x-k8s.io")
+            .map(|c| (c.group.into(), c.resource.into(), c.verb.into()))
+            .collect();
+        assert!(!wanted.is_empty());
+        assert_eq!(granted, wanted);
+    }
 }

@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::Clients;
 use crate::actuator::Actuator;
 use crate::correlator::{CorrelatorOptions, DropReason};
 use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_total_event};
@@ -133,8 +134,10 @@ pub enum ControllerError {
 /// The live parts one leadership term works with.
 #[derive(Clone)]
 pub struct Parts {
-    /// The API.
+    /// The workload cluster's API (nodes, pods, Lease, events, status).
     pub client: kube::Client,
+    /// The management cluster's API (Cluster API objects); the same as `client` unless split.
+    pub management: kube::Client,
     /// The object cache the watchers fill.
     pub informer: Arc<Mutex<Informer>>,
     /// The watched kinds that have not listed yet (decisions wait until it is empty).
@@ -147,8 +150,11 @@ pub struct Parts {
     pub health: Arc<Health>,
 }
 
-/// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C).
-pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
+/// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C). The workload
+/// cluster's server is checked for support; the Cluster API kinds are discovered on the
+/// management cluster.
+pub async fn run(clients: Clients, config: ControllerConfig) -> Result<(), ControllerError> {
+    let client = clients.workload.clone();
     let metrics = Arc::new(Metrics::with_per_node_group(
         config.emit_per_nodegroup_metrics,
     ));
@@ -181,7 +187,7 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
     let started = tokio::select! {
         w = async {
             check_server(&client, config.leader_elect).await?;
-            Ok(start_watches(&client, &watch_config).await)
+            Ok(start_watches(&clients, &watch_config).await)
         } => Some(w),
         signal = shutdown_signal() => {
             tracing::info!(signal, "received a signal before the watches started: stopping");
@@ -204,6 +210,7 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
     ));
     let parts = Parts {
         client: client.clone(),
+        management: clients.management.clone(),
         informer: watches.informer().clone(),
         unsynced: watches.sync_state(),
         unschedulable: watches.new_unschedulable().clone(),
@@ -317,10 +324,10 @@ async fn watch_api_support(
 }
 
 /// Starts the watches, retrying discovery with exponential backoff (1 s doubling to 60 s).
-async fn start_watches(client: &kube::Client, config: &WatchConfig) -> crate::watch::Watches {
+async fn start_watches(clients: &Clients, config: &WatchConfig) -> crate::watch::Watches {
     let mut wait = Duration::from_secs(1);
     loop {
-        match crate::watch::start(client.clone(), config.clone()).await {
+        match crate::watch::start(clients, config.clone()).await {
             Ok(w) => return w,
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?wait, "cannot start watching the API; retrying");
@@ -393,7 +400,10 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
     if unsynced.wait_for(|p| p.is_empty()).await.is_err() {
         return;
     }
-    let actuator = Arc::new(Actuator::new(parts.client.clone()));
+    let actuator = Arc::new(Actuator::split(&Clients {
+        workload: parts.client.clone(),
+        management: parts.management.clone(),
+    }));
     let events = EventSink::new(
         parts.client.clone(),
         &config.identity,
@@ -980,6 +990,7 @@ mod tests {
     fn parts(client: kube::Client) -> (Parts, watch::Sender<BTreeSet<String>>) {
         let (unsynced_tx, unsynced) = watch::channel(BTreeSet::new());
         let parts = Parts {
+            management: client.clone(),
             client,
             informer: Arc::new(Mutex::new(informer())),
             unsynced,

@@ -24,3 +24,31 @@ mod test_api;
 #[cfg(test)]
 mod test_cluster;
 pub mod watch;
+
+/// The two API clients of the management/workload split. The workload cluster holds the nodes
+/// and pods (and the Lease, events and status ConfigMap); the management cluster holds the
+/// Cluster API objects (Machines, MachineSets, MachineDeployments, MachinePools). Most clusters
+/// are both: [`Clients::joined`].
+#[derive(Clone)]
+pub struct Clients {
+    /// Nodes, pods, budgets, workload controllers, Lease, events, status ConfigMap.
+    pub workload: kube::Client,
+    /// Cluster API objects, their scale subresource and Machine annotations.
+    pub management: kube::Client,
+}
+
+impl Clients {
+    /// One cluster for both roles.
+    pub fn joined(client: kube::Client) -> Clients {
+        Clients {
+            workload: client.clone(),
+            management: client,
+        }
+    }
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients").finish_non_exhaustive()
+    }
+}

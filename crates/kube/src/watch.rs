@@ -8,6 +8,12 @@
 //! errors are logged and retried with the watcher's default backoff, never fatal; a kind that
 //! never synced keeps [`Watches::is_synced`] false.
 //!
+//! The Cluster API kinds (and MachineAutoscalers) are read from the management cluster
+//! ([`crate::Clients::management`]), everything else from the workload cluster. They are
+//! listed and watched in one namespace when every auto-discovery spec names it
+//! ([`ClusterApiConfig::watch_namespace`], so a namespaced Role is enough), cluster-wide
+//! otherwise, at the version `CAPI_VERSION` pins or else the one the server prefers.
+//!
 //! The Cluster API kinds (and MachineAutoscalers) are re-discovered periodically and at once
 //! when one of them answers `404`: a kind that appeared is watched from then on, one that
 //! disappeared stops being watched and its objects leave the view. A fixed kind answering `404`
@@ -41,6 +47,8 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use autoscaler_actuation::Informer;
+
+use crate::Clients;
 
 /// The Cluster API kinds watched, when their group serves them.
 pub const CLUSTER_API_KINDS: [&str; 4] =
@@ -158,7 +166,8 @@ impl Watches {
     /// [`WatchConfig::rediscover_while_unserved`] while its group is not served) and whenever
     /// a dynamic kind answers `404`, and watches what changed. Must be called within a tokio
     /// runtime; the task ends with the watches.
-    pub fn keep_discovering(&mut self, client: kube::Client, config: WatchConfig) {
+    pub fn keep_discovering(&mut self, management: kube::Client, config: WatchConfig) {
+        let client = management;
         let dynamic = self.dynamic.clone();
         let shared = self.shared.clone();
         self.tasks.push(tokio::spawn(async move {
@@ -174,8 +183,8 @@ impl Watches {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shared.rediscover.notified() => {}
                 }
-                match discover_clusterapi(&client, &config.clusterapi.api_group).await {
-                    Ok(found) => reconcile(&client, &shared, &dynamic, found).await,
+                match discover_clusterapi(&client, &config.clusterapi).await {
+                    Ok(found) => reconcile(&client, &config, &shared, &dynamic, found).await,
                     Err(e) => tracing::debug!(error = %e, "rediscovery failed; retried later"),
                 }
             }
@@ -221,16 +230,21 @@ enum OnNotFound {
     Rediscover,
 }
 
-/// Finds the served (preferred) versions of the Cluster API kinds of `group` and of
-/// MachineAutoscalers. A group or kind not served is skipped (the caller says so).
+/// Finds the served versions of the Cluster API kinds of `capi.api_group` (the pinned
+/// `capi.api_version`, else the preferred one) and of MachineAutoscalers. A group, version or
+/// kind not served is skipped (the caller says so).
 pub async fn discover_clusterapi(
     client: &kube::Client,
-    group: &str,
+    capi: &ClusterApiConfig,
 ) -> Result<Vec<ApiResource>, WatchError> {
     let mut out = Vec::new();
-    for (group, kinds) in [
-        (group, &CLUSTER_API_KINDS[..]),
-        (MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..]),
+    for (group, kinds, pinned) in [
+        (
+            capi.api_group.as_str(),
+            &CLUSTER_API_KINDS[..],
+            capi.api_version.as_deref(),
+        ),
+        (MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..], None),
     ] {
         let served = match kube::discovery::group(client, group).await {
             Ok(g) => g,
@@ -244,12 +258,23 @@ pub async fn discover_clusterapi(
                 });
             }
         };
-        out.extend(
-            kinds
-                .iter()
-                .filter_map(|k| served.recommended_kind(k))
-                .map(|(ar, _)| ar),
-        );
+        match pinned {
+            Some(version) => {
+                let at_version = served.versioned_resources(version);
+                out.extend(
+                    kinds
+                        .iter()
+                        .filter_map(|k| at_version.iter().find(|(ar, _)| ar.kind == *k))
+                        .map(|(ar, _)| ar.clone()),
+                );
+            }
+            None => out.extend(
+                kinds
+                    .iter()
+                    .filter_map(|k| served.recommended_kind(k))
+                    .map(|(ar, _)| ar),
+            ),
+        }
     }
     Ok(out)
 }
@@ -272,29 +297,32 @@ fn log_discovered(config: &WatchConfig, resources: &[ApiResource]) {
                 "API group not served (yet); looking for it again periodically"
             );
         } else {
-            tracing::info!(group, ?kinds, "watching the kinds this API group serves");
+            let namespace = config.clusterapi.watch_namespace().unwrap_or("(all)");
+            tracing::info!(
+                group,
+                ?kinds,
+                namespace,
+                "watching the kinds this API group serves"
+            );
         }
     }
 }
 
-/// Discovers the Cluster API kinds, starts every watch ([`start_with`]) and keeps discovering
-/// ([`Watches::keep_discovering`]).
-pub async fn start(client: kube::Client, config: WatchConfig) -> Result<Watches, WatchError> {
-    let resources = discover_clusterapi(&client, &config.clusterapi.api_group).await?;
+/// Discovers the Cluster API kinds on the management cluster, starts every watch
+/// ([`start_with`]) and keeps discovering ([`Watches::keep_discovering`]).
+pub async fn start(clients: &Clients, config: WatchConfig) -> Result<Watches, WatchError> {
+    let resources = discover_clusterapi(&clients.management, &config.clusterapi).await?;
     log_discovered(&config, &resources);
-    let mut watches = start_with(client.clone(), &config, resources);
-    watches.keep_discovering(client, config);
+    let mut watches = start_with(clients, &config, resources);
+    watches.keep_discovering(clients.management.clone(), config);
     Ok(watches)
 }
 
 /// Starts one watch task per kind: the fixed kinds, the priority-expander ConfigMap in
-/// `config.namespace`, and the dynamic kinds of `resources` (from [`discover_clusterapi`]).
-/// Must be called within a tokio runtime.
-pub fn start_with(
-    client: kube::Client,
-    config: &WatchConfig,
-    resources: Vec<ApiResource>,
-) -> Watches {
+/// `config.namespace` (all from the workload cluster), and the dynamic kinds of `resources`
+/// (from [`discover_clusterapi`], from the management cluster). Must be called within a tokio
+/// runtime.
+pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiResource>) -> Watches {
     let shared = Shared {
         informer: Arc::new(Mutex::new(Informer::new())),
         pending: Arc::new(watch::Sender::new(BTreeSet::new())),
@@ -304,7 +332,7 @@ pub fn start_with(
     };
     let mut tasks = Vec::new();
     let all = watcher::Config::default;
-    let c = &client;
+    let c = &clients.workload;
     spawn_typed(
         &mut tasks,
         &shared,
@@ -342,7 +370,7 @@ pub fn start_with(
     let mut dynamic = DynamicTasks::new();
     for ar in resources {
         let name = format!("{}/{}", ar.group, ar.kind);
-        let task = spawn_dynamic(c, &shared, &ar);
+        let task = spawn_dynamic(&clients.management, config, &shared, &ar);
         dynamic.insert(name, (ar, task));
     }
     Watches {
@@ -355,9 +383,18 @@ pub fn start_with(
     }
 }
 
-/// Starts the watch of one discovered kind.
-fn spawn_dynamic(client: &kube::Client, shared: &Shared, ar: &ApiResource) -> JoinHandle<()> {
-    let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+/// Starts the watch of one discovered kind, in the namespace of
+/// [`ClusterApiConfig::watch_namespace`] when there is one.
+fn spawn_dynamic(
+    client: &kube::Client,
+    config: &WatchConfig,
+    shared: &Shared,
+    ar: &ApiResource,
+) -> JoinHandle<()> {
+    let api = match config.clusterapi.watch_namespace() {
+        Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, ar),
+        None => Api::<DynamicObject>::all_with(client.clone(), ar),
+    };
     let types = TypeMeta {
         api_version: ar.api_version.clone(),
         kind: ar.kind.clone(),
@@ -384,6 +421,7 @@ fn spawn_dynamic(client: &kube::Client, shared: &Shared, ar: &ApiResource) -> Jo
 /// another version) stop and their objects leave the view; new ones start.
 async fn reconcile(
     client: &kube::Client,
+    config: &WatchConfig,
     shared: &Shared,
     dynamic: &Mutex<DynamicTasks>,
     found: Vec<ApiResource>,
@@ -422,7 +460,7 @@ async fn reconcile(
             continue;
         }
         tracing::info!(kind = %name, version = %ar.api_version, "kind now served; watching it");
-        let task = spawn_dynamic(client, shared, &ar);
+        let task = spawn_dynamic(client, config, shared, &ar);
         d.insert(name, (ar, task));
     }
 }
@@ -804,7 +842,7 @@ mod tests {
             plural: "machinedeployments".into(),
         };
         let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
-        let watches = start_with(client, &config, vec![md]);
+        let watches = start_with(&Clients::joined(client), &config, vec![md]);
         tokio::time::timeout(Duration::from_secs(10), watches.wait_synced())
             .await
             .expect("synced");
@@ -882,6 +920,70 @@ mod tests {
         server.abort();
     }
 
+    /// Answers every list with no items and holds watches open; returns the paths asked.
+    fn empty_server(mut handle: Handle) -> (Arc<Mutex<Vec<String>>>, JoinHandle<()>) {
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                log.lock().expect("log").push(uri.clone());
+                if uri.contains("watch=true") {
+                    open.push(send);
+                    continue;
+                }
+                reply(
+                    send,
+                    &json!({"apiVersion": "v1", "kind": "List",
+                        "metadata": {"resourceVersion": "1"}, "items": []}),
+                );
+            }
+        });
+        (seen, task)
+    }
+
+    #[tokio::test]
+    async fn cluster_api_kinds_come_from_the_management_cluster_in_the_discovered_namespace() {
+        let (workload, wh) = mock();
+        let (management, mh) = mock();
+        let (w_seen, w_task) = empty_server(wh);
+        let (m_seen, m_task) = empty_server(mh);
+        let capi = ClusterApiConfig::default()
+            .with_auto_discovery(&["clusterapi:namespace=capi-ns,clusterName=c1"])
+            .expect("valid");
+        let config = WatchConfig::new("kube-system", capi);
+        let machines = ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "cluster.x-k8s.io/v1beta1".into(),
+            kind: "Machine".into(),
+            plural: "machines".into(),
+        };
+        let clients = Clients {
+            workload,
+            management,
+        };
+        let watches = start_with(&clients, &config, vec![machines]);
+        tokio::time::timeout(Duration::from_secs(10), watches.wait_synced())
+            .await
+            .expect("synced");
+        let m = m_seen.lock().expect("log").clone();
+        let w = w_seen.lock().expect("log").clone();
+        assert!(!m.is_empty());
+        assert!(
+            m.iter()
+                .all(|u| u
+                    .starts_with("/apis/cluster.x-k8s.io/v1beta1/namespaces/capi-ns/machines?")),
+            "{m:?}"
+        );
+        assert!(w.iter().any(|u| u.starts_with("/api/v1/nodes?")), "{w:?}");
+        assert!(w.iter().all(|u| !u.contains("cluster.x-k8s.io")), "{w:?}");
+        drop(watches);
+        w_task.abort();
+        m_task.abort();
+    }
+
     #[tokio::test]
     async fn discovery_finds_the_preferred_versions_and_skips_what_is_not_served() {
         let (client, mut handle) = mock();
@@ -917,7 +1019,7 @@ mod tests {
             }
             seen
         });
-        let found = discover_clusterapi(&client, "cluster.x-k8s.io")
+        let found = discover_clusterapi(&client, &ClusterApiConfig::default())
             .await
             .expect("discovered");
         let kinds: Vec<(String, String)> = found
@@ -935,9 +1037,20 @@ mod tests {
                 ("cluster.x-k8s.io/v1beta1".into(), "machines".into()),
             ]
         );
+        // CAPI_VERSION pins another served version: only its kinds, at that version.
+        let pinned = ClusterApiConfig {
+            api_version: Some("v1alpha4".into()),
+            ..ClusterApiConfig::default()
+        };
+        let found = discover_clusterapi(&client, &pinned)
+            .await
+            .expect("discovered");
+        let kinds: Vec<&str> = found.iter().map(|ar| ar.api_version.as_str()).collect();
+        assert_eq!(kinds, ["cluster.x-k8s.io/v1alpha4"]);
+        assert_eq!(found[0].kind, "Machine");
         drop(client);
         let seen = server.await.expect("server");
-        assert_eq!(seen.iter().filter(|u| *u == "/apis").count(), 2, "{seen:?}");
+        assert_eq!(seen.iter().filter(|u| *u == "/apis").count(), 4, "{seen:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -974,7 +1087,7 @@ mod tests {
             }
         });
         let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
-        let watches = start_with(client, &config, Vec::new());
+        let watches = start_with(&Clients::joined(client), &config, Vec::new());
         // Let the first Job list fail and every other kind sync.
         jobs_failed.notified().await;
         jobs_failed.notified().await;
@@ -1076,7 +1189,7 @@ mod tests {
             }
         });
         let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
-        let mut watches = start_with(client.clone(), &config, Vec::new());
+        let mut watches = start_with(&Clients::joined(client.clone()), &config, Vec::new());
         watches.keep_discovering(client, config);
         watches.wait_synced().await;
         assert!(watches.dynamic_kinds().is_empty());
@@ -1127,7 +1240,7 @@ mod tests {
             }
         });
         let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
-        let watches = start_with(client, &config, Vec::new());
+        let watches = start_with(&Clients::joined(client), &config, Vec::new());
         tokio::time::timeout(Duration::from_secs(60), watches.api_not_found().notified())
             .await
             .expect("signalled");
