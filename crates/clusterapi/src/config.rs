@@ -11,6 +11,11 @@ use serde_json::Value;
 pub const DEFAULT_API_GROUP: &str = "cluster.x-k8s.io";
 /// OpenShift's Machine API group.
 pub const OPENSHIFT_API_GROUP: &str = "machine.openshift.io";
+/// Namespace of OpenShift's Machine API MachineSets (the only one `--cloud-provider=openshift`
+/// reads them from, as OpenShift's own autoscaler does).
+pub const OPENSHIFT_MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
+/// Namespace of OpenShift's Cluster API MachineSets (mirrors of the Machine API ones).
+pub const OPENSHIFT_CLUSTER_API_NAMESPACE: &str = "openshift-cluster-api";
 /// The architecture given to scale-from-zero templates unless configured otherwise.
 pub const DEFAULT_ARCH: &str = "amd64";
 
@@ -129,6 +134,10 @@ pub struct ClusterApiConfig {
     /// `kubernetes.io/arch` of scale-from-zero templates (upstream reads
     /// `CAPI_SCALE_ZERO_DEFAULT_ARCH`; the binary passes it in).
     pub default_arch: String,
+    /// `--cloud-provider=openshift`: besides `api_group` (with `auto_discovery`), the Machine
+    /// API MachineSets (`machine.openshift.io`) of `openshift-machine-api` are node groups,
+    /// as in OpenShift's own autoscaler.
+    pub openshift: bool,
 }
 
 impl Default for ClusterApiConfig {
@@ -137,6 +146,7 @@ impl Default for ClusterApiConfig {
             api_group: DEFAULT_API_GROUP.to_string(),
             auto_discovery: Vec::new(),
             default_arch: DEFAULT_ARCH.to_string(),
+            openshift: false,
         }
     }
 }
@@ -176,6 +186,30 @@ impl ClusterApiConfig {
             });
         }
         Ok(ClusterApiConfig::for_group(group))
+    }
+
+    /// The API groups whose machine objects are read: `api_group`, and first the Machine API
+    /// group in OpenShift mode.
+    pub fn groups(&self) -> Vec<&str> {
+        if self.openshift && self.api_group != OPENSHIFT_API_GROUP {
+            vec![OPENSHIFT_API_GROUP, self.api_group.as_str()]
+        } else {
+            vec![self.api_group.as_str()]
+        }
+    }
+
+    /// The configuration of one pass of discovery in OpenShift mode over the Machine API group:
+    /// its MachineSets in `openshift-machine-api` only.
+    pub(crate) fn machine_api(&self) -> ClusterApiConfig {
+        ClusterApiConfig {
+            api_group: OPENSHIFT_API_GROUP.to_string(),
+            auto_discovery: vec![AutoDiscovery {
+                namespace: Some(OPENSHIFT_MACHINE_API_NAMESPACE.to_string()),
+                ..AutoDiscovery::default()
+            }],
+            default_arch: self.default_arch.clone(),
+            openshift: false,
+        }
     }
 
     /// Adds auto-discovery specs (each `clusterapi:...`).
@@ -288,6 +322,28 @@ mod tests {
         let blank = ClusterApiConfig::from_env_and_flag(Some(""), Some(" ")).unwrap();
         assert_eq!(blank.api_group, DEFAULT_API_GROUP);
         assert!(ClusterApiConfig::from_env_and_flag(Some("Bad Group"), None).is_err());
+    }
+
+    #[test]
+    fn openshift_mode_reads_both_groups() {
+        let c = ClusterApiConfig {
+            openshift: true,
+            ..ClusterApiConfig::default()
+        };
+        assert_eq!(c.groups(), [OPENSHIFT_API_GROUP, DEFAULT_API_GROUP]);
+        let m = c.machine_api();
+        assert_eq!(m.groups(), [OPENSHIFT_API_GROUP]);
+        assert_eq!(
+            m.auto_discovery[0].namespace.as_deref(),
+            Some(OPENSHIFT_MACHINE_API_NAMESPACE)
+        );
+        // CAPI_GROUP=machine.openshift.io with OpenShift mode is one group, read once.
+        let one = ClusterApiConfig {
+            openshift: true,
+            ..ClusterApiConfig::for_group(OPENSHIFT_API_GROUP)
+        };
+        assert_eq!(one.groups(), [OPENSHIFT_API_GROUP]);
+        assert_eq!(ClusterApiConfig::default().groups(), [DEFAULT_API_GROUP]);
     }
 
     #[test]
