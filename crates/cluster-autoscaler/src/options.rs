@@ -90,7 +90,8 @@ pub struct RunArgs {
     /// [default: kube-system].
     #[arg(long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
-    /// Cloud provider; only `clusterapi` is supported [default: clusterapi].
+    /// Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of
+    /// openshift-machine-api plus Cluster API, in one process) [default: clusterapi].
     #[arg(long, value_name = "NAME")]
     pub cloud_provider: Option<String>,
     /// Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`;
@@ -452,6 +453,12 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--cloud-provider=clusterapi`: Cluster API (`CAPI_GROUP`, default `cluster.x-k8s.io`).
+pub const CLUSTERAPI_PROVIDER: &str = "clusterapi";
+/// `--cloud-provider=openshift`: OpenShift's Machine API MachineSets of
+/// `openshift-machine-api` plus Cluster API, as OpenShift's operator runs its autoscaler.
+pub const OPENSHIFT_PROVIDER: &str = "openshift";
+
 /// Default log verbosity (klog's usual production level; seed 002's default).
 pub const DEFAULT_VERBOSITY: u8 = 1;
 
@@ -469,6 +476,9 @@ pub struct RunOptions {
     pub logging_format: LogFormat,
     /// Flags given that have no effect (logged as warnings once logging is up).
     pub ignored_flags: Vec<&'static str>,
+    /// Fields of the `ClusterAutoscaler` resource accepted without effect, one message each
+    /// (logged as warnings once logging is up).
+    pub config_warnings: Vec<String>,
 }
 
 /// Why the options were rejected.
@@ -590,25 +600,30 @@ impl RunOptions {
     ) -> Result<RunOptions, OptionsError> {
         let mut c = ControllerConfig::default();
         let mut verbosity = DEFAULT_VERBOSITY;
+        let mut config_warnings = Vec::new();
         if let Some(file) = file {
             let settings = file.settings()?;
             apply_autoscaling(&settings.args, &mut c).map_err(|e| settings.blame(e))?;
             set(&mut verbosity, settings.verbosity);
+            config_warnings = settings.unsupported;
         }
         set(&mut verbosity, args.verbosity);
 
         // Provider.
-        if let Some(p) = &args.cloud_provider
-            && p != "clusterapi"
-        {
+        let provider = args
+            .cloud_provider
+            .as_deref()
+            .unwrap_or(CLUSTERAPI_PROVIDER);
+        if provider != CLUSTERAPI_PROVIDER && provider != OPENSHIFT_PROVIDER {
             return Err(flag_err(
                 "cloud-provider",
-                p,
-                "only clusterapi is supported",
+                provider,
+                "only clusterapi and openshift are supported",
             ));
         }
         let mut capi = ClusterApiConfig::from_env_and_flag(None, env("CAPI_GROUP").as_deref())
-            .map_err(|e| flag_err("cloud-provider", "clusterapi", format!("CAPI_GROUP: {e}")))?;
+            .map_err(|e| flag_err("cloud-provider", provider, format!("CAPI_GROUP: {e}")))?;
+        capi.openshift = provider == OPENSHIFT_PROVIDER;
         if let Some(arch) = env("CAPI_SCALE_ZERO_DEFAULT_ARCH").filter(|a| !a.trim().is_empty()) {
             capi.default_arch = arch.trim().to_string();
         }
@@ -653,6 +668,7 @@ impl RunOptions {
             verbosity,
             logging_format: args.logging_format.unwrap_or_default(),
             ignored_flags: args.no_effect.given(),
+            config_warnings,
         })
     }
 }
@@ -1022,6 +1038,14 @@ pub fn setting_names() -> Vec<String> {
         .collect()
 }
 
+/// Whether `name` (a flag without dashes) is a setting: a flag of [`AutoscalingArgs`].
+pub fn is_setting(name: &str) -> bool {
+    use clap::CommandFactory;
+    SettingsCli::command()
+        .get_arguments()
+        .any(|a| a.get_long() == Some(name))
+}
+
 /// Every flag, to tell a flag that is not a setting from a name that is no flag at all.
 #[derive(Debug, clap::Parser)]
 #[command(no_binary_name = true, disable_help_flag = true)]
@@ -1173,6 +1197,27 @@ mod tests {
 
     fn s(n: u64) -> Duration {
         Duration::from_secs(n)
+    }
+
+    /// The OpenShift operator's provider and auto-discovery.
+    #[test]
+    fn cloud_provider_openshift_reads_both_api_groups() {
+        let o = build(&[
+            "--cloud-provider=openshift",
+            "--node-group-auto-discovery=clusterapi:namespace=openshift-cluster-api",
+        ])
+        .unwrap();
+        let c = &o.controller.clusterapi;
+        assert!(c.openshift);
+        assert_eq!(c.groups(), ["machine.openshift.io", "cluster.x-k8s.io"]);
+        assert_eq!(
+            c.auto_discovery[0].namespace.as_deref(),
+            Some("openshift-cluster-api")
+        );
+        let plain = build(&["--cloud-provider=clusterapi"]).unwrap();
+        assert!(!plain.controller.clusterapi.openshift);
+        assert_eq!(plain.controller.clusterapi.groups(), ["cluster.x-k8s.io"]);
+        assert!(!build(&[]).unwrap().controller.clusterapi.openshift);
     }
 
     #[test]

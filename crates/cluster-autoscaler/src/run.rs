@@ -215,6 +215,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     for flag in &opts.ignored_flags {
         tracing::warn!(flag = %format!("--{flag}"), "flag has no effect in this autoscaler");
     }
+    for w in &opts.config_warnings {
+        tracing::warn!("{w}");
+    }
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         namespace = %opts.controller.namespace,
