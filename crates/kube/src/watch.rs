@@ -163,8 +163,11 @@ impl Watches {
         let shared = self.shared.clone();
         self.tasks.push(tokio::spawn(async move {
             loop {
-                let prefix = format!("{}/", config.clusterapi.api_group);
-                let unserved = !lock_tasks(&dynamic).keys().any(|k| k.starts_with(&prefix));
+                let groups = config.clusterapi.groups();
+                let unserved = groups.iter().all(|g| {
+                    let prefix = format!("{g}/");
+                    !lock_tasks(&dynamic).keys().any(|k| k.starts_with(&prefix))
+                });
                 let wait = if unserved {
                     config.rediscover_while_unserved
                 } else {
@@ -174,7 +177,7 @@ impl Watches {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shared.rediscover.notified() => {}
                 }
-                match discover_clusterapi(&client, &config.clusterapi.api_group).await {
+                match discover_groups(&client, &groups).await {
                     Ok(found) => reconcile(&client, &shared, &dynamic, found).await,
                     Err(e) => tracing::debug!(error = %e, "rediscovery failed; retried later"),
                 }
@@ -227,11 +230,20 @@ pub async fn discover_clusterapi(
     client: &kube::Client,
     group: &str,
 ) -> Result<Vec<ApiResource>, WatchError> {
+    discover_groups(client, &[group]).await
+}
+
+/// [`discover_clusterapi`] over several machine API groups (`--cloud-provider=openshift`
+/// reads OpenShift's Machine API and Cluster API).
+pub async fn discover_groups(
+    client: &kube::Client,
+    groups: &[&str],
+) -> Result<Vec<ApiResource>, WatchError> {
     let mut out = Vec::new();
-    for (group, kinds) in [
-        (group, &CLUSTER_API_KINDS[..]),
-        (MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..]),
-    ] {
+    let wanted = (groups.iter())
+        .map(|g| (*g, &CLUSTER_API_KINDS[..]))
+        .chain([(MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..])]);
+    for (group, kinds) in wanted {
         let served = match kube::discovery::group(client, group).await {
             Ok(g) => g,
             Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
@@ -257,10 +269,8 @@ pub async fn discover_clusterapi(
 /// Says at info level, once at start, which dynamic kinds are watched and which groups are
 /// not served (a normal condition: most clusters have no MachineAutoscalers).
 fn log_discovered(config: &WatchConfig, resources: &[ApiResource]) {
-    for group in [
-        config.clusterapi.api_group.as_str(),
-        MACHINE_AUTOSCALER_GROUP,
-    ] {
+    let groups = config.clusterapi.groups();
+    for group in groups.iter().copied().chain([MACHINE_AUTOSCALER_GROUP]) {
         let kinds: Vec<String> = resources
             .iter()
             .filter(|r| r.group == group)
@@ -280,7 +290,7 @@ fn log_discovered(config: &WatchConfig, resources: &[ApiResource]) {
 /// Discovers the Cluster API kinds, starts every watch ([`start_with`]) and keeps discovering
 /// ([`Watches::keep_discovering`]).
 pub async fn start(client: kube::Client, config: WatchConfig) -> Result<Watches, WatchError> {
-    let resources = discover_clusterapi(&client, &config.clusterapi.api_group).await?;
+    let resources = discover_groups(&client, &config.clusterapi.groups()).await?;
     log_discovered(&config, &resources);
     let mut watches = start_with(client.clone(), &config, resources);
     watches.keep_discovering(client, config);
@@ -938,6 +948,58 @@ mod tests {
         drop(client);
         let seen = server.await.expect("server");
         assert_eq!(seen.iter().filter(|u| *u == "/apis").count(), 2, "{seen:?}");
+    }
+
+    /// `--cloud-provider=openshift`: both machine API groups are discovered.
+    #[tokio::test]
+    async fn openshift_mode_discovers_machine_api_and_cluster_api() {
+        let (client, mut handle) = mock();
+        let server = tokio::spawn(async move {
+            let group = |g: &str| {
+                json!({"name": g,
+                    "versions": [{"groupVersion": format!("{g}/v1beta1"), "version": "v1beta1"}],
+                    "preferredVersion": {"groupVersion": format!("{g}/v1beta1"), "version": "v1beta1"}})
+            };
+            let kinds = |g: &str| {
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": format!("{g}/v1beta1"), "resources": [
+                    {"name": "machinesets", "singularName": "machineset", "namespaced": true,
+                     "kind": "MachineSet", "verbs": ["get", "list", "watch"]},
+                    {"name": "machines", "singularName": "machine", "namespaced": true,
+                     "kind": "Machine", "verbs": ["get", "list", "watch"]}]})
+            };
+            while let Some((req, send)) = handle.next_request().await {
+                let body = match req.uri().path() {
+                    "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1",
+                        "groups": [group("machine.openshift.io"), group("cluster.x-k8s.io")]}),
+                    "/apis/machine.openshift.io/v1beta1" => kinds("machine.openshift.io"),
+                    "/apis/cluster.x-k8s.io/v1beta1" => kinds("cluster.x-k8s.io"),
+                    other => panic!("unexpected request {other}"),
+                };
+                reply(send, &body);
+            }
+        });
+        let config = ClusterApiConfig {
+            openshift: true,
+            ..ClusterApiConfig::default()
+        };
+        let found = discover_groups(&client, &config.groups())
+            .await
+            .expect("discovered");
+        let kinds: Vec<String> = (found.iter())
+            .map(|ar| format!("{}/{}", ar.api_version, ar.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "machine.openshift.io/v1beta1/MachineSet",
+                "machine.openshift.io/v1beta1/Machine",
+                "cluster.x-k8s.io/v1beta1/MachineSet",
+                "cluster.x-k8s.io/v1beta1/Machine",
+            ]
+        );
+        drop(client);
+        server.abort();
     }
 
     #[tokio::test(start_paused = true)]
