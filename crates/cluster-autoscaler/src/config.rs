@@ -201,6 +201,23 @@ pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
     Ok(r)
 }
 
+/// How a resource read from the cluster is named in messages (in place of a file).
+pub const CLUSTER_SOURCE: &str = "clusterautoscalers.autoscaling.openshift.io/default";
+
+/// The resource as the cluster serves it (JSON), checked as a file is; errors name
+/// [`CLUSTER_SOURCE`].
+pub fn from_cluster(obj: &serde_json::Value) -> Result<ClusterAutoscalerResource, ConfigFileError> {
+    let path = Path::new(CLUSTER_SOURCE);
+    // JSON is YAML: one reader, one set of messages for both ways in.
+    let text = serde_json::to_string(obj).map_err(|e| ConfigFileError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut r = parse(&text).map_err(|e| e.at(path))?;
+    r.path = path.to_path_buf();
+    Ok(r)
+}
+
 /// Parses the resource from YAML text (errors carry an empty path; [`load`] fills it in).
 pub fn parse(text: &str) -> Result<ClusterAutoscalerResource, ConfigFileError> {
     let r: ClusterAutoscalerResource =

@@ -76,7 +76,7 @@ fn percentage(text: &str) -> Result<f64, String> {
 
 /// Flags of `run`. Every flag is optional here: an absent flag leaves the value of the config
 /// file, else upstream's default (shown in each help text).
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "General")]
 pub struct RunArgs {
     /// A `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, YAML); flags given on the
@@ -152,7 +152,7 @@ pub struct RunArgs {
 /// cluster state. A scenario's `options:` holds exactly these, named as the flags are (see
 /// [`AutoscalingArgs::from_settings`]), so a flag added here works in `run`, `plan`,
 /// `simulate` and scenario files alike.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "General")]
 pub struct AutoscalingArgs {
     /// How often the cluster is re-evaluated (in `simulate`, in virtual time) [default: 10s].
@@ -173,7 +173,7 @@ pub struct AutoscalingArgs {
 }
 
 /// Scale-up flags.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Scale-up")]
 pub struct ScaleUpArgs {
     /// Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price,
@@ -233,7 +233,7 @@ pub struct ScaleUpArgs {
 }
 
 /// Scale-down flags.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Scale-down")]
 pub struct ScaleDownArgs {
     /// Scale the cluster down [default: true].
@@ -317,7 +317,7 @@ pub struct ScaleDownArgs {
 }
 
 /// Cluster-state flags.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Cluster state and backoff")]
 pub struct ClusterStateArgs {
     /// How long a new node may take to register [default: 15m].
@@ -345,7 +345,7 @@ pub struct ClusterStateArgs {
 
 /// Upstream flags accepted for compatibility of existing manifests; they change nothing here
 /// and `run` logs a warning for each one given.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Accepted without effect (upstream compatibility)")]
 pub struct NoEffectArgs {
     /// Cloud provider configuration file (Cluster API reads the cluster it runs in).

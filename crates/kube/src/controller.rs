@@ -130,10 +130,24 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
     /// Health.
     pub health: Arc<Health>,
+    /// The decision's options when they can change while running (the `ClusterAutoscaler`
+    /// resource, watched by the binary): each loop takes the latest; `None` keeps
+    /// [`ControllerConfig::autoscaler`].
+    pub options: Option<watch::Receiver<AutoscalerOptions>>,
 }
 
 /// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C).
 pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), ControllerError> {
+    run_with_options(client, config, None).await
+}
+
+/// [`run`], with the decision's options taken from `options` whenever they change (see
+/// [`Parts::options`]).
+pub async fn run_with_options(
+    client: kube::Client,
+    config: ControllerConfig,
+    options: Option<watch::Receiver<AutoscalerOptions>>,
+) -> Result<(), ControllerError> {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new(config.max_inactivity, config.max_failing_time));
     let listener =
@@ -189,6 +203,7 @@ pub async fn run(client: kube::Client, config: ControllerConfig) -> Result<(), C
         unschedulable: watches.new_unschedulable().clone(),
         metrics,
         health,
+        options,
     };
     let leadership = config.leader_elect.then(|| {
         leader::spawn(
@@ -399,8 +414,13 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         config.clusterapi.clone(),
         config.max_pod_eviction_time,
     );
+    let mut options = parts.options.clone();
+    let initial = match &mut options {
+        Some(rx) => rx.borrow_and_update().clone(),
+        None => config.autoscaler.clone(),
+    };
     let mut term = Term {
-        autoscaler: Autoscaler::new(config.autoscaler.clone()),
+        autoscaler: Autoscaler::new(initial),
         executor,
         events,
         transitions: Transitions::default(),
@@ -430,6 +450,12 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
             tracing::info!(kinds = ?*parts.unsynced.borrow(), "loop skipped: new kinds still listing");
             next = started + config.scan_interval;
             continue;
+        }
+        if let Some(rx) = &mut options
+            && rx.has_changed().unwrap_or(false)
+        {
+            term.autoscaler.set_options(rx.borrow_and_update().clone());
+            tracing::info!("options changed: this loop and the next decide with them");
         }
         let ok = term.one_loop(parts, config).await;
         let finished = Instant::now();
@@ -802,6 +828,7 @@ mod tests {
                 Duration::from_secs(600),
                 Duration::from_secs(900),
             )),
+            options: None,
         };
         (parts, unsynced_tx)
     }
