@@ -222,6 +222,7 @@ async fn watch_cluster_resource(
     client: &kube::Client,
     args: &RunArgs,
     base: autoscaler_core::AutoscalerOptions,
+    verbosity: u8,
 ) -> Option<tokio::sync::watch::Receiver<autoscaler_core::AutoscalerOptions>> {
     use autoscaler_kube::config_resource;
     let resource = match config_resource::served(client).await {
@@ -244,6 +245,16 @@ async fn watch_cluster_resource(
             Ok(o) => {
                 for w in &o.config_warnings {
                     tracing::warn!("{w}");
+                }
+                if o.verbosity != verbosity {
+                    // The log filter is set once, at start, from --v.
+                    tracing::warn!(
+                        "ClusterAutoscaler {}: spec.logVerbosity {} has no effect on a running \
+                         process; give --v={} instead",
+                        config_resource::NAME,
+                        o.verbosity,
+                        o.verbosity
+                    );
                 }
                 let what = if obj.is_some() {
                     "read"
@@ -298,11 +309,12 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::failure(anyhow!("cannot start the async runtime: {e}")))?;
     let base = opts.controller.autoscaler.clone();
+    let verbosity = opts.verbosity;
     let result = runtime.block_on(async {
         let client = client(kubeconfig).await?;
         let options = match &args.config {
             Some(_) => None,
-            None => watch_cluster_resource(&client, args, base).await,
+            None => watch_cluster_resource(&client, args, base, verbosity).await,
         };
         controller::run_with_options(client, opts.controller, options)
             .await
