@@ -100,6 +100,36 @@ pub struct Spec {
     pub log_verbosity: Option<i64>,
     /// `--expander`: OpenShift's names (`LeastWaste`, `Priority`, `Random`) or the flag's.
     pub expanders: Option<Vec<String>>,
+    /// Scale-up settings.
+    pub scale_up: Option<ScaleUpSpec>,
+    /// `--enforce-node-group-min-size`.
+    pub enforce_node_group_min_size: Option<Mode>,
+    /// `--startup-taint`, each (taint keys).
+    pub startup_taints: Option<Vec<String>>,
+}
+
+/// `Enabled` or `Disabled`: how the resource writes a boolean flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum Mode {
+    /// The flag is `true`.
+    Enabled,
+    /// The flag is `false`.
+    Disabled,
+}
+
+impl Mode {
+    /// The flag's text.
+    fn flag_value(self) -> String {
+        (self == Mode::Enabled).to_string()
+    }
+}
+
+/// `spec.scaleUp`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScaleUpSpec {
+    /// `--new-pod-scale-up-delay`.
+    pub new_pod_scale_up_delay: Option<String>,
 }
 
 /// `spec.resourceLimits`.
@@ -156,6 +186,8 @@ pub struct ScaleDownSpec {
     /// `--scale-down-utilization-threshold`, a number written as a string (`"0.4"`); the YAML
     /// reader also takes an unquoted number here.
     pub utilization_threshold: Option<String>,
+    /// `--cordon-node-before-terminating`.
+    pub cordon_node_before_terminating: Option<Mode>,
 }
 
 /// Reads and parses the resource in `path`.
@@ -163,6 +195,23 @@ pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
     let text = std::fs::read_to_string(path).map_err(|error| ConfigFileError::Read {
         path: path.to_path_buf(),
         error,
+    })?;
+    let mut r = parse(&text).map_err(|e| e.at(path))?;
+    r.path = path.to_path_buf();
+    Ok(r)
+}
+
+/// How a resource read from the cluster is named in messages (in place of a file).
+pub const CLUSTER_SOURCE: &str = "clusterautoscalers.autoscaling.openshift.io/default";
+
+/// The resource as the cluster serves it (JSON), checked as a file is; errors name
+/// [`CLUSTER_SOURCE`].
+pub fn from_cluster(obj: &serde_json::Value) -> Result<ClusterAutoscalerResource, ConfigFileError> {
+    let path = Path::new(CLUSTER_SOURCE);
+    // JSON is YAML: one reader, one set of messages for both ways in.
+    let text = serde_json::to_string(obj).map_err(|e| ConfigFileError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
     })?;
     let mut r = parse(&text).map_err(|e| e.at(path))?;
     r.path = path.to_path_buf();
@@ -243,6 +292,9 @@ pub struct FileSettings {
     pub args: AutoscalingArgs,
     /// `spec.logVerbosity` (`--v`), 0 to 10.
     pub verbosity: Option<u8>,
+    /// One warning per field whose flag this autoscaler does not have: the field is accepted
+    /// (it is part of the resource's API) and the gap is said, never silently dropped.
+    pub unsupported: Vec<String>,
     origins: Vec<Origin>,
     path: PathBuf,
 }
@@ -273,7 +325,10 @@ impl ClusterAutoscalerResource {
     /// that flag's parser (one meaning per setting, whichever way it is given). Errors name
     /// the file, the field path and the value.
     pub fn settings(&self) -> Result<FileSettings, ConfigFileError> {
-        let origins = self.origins().map_err(|e| e.at(&self.path))?;
+        let (origins, unsupported): (Vec<Origin>, Vec<Origin>) = (self.origins())
+            .map_err(|e| e.at(&self.path))?
+            .into_iter()
+            .partition(|o| crate::options::is_setting(o.flag));
         let mut by_flag: Vec<(&'static str, Vec<String>)> = Vec::new();
         for o in &origins {
             match by_flag.iter_mut().find(|(f, _)| *f == o.flag) {
@@ -291,12 +346,36 @@ impl ClusterAutoscalerResource {
             field_at(&self.path, field, e.why)
         })?;
         let verbosity = self.verbosity().map_err(|e| e.at(&self.path))?;
+        let unsupported = (unsupported.iter())
+            .map(|o| {
+                format!(
+                    "{}: {} ({:?}) is accepted but has no effect: this autoscaler has no --{}",
+                    self.source(),
+                    o.field,
+                    o.value,
+                    o.flag
+                )
+            })
+            .collect();
         Ok(FileSettings {
             args,
             verbosity,
+            unsupported,
             origins,
             path: self.path.clone(),
         })
+    }
+
+    /// Where the resource came from, for messages: its file, else its name.
+    fn source(&self) -> String {
+        if self.path.as_os_str().is_empty() {
+            let name = (self.metadata.get("name"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("");
+            format!("ClusterAutoscaler {name}")
+        } else {
+            format!("config file {}", self.path.display())
+        }
     }
 
     /// Each field given, as the flag it stands for and the flag's text.
@@ -375,6 +454,38 @@ impl ClusterAutoscalerResource {
                     add(&format!("spec.scaleDown.{name}"), flag, t.clone());
                 }
             }
+            if let Some(m) = d.cordon_node_before_terminating {
+                add(
+                    "spec.scaleDown.cordonNodeBeforeTerminating",
+                    "cordon-node-before-terminating",
+                    m.flag_value(),
+                );
+            }
+        }
+        if let Some(t) = s
+            .scale_up
+            .as_ref()
+            .and_then(|u| u.new_pod_scale_up_delay.as_ref())
+        {
+            add(
+                "spec.scaleUp.newPodScaleUpDelay",
+                "new-pod-scale-up-delay",
+                t.clone(),
+            );
+        }
+        if let Some(m) = s.enforce_node_group_min_size {
+            add(
+                "spec.enforceNodeGroupMinSize",
+                "enforce-node-group-min-size",
+                m.flag_value(),
+            );
+        }
+        for (i, t) in s.startup_taints.iter().flatten().enumerate() {
+            add(
+                &format!("spec.startupTaints[{i}]"),
+                "startup-taint",
+                t.clone(),
+            );
         }
         if let Some(g) = s.max_pod_grace_period {
             add(
@@ -559,10 +670,26 @@ spec:
   expanders: [Priority, LeastWaste]
   scaleDown:
     enabled: false
+  scaleUp:
+    newPodScaleUpDelay: 45s
+  enforceNodeGroupMinSize: Enabled
+  startupTaints: [node.example.com/starting, ignore-taint.cluster-autoscaler.kubernetes.io/x]
 "#,
         )
         .unwrap();
         assert_eq!(v, None);
+        assert_eq!(
+            o.scale_up.pending.new_pod_scale_up_delay,
+            Duration::from_secs(45)
+        );
+        assert!(o.scale_up.scale_up.enforce_node_group_min_size);
+        assert_eq!(
+            o.scale_up.template.startup_taints,
+            [
+                "node.example.com/starting",
+                "ignore-taint.cluster-autoscaler.kubernetes.io/x"
+            ]
+        );
         assert_eq!(o.scale_down.max_graceful_termination_sec, 60);
         assert_eq!(
             o.cluster_state.max_node_provision_time,
@@ -635,6 +762,26 @@ spec:
                 "spec.expanders[0]",
                 "Cheapest",
             ),
+            (
+                "spec:\n  scaleUp:\n    newPodScaleUpDelay: later\n",
+                "spec.scaleUp.newPodScaleUpDelay",
+                "later",
+            ),
+            (
+                "spec:\n  enforceNodeGroupMinSize: Yes\n",
+                "enforceNodeGroupMinSize",
+                "unknown variant",
+            ),
+            (
+                "spec:\n  scaleDown:\n    enabled: true\n    cordonNodeBeforeTerminating: true\n",
+                "cordonNodeBeforeTerminating",
+                "Enabled",
+            ),
+            (
+                "spec:\n  scaleUp:\n    delay: 1s\n",
+                "delay",
+                "unknown field",
+            ),
             // Unknown fields and wrong types: the parser names the field.
             (
                 "spec:\n  scaleDwon:\n    enabled: true\n",
@@ -669,6 +816,71 @@ spec:
         assert!(e.contains("kind"), "{e}");
         let e = parse("{ not yaml").unwrap_err();
         assert!(matches!(e, ConfigFileError::Parse { .. }), "{e}");
+    }
+
+    /// Every field of the operator's current `ClusterAutoscalerSpec` is accepted.
+    #[test]
+    fn the_operators_whole_api_is_accepted() {
+        let r = parse(
+            r#"
+apiVersion: autoscaling.openshift.io/v1
+kind: ClusterAutoscaler
+metadata: {name: default}
+spec:
+  resourceLimits:
+    maxNodesTotal: 20
+    cores: {min: 0, max: 64}
+    memory: {min: 0, max: 256}
+    gpus: [{type: nvidia-t4, min: 0, max: 4}]
+  scaleDown:
+    enabled: true
+    delayAfterAdd: 10m
+    delayAfterDelete: 10s
+    delayAfterFailure: 3m
+    unneededTime: 10m
+    utilizationThreshold: "0.5"
+    cordonNodeBeforeTerminating: Enabled
+  scaleUp: {newPodScaleUpDelay: 10s}
+  maxPodGracePeriod: 600
+  maxNodeProvisionTime: 15m
+  podPriorityThreshold: -10
+  balanceSimilarNodeGroups: true
+  balancingIgnoredLabels: [topology.ebs.csi.aws.com/zone]
+  ignoreDaemonsetsUtilization: false
+  skipNodesWithLocalStorage: true
+  logVerbosity: 1
+  expanders: [LeastWaste, Random]
+  enforceNodeGroupMinSize: Disabled
+  startupTaints: [startup.example.com/not-ready]
+status: {}
+"#,
+        )
+        .unwrap();
+        let s = r.settings().unwrap();
+        // cordonNodeBeforeTerminating is applied where this build has the flag, else said.
+        if crate::options::is_setting("cordon-node-before-terminating") {
+            assert!(s.unsupported.is_empty(), "{:?}", s.unsupported);
+        } else {
+            assert_eq!(s.unsupported.len(), 1, "{:?}", s.unsupported);
+            let w = &s.unsupported[0];
+            assert!(
+                w.contains("ClusterAutoscaler default")
+                    && w.contains("spec.scaleDown.cordonNodeBeforeTerminating")
+                    && w.contains("\"true\""),
+                "{w}"
+            );
+        }
+        let o = RunOptions::build(&RunArgs::default(), Some(&r), &|_| None).unwrap();
+        assert_eq!(o.config_warnings, s.unsupported);
+        let l = &o.controller.autoscaler.scale_up.limits;
+        assert_eq!(l.gpus[0].0.to_string(), "nvidia-t4");
+        assert!(
+            !o.controller
+                .autoscaler
+                .scale_up
+                .scale_up
+                .enforce_node_group_min_size
+        );
     }
 
     #[derive(Debug, Parser)]

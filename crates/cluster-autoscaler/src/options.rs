@@ -76,7 +76,7 @@ fn percentage(text: &str) -> Result<f64, String> {
 
 /// Flags of `run`. Every flag is optional here: an absent flag leaves the value of the config
 /// file, else upstream's default (shown in each help text).
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "General")]
 pub struct RunArgs {
     /// A `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, YAML); flags given on the
@@ -101,7 +101,8 @@ pub struct RunArgs {
     /// [default: kube-system].
     #[arg(long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
-    /// Cloud provider; only `clusterapi` is supported [default: clusterapi].
+    /// Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of
+    /// openshift-machine-api plus Cluster API, in one process) [default: clusterapi].
     #[arg(long, value_name = "NAME")]
     pub cloud_provider: Option<String>,
     /// Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`;
@@ -175,7 +176,7 @@ pub struct RunArgs {
 /// cluster state. A scenario's `options:` holds exactly these, named as the flags are (see
 /// [`AutoscalingArgs::from_settings`]), so a flag added here works in `run`, `plan`,
 /// `simulate` and scenario files alike.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "General")]
 pub struct AutoscalingArgs {
     /// How often the cluster is re-evaluated (in `simulate`, in virtual time) [default: 10s].
@@ -196,7 +197,7 @@ pub struct AutoscalingArgs {
 }
 
 /// Scale-up flags.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Scale-up")]
 pub struct ScaleUpArgs {
     /// Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price,
@@ -269,7 +270,7 @@ pub struct ScaleUpArgs {
 }
 
 /// Scale-down flags.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Scale-down")]
 pub struct ScaleDownArgs {
     /// Scale the cluster down [default: true].
@@ -353,7 +354,7 @@ pub struct ScaleDownArgs {
 }
 
 /// Cluster-state flags.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Cluster state and backoff")]
 pub struct ClusterStateArgs {
     /// How long a new node may take to register [default: 15m].
@@ -381,7 +382,7 @@ pub struct ClusterStateArgs {
 
 /// Upstream flags accepted for compatibility of existing manifests; they change nothing here
 /// and `run` logs a warning for each one given.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Accepted without effect (upstream compatibility)")]
 pub struct NoEffectArgs {
     /// klog: log to standard error (logs always go there).
@@ -477,6 +478,12 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--cloud-provider=clusterapi`: Cluster API (`CAPI_GROUP`, default `cluster.x-k8s.io`).
+pub const CLUSTERAPI_PROVIDER: &str = "clusterapi";
+/// `--cloud-provider=openshift`: OpenShift's Machine API MachineSets of
+/// `openshift-machine-api` plus Cluster API, as OpenShift's operator runs its autoscaler.
+pub const OPENSHIFT_PROVIDER: &str = "openshift";
+
 /// Default log verbosity (klog's usual production level; seed 002's default).
 pub const DEFAULT_VERBOSITY: u8 = 1;
 
@@ -524,6 +531,9 @@ pub struct RunOptions {
     /// Flags given with a value asking for a feature this autoscaler does not have (said at
     /// start and in the status ConfigMap).
     pub unsupported: Vec<crate::flags::Unsupported>,
+    /// Fields of the `ClusterAutoscaler` resource accepted without effect, one message each
+    /// (logged as warnings once logging is up).
+    pub config_warnings: Vec<String>,
 }
 
 /// Why the options were rejected.
@@ -645,36 +655,41 @@ impl RunOptions {
     ) -> Result<RunOptions, OptionsError> {
         let mut c = ControllerConfig::default();
         let mut verbosity = DEFAULT_VERBOSITY;
+        let mut config_warnings = Vec::new();
         if let Some(file) = file {
             let settings = file.settings()?;
             apply_autoscaling(&settings.args, &mut c).map_err(|e| settings.blame(e))?;
             set(&mut verbosity, settings.verbosity);
+            config_warnings = settings.unsupported;
         }
         set(&mut verbosity, args.verbosity);
 
         // Provider.
-        if let Some(p) = &args.cloud_provider
-            && p != "clusterapi"
-        {
+        let provider = args
+            .cloud_provider
+            .as_deref()
+            .unwrap_or(CLUSTERAPI_PROVIDER);
+        if provider != CLUSTERAPI_PROVIDER && provider != OPENSHIFT_PROVIDER {
             return Err(flag_err(
                 "cloud-provider",
-                p,
-                "only clusterapi is supported",
+                provider,
+                "only clusterapi and openshift are supported",
             ));
         }
         let mut capi = ClusterApiConfig::from_env_and_flag(None, env("CAPI_GROUP").as_deref())
-            .map_err(|e| flag_err("cloud-provider", "clusterapi", format!("CAPI_GROUP: {e}")))?;
+            .map_err(|e| flag_err("cloud-provider", provider, format!("CAPI_GROUP: {e}")))?;
         if let Some(version) = env("CAPI_VERSION").filter(|v| !v.trim().is_empty()) {
             let version = version.trim();
             if !is_api_version(version) {
                 return Err(flag_err(
                     "cloud-provider",
-                    "clusterapi",
+                    provider,
                     format!("CAPI_VERSION {version:?} is not an API version such as v1beta1"),
                 ));
             }
             capi.api_version = Some(version.to_string());
         }
+        capi.openshift = provider == OPENSHIFT_PROVIDER;
         if let Some(arch) = env("CAPI_SCALE_ZERO_DEFAULT_ARCH").filter(|a| !a.trim().is_empty()) {
             capi.default_arch = arch.trim().to_string();
         }
@@ -733,6 +748,7 @@ impl RunOptions {
             logging_format: args.logging_format.unwrap_or_default(),
             ignored_flags,
             unsupported,
+            config_warnings,
         })
     }
 }
@@ -1135,6 +1151,14 @@ pub fn setting_names() -> Vec<String> {
         .collect()
 }
 
+/// Whether `name` (a flag without dashes) is a setting: a flag of [`AutoscalingArgs`].
+pub fn is_setting(name: &str) -> bool {
+    use clap::CommandFactory;
+    SettingsCli::command()
+        .get_arguments()
+        .any(|a| a.get_long() == Some(name))
+}
+
 /// Every flag, to tell a flag that is not a setting from a name that is no flag at all.
 #[derive(Debug, clap::Parser)]
 #[command(no_binary_name = true, disable_help_flag = true)]
@@ -1311,6 +1335,27 @@ mod tests {
 
     fn s(n: u64) -> Duration {
         Duration::from_secs(n)
+    }
+
+    /// The OpenShift operator's provider and auto-discovery.
+    #[test]
+    fn cloud_provider_openshift_reads_both_api_groups() {
+        let o = build(&[
+            "--cloud-provider=openshift",
+            "--node-group-auto-discovery=clusterapi:namespace=openshift-cluster-api",
+        ])
+        .unwrap();
+        let c = &o.controller.clusterapi;
+        assert!(c.openshift);
+        assert_eq!(c.groups(), ["machine.openshift.io", "cluster.x-k8s.io"]);
+        assert_eq!(
+            c.auto_discovery[0].namespace.as_deref(),
+            Some("openshift-cluster-api")
+        );
+        let plain = build(&["--cloud-provider=clusterapi"]).unwrap();
+        assert!(!plain.controller.clusterapi.openshift);
+        assert_eq!(plain.controller.clusterapi.groups(), ["cluster.x-k8s.io"]);
+        assert!(!build(&[]).unwrap().controller.clusterapi.openshift);
     }
 
     #[test]

@@ -271,6 +271,84 @@ fn build_client(mut config: kube::Config, what: &str) -> Result<kube::Client, Cl
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
 }
 
+/// The decision's options for one version of the cluster's `ClusterAutoscaler` (`None`: absent
+/// or deleted), with the flags over it: the options and what to warn about, or why the version
+/// is refused.
+pub fn options_for(
+    args: &RunArgs,
+    obj: Option<&serde_json::Value>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<RunOptions, crate::options::OptionsError> {
+    let resource = obj.map(crate::config::from_cluster).transpose()?;
+    RunOptions::build(args, resource.as_ref(), env)
+}
+
+/// When the cluster serves the `ClusterAutoscaler` kind, watches its singleton `default` and
+/// returns the options channel the controller reads before each loop: each valid version
+/// replaces the options, an invalid one is refused with a warning and the previous options
+/// stay. Waits (a little) for the first answer so the first loop already decides with it.
+/// `None` when the kind is not served.
+async fn watch_cluster_resource(
+    client: &kube::Client,
+    args: &RunArgs,
+    base: autoscaler_core::AutoscalerOptions,
+    verbosity: u8,
+) -> Option<tokio::sync::watch::Receiver<autoscaler_core::AutoscalerOptions>> {
+    use autoscaler_kube::config_resource;
+    let resource = match config_resource::served(client).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            tracing::debug!("the cluster serves no ClusterAutoscaler kind: flags only");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell whether the cluster serves ClusterAutoscaler: flags only");
+            return None;
+        }
+    };
+    let (tx, rx) = tokio::sync::watch::channel(base);
+    let first = std::sync::Arc::new(tokio::sync::Notify::new());
+    let seen = first.clone();
+    let args = args.clone();
+    config_resource::spawn(client.clone(), resource, move |obj| {
+        match options_for(&args, obj.as_ref(), &|k| std::env::var(k).ok()) {
+            Ok(o) => {
+                for w in &o.config_warnings {
+                    tracing::warn!("{w}");
+                }
+                if o.verbosity != verbosity {
+                    // The log filter is set once, at start, from --v.
+                    tracing::warn!(
+                        "ClusterAutoscaler {}: spec.logVerbosity {} has no effect on a running \
+                         process; give --v={} instead",
+                        config_resource::NAME,
+                        o.verbosity,
+                        o.verbosity
+                    );
+                }
+                let what = if obj.is_some() {
+                    "read"
+                } else {
+                    "absent: flags only"
+                };
+                tracing::info!(
+                    "ClusterAutoscaler {}: {what}; the next loop decides with it",
+                    config_resource::NAME
+                );
+                tx.send_replace(o.controller.autoscaler);
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "ClusterAutoscaler {}: change refused; the previous options stay",
+                config_resource::NAME
+            ),
+        }
+        seen.notify_one();
+    });
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), first.notified()).await;
+    Some(rx)
+}
+
 /// Runs `cluster-autoscaler run`.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let opts = RunOptions::from_args(args, &|k| std::env::var(k).ok())
@@ -297,9 +375,17 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(anyhow!("cannot start the async runtime: {e}")))?;
+    let base = opts.controller.autoscaler.clone();
+    let verbosity = opts.verbosity;
     let result = runtime.block_on(async {
         let clients = clients(kubeconfig, management).await?;
-        controller::run(clients, opts.controller)
+        // The resource configures this autoscaler, so it is read where the autoscaler keeps
+        // its own state (lease, status): the workload cluster.
+        let options = match &args.config {
+            Some(_) => None,
+            None => watch_cluster_resource(&clients.workload, args, base, verbosity).await,
+        };
+        controller::run_with_options(clients, opts.controller, options)
             .await
             .map_err(|e| match e {
                 // A server it cannot work with is a configuration error, found before leading.
@@ -328,6 +414,9 @@ fn say_flags(opts: &RunOptions) {
             "flag asks for a feature this autoscaler does not have; running without it"
         );
     }
+    for w in &opts.config_warnings {
+        tracing::warn!("{w}");
+    }
 }
 
 /// `run --validate-only`: reads and validates the flags and the `--config` file as `run` does,
@@ -344,6 +433,60 @@ pub fn validate_only(args: &RunArgs) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each version of the cluster's resource gives the options the next loop decides with,
+    /// flags over it; an invalid version is refused with its field named.
+    #[test]
+    fn cluster_resource_versions_give_options_with_the_flags_over_them() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let args = Cli::try_parse_from(["ca", "--scale-down-unneeded-time=7m"])
+            .unwrap()
+            .run;
+        let env = |_: &str| None;
+        let v1 = serde_json::json!({
+            "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+            "metadata": {"name": "default", "resourceVersion": "5", "managedFields": []},
+            "spec": {"maxPodGracePeriod": 60,
+                     "scaleDown": {"enabled": true, "unneededTime": "1m", "delayAfterAdd": "2m"}},
+            "status": {}});
+        let o = options_for(&args, Some(&v1), &env).unwrap();
+        let a = &o.controller.autoscaler;
+        assert_eq!(a.scale_down.max_graceful_termination_sec, 60);
+        assert_eq!(a.scale_down.delay_after_add.as_secs(), 120);
+        // The flag wins over the resource.
+        assert_eq!(a.scale_down.unneeded_time.as_secs(), 420);
+
+        let bad = serde_json::json!({
+            "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+            "spec": {"scaleDown": {"enabled": true, "utilizationThreshold": "2"}}});
+        let e = options_for(&args, Some(&bad), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(crate::config::CLUSTER_SOURCE)
+                && e.contains("spec.scaleDown.utilizationThreshold"),
+            "{e}"
+        );
+        let unknown = serde_json::json!({
+            "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+            "spec": {"scaleDwon": {}}});
+        assert!(options_for(&args, Some(&unknown), &env).is_err());
+
+        // Deleted: the flags alone.
+        let none = options_for(&args, None, &env).unwrap();
+        assert_eq!(
+            none.controller
+                .autoscaler
+                .scale_down
+                .max_graceful_termination_sec,
+            600
+        );
+    }
 
     #[test]
     fn verbosity_maps_to_tracing_levels() {

@@ -39,6 +39,16 @@ pub const GPU_COUNT_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/gpu-c
 pub const LABELS_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 /// Node taints, `k=v:Effect,k2:Effect`.
 pub const TAINTS_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/taints";
+/// OpenShift's CPU of a node of the MachineSet, in cores (an integer or a quantity).
+pub const OPENSHIFT_CPU_KEY: &str = "machine.openshift.io/vCPU";
+/// OpenShift's memory of a node of the MachineSet, in MiB (an integer).
+pub const OPENSHIFT_MEMORY_KEY: &str = "machine.openshift.io/memoryMb";
+/// OpenShift's GPUs per node (an integer; the GPUs are `nvidia.com/gpu`).
+pub const OPENSHIFT_GPU_KEY: &str = "machine.openshift.io/GPU";
+/// OpenShift's pods per node (an integer).
+pub const OPENSHIFT_MAX_PODS_KEY: &str = "machine.openshift.io/maxPods";
+/// The GPU resource OpenShift's `GPU` annotation counts.
+pub const OPENSHIFT_GPU_TYPE: &str = "nvidia.com/gpu";
 /// Pods per node when `maxPods` is not given.
 pub const DEFAULT_MAX_PODS: i64 = 110;
 /// `kubernetes.io/os` of templates.
@@ -71,6 +81,45 @@ pub(crate) fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
             };
             out.insert(k.clone(), text);
         }
+    }
+    out
+}
+
+/// `ann` with OpenShift's scale-from-zero annotations (`machine.openshift.io/vCPU`,
+/// `memoryMb`, `GPU`, `maxPods`) read as the `capacity.cluster-autoscaler.kubernetes.io/*` ones
+/// they stand for, where those are absent (the upstream key wins, as in OpenShift's own
+/// autoscaler). `memoryMb` is in MiB; a value that is not an integer is dropped with a warning.
+pub(crate) fn with_openshift_capacity(
+    ann: &BTreeMap<String, String>,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut out = ann.clone();
+    let given = |k: &str| ann.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let mut fill = |canonical: &str, value: String| {
+        if given(canonical).is_none() {
+            out.insert(canonical.to_string(), value);
+        }
+    };
+    if let Some(v) = given(OPENSHIFT_CPU_KEY) {
+        fill(CPU_KEY, v.to_string());
+    }
+    if let Some(v) = given(OPENSHIFT_MEMORY_KEY) {
+        match v.parse::<i64>() {
+            Ok(mib) if mib >= 0 => fill(MEMORY_KEY, format!("{mib}Mi")),
+            _ => warnings.push(format!(
+                "{what}: annotation {OPENSHIFT_MEMORY_KEY} is {v:?}: not a whole number of MiB; ignored"
+            )),
+        }
+    }
+    if let Some(v) = given(OPENSHIFT_GPU_KEY)
+        && given(GPU_COUNT_KEY).is_none()
+    {
+        fill(GPU_COUNT_KEY, v.to_string());
+        fill(GPU_TYPE_KEY, OPENSHIFT_GPU_TYPE.to_string());
+    }
+    if let Some(v) = given(OPENSHIFT_MAX_PODS_KEY) {
+        fill(MAX_PODS_KEY, v.to_string());
     }
     out
 }
@@ -578,6 +627,48 @@ mod tests {
         assert_eq!(n.taints[0].value.as_str(), "override");
         assert_eq!(n.taints[1].effect, TaintEffect::NoExecute);
         assert!(n.is_ready());
+    }
+
+    #[test]
+    fn openshift_capacity_annotations_stand_for_the_upstream_ones() {
+        let a = ann(&[
+            (OPENSHIFT_CPU_KEY, "8"),
+            (OPENSHIFT_MEMORY_KEY, "32768"),
+            (OPENSHIFT_GPU_KEY, "1"),
+            (OPENSHIFT_MAX_PODS_KEY, "250"),
+        ]);
+        let mut w = Vec::new();
+        let a = with_openshift_capacity(&a, "MS", &mut w);
+        let s = node_shape(&json!({}), &a, "MS", &mut w);
+        assert!(w.is_empty(), "{w:?}");
+        let n = template_node("MachineSet/ns/ms", &s, "amd64").unwrap();
+        assert_eq!(n.capacity.cpu, 8_000);
+        assert_eq!(n.capacity.memory, 32_768 << 20);
+        assert_eq!(n.capacity.pods, 250);
+        assert_eq!(n.capacity.get(ResourceName::parse("nvidia.com/gpu")), 1);
+
+        // The upstream keys win where both are given; a bad memoryMb is named and dropped.
+        let a = ann(&[
+            (OPENSHIFT_CPU_KEY, "8"),
+            (CPU_KEY, "4"),
+            (OPENSHIFT_MEMORY_KEY, "16Gi"),
+            (MEMORY_KEY, "1Gi"),
+            (OPENSHIFT_GPU_KEY, "2"),
+            (GPU_TYPE_KEY, "amd.com/gpu"),
+            (GPU_COUNT_KEY, "1"),
+        ]);
+        let mut w = Vec::new();
+        let a = with_openshift_capacity(&a, "MS", &mut w);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains(OPENSHIFT_MEMORY_KEY) && w[0].contains("16Gi"),
+            "{w:?}"
+        );
+        let s = node_shape(&json!({}), &a, "MS", &mut w);
+        let n = template_node("MachineSet/ns/ms", &s, "amd64").unwrap();
+        assert_eq!((n.capacity.cpu, n.capacity.memory), (4_000, 1 << 30));
+        assert_eq!(n.capacity.get(ResourceName::parse("amd.com/gpu")), 1);
+        assert_eq!(n.capacity.get(ResourceName::parse("nvidia.com/gpu")), 0);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use autoscaler_core::ObjectStore;
 use autoscaler_core::model::store::ObjectKey;
 use serde_json::{Map, Value};
 
+use crate::config::ClusterApiConfig;
 use crate::provider::{ClusterApiProvider, MachineInfo, ScalableResource};
 
 /// Value written into the delete-machine annotation (Cluster API and OpenShift only look at its
@@ -233,7 +234,7 @@ impl ClusterApiProvider {
                 min: r.min_size,
             });
         }
-        let key = self.config().delete_machine_key();
+        let key = ClusterApiConfig::for_group(&r.key.group).delete_machine_key();
         let mut out: Vec<ObjectChange> = picked
             .iter()
             .filter_map(|m| {
@@ -263,7 +264,7 @@ impl ClusterApiProvider {
         instance_ids: &[&str],
     ) -> Result<Vec<ObjectChange>, ProviderError> {
         let r = self.find(group)?;
-        let key = self.config().delete_machine_key();
+        let key = ClusterApiConfig::for_group(&r.key.group).delete_machine_key();
         let min = delta_i64(r.min_size);
         let mut target = r.replicas;
         let mut marks = Vec::new();

@@ -11,6 +11,11 @@ use serde_json::Value;
 pub const DEFAULT_API_GROUP: &str = "cluster.x-k8s.io";
 /// OpenShift's Machine API group.
 pub const OPENSHIFT_API_GROUP: &str = "machine.openshift.io";
+/// Namespace of OpenShift's Machine API MachineSets (the only one `--cloud-provider=openshift`
+/// reads them from, as OpenShift's own autoscaler does).
+pub const OPENSHIFT_MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
+/// Namespace of OpenShift's Cluster API MachineSets (mirrors of the Machine API ones).
+pub const OPENSHIFT_CLUSTER_API_NAMESPACE: &str = "openshift-cluster-api";
 /// The architecture given to scale-from-zero templates unless configured otherwise.
 pub const DEFAULT_ARCH: &str = "amd64";
 
@@ -132,6 +137,10 @@ pub struct ClusterApiConfig {
     /// The API version of the group's kinds (`CAPI_VERSION`, passed in by the binary); `None`
     /// uses the version the API server prefers.
     pub api_version: Option<String>,
+    /// `--cloud-provider=openshift`: besides `api_group` (with `auto_discovery`), the Machine
+    /// API MachineSets (`machine.openshift.io`) of `openshift-machine-api` are node groups,
+    /// as in OpenShift's own autoscaler.
+    pub openshift: bool,
 }
 
 impl Default for ClusterApiConfig {
@@ -141,6 +150,7 @@ impl Default for ClusterApiConfig {
             auto_discovery: Vec::new(),
             default_arch: DEFAULT_ARCH.to_string(),
             api_version: None,
+            openshift: false,
         }
     }
 }
@@ -182,6 +192,30 @@ impl ClusterApiConfig {
         Ok(ClusterApiConfig::for_group(group))
     }
 
+    /// The API groups whose machine objects are read: `api_group`, and first the Machine API
+    /// group in OpenShift mode.
+    pub fn groups(&self) -> Vec<&str> {
+        if self.openshift && self.api_group != OPENSHIFT_API_GROUP {
+            vec![OPENSHIFT_API_GROUP, self.api_group.as_str()]
+        } else {
+            vec![self.api_group.as_str()]
+        }
+    }
+
+    /// The configuration of one pass of discovery in OpenShift mode over the Machine API group:
+    /// its MachineSets in `openshift-machine-api` only.
+    pub(crate) fn machine_api(&self) -> ClusterApiConfig {
+        ClusterApiConfig {
+            api_group: OPENSHIFT_API_GROUP.to_string(),
+            auto_discovery: vec![AutoDiscovery {
+                namespace: Some(OPENSHIFT_MACHINE_API_NAMESPACE.to_string()),
+                ..AutoDiscovery::default()
+            }],
+            default_arch: self.default_arch.clone(),
+            openshift: false,
+        }
+    }
+
     /// Adds auto-discovery specs (each `clusterapi:...`).
     pub fn with_auto_discovery<S: AsRef<str>>(
         mut self,
@@ -202,6 +236,18 @@ impl ClusterApiConfig {
             .iter()
             .all(|a| a.namespace.as_deref() == Some(first))
             .then_some(first)
+    }
+
+    /// The namespace the kinds of API `group` are watched in. With `--cloud-provider=openshift`
+    /// the Machine API's MachineSets and Machines (and the MachineAutoscalers that point at
+    /// them) live in `openshift-machine-api` whatever auto-discovery names; every other group
+    /// follows [`Self::watch_namespace`].
+    pub fn watch_namespace_of(&self, group: &str) -> Option<&str> {
+        let machine_api = group == OPENSHIFT_API_GROUP || group == "autoscaling.openshift.io";
+        if self.openshift && machine_api {
+            return Some(OPENSHIFT_MACHINE_API_NAMESPACE);
+        }
+        self.watch_namespace()
     }
 
     /// `<group>/cluster-api-autoscaler-node-group-min-size`.
@@ -294,6 +340,37 @@ mod tests {
     }
 
     #[test]
+    fn openshift_machine_api_kinds_are_watched_in_their_own_namespace() {
+        let c = ClusterApiConfig {
+            openshift: true,
+            auto_discovery: vec![
+                AutoDiscovery::parse("clusterapi:namespace=openshift-cluster-api").unwrap(),
+            ],
+            ..ClusterApiConfig::default()
+        };
+        assert_eq!(
+            c.watch_namespace_of("machine.openshift.io"),
+            Some("openshift-machine-api")
+        );
+        assert_eq!(
+            c.watch_namespace_of("autoscaling.openshift.io"),
+            Some("openshift-machine-api")
+        );
+        assert_eq!(
+            c.watch_namespace_of("cluster.x-k8s.io"),
+            Some("openshift-cluster-api")
+        );
+        let plain = ClusterApiConfig {
+            openshift: false,
+            ..c
+        };
+        assert_eq!(
+            plain.watch_namespace_of("autoscaling.openshift.io"),
+            Some("openshift-cluster-api")
+        );
+    }
+
+    #[test]
     fn auto_discovery_specs_parse_and_reject_with_the_text() {
         let a = AutoDiscovery::parse("clusterapi:namespace=blue,clusterName=test1,color=green")
             .unwrap();
@@ -332,6 +409,28 @@ mod tests {
         let blank = ClusterApiConfig::from_env_and_flag(Some(""), Some(" ")).unwrap();
         assert_eq!(blank.api_group, DEFAULT_API_GROUP);
         assert!(ClusterApiConfig::from_env_and_flag(Some("Bad Group"), None).is_err());
+    }
+
+    #[test]
+    fn openshift_mode_reads_both_groups() {
+        let c = ClusterApiConfig {
+            openshift: true,
+            ..ClusterApiConfig::default()
+        };
+        assert_eq!(c.groups(), [OPENSHIFT_API_GROUP, DEFAULT_API_GROUP]);
+        let m = c.machine_api();
+        assert_eq!(m.groups(), [OPENSHIFT_API_GROUP]);
+        assert_eq!(
+            m.auto_discovery[0].namespace.as_deref(),
+            Some(OPENSHIFT_MACHINE_API_NAMESPACE)
+        );
+        // CAPI_GROUP=machine.openshift.io with OpenShift mode is one group, read once.
+        let one = ClusterApiConfig {
+            openshift: true,
+            ..ClusterApiConfig::for_group(OPENSHIFT_API_GROUP)
+        };
+        assert_eq!(one.groups(), [OPENSHIFT_API_GROUP]);
+        assert_eq!(ClusterApiConfig::default().groups(), [DEFAULT_API_GROUP]);
     }
 
     #[test]

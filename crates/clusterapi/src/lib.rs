@@ -2,7 +2,9 @@
 //! MachinePools that opt into autoscaling with the `<group>/cluster-api-autoscaler-node-group-
 //! {min,max}-size` annotations (or an OpenShift `MachineAutoscaler`), read from an
 //! [`ObjectStore`](autoscaler_core::ObjectStore) so that one code path serves a live
-//! cluster, a snapshot file and the simulated world.
+//! cluster, a snapshot file and the simulated world. In OpenShift mode (`--cloud-provider=
+//! openshift`) one provider reads both OpenShift's Machine API (`machine.openshift.io`) and
+//! Cluster API, as OpenShift's own autoscaler does.
 //!
 //! [`ClusterApiProvider::discover`] reads the store and returns the core's
 //! [`NodeGroup`](autoscaler_core::NodeGroup) views plus warnings; resizes

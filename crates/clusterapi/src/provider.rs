@@ -20,7 +20,9 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::annotations;
-use crate::config::{ClusterApiConfig, cluster_name_of};
+use crate::config::{
+    ClusterApiConfig, OPENSHIFT_API_GROUP, OPENSHIFT_CLUSTER_API_NAMESPACE, cluster_name_of,
+};
 
 /// Kind of a MachineDeployment.
 pub const MACHINE_DEPLOYMENT: &str = "MachineDeployment";
@@ -41,6 +43,8 @@ pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 /// Node label naming a node's GPU type for GPU limits.
 pub const GPU_LABEL: &str = "cluster-api/accelerator";
+/// `spec.authoritativeAPI` value of a Machine API MachineSet that Machine API manages.
+pub const AUTHORITATIVE_MACHINE_API: &str = "MachineAPI";
 /// Machine phase of a terminal failure.
 const PHASE_FAILED: &str = "Failed";
 
@@ -129,15 +133,52 @@ struct MachineObj<'a> {
 
 impl ClusterApiProvider {
     /// Discovers the node groups in `store`, returning the provider and a warning for every
-    /// object that looks meant to be autoscaled but cannot be.
+    /// object that looks meant to be autoscaled but cannot be. In OpenShift mode
+    /// ([`ClusterApiConfig::openshift`]) the Machine API MachineSets come first, then the
+    /// Cluster API resources, less the Cluster API MachineSets that mirror a Machine
+    /// API-authoritative one (same name in `openshift-cluster-api`), as OpenShift's own
+    /// autoscaler does.
     pub fn discover(
         store: &ObjectStore,
         config: &ClusterApiConfig,
     ) -> (ClusterApiProvider, Vec<String>) {
+        let groups = config.groups();
+        if groups.len() == 1 {
+            let (mut p, w) = Self::discover_group(store, config, &groups);
+            p.config = config.clone();
+            return (p, w);
+        }
+        let (mut p, mut warnings) = Self::discover_group(store, &config.machine_api(), &groups);
+        let capi = ClusterApiConfig {
+            openshift: false,
+            ..config.clone()
+        };
+        let (other, w) = Self::discover_group(store, &capi, &groups);
+        warnings.extend(w);
+        p.config = config.clone();
+        for (group, resource) in other.groups.into_iter().zip(other.resources) {
+            let k = &resource.key;
+            let mirror = k.kind == MACHINE_SET
+                && k.namespace == OPENSHIFT_CLUSTER_API_NAMESPACE
+                && p.resources.iter().any(|m| m.key.name == k.name);
+            if !mirror {
+                p.push(group, resource);
+            }
+        }
+        (p, warnings)
+    }
+
+    /// Discovery over `config.api_group` alone; `known` are the groups of the whole run (a
+    /// `MachineAutoscaler` targeting another of them is not this pass's to warn about).
+    fn discover_group(
+        store: &ObjectStore,
+        config: &ClusterApiConfig,
+        known: &[&str],
+    ) -> (ClusterApiProvider, Vec<String>) {
         let mut warnings = Vec::new();
         let group = config.api_group.as_str();
         let cluster_label = config.cluster_name_label();
-        let autoscalers = machine_autoscalers(store, config, &mut warnings);
+        let autoscalers = machine_autoscalers(store, config, known, &mut warnings);
         let machines: Vec<MachineObj> = store
             .list(group, MACHINE)
             .map(|(key, obj)| MachineObj {
@@ -160,31 +201,34 @@ impl ClusterApiProvider {
                     // Its MachineDeployment owns the replica count.
                     continue;
                 }
-                if !config.admits(obj, &key.namespace) {
+                if !config.admits(obj, &key.namespace) || !machine_api_authoritative(key, obj) {
                     continue;
                 }
                 let ma =
                     autoscalers.get(&(kind.to_string(), key.namespace.clone(), key.name.clone()));
                 match p.build(store, key, obj, ma, &machines, &mut warnings) {
-                    Ok(Some((group, resource))) => {
-                        let i = p.groups.len();
-                        for m in &resource.machines {
-                            if let Some(id) = &m.provider_id {
-                                p.by_provider_id.insert(id.clone(), i);
-                            }
-                            if let Some(n) = &m.node_name {
-                                p.by_node_name.insert(n.clone(), i);
-                            }
-                        }
-                        p.groups.push(group);
-                        p.resources.push(resource);
-                    }
+                    Ok(Some((group, resource))) => p.push(group, resource),
                     Ok(None) => {}
                     Err(why) => warnings.push(format!("{key}: {why}; not autoscaled")),
                 }
             }
         }
         (p, warnings)
+    }
+
+    /// Adds a group and indexes its machines.
+    fn push(&mut self, group: NodeGroup, resource: ScalableResource) {
+        let i = self.groups.len();
+        for m in &resource.machines {
+            if let Some(id) = &m.provider_id {
+                self.by_provider_id.insert(id.clone(), i);
+            }
+            if let Some(n) = &m.node_name {
+                self.by_node_name.insert(n.clone(), i);
+            }
+        }
+        self.groups.push(group);
+        self.resources.push(resource);
     }
 
     /// The configuration discovery used.
@@ -260,7 +304,12 @@ impl ClusterApiProvider {
         let id = format!("{}/{}/{}", key.kind, key.namespace, key.name);
         let what = key.to_string();
         let machine_infos = self.machines_of(store, key, obj, machines)?;
-        let shape = annotations::node_shape(obj, &ann, &what, warnings);
+        let shape = if key.group == OPENSHIFT_API_GROUP {
+            let ann = annotations::with_openshift_capacity(&ann, &what, warnings);
+            annotations::node_shape(obj, &ann, &what, warnings)
+        } else {
+            annotations::node_shape(obj, &ann, &what, warnings)
+        };
         let template = annotations::template_node(&id, &shape, &config.default_arch);
         if template.is_none() && !machine_infos.iter().any(MachineInfo::has_node) {
             if replicas == 0 {
@@ -505,6 +554,23 @@ fn machine_error(obj: &Value, deleting: bool, has_node: bool) -> Option<Instance
     })
 }
 
+/// Whether `obj` is managed by its own API: a Machine API MachineSet whose
+/// `spec.authoritativeAPI` names another API (Cluster API, during OpenShift's migration) is
+/// not a node group here; its Cluster API mirror is. An absent field means Machine API (an
+/// older MachineSet).
+fn machine_api_authoritative(key: &ObjectKey, obj: &Value) -> bool {
+    if key.group != OPENSHIFT_API_GROUP || key.kind != MACHINE_SET {
+        return true;
+    }
+    match obj
+        .pointer("/spec/authoritativeAPI")
+        .and_then(Value::as_str)
+    {
+        None | Some("") => true,
+        Some(api) => api == AUTHORITATIVE_MACHINE_API,
+    }
+}
+
 /// Name of the first owner of `kind`.
 fn owner<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
     obj.pointer("/metadata/ownerReferences")?
@@ -519,6 +585,7 @@ fn owner<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
 fn machine_autoscalers(
     store: &ObjectStore,
     config: &ClusterApiConfig,
+    known: &[&str],
     warnings: &mut Vec<String>,
 ) -> BTreeMap<(String, String, String), (ObjectKey, usize, usize)> {
     let mut out = BTreeMap::new();
@@ -548,16 +615,21 @@ fn machine_autoscalers(
             if kind.is_empty() || name.is_empty() {
                 return Err("spec.scaleTargetRef needs kind and name".to_string());
             }
-            if !api_version.is_empty() && group_of(api_version) != config.api_group {
+            let group = group_of(api_version);
+            if !api_version.is_empty() && group != config.api_group {
+                if known.contains(&group) {
+                    return Ok(None);
+                }
                 return Err(format!(
                     "spec.scaleTargetRef.apiVersion {api_version} is not in group {}",
                     config.api_group
                 ));
             }
-            Ok((kind.to_string(), name.to_string(), min, max))
+            Ok(Some((kind.to_string(), name.to_string(), min, max)))
         })();
         match result {
-            Ok((kind, name, min, max)) => {
+            Ok(None) => {}
+            Ok(Some((kind, name, min, max))) => {
                 let target = (kind, key.namespace.clone(), name);
                 if let Some((first, _, _)) = out.get(&target) {
                     warnings.push(format!(

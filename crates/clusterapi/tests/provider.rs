@@ -16,6 +16,7 @@ use autoscaler_core::{CloudProvider, InstanceErrorClass, InstanceState, NodeGrou
 
 const CAPI: &str = include_str!("fixtures/capi.yaml");
 const OPENSHIFT: &str = include_str!("fixtures/openshift.yaml");
+const OPENSHIFT_TWO_APIS: &str = include_str!("fixtures/openshift-two-apis.yaml");
 
 fn store(text: &str) -> ObjectStore {
     let mut s = ObjectStore::new();
@@ -454,6 +455,117 @@ fn openshift_machine_sets_and_machine_autoscalers() {
     // With the default group nothing of OpenShift's is seen.
     let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
     assert!(p.node_groups().is_empty());
+}
+
+/// `--cloud-provider=openshift` with the operator's
+/// `--node-group-auto-discovery=clusterapi:namespace=openshift-cluster-api`.
+fn openshift_mode() -> ClusterApiConfig {
+    ClusterApiConfig {
+        openshift: true,
+        ..ClusterApiConfig::default()
+    }
+    .with_auto_discovery(&["clusterapi:namespace=openshift-cluster-api"])
+    .unwrap()
+}
+
+#[test]
+fn openshift_mode_reads_machine_api_and_cluster_api_in_one_provider() {
+    let s = store(OPENSHIFT_TWO_APIS);
+    let (p, warnings) = ClusterApiProvider::discover(&s, &openshift_mode());
+    assert_eq!(
+        ids(&p),
+        [
+            "MachineSet/openshift-machine-api/ocp-gpu-us-east-1a",
+            "MachineSet/openshift-machine-api/ocp-worker-us-east-1a",
+            "MachineSet/openshift-cluster-api/ocp-migrated-us-east-1b",
+        ],
+        "{warnings:?}"
+    );
+    // Scale from zero from OpenShift's annotations.
+    let gpu = group(&p, "MachineSet/openshift-machine-api/ocp-gpu-us-east-1a");
+    let t = gpu
+        .template
+        .as_ref()
+        .expect("a template from machine.openshift.io/*");
+    assert_eq!(t.capacity.cpu, 8_000);
+    assert_eq!(t.capacity.memory, 32_768 << 20);
+    assert_eq!(t.capacity.pods, 250);
+    assert_eq!(t.capacity.get(ResourceName::parse("nvidia.com/gpu")), 1);
+    assert_eq!(
+        t.labels.get_str("cluster-api/accelerator"),
+        Some("nvidia-t4")
+    );
+    // Nodes map to the group of their own API.
+    let mapi_node = node("ip-10-1-0-1.ec2.internal", Some("aws:///us-east-1a/i-0a"));
+    let capi_node = node("ip-10-1-1-1.ec2.internal", Some("aws:///us-east-1b/i-0c"));
+    assert_eq!(
+        p.group_id_of(&mapi_node).map(|g| g.as_str()),
+        Some("MachineSet/openshift-machine-api/ocp-worker-us-east-1a")
+    );
+    assert_eq!(
+        p.group_id_of(&capi_node).map(|g| g.as_str()),
+        Some("MachineSet/openshift-cluster-api/ocp-migrated-us-east-1b")
+    );
+    // The same store under plain `clusterapi` sees only Cluster API objects.
+    let (plain, _) = ClusterApiProvider::discover(
+        &s,
+        &ClusterApiConfig::default()
+            .with_auto_discovery(&["clusterapi:namespace=openshift-cluster-api"])
+            .unwrap(),
+    );
+    assert_eq!(plain.node_groups().len(), 2);
+}
+
+#[test]
+fn openshift_mode_scales_each_group_through_its_own_api() {
+    let mut s = store(OPENSHIFT_TWO_APIS);
+    let config = openshift_mode();
+    let (p, _) = ClusterApiProvider::discover(&s, &config);
+    let gpu = "MachineSet/openshift-machine-api/ocp-gpu-us-east-1a";
+    let worker = "MachineSet/openshift-machine-api/ocp-worker-us-east-1a";
+    let migrated = "MachineSet/openshift-cluster-api/ocp-migrated-us-east-1b";
+
+    // Up from zero, on the Machine API MachineSet.
+    let up = p.increase_size(gpu, 2).unwrap();
+    assert!(
+        matches!(&up[..], [ObjectChange::SetReplicas { key, replicas: 2, .. }]
+            if key.group == "machine.openshift.io"),
+        "{up:?}"
+    );
+    apply(&mut s, &up).unwrap();
+
+    // Down: each Machine is marked with its own API's delete annotation.
+    let n = node("ip-10-1-0-2.ec2.internal", Some("aws:///us-east-1a/i-0b"));
+    let down = p.delete_nodes(worker, &[&n]).unwrap();
+    assert!(
+        matches!(&down[0], ObjectChange::AnnotateMachine { annotation, key, .. }
+            if annotation == "machine.openshift.io/delete-machine" && key.name == "ocp-worker-us-east-1a-bbbbb"),
+        "{down:?}"
+    );
+    apply(&mut s, &down).unwrap();
+    let grow = p.increase_size(migrated, 1).unwrap();
+    assert!(
+        matches!(&grow[..], [ObjectChange::SetReplicas { key, replicas: 2, .. }]
+            if key.group == "cluster.x-k8s.io"),
+        "{grow:?}"
+    );
+    apply(&mut s, &grow).unwrap();
+    let (p2, _) = ClusterApiProvider::discover(&s, &config);
+    let capi_node = node("ip-10-1-1-1.ec2.internal", Some("aws:///us-east-1b/i-0c"));
+    let shrink = p2.delete_nodes(migrated, &[&capi_node]).unwrap();
+    assert!(
+        matches!(&shrink[0], ObjectChange::AnnotateMachine { annotation, .. }
+            if annotation == "cluster.x-k8s.io/delete-machine"),
+        "{shrink:?}"
+    );
+    apply(&mut s, &shrink).unwrap();
+
+    let (p3, _) = ClusterApiProvider::discover(&s, &config);
+    assert_eq!(group(&p3, gpu).target_size, 2);
+    assert_eq!(group(&p3, worker).target_size, 1);
+    assert!(p3.resource(worker).unwrap().machines[1].marked_for_deletion);
+    assert_eq!(group(&p3, migrated).target_size, 1);
+    assert!(p3.resource(migrated).unwrap().machines[0].marked_for_deletion);
 }
 
 #[test]

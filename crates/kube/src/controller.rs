@@ -148,12 +148,26 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
     /// Health.
     pub health: Arc<Health>,
+    /// The decision's options when they can change while running (the `ClusterAutoscaler`
+    /// resource, watched by the binary): each loop takes the latest; `None` keeps
+    /// [`ControllerConfig::autoscaler`].
+    pub options: Option<watch::Receiver<AutoscalerOptions>>,
 }
 
 /// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C). The workload
 /// cluster's server is checked for support; the Cluster API kinds are discovered on the
 /// management cluster.
 pub async fn run(clients: Clients, config: ControllerConfig) -> Result<(), ControllerError> {
+    run_with_options(clients, config, None).await
+}
+
+/// [`run`], with the decision's options taken from `options` whenever they change (see
+/// [`Parts::options`]).
+pub async fn run_with_options(
+    clients: Clients,
+    config: ControllerConfig,
+    options: Option<watch::Receiver<AutoscalerOptions>>,
+) -> Result<(), ControllerError> {
     let client = clients.workload.clone();
     let metrics = Arc::new(Metrics::with_per_node_group(
         config.emit_per_nodegroup_metrics,
@@ -216,6 +230,7 @@ pub async fn run(clients: Clients, config: ControllerConfig) -> Result<(), Contr
         unschedulable: watches.new_unschedulable().clone(),
         metrics,
         health,
+        options,
     };
     let leadership = config.leader_elect.then(|| {
         leader::spawn(
@@ -429,8 +444,13 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         config.clusterapi.clone(),
         config.max_pod_eviction_time,
     );
+    let mut options = parts.options.clone();
+    let initial = match &mut options {
+        Some(rx) => rx.borrow_and_update().clone(),
+        None => config.autoscaler.clone(),
+    };
     let mut term = Term {
-        autoscaler: Autoscaler::new(config.autoscaler.clone()),
+        autoscaler: Autoscaler::new(initial),
         executor,
         events,
         transitions: Transitions::default(),
@@ -461,6 +481,12 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
             tracing::info!(kinds = ?*parts.unsynced.borrow(), "loop skipped: new kinds still listing");
             next = started + config.scan_interval;
             continue;
+        }
+        if let Some(rx) = &mut options
+            && rx.has_changed().unwrap_or(false)
+        {
+            term.autoscaler.set_options(rx.borrow_and_update().clone());
+            tracing::info!("options changed: this loop and the next decide with them");
         }
         let ok = term.one_loop(parts, config).await;
         let finished = Instant::now();
@@ -1000,6 +1026,7 @@ mod tests {
                 Duration::from_secs(600),
                 Duration::from_secs(900),
             )),
+            options: None,
         };
         (parts, unsynced_tx)
     }

@@ -9,6 +9,7 @@
 pub mod actuator;
 pub mod api_calls;
 pub mod compat;
+pub mod config_resource;
 pub mod controller;
 pub mod correlator;
 pub mod events;

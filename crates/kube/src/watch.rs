@@ -172,8 +172,11 @@ impl Watches {
         let shared = self.shared.clone();
         self.tasks.push(tokio::spawn(async move {
             loop {
-                let prefix = format!("{}/", config.clusterapi.api_group);
-                let unserved = !lock_tasks(&dynamic).keys().any(|k| k.starts_with(&prefix));
+                let groups = config.clusterapi.groups();
+                let unserved = groups.iter().all(|g| {
+                    let prefix = format!("{g}/");
+                    !lock_tasks(&dynamic).keys().any(|k| k.starts_with(&prefix))
+                });
                 let wait = if unserved {
                     config.rediscover_while_unserved
                 } else {
@@ -238,14 +241,18 @@ pub async fn discover_clusterapi(
     capi: &ClusterApiConfig,
 ) -> Result<Vec<ApiResource>, WatchError> {
     let mut out = Vec::new();
-    for (group, kinds, pinned) in [
-        (
-            capi.api_group.as_str(),
-            &CLUSTER_API_KINDS[..],
-            capi.api_version.as_deref(),
-        ),
-        (MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..], None),
-    ] {
+    // `--cloud-provider=openshift` reads OpenShift's Machine API besides Cluster API; the
+    // pinned version is Cluster API's own.
+    let groups = capi.groups();
+    let wanted = (groups.iter())
+        .map(|g| {
+            let pinned = (*g == capi.api_group.as_str())
+                .then(|| capi.api_version.as_deref())
+                .flatten();
+            (*g, &CLUSTER_API_KINDS[..], pinned)
+        })
+        .chain([(MACHINE_AUTOSCALER_GROUP, &["MachineAutoscaler"][..], None)]);
+    for (group, kinds, pinned) in wanted {
         let served = match kube::discovery::group(client, group).await {
             Ok(g) => g,
             Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
@@ -282,10 +289,8 @@ pub async fn discover_clusterapi(
 /// Says at info level, once at start, which dynamic kinds are watched and which groups are
 /// not served (a normal condition: most clusters have no MachineAutoscalers).
 fn log_discovered(config: &WatchConfig, resources: &[ApiResource]) {
-    for group in [
-        config.clusterapi.api_group.as_str(),
-        MACHINE_AUTOSCALER_GROUP,
-    ] {
+    let groups = config.clusterapi.groups();
+    for group in groups.iter().copied().chain([MACHINE_AUTOSCALER_GROUP]) {
         let kinds: Vec<String> = resources
             .iter()
             .filter(|r| r.group == group)
@@ -384,14 +389,14 @@ pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiRes
 }
 
 /// Starts the watch of one discovered kind, in the namespace of
-/// [`ClusterApiConfig::watch_namespace`] when there is one.
+/// [`ClusterApiConfig::watch_namespace_of`] its group when there is one.
 fn spawn_dynamic(
     client: &kube::Client,
     config: &WatchConfig,
     shared: &Shared,
     ar: &ApiResource,
 ) -> JoinHandle<()> {
-    let api = match config.clusterapi.watch_namespace() {
+    let api = match config.clusterapi.watch_namespace_of(&ar.group) {
         Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, ar),
         None => Api::<DynamicObject>::all_with(client.clone(), ar),
     };
@@ -1051,6 +1056,58 @@ mod tests {
         drop(client);
         let seen = server.await.expect("server");
         assert_eq!(seen.iter().filter(|u| *u == "/apis").count(), 4, "{seen:?}");
+    }
+
+    /// `--cloud-provider=openshift`: both machine API groups are discovered.
+    #[tokio::test]
+    async fn openshift_mode_discovers_machine_api_and_cluster_api() {
+        let (client, mut handle) = mock();
+        let server = tokio::spawn(async move {
+            let group = |g: &str| {
+                json!({"name": g,
+                    "versions": [{"groupVersion": format!("{g}/v1beta1"), "version": "v1beta1"}],
+                    "preferredVersion": {"groupVersion": format!("{g}/v1beta1"), "version": "v1beta1"}})
+            };
+            let kinds = |g: &str| {
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": format!("{g}/v1beta1"), "resources": [
+                    {"name": "machinesets", "singularName": "machineset", "namespaced": true,
+                     "kind": "MachineSet", "verbs": ["get", "list", "watch"]},
+                    {"name": "machines", "singularName": "machine", "namespaced": true,
+                     "kind": "Machine", "verbs": ["get", "list", "watch"]}]})
+            };
+            while let Some((req, send)) = handle.next_request().await {
+                let body = match req.uri().path() {
+                    "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1",
+                        "groups": [group("machine.openshift.io"), group("cluster.x-k8s.io")]}),
+                    "/apis/machine.openshift.io/v1beta1" => kinds("machine.openshift.io"),
+                    "/apis/cluster.x-k8s.io/v1beta1" => kinds("cluster.x-k8s.io"),
+                    other => panic!("unexpected request {other}"),
+                };
+                reply(send, &body);
+            }
+        });
+        let config = ClusterApiConfig {
+            openshift: true,
+            ..ClusterApiConfig::default()
+        };
+        let found = discover_clusterapi(&client, &config)
+            .await
+            .expect("discovered");
+        let kinds: Vec<String> = (found.iter())
+            .map(|ar| format!("{}/{}", ar.api_version, ar.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "machine.openshift.io/v1beta1/MachineSet",
+                "machine.openshift.io/v1beta1/Machine",
+                "cluster.x-k8s.io/v1beta1/MachineSet",
+                "cluster.x-k8s.io/v1beta1/Machine",
+            ]
+        );
+        drop(client);
+        server.abort();
     }
 
     #[tokio::test(start_paused = true)]

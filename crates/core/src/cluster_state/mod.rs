@@ -308,6 +308,12 @@ impl ClusterState {
         }
     }
 
+    /// Decides with `options` from now on, keeping what it remembers (requests, backoff, ages).
+    pub fn set_options(&mut self, options: ClusterStateOptions) {
+        self.backoff.options = options.backoff.clone();
+        self.options = options;
+    }
+
     fn provision_ms(&self, group: &NodeGroup) -> i64 {
         ms(group
             .options

@@ -6,6 +6,10 @@
 //! non-autoscaled ones included, by capacity. It must never propose a change that crosses a
 //! limit, and never tries to repair a cluster that is already outside a range (seed 002): it only
 //! refuses to make it worse.
+//!
+//! A GPU limit's type matches a node's GPUs either by resource name (`nvidia.com/gpu`, seed
+//! 002) or by the value of the node's [`GPU_TYPE_LABEL`] (`nvidia-t4`, as OpenShift's operator
+//! documents `resourceLimits.gpus[].type`); in the second case every GPU of the node counts.
 
 use std::fmt;
 
@@ -14,6 +18,9 @@ use rustc_hash::FxHashMap;
 use crate::model::intern::Sym;
 use crate::model::node::Node;
 use crate::model::resources::ResourceName;
+
+/// The node label whose value names the node's GPU type (Cluster API and OpenShift).
+pub const GPU_TYPE_LABEL: &str = "cluster-api/accelerator";
 
 /// Bytes in a GiB (memory limits are given in GiB).
 const GIB: i64 = 1 << 30;
@@ -152,7 +159,7 @@ pub fn parse_gpu_limit(text: &str) -> Result<(ResourceName, Range), LimitParseEr
         LimitParseError::Syntax { .. } => syntax(),
         other => other,
     })?;
-    check_gpu_resource(kind).map_err(|why| LimitParseError::Resource {
+    check_gpu_type(kind).map_err(|why| LimitParseError::Resource {
         text: text.to_string(),
         why,
     })?;
@@ -169,6 +176,64 @@ pub fn check_gpu_resource(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Checks a GPU limit's type: an extended resource name with a domain prefix
+/// (`nvidia.com/gpu`), or a [`GPU_TYPE_LABEL`] value without one (`nvidia-t4`). A core resource
+/// name (`cpu`, `memory`...) would silently limit something else, so it is refused.
+pub fn check_gpu_type(name: &str) -> Result<(), String> {
+    crate::model::labels::check_qualified_name(name)?;
+    if matches!(
+        ResourceName::parse(name),
+        ResourceName::Cpu
+            | ResourceName::Memory
+            | ResourceName::EphemeralStorage
+            | ResourceName::Pods
+    ) {
+        return Err(format!(
+            "{name:?} is not a GPU type (an extended resource name such as nvidia.com/gpu, or a \
+             {GPU_TYPE_LABEL} label value such as nvidia-t4)"
+        ));
+    }
+    Ok(())
+}
+
+/// The GPUs of `node` a limit of type `kind` counts: its capacity of the resource `kind`, else,
+/// when its [`GPU_TYPE_LABEL`] is `kind`, all its GPUs.
+pub fn gpus_of(node: &Node, kind: Sym) -> i64 {
+    let by_name = node.capacity.get(ResourceName::Extended(kind));
+    if by_name > 0 {
+        return by_name;
+    }
+    if node.labels.get_str(GPU_TYPE_LABEL) == Some(kind.as_str()) {
+        return all_gpus(node);
+    }
+    0
+}
+
+/// Every GPU of `node`, whatever its resource name.
+fn all_gpus(node: &Node) -> i64 {
+    (node.capacity.iter())
+        .filter(|(n, _)| n.is_gpu())
+        .fold(0i64, |a, (_, v)| a.saturating_add(v))
+}
+
+/// The totals a node adds per GPU type: by resource name, and under its [`GPU_TYPE_LABEL`]
+/// value (unless that value is itself one of its resource names, counted already).
+fn gpu_entries(node: &Node) -> Vec<(Sym, i64)> {
+    let mut out: Vec<(Sym, i64)> = (node.capacity.iter())
+        .filter_map(|(name, v)| match (name, name.is_gpu()) {
+            (ResourceName::Extended(s), true) => Some((s, v)),
+            _ => None,
+        })
+        .collect();
+    if let Some(label) = node.labels.get_str(GPU_TYPE_LABEL) {
+        let total = all_gpus(node);
+        if total > 0 && !out.iter().any(|(s, _)| s.as_str() == label) {
+            out.push((Sym::new(label), total));
+        }
+    }
+    out
 }
 
 /// The cluster-wide limits.
@@ -233,11 +298,9 @@ impl ClusterTotals {
         self.memory = self
             .memory
             .saturating_add(node.capacity.memory.saturating_mul(c));
-        for (name, v) in node.capacity.iter() {
-            if let (ResourceName::Extended(s), true) = (name, name.is_gpu()) {
-                let e = self.gpus.entry(s).or_default();
-                *e = e.saturating_add(v.saturating_mul(c));
-            }
+        for (s, v) in gpu_entries(node) {
+            let e = self.gpus.entry(s).or_default();
+            *e = e.saturating_add(v.saturating_mul(c));
         }
     }
 }
@@ -251,11 +314,9 @@ impl ClusterTotals {
         self.memory = self
             .memory
             .saturating_sub(node.capacity.memory.saturating_mul(c));
-        for (name, v) in node.capacity.iter() {
-            if let (ResourceName::Extended(s), true) = (name, name.is_gpu()) {
-                let e = self.gpus.entry(s).or_default();
-                *e = e.saturating_sub(v.saturating_mul(c));
-            }
+        for (s, v) in gpu_entries(node) {
+            let e = self.gpus.entry(s).or_default();
+            *e = e.saturating_sub(v.saturating_mul(c));
         }
     }
 }
@@ -328,7 +389,7 @@ impl ResourceLimits {
                 let have = totals.gpus.get(s).copied().unwrap_or(0);
                 cap(
                     range.max.saturating_sub(have),
-                    node.capacity.get(*name),
+                    gpus_of(node, *s),
                     LimitReached::Gpu(*name),
                 );
             }
@@ -349,7 +410,7 @@ impl ResourceLimits {
         }
         for (name, range) in &self.gpus {
             if let ResourceName::Extended(s) = name {
-                let per = node.capacity.get(*name);
+                let per = gpus_of(node, *s);
                 let have = totals.gpus.get(s).copied().unwrap_or(0);
                 if per > 0 && have.saturating_sub(per) < range.min {
                     return Err(LimitReached::Gpu(*name));
@@ -431,6 +492,49 @@ mod tests {
     }
 
     #[test]
+    fn gpu_limits_match_the_accelerator_label_value_too() {
+        // The operator's semantics: the type is the node's cluster-api/accelerator value.
+        let (name, range) = parse_gpu_limit("nvidia-t4:1:4").unwrap();
+        let limits = ResourceLimits {
+            gpus: vec![(name, range)],
+            ..Default::default()
+        };
+        let t4 = |gpus: i64| {
+            let mut n = node(8);
+            n.capacity.set(ResourceName::parse("nvidia.com/gpu"), gpus);
+            n.labels
+                .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia-t4"));
+            n
+        };
+        let mut a100 = node(8);
+        a100.capacity.set(ResourceName::parse("nvidia.com/gpu"), 8);
+        a100.labels
+            .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia-a100"));
+        let totals = ClusterTotals::from_nodes([&t4(2), &a100]);
+        assert_eq!(totals.gpus.get(&Sym::new("nvidia-t4")), Some(&2));
+        assert_eq!(totals.gpus.get(&Sym::new("nvidia.com/gpu")), Some(&10));
+        // Two more T4s fit under 4; A100 nodes are another type, not limited.
+        assert_eq!(
+            limits.max_new_nodes(&totals, &t4(2), 3),
+            (1, Some(LimitReached::Gpu(ResourceName::parse("nvidia-t4"))))
+        );
+        assert_eq!(limits.max_new_nodes(&totals, &a100, 3), (3, None));
+        // The min: the last T4 node stays; an A100 node may go.
+        assert_eq!(
+            limits.check_removal(&totals, &t4(2)),
+            Err(LimitReached::Gpu(ResourceName::parse("nvidia-t4")))
+        );
+        assert_eq!(limits.check_removal(&totals, &a100), Ok(()));
+        // A label value equal to the resource name is not counted twice.
+        let mut same = node(8);
+        same.capacity.set(ResourceName::parse("nvidia.com/gpu"), 2);
+        same.labels
+            .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia.com/gpu"));
+        let t = ClusterTotals::from_nodes([&same]);
+        assert_eq!(t.gpus.get(&Sym::new("nvidia.com/gpu")), Some(&2));
+    }
+
+    #[test]
     fn removal_respects_minimums_and_does_not_repair() {
         let limits = ResourceLimits {
             cpu: Range::parse_cores("8:100").unwrap(),
@@ -489,6 +593,10 @@ mod tests {
         assert!(parse_gpu_limit(":0:4").is_err());
         assert!(parse_gpu_limit("a/b/c:0:4").is_err());
         assert!(parse_gpu_limit("cpu:0:4").is_err());
+        assert!(parse_gpu_limit("memory:0:4").is_err());
+        assert!(parse_gpu_limit("-t4:0:4").is_err());
+        let (t4, _) = parse_gpu_limit("nvidia-t4:0:4").unwrap();
+        assert_eq!(t4.as_str(), "nvidia-t4");
         assert!(matches!(
             parse_gpu_limit("nvidia.com/gpu:5:4"),
             Err(LimitParseError::MinAboveMax { .. })
