@@ -105,19 +105,30 @@ fn all_in_namespace(docs: &[Value], ns: &str) {
     }
 }
 
+/// A kubeconfig that parses (the server is never contacted by `plan`).
+const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: m\n  cluster:\n    server: https://127.0.0.1:1\n\
+    users:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: m\n    user: u\n\
+    current-context: c\n";
+
 /// Runs the container's arguments (after the `run` subcommand) through `plan` on an empty
-/// snapshot: exit 0 means every flag and value passed `run`'s validation.
-fn validate_args(args: &[String], replace: &[(&str, &Path)]) {
+/// snapshot: exit 0 means every flag and value passed `run`'s validation. The files the flags
+/// named in `kubeconfigs` point to are replaced by a kubeconfig that parses.
+fn validate_args(args: &[String], kubeconfigs: &[&str]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
     assert_eq!(args.first().map(String::as_str), Some("run"), "{args:?}");
-    let tmp = std::env::temp_dir().join(format!("ca-install-{}", std::process::id()));
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let tmp = std::env::temp_dir().join(format!("ca-install-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("temp dir");
     let snapshot = tmp.join("empty.yaml");
     std::fs::write(&snapshot, "").expect("snapshot");
+    let kubeconfig = tmp.join("kubeconfig");
+    std::fs::write(&kubeconfig, KUBECONFIG).expect("kubeconfig");
     let mut flags: Vec<String> = args[1..].to_vec();
     for f in &mut flags {
-        for (name, path) in replace {
+        for name in kubeconfigs {
             if f.starts_with(&format!("--{name}=")) {
-                *f = format!("--{name}={}", path.display());
+                *f = format!("--{name}={}", kubeconfig.display());
             }
         }
     }
@@ -128,23 +139,9 @@ fn validate_args(args: &[String], replace: &[(&str, &Path)]) {
         .env_remove("CAPI_GROUP")
         .output()
         .expect("the binary runs");
+    let _ = std::fs::remove_dir_all(&tmp);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{flags:?}: {stderr}");
-}
-
-/// A kubeconfig that parses (the server is never contacted by `plan`).
-fn kubeconfig_file() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ca-install-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join("management.kubeconfig");
-    std::fs::write(
-        &p,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: m\n  cluster:\n    server: https://127.0.0.1:1\n\
-         users:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: m\n    user: u\n\
-         current-context: c\n",
-    )
-    .expect("kubeconfig");
-    p
 }
 
 #[test]
@@ -219,7 +216,7 @@ fn management_workload_overlay_mounts_the_management_kubeconfig() {
             .any(|kv| kv == format!("namespace={ns}")),
         "{discovery} does not name the Role's namespace {ns}"
     );
-    validate_args(&a, &[("cloud-config", &kubeconfig_file())]);
+    validate_args(&a, &["cloud-config"]);
 }
 
 #[test]

@@ -529,7 +529,7 @@ fn the_summary_shows_the_peak_in_the_timeline_and_counts_in_words() {
     assert!(peak > 0);
     assert_eq!(rows.iter().map(|r| r.1).max(), Some(peak), "{out}");
     assert!(out.contains(&format!("(peak pending {peak})")), "{out}");
-    assert!(out.contains("the most pods pending at once since the previous row"));
+    assert!(out.contains("pending: the peak since the previous row"));
     // "1 scale-up", never "1 scale-ups".
     for g in r["groups"].as_array().expect("groups") {
         let n = num(g, "/scale_ups") as u64;

@@ -201,7 +201,7 @@ fn render(
     let owners = if shape.pending_owners == 0 {
         "no owner".to_string()
     } else {
-        format!("{} ReplicaSets", shape.pending_owners)
+        count(shape.pending_owners as u64, "ReplicaSet")
     };
     let _ = writeln!(
         out,
@@ -215,8 +215,10 @@ fn render(
     );
     let _ = writeln!(
         out,
-        "{} iterations per phase; expander random (seed {}); --max-nodes-per-scaleup {}",
-        args.iterations, args.seed, args.max_nodes_per_scaleup
+        "{} per phase; expander random (seed {}); --max-nodes-per-scaleup {}",
+        count(args.iterations as u64, "iteration"),
+        args.seed,
+        args.max_nodes_per_scaleup
     );
     let _ = writeln!(out);
     let width = results

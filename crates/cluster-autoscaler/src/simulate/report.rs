@@ -424,8 +424,7 @@ impl Report {
         }
         let _ = writeln!(
             o,
-            "\nTimeline (registered nodes per group at each time; pending: the most pods pending \
-             at once since the previous row):"
+            "\nTimeline (registered nodes per group; pending: the peak since the previous row):"
         );
         let names: Vec<&str> = self
             .groups
