@@ -218,7 +218,7 @@ proptest! {
     fn snapshot_loader(text in snapshot()) {
         let config = ClusterApiConfig::from_env_and_flag(None, None).expect("default config");
         let _ = bounded("plan", &text, || crate::plan::plan_text(&text, &config, &Default::default(), "kube-system", 1_800_000_000_000, 3));
-        let _ = bounded("plan --output json", &text, || crate::plan::plan_json(&text, &config, &Default::default(), "kube-system", 1_800_000_000_000));
+        let _ = bounded("plan --output json", &text, || crate::plan::plan_json(&text, &config, &Default::default(), "kube-system", 1_800_000_000_000, 3));
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod options;
 mod plan;
 mod run;
 mod simulate;
+mod text;
 mod yaml;
 
 /// Kubernetes cluster autoscaler.

@@ -112,7 +112,7 @@ pub struct RunArgs {
     /// Address of `/metrics` and `/health-check` [default: :8085].
     #[arg(long, value_name = "HOST:PORT")]
     pub address: Option<String>,
-    /// Log verbosity, 0 to 10 [default: 1 (seed 002's default)]: 0-1 decisions and changes
+    /// Log verbosity, 0 to 10 [default: 1]: 0-1 decisions and changes
     /// (info), 2-4 also why (debug), 5-7 everything of the autoscaler (trace), 8 also the HTTP
     /// client's requests, 9-10 every library's traces.
     #[arg(long = "v", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=10))]
@@ -484,7 +484,7 @@ pub const CLUSTERAPI_PROVIDER: &str = "clusterapi";
 /// `openshift-machine-api` plus Cluster API, as OpenShift's operator runs its autoscaler.
 pub const OPENSHIFT_PROVIDER: &str = "openshift";
 
-/// Default log verbosity (klog's usual production level; seed 002's default).
+/// Default log verbosity (klog's usual production level).
 pub const DEFAULT_VERBOSITY: u8 = 1;
 
 /// Where the Cluster API objects are read and changed: upstream's rule, from `--cloud-config`

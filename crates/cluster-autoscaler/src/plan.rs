@@ -26,6 +26,7 @@ use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 
 use crate::CliError;
 use crate::options::{RunArgs, RunOptions};
+use crate::text::count;
 
 /// Flags of `plan`.
 #[derive(Debug, clap::Args)]
@@ -96,8 +97,10 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         OutputFormat::Text => {
             plan_text(&text, &config, options, namespace, now_ms, args.show_nodes)
         }
-        OutputFormat::Json => plan_json(&text, &config, options, namespace, now_ms)
-            .map(|v| format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())),
+        OutputFormat::Json => {
+            plan_json(&text, &config, options, namespace, now_ms, args.show_nodes)
+                .map(|v| format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default()))
+        }
     }
     .with_context(|| format!("snapshot file {}", args.snapshot.display()))
     .map_err(CliError::usage)?;
@@ -122,7 +125,17 @@ pub fn plan_text(
     for w in &d.provider_warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    explain_scheduling(&view, show_nodes, &mut out);
+    let (placements, snapshot_warnings) = scheduling(&view, show_nodes);
+    for w in &snapshot_warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    let _ = writeln!(out, "Scheduling:");
+    if placements.is_empty() {
+        let _ = writeln!(out, "  no pod is waiting for a node");
+    }
+    for p in &placements {
+        let _ = writeln!(out, "  {}", p.line());
+    }
 
     let outcome = &d.outcome;
     for w in &outcome.scale_up.warnings {
@@ -161,8 +174,13 @@ pub fn plan_text(
         }
         let _ = writeln!(out, "{line}");
     }
+    // `plan` acts on nothing: these are the events the loop would emit.
     for e in &outcome.events {
-        let _ = writeln!(out, "  event {} {}: {}", e.reason, e.object, e.message);
+        let _ = writeln!(
+            out,
+            "  would emit event {} {}: {}",
+            e.reason, e.object, e.message
+        );
     }
 
     let up = &outcome.scale_up;
@@ -186,16 +204,20 @@ pub fn plan_text(
     if !up.result.triggered.is_empty() {
         let _ = writeln!(
             out,
-            "  for {} pod(s): {}",
-            up.result.triggered.len(),
+            "  for {}: {}",
+            count(up.result.triggered.len() as u64, "pod"),
             names(up.result.triggered.iter().map(|p| p.key()))
         );
     }
     if !up.fit_existing.is_empty() {
         let _ = writeln!(
             out,
-            "  {} pending pod(s) fit existing or upcoming nodes: {}",
-            up.fit_existing.len(),
+            "  {} existing or upcoming nodes: {}",
+            if up.fit_existing.len() == 1 {
+                "1 pending pod fits".to_string()
+            } else {
+                format!("{} pending pods fit", up.fit_existing.len())
+            },
             names(up.fit_existing.iter().map(|p| p.key()))
         );
     }
@@ -222,20 +244,11 @@ pub fn plan_text(
     }
     let waiting: BTreeMap<_, _> = down.waiting.iter().map(|(n, w)| (*n, w)).collect();
     for (node, _) in &down.unneeded {
-        let status = match waiting.get(node) {
-            Some(Waiting::UnneededTime { deletable_at_ms }) => format!(
-                "unneeded; deletable after {}",
-                format_duration(std::time::Duration::from_millis(
-                    u64::try_from(deletable_at_ms - now_ms).unwrap_or(0)
-                ))
-            ),
-            Some(Waiting::MinSize) => "unneeded; kept: node group min size".into(),
-            Some(Waiting::Limit(l)) => format!("unneeded; kept: {l}"),
-            Some(Waiting::Parallelism) => "unneeded; waits for the deletion parallelism".into(),
-            Some(Waiting::Cooldown(why)) => format!("unneeded; {why}"),
-            None => "deleted now".into(),
-        };
-        let _ = writeln!(out, "  {node}: {status}");
+        let _ = writeln!(
+            out,
+            "  {node}: {}",
+            unneeded_status(waiting.get(node).copied(), now_ms)
+        );
     }
     for (node, why) in &down.unremovable {
         let _ = writeln!(out, "  {node} is not removable: {why}");
@@ -259,26 +272,81 @@ pub fn plan_text(
     Ok(out)
 }
 
+/// Where one pod not bound to a node would fit, and why not elsewhere.
+struct Placement {
+    /// `namespace/name`.
+    pod: String,
+    /// Nodes it fits on.
+    available: usize,
+    /// Nodes checked.
+    nodes: usize,
+    /// `count reason`, sorted as kube-scheduler sorts them.
+    reasons: Vec<String>,
+    /// The first fitting nodes (at most `--show-nodes`).
+    fits_on: Vec<String>,
+    /// Fitting nodes beyond `fits_on`.
+    more: usize,
+    /// Whether the scheduler has marked it unschedulable (the autoscaler waits for that).
+    marked_unschedulable: bool,
+}
+
+impl Placement {
+    /// kube-scheduler's message: `0/3 nodes are available: 1 Insufficient cpu, ...`.
+    fn scheduler_message(&self) -> String {
+        let mut m = format!("{}/{} nodes are available", self.available, self.nodes);
+        if !self.reasons.is_empty() {
+            m.push_str(": ");
+            m.push_str(&self.reasons.join(", "));
+        }
+        m.push('.');
+        m
+    }
+
+    /// The line `plan` prints for the pod.
+    fn line(&self) -> String {
+        let mut line = format!("{}: {}", self.pod, self.scheduler_message());
+        if !self.fits_on.is_empty() {
+            let _ = write!(line, " Fits on: {}", self.fits_on.join(", "));
+            if self.more > 0 {
+                let _ = write!(line, " and {} more", self.more);
+            }
+            line.push('.');
+        }
+        if !self.marked_unschedulable {
+            line.push_str(
+                " (not marked Unschedulable by the scheduler yet: the autoscaler waits for that)",
+            );
+        }
+        line
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pod": self.pod,
+            "nodes_available": self.available,
+            "nodes": self.nodes,
+            "reasons": self.reasons,
+            "message": self.scheduler_message(),
+            "fits_on": self.fits_on,
+            "fits_on_more": self.more,
+            "marked_unschedulable": self.marked_unschedulable,
+        })
+    }
+}
+
 /// For every pod not bound to a node: where it would fit and, elsewhere, why not, in
-/// kube-scheduler's words; and whether the scheduler has marked it unschedulable yet.
-fn explain_scheduling(view: &ClusterView<'_>, show_nodes: usize, out: &mut String) {
+/// kube-scheduler's words; and whether the scheduler has marked it unschedulable yet. Also the
+/// warnings of building the scheduling snapshot (objects skipped).
+fn scheduling(view: &ClusterView<'_>, show_nodes: usize) -> (Vec<Placement>, Vec<String>) {
     let mut warnings = Vec::new();
     let snapshot = build_snapshot(view, &mut warnings);
-    for w in &warnings {
-        let _ = writeln!(out, "warning: {w}");
-    }
     let ids: Vec<_> = snapshot.node_ids().collect();
-    let _ = writeln!(out, "Scheduling:");
-    let mut any = false;
+    let mut out = Vec::new();
     for pod in view
         .pods
         .iter()
-        .filter(|p| p.node_name.is_none() && p.deletion_ms.is_none())
+        .filter(|p| p.node_name.is_none() && p.deletion_ms.is_none() && !p.is_terminal())
     {
-        if pod.is_terminal() {
-            continue;
-        }
-        any = true;
         let prepared = snapshot.prepare(pod);
         let mut fits = Vec::new();
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -297,37 +365,38 @@ fn explain_scheduling(view: &ClusterView<'_>, show_nodes: usize, out: &mut Strin
                 }
             }
         }
-        let mut line = format!(
-            "  {}: {}/{} nodes are available",
-            pod.key(),
-            fits.len(),
-            ids.len()
-        );
-        if !reasons.is_empty() {
-            // kube-scheduler sorts the formatted "count reason" strings.
-            let mut parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-            parts.sort();
-            line.push_str(": ");
-            line.push_str(&parts.join(", "));
-        }
-        line.push('.');
-        if !fits.is_empty() {
-            let shown: Vec<&str> = fits.iter().take(show_nodes).map(String::as_str).collect();
-            let _ = write!(line, " Fits on: {}", shown.join(", "));
-            if fits.len() > shown.len() {
-                let _ = write!(line, " and {} more", fits.len() - shown.len());
-            }
-            line.push('.');
-        }
-        if !is_unschedulable(pod) {
-            line.push_str(
-                " (not marked Unschedulable by the scheduler yet: the autoscaler waits for that)",
-            );
-        }
-        let _ = writeln!(out, "{line}");
+        // kube-scheduler sorts the formatted "count reason" strings.
+        let mut reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        reasons.sort();
+        let available = fits.len();
+        fits.truncate(show_nodes);
+        out.push(Placement {
+            pod: pod.key(),
+            available,
+            nodes: ids.len(),
+            reasons,
+            more: available - fits.len(),
+            fits_on: fits,
+            marked_unschedulable: is_unschedulable(pod),
+        });
     }
-    if !any {
-        let _ = writeln!(out, "  no pod is waiting for a node");
+    (out, warnings.iter().map(ToString::to_string).collect())
+}
+
+/// What happens to an unneeded node, as `plan` says it (text and JSON).
+fn unneeded_status(waiting: Option<&Waiting>, now_ms: i64) -> String {
+    match waiting {
+        Some(Waiting::UnneededTime { deletable_at_ms }) => format!(
+            "unneeded; deletable after {}",
+            format_duration(std::time::Duration::from_millis(
+                u64::try_from(deletable_at_ms - now_ms).unwrap_or(0)
+            ))
+        ),
+        Some(Waiting::MinSize) => "unneeded; kept: node group min size".into(),
+        Some(Waiting::Limit(l)) => format!("unneeded; kept: {l}"),
+        Some(Waiting::Parallelism) => "unneeded; waits for the deletion parallelism".into(),
+        Some(Waiting::Cooldown(why)) => format!("unneeded; {why}"),
+        None => "deleted now".into(),
     }
 }
 
@@ -383,28 +452,54 @@ pub fn describe(a: &Action) -> String {
     }
 }
 
-/// The same decision as [`plan_text`], as one JSON document.
+/// The same decision as [`plan_text`], as one JSON document: everything the text shows.
 pub fn plan_json(
     text: &str,
     config: &ClusterApiConfig,
     options: &AutoscalerOptions,
     namespace: &str,
     now_ms: i64,
+    show_nodes: usize,
 ) -> anyhow::Result<serde_json::Value> {
     use serde_json::json;
     let d = decide(text, config, options, namespace, now_ms)?;
-    let (outcome, provider, provider_warnings) = (&d.outcome, &d.provider, &d.provider_warnings);
-    let up = &outcome.scale_up;
-    let down = &outcome.scale_down;
-    let groups: Vec<_> = autoscaler_core::model::node_group::CloudProvider::node_groups(provider)
+    let (placements, snapshot_warnings) = scheduling(&d.view(), show_nodes);
+    let outcome = &d.outcome;
+    let (up, down, status) = (&outcome.scale_up, &outcome.scale_down, &outcome.status);
+    let groups: Vec<_> = status
+        .groups
         .iter()
-        .map(|g| json!({"id": g.id.as_str(), "size": g.target_size, "min": g.min_size, "max": g.max_size}))
+        .map(|g| {
+            json!({
+                "id": g.id.as_str(), "size": g.target_size, "min": g.min_size, "max": g.max_size,
+                "upcoming": g.upcoming, "blocked": g.blocked_reason(),
+            })
+        })
         .collect();
     let waiting: BTreeMap<_, _> = down.waiting.iter().map(|(n, w)| (*n, w)).collect();
+    let warnings: Vec<&String> = d
+        .provider_warnings
+        .iter()
+        .chain(&snapshot_warnings)
+        .chain(&up.warnings)
+        .collect();
     Ok(json!({
         "now_ms": now_ms,
-        "warnings": provider_warnings.iter().chain(&up.warnings).collect::<Vec<_>>(),
+        "warnings": warnings,
+        "scheduling": placements.iter().map(Placement::to_json).collect::<Vec<_>>(),
+        "cluster": {
+            "healthy": status.healthy,
+            "message": status.message.as_deref().unwrap_or("healthy"),
+            "ready": status.ready,
+            "unready": status.unready,
+            "not_started": status.not_started,
+            "being_deleted": status.being_deleted,
+        },
         "node_groups": groups,
+        // `plan` acts on nothing: the events one loop would emit.
+        "would_emit_events": outcome.events.iter().map(|e| json!({
+            "reason": e.reason, "object": e.object, "message": e.message,
+        })).collect::<Vec<_>>(),
         "scale_up": {
             "increases": up.result.increases.iter().map(|i| json!({
                 "group": i.group.as_str(), "from": i.new_target - i.delta, "to": i.new_target, "delta": i.delta,
@@ -425,6 +520,7 @@ pub fn plan_json(
                 "since_ms": since,
                 "deleted_now": !waiting.contains_key(n),
                 "waiting": waiting.get(n).map(|w| format!("{w:?}")),
+                "status": unneeded_status(waiting.get(n).copied(), now_ms),
             })).collect::<Vec<_>>(),
             "unremovable": down.unremovable.iter().map(|(n, why)| json!({"node": n.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
         },

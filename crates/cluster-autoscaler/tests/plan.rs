@@ -60,8 +60,8 @@ fn example_snapshot_is_explained_and_decided() {
         "  MachineDeployment/default/gpu: size 1 (min 0, max 3)",
         // Only the anti-affinity pod needs a new node; two pods fit existing nodes.
         "  MachineDeployment/default/general: 2 -> 3 (+1, for pending pods)",
-        "  for 1 pod(s): default/web-3",
-        "  2 pending pod(s) fit existing or upcoming nodes: default/batch-1, ml/train-1",
+        "  for 1 pod: default/web-3",
+        "  2 pending pods fit existing or upcoming nodes: default/batch-1, ml/train-1",
         "  ml/train-2 triggers no scale-up: MachineDeployment/default/general: Insufficient nvidia.com/gpu; MachineDeployment/default/gpu: node(s) had untolerated taint {dedicated: gpu}",
         // The pods about to land keep every node needed.
         "  gpu-a is not removable: not underutilized: utilization 1.000 >= threshold 0.5",
@@ -282,6 +282,54 @@ fn json_output_carries_the_same_decision() {
         v["actions"],
         serde_json::json!(["increase MachineDeployment/default/general by 1 to 3"])
     );
+    // Everything the text shows: per-pod scheduling, cluster health, the would-be events.
+    let scheduling = v["scheduling"].as_array().expect("scheduling");
+    assert_eq!(scheduling.len(), 4);
+    let batch = &scheduling[0];
+    assert_eq!(batch["pod"], "default/batch-1");
+    assert_eq!(
+        (batch["nodes_available"].as_u64(), batch["nodes"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(batch["fits_on"], serde_json::json!(["general-b"]));
+    assert_eq!(
+        batch["message"],
+        "1/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}."
+    );
+    assert_eq!(
+        scheduling[1]["reasons"],
+        serde_json::json!([
+            "1 node(s) had untolerated taint {dedicated: gpu}",
+            "2 node(s) didn't match pod anti-affinity rules"
+        ])
+    );
+    assert_eq!(v["cluster"]["healthy"], true);
+    assert_eq!(v["cluster"]["ready"], 3);
+    assert_eq!(v["node_groups"][0]["upcoming"], 0);
+    assert_eq!(v["would_emit_events"][0]["reason"], "ScaledUpGroup");
+    assert_eq!(
+        v["would_emit_events"][0]["object"],
+        "MachineDeployment/default/general"
+    );
+}
+
+#[test]
+fn text_says_events_would_be_emitted_and_counts_in_words() {
+    let out = run(&["plan", "--snapshot", &example(), "--now", NOW]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    // Nothing is emitted by a plan: the event is what a loop would emit.
+    assert!(
+        stdout.contains("  would emit event ScaledUpGroup MachineDeployment/default/general: "),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("  event "), "{stdout}");
+    assert!(stdout.contains("  for 1 pod: default/web-3\n"), "{stdout}");
+    assert!(
+        stdout.contains("  2 pending pods fit existing or upcoming nodes: "),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("pod(s)"), "{stdout}");
 }
 
 #[test]
@@ -320,7 +368,7 @@ status: {phase: Failed, failureReason: InsufficientCapacity, failureMessage: "no
         "{stdout}"
     );
     assert!(
-        stdout.contains("event ScaleUpFailed MachineDeployment/default/gpu"),
+        stdout.contains("would emit event ScaleUpFailed MachineDeployment/default/gpu"),
         "{stdout}"
     );
     assert!(

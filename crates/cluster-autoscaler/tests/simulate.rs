@@ -95,7 +95,13 @@ fn quiet_hours_return_nodes_to_min_after_the_unneeded_time() {
         .map(|p| num(p, "/t_s"))
         .expect("back at min");
     assert!(back <= 3000.0 + 20.0 * 60.0, "back at min only at {back} s");
+    // The PDB is honoured by a real drain, not vacuously: a node holding web pods is drained
+    // through the Eviction API, and no eviction breaks the budget.
+    assert!(num(&r, "/drains") >= 1.0, "no drain");
+    assert!(num(&r, "/evictions") >= 1.0, "no eviction");
+    assert_eq!(num(&r, "/drains_failed"), 0.0);
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
+    assert_eq!(num(&r, "/safety_violations"), 0.0);
 }
 
 #[test]
@@ -496,4 +502,66 @@ fn simulate_takes_the_flags_and_config_of_run() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/nonexistent/ca.yaml"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The timeline rows of a summary: (time, last column).
+fn timeline_pending(summary: &str) -> Vec<(String, u64)> {
+    summary
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("time "))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let last = cols.last().and_then(|c| c.parse().ok()).expect("a count");
+            (cols[0].to_string(), last)
+        })
+        .collect()
+}
+
+#[test]
+fn the_summary_shows_the_peak_in_the_timeline_and_counts_in_words() {
+    let (r, out) = simulate("honest", &[]);
+    let rows = timeline_pending(&out);
+    assert!(rows.len() >= 10, "{out}");
+    // The peak of pending pods falls between two rows; the table still shows it.
+    let peak = num(&r, "/pending_max") as u64;
+    assert!(peak > 0);
+    assert_eq!(rows.iter().map(|r| r.1).max(), Some(peak), "{out}");
+    assert!(out.contains(&format!("(peak pending {peak})")), "{out}");
+    assert!(out.contains("pending: the peak since the previous row"));
+    // "1 scale-up", never "1 scale-ups".
+    for g in r["groups"].as_array().expect("groups") {
+        let n = num(g, "/scale_ups") as u64;
+        let word = if n == 1 { "scale-up," } else { "scale-ups," };
+        let needle = format!(" in {n} {word}");
+        assert!(out.contains(&needle), "{needle:?} not in {out}");
+    }
+    assert!(!out.contains(" in 1 scale-ups"), "{out}");
+}
+
+#[test]
+fn wait_percentiles_are_not_applicable_when_no_pod_started() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-nostart", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scenario = dir.join("too-big.yaml");
+    std::fs::write(
+        &scenario,
+        "name: too-big\nduration: 10m\nnode_groups:\n  - {name: small, min: 0, max: 3, cpu: \"2\", memory: 4Gi}\n\
+         workloads:\n  - {kind: deployment, name: huge, replicas: 2, pod: {cpu: \"8\", memory: 1Gi}}\n",
+    )
+    .expect("scenario");
+    let (r, out) = simulate("nostart", &[scenario.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(num(&r, "/pod_wait/started"), 0.0);
+    assert!(r["pod_wait"]["p50_s"].is_null(), "{}", r["pod_wait"]);
+    assert!(r["pod_wait"]["max_s"].is_null(), "{}", r["pod_wait"]);
+    assert!(
+        out.contains("Pod wait (creation to running): p50 n/a  p90 n/a  p99 n/a  max n/a"),
+        "{out}"
+    );
+    assert!(
+        out.contains("2 created, 0 started, 2 still pending"),
+        "{out}"
+    );
 }

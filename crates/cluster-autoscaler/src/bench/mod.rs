@@ -12,6 +12,7 @@ use anyhow::anyhow;
 use autoscaler_core::model::quantity::{parse_milli, parse_units};
 
 use crate::CliError;
+use crate::text::count;
 
 pub mod cluster;
 pub mod phases;
@@ -200,17 +201,24 @@ fn render(
     let owners = if shape.pending_owners == 0 {
         "no owner".to_string()
     } else {
-        format!("{} ReplicaSets", shape.pending_owners)
+        count(shape.pending_owners as u64, "ReplicaSet")
     };
     let _ = writeln!(
         out,
-        "cluster: {} nodes in {} groups, {} running pods, {} pending pods of {} CPU / {} ({owners})",
-        shape.nodes, shape.groups, shape.pods, shape.pending, args.pending_cpu, args.pending_memory,
+        "cluster: {} in {}, {}, {} of {} CPU / {} ({owners})",
+        count(shape.nodes as u64, "node"),
+        count(shape.groups as u64, "group"),
+        count(shape.pods as u64, "running pod"),
+        count(shape.pending as u64, "pending pod"),
+        args.pending_cpu,
+        args.pending_memory,
     );
     let _ = writeln!(
         out,
-        "{} iterations per phase; expander random (seed {}); --max-nodes-per-scaleup {}",
-        args.iterations, args.seed, args.max_nodes_per_scaleup
+        "{} per phase; expander random (seed {}); --max-nodes-per-scaleup {}",
+        count(args.iterations as u64, "iteration"),
+        args.seed,
+        args.max_nodes_per_scaleup
     );
     let _ = writeln!(out);
     let width = results

@@ -29,6 +29,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::cluster::Cluster;
+use crate::text::count;
 
 /// The decision time of every phase (2026-01-01T00:00:00Z); pods have no creation time, so it
 /// only matters relative to the scale-down passes.
@@ -109,7 +110,7 @@ fn increases(result: &ScaleUpResult) -> String {
     if result.increases.is_empty() {
         return "no scale-up".into();
     }
-    let mut s = format!("+{} nodes (", result.total_nodes());
+    let mut s = format!("+{} (", count(result.total_nodes() as u64, "node"));
     for (i, inc) in result.increases.iter().enumerate() {
         let name = inc.group.as_str().rsplit('/').next().unwrap_or_default();
         let _ = write!(s, "{}{name} +{}", if i > 0 { ", " } else { "" }, inc.delta);
@@ -137,12 +138,16 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         (build_snapshot(&view, &mut warnings), warnings)
     });
     let mut decisions = format!(
-        "{} nodes, {} pods bound",
-        snapshot.len(),
-        snapshot.pod_count()
+        "{}, {} bound",
+        count(snapshot.len() as u64, "node"),
+        count(snapshot.pod_count() as u64, "pod")
     );
     if !warnings.is_empty() {
-        let _ = write!(decisions, ", {} objects skipped", warnings.len());
+        let _ = write!(
+            decisions,
+            ", {} skipped",
+            count(warnings.len() as u64, "object")
+        );
     }
     results.push(PhaseResult {
         phase: "snapshot build",
@@ -309,8 +314,8 @@ fn estimate_phase(
     let decisions = match result {
         Ok(e) => {
             let mut s = format!(
-                "{} new nodes of {} for {} of {} pods",
-                e.node_count,
+                "{} of {} for {} of {} pods",
+                count(e.node_count as u64, "new node"),
                 group.id.as_str().rsplit('/').next().unwrap_or_default(),
                 e.placed_count(),
                 pods.len()

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::driver::RunLog;
 use super::scenario::Scenario;
+use crate::text::count;
 
 /// `h:mm:ss` of a virtual time.
 pub fn clock(t: SimTime) -> String {
@@ -24,19 +25,19 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Wait-time percentiles, seconds.
+/// Wait-time percentiles, seconds; none (`null`) when no pod started.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Waits {
     /// Pods that started running.
     pub started: usize,
     /// Median.
-    pub p50_s: f64,
+    pub p50_s: Option<f64>,
     /// 90th percentile.
-    pub p90_s: f64,
+    pub p90_s: Option<f64>,
     /// 99th percentile.
-    pub p99_s: f64,
+    pub p99_s: Option<f64>,
     /// Longest.
-    pub max_s: f64,
+    pub max_s: Option<f64>,
 }
 
 /// One node group's figures.
@@ -148,7 +149,7 @@ pub struct Point {
 }
 
 /// The report of a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
     /// Scenario name.
     pub scenario: String,
@@ -223,13 +224,19 @@ fn secs(ms: SimTime) -> f64 {
     ms as f64 / 1000.0
 }
 
-fn percentile(sorted: &[SimTime], p: f64) -> f64 {
+/// The `p`th percentile by nearest rank, seconds; none of an empty list.
+fn percentile(sorted: &[SimTime], p: f64) -> Option<f64> {
     if sorted.is_empty() {
-        return 0.0;
+        return None;
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     let i = rank.clamp(1, sorted.len()) - 1;
-    sorted[i] as f64 / 1000.0
+    Some(sorted[i] as f64 / 1000.0)
+}
+
+/// Seconds rounded to whole seconds, or `n/a` when there is no value.
+fn seconds_or_na(s: Option<f64>) -> String {
+    s.map_or_else(|| "n/a".to_string(), |s| format!("{s:.0}s"))
 }
 
 impl Report {
@@ -304,7 +311,7 @@ impl Report {
                 p50_s: percentile(&waits, 50.0),
                 p90_s: percentile(&waits, 90.0),
                 p99_s: percentile(&waits, 99.0),
-                max_s: waits.last().map_or(0.0, |w| *w as f64 / 1000.0),
+                max_s: waits.last().map(|w| *w as f64 / 1000.0),
             },
             pending_max: samples.iter().map(|x| x.pending).max().unwrap_or(0),
             node_hours: round3(groups.iter().map(|g| g.node_hours).sum()),
@@ -379,6 +386,27 @@ impl Report {
         s
     }
 
+    /// At most `rows + 1` evenly spaced timeline points (the first and the last included), each
+    /// with the most pods pending at one sample since the previous row's point (its own
+    /// sample for the first), so a peak between two rows is never hidden.
+    fn timeline_rows(&self, rows: usize) -> Vec<(&Point, usize)> {
+        let n = self.timeline.len();
+        let mut picked: Vec<usize> = (0..=rows).map(|i| i * n.saturating_sub(1) / rows).collect();
+        picked.dedup();
+        let mut out = Vec::new();
+        let mut from = 0;
+        for i in picked {
+            let Some(p) = self.timeline.get(i) else {
+                continue;
+            };
+            let window = self.timeline.get(from..=i).unwrap_or_default();
+            let pending = window.iter().map(|x| x.pending).max().unwrap_or(p.pending);
+            out.push((p, pending));
+            from = i + 1;
+        }
+        out
+    }
+
     /// The summary for people: a coarse timeline and the figures.
     pub fn summary(&self) -> String {
         let mut o = String::new();
@@ -394,7 +422,10 @@ impl Report {
         if !self.description.is_empty() {
             let _ = writeln!(o, "  {}", self.description);
         }
-        let _ = writeln!(o, "\nTimeline (registered nodes per group, pending pods):");
+        let _ = writeln!(
+            o,
+            "\nTimeline (registered nodes per group; pending: the peak since the previous row):"
+        );
         let names: Vec<&str> = self
             .groups
             .iter()
@@ -406,26 +437,19 @@ impl Report {
         }
         let _ = write!(header, " {:>9}", "pending");
         let _ = writeln!(o, "{header}");
-        let rows = 12usize;
-        let n = self.timeline.len();
-        let mut picked: Vec<usize> = (0..=rows).map(|i| i * n.saturating_sub(1) / rows).collect();
-        picked.dedup();
-        for i in picked {
-            let Some(p) = self.timeline.get(i) else {
-                continue;
-            };
+        for (p, pending) in self.timeline_rows(12) {
             let mut line = format!("  {:>8}", clock((p.t_s * 1000.0) as SimTime));
             for g in &self.groups {
                 let _ = write!(line, " {:>9}", p.nodes.get(&g.group).copied().unwrap_or(0));
             }
-            let _ = write!(line, " {:>9}", p.pending);
+            let _ = write!(line, " {:>9}", pending);
             let _ = writeln!(o, "{line}");
         }
         let _ = writeln!(o, "\nNode groups:");
         for g in &self.groups {
             let _ = writeln!(
                 o,
-                "  {:<22} min {:>2} max {:>3}  nodes {:>3} -> {:>3} (peak {:>3})  {:>8.2} node-h  cost {:>8.2}  +{} in {} scale-ups, -{} removed{}{}",
+                "  {:<22} min {:>2} max {:>3}  nodes {:>3} -> {:>3} (peak {:>3})  {:>8.2} node-h  cost {:>8.2}  +{} in {}, -{} removed{}{}",
                 g.group,
                 g.min,
                 g.max,
@@ -435,15 +459,15 @@ impl Report {
                 g.node_hours,
                 g.cost,
                 g.nodes_added,
-                g.scale_ups,
+                count(g.scale_ups, "scale-up"),
                 g.nodes_removed,
                 if g.failed_provisionings > 0 {
-                    format!(", {} failed provisionings", g.failed_provisionings)
+                    format!(", {}", count(g.failed_provisionings, "failed provisioning"))
                 } else {
                     String::new()
                 },
                 if g.scale_up_errors > 0 {
-                    format!(", {} scale-up API errors", g.scale_up_errors)
+                    format!(", {}", count(g.scale_up_errors, "scale-up API error"))
                 } else {
                     String::new()
                 },
@@ -457,8 +481,11 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "Pod wait (creation to running): p50 {:.0}s  p90 {:.0}s  p99 {:.0}s  max {:.0}s",
-            w.p50_s, w.p90_s, w.p99_s, w.max_s
+            "Pod wait (creation to running): p50 {}  p90 {}  p99 {}  max {}",
+            seconds_or_na(w.p50_s),
+            seconds_or_na(w.p90_s),
+            seconds_or_na(w.p99_s),
+            seconds_or_na(w.max_s)
         );
         let _ = writeln!(
             o,
@@ -537,11 +564,41 @@ mod tests {
     #[test]
     fn percentiles_by_nearest_rank() {
         let v: Vec<SimTime> = (1..=100).map(|x| x * 1000).collect();
-        assert_eq!(percentile(&v, 50.0), 50.0);
-        assert_eq!(percentile(&v, 90.0), 90.0);
-        assert_eq!(percentile(&v, 99.0), 99.0);
-        assert_eq!(percentile(&[5000], 99.0), 5.0);
-        assert_eq!(percentile(&[], 50.0), 0.0);
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 90.0), Some(90.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&[5000], 99.0), Some(5.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(seconds_or_na(None), "n/a");
+        assert_eq!(seconds_or_na(Some(76.6)), "77s");
+    }
+
+    fn point(t_s: f64, pending: usize) -> Point {
+        Point {
+            t_s,
+            pending,
+            nodes: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn timeline_rows_show_the_peak_pending_of_their_window() {
+        // 25 samples, 12 rows: every other sample is a row; the peak sits between two rows.
+        let mut timeline: Vec<Point> = (0..25).map(|i| point(f64::from(i) * 10.0, 0)).collect();
+        timeline[0].pending = 4;
+        timeline[3].pending = 27;
+        let report = Report {
+            timeline,
+            ..Report::default()
+        };
+        let rows = report.timeline_rows(12);
+        assert_eq!(rows.len(), 13);
+        let pending: Vec<(f64, usize)> = rows.iter().map(|(p, n)| (p.t_s, *n)).collect();
+        assert_eq!(pending[0], (0.0, 4), "the first row is its own sample");
+        assert_eq!(pending[1], (20.0, 0), "samples 1 and 2");
+        assert_eq!(pending[2], (40.0, 27), "samples 3 and 4: the peak at 30s");
+        assert_eq!(pending[3], (60.0, 0));
+        assert_eq!(rows.iter().map(|r| r.1).max(), Some(27));
     }
 
     #[test]
