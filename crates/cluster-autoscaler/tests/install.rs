@@ -308,7 +308,6 @@ fn openshift_overlay_runs_as_the_operator_does() {
 }
 
 #[test]
-#[ignore = "needs --cloud-provider=openshift (merged separately)"]
 fn openshift_overlay_args_pass_validation() {
     let Some(docs) = render("openshift") else {
         return;

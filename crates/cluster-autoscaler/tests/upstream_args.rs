@@ -171,7 +171,6 @@ fn cluster_api_docs_examples_are_accepted() {
 /// The same README's GPU section limits GPUs by the value of the nodes'
 /// `cluster-api/accelerator` label, not by a resource name.
 #[test]
-#[ignore = "needs --gpu-total keyed by the cluster-api/accelerator label value (merged separately)"]
 fn cluster_api_docs_gpu_example_is_accepted() {
     accepted(
         "cluster api docs",

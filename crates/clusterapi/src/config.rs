@@ -212,6 +212,8 @@ impl ClusterApiConfig {
                 ..AutoDiscovery::default()
             }],
             default_arch: self.default_arch.clone(),
+            // CAPI_VERSION pins Cluster API's version, not the Machine API's.
+            api_version: None,
             openshift: false,
         }
     }
