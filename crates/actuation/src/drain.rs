@@ -1,15 +1,16 @@
-//! One drain in flight: evict the node's pods (one at a time or all at once), wait until they
-//! are gone, then delete the node; give up (and have the taint removed) when an eviction fails,
-//! when budgets still refuse at the deadline, or when evicted pods outlive their grace period.
+//! One drain in flight: evict the node's pods (one at a time or all at once, each with its own
+//! grace period), wait until they are gone, then delete the node; give up (and have the taint
+//! removed) when an eviction fails, when budgets still refuse at the deadline, or when evicted
+//! pods outlive the longest of their grace periods and a margin.
 //!
 //! It only keeps the drain's state and says what comes next ([`Next`]); tickets, provider calls
 //! and reports are [`crate::Actuation`]'s. It never reads a clock (times are given) and never
 //! carries anything out.
 
 use autoscaler_core::NodeGroupId;
-use autoscaler_core::PodRef;
 use autoscaler_core::Sym;
 use autoscaler_core::{ActionError, ErrorClass};
+use autoscaler_core::{PodEviction, PodRef};
 
 use crate::effect::Ticket;
 
@@ -43,7 +44,7 @@ pub(crate) enum Next {
     /// Nothing now (waiting for replies, or for the next step).
     Wait,
     /// Evict these pods.
-    Evict(Vec<PodRef>),
+    Evict(Vec<PodEviction>),
     /// Every pod evicted: see whether they are gone.
     CheckGone,
     /// Give up with this error.
@@ -52,20 +53,19 @@ pub(crate) enum Next {
 
 /// One eviction sent and its answer so far (`None`: not answered; `Some(None)`: evicted or
 /// gone; `Some(Some(e))`: refused or failed).
-type Attempt = (Ticket, PodRef, Option<Option<(ActionError, bool)>>);
+type Attempt = (Ticket, PodEviction, Option<Option<(ActionError, bool)>>);
 
 /// A drain in flight.
 #[derive(Clone, Debug)]
 pub(crate) struct Drain {
     pub(crate) group: NodeGroupId,
     pub(crate) node: Sym,
-    /// Every pod to evict (those still on the node are waited for).
-    pub(crate) pods: Vec<PodRef>,
-    pub(crate) grace_period_sec: u64,
+    /// Every pod to evict with its grace period (those still on the node are waited for).
+    pub(crate) pods: Vec<PodEviction>,
     sequential: bool,
     pub(crate) deadline_ms: i64,
     /// Pods not evicted yet and not being tried, in order.
-    left: Vec<PodRef>,
+    left: Vec<PodEviction>,
     trying: Vec<Attempt>,
     pub(crate) evicted: usize,
     /// Pods whose eviction was refused or failed in the last round.
@@ -82,8 +82,7 @@ impl Drain {
     pub(crate) fn new(
         group: NodeGroupId,
         node: Sym,
-        pods: Vec<PodRef>,
-        grace_period_sec: u64,
+        pods: Vec<PodEviction>,
         sequential: bool,
         now_ms: i64,
         deadline_ms: i64,
@@ -93,7 +92,6 @@ impl Drain {
             node,
             left: pods.clone(),
             pods,
-            grace_period_sec,
             sequential,
             deadline_ms,
             trying: Vec::new(),
@@ -128,7 +126,7 @@ impl Drain {
     }
 
     /// Records an eviction sent under `ticket`.
-    pub(crate) fn sent(&mut self, ticket: Ticket, pod: PodRef) {
+    pub(crate) fn sent(&mut self, ticket: Ticket, pod: PodEviction) {
         self.trying.push((ticket, pod, None));
     }
 
@@ -153,10 +151,11 @@ impl Drain {
         }
         // The round is over: refused pods go back to the front, in order.
         let mut back = Vec::new();
-        for (_, pod, r) in std::mem::take(&mut self.trying) {
+        for (_, eviction, r) in std::mem::take(&mut self.trying) {
             match r.flatten() {
                 None => self.evicted += 1,
                 Some((e, refused)) => {
+                    let pod = &eviction.pod;
                     if !refused {
                         self.failure.get_or_insert_with(|| {
                             let message =
@@ -165,7 +164,7 @@ impl Drain {
                         });
                     }
                     self.refused.push((pod.clone(), e));
-                    back.push(pod);
+                    back.push(eviction);
                 }
             }
         }
@@ -195,6 +194,18 @@ impl Drain {
         }
         self.retry_at_ms = now_ms.saturating_add(RETRY_MS);
         Next::Wait
+    }
+
+    /// The longest grace period of its evictions, milliseconds (evicted pods may take that long
+    /// to leave).
+    pub(crate) fn longest_grace_ms(&self) -> i64 {
+        let sec = self
+            .pods
+            .iter()
+            .map(|p| p.grace_period_sec)
+            .max()
+            .unwrap_or(0);
+        i64::try_from(sec.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 
     /// Starts waiting for the evicted pods to leave, at most `wait_ms`.

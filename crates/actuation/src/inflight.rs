@@ -225,7 +225,6 @@ impl Actuation {
                 group,
                 node,
                 evict,
-                grace_period_sec,
                 sequential,
             } => {
                 if self.is_draining(node.as_str()) {
@@ -236,15 +235,8 @@ impl Actuation {
                     group: group.clone(),
                     node,
                 });
-                self.drains.push(Drain::new(
-                    group,
-                    node,
-                    evict,
-                    grace_period_sec,
-                    sequential,
-                    now_ms,
-                    deadline,
-                ));
+                self.drains
+                    .push(Drain::new(group, node, evict, sequential, now_ms, deadline));
                 Vec::new()
             }
         }
@@ -447,9 +439,9 @@ impl Actuation {
                 for pod in pods {
                     let d = &self.drains[i];
                     let kind = EffectKind::Evict {
-                        pod: pod.clone(),
+                        pod: pod.pod.clone(),
                         node: d.node,
-                        grace_period_sec: d.grace_period_sec,
+                        grace_period_sec: pod.grace_period_sec,
                         deadline_ms: d.deadline_ms,
                     };
                     let e = self.effect(Waiting::Evict, kind);
@@ -473,10 +465,15 @@ impl Actuation {
     ) {
         let o = &self.options;
         let d = &mut self.drains[i];
-        let grace_ms = i64::try_from(d.grace_period_sec.saturating_mul(1000)).unwrap_or(i64::MAX);
-        d.wait_gone(now_ms, grace_ms.saturating_add(o.pod_gone_slack_ms));
+        d.wait_gone(
+            now_ms,
+            d.longest_grace_ms().saturating_add(o.pod_gone_slack_ms),
+        );
         let node = d.node;
-        if d.pods.iter().any(|p| lookup.pod_on_node(p, node.as_str())) {
+        if d.pods
+            .iter()
+            .any(|p| lookup.pod_on_node(&p.pod, node.as_str()))
+        {
             if let Some(error) = d.still_there(now_ms, o.pod_gone_poll_ms) {
                 self.give_up(i, error, out);
             }
@@ -525,9 +522,9 @@ mod tests {
     use crate::informer::{Informer, InformerLookup};
     use autoscaler_clusterapi::ClusterApiConfig;
     use autoscaler_core::ObjectStore;
-    use autoscaler_core::PodRef;
     use autoscaler_core::model::store::ObjectKey;
     use autoscaler_core::{ErrorClass, Outcome};
+    use autoscaler_core::{PodEviction, PodRef};
     use std::sync::Arc;
 
     const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
@@ -575,8 +572,13 @@ mod tests {
         Action::DrainAndDelete {
             group: NodeGroupId::from(GENERAL),
             node: Sym::new(node),
-            evict: pods.iter().map(|p| pod(p)).collect(),
-            grace_period_sec: 5,
+            evict: pods
+                .iter()
+                .map(|p| PodEviction {
+                    pod: pod(p),
+                    grace_period_sec: 5,
+                })
+                .collect(),
             sequential,
         }
     }
@@ -733,6 +735,47 @@ mod tests {
                 if error.message == "evicted pods still on the node after 35s"),
             "{reports:?}"
         );
+    }
+
+    #[test]
+    fn each_eviction_carries_its_own_grace_and_the_wait_follows_the_longest() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        let evict = [("web-1", 2), ("web-9", 40)]
+            .into_iter()
+            .map(|(name, grace_period_sec)| PodEviction {
+                pod: pod(name),
+                grace_period_sec,
+            })
+            .collect();
+        let action = Action::DrainAndDelete {
+            group: NodeGroupId::from(GENERAL),
+            node: Sym::new("general-a"),
+            evict,
+            sequential: false,
+        };
+        a.start(action, &mut f.lookup(), 0);
+        let e = a.step(&mut f.lookup(), 0);
+        let graces: Vec<u64> = e
+            .iter()
+            .filter_map(|e| match e.kind() {
+                EffectKind::Evict {
+                    grace_period_sec, ..
+                } => Some(*grace_period_sec),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(graces, [2, 40]);
+        for e in &e {
+            a.reply(e.ticket(), Reply::Done, &mut f.lookup(), 0);
+        }
+        // web-1 still runs: the drain waits 40 s + 30 s, not the shortest grace.
+        assert!(a.step(&mut f.lookup(), 69_000).is_empty());
+        assert!(a.is_draining("general-a"));
+        let e = a.step(&mut f.lookup(), 70_000);
+        assert!(matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { .. })));
+        assert!(matches!(a.take_reports().last(),
+            Some(Report::DrainFailed { error, .. }) if error.message.contains("after 70s")));
     }
 
     #[test]

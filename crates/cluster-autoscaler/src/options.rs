@@ -682,6 +682,15 @@ fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), Optio
         &mut up.pending.expendable_pods_priority_cutoff,
         a.expendable_pods_priority_cutoff,
     );
+    // One flag for both halves: expendable pods cause no scale-up and block no scale-down.
+    set(
+        &mut c
+            .autoscaler
+            .scale_down
+            .drain
+            .expendable_pods_priority_cutoff,
+        a.expendable_pods_priority_cutoff,
+    );
     set(
         &mut up.pending.new_pod_scale_up_delay,
         a.new_pod_scale_up_delay,
@@ -1374,6 +1383,13 @@ mod tests {
         let up = &c.autoscaler.scale_up;
         assert_eq!(up.expander.to_string(), "priority,least-waste");
         assert_eq!(up.pending.expendable_pods_priority_cutoff, -5);
+        assert_eq!(
+            c.autoscaler
+                .scale_down
+                .drain
+                .expendable_pods_priority_cutoff,
+            -5
+        );
         assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
         assert_eq!(up.scale_up.max_nodes_per_scale_up, 50);
         assert!(up.scale_up.enforce_node_group_min_size);

@@ -497,3 +497,15 @@ fn simulate_takes_the_flags_and_config_of_run() {
     assert!(err.contains("/nonexistent/ca.yaml"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_node_running_only_expendable_pods_is_removed_and_they_are_dropped() {
+    let scenario = "crates/cluster-autoscaler/tests/scenarios/expendable-scale-down.yaml";
+    let (r, _) = simulate("expendable", &[scenario]);
+    assert_eq!(num(&r["groups"][0], "/nodes_end"), 1.0, "{}", r["groups"]);
+    let (r, _) = simulate(
+        "not-expendable",
+        &[scenario, "--expendable-pods-priority-cutoff=-100"],
+    );
+    assert_eq!(num(&r["groups"][0], "/nodes_end"), 2.0, "{}", r["groups"]);
+}

@@ -237,10 +237,10 @@ mod tests {
     use crate::test_api::{Mock, client, next, respond};
     use autoscaler_actuation::Correction;
     use autoscaler_core::ObjectStore;
-    use autoscaler_core::PodRef;
     use autoscaler_core::Sym;
     use autoscaler_core::model::store::ObjectKey;
     use autoscaler_core::names::DELETE_UNREGISTERED;
+    use autoscaler_core::{PodEviction, PodRef};
     use http::Method;
     use serde_json::{Value, json};
 
@@ -326,11 +326,13 @@ mod tests {
         Action::DrainAndDelete {
             group: "MachineDeployment/default/general".into(),
             node: Sym::new("general-a"),
-            evict: vec![PodRef {
-                namespace: Sym::new("default"),
-                name: Arc::from("web-1"),
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: Sym::new("default"),
+                    name: Arc::from("web-1"),
+                },
+                grace_period_sec: 5,
             }],
-            grace_period_sec: 5,
             sequential: true,
         }
     }

@@ -851,8 +851,8 @@ fn world_error(e: &WorldError) -> ActionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::PodRef;
     use autoscaler_core::Sym;
+    use autoscaler_core::{PodEviction, PodRef};
 
     /// Two workers and one web pod under a budget that allows no disruption: the Eviction API
     /// refuses every eviction of it.
@@ -901,11 +901,13 @@ workloads:
         d.apply(Action::DrainAndDelete {
             group: "MachineDeployment/default/workers".into(),
             node,
-            evict: vec![PodRef {
-                namespace: web.namespace,
-                name: web.name.clone(),
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: web.namespace,
+                    name: web.name.clone(),
+                },
+                grace_period_sec: 30,
             }],
-            grace_period_sec: 30,
             sequential: true,
         });
         assert_eq!((d.log.drains, d.log.eviction_refusals), (1, 1));

@@ -22,8 +22,8 @@ use crate::model::intern::Sym;
 use crate::model::pdb::{DisruptionBudgets, PdbBlocked};
 use crate::model::pod::{OwnerRef, Pod};
 
-/// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds. The pod
-/// view does not carry the pod's own value, so this default is assumed for every pod.
+/// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds: the
+/// grace assumed for a pod that does not say its own.
 pub const DEFAULT_TERMINATION_GRACE_MS: i64 = 30_000;
 /// Margin after the grace period beyond which a terminating pod is treated as gone (30 s).
 pub const LONG_TERMINATING_EXTRA_MS: i64 = 30_000;
@@ -51,6 +51,10 @@ pub struct DrainOptions {
     /// `--daemonset-eviction-for-occupied-nodes` (default true): evict DaemonSet pods from nodes
     /// with pods to move.
     pub daemonset_eviction_for_occupied_nodes: bool,
+    /// `--expendable-pods-priority-cutoff` (default -10, shared with scale-up): pods with a
+    /// lower priority are expendable; they never block a removal and are not moved (they go
+    /// with their node).
+    pub expendable_pods_priority_cutoff: i32,
 }
 
 impl Default for DrainOptions {
@@ -62,6 +66,7 @@ impl Default for DrainOptions {
             min_replica_count: 0,
             daemonset_eviction_for_empty_nodes: false,
             daemonset_eviction_for_occupied_nodes: true,
+            expendable_pods_priority_cutoff: -10,
         }
     }
 }
@@ -127,6 +132,8 @@ pub enum IgnoreReason {
     Terminal,
     /// A DaemonSet pod left in place (it dies with the node).
     DaemonSetNotEvicted,
+    /// Priority below `--expendable-pods-priority-cutoff`: it goes with the node, unmoved.
+    Expendable,
 }
 
 /// Why a pod forbids removing its node. Variants follow upstream's blocking reasons.
@@ -304,6 +311,22 @@ impl DrainPlan {
     }
 }
 
+/// The grace period an eviction gives `pod`, seconds: its own termination grace period (the
+/// API's 30 s default when it has none), at most `max_sec` (`--max-graceful-termination-sec`),
+/// as upstream's eviction does.
+pub fn eviction_grace_sec(pod: &Pod, max_sec: u64) -> u64 {
+    let own_ms = pod
+        .termination_grace_ms
+        .unwrap_or(DEFAULT_TERMINATION_GRACE_MS)
+        .max(0);
+    u64::try_from(own_ms / 1000).unwrap_or(0).min(max_sec)
+}
+
+/// Whether `pod` is expendable: its priority is below `cutoff`.
+pub fn is_expendable(pod: &Pod, cutoff: i32) -> bool {
+    pod.priority < cutoff
+}
+
 /// Whether `pod` is the mirror of a static pod.
 pub fn is_mirror_pod(pod: &Pod) -> bool {
     pod.annotation(MIRROR_POD_ANNOTATION).is_some()
@@ -444,6 +467,10 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     }
     if is_long_terminating(pod, ctx.now_ms) {
         return Step::Ignore(IgnoreReason::LongTerminating);
+    }
+    // Seed 002 and upstream's snapshot: expendable pods are dropped, never moved, never block.
+    if is_expendable(pod, opts.expendable_pods_priority_cutoff) && !is_daemonset_pod(pod) {
+        return Step::Ignore(IgnoreReason::Expendable);
     }
     // Upstream checks terminal pods after the controller checks; a finished pod needs no
     // controller to recreate it, so it is ignored first here.
@@ -1297,6 +1324,7 @@ mod tests {
                 min_replica_count: min_replicas,
                 daemonset_eviction_for_empty_nodes: flags[3],
                 daemonset_eviction_for_occupied_nodes: flags[4],
+                expendable_pods_priority_cutoff: -10,
             };
             let sel = |v: &str| Some(LabelSelector {
                 match_labels: Labels::from_pairs([("app", v)]),
@@ -1351,6 +1379,64 @@ mod grace_tests {
         // A 600 s grace period is honoured: still shutting down after a minute.
         assert!(!is_long_terminating(&deleting(Some(600_000)), 61_000));
         assert!(is_long_terminating(&deleting(Some(600_000)), 630_001));
+    }
+}
+
+#[cfg(test)]
+mod eviction_tests {
+    use super::*;
+    use crate::testing::{GI, PodBuilder};
+
+    #[test]
+    fn an_eviction_gives_the_pods_own_grace_up_to_the_flag() {
+        let pod = |grace_ms: Option<i64>| {
+            PodBuilder::new("p", 100, GI)
+                .with(|p| p.termination_grace_ms = grace_ms)
+                .build()
+        };
+        // The case: a 30 s pod gets 30 s, not the flag's 600 s.
+        assert_eq!(eviction_grace_sec(&pod(Some(30_000)), 600), 30);
+        assert_eq!(eviction_grace_sec(&pod(Some(900_000)), 600), 600);
+        assert_eq!(eviction_grace_sec(&pod(Some(0)), 600), 0);
+        // Unset: the API's 30 s default, still capped by the flag.
+        assert_eq!(eviction_grace_sec(&pod(None), 600), 30);
+        assert_eq!(eviction_grace_sec(&pod(None), 10), 10);
+        assert_eq!(eviction_grace_sec(&pod(Some(-5)), 600), 0);
+    }
+
+    #[test]
+    fn expendable_pods_never_block_and_are_not_moved() {
+        let opts = DrainOptions::default();
+        let budgets = DisruptionBudgets::default();
+        let ctx = DrainContext {
+            opts: &opts,
+            budgets: &budgets,
+            controllers: &NoControllerLookup,
+            now_ms: 0,
+        };
+        // A bare pod blocks (nothing recreates it) unless it is expendable.
+        let bare = |priority: i32| PodBuilder::new("bare", 100, GI).priority(priority).arc();
+        assert!(
+            drain_node(&[bare(-10)], &ctx).is_err(),
+            "the cutoff itself is not expendable"
+        );
+        let plan = drain_node(&[bare(-11)], &ctx).expect("an expendable pod never blocks");
+        assert!(plan.is_empty() && plan.to_evict_only.is_empty());
+        assert_eq!(plan.ignored, 1);
+        assert_eq!(
+            classify_pod(&bare(-11), false, &ctx),
+            PodDrain::Ignore(IgnoreReason::Expendable)
+        );
+        // The cutoff is the flag's.
+        let lower = DrainOptions {
+            expendable_pods_priority_cutoff: -100,
+            ..DrainOptions::default()
+        };
+        let ctx = DrainContext {
+            opts: &lower,
+            ..ctx
+        };
+        assert!(drain_node(&[bare(-11)], &ctx).is_err());
     }
 }
 

@@ -1335,3 +1335,36 @@ mod hint_tests {
         );
     }
 }
+
+/// Seed 002: a pod below the expendable cutoff neither blocks its node (this one has no
+/// controller, nor room elsewhere) nor is moved: the node is empty and goes in bulk.
+#[test]
+fn expendable_pods_do_not_block_and_are_dropped_not_moved() {
+    let spec = |priority: i32| {
+        vec![
+            (
+                node("low", 1000),
+                vec![PodBuilder::new("batch", 300, GI / 4).priority(priority)],
+            ),
+            (node("full", 1000), vec![rs_pod("f", 900)]),
+        ]
+    };
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        ..ScaleDownOptions::default()
+    };
+    let mut w = world(0, spec(0));
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    assert!(
+        matches!(reason(&p, "low"), Some(Unremovable::PodBlocks(_))),
+        "{p:?}"
+    );
+    let mut w = world(0, spec(-11));
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    let [d] = p.deletions.as_slice() else {
+        panic!("{p:?}")
+    };
+    assert_eq!(d.node.as_str(), "low");
+    assert!(d.empty && d.evict.is_empty() && d.destinations.is_empty());
+}
