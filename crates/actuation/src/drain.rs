@@ -13,6 +13,7 @@ use autoscaler_core::{ActionError, ErrorClass};
 use autoscaler_core::{PodEviction, PodRef};
 
 use crate::effect::Ticket;
+use crate::hold::Hold;
 
 /// How soon a drain whose evictions were refused would like to try again (the live shell's
 /// interpreter retries refusals itself until the deadline, so this only paces a step timer).
@@ -23,6 +24,12 @@ const RETRY_MS: i64 = 1000;
 pub(crate) enum Phase {
     /// Evicting: `trying` holds the evictions sent and not answered yet.
     Evicting,
+    /// Every evicted pod gone; the deletion held by a delay-deletion annotation, looked at
+    /// again at `check_at_ms`.
+    Holding {
+        /// Look again at this time.
+        check_at_ms: i64,
+    },
     /// Every pod evicted; waiting until they have left the node (at most until `until_ms`).
     WaitingGone {
         /// Give up after this.
@@ -75,10 +82,15 @@ pub(crate) struct Drain {
     pub(crate) phase: Phase,
     /// When an idle drain would like to be stepped again.
     retry_at_ms: i64,
+    /// What holds the drain (evictions start after the delay after the taint) and the
+    /// deletion (delay-deletion annotations).
+    pub(crate) hold: Hold,
 }
 
 impl Drain {
-    /// A drain of `node` starting at `now_ms`, giving up on refusals at `deadline_ms`.
+    /// A drain of `node` tainted at `now_ms`, evicting once `hold` allows, giving up on
+    /// refusals at `deadline_ms`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         group: NodeGroupId,
         node: Sym,
@@ -86,6 +98,7 @@ impl Drain {
         sequential: bool,
         now_ms: i64,
         deadline_ms: i64,
+        hold: Hold,
     ) -> Drain {
         Drain {
             group,
@@ -99,7 +112,8 @@ impl Drain {
             refused: Vec::new(),
             failure: None,
             phase: Phase::Evicting,
-            retry_at_ms: now_ms,
+            retry_at_ms: now_ms.max(hold.after_taint_ms),
+            hold,
         }
     }
 
@@ -113,6 +127,9 @@ impl Drain {
     pub(crate) fn step(&mut self, now_ms: i64) -> Next {
         match self.phase {
             Phase::Evicting if self.trying.is_empty() => {
+                if !self.hold.tainted_long_enough(now_ms) {
+                    return Next::Wait;
+                }
                 self.refused.clear();
                 if self.left.is_empty() {
                     return self.settle(now_ms);
@@ -120,7 +137,7 @@ impl Drain {
                 let take = if self.sequential { 1 } else { self.left.len() };
                 Next::Evict(self.left.drain(..take).collect())
             }
-            Phase::WaitingGone { .. } => Next::CheckGone,
+            Phase::WaitingGone { .. } | Phase::Holding { .. } => Next::CheckGone,
             _ => Next::Wait,
         }
     }
@@ -251,6 +268,7 @@ impl Drain {
                 check_at_ms,
                 ..
             } => Some(check_at_ms.min(until_ms)),
+            Phase::Holding { check_at_ms } => Some(check_at_ms),
             _ => None,
         }
     }

@@ -313,6 +313,26 @@ pub struct ScaleDownArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub daemonset_eviction_for_occupied_nodes: Option<bool>,
+    /// Cordon a node with its deletion taint (uncordoned if the deletion fails)
+    /// [default: false].
+    #[arg(long = "cordon-node-before-terminating", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = go_bool)]
+    pub cordon_node_before_terminating: Option<bool>,
+    /// Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations
+    /// to go before it is deleted anyway; 0s: no wait [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub node_deletion_delay_timeout: Option<Duration>,
+    /// Wait between the deletion taint and a node's deletion or drain [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub node_delete_delay_after_taint: Option<Duration>,
+    /// Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream
+    /// [default: 10].
+    #[arg(long, value_name = "INT")]
+    pub max_empty_bulk_delete: Option<usize>,
+    /// Scale down unready nodes (after --scale-down-unready-time) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub scale_down_unready_enabled: Option<bool>,
 }
 
 /// Cluster-state flags.
@@ -789,10 +809,13 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
         &mut d.max_bulk_soft_taint_count,
         a.max_bulk_soft_taint_count,
     );
+    // Upstream: --max-empty-bulk-delete alone stands for --max-scale-down-parallelism (its
+    // actuator caps empty and drained deletions together); with both, the latter rules.
     set(
         &mut d.max_scale_down_parallelism,
-        a.max_scale_down_parallelism,
+        a.max_scale_down_parallelism.or(a.max_empty_bulk_delete),
     );
+    set(&mut d.unready_enabled, a.scale_down_unready_enabled);
     set(&mut d.max_drain_parallelism, a.max_drain_parallelism);
     set(
         &mut d.utilization.ignore_daemonsets,
@@ -823,6 +846,18 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
     set(
         &mut dr.daemonset_eviction_for_occupied_nodes,
         a.daemonset_eviction_for_occupied_nodes,
+    );
+    set(
+        &mut c.cordon_node_before_terminating,
+        a.cordon_node_before_terminating,
+    );
+    set(
+        &mut c.node_deletion_delay_timeout,
+        a.node_deletion_delay_timeout,
+    );
+    set(
+        &mut c.node_delete_delay_after_taint,
+        a.node_delete_delay_after_taint,
     );
 }
 
@@ -1274,6 +1309,55 @@ mod tests {
         assert_eq!(cs.backoff.initial, s(300));
         assert_eq!(cs.backoff.max, s(1800));
         assert_eq!(cs.backoff.reset_timeout, s(3 * 3600));
+    }
+
+    #[test]
+    fn the_drain_and_deletion_flags_reach_their_fields() {
+        let o = build(&[]).expect("defaults");
+        let c = &o.controller;
+        assert!(!c.cordon_node_before_terminating);
+        assert_eq!(c.node_delete_delay_after_taint, s(5));
+        assert_eq!(c.node_deletion_delay_timeout, s(120));
+        assert!(c.autoscaler.scale_down.unready_enabled);
+        let o = build(&[
+            "--cordon-node-before-terminating",
+            "--node-delete-delay-after-taint=0s",
+            "--node-deletion-delay-timeout=30s",
+            "--scale-down-unready-enabled=false",
+        ])
+        .expect("valid");
+        let c = &o.controller;
+        assert!(c.cordon_node_before_terminating);
+        assert_eq!(c.node_delete_delay_after_taint, s(0));
+        assert_eq!(c.node_deletion_delay_timeout, s(30));
+        assert!(!c.autoscaler.scale_down.unready_enabled);
+        assert_eq!(c.actuation_options(), {
+            use autoscaler_actuation::ActuationOptions;
+            ActuationOptions::new(s(120))
+                .cordon_node_before_terminating(true)
+                .node_delete_delay_after_taint(s(0))
+                .node_deletion_delay_timeout(s(30))
+        });
+    }
+
+    #[test]
+    fn max_empty_bulk_delete_stands_for_the_parallelism_only_alone() {
+        let parallelism = |args: &[&str]| {
+            let o = build(args).expect("valid");
+            o.controller
+                .autoscaler
+                .scale_down
+                .max_scale_down_parallelism
+        };
+        assert_eq!(parallelism(&["--max-empty-bulk-delete=4"]), 4);
+        assert_eq!(
+            parallelism(&[
+                "--max-empty-bulk-delete=4",
+                "--max-scale-down-parallelism=7"
+            ]),
+            7
+        );
+        assert_eq!(parallelism(&["--max-scale-down-parallelism=7"]), 7);
     }
 
     #[test]

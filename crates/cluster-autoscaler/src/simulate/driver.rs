@@ -11,8 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use autoscaler_actuation::{
-    Actuation, ActuationOptions, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply,
-    Report,
+    Actuation, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply, Report,
 };
 use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
@@ -254,7 +253,7 @@ impl<'a> Driver<'a> {
             last_backoff: BTreeMap::new(),
             was_unhealthy: false,
             config: ClusterApiConfig::default(),
-            actuation: Actuation::new(ActuationOptions::new(scenario.max_pod_eviction_time)),
+            actuation: Actuation::new(scenario.actuation.clone()),
             log,
             seen_failed: BTreeSet::new(),
             informer: Informer::new(),
@@ -343,8 +342,7 @@ impl<'a> Driver<'a> {
         }
         if due {
             self.autoscaler = Autoscaler::new(self.options.clone());
-            self.actuation =
-                Actuation::new(ActuationOptions::new(self.scenario.max_pod_eviction_time));
+            self.actuation = Actuation::new(self.scenario.actuation.clone());
             self.last_backoff.clear();
             self.log.restarts.push(t);
         }
@@ -672,6 +670,10 @@ impl<'a> Driver<'a> {
                 let _ = self.world.untaint_node(node.as_str(), TO_BE_DELETED_TAINT);
                 Reply::Done
             }
+            EffectKind::SetUnschedulable {
+                node,
+                unschedulable,
+            } => reply_of(self.world.set_unschedulable(node.as_str(), *unschedulable)),
             EffectKind::Evict { pod, .. } => {
                 let before = self.world.budget_statuses();
                 match self.world.evict(pod.namespace.as_str(), &pod.name) {
@@ -771,6 +773,10 @@ impl<'a> Driver<'a> {
             } else {
                 format!("untaint {node}: {error}")
             }),
+            Report::CordonFailed { node, error, .. } => {
+                self.error(format!("cordon or uncordon {node}: {error}"))
+            }
+            Report::DeletionDelayTimedOut { .. } => {}
             Report::DrainStarted { .. } => self.log.drains += 1,
             Report::Deleted { group, nodes, .. } => {
                 self.log
@@ -879,7 +885,9 @@ workloads:
             #[command(flatten)]
             run: crate::options::RunArgs,
         }
-        let argv = std::iter::once("cluster-autoscaler").chain(flags.iter().copied());
+        // No delay after the taint: the first eviction is tried at once.
+        let argv = ["cluster-autoscaler", "--node-delete-delay-after-taint=0s"];
+        let argv = argv.into_iter().chain(flags.iter().copied());
         let args = Cli::try_parse_from(argv).expect("flags parse").run;
         let cli = super::super::scenario::CommandLine {
             args: &args,

@@ -90,6 +90,9 @@ pub struct ScaleDownOptions {
     pub utilization: UtilizationOptions,
     /// Drain rules.
     pub drain: DrainOptions,
+    /// `--scale-down-unready-enabled` (true): unready nodes may be scaled down (after
+    /// `--scale-down-unready-time`); false keeps every unready node.
+    pub unready_enabled: bool,
 }
 
 impl Default for ScaleDownOptions {
@@ -112,6 +115,7 @@ impl Default for ScaleDownOptions {
             max_bulk_soft_taint_count: 10,
             utilization: UtilizationOptions::default(),
             drain: DrainOptions::default(),
+            unready_enabled: true,
         }
     }
 }
@@ -193,6 +197,10 @@ pub enum Unremovable {
     /// The group scales only as a whole (zero-or-max): removing one node would leave it
     /// part-sized, so its nodes are never removed one by one.
     AtomicGroup,
+    /// Unready, and `--scale-down-unready-enabled=false`.
+    UnreadyDisabled,
+    /// Its group is being rolled out (a MachineDeployment replacing its Machines).
+    RollingOut,
     /// Utilization at or above the threshold.
     NotUnderutilized {
         /// The utilization.
@@ -221,6 +229,11 @@ impl fmt::Display for Unremovable {
             Unremovable::MinSizeReached => f.write_str("node group min size reached"),
             Unremovable::AtomicGroup => f.write_str(
                 "node group scales only as a whole (zero-or-max); nodes are not removed one by one",
+            ),
+            Unremovable::RollingOut => f.write_str("node group is being rolled out"),
+            Unremovable::UnreadyDisabled => f.write_str(
+                "node is unready and scale-down of unready nodes is disabled \
+                 (--scale-down-unready-enabled=false)",
             ),
             Unremovable::NotUnderutilized {
                 utilization,

@@ -1368,3 +1368,59 @@ fn expendable_pods_do_not_block_and_are_dropped_not_moved() {
     assert_eq!(d.node.as_str(), "low");
     assert!(d.empty && d.evict.is_empty() && d.destinations.is_empty());
 }
+
+/// `--scale-down-unready-enabled=false`: an unready node is never removed, however long it has
+/// been unneeded; ready nodes are not affected.
+#[test]
+fn unready_nodes_stay_when_their_scale_down_is_disabled() {
+    let spec = || {
+        vec![
+            (node("sick", 1000).not_ready(), vec![]),
+            (node("idle", 1000), vec![]),
+            (node("busy", 4000), vec![rs_pod("b", 3000)]),
+        ]
+    };
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        unready_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        ..ScaleDownOptions::default()
+    };
+    let deleted = |opts: &ScaleDownOptions| {
+        let mut w = world(0, spec());
+        let p = plan_at(&mut w, &mut ScaleDownState::default(), opts, 0);
+        let mut names: Vec<&str> = p.deletions.iter().map(|d| d.node.as_str()).collect();
+        names.sort_unstable();
+        (names, reason(&p, "sick").cloned())
+    };
+    assert_eq!(deleted(&opts), (vec!["idle", "sick"], None));
+    let off = ScaleDownOptions {
+        unready_enabled: false,
+        ..opts
+    };
+    assert_eq!(
+        deleted(&off),
+        (vec!["idle"], Some(Unremovable::UnreadyDisabled))
+    );
+}
+
+/// A group being rolled out loses no node to scale-down, and `plan` says why.
+#[test]
+fn nodes_of_a_group_being_rolled_out_stay() {
+    let mut w = world(0, vec![(node("idle", 1000), vec![])]);
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        ..ScaleDownOptions::default()
+    };
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    assert_eq!(p.deletions.len(), 1);
+    let mut group = w.provider.node_groups()[0].clone();
+    group.rolling_out = true;
+    w.provider = StaticProvider::new(vec![group]);
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    assert!(p.deletions.is_empty() && p.unneeded.is_empty());
+    let why = reason(&p, "idle").expect("unremovable");
+    assert_eq!(why, &Unremovable::RollingOut);
+    assert_eq!(why.to_string(), "node group is being rolled out");
+}
