@@ -333,6 +333,16 @@ pub struct ScaleDownArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub scale_down_unready_enabled: Option<bool>,
+    /// How long after its creation a kube-system pod without a PDB blocks its node's removal
+    /// (with --skip-nodes-with-system-pods; the spelling is upstream's) [default: 1h].
+    #[arg(long = "blocking-system-pod-distruption-timeout", value_name = "DURATION",
+          value_parser = go_duration)]
+    pub blocking_system_pod_distruption_timeout: Option<Duration>,
+    /// The --scale-down-delay-after-* delays hold only the node group concerned
+    /// [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub scale_down_delay_type_local: Option<bool>,
 }
 
 /// Cluster-state flags.
@@ -816,6 +826,11 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
         a.max_scale_down_parallelism.or(a.max_empty_bulk_delete),
     );
     set(&mut d.unready_enabled, a.scale_down_unready_enabled);
+    set(&mut d.delay_type_local, a.scale_down_delay_type_local);
+    if let Some(t) = a.blocking_system_pod_distruption_timeout {
+        d.drain.blocking_system_pod_disruption_timeout_ms =
+            i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
+    }
     set(&mut d.max_drain_parallelism, a.max_drain_parallelism);
     set(
         &mut d.utilization.ignore_daemonsets,
@@ -1319,11 +1334,16 @@ mod tests {
         assert_eq!(c.node_delete_delay_after_taint, s(5));
         assert_eq!(c.node_deletion_delay_timeout, s(120));
         assert!(c.autoscaler.scale_down.unready_enabled);
+        assert!(!c.autoscaler.scale_down.delay_type_local);
+        let drain = &c.autoscaler.scale_down.drain;
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 3_600_000);
         let o = build(&[
             "--cordon-node-before-terminating",
             "--node-delete-delay-after-taint=0s",
             "--node-deletion-delay-timeout=30s",
             "--scale-down-unready-enabled=false",
+            "--blocking-system-pod-distruption-timeout=10m",
+            "--scale-down-delay-type-local",
         ])
         .expect("valid");
         let c = &o.controller;
@@ -1331,6 +1351,9 @@ mod tests {
         assert_eq!(c.node_delete_delay_after_taint, s(0));
         assert_eq!(c.node_deletion_delay_timeout, s(30));
         assert!(!c.autoscaler.scale_down.unready_enabled);
+        assert!(c.autoscaler.scale_down.delay_type_local);
+        let drain = &c.autoscaler.scale_down.drain;
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 600_000);
         assert_eq!(c.actuation_options(), {
             use autoscaler_actuation::ActuationOptions;
             ActuationOptions::new(s(120))

@@ -1427,6 +1427,18 @@ mod tests {
             None,
         ),
         (
+            "scale-down-delay-type-local",
+            "true",
+            &["--scale-down-delay-type-local"],
+            None,
+        ),
+        (
+            "blocking-system-pod-distruption-timeout",
+            "10m",
+            &["--blocking-system-pod-distruption-timeout=10m"],
+            None,
+        ),
+        (
             "max-bulk-soft-taint-count",
             "0",
             &["--max-bulk-soft-taint-count=0"],

@@ -3,11 +3,12 @@
 //!
 //! This module decides, per pod and then per node, following the cluster autoscaler's
 //! drainability rules: mirror pods, pods terminating for longer than their grace period plus a
-//! margin, and terminal pods are ignored; DaemonSet pods are evicted without rescheduling or left
-//! alone according to the eviction flags and their `enable-ds-eviction` annotation; every other pod
-//! must be moved unless a rule blocks it (no controller, a custom controller, an unprotected
-//! kube-system pod, the `safe-to-evict: "false"` annotation, local storage, an exhausted
-//! PodDisruptionBudget, a missing controller or one below `min_replica_count`). It never decides
+//! margin, terminal pods and expendable pods are ignored; DaemonSet pods are evicted without
+//! rescheduling or left alone according to the eviction flags and their `enable-ds-eviction`
+//! annotation; every other pod must be moved unless a rule blocks it (no controller, a custom
+//! controller, an unprotected kube-system pod younger than its timeout, the `safe-to-evict:
+//! "false"` annotation, local storage, an exhausted PodDisruptionBudget, a missing controller or
+//! one below `min_replica_count`). It never decides
 //! *where* pods go (that is the removal simulation), and it must never perform I/O, read the clock
 //! (the caller passes `now_ms`) or panic on any input.
 
@@ -32,8 +33,13 @@ pub const LONG_TERMINATING_EXTRA_MS: i64 = 30_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DrainOptions {
     /// `--skip-nodes-with-system-pods` (default true): kube-system pods that are neither
-    /// DaemonSet nor mirror pods block unless a PodDisruptionBudget covers them.
+    /// DaemonSet nor mirror pods block unless a PodDisruptionBudget covers them, until
+    /// [`DrainOptions::blocking_system_pod_disruption_timeout_ms`] after their creation.
     pub skip_nodes_with_system_pods: bool,
+    /// `--blocking-system-pod-distruption-timeout` (upstream's spelling; default 1h), in
+    /// milliseconds: how long after its creation such a kube-system pod still blocks; older,
+    /// it is evicted like any other (0: never blocks). A pod without a creation time blocks.
+    pub blocking_system_pod_disruption_timeout_ms: i64,
     /// `--skip-nodes-with-local-storage` (default true): pods with hostPath or on-disk emptyDir
     /// volumes block unless the `safe-to-evict-local-volumes` annotation lists every one.
     pub skip_nodes_with_local_storage: bool,
@@ -61,6 +67,7 @@ impl Default for DrainOptions {
     fn default() -> Self {
         DrainOptions {
             skip_nodes_with_system_pods: true,
+            blocking_system_pod_disruption_timeout_ms: 3_600_000,
             skip_nodes_with_local_storage: true,
             skip_nodes_with_custom_controller_pods: true,
             min_replica_count: 0,
@@ -233,7 +240,8 @@ impl fmt::Display for BlockReason {
             BlockReason::UnmovableKubeSystemPod => write!(
                 f,
                 "it is a kube-system pod that is not a DaemonSet or mirror pod and no \
-                 PodDisruptionBudget covers it (--skip-nodes-with-system-pods)"
+                 PodDisruptionBudget covers it, younger than \
+                 --blocking-system-pod-distruption-timeout (--skip-nodes-with-system-pods)"
             ),
             BlockReason::NotSafeToEvictAnnotation => {
                 write!(f, "it is annotated {SAFE_TO_EVICT_ANNOTATION}=false")
@@ -437,6 +445,15 @@ fn controller_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
     }
 }
 
+/// Whether an unprotected kube-system pod is still young enough to block its node (upstream's
+/// system rule: created less than `--blocking-system-pod-distruption-timeout` ago). Without a
+/// creation time it blocks, the safe side.
+fn system_pod_still_blocks(pod: &Pod, ctx: &DrainContext<'_>) -> bool {
+    let timeout = ctx.opts.blocking_system_pod_disruption_timeout_ms;
+    pod.creation_ms
+        .is_none_or(|c| ctx.now_ms < c.saturating_add(timeout))
+}
+
 /// The PodDisruptionBudget rule: every budget covering the pod must allow one more disruption.
 fn pdb_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
     let covering = ctx.budgets.for_pod(pod);
@@ -504,6 +521,7 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     if opts.skip_nodes_with_system_pods
         && pod.namespace.as_str() == KUBE_SYSTEM
         && !ctx.budgets.covers(pod)
+        && system_pod_still_blocks(pod, ctx)
     {
         return Step::Block(BlockReason::UnmovableKubeSystemPod);
     }
@@ -1319,6 +1337,7 @@ mod tests {
         ) {
             let opts = DrainOptions {
                 skip_nodes_with_system_pods: flags[0],
+                blocking_system_pod_disruption_timeout_ms: 3_600_000,
                 skip_nodes_with_local_storage: flags[1],
                 skip_nodes_with_custom_controller_pods: flags[2],
                 min_replica_count: min_replicas,
@@ -1379,6 +1398,54 @@ mod grace_tests {
         // A 600 s grace period is honoured: still shutting down after a minute.
         assert!(!is_long_terminating(&deleting(Some(600_000)), 61_000));
         assert!(is_long_terminating(&deleting(Some(600_000)), 630_001));
+    }
+}
+
+#[cfg(test)]
+mod system_pod_tests {
+    use super::*;
+    use crate::testing::{GI, PodBuilder};
+
+    #[test]
+    fn an_unprotected_kube_system_pod_blocks_only_until_the_timeout_after_its_creation() {
+        let opts = DrainOptions::default();
+        let budgets = DisruptionBudgets::default();
+        let at = |now_ms: i64, opts: &DrainOptions| {
+            let pod = PodBuilder::new("dns", 100, GI)
+                .namespace(KUBE_SYSTEM)
+                .owner("ReplicaSet", "dns")
+                .with(|p| p.creation_ms = Some(1_000_000))
+                .arc();
+            let ctx = DrainContext {
+                opts,
+                budgets: &budgets,
+                controllers: &NoControllerLookup,
+                now_ms,
+            };
+            drain_node(&[pod], &ctx).map(|p| p.to_move.len())
+        };
+        let blocked = |r: Result<usize, Blocked>| matches!(r, Err(b) if b.reason == BlockReason::UnmovableKubeSystemPod);
+        // Default 1h from creation.
+        assert!(blocked(at(1_000_000 + 3_599_999, &opts)));
+        assert_eq!(at(1_000_000 + 3_600_000, &opts), Ok(1));
+        let short = DrainOptions {
+            blocking_system_pod_disruption_timeout_ms: 60_000,
+            ..DrainOptions::default()
+        };
+        assert!(blocked(at(1_000_000 + 59_999, &short)));
+        assert_eq!(at(1_000_000 + 60_000, &short), Ok(1));
+        // Zero: never blocks, as upstream's rule reads.
+        let zero = DrainOptions {
+            blocking_system_pod_disruption_timeout_ms: 0,
+            ..DrainOptions::default()
+        };
+        assert_eq!(at(1_000_000, &zero), Ok(1));
+        // The rule is off with the flag that guards it.
+        let off = DrainOptions {
+            skip_nodes_with_system_pods: false,
+            ..DrainOptions::default()
+        };
+        assert_eq!(at(1_000_000, &off), Ok(1));
     }
 }
 

@@ -1424,3 +1424,57 @@ fn nodes_of_a_group_being_rolled_out_stay() {
     assert_eq!(why, &Unremovable::RollingOut);
     assert_eq!(why.to_string(), "node group is being rolled out");
 }
+
+/// `--scale-down-delay-type-local`: a scale-up (or deletion, or failure) holds only its own
+/// node group; cluster-wide it holds every group.
+#[test]
+fn local_delays_hold_only_the_group_concerned() {
+    let spec = || {
+        (0..2)
+            .map(|i| (node(&format!("cool-{i}"), 4000), vec![]))
+            .collect()
+    };
+    let at = |opts: &ScaleDownOptions, grown: &str| {
+        let mut w = world(0, spec());
+        let mut state = ScaleDownState::default();
+        plan_at(&mut w, &mut state, opts, 0);
+        state.record_scale_up([&NodeGroupId::from(grown)], 5 * MIN);
+        plan_at(&mut w, &mut state, opts, 11 * MIN)
+    };
+    let global = ScaleDownOptions::default();
+    let local = ScaleDownOptions {
+        delay_type_local: true,
+        ..ScaleDownOptions::default()
+    };
+    assert!(at(&global, "other").deletions.is_empty());
+    assert_eq!(at(&local, "other").deletions.len(), 2);
+    let p = at(&local, "ng");
+    assert!(p.deletions.is_empty());
+    assert!(
+        matches!(&p.waiting[0].1, Waiting::Cooldown(why) if why.starts_with("node group ng: ") && why.contains("scale-up")),
+        "{p:?}"
+    );
+    // A deletion's outcome is recorded against the group of the node.
+    let mut w = world(0, spec());
+    let mut state = ScaleDownState::default();
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        delay_after_failure: Duration::from_secs(180),
+        ..local
+    };
+    let p = plan_at(&mut w, &mut state, &opts, 0);
+    let node = p.deletions[0].node;
+    state.record_deletion(node, false, MIN);
+    let ng = &state.per_group[&NodeGroupId::from("ng")];
+    assert_eq!(ng.last_failure_ms, Some(MIN));
+    assert!(
+        plan_at(&mut w, &mut state, &opts, 2 * MIN)
+            .deletions
+            .is_empty()
+    );
+    assert_eq!(
+        plan_at(&mut w, &mut state, &opts, 4 * MIN).deletions.len(),
+        2
+    );
+}
