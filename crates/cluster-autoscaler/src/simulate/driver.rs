@@ -947,6 +947,77 @@ workloads:
         t - start
     }
 
+    /// `--cordon-node-before-terminating` in the simulated world: the node is cordoned with its
+    /// deletion taint, and uncordoned with the taint when the drain gives up.
+    #[test]
+    fn a_node_is_cordoned_with_its_deletion_taint_and_uncordoned_when_the_drain_fails() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: crate::options::RunArgs,
+        }
+        let argv = [
+            "cluster-autoscaler",
+            "--cordon-node-before-terminating",
+            "--max-pod-eviction-time=20s",
+        ];
+        let args = Cli::try_parse_from(argv).expect("flags parse").run;
+        let cli = super::super::scenario::CommandLine {
+            args: &args,
+            file: None,
+        };
+        let s = Scenario::parse_with(BLOCKED, std::path::Path::new("."), &cli).expect("scenario");
+        let mut d = Driver::new(&s).expect("world");
+        d.world.step_until(300_000);
+        d.sync();
+        let web = d
+            .informer
+            .pods()
+            .iter()
+            .find(|p| p.name.starts_with("web"))
+            .cloned();
+        let web = web.expect("the web pod");
+        let node = web.node_name.expect("the web pod runs");
+        let unschedulable = |d: &Driver| {
+            let key = autoscaler_core::model::store::ObjectKey {
+                group: String::new(),
+                kind: "Node".into(),
+                namespace: String::new(),
+                name: node.as_str().into(),
+            };
+            let obj = d.world.objects().get(&key).cloned().expect("the node");
+            obj.pointer("/spec/unschedulable") == Some(&serde_json::json!(true))
+        };
+        assert!(!unschedulable(&d));
+        let now = d.now_ms();
+        d.apply(Action::AddTaint {
+            node,
+            taint: autoscaler_core::actions::to_be_deleted_taint(now),
+        });
+        assert!(unschedulable(&d), "cordoned with the taint");
+        d.apply(Action::DrainAndDelete {
+            group: "MachineDeployment/default/workers".into(),
+            node,
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: web.namespace,
+                    name: web.name.clone(),
+                },
+                grace_period_sec: 30,
+            }],
+            sequential: true,
+        });
+        let mut t = 300_000;
+        while d.log.drains_failed == 0 {
+            assert!(t < 3_600_000, "the drain never gave up");
+            t += 10_000;
+            d.world.step_until(t);
+            d.continue_drains();
+        }
+        assert!(!unschedulable(&d), "uncordoned with the taint");
+    }
+
     #[test]
     fn a_drain_blocked_by_a_budget_gives_up_at_max_pod_eviction_time() {
         // The deadline comes from `--max-pod-eviction-time` through the options `run` uses
