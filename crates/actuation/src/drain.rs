@@ -1,17 +1,19 @@
-//! One drain in flight: evict the node's pods (one at a time or all at once), wait until they
-//! are gone, then delete the node; give up (and have the taint removed) when an eviction fails,
-//! when budgets still refuse at the deadline, or when evicted pods outlive their grace period.
+//! One drain in flight: evict the node's pods (one at a time or all at once, each with its own
+//! grace period), wait until they are gone, then delete the node; give up (and have the taint
+//! removed) when an eviction fails, when budgets still refuse at the deadline, or when evicted
+//! pods outlive the longest of their grace periods and a margin.
 //!
 //! It only keeps the drain's state and says what comes next ([`Next`]); tickets, provider calls
 //! and reports are [`crate::Actuation`]'s. It never reads a clock (times are given) and never
 //! carries anything out.
 
 use autoscaler_core::NodeGroupId;
-use autoscaler_core::PodRef;
 use autoscaler_core::Sym;
 use autoscaler_core::{ActionError, ErrorClass};
+use autoscaler_core::{PodEviction, PodRef};
 
 use crate::effect::Ticket;
+use crate::hold::Hold;
 
 /// How soon a drain whose evictions were refused would like to try again (the live shell's
 /// interpreter retries refusals itself until the deadline, so this only paces a step timer).
@@ -22,6 +24,12 @@ const RETRY_MS: i64 = 1000;
 pub(crate) enum Phase {
     /// Evicting: `trying` holds the evictions sent and not answered yet.
     Evicting,
+    /// Every evicted pod gone; the deletion held by a delay-deletion annotation, looked at
+    /// again at `check_at_ms`.
+    Holding {
+        /// Look again at this time.
+        check_at_ms: i64,
+    },
     /// Every pod evicted; waiting until they have left the node (at most until `until_ms`).
     WaitingGone {
         /// Give up after this.
@@ -43,7 +51,7 @@ pub(crate) enum Next {
     /// Nothing now (waiting for replies, or for the next step).
     Wait,
     /// Evict these pods.
-    Evict(Vec<PodRef>),
+    Evict(Vec<PodEviction>),
     /// Every pod evicted: see whether they are gone.
     CheckGone,
     /// Give up with this error.
@@ -52,20 +60,19 @@ pub(crate) enum Next {
 
 /// One eviction sent and its answer so far (`None`: not answered; `Some(None)`: evicted or
 /// gone; `Some(Some(e))`: refused or failed).
-type Attempt = (Ticket, PodRef, Option<Option<(ActionError, bool)>>);
+type Attempt = (Ticket, PodEviction, Option<Option<(ActionError, bool)>>);
 
 /// A drain in flight.
 #[derive(Clone, Debug)]
 pub(crate) struct Drain {
     pub(crate) group: NodeGroupId,
     pub(crate) node: Sym,
-    /// Every pod to evict (those still on the node are waited for).
-    pub(crate) pods: Vec<PodRef>,
-    pub(crate) grace_period_sec: u64,
+    /// Every pod to evict with its grace period (those still on the node are waited for).
+    pub(crate) pods: Vec<PodEviction>,
     sequential: bool,
     pub(crate) deadline_ms: i64,
     /// Pods not evicted yet and not being tried, in order.
-    left: Vec<PodRef>,
+    left: Vec<PodEviction>,
     trying: Vec<Attempt>,
     pub(crate) evicted: usize,
     /// Pods whose eviction was refused or failed in the last round.
@@ -75,25 +82,29 @@ pub(crate) struct Drain {
     pub(crate) phase: Phase,
     /// When an idle drain would like to be stepped again.
     retry_at_ms: i64,
+    /// What holds the drain (evictions start after the delay after the taint) and the
+    /// deletion (delay-deletion annotations).
+    pub(crate) hold: Hold,
 }
 
 impl Drain {
-    /// A drain of `node` starting at `now_ms`, giving up on refusals at `deadline_ms`.
+    /// A drain of `node` tainted at `now_ms`, evicting once `hold` allows, giving up on
+    /// refusals at `deadline_ms`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         group: NodeGroupId,
         node: Sym,
-        pods: Vec<PodRef>,
-        grace_period_sec: u64,
+        pods: Vec<PodEviction>,
         sequential: bool,
         now_ms: i64,
         deadline_ms: i64,
+        hold: Hold,
     ) -> Drain {
         Drain {
             group,
             node,
             left: pods.clone(),
             pods,
-            grace_period_sec,
             sequential,
             deadline_ms,
             trying: Vec::new(),
@@ -101,7 +112,8 @@ impl Drain {
             refused: Vec::new(),
             failure: None,
             phase: Phase::Evicting,
-            retry_at_ms: now_ms,
+            retry_at_ms: now_ms.max(hold.after_taint_ms),
+            hold,
         }
     }
 
@@ -115,6 +127,9 @@ impl Drain {
     pub(crate) fn step(&mut self, now_ms: i64) -> Next {
         match self.phase {
             Phase::Evicting if self.trying.is_empty() => {
+                if !self.hold.tainted_long_enough(now_ms) {
+                    return Next::Wait;
+                }
                 self.refused.clear();
                 if self.left.is_empty() {
                     return self.settle(now_ms);
@@ -122,13 +137,13 @@ impl Drain {
                 let take = if self.sequential { 1 } else { self.left.len() };
                 Next::Evict(self.left.drain(..take).collect())
             }
-            Phase::WaitingGone { .. } => Next::CheckGone,
+            Phase::WaitingGone { .. } | Phase::Holding { .. } => Next::CheckGone,
             _ => Next::Wait,
         }
     }
 
     /// Records an eviction sent under `ticket`.
-    pub(crate) fn sent(&mut self, ticket: Ticket, pod: PodRef) {
+    pub(crate) fn sent(&mut self, ticket: Ticket, pod: PodEviction) {
         self.trying.push((ticket, pod, None));
     }
 
@@ -153,10 +168,11 @@ impl Drain {
         }
         // The round is over: refused pods go back to the front, in order.
         let mut back = Vec::new();
-        for (_, pod, r) in std::mem::take(&mut self.trying) {
+        for (_, eviction, r) in std::mem::take(&mut self.trying) {
             match r.flatten() {
                 None => self.evicted += 1,
                 Some((e, refused)) => {
+                    let pod = &eviction.pod;
                     if !refused {
                         self.failure.get_or_insert_with(|| {
                             let message =
@@ -165,7 +181,7 @@ impl Drain {
                         });
                     }
                     self.refused.push((pod.clone(), e));
-                    back.push(pod);
+                    back.push(eviction);
                 }
             }
         }
@@ -195,6 +211,18 @@ impl Drain {
         }
         self.retry_at_ms = now_ms.saturating_add(RETRY_MS);
         Next::Wait
+    }
+
+    /// The longest grace period of its evictions, milliseconds (evicted pods may take that long
+    /// to leave).
+    pub(crate) fn longest_grace_ms(&self) -> i64 {
+        let sec = self
+            .pods
+            .iter()
+            .map(|p| p.grace_period_sec)
+            .max()
+            .unwrap_or(0);
+        i64::try_from(sec.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 
     /// Starts waiting for the evicted pods to leave, at most `wait_ms`.
@@ -240,6 +268,7 @@ impl Drain {
                 check_at_ms,
                 ..
             } => Some(check_at_ms.min(until_ms)),
+            Phase::Holding { check_at_ms } => Some(check_at_ms),
             _ => None,
         }
     }

@@ -113,6 +113,15 @@ pub enum EffectKind {
         /// Node.
         node: Sym,
     },
+    /// Cordon (`spec.unschedulable: true`) or uncordon a node: with
+    /// `--cordon-node-before-terminating`, a node is cordoned with its deletion taint and
+    /// uncordoned when that taint goes after a failure.
+    SetUnschedulable {
+        /// Node.
+        node: Sym,
+        /// Cordon (else uncordon).
+        unschedulable: bool,
+    },
     /// Evict a pod through the Eviction API. An interpreter may retry refusals by a budget
     /// itself until `deadline_ms` (the live shell does), or answer the first refusal (the
     /// simulator does; the drain tries again at its next step).
@@ -190,6 +199,23 @@ pub enum Report {
         add: bool,
         /// Why.
         error: ActionError,
+    },
+    /// Cordoning (`cordon`) or uncordoning a node failed.
+    CordonFailed {
+        /// Node.
+        node: Sym,
+        /// Cordoning (else uncordoning).
+        cordon: bool,
+        /// Why.
+        error: ActionError,
+    },
+    /// Nodes still carried a `delay-deletion.cluster-autoscaler.kubernetes.io/*` annotation at
+    /// `--node-deletion-delay-timeout`: their deletion goes on anyway.
+    DeletionDelayTimedOut {
+        /// Nodes.
+        nodes: Vec<Sym>,
+        /// The timeout, seconds.
+        timeout_sec: u64,
     },
     /// A drain started.
     DrainStarted {

@@ -23,7 +23,9 @@ use crate::drain::{Drain, Next, Phase};
 use crate::effect::{
     Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error,
 };
+use crate::hold::{Hold, Release, delays_deletion};
 use crate::informer::ClusterLookup;
+use autoscaler_core::names::TO_BE_DELETED_TAINT;
 
 /// How actions are carried out over time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,19 +33,49 @@ pub struct ActuationOptions {
     max_pod_eviction_time_ms: i64,
     pod_gone_slack_ms: i64,
     pod_gone_poll_ms: i64,
+    cordon_node_before_terminating: bool,
+    node_delete_delay_after_taint_ms: i64,
+    node_deletion_delay_timeout_ms: i64,
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl ActuationOptions {
     /// `--max-pod-eviction-time`: how long a drain keeps trying evictions a budget refuses.
     /// Evicted pods are waited for up to their grace period and 30 s more, looked at every
-    /// second.
+    /// second. The other settings are upstream's defaults until set.
     pub fn new(max_pod_eviction_time: Duration) -> ActuationOptions {
         ActuationOptions {
-            max_pod_eviction_time_ms: i64::try_from(max_pod_eviction_time.as_millis())
-                .unwrap_or(i64::MAX),
+            max_pod_eviction_time_ms: millis(max_pod_eviction_time),
             pod_gone_slack_ms: 30_000,
             pod_gone_poll_ms: 1_000,
+            cordon_node_before_terminating: false,
+            node_delete_delay_after_taint_ms: 5_000,
+            node_deletion_delay_timeout_ms: 120_000,
         }
+    }
+
+    /// `--cordon-node-before-terminating` (false): cordon a node with its deletion taint, and
+    /// uncordon it when that taint goes after a failure.
+    pub fn cordon_node_before_terminating(mut self, cordon: bool) -> ActuationOptions {
+        self.cordon_node_before_terminating = cordon;
+        self
+    }
+
+    /// `--node-delete-delay-after-taint` (5s): how long after the deletion taint a node's
+    /// deletion (or drain) starts, so that the scheduler sees the taint first.
+    pub fn node_delete_delay_after_taint(mut self, delay: Duration) -> ActuationOptions {
+        self.node_delete_delay_after_taint_ms = millis(delay);
+        self
+    }
+
+    /// `--node-deletion-delay-timeout` (2m): the longest a deletion waits for the node's
+    /// `delay-deletion.cluster-autoscaler.kubernetes.io/*` annotations to go (0: no wait).
+    pub fn node_deletion_delay_timeout(mut self, timeout: Duration) -> ActuationOptions {
+        self.node_deletion_delay_timeout_ms = millis(timeout);
+        self
     }
 }
 
@@ -71,6 +103,10 @@ enum Waiting {
         add: bool,
     },
     Untaint,
+    Cordon {
+        node: Sym,
+        cordon: bool,
+    },
     Delete {
         group: NodeGroupId,
         nodes: Vec<Sym>,
@@ -90,7 +126,19 @@ pub struct Actuation {
     waiting: FxHashMap<Ticket, Waiting>,
     /// In the order they started.
     drains: Vec<Drain>,
+    /// Empty-node deletions held before they are sent, in the order they were decided.
+    held: Vec<HeldDeletion>,
     reports: Vec<Report>,
+}
+
+/// Empty nodes of one group whose deletion waits for its [`Hold`].
+#[derive(Clone, Debug)]
+struct HeldDeletion {
+    group: NodeGroupId,
+    nodes: Vec<Sym>,
+    hold: Hold,
+    /// When to look again.
+    check_at_ms: i64,
 }
 
 impl Actuation {
@@ -106,12 +154,14 @@ impl Actuation {
     pub fn in_flight(&self, provider: &ClusterApiProvider) -> InFlight {
         let mut in_flight = InFlight {
             per_group: vec![0; provider.resources().len()],
-            empty: 0,
+            empty: self.held.iter().map(|h| h.nodes.len()).sum(),
             drains: self.drains.len(),
         };
-        for d in &self.drains {
-            if let Some(i) = provider.group_index(d.group.as_str()) {
-                in_flight.per_group[i] += 1;
+        let drains = self.drains.iter().map(|d| (&d.group, 1));
+        let held = self.held.iter().map(|h| (&h.group, h.nodes.len()));
+        for (group, n) in drains.chain(held) {
+            if let Some(i) = provider.group_index(group.as_str()) {
+                in_flight.per_group[i] += n;
             }
         }
         in_flight
@@ -135,7 +185,12 @@ impl Actuation {
     /// When a drain would like [`Actuation::step`] to be called (`None`: nothing to wait for
     /// but replies).
     pub fn next_wakeup(&self) -> Option<i64> {
-        self.drains.iter().filter_map(Drain::wakeup).min()
+        let held = self.held.iter().map(|h| h.check_at_ms);
+        self.drains
+            .iter()
+            .filter_map(Drain::wakeup)
+            .chain(held)
+            .min()
     }
 
     fn effect(&mut self, waiting: Waiting, kind: EffectKind) -> Effect {
@@ -145,8 +200,22 @@ impl Actuation {
         Effect { ticket, kind }
     }
 
-    fn untaint(&mut self, node: Sym) -> Effect {
-        self.effect(Waiting::Untaint, EffectKind::Untaint { node })
+    /// Removes the deletion taint of `node` (and uncordons it when it was cordoned with it).
+    fn untaint(&mut self, node: Sym) -> Vec<Effect> {
+        let mut out = vec![self.effect(Waiting::Untaint, EffectKind::Untaint { node })];
+        out.extend(self.cordon(node, false));
+        out
+    }
+
+    /// Cordons or uncordons `node` with its deletion taint, when the options say so.
+    fn cordon(&mut self, node: Sym, cordon: bool) -> Option<Effect> {
+        self.options.cordon_node_before_terminating.then(|| {
+            let kind = EffectKind::SetUnschedulable {
+                node,
+                unschedulable: cordon,
+            };
+            self.effect(Waiting::Cordon { node, cordon }, kind)
+        })
     }
 
     /// The first effects of `action` at `now_ms` (none when it is refused at once, is a
@@ -197,12 +266,17 @@ impl Actuation {
                 self.correct(group, correction, changes)
             }
             Action::AddTaint { node, taint } => {
+                let deletion = taint.key.as_str() == TO_BE_DELETED_TAINT;
                 let w = Waiting::Taint {
                     node,
                     key: taint.key,
                     add: true,
                 };
-                vec![self.effect(w, EffectKind::AddTaint { node, taint })]
+                let mut out = vec![self.effect(w, EffectKind::AddTaint { node, taint })];
+                if deletion {
+                    out.extend(self.cordon(node, true));
+                }
+                out
             }
             Action::RemoveTaint { node, key } => {
                 // A draining node keeps its taints until the drain is over.
@@ -214,40 +288,79 @@ impl Actuation {
                     key,
                     add: false,
                 };
-                vec![self.effect(w, EffectKind::RemoveTaint { node, key })]
+                let mut out = vec![self.effect(w, EffectKind::RemoveTaint { node, key })];
+                if key.as_str() == TO_BE_DELETED_TAINT {
+                    out.extend(self.cordon(node, false));
+                }
+                out
             }
             Action::DeleteEmptyNodes { group, nodes } => {
-                let views = lookup.nodes(&nodes);
-                let provider = lookup.provider();
-                self.delete(&provider, group, nodes, &views, true, 0)
+                let hold = Hold::new(now_ms, self.options.node_delete_delay_after_taint_ms);
+                let held = HeldDeletion {
+                    group,
+                    nodes,
+                    hold,
+                    check_at_ms: now_ms,
+                };
+                self.release(held, lookup, now_ms)
             }
             Action::DrainAndDelete {
                 group,
                 node,
                 evict,
-                grace_period_sec,
                 sequential,
             } => {
                 if self.is_draining(node.as_str()) {
                     return Vec::new();
                 }
-                let deadline = now_ms.saturating_add(self.options.max_pod_eviction_time_ms);
+                let hold = Hold::new(now_ms, self.options.node_delete_delay_after_taint_ms);
+                let deadline = hold
+                    .after_taint_ms
+                    .saturating_add(self.options.max_pod_eviction_time_ms);
                 self.reports.push(Report::DrainStarted {
                     group: group.clone(),
                     node,
                 });
-                self.drains.push(Drain::new(
-                    group,
-                    node,
-                    evict,
-                    grace_period_sec,
-                    sequential,
-                    now_ms,
-                    deadline,
-                ));
+                let drain = Drain::new(group, node, evict, sequential, now_ms, deadline, hold);
+                self.drains.push(drain);
                 Vec::new()
             }
         }
+    }
+
+    /// Sends the deletion of held empty nodes once their hold allows (the nodes already gone
+    /// are left out), else keeps it held.
+    fn release(
+        &mut self,
+        mut held: HeldDeletion,
+        lookup: &mut dyn ClusterLookup,
+        now_ms: i64,
+    ) -> Vec<Effect> {
+        let views = lookup.nodes(&held.nodes);
+        let annotated = views.iter().any(|v| delays_deletion(v));
+        let timeout_ms = self.options.node_deletion_delay_timeout_ms;
+        match held.hold.release(now_ms, annotated, timeout_ms) {
+            Release::Wait(at) => {
+                held.check_at_ms = at;
+                self.held.push(held);
+                Vec::new()
+            }
+            Release::Go { timed_out } => {
+                if timed_out {
+                    self.delay_timed_out(held.nodes.clone());
+                }
+                let provider = lookup.provider();
+                self.delete(&provider, held.group, held.nodes, &views, true, 0)
+            }
+        }
+    }
+
+    fn delay_timed_out(&mut self, nodes: Vec<Sym>) {
+        let timeout_sec = u64::try_from(self.options.node_deletion_delay_timeout_ms / 1000);
+        self.reports.push(Report::DeletionDelayTimedOut {
+            nodes,
+            timeout_sec: timeout_sec.unwrap_or(0),
+        });
     }
 
     fn correct(
@@ -318,7 +431,7 @@ impl Actuation {
         error: ActionError,
         evicted: usize,
     ) -> Vec<Effect> {
-        let out = nodes.iter().map(|&n| self.untaint(n)).collect();
+        let out = nodes.iter().flat_map(|&n| self.untaint(n)).collect();
         self.reports.push(Report::DeleteFailed {
             group,
             nodes,
@@ -333,6 +446,9 @@ impl Actuation {
     /// simulator calls it every loop; the live shell at [`Actuation::next_wakeup`] too.
     pub fn step(&mut self, lookup: &mut dyn ClusterLookup, now_ms: i64) -> Vec<Effect> {
         let mut out = Vec::new();
+        for held in std::mem::take(&mut self.held) {
+            out.extend(self.release(held, lookup, now_ms));
+        }
         for i in 0..self.drains.len() {
             let next = self.drains[i].step(now_ms);
             self.follow(i, next, lookup, now_ms, &mut out);
@@ -387,6 +503,15 @@ impl Actuation {
                 }
             }
             Waiting::Untaint => {}
+            Waiting::Cordon { node, cordon } => {
+                if let Some(error) = error {
+                    self.reports.push(Report::CordonFailed {
+                        node,
+                        cordon,
+                        error,
+                    });
+                }
+            }
             Waiting::Delete {
                 group,
                 nodes,
@@ -447,9 +572,9 @@ impl Actuation {
                 for pod in pods {
                     let d = &self.drains[i];
                     let kind = EffectKind::Evict {
-                        pod: pod.clone(),
+                        pod: pod.pod.clone(),
                         node: d.node,
-                        grace_period_sec: d.grace_period_sec,
+                        grace_period_sec: pod.grace_period_sec,
                         deadline_ms: d.deadline_ms,
                     };
                     let e = self.effect(Waiting::Evict, kind);
@@ -473,10 +598,15 @@ impl Actuation {
     ) {
         let o = &self.options;
         let d = &mut self.drains[i];
-        let grace_ms = i64::try_from(d.grace_period_sec.saturating_mul(1000)).unwrap_or(i64::MAX);
-        d.wait_gone(now_ms, grace_ms.saturating_add(o.pod_gone_slack_ms));
+        d.wait_gone(
+            now_ms,
+            d.longest_grace_ms().saturating_add(o.pod_gone_slack_ms),
+        );
         let node = d.node;
-        if d.pods.iter().any(|p| lookup.pod_on_node(p, node.as_str())) {
+        if d.pods
+            .iter()
+            .any(|p| lookup.pod_on_node(&p.pod, node.as_str()))
+        {
             if let Some(error) = d.still_there(now_ms, o.pod_gone_poll_ms) {
                 self.give_up(i, error, out);
             }
@@ -489,6 +619,16 @@ impl Actuation {
             d.phase = Phase::Finished;
             return;
         };
+        let timeout_ms = o.node_deletion_delay_timeout_ms;
+        match d.hold.release(now_ms, delays_deletion(&view), timeout_ms) {
+            Release::Wait(at) => {
+                d.phase = Phase::Holding { check_at_ms: at };
+                return;
+            }
+            Release::Go { timed_out: true } => self.delay_timed_out(vec![node]),
+            Release::Go { timed_out: false } => {}
+        }
+        let d = &mut self.drains[i];
         d.phase = Phase::Deleting;
         let (group, evicted) = (d.group.clone(), d.evicted);
         let effects = self.delete(&provider, group, vec![node], &[view], false, evicted);
@@ -515,7 +655,7 @@ impl Actuation {
         };
         let node = d.node;
         self.reports.push(report);
-        out.push(self.untaint(node));
+        out.extend(self.untaint(node));
     }
 }
 
@@ -525,9 +665,9 @@ mod tests {
     use crate::informer::{Informer, InformerLookup};
     use autoscaler_clusterapi::ClusterApiConfig;
     use autoscaler_core::ObjectStore;
-    use autoscaler_core::PodRef;
     use autoscaler_core::model::store::ObjectKey;
     use autoscaler_core::{ErrorClass, Outcome};
+    use autoscaler_core::{PodEviction, PodRef};
     use std::sync::Arc;
 
     const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
@@ -564,6 +704,11 @@ mod tests {
         }
     }
 
+    /// Upstream's defaults but no delay after the taint: deletions and drains start at once.
+    fn immediate() -> Actuation {
+        Actuation::new(ActuationOptions::default().node_delete_delay_after_taint(Duration::ZERO))
+    }
+
     fn pod(name: &str) -> PodRef {
         PodRef {
             namespace: Sym::new("default"),
@@ -575,8 +720,13 @@ mod tests {
         Action::DrainAndDelete {
             group: NodeGroupId::from(GENERAL),
             node: Sym::new(node),
-            evict: pods.iter().map(|p| pod(p)).collect(),
-            grace_period_sec: 5,
+            evict: pods
+                .iter()
+                .map(|p| PodEviction {
+                    pod: pod(p),
+                    grace_period_sec: 5,
+                })
+                .collect(),
             sequential,
         }
     }
@@ -602,7 +752,10 @@ mod tests {
     /// refusal; the time at which it gave up.
     fn gives_up_at(max_pod_eviction_time: Duration) -> i64 {
         let mut f = Fixture::new();
-        let mut a = Actuation::new(ActuationOptions::new(max_pod_eviction_time));
+        let mut a = Actuation::new(
+            ActuationOptions::new(max_pod_eviction_time)
+                .node_delete_delay_after_taint(Duration::ZERO),
+        );
         assert!(
             a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0)
                 .is_empty()
@@ -637,7 +790,10 @@ mod tests {
     #[test]
     fn the_deadline_travels_with_each_eviction() {
         let mut f = Fixture::new();
-        let mut a = Actuation::new(ActuationOptions::new(Duration::from_secs(45)));
+        let mut a = Actuation::new(
+            ActuationOptions::new(Duration::from_secs(45))
+                .node_delete_delay_after_taint(Duration::ZERO),
+        );
         a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 1_000);
         let effects = a.step(&mut f.lookup(), 1_000);
         assert!(
@@ -656,7 +812,7 @@ mod tests {
     #[test]
     fn a_drain_evicts_waits_until_the_pods_are_gone_then_deletes() {
         let mut f = Fixture::new();
-        let mut a = Actuation::default();
+        let mut a = immediate();
         a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
         assert!(matches!(
             a.take_reports().as_slice(),
@@ -720,7 +876,7 @@ mod tests {
     #[test]
     fn evicted_pods_that_stay_past_their_grace_period_give_the_drain_up() {
         let mut f = Fixture::new();
-        let mut a = Actuation::default();
+        let mut a = immediate();
         a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
         let e = a.step(&mut f.lookup(), 0);
         a.reply(e[0].ticket(), Reply::Done, &mut f.lookup(), 0);
@@ -736,9 +892,237 @@ mod tests {
     }
 
     #[test]
-    fn a_sequential_drain_evicts_one_at_a_time_and_a_refusal_holds_the_rest() {
+    fn each_eviction_carries_its_own_grace_and_the_wait_follows_the_longest() {
+        let mut f = Fixture::new();
+        let mut a = immediate();
+        let evict = [("web-1", 2), ("web-9", 40)]
+            .into_iter()
+            .map(|(name, grace_period_sec)| PodEviction {
+                pod: pod(name),
+                grace_period_sec,
+            })
+            .collect();
+        let action = Action::DrainAndDelete {
+            group: NodeGroupId::from(GENERAL),
+            node: Sym::new("general-a"),
+            evict,
+            sequential: false,
+        };
+        a.start(action, &mut f.lookup(), 0);
+        let e = a.step(&mut f.lookup(), 0);
+        let graces: Vec<u64> = e
+            .iter()
+            .filter_map(|e| match e.kind() {
+                EffectKind::Evict {
+                    grace_period_sec, ..
+                } => Some(*grace_period_sec),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(graces, [2, 40]);
+        for e in &e {
+            a.reply(e.ticket(), Reply::Done, &mut f.lookup(), 0);
+        }
+        // web-1 still runs: the drain waits 40 s + 30 s, not the shortest grace.
+        assert!(a.step(&mut f.lookup(), 69_000).is_empty());
+        assert!(a.is_draining("general-a"));
+        let e = a.step(&mut f.lookup(), 70_000);
+        assert!(matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { .. })));
+        assert!(matches!(a.take_reports().last(),
+            Some(Report::DrainFailed { error, .. }) if error.message.contains("after 70s")));
+    }
+
+    /// The fixture's view, with a delay-deletion annotation on every node while `annotated`.
+    struct Annotated<'a> {
+        inner: InformerLookup<'a>,
+        annotated: bool,
+    }
+
+    impl Annotated<'_> {
+        fn annotate(&self, node: Arc<Node>) -> Arc<Node> {
+            if !self.annotated {
+                return node;
+            }
+            let mut n = (*node).clone();
+            let key = "delay-deletion.cluster-autoscaler.kubernetes.io/flush";
+            n.annotations.push((Arc::from(key), Arc::from("")));
+            Arc::new(n)
+        }
+    }
+
+    impl ClusterLookup for Annotated<'_> {
+        fn provider(&mut self) -> Arc<ClusterApiProvider> {
+            self.inner.provider()
+        }
+        fn node(&self, name: &str) -> Option<Arc<Node>> {
+            self.inner.node(name).map(|n| self.annotate(n))
+        }
+        fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>> {
+            let nodes = self.inner.nodes(names);
+            nodes.into_iter().map(|n| self.annotate(n)).collect()
+        }
+        fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {
+            self.inner.pod_on_node(pod, node)
+        }
+    }
+
+    fn held(f: &mut Fixture, annotated: bool) -> Annotated<'_> {
+        Annotated {
+            inner: f.lookup(),
+            annotated,
+        }
+    }
+
+    fn deletes(effects: &[Effect]) -> bool {
+        effects.iter().any(|e| {
+            matches!(
+                e.kind(),
+                EffectKind::Changes {
+                    purpose: Purpose::DeleteNodes { .. },
+                    ..
+                }
+            )
+        })
+    }
+
+    fn delete_empty(node: &str) -> Action {
+        Action::DeleteEmptyNodes {
+            group: NodeGroupId::from(GENERAL),
+            nodes: vec![Sym::new(node)],
+        }
+    }
+
+    #[test]
+    fn an_empty_node_is_deleted_only_after_the_delay_after_its_taint() {
         let mut f = Fixture::new();
         let mut a = Actuation::default();
+        assert!(
+            a.start(delete_empty("general-b"), &mut f.lookup(), 0)
+                .is_empty()
+        );
+        // Counted in flight meanwhile, so the next loop neither repeats it nor goes below min.
+        let provider = f.lookup().provider();
+        let in_flight = a.in_flight(&provider);
+        assert_eq!(in_flight.empty, 1);
+        assert_eq!(in_flight.per_group.iter().sum::<usize>(), 1);
+        assert_eq!(a.next_wakeup(), Some(5_000));
+        assert!(a.step(&mut f.lookup(), 4_999).is_empty());
+        assert!(deletes(&a.step(&mut f.lookup(), 5_000)));
+        assert_eq!(a.in_flight(&provider).empty, 0);
+        // Configured: 30 s.
+        let options =
+            ActuationOptions::default().node_delete_delay_after_taint(Duration::from_secs(30));
+        let mut a = Actuation::new(options);
+        a.start(delete_empty("general-b"), &mut f.lookup(), 0);
+        assert!(a.step(&mut f.lookup(), 29_999).is_empty());
+        assert!(deletes(&a.step(&mut f.lookup(), 30_000)));
+    }
+
+    #[test]
+    fn a_delay_deletion_annotation_holds_the_deletion_until_removed_or_timed_out() {
+        let mut f = Fixture::new();
+        let mut a = immediate();
+        assert!(
+            a.start(delete_empty("general-b"), &mut held(&mut f, true), 0)
+                .is_empty()
+        );
+        assert!(a.step(&mut held(&mut f, true), 60_000).is_empty());
+        // The annotation removed: deleted at the next look (every 5 s).
+        assert_eq!(a.next_wakeup(), Some(65_000));
+        assert!(deletes(&a.step(&mut held(&mut f, false), 65_000)));
+        assert!(a.take_reports().is_empty());
+        // Never removed: deleted at --node-deletion-delay-timeout, with a report.
+        let options = ActuationOptions::default()
+            .node_delete_delay_after_taint(Duration::ZERO)
+            .node_deletion_delay_timeout(Duration::from_secs(30));
+        let mut a = Actuation::new(options);
+        a.start(delete_empty("general-b"), &mut held(&mut f, true), 0);
+        assert!(a.step(&mut held(&mut f, true), 29_999).is_empty());
+        assert!(deletes(&a.step(&mut held(&mut f, true), 30_000)));
+        assert!(matches!(a.take_reports().as_slice(),
+            [Report::DeletionDelayTimedOut { nodes, timeout_sec: 30 }] if nodes == &[Sym::new("general-b")]));
+        // A drained node waits too, after its pods are gone.
+        let mut a = immediate();
+        a.start(
+            drain("general-a", &["web-1"], true),
+            &mut held(&mut f, true),
+            0,
+        );
+        let e = a.step(&mut held(&mut f, true), 0);
+        a.reply(e[0].ticket(), Reply::Gone, &mut held(&mut f, true), 0);
+        f.gone("web-1");
+        assert!(a.step(&mut held(&mut f, true), 1_000).is_empty());
+        assert!(a.is_draining("general-a"));
+        assert!(a.step(&mut held(&mut f, true), 50_000).is_empty());
+        assert!(deletes(&a.step(&mut held(&mut f, false), 55_000)));
+    }
+
+    #[test]
+    fn a_drain_starts_evicting_after_the_delay_after_the_taint() {
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        assert!(a.step(&mut f.lookup(), 0).is_empty());
+        assert_eq!(a.next_wakeup(), Some(5_000));
+        assert_eq!(evicts(&a.step(&mut f.lookup(), 5_000)), ["web-1"]);
+    }
+
+    #[test]
+    fn cordoning_comes_with_the_deletion_taint_and_goes_with_it_on_failure() {
+        let kinds = |effects: &[Effect]| -> Vec<String> {
+            effects
+                .iter()
+                .map(|e| match e.kind() {
+                    EffectKind::AddTaint { taint, .. } => format!("taint {}", taint.key),
+                    EffectKind::Untaint { .. } => "untaint".into(),
+                    EffectKind::SetUnschedulable { unschedulable, .. } => {
+                        format!("unschedulable={unschedulable}")
+                    }
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        };
+        let mut f = Fixture::new();
+        let hard = Action::AddTaint {
+            node: Sym::new("general-b"),
+            taint: autoscaler_core::actions::to_be_deleted_taint(0),
+        };
+        let soft = Action::AddTaint {
+            node: Sym::new("general-b"),
+            taint: autoscaler_core::actions::deletion_candidate_taint(0),
+        };
+        let options = ActuationOptions::default()
+            .node_delete_delay_after_taint(Duration::ZERO)
+            .cordon_node_before_terminating(true);
+        let mut a = Actuation::new(options);
+        assert_eq!(
+            kinds(&a.start(hard.clone(), &mut f.lookup(), 0)),
+            ["taint ToBeDeletedByClusterAutoscaler", "unschedulable=true"]
+        );
+        assert_eq!(
+            kinds(&a.start(soft, &mut f.lookup(), 0)),
+            ["taint DeletionCandidateOfClusterAutoscaler"]
+        );
+        let e = a.start(delete_empty("general-b"), &mut f.lookup(), 0);
+        let failed = Reply::Failed(ActionError::new(ErrorClass::Forbidden, "403"));
+        let e = a.reply(e[0].ticket(), failed, &mut f.lookup(), 0);
+        assert_eq!(kinds(&e), ["untaint", "unschedulable=false"]);
+        // A failed cordon is reported.
+        let cordon = a.start(hard.clone(), &mut f.lookup(), 0);
+        let failed = Reply::Failed(ActionError::new(ErrorClass::Forbidden, "403"));
+        a.reply(cordon[1].ticket(), failed, &mut f.lookup(), 0);
+        assert!(matches!(
+            a.take_reports().last(),
+            Some(Report::CordonFailed { cordon: true, .. })
+        ));
+        // Off by default.
+        assert_eq!(kinds(&immediate().start(hard, &mut f.lookup(), 0)).len(), 1);
+    }
+
+    #[test]
+    fn a_sequential_drain_evicts_one_at_a_time_and_a_refusal_holds_the_rest() {
+        let mut f = Fixture::new();
+        let mut a = immediate();
         a.start(
             drain("general-a", &["web-1", "web-9", "web-8"], true),
             &mut f.lookup(),
@@ -756,7 +1140,7 @@ mod tests {
         let e = a.step(&mut f.lookup(), 10_000);
         assert_eq!(evicts(&e), ["web-9"]);
         // In parallel, every pod is tried at once.
-        let mut b = Actuation::default();
+        let mut b = immediate();
         b.start(
             drain("general-a", &["web-1", "web-9"], false),
             &mut f.lookup(),
@@ -768,7 +1152,7 @@ mod tests {
     #[test]
     fn a_failed_eviction_gives_up_at_once() {
         let mut f = Fixture::new();
-        let mut a = Actuation::default();
+        let mut a = immediate();
         a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
         let e = a.step(&mut f.lookup(), 0);
         let failed = Reply::Failed(ActionError::new(ErrorClass::Forbidden, "forbidden"));
@@ -782,7 +1166,7 @@ mod tests {
     #[test]
     fn a_failed_deletion_untaints_and_is_a_failed_deletion_for_the_core() {
         let mut f = Fixture::new();
-        let mut a = Actuation::default();
+        let mut a = immediate();
         let action = Action::DeleteEmptyNodes {
             group: NodeGroupId::from(GENERAL),
             nodes: vec![Sym::new("general-b")],
@@ -816,7 +1200,7 @@ mod tests {
     #[test]
     fn a_draining_node_is_not_drained_twice_nor_untainted_and_counts_in_flight() {
         let mut f = Fixture::new();
-        let mut a = Actuation::default();
+        let mut a = immediate();
         a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
         assert!(
             a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0)
@@ -840,7 +1224,7 @@ mod tests {
     #[test]
     fn provider_refusals_are_typed_outcomes() {
         let mut f = Fixture::new();
-        let mut a = Actuation::default();
+        let mut a = immediate();
         let grow = |group: &str, delta| Action::IncreaseSize {
             group: NodeGroupId::from(group),
             delta,

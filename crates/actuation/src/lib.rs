@@ -12,6 +12,7 @@
 
 mod drain;
 pub mod effect;
+mod hold;
 pub mod inflight;
 pub mod informer;
 

@@ -130,7 +130,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("kube-client-burst", "10", Int, none("the client has no client-side rate limit"), A),
     f("kube-client-qps", "5", Float, none("the client has no client-side rate limit"), A),
     f("cloud-config", "", Text, Status::Implemented("Cluster API: the kubeconfig of the management cluster (Machines and MachineSets are read there; Nodes and Pods from --kubeconfig)."), A),
-    f("cloud-provider", "build-dependent (clusterapi here)", Text, IMPL, A),
+    f("cloud-provider", "build-dependent (clusterapi here)", Text, Status::Implemented("`clusterapi` (Cluster API, `CAPI_GROUP`) or `openshift` (OpenShift's Machine API in openshift-machine-api plus Cluster API, in one process)."), A),
     f("namespace", "kube-system", Text, IMPL, A),
     f("enforce-node-group-min-size", "false", Bool, IMPL, A),
     f("scale-down-unready-enabled", "true", Bool, Status::Implemented("Scale down unready nodes (after --scale-down-unready-time)."), A),
@@ -619,19 +619,6 @@ mod tests {
     use super::*;
     use clap::{CommandFactory, Parser};
 
-    /// Flags whose definition (a typed field and its behaviour) another change adds: scale-down
-    /// (S), scale-up and cluster state (U). They are in the registry already; the merge of
-    /// those changes empties this list.
-    const OWNED_ELSEWHERE: &[&str] = &[
-        "cordon-node-before-terminating",
-        "node-deletion-delay-timeout",
-        "node-delete-delay-after-taint",
-        "max-empty-bulk-delete",
-        "blocking-system-pod-distruption-timeout",
-        "scale-down-unready-enabled",
-        "scale-down-delay-type-local",
-    ];
-
     /// Flags of this autoscaler that upstream does not have.
     const OURS: &[&str] = &["config"];
 
@@ -660,20 +647,10 @@ mod tests {
             );
         }
         for flag in FLAGS {
-            if OWNED_ELSEWHERE.contains(&flag.name) {
-                continue;
-            }
             assert!(
                 accepted.iter().any(|l| l == flag.name),
                 "upstream's --{} is not accepted",
                 flag.name
-            );
-        }
-        for name in OWNED_ELSEWHERE {
-            let flag = FLAGS.iter().find(|f| f.name == *name);
-            assert!(
-                matches!(flag.map(|f| f.status), Some(Status::Implemented(t)) if !t.is_empty()),
-                "--{name}: an implemented registry entry with its description"
             );
         }
     }
@@ -685,8 +662,7 @@ mod tests {
     fn every_flag_accepts_its_upstream_default() {
         let no_env = |_: &str| None;
         for flag in FLAGS {
-            let skip = OWNED_ELSEWHERE.contains(&flag.name)
-                || flag.default.is_empty()
+            let skip = flag.default.is_empty()
                 || flag.kind == Kind::List
                 || flag.name == "cloud-provider";
             if skip {
@@ -715,7 +691,7 @@ mod tests {
     fn implemented_flags_without_a_text_have_help() {
         let cmd = TestCli::command();
         for flag in FLAGS {
-            if flag.status == IMPL && !OWNED_ELSEWHERE.contains(&flag.name) {
+            if flag.status == IMPL {
                 let help = cmd
                     .get_arguments()
                     .find(|a| a.get_long() == Some(flag.name))

@@ -351,6 +351,36 @@ pub struct ScaleDownArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub daemonset_eviction_for_occupied_nodes: Option<bool>,
+    /// Cordon a node with its deletion taint (uncordoned if the deletion fails)
+    /// [default: false].
+    #[arg(long = "cordon-node-before-terminating", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = go_bool)]
+    pub cordon_node_before_terminating: Option<bool>,
+    /// Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations
+    /// to go before it is deleted anyway; 0s: no wait [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub node_deletion_delay_timeout: Option<Duration>,
+    /// Wait between the deletion taint and a node's deletion or drain [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub node_delete_delay_after_taint: Option<Duration>,
+    /// Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream
+    /// [default: 10].
+    #[arg(long, value_name = "INT")]
+    pub max_empty_bulk_delete: Option<usize>,
+    /// Scale down unready nodes (after --scale-down-unready-time) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub scale_down_unready_enabled: Option<bool>,
+    /// How long after its creation a kube-system pod without a PDB blocks its node's removal
+    /// (with --skip-nodes-with-system-pods; the spelling is upstream's) [default: 1h].
+    #[arg(long = "blocking-system-pod-distruption-timeout", value_name = "DURATION",
+          value_parser = go_duration)]
+    pub blocking_system_pod_distruption_timeout: Option<Duration>,
+    /// The --scale-down-delay-after-* delays hold only the node group concerned
+    /// [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub scale_down_delay_type_local: Option<bool>,
 }
 
 /// Cluster-state flags.
@@ -789,6 +819,15 @@ fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), Optio
         &mut up.pending.expendable_pods_priority_cutoff,
         a.expendable_pods_priority_cutoff,
     );
+    // One flag for both halves: expendable pods cause no scale-up and block no scale-down.
+    set(
+        &mut c
+            .autoscaler
+            .scale_down
+            .drain
+            .expendable_pods_priority_cutoff,
+        a.expendable_pods_priority_cutoff,
+    );
     set(
         &mut up.pending.new_pod_scale_up_delay,
         a.new_pod_scale_up_delay,
@@ -908,10 +947,18 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
         &mut d.max_bulk_soft_taint_count,
         a.max_bulk_soft_taint_count,
     );
+    // Upstream: --max-empty-bulk-delete alone stands for --max-scale-down-parallelism (its
+    // actuator caps empty and drained deletions together); with both, the latter rules.
     set(
         &mut d.max_scale_down_parallelism,
-        a.max_scale_down_parallelism,
+        a.max_scale_down_parallelism.or(a.max_empty_bulk_delete),
     );
+    set(&mut d.unready_enabled, a.scale_down_unready_enabled);
+    set(&mut d.delay_type_local, a.scale_down_delay_type_local);
+    if let Some(t) = a.blocking_system_pod_distruption_timeout {
+        d.drain.blocking_system_pod_disruption_timeout_ms =
+            i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
+    }
     set(&mut d.max_drain_parallelism, a.max_drain_parallelism);
     set(
         &mut d.utilization.ignore_daemonsets,
@@ -942,6 +989,18 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
     set(
         &mut dr.daemonset_eviction_for_occupied_nodes,
         a.daemonset_eviction_for_occupied_nodes,
+    );
+    set(
+        &mut c.cordon_node_before_terminating,
+        a.cordon_node_before_terminating,
+    );
+    set(
+        &mut c.node_deletion_delay_timeout,
+        a.node_deletion_delay_timeout,
+    );
+    set(
+        &mut c.node_delete_delay_after_taint,
+        a.node_delete_delay_after_taint,
     );
 }
 
@@ -1501,6 +1560,63 @@ mod tests {
     }
 
     #[test]
+    fn the_drain_and_deletion_flags_reach_their_fields() {
+        let o = build(&[]).expect("defaults");
+        let c = &o.controller;
+        assert!(!c.cordon_node_before_terminating);
+        assert_eq!(c.node_delete_delay_after_taint, s(5));
+        assert_eq!(c.node_deletion_delay_timeout, s(120));
+        assert!(c.autoscaler.scale_down.unready_enabled);
+        assert!(!c.autoscaler.scale_down.delay_type_local);
+        let drain = &c.autoscaler.scale_down.drain;
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 3_600_000);
+        let o = build(&[
+            "--cordon-node-before-terminating",
+            "--node-delete-delay-after-taint=0s",
+            "--node-deletion-delay-timeout=30s",
+            "--scale-down-unready-enabled=false",
+            "--blocking-system-pod-distruption-timeout=10m",
+            "--scale-down-delay-type-local",
+        ])
+        .expect("valid");
+        let c = &o.controller;
+        assert!(c.cordon_node_before_terminating);
+        assert_eq!(c.node_delete_delay_after_taint, s(0));
+        assert_eq!(c.node_deletion_delay_timeout, s(30));
+        assert!(!c.autoscaler.scale_down.unready_enabled);
+        assert!(c.autoscaler.scale_down.delay_type_local);
+        let drain = &c.autoscaler.scale_down.drain;
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 600_000);
+        assert_eq!(c.actuation_options(), {
+            use autoscaler_actuation::ActuationOptions;
+            ActuationOptions::new(s(120))
+                .cordon_node_before_terminating(true)
+                .node_delete_delay_after_taint(s(0))
+                .node_deletion_delay_timeout(s(30))
+        });
+    }
+
+    #[test]
+    fn max_empty_bulk_delete_stands_for_the_parallelism_only_alone() {
+        let parallelism = |args: &[&str]| {
+            let o = build(args).expect("valid");
+            o.controller
+                .autoscaler
+                .scale_down
+                .max_scale_down_parallelism
+        };
+        assert_eq!(parallelism(&["--max-empty-bulk-delete=4"]), 4);
+        assert_eq!(
+            parallelism(&[
+                "--max-empty-bulk-delete=4",
+                "--max-scale-down-parallelism=7"
+            ]),
+            7
+        );
+        assert_eq!(parallelism(&["--max-scale-down-parallelism=7"]), 7);
+    }
+
+    #[test]
     fn every_flag_reaches_its_field() {
         let o = build(&[
             "--scan-interval=1m30s",
@@ -1611,6 +1727,13 @@ mod tests {
         let up = &c.autoscaler.scale_up;
         assert_eq!(up.expander.to_string(), "priority,least-waste");
         assert_eq!(up.pending.expendable_pods_priority_cutoff, -5);
+        assert_eq!(
+            c.autoscaler
+                .scale_down
+                .drain
+                .expendable_pods_priority_cutoff,
+            -5
+        );
         assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
         assert_eq!(up.scale_up.max_nodes_per_scale_up, 50);
         assert!(up.scale_up.enforce_node_group_min_size);

@@ -442,11 +442,13 @@ pub fn describe(a: &Action) -> String {
             group,
             node,
             evict,
-            grace_period_sec,
             sequential,
         } => format!(
-            "drain {node} of {group} (evict {}{}, grace {grace_period_sec}s) and delete it",
-            names(evict.iter().map(|p| format!("{}/{}", p.namespace, p.name))),
+            "drain {node} of {group} (evict {}{}) and delete it",
+            names(evict.iter().map(|e| format!(
+                "{}/{} (grace {}s)",
+                e.pod.namespace, e.pod.name, e.grace_period_sec
+            ))),
             if *sequential { ", one at a time" } else { "" }
         ),
     }

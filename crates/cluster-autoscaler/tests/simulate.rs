@@ -565,3 +565,15 @@ fn wait_percentiles_are_not_applicable_when_no_pod_started() {
         "{out}"
     );
 }
+
+#[test]
+fn a_node_running_only_expendable_pods_is_removed_and_they_are_dropped() {
+    let scenario = "crates/cluster-autoscaler/tests/scenarios/expendable-scale-down.yaml";
+    let (r, _) = simulate("expendable", &[scenario]);
+    assert_eq!(num(&r["groups"][0], "/nodes_end"), 1.0, "{}", r["groups"]);
+    let (r, _) = simulate(
+        "not-expendable",
+        &[scenario, "--expendable-pods-priority-cutoff=-100"],
+    );
+    assert_eq!(num(&r["groups"][0], "/nodes_end"), 2.0, "{}", r["groups"]);
+}

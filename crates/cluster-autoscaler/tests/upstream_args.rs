@@ -236,7 +236,6 @@ fn openshift_operator_args<'a>(cloud: &'a str, cordon: Option<&'a str>) -> Vec<&
 }
 
 #[test]
-#[ignore = "needs --cloud-provider=openshift and --cordon-node-before-terminating (merged separately)"]
 fn openshift_operator_args_are_accepted() {
     accepted(
         "openshift operator",

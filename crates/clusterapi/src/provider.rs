@@ -41,6 +41,9 @@ pub const MACHINE_AUTOSCALER: &str = "MachineAutoscaler";
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// Label a MachineDeployment puts on its MachineSets.
 pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+/// Annotation with which a MachineDeployment numbers the revision each of its MachineSets
+/// stands for.
+pub const REVISION_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/revision";
 /// Node label naming a node's GPU type for GPU limits.
 pub const GPU_LABEL: &str = "cluster-api/accelerator";
 /// `spec.authoritativeAPI` value of a Machine API MachineSet that Machine API manages.
@@ -339,6 +342,7 @@ impl ClusterApiProvider {
             .collect();
         group.template = template;
         group.options = options;
+        group.rolling_out = rolling_out(store, key);
         Ok(Some((
             group,
             ScalableResource {
@@ -380,16 +384,7 @@ impl ClusterApiProvider {
                     _ => return Err("has no spec.selector".to_string()),
                 };
                 let sets: Vec<&str> = if kind == MACHINE_DEPLOYMENT {
-                    store
-                        .list(&key.group, MACHINE_SET)
-                        .filter(|(k, o)| {
-                            k.namespace == key.namespace
-                                && (owner(o, MACHINE_DEPLOYMENT) == Some(key.name.as_str())
-                                    || o.pointer("/metadata/labels")
-                                        .and_then(|l| l.get(DEPLOYMENT_NAME_LABEL))
-                                        .and_then(Value::as_str)
-                                        == Some(key.name.as_str()))
-                        })
+                    machine_sets_of(store, key)
                         .map(|(k, _)| k.name.as_str())
                         .collect()
                 } else {
@@ -569,6 +564,46 @@ fn machine_api_authoritative(key: &ObjectKey, obj: &Value) -> bool {
         None | Some("") => true,
         Some(api) => api == AUTHORITATIVE_MACHINE_API,
     }
+}
+
+/// The MachineSets of the MachineDeployment `key`: owned by it, or labelled with its name.
+fn machine_sets_of<'a>(
+    store: &'a ObjectStore,
+    key: &'a ObjectKey,
+) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> + 'a {
+    let sets = store.list(&key.group, MACHINE_SET);
+    sets.map(|(k, o)| (k, &**o)).filter(|(k, o)| {
+        k.namespace == key.namespace
+            && (owner(o, MACHINE_DEPLOYMENT) == Some(key.name.as_str())
+                || o.pointer("/metadata/labels")
+                    .and_then(|l| l.get(DEPLOYMENT_NAME_LABEL))
+                    .and_then(Value::as_str)
+                    == Some(key.name.as_str()))
+    })
+}
+
+/// Whether the MachineDeployment `key` is rolling out, as upstream's provider tells: a
+/// MachineSet other than the newest revision still has replicas (wanted or running). Without
+/// any revision annotation (never the case under Cluster API's controller) it cannot tell,
+/// and says no.
+fn rolling_out(store: &ObjectStore, key: &ObjectKey) -> bool {
+    if key.kind != MACHINE_DEPLOYMENT {
+        return false;
+    }
+    let revision = |o: &Value| {
+        o.pointer("/metadata/annotations")
+            .and_then(|a| a.get(REVISION_ANNOTATION))
+            .and_then(Value::as_str)
+            .and_then(|r| r.parse::<i64>().ok())
+    };
+    let sets: Vec<&Value> = machine_sets_of(store, key).map(|(_, o)| o).collect();
+    let Some(newest) = sets.iter().filter_map(|o| revision(o)).max() else {
+        return false;
+    };
+    let has_replicas = |o: &Value, ptr: &str| o.pointer(ptr).and_then(Value::as_i64) > Some(0);
+    sets.iter()
+        .filter(|o| revision(o) != Some(newest))
+        .any(|o| has_replicas(o, "/spec/replicas") || has_replicas(o, "/status/replicas"))
 }
 
 /// Name of the first owner of `kind`.
@@ -888,5 +923,74 @@ mod stockout_tests {
             ),
             None
         );
+    }
+}
+
+#[cfg(test)]
+mod rollout_tests {
+    use super::*;
+    use crate::annotations::{CPU_KEY, MEMORY_KEY};
+    use serde_json::json;
+
+    /// A MachineDeployment `md` with a MachineSet per (revision, spec replicas, status
+    /// replicas); whether its group is rolling out.
+    fn rolling(sets: &[(Option<&str>, i64, i64)]) -> bool {
+        let config = ClusterApiConfig::default();
+        let mut store = ObjectStore::new();
+        store
+            .insert(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": "md", "namespace": "ns", "annotations": {
+                    config.min_size_key(): "1", config.max_size_key(): "5",
+                    CPU_KEY: "1", MEMORY_KEY: "1Gi"}},
+                "spec": {"replicas": 2, "selector": {}}}),
+                "t",
+            )
+            .unwrap();
+        for (i, (revision, spec, status)) in sets.iter().enumerate() {
+            let mut annotations = serde_json::Map::new();
+            if let Some(r) = revision {
+                annotations.insert(REVISION_ANNOTATION.into(), json!(r));
+            }
+            store
+                .insert(
+                    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet",
+                    "metadata": {"name": format!("md-{i}"), "namespace": "ns",
+                        "annotations": annotations,
+                        "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1",
+                            "kind": "MachineDeployment", "name": "md", "controller": true}]},
+                    "spec": {"replicas": spec, "selector": {}},
+                    "status": {"replicas": status}}),
+                    "t",
+                )
+                .unwrap();
+        }
+        let (p, w) = ClusterApiProvider::discover(&store, &config);
+        let [g] = p.node_groups() else {
+            panic!("one group: {w:?}")
+        };
+        g.rolling_out
+    }
+
+    #[test]
+    fn a_machine_deployment_rolls_out_while_an_old_machine_set_has_replicas() {
+        assert!(!rolling(&[(Some("1"), 2, 2)]), "one set: settled");
+        assert!(
+            rolling(&[(Some("1"), 1, 1), (Some("2"), 1, 1)]),
+            "old set still wanted"
+        );
+        assert!(
+            rolling(&[(Some("1"), 0, 1), (Some("2"), 2, 1)]),
+            "old set still running"
+        );
+        assert!(
+            !rolling(&[(Some("1"), 0, 0), (Some("2"), 2, 2)]),
+            "old set scaled to zero: done"
+        );
+        // Revisions compare as numbers, not text.
+        assert!(!rolling(&[(Some("10"), 2, 2), (Some("9"), 0, 0)]));
+        assert!(rolling(&[(Some("10"), 2, 2), (Some("9"), 1, 1)]));
+        // No revision at all: cannot tell, so not rolling out.
+        assert!(!rolling(&[(None, 1, 1), (None, 1, 1)]));
     }
 }

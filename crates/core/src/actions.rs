@@ -11,6 +11,7 @@ use crate::model::node_group::NodeGroupId;
 use crate::model::taints::{Taint, TaintEffect};
 use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use crate::scale_down::ScaleDownPlan;
+use crate::scale_down::drain::eviction_grace_sec;
 use crate::scale_up::ScaleUpResult;
 
 /// A pod to evict.
@@ -20,6 +21,16 @@ pub struct PodRef {
     pub namespace: Sym,
     /// Name.
     pub name: Arc<str>,
+}
+
+/// A pod to evict and the grace period its eviction gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodEviction {
+    /// The pod.
+    pub pod: PodRef,
+    /// Grace period, seconds: the pod's own `terminationGracePeriodSeconds` (30 s when unset),
+    /// at most `--max-graceful-termination-sec`.
+    pub grace_period_sec: u64,
 }
 
 /// One step for the shell.
@@ -76,7 +87,7 @@ pub enum Action {
         /// Nodes.
         nodes: Vec<Sym>,
     },
-    /// Drain a node and delete it: evict every pod with the Eviction API (each bounded by the
+    /// Drain a node and delete it: evict every pod with the Eviction API (each with its own
     /// grace period; one at a time, waiting for the PodDisruptionBudget, when `sequential`), wait
     /// until they are gone, then delete the node through the provider. The node is already
     /// tainted by the preceding `AddTaint`. On any failure: remove that taint and report the
@@ -86,10 +97,8 @@ pub enum Action {
         group: NodeGroupId,
         /// Node.
         node: Sym,
-        /// Pods to evict.
-        evict: Vec<PodRef>,
-        /// Grace period per eviction, seconds (`--max-graceful-termination-sec`).
-        grace_period_sec: u64,
+        /// Pods to evict, each with its grace period.
+        evict: Vec<PodEviction>,
         /// Evict one at a time, each waiting for its budget.
         sequential: bool,
     },
@@ -179,12 +188,14 @@ pub fn scale_down_actions(plan: &ScaleDownPlan, now_ms: i64) -> Vec<Action> {
             evict: d
                 .evict
                 .iter()
-                .map(|p| PodRef {
-                    namespace: p.namespace,
-                    name: p.name.clone(),
+                .map(|p| PodEviction {
+                    pod: PodRef {
+                        namespace: p.namespace,
+                        name: p.name.clone(),
+                    },
+                    grace_period_sec: eviction_grace_sec(p, d.grace_period_sec),
                 })
                 .collect(),
-            grace_period_sec: d.grace_period_sec,
             sequential: d.sequential_evictions,
         });
     }
@@ -284,6 +295,34 @@ mod tests {
                 &|a| matches!(a, Action::DrainAndDelete { node, .. } if node.as_str() == "busy")
             )
         );
+    }
+
+    #[test]
+    fn each_eviction_gets_its_pods_grace_capped_by_the_flag() {
+        let mut d = deletion("busy", "g1", false, 0);
+        d.grace_period_sec = 60;
+        d.evict = [Some(10_000), None, Some(3_600_000)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, grace_ms)| {
+                PodBuilder::new(&format!("p{i}"), 100, GI)
+                    .with(|p| p.termination_grace_ms = grace_ms)
+                    .arc()
+            })
+            .collect();
+        let plan = ScaleDownPlan {
+            deletions: vec![d],
+            ..Default::default()
+        };
+        let actions = scale_down_actions(&plan, 0);
+        let Some(Action::DrainAndDelete { evict, .. }) = actions.last() else {
+            panic!("{actions:?}")
+        };
+        let graces: Vec<(&str, u64)> = evict
+            .iter()
+            .map(|e| (&*e.pod.name, e.grace_period_sec))
+            .collect();
+        assert_eq!(graces, [("p0", 10), ("p1", 30), ("p2", 60)]);
     }
 
     #[test]

@@ -831,7 +831,8 @@ impl Autoscaler {
     /// announces each with an event.
     fn record_scale_up(&mut self, result: &ScaleUpResult, now_ms: i64, events: &mut Vec<Event>) {
         if !result.increases.is_empty() {
-            self.scale_down.record_scale_up(now_ms);
+            let groups = result.increases.iter().map(|i| &i.group);
+            self.scale_down.record_scale_up(groups, now_ms);
         }
         for inc in &result.increases {
             self.cluster_state

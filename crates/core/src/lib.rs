@@ -11,7 +11,8 @@
 //! - the loop: [`Autoscaler`] with its [`AutoscalerOptions`] (and their parts
 //!   [`ScaleUpConfig`], [`ScaleUpOptions`], [`ScaleDownOptions`], [`ClusterStateOptions`],
 //!   [`BackoffOptions`], [`ResourceLimits`], [`ExpanderChain`]), the [`ClusterView`] it reads,
-//!   the [`LoopOutcome`] it returns with its [`Action`]s (naming pods by [`PodRef`]),
+//!   the [`LoopOutcome`] it returns with its [`Action`]s (naming pods by [`PodRef`], evictions by
+//!   [`PodEviction`]),
 //!   [`Event`]s and [`ClusterStatus`], the [`Outcome`]s of carried-out actions fed back through
 //!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and
 //!   what a loop is handed besides the view: the [`ControllerLookup`] of the drain rules, the
@@ -54,7 +55,7 @@ pub mod testing;
 pub mod yaml_depth;
 
 // The front door: the small API the shells use.
-pub use actions::{Action, PodRef};
+pub use actions::{Action, PodEviction, PodRef};
 pub use autoscaler::{
     Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, Phase, PhaseClock, ScaleUpConfig,
 };

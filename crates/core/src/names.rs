@@ -59,6 +59,10 @@ pub const POD_SCALE_UP_DELAY_ANNOTATION: &str =
 /// Annotation that keeps a node from ever being scaled down.
 pub const SCALE_DOWN_DISABLED_ANNOTATION: &str =
     "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+/// Prefix of node annotations that hold a node's deletion (after its drain) until they are
+/// removed, at most `--node-deletion-delay-timeout`.
+pub const DELAY_DELETION_ANNOTATION_PREFIX: &str =
+    "delay-deletion.cluster-autoscaler.kubernetes.io/";
 
 // Taints the autoscaler sets or reads.
 

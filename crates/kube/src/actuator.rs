@@ -422,6 +422,28 @@ impl Actuator {
         .await
     }
 
+    /// Cordons (`spec.unschedulable: true`) or uncordons `node` with a merge patch. A node
+    /// that is gone (404) is `Ok(false)`.
+    pub async fn set_unschedulable(
+        &self,
+        node: &str,
+        unschedulable: bool,
+    ) -> Result<bool, ActuationError> {
+        let patch = Patch::Merge(json!({ "spec": { "unschedulable": unschedulable } }));
+        match self
+            .nodes()
+            .patch(node, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if status_code(&e) == Some(404) => Ok(false),
+            Err(e) => {
+                let what = if unschedulable { "cordon" } else { "uncordon" };
+                Err(api_err(format!("{what} node {node}"))(e))
+            }
+        }
+    }
+
     /// Asks the Eviction API to evict the pod with `grace_period_sec`. A refusal (429, a
     /// PodDisruptionBudget that allows no disruption now) is retried after 1s, doubling up to
     /// 10s, until `deadline`; still refused then, it is [`ActuationError::EvictionBlocked`]. A

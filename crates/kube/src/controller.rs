@@ -34,7 +34,7 @@ use crate::status::{
 };
 use crate::watch::WatchConfig;
 use autoscaler_actuation::Informer;
-use autoscaler_actuation::{Correction, Report};
+use autoscaler_actuation::{ActuationOptions, Correction, Report};
 
 /// Everything `run` needs, validated (the binary builds it from flags and the config file).
 #[derive(Clone, Debug)]
@@ -82,6 +82,24 @@ pub struct ControllerConfig {
     /// Flags given that ask for features this autoscaler does not have (`--flag=value: why`),
     /// listed in the status ConfigMap so they are never silent.
     pub unsupported_settings: Vec<String>,
+    /// `--cordon-node-before-terminating` (false): cordon a node with its deletion taint.
+    pub cordon_node_before_terminating: bool,
+    /// `--node-delete-delay-after-taint` (5s): wait between the deletion taint and the
+    /// deletion (or drain) of a node.
+    pub node_delete_delay_after_taint: Duration,
+    /// `--node-deletion-delay-timeout` (2m): the longest a deletion waits for the node's
+    /// `delay-deletion.cluster-autoscaler.kubernetes.io/*` annotations to go.
+    pub node_deletion_delay_timeout: Duration,
+}
+
+impl ControllerConfig {
+    /// How actions are carried out, from the flags.
+    pub fn actuation_options(&self) -> ActuationOptions {
+        ActuationOptions::new(self.max_pod_eviction_time)
+            .cordon_node_before_terminating(self.cordon_node_before_terminating)
+            .node_delete_delay_after_taint(self.node_delete_delay_after_taint)
+            .node_deletion_delay_timeout(self.node_deletion_delay_timeout)
+    }
 }
 
 impl Default for ControllerConfig {
@@ -108,6 +126,9 @@ impl Default for ControllerConfig {
             emit_per_nodegroup_metrics: false,
             max_pod_eviction_time: Duration::from_secs(120),
             unsupported_settings: Vec::new(),
+            cordon_node_before_terminating: false,
+            node_delete_delay_after_taint: Duration::from_secs(5),
+            node_deletion_delay_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -442,7 +463,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         actuator.clone(),
         parts.informer.clone(),
         config.clusterapi.clone(),
-        config.max_pod_eviction_time,
+        config.actuation_options(),
     );
     let mut options = parts.options.clone();
     let initial = match &mut options {
@@ -768,6 +789,26 @@ fn record_metrics(m: &Metrics, r: &Report, gpus: &Gpus) -> bool {
             tracing::warn!(%what, %error, class = error.class.as_str(), "action failed");
             m.error("apiCallError");
             return false;
+        }
+        Report::CordonFailed {
+            node,
+            cordon,
+            error,
+        } => {
+            let what = format!(
+                "{} node {node}",
+                if *cordon { "cordon" } else { "uncordon" }
+            );
+            tracing::warn!(%what, %error, class = error.class.as_str(), "action failed");
+            m.error("apiCallError");
+            return false;
+        }
+        Report::DeletionDelayTimedOut { nodes, timeout_sec } => {
+            tracing::warn!(
+                ?nodes,
+                timeout_sec,
+                "delay-deletion annotation not removed in time (--node-deletion-delay-timeout); deleting anyway"
+            );
         }
         Report::TaintFailed {
             node,

@@ -48,19 +48,18 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor with nothing in flight; drains give up on refused evictions after
-    /// `max_pod_eviction_time` (`--max-pod-eviction-time`).
+    /// An executor with nothing in flight, carrying actions out as `options` say.
     pub fn new(
         actuator: Arc<Actuator>,
         informer: Arc<Mutex<Informer>>,
         clusterapi: ClusterApiConfig,
-        max_pod_eviction_time: Duration,
+        options: ActuationOptions,
     ) -> Executor {
         Executor {
             actuator,
             informer,
             clusterapi,
-            actuation: Actuation::new(ActuationOptions::new(max_pod_eviction_time)),
+            actuation: Actuation::new(options),
             origin: Instant::now(),
             evictions: JoinSet::new(),
             tasks: FxHashMap::default(),
@@ -186,6 +185,14 @@ impl Executor {
                 }
                 Ok(())
             }
+            EffectKind::SetUnschedulable {
+                node,
+                unschedulable,
+            } => self
+                .actuator
+                .set_unschedulable(node.as_str(), *unschedulable)
+                .await
+                .map(drop),
             EffectKind::Evict { .. } => Ok(()),
         };
         match result {
@@ -237,10 +244,10 @@ mod tests {
     use crate::test_api::{Mock, client, next, respond};
     use autoscaler_actuation::Correction;
     use autoscaler_core::ObjectStore;
-    use autoscaler_core::PodRef;
     use autoscaler_core::Sym;
     use autoscaler_core::model::store::ObjectKey;
     use autoscaler_core::names::DELETE_UNREGISTERED;
+    use autoscaler_core::{PodEviction, PodRef};
     use http::Method;
     use serde_json::{Value, json};
 
@@ -256,7 +263,8 @@ mod tests {
             Arc::new(Actuator::new(client)),
             Arc::new(Mutex::new(Informer::from_store(&store))),
             ClusterApiConfig::default(),
-            Duration::from_secs(20),
+            ActuationOptions::new(Duration::from_secs(20))
+                .node_delete_delay_after_taint(Duration::ZERO),
         )
     }
 
@@ -326,11 +334,13 @@ mod tests {
         Action::DrainAndDelete {
             group: "MachineDeployment/default/general".into(),
             node: Sym::new("general-a"),
-            evict: vec![PodRef {
-                namespace: Sym::new("default"),
-                name: Arc::from("web-1"),
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: Sym::new("default"),
+                    name: Arc::from("web-1"),
+                },
+                grace_period_sec: 5,
             }],
-            grace_period_sec: 5,
             sequential: true,
         }
     }

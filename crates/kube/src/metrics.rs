@@ -106,6 +106,9 @@ fn unremovable_label(u: &Unremovable) -> &'static str {
         Unremovable::BeingDeleted => "CurrentlyBeingDeleted",
         Unremovable::MinSizeReached => "NodeGroupMinSizeReached",
         Unremovable::AtomicGroup => "AtomicScaleDownFailed",
+        Unremovable::UnreadyDisabled => "ScaleDownUnreadyDisabled",
+        // Upstream drops such nodes before the unremovable reasons are counted.
+        Unremovable::RollingOut => "NotUnneededOtherReason",
         Unremovable::NotUnderutilized { .. } => "NotUnderutilized",
         Unremovable::PodBlocks(_) => "BlockedByPod",
         Unremovable::NoPlaceToMovePods(_) => "NoPlaceToMovePods",

@@ -11,8 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use autoscaler_actuation::{
-    Actuation, ActuationOptions, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply,
-    Report,
+    Actuation, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply, Report,
 };
 use autoscaler_clusterapi::changes::ObjectChange;
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
@@ -254,7 +253,7 @@ impl<'a> Driver<'a> {
             last_backoff: BTreeMap::new(),
             was_unhealthy: false,
             config: ClusterApiConfig::default(),
-            actuation: Actuation::new(ActuationOptions::new(scenario.max_pod_eviction_time)),
+            actuation: Actuation::new(scenario.actuation.clone()),
             log,
             seen_failed: BTreeSet::new(),
             informer: Informer::new(),
@@ -343,8 +342,7 @@ impl<'a> Driver<'a> {
         }
         if due {
             self.autoscaler = Autoscaler::new(self.options.clone());
-            self.actuation =
-                Actuation::new(ActuationOptions::new(self.scenario.max_pod_eviction_time));
+            self.actuation = Actuation::new(self.scenario.actuation.clone());
             self.last_backoff.clear();
             self.log.restarts.push(t);
         }
@@ -672,6 +670,10 @@ impl<'a> Driver<'a> {
                 let _ = self.world.untaint_node(node.as_str(), TO_BE_DELETED_TAINT);
                 Reply::Done
             }
+            EffectKind::SetUnschedulable {
+                node,
+                unschedulable,
+            } => reply_of(self.world.set_unschedulable(node.as_str(), *unschedulable)),
             EffectKind::Evict {
                 pod,
                 grace_period_sec,
@@ -791,6 +793,10 @@ impl<'a> Driver<'a> {
             } else {
                 format!("untaint {node}: {error}")
             }),
+            Report::CordonFailed { node, error, .. } => {
+                self.error(format!("cordon or uncordon {node}: {error}"))
+            }
+            Report::DeletionDelayTimedOut { .. } => {}
             Report::DrainStarted { .. } => self.log.drains += 1,
             Report::Deleted { group, nodes, .. } => {
                 self.log
@@ -871,8 +877,8 @@ fn world_error(e: &WorldError) -> ActionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::PodRef;
     use autoscaler_core::Sym;
+    use autoscaler_core::{PodEviction, PodRef};
 
     /// Two workers and one web pod under a budget that allows no disruption: the Eviction API
     /// refuses every eviction of it.
@@ -899,7 +905,9 @@ workloads:
             #[command(flatten)]
             run: crate::options::RunArgs,
         }
-        let argv = std::iter::once("cluster-autoscaler").chain(flags.iter().copied());
+        // No delay after the taint: the first eviction is tried at once.
+        let argv = ["cluster-autoscaler", "--node-delete-delay-after-taint=0s"];
+        let argv = argv.into_iter().chain(flags.iter().copied());
         let args = Cli::try_parse_from(argv).expect("flags parse").run;
         let cli = super::super::scenario::CommandLine {
             args: &args,
@@ -921,11 +929,13 @@ workloads:
         d.apply(Action::DrainAndDelete {
             group: "MachineDeployment/default/workers".into(),
             node,
-            evict: vec![PodRef {
-                namespace: web.namespace,
-                name: web.name.clone(),
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: web.namespace,
+                    name: web.name.clone(),
+                },
+                grace_period_sec: 30,
             }],
-            grace_period_sec: 30,
             sequential: true,
         });
         assert_eq!((d.log.drains, d.log.eviction_refusals), (1, 1));
@@ -991,11 +1001,13 @@ workloads:
         d.apply(Action::DrainAndDelete {
             group: "MachineDeployment/default/workers".into(),
             node,
-            evict: vec![PodRef {
-                namespace: web.namespace,
-                name: web.name.clone(),
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: web.namespace,
+                    name: web.name.clone(),
+                },
+                grace_period_sec: 600,
             }],
-            grace_period_sec: 600,
             sequential: true,
         });
         assert_eq!(d.log.evictions, 1);
@@ -1050,6 +1062,77 @@ workloads:
         d.world.advance(20_000);
         d.nodes_left_with_pods(&[Sym::new(&node)]);
         assert_eq!(d.log.safety.count, 1, "gone: nothing left behind");
+    }
+
+    /// `--cordon-node-before-terminating` in the simulated world: the node is cordoned with its
+    /// deletion taint, and uncordoned with the taint when the drain gives up.
+    #[test]
+    fn a_node_is_cordoned_with_its_deletion_taint_and_uncordoned_when_the_drain_fails() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: crate::options::RunArgs,
+        }
+        let argv = [
+            "cluster-autoscaler",
+            "--cordon-node-before-terminating",
+            "--max-pod-eviction-time=20s",
+        ];
+        let args = Cli::try_parse_from(argv).expect("flags parse").run;
+        let cli = super::super::scenario::CommandLine {
+            args: &args,
+            file: None,
+        };
+        let s = Scenario::parse_with(BLOCKED, std::path::Path::new("."), &cli).expect("scenario");
+        let mut d = Driver::new(&s).expect("world");
+        d.world.step_until(300_000);
+        d.sync();
+        let web = d
+            .informer
+            .pods()
+            .iter()
+            .find(|p| p.name.starts_with("web"))
+            .cloned();
+        let web = web.expect("the web pod");
+        let node = web.node_name.expect("the web pod runs");
+        let unschedulable = |d: &Driver| {
+            let key = autoscaler_core::model::store::ObjectKey {
+                group: String::new(),
+                kind: "Node".into(),
+                namespace: String::new(),
+                name: node.as_str().into(),
+            };
+            let obj = d.world.objects().get(&key).cloned().expect("the node");
+            obj.pointer("/spec/unschedulable") == Some(&serde_json::json!(true))
+        };
+        assert!(!unschedulable(&d));
+        let now = d.now_ms();
+        d.apply(Action::AddTaint {
+            node,
+            taint: autoscaler_core::actions::to_be_deleted_taint(now),
+        });
+        assert!(unschedulable(&d), "cordoned with the taint");
+        d.apply(Action::DrainAndDelete {
+            group: "MachineDeployment/default/workers".into(),
+            node,
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: web.namespace,
+                    name: web.name.clone(),
+                },
+                grace_period_sec: 30,
+            }],
+            sequential: true,
+        });
+        let mut t = 300_000;
+        while d.log.drains_failed == 0 {
+            assert!(t < 3_600_000, "the drain never gave up");
+            t += 10_000;
+            d.world.step_until(t);
+            d.continue_drains();
+        }
+        assert!(!unschedulable(&d), "uncordoned with the taint");
     }
 
     #[test]

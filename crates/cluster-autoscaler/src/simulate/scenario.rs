@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use autoscaler_actuation::ActuationOptions;
 use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::model::duration::parse_duration;
 use autoscaler_world::{
@@ -515,9 +515,10 @@ pub struct Scenario {
     pub pods: Vec<TimedPod>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
-    /// How long a drain retries evictions refused by a budget before it gives up and untaints
-    /// the node (`--max-pod-eviction-time`, option `max-pod-eviction-time`; 2m).
-    pub max_pod_eviction_time: Duration,
+    /// How actions are carried out, from the same flags as `run`: how long a drain retries
+    /// evictions refused by a budget (`max-pod-eviction-time`, 2m), cordoning, the delays of
+    /// deletions.
+    pub actuation: ActuationOptions,
 }
 
 fn ms(field: &str, text: &str) -> Result<SimTime, ScenarioError> {
@@ -661,6 +662,7 @@ impl Scenario {
                 kind,
             });
         }
+        let actuation = run.controller.actuation_options();
         let mut s = Scenario {
             name: f.name,
             description: f.description,
@@ -686,7 +688,7 @@ impl Scenario {
             daemon_sets: Vec::new(),
             pods: Vec::new(),
             restart_at: restarts(&f.options)?,
-            max_pod_eviction_time: run.controller.max_pod_eviction_time,
+            actuation,
         };
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
@@ -1098,6 +1100,7 @@ pub fn group_object(g: &Group, cluster: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_default_scenario_parses() {
@@ -1191,18 +1194,18 @@ mod tests {
 
     /// What a run is configured with: the decision's options, the loop interval in virtual
     /// milliseconds and the drain deadline (Debug: the options have no equality).
-    fn configured(o: &AutoscalerOptions, scan_ms: SimTime, eviction: Duration) -> String {
-        format!("{o:?} scan {scan_ms}ms eviction {eviction:?}")
+    fn configured(o: &AutoscalerOptions, scan_ms: SimTime, actuation: &ActuationOptions) -> String {
+        format!("{o:?} scan {scan_ms}ms actuation {actuation:?}")
     }
 
     fn of_scenario(s: &Scenario) -> String {
-        configured(&s.options, s.scan_interval, s.max_pod_eviction_time)
+        configured(&s.options, s.scan_interval, &s.actuation)
     }
 
     fn of_run(o: &RunOptions) -> String {
         let c = &o.controller;
         let scan = u64::try_from(c.scan_interval.as_millis()).unwrap();
-        configured(&c.autoscaler, scan, c.max_pod_eviction_time)
+        configured(&c.autoscaler, scan, &c.actuation_options())
     }
 
     /// Every setting a scenario accepts, with a value other than the default: as a scenario
@@ -1392,6 +1395,48 @@ mod tests {
             "60",
             &["--max-graceful-termination-sec=60"],
             Some("maxPodGracePeriod: 60"),
+        ),
+        (
+            "cordon-node-before-terminating",
+            "true",
+            &["--cordon-node-before-terminating"],
+            None,
+        ),
+        (
+            "node-deletion-delay-timeout",
+            "30s",
+            &["--node-deletion-delay-timeout=30s"],
+            None,
+        ),
+        (
+            "node-delete-delay-after-taint",
+            "1s",
+            &["--node-delete-delay-after-taint=1s"],
+            None,
+        ),
+        (
+            "max-empty-bulk-delete",
+            "4",
+            &["--max-empty-bulk-delete=4"],
+            None,
+        ),
+        (
+            "scale-down-unready-enabled",
+            "false",
+            &["--scale-down-unready-enabled=false"],
+            None,
+        ),
+        (
+            "scale-down-delay-type-local",
+            "true",
+            &["--scale-down-delay-type-local"],
+            None,
+        ),
+        (
+            "blocking-system-pod-distruption-timeout",
+            "10m",
+            &["--blocking-system-pod-distruption-timeout=10m"],
+            None,
         ),
         (
             "max-bulk-soft-taint-count",
@@ -1589,7 +1634,7 @@ mod tests {
             .collect();
         assert_eq!(gpus, ["amd.com/gpu:0:1"], "a list given by a flag replaces");
         assert_eq!(s.scan_interval, 20_000);
-        assert_eq!(s.max_pod_eviction_time, Duration::from_secs(30));
+        assert_eq!(s.actuation, ActuationOptions::new(Duration::from_secs(30)));
 
         // Without the flags, the scenario's list replaces the file's.
         let none = RunArgs::default();
@@ -1600,11 +1645,7 @@ mod tests {
         let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
         assert_eq!(s.options.scale_up.limits.gpus.len(), 2);
         assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
-        assert_eq!(
-            s.max_pod_eviction_time,
-            Duration::from_secs(120),
-            "default 2m"
-        );
+        assert_eq!(s.actuation, ActuationOptions::default(), "default 2m");
     }
 
     /// A bad value names where it was given: the scenario's field, the flag, or the file's

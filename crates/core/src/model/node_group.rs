@@ -114,6 +114,10 @@ pub struct NodeGroup {
     pub options: NodeGroupOptions,
     /// Price of one node per hour, for the `price` expander (`None`: unknown).
     pub node_price_per_hour: Option<f64>,
+    /// The provider is replacing the group's nodes (a MachineDeployment rolling out): scale-down
+    /// leaves its nodes alone meanwhile, so it never deletes a node the rollout is about to
+    /// replace or has just created.
+    pub rolling_out: bool,
 }
 
 impl NodeGroup {
@@ -128,6 +132,7 @@ impl NodeGroup {
             template: None,
             options: NodeGroupOptions::default(),
             node_price_per_hour: None,
+            rolling_out: false,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Scale-down phase 5, the deletion plan: which unneeded nodes are deleted now, and why the
 //! others wait.
 //!
-//! Unneeded nodes are taken in candidate order; one is deleted when no global delay holds
-//! scale-down, it has been unneeded (or unready) long enough, its group stays above its min
+//! Unneeded nodes are taken in candidate order; one is deleted when no delay holds scale-down
+//! (cluster-wide, or its node group's with `--scale-down-delay-type-local`), it has been unneeded (or unready) long enough, its group stays above its min
 //! size counting deletions in flight and planned, the parallelism limits allow one more (empty
 //! nodes in bulk, others by drain) and no cluster-wide minimum is crossed.
 //!
@@ -39,7 +39,8 @@ pub(super) fn plan(
     pass: &Pass<'_, '_>,
     plan: &mut ScaleDownPlan,
 ) {
-    let cooldown = cooldown(state, pass.opts, pass.now_ms);
+    let opts = pass.opts;
+    let cooldown = cooldown(state, opts, pass.now_ms);
     let groups = pass.input.provider.node_groups();
     let mut slots = Slots {
         pass,
@@ -51,8 +52,20 @@ pub(super) fn plan(
     };
     for r in removable {
         let since = state.unneeded.since(r.cand.name).unwrap_or(pass.now_ms);
+        let local = || {
+            let delays = state.per_group.get(&groups[r.cand.group].id)?;
+            delayed(
+                delays.last_scale_up_ms,
+                delays.last_delete_ms,
+                delays.last_failure_ms,
+                opts,
+                pass.now_ms,
+            )
+            .map(|why| Waiting::Cooldown(format!("node group {}: {why}", groups[r.cand.group].id)))
+        };
         let waiting = match &cooldown {
             Some(why) => Some(Waiting::Cooldown(why.clone())),
+            None if opts.delay_type_local => local().or_else(|| slots.waiting(snapshot, &r, since)),
             None => slots.waiting(snapshot, &r, since),
         };
         match waiting {
@@ -126,11 +139,34 @@ fn unneeded_wait(group: &NodeGroup, ready: bool, opts: &ScaleDownOptions) -> Dur
     }
 }
 
-/// Why deletions must wait, if they must (global switches and delays).
+/// Why deletions must wait, if they must: the global switch, and the delays cluster-wide unless
+/// they apply per node group (`--scale-down-delay-type-local`).
 fn cooldown(state: &ScaleDownState, opts: &ScaleDownOptions, now_ms: i64) -> Option<String> {
     if !opts.enabled {
         return Some("scale-down is disabled".into());
     }
+    if opts.delay_type_local {
+        return None;
+    }
+    let s = state;
+    delayed(
+        s.last_scale_up_ms,
+        s.last_delete_ms,
+        s.last_failure_ms,
+        opts,
+        now_ms,
+    )
+}
+
+/// Which of the delays after a scale-up, a deletion and a failed deletion (at these times)
+/// still holds at `now_ms`, said as a reason.
+fn delayed(
+    scale_up: Option<i64>,
+    delete: Option<i64>,
+    failure: Option<i64>,
+    opts: &ScaleDownOptions,
+    now_ms: i64,
+) -> Option<String> {
     let check = |last: Option<i64>, delay: Duration, what: &str| {
         last.filter(|&t| now_ms < t.saturating_add(ms(delay)))
             .map(|t| {
@@ -142,19 +178,7 @@ fn cooldown(state: &ScaleDownState, opts: &ScaleDownOptions, now_ms: i64) -> Opt
                 )
             })
     };
-    check(state.last_scale_up_ms, opts.delay_after_add, "scale-up")
-        .or_else(|| {
-            check(
-                state.last_delete_ms,
-                opts.delay_after_delete,
-                "node deletion",
-            )
-        })
-        .or_else(|| {
-            check(
-                state.last_failure_ms,
-                opts.delay_after_failure,
-                "failed scale-down",
-            )
-        })
+    check(scale_up, opts.delay_after_add, "scale-up")
+        .or_else(|| check(delete, opts.delay_after_delete, "node deletion"))
+        .or_else(|| check(failure, opts.delay_after_failure, "failed scale-down"))
 }

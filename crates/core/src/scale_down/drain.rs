@@ -3,11 +3,12 @@
 //!
 //! This module decides, per pod and then per node, following the cluster autoscaler's
 //! drainability rules: mirror pods, pods terminating for longer than their grace period plus a
-//! margin, and terminal pods are ignored; DaemonSet pods are evicted without rescheduling or left
-//! alone according to the eviction flags and their `enable-ds-eviction` annotation; every other pod
-//! must be moved unless a rule blocks it (no controller, a custom controller, an unprotected
-//! kube-system pod, the `safe-to-evict: "false"` annotation, local storage, an exhausted
-//! PodDisruptionBudget, a missing controller or one below `min_replica_count`). It never decides
+//! margin, terminal pods and expendable pods are ignored; DaemonSet pods are evicted without
+//! rescheduling or left alone according to the eviction flags and their `enable-ds-eviction`
+//! annotation; every other pod must be moved unless a rule blocks it (no controller, a custom
+//! controller, an unprotected kube-system pod younger than its timeout, the `safe-to-evict:
+//! "false"` annotation, local storage, an exhausted PodDisruptionBudget, a missing controller or
+//! one below `min_replica_count`). It never decides
 //! *where* pods go (that is the removal simulation), and it must never perform I/O, read the clock
 //! (the caller passes `now_ms`) or panic on any input.
 
@@ -22,8 +23,8 @@ use crate::model::intern::Sym;
 use crate::model::pdb::{DisruptionBudgets, PdbBlocked};
 use crate::model::pod::{OwnerRef, Pod};
 
-/// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds. The pod
-/// view does not carry the pod's own value, so this default is assumed for every pod.
+/// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds: the
+/// grace assumed for a pod that does not say its own.
 pub const DEFAULT_TERMINATION_GRACE_MS: i64 = 30_000;
 /// Margin after the grace period beyond which a terminating pod is treated as gone (30 s).
 pub const LONG_TERMINATING_EXTRA_MS: i64 = 30_000;
@@ -32,8 +33,13 @@ pub const LONG_TERMINATING_EXTRA_MS: i64 = 30_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DrainOptions {
     /// `--skip-nodes-with-system-pods` (default true): kube-system pods that are neither
-    /// DaemonSet nor mirror pods block unless a PodDisruptionBudget covers them.
+    /// DaemonSet nor mirror pods block unless a PodDisruptionBudget covers them, until
+    /// [`DrainOptions::blocking_system_pod_disruption_timeout_ms`] after their creation.
     pub skip_nodes_with_system_pods: bool,
+    /// `--blocking-system-pod-distruption-timeout` (upstream's spelling; default 1h), in
+    /// milliseconds: how long after its creation such a kube-system pod still blocks; older,
+    /// it is evicted like any other (0: never blocks). A pod without a creation time blocks.
+    pub blocking_system_pod_disruption_timeout_ms: i64,
     /// `--skip-nodes-with-local-storage` (default true): pods with hostPath or on-disk emptyDir
     /// volumes block unless the `safe-to-evict-local-volumes` annotation lists every one.
     pub skip_nodes_with_local_storage: bool,
@@ -51,17 +57,23 @@ pub struct DrainOptions {
     /// `--daemonset-eviction-for-occupied-nodes` (default true): evict DaemonSet pods from nodes
     /// with pods to move.
     pub daemonset_eviction_for_occupied_nodes: bool,
+    /// `--expendable-pods-priority-cutoff` (default -10, shared with scale-up): pods with a
+    /// lower priority are expendable; they never block a removal and are not moved (they go
+    /// with their node).
+    pub expendable_pods_priority_cutoff: i32,
 }
 
 impl Default for DrainOptions {
     fn default() -> Self {
         DrainOptions {
             skip_nodes_with_system_pods: true,
+            blocking_system_pod_disruption_timeout_ms: 3_600_000,
             skip_nodes_with_local_storage: true,
             skip_nodes_with_custom_controller_pods: true,
             min_replica_count: 0,
             daemonset_eviction_for_empty_nodes: false,
             daemonset_eviction_for_occupied_nodes: true,
+            expendable_pods_priority_cutoff: -10,
         }
     }
 }
@@ -127,6 +139,8 @@ pub enum IgnoreReason {
     Terminal,
     /// A DaemonSet pod left in place (it dies with the node).
     DaemonSetNotEvicted,
+    /// Priority below `--expendable-pods-priority-cutoff`: it goes with the node, unmoved.
+    Expendable,
 }
 
 /// Why a pod forbids removing its node. Variants follow upstream's blocking reasons.
@@ -226,7 +240,8 @@ impl fmt::Display for BlockReason {
             BlockReason::UnmovableKubeSystemPod => write!(
                 f,
                 "it is a kube-system pod that is not a DaemonSet or mirror pod and no \
-                 PodDisruptionBudget covers it (--skip-nodes-with-system-pods)"
+                 PodDisruptionBudget covers it, younger than \
+                 --blocking-system-pod-distruption-timeout (--skip-nodes-with-system-pods)"
             ),
             BlockReason::NotSafeToEvictAnnotation => {
                 write!(f, "it is annotated {SAFE_TO_EVICT_ANNOTATION}=false")
@@ -302,6 +317,22 @@ impl DrainPlan {
     pub fn is_empty(&self) -> bool {
         self.to_move.is_empty()
     }
+}
+
+/// The grace period an eviction gives `pod`, seconds: its own termination grace period (the
+/// API's 30 s default when it has none), at most `max_sec` (`--max-graceful-termination-sec`),
+/// as upstream's eviction does.
+pub fn eviction_grace_sec(pod: &Pod, max_sec: u64) -> u64 {
+    let own_ms = pod
+        .termination_grace_ms
+        .unwrap_or(DEFAULT_TERMINATION_GRACE_MS)
+        .max(0);
+    u64::try_from(own_ms / 1000).unwrap_or(0).min(max_sec)
+}
+
+/// Whether `pod` is expendable: its priority is below `cutoff`.
+pub fn is_expendable(pod: &Pod, cutoff: i32) -> bool {
+    pod.priority < cutoff
 }
 
 /// Whether `pod` is the mirror of a static pod.
@@ -414,6 +445,15 @@ fn controller_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
     }
 }
 
+/// Whether an unprotected kube-system pod is still young enough to block its node (upstream's
+/// system rule: created less than `--blocking-system-pod-distruption-timeout` ago). Without a
+/// creation time it blocks, the safe side.
+fn system_pod_still_blocks(pod: &Pod, ctx: &DrainContext<'_>) -> bool {
+    let timeout = ctx.opts.blocking_system_pod_disruption_timeout_ms;
+    pod.creation_ms
+        .is_none_or(|c| ctx.now_ms < c.saturating_add(timeout))
+}
+
 /// The PodDisruptionBudget rule: every budget covering the pod must allow one more disruption.
 fn pdb_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
     let covering = ctx.budgets.for_pod(pod);
@@ -444,6 +484,10 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     }
     if is_long_terminating(pod, ctx.now_ms) {
         return Step::Ignore(IgnoreReason::LongTerminating);
+    }
+    // Seed 002 and upstream's snapshot: expendable pods are dropped, never moved, never block.
+    if is_expendable(pod, opts.expendable_pods_priority_cutoff) && !is_daemonset_pod(pod) {
+        return Step::Ignore(IgnoreReason::Expendable);
     }
     // Upstream checks terminal pods after the controller checks; a finished pod needs no
     // controller to recreate it, so it is ignored first here.
@@ -477,6 +521,7 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     if opts.skip_nodes_with_system_pods
         && pod.namespace.as_str() == KUBE_SYSTEM
         && !ctx.budgets.covers(pod)
+        && system_pod_still_blocks(pod, ctx)
     {
         return Step::Block(BlockReason::UnmovableKubeSystemPod);
     }
@@ -1292,11 +1337,13 @@ mod tests {
         ) {
             let opts = DrainOptions {
                 skip_nodes_with_system_pods: flags[0],
+                blocking_system_pod_disruption_timeout_ms: 3_600_000,
                 skip_nodes_with_local_storage: flags[1],
                 skip_nodes_with_custom_controller_pods: flags[2],
                 min_replica_count: min_replicas,
                 daemonset_eviction_for_empty_nodes: flags[3],
                 daemonset_eviction_for_occupied_nodes: flags[4],
+                expendable_pods_priority_cutoff: -10,
             };
             let sel = |v: &str| Some(LabelSelector {
                 match_labels: Labels::from_pairs([("app", v)]),
@@ -1351,6 +1398,112 @@ mod grace_tests {
         // A 600 s grace period is honoured: still shutting down after a minute.
         assert!(!is_long_terminating(&deleting(Some(600_000)), 61_000));
         assert!(is_long_terminating(&deleting(Some(600_000)), 630_001));
+    }
+}
+
+#[cfg(test)]
+mod system_pod_tests {
+    use super::*;
+    use crate::testing::{GI, PodBuilder};
+
+    #[test]
+    fn an_unprotected_kube_system_pod_blocks_only_until_the_timeout_after_its_creation() {
+        let opts = DrainOptions::default();
+        let budgets = DisruptionBudgets::default();
+        let at = |now_ms: i64, opts: &DrainOptions| {
+            let pod = PodBuilder::new("dns", 100, GI)
+                .namespace(KUBE_SYSTEM)
+                .owner("ReplicaSet", "dns")
+                .with(|p| p.creation_ms = Some(1_000_000))
+                .arc();
+            let ctx = DrainContext {
+                opts,
+                budgets: &budgets,
+                controllers: &NoControllerLookup,
+                now_ms,
+            };
+            drain_node(&[pod], &ctx).map(|p| p.to_move.len())
+        };
+        let blocked = |r: Result<usize, Blocked>| matches!(r, Err(b) if b.reason == BlockReason::UnmovableKubeSystemPod);
+        // Default 1h from creation.
+        assert!(blocked(at(1_000_000 + 3_599_999, &opts)));
+        assert_eq!(at(1_000_000 + 3_600_000, &opts), Ok(1));
+        let short = DrainOptions {
+            blocking_system_pod_disruption_timeout_ms: 60_000,
+            ..DrainOptions::default()
+        };
+        assert!(blocked(at(1_000_000 + 59_999, &short)));
+        assert_eq!(at(1_000_000 + 60_000, &short), Ok(1));
+        // Zero: never blocks, as upstream's rule reads.
+        let zero = DrainOptions {
+            blocking_system_pod_disruption_timeout_ms: 0,
+            ..DrainOptions::default()
+        };
+        assert_eq!(at(1_000_000, &zero), Ok(1));
+        // The rule is off with the flag that guards it.
+        let off = DrainOptions {
+            skip_nodes_with_system_pods: false,
+            ..DrainOptions::default()
+        };
+        assert_eq!(at(1_000_000, &off), Ok(1));
+    }
+}
+
+#[cfg(test)]
+mod eviction_tests {
+    use super::*;
+    use crate::testing::{GI, PodBuilder};
+
+    #[test]
+    fn an_eviction_gives_the_pods_own_grace_up_to_the_flag() {
+        let pod = |grace_ms: Option<i64>| {
+            PodBuilder::new("p", 100, GI)
+                .with(|p| p.termination_grace_ms = grace_ms)
+                .build()
+        };
+        // The issue's case: a 30 s pod gets 30 s, not the flag's 600 s.
+        assert_eq!(eviction_grace_sec(&pod(Some(30_000)), 600), 30);
+        assert_eq!(eviction_grace_sec(&pod(Some(900_000)), 600), 600);
+        assert_eq!(eviction_grace_sec(&pod(Some(0)), 600), 0);
+        // Unset: the API's 30 s default, still capped by the flag.
+        assert_eq!(eviction_grace_sec(&pod(None), 600), 30);
+        assert_eq!(eviction_grace_sec(&pod(None), 10), 10);
+        assert_eq!(eviction_grace_sec(&pod(Some(-5)), 600), 0);
+    }
+
+    #[test]
+    fn expendable_pods_never_block_and_are_not_moved() {
+        let opts = DrainOptions::default();
+        let budgets = DisruptionBudgets::default();
+        let ctx = DrainContext {
+            opts: &opts,
+            budgets: &budgets,
+            controllers: &NoControllerLookup,
+            now_ms: 0,
+        };
+        // A bare pod blocks (nothing recreates it) unless it is expendable.
+        let bare = |priority: i32| PodBuilder::new("bare", 100, GI).priority(priority).arc();
+        assert!(
+            drain_node(&[bare(-10)], &ctx).is_err(),
+            "the cutoff itself is not expendable"
+        );
+        let plan = drain_node(&[bare(-11)], &ctx).expect("an expendable pod never blocks");
+        assert!(plan.is_empty() && plan.to_evict_only.is_empty());
+        assert_eq!(plan.ignored, 1);
+        assert_eq!(
+            classify_pod(&bare(-11), false, &ctx),
+            PodDrain::Ignore(IgnoreReason::Expendable)
+        );
+        // The cutoff is the flag's.
+        let lower = DrainOptions {
+            expendable_pods_priority_cutoff: -100,
+            ..DrainOptions::default()
+        };
+        let ctx = DrainContext {
+            opts: &lower,
+            ..ctx
+        };
+        assert!(drain_node(&[bare(-11)], &ctx).is_err());
     }
 }
 

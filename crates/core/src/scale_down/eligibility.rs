@@ -1,9 +1,10 @@
 //! Scale-down phase 1, eligibility: one verdict per node, either a reason it is unremovable or a
 //! candidate for the removal simulation, and the order candidates are simulated in.
 //!
-//! A node is a candidate when it is in an autoscaled group that may lose a node, not disabled
-//! by annotation, not being deleted, underutilized against its group's threshold, and every pod
-//! on it may move or be evicted (the drain rules). It never simulates a move, never changes the
+//! A node is a candidate when it is in an autoscaled group that may lose a node (not at its
+//! min size, not being rolled out), not disabled by annotation, not being deleted, ready unless
+//! unready nodes may go, underutilized against its group's threshold, and every pod on it may
+//! move or be evicted (the drain rules). It never simulates a move, never changes the
 //! snapshot and never consumes a PodDisruptionBudget's allowance.
 
 use std::sync::Arc;
@@ -91,6 +92,9 @@ impl Judge<'_, '_, '_> {
     ) -> Result<Candidate, Unremovable> {
         let node = &info.node;
         let g = self.group_of(node)?;
+        if !self.pass.opts.unready_enabled && !node.is_ready() {
+            return Err(Unremovable::UnreadyDisabled);
+        }
         let util = memo.get(info, self.pass.opts.utilization);
         self.check_underutilized(&self.groups[g], util)?;
         let ctx = DrainContext {
@@ -134,6 +138,9 @@ impl Judge<'_, '_, '_> {
         let group = &self.groups[g];
         if group.options.zero_or_max_scaling {
             return Err(Unremovable::AtomicGroup);
+        }
+        if group.rolling_out {
+            return Err(Unremovable::RollingOut);
         }
         let in_flight = self
             .pass

@@ -36,6 +36,7 @@ mod soft_taint;
 pub mod unneeded;
 pub mod utilization;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +91,12 @@ pub struct ScaleDownOptions {
     pub utilization: UtilizationOptions,
     /// Drain rules.
     pub drain: DrainOptions,
+    /// `--scale-down-unready-enabled` (true): unready nodes may be scaled down (after
+    /// `--scale-down-unready-time`); false keeps every unready node.
+    pub unready_enabled: bool,
+    /// `--scale-down-delay-type-local` (false): the delays after a scale-up, a deletion and a
+    /// failed deletion hold only the node group concerned, not the whole cluster.
+    pub delay_type_local: bool,
 }
 
 impl Default for ScaleDownOptions {
@@ -112,6 +119,8 @@ impl Default for ScaleDownOptions {
             max_bulk_soft_taint_count: 10,
             utilization: UtilizationOptions::default(),
             drain: DrainOptions::default(),
+            unready_enabled: true,
+            delay_type_local: false,
         }
     }
 }
@@ -129,25 +138,58 @@ pub struct ScaleDownState {
     pub last_delete_ms: Option<i64>,
     /// Last failed deletion (for `--scale-down-delay-after-failure`).
     pub last_failure_ms: Option<i64>,
+    /// The same three times per node group (for `--scale-down-delay-type-local`).
+    pub per_group: BTreeMap<NodeGroupId, GroupDelays>,
+    /// The group of each node whose deletion was planned, until its outcome is recorded.
+    deleting: BTreeMap<Sym, NodeGroupId>,
     /// Utilization of each node at the last pass, with what it was computed from.
     utilization_memo: UtilizationMemo,
 }
 
+/// When a node group last grew, lost a node and failed to lose one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupDelays {
+    /// Last scale-up.
+    pub last_scale_up_ms: Option<i64>,
+    /// Last successful deletion.
+    pub last_delete_ms: Option<i64>,
+    /// Last failed deletion.
+    pub last_failure_ms: Option<i64>,
+}
+
 impl ScaleDownState {
-    /// Records a scale-up at `now_ms` (starts `--scale-down-delay-after-add`).
-    pub fn record_scale_up(&mut self, now_ms: i64) {
+    /// Records a scale-up of `groups` at `now_ms` (starts `--scale-down-delay-after-add`).
+    pub fn record_scale_up<'a>(
+        &mut self,
+        groups: impl IntoIterator<Item = &'a NodeGroupId>,
+        now_ms: i64,
+    ) {
         self.last_scale_up_ms = Some(now_ms);
+        for g in groups {
+            self.per_group
+                .entry(g.clone())
+                .or_default()
+                .last_scale_up_ms = Some(now_ms);
+        }
     }
 
     /// Records the outcome of a node deletion: success starts `--scale-down-delay-after-delete`
     /// and forgets the node; failure starts `--scale-down-delay-after-failure` (the shell also
     /// removes the node's `ToBeDeletedByClusterAutoscaler` taint).
     pub fn record_deletion(&mut self, node: Sym, succeeded: bool, now_ms: i64) {
+        let group = self.deleting.remove(&node);
+        let local = group.map(|g| self.per_group.entry(g).or_default());
         if succeeded {
             self.last_delete_ms = Some(now_ms);
             self.unneeded.remove(node);
+            if let Some(l) = local {
+                l.last_delete_ms = Some(now_ms);
+            }
         } else {
             self.last_failure_ms = Some(now_ms);
+            if let Some(l) = local {
+                l.last_failure_ms = Some(now_ms);
+            }
         }
     }
 }
@@ -193,6 +235,10 @@ pub enum Unremovable {
     /// The group scales only as a whole (zero-or-max): removing one node would leave it
     /// part-sized, so its nodes are never removed one by one.
     AtomicGroup,
+    /// Unready, and `--scale-down-unready-enabled=false`.
+    UnreadyDisabled,
+    /// Its group is being rolled out (a MachineDeployment replacing its Machines).
+    RollingOut,
     /// Utilization at or above the threshold.
     NotUnderutilized {
         /// The utilization.
@@ -221,6 +267,11 @@ impl fmt::Display for Unremovable {
             Unremovable::MinSizeReached => f.write_str("node group min size reached"),
             Unremovable::AtomicGroup => f.write_str(
                 "node group scales only as a whole (zero-or-max); nodes are not removed one by one",
+            ),
+            Unremovable::RollingOut => f.write_str("node group is being rolled out"),
+            Unremovable::UnreadyDisabled => f.write_str(
+                "node is unready and scale-down of unready nodes is disabled \
+                 (--scale-down-unready-enabled=false)",
             ),
             Unremovable::NotUnderutilized {
                 utilization,
@@ -344,6 +395,9 @@ pub fn plan_scale_down(
     plan.unneeded = unneeded::record(state, &removable, now_ms);
     soft_taint::plan(snapshot, &pass.ids, &removable, opts, &mut plan);
     deletion::plan(snapshot, state, removable, &pass, &mut plan);
+    for d in &plan.deletions {
+        state.deleting.insert(d.node, d.group.clone());
+    }
     plan
 }
 

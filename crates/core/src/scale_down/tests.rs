@@ -1335,3 +1335,146 @@ mod hint_tests {
         );
     }
 }
+
+/// Seed 002: a pod below the expendable cutoff neither blocks its node (this one has no
+/// controller, nor room elsewhere) nor is moved: the node is empty and goes in bulk.
+#[test]
+fn expendable_pods_do_not_block_and_are_dropped_not_moved() {
+    let spec = |priority: i32| {
+        vec![
+            (
+                node("low", 1000),
+                vec![PodBuilder::new("batch", 300, GI / 4).priority(priority)],
+            ),
+            (node("full", 1000), vec![rs_pod("f", 900)]),
+        ]
+    };
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        ..ScaleDownOptions::default()
+    };
+    let mut w = world(0, spec(0));
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    assert!(
+        matches!(reason(&p, "low"), Some(Unremovable::PodBlocks(_))),
+        "{p:?}"
+    );
+    let mut w = world(0, spec(-11));
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    let [d] = p.deletions.as_slice() else {
+        panic!("{p:?}")
+    };
+    assert_eq!(d.node.as_str(), "low");
+    assert!(d.empty && d.evict.is_empty() && d.destinations.is_empty());
+}
+
+/// `--scale-down-unready-enabled=false`: an unready node is never removed, however long it has
+/// been unneeded; ready nodes are not affected.
+#[test]
+fn unready_nodes_stay_when_their_scale_down_is_disabled() {
+    let spec = || {
+        vec![
+            (node("sick", 1000).not_ready(), vec![]),
+            (node("idle", 1000), vec![]),
+            (node("busy", 4000), vec![rs_pod("b", 3000)]),
+        ]
+    };
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        unready_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        ..ScaleDownOptions::default()
+    };
+    let deleted = |opts: &ScaleDownOptions| {
+        let mut w = world(0, spec());
+        let p = plan_at(&mut w, &mut ScaleDownState::default(), opts, 0);
+        let mut names: Vec<&str> = p.deletions.iter().map(|d| d.node.as_str()).collect();
+        names.sort_unstable();
+        (names, reason(&p, "sick").cloned())
+    };
+    assert_eq!(deleted(&opts), (vec!["idle", "sick"], None));
+    let off = ScaleDownOptions {
+        unready_enabled: false,
+        ..opts
+    };
+    assert_eq!(
+        deleted(&off),
+        (vec!["idle"], Some(Unremovable::UnreadyDisabled))
+    );
+}
+
+/// A group being rolled out loses no node to scale-down, and `plan` says why.
+#[test]
+fn nodes_of_a_group_being_rolled_out_stay() {
+    let mut w = world(0, vec![(node("idle", 1000), vec![])]);
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        ..ScaleDownOptions::default()
+    };
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    assert_eq!(p.deletions.len(), 1);
+    let mut group = w.provider.node_groups()[0].clone();
+    group.rolling_out = true;
+    w.provider = StaticProvider::new(vec![group]);
+    let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
+    assert!(p.deletions.is_empty() && p.unneeded.is_empty());
+    let why = reason(&p, "idle").expect("unremovable");
+    assert_eq!(why, &Unremovable::RollingOut);
+    assert_eq!(why.to_string(), "node group is being rolled out");
+}
+
+/// `--scale-down-delay-type-local`: a scale-up (or deletion, or failure) holds only its own
+/// node group; cluster-wide it holds every group.
+#[test]
+fn local_delays_hold_only_the_group_concerned() {
+    let spec = || {
+        (0..2)
+            .map(|i| (node(&format!("cool-{i}"), 4000), vec![]))
+            .collect()
+    };
+    let at = |opts: &ScaleDownOptions, grown: &str| {
+        let mut w = world(0, spec());
+        let mut state = ScaleDownState::default();
+        plan_at(&mut w, &mut state, opts, 0);
+        state.record_scale_up([&NodeGroupId::from(grown)], 5 * MIN);
+        plan_at(&mut w, &mut state, opts, 11 * MIN)
+    };
+    let global = ScaleDownOptions::default();
+    let local = ScaleDownOptions {
+        delay_type_local: true,
+        ..ScaleDownOptions::default()
+    };
+    assert!(at(&global, "other").deletions.is_empty());
+    assert_eq!(at(&local, "other").deletions.len(), 2);
+    let p = at(&local, "ng");
+    assert!(p.deletions.is_empty());
+    assert!(
+        matches!(&p.waiting[0].1, Waiting::Cooldown(why) if why.starts_with("node group ng: ") && why.contains("scale-up")),
+        "{p:?}"
+    );
+    // A deletion's outcome is recorded against the group of the node.
+    let mut w = world(0, spec());
+    let mut state = ScaleDownState::default();
+    let opts = ScaleDownOptions {
+        unneeded_time: Duration::ZERO,
+        delay_after_add: Duration::ZERO,
+        delay_after_failure: Duration::from_secs(180),
+        ..local
+    };
+    let p = plan_at(&mut w, &mut state, &opts, 0);
+    let node = p.deletions[0].node;
+    state.record_deletion(node, false, MIN);
+    let ng = &state.per_group[&NodeGroupId::from("ng")];
+    assert_eq!(ng.last_failure_ms, Some(MIN));
+    assert!(
+        plan_at(&mut w, &mut state, &opts, 2 * MIN)
+            .deletions
+            .is_empty()
+    );
+    assert_eq!(
+        plan_at(&mut w, &mut state, &opts, 4 * MIN).deletions.len(),
+        2
+    );
+}
