@@ -662,9 +662,8 @@ mod tests {
     fn every_flag_accepts_its_upstream_default() {
         let no_env = |_: &str| None;
         for flag in FLAGS {
-            let skip = flag.default.is_empty()
-                || flag.kind == Kind::List
-                || flag.name == "cloud-provider";
+            let skip =
+                flag.default.is_empty() || flag.kind == Kind::List || flag.name == "cloud-provider";
             if skip {
                 continue;
             }
