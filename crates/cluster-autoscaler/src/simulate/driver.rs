@@ -917,27 +917,8 @@ workloads:
         let mut d = Driver::new(&s).expect("world");
         let start: SimTime = 300_000;
         d.world.step_until(start);
-        d.sync();
-        let web = d
-            .informer
-            .pods()
-            .iter()
-            .find(|p| p.name.starts_with("web"))
-            .cloned();
-        let web = web.expect("the web pod");
-        let node = web.node_name.expect("the web pod runs");
-        d.apply(Action::DrainAndDelete {
-            group: "MachineDeployment/default/workers".into(),
-            node,
-            evict: vec![PodEviction {
-                pod: PodRef {
-                    namespace: web.namespace,
-                    name: web.name.clone(),
-                },
-                grace_period_sec: 30,
-            }],
-            sequential: true,
-        });
+        let web = drain_web(&mut d, 30);
+        let node = web.node_name.expect("the web pod ran");
         assert_eq!((d.log.drains, d.log.eviction_refusals), (1, 1));
         let mut t = start;
         while d.log.drains_failed == 0 {
@@ -967,6 +948,32 @@ workloads:
         t - start
     }
 
+    /// The web pod of a test scenario, as the informer sees it now.
+    fn web_pod(d: &mut Driver) -> autoscaler_core::Pod {
+        d.sync();
+        let web = d.informer.pods().iter().find(|p| p.name.starts_with("web"));
+        (**web.expect("the web pod")).clone()
+    }
+
+    /// Drains the web pod's node, allowing `grace_period_sec`; returns the pod as it was.
+    fn drain_web(d: &mut Driver, grace_period_sec: u64) -> autoscaler_core::Pod {
+        let web = web_pod(d);
+        let node = web.node_name.expect("the web pod runs");
+        d.apply(Action::DrainAndDelete {
+            group: "MachineDeployment/default/workers".into(),
+            node,
+            evict: vec![PodEviction {
+                pod: PodRef {
+                    namespace: web.namespace,
+                    name: web.name.clone(),
+                },
+                grace_period_sec,
+            }],
+            sequential: true,
+        });
+        web
+    }
+
     /// Two workers and one web pod, nothing protecting it; `{extra}` is added to its pod.
     fn drainable(extra: &str) -> Scenario {
         let text = format!(
@@ -989,27 +996,7 @@ workloads:
         let mut d = Driver::new(&s).expect("world");
         let start: SimTime = 300_000;
         d.world.step_until(start);
-        d.sync();
-        let web = d
-            .informer
-            .pods()
-            .iter()
-            .find(|p| p.name.starts_with("web"))
-            .cloned();
-        let web = web.expect("the web pod");
-        let node = web.node_name.expect("the web pod runs");
-        d.apply(Action::DrainAndDelete {
-            group: "MachineDeployment/default/workers".into(),
-            node,
-            evict: vec![PodEviction {
-                pod: PodRef {
-                    namespace: web.namespace,
-                    name: web.name.clone(),
-                },
-                grace_period_sec: 600,
-            }],
-            sequential: true,
-        });
+        let web = drain_web(&mut d, 600);
         // The first eviction waits `--node-delete-delay-after-taint` (5 s by default).
         let mut t = start;
         while d.log.evictions == 0 {
@@ -1095,14 +1082,7 @@ workloads:
         let s = Scenario::parse_with(BLOCKED, std::path::Path::new("."), &cli).expect("scenario");
         let mut d = Driver::new(&s).expect("world");
         d.world.step_until(300_000);
-        d.sync();
-        let web = d
-            .informer
-            .pods()
-            .iter()
-            .find(|p| p.name.starts_with("web"))
-            .cloned();
-        let web = web.expect("the web pod");
+        let web = web_pod(&mut d);
         let node = web.node_name.expect("the web pod runs");
         let unschedulable = |d: &Driver| {
             let key = autoscaler_core::model::store::ObjectKey {
@@ -1121,18 +1101,7 @@ workloads:
             taint: autoscaler_core::actions::to_be_deleted_taint(now),
         });
         assert!(unschedulable(&d), "cordoned with the taint");
-        d.apply(Action::DrainAndDelete {
-            group: "MachineDeployment/default/workers".into(),
-            node,
-            evict: vec![PodEviction {
-                pod: PodRef {
-                    namespace: web.namespace,
-                    name: web.name.clone(),
-                },
-                grace_period_sec: 30,
-            }],
-            sequential: true,
-        });
+        drain_web(&mut d, 30);
         let mut t = 300_000;
         while d.log.drains_failed == 0 {
             assert!(t < 3_600_000, "the drain never gave up");
