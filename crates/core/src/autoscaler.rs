@@ -1058,19 +1058,9 @@ mod tests {
         assert_eq!(d.fit_existing.len(), 2);
     }
 
-    /// A node the last scale-up asked for has registered but is not Ready yet (it still carries
-    /// the kubelet's `not-ready` taint): it is still on its way, so the pods waiting for it must
-    /// not cause a second scale-up.
-    #[test]
-    fn a_registered_node_not_started_yet_still_counts_as_upcoming() {
-        use crate::model::taints::TaintEffect;
-        let now = 10 * 60 * 1000;
-        let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
-            .not_ready()
-            .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule)
-            .with_provider_id("test:///n2")
-            .with(|n| n.creation_ms = Some(now - 60_000))
-            .arc();
+    /// n1 is full, `fresh` (n2, the group's second node) has not started: the pending pod that
+    /// n2 will take causes no scale-up, and n2 counts as upcoming.
+    fn assert_still_upcoming(fresh: Arc<Node>, now: i64) {
         let nodes = vec![group_node("n1", 4000), fresh];
         let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
         let pods = vec![busy, pending("p1", 3000)];
@@ -1097,6 +1087,22 @@ mod tests {
         assert_eq!(d.fit_existing.len(), 1);
     }
 
+    /// A node the last scale-up asked for has registered but is not Ready yet (it still carries
+    /// the kubelet's `not-ready` taint): it is still on its way, so the pods waiting for it must
+    /// not cause a second scale-up.
+    #[test]
+    fn a_registered_node_not_started_yet_still_counts_as_upcoming() {
+        use crate::model::taints::TaintEffect;
+        let now = 10 * 60 * 1000;
+        let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
+            .not_ready()
+            .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule)
+            .with_provider_id("test:///n2")
+            .with(|n| n.creation_ms = Some(now - 60_000))
+            .arc();
+        assert_still_upcoming(fresh, now);
+    }
+
     /// A node that is Ready but still carries a startup taint has not started either: it
     /// counts as upcoming (its template, without the taint, takes the pod) rather than as a
     /// full node the pod cannot use, which would grow the group a second time.
@@ -1110,30 +1116,7 @@ mod tests {
             .with_provider_id("test:///n2")
             .with(|n| n.creation_ms = Some(now - 60_000))
             .arc();
-        let nodes = vec![group_node("n1", 4000), fresh];
-        let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
-        let pods = vec![busy, pending("p1", 3000)];
-        let p = provider(&["n1", "n2"], 2);
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &p,
-            pdbs: &[],
-        };
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let d = decide_scale_up(
-            &view,
-            &ScaleUpConfig::default(),
-            now,
-            &|_, _| None,
-            &mut rng,
-            &mut Unlimited,
-        );
-        assert!(d.result.increases.is_empty(), "{:?}", d.result.increases);
-        assert_eq!(d.upcoming, vec![1]);
-        assert_eq!(d.fit_existing.len(), 1);
+        assert_still_upcoming(fresh, now);
     }
 
     #[test]
