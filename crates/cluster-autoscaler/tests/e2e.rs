@@ -1086,8 +1086,8 @@ fn write_cluster_autoscaler(h: &FacadeHandle, method: &str, spec: Value) {
 
 /// `run` without `--config` on a cluster serving the `ClusterAutoscaler` kind follows the
 /// singleton while it runs: a limit it sets holds scale-up back, raising the limit lets the
-/// same process scale up, and an invalid change is refused (its field named in the log) with
-/// the previous limit still in force.
+/// same process scale up, and an invalid change is refused (its field named in the log and in
+/// a `ConfigRejected` event on the object) with the previous limit still in force.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_resource_reconfigures_a_running_process() {
     let h = start_world().await;
@@ -1134,6 +1134,14 @@ async fn the_cluster_resource_reconfigures_a_running_process() {
             })
         },
     )
+    .await;
+    // ... and on the object, where whoever changed it looks.
+    wait_for("a ConfigRejected event", Duration::from_secs(10), || {
+        event_lines(&h).iter().any(|l| {
+            l.starts_with("Warning ConfigRejected ClusterAutoscaler/default:")
+                && l.contains("spec.resourceLimits.maxNodesTotal")
+        })
+    })
     .await;
     // Two more pods each need a node: the limit of 3 still holds (flags alone would allow 5).
     add_pods(&h, "more", 2);
