@@ -495,6 +495,13 @@ mod tests {
                 && e.contains("spec.scaleDown.utilizationThreshold"),
             "{e}"
         );
+        let bad_duration = serde_json::json!({
+            "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+            "spec": {"scaleDown": {"enabled": true, "delayAfterAdd": "10 minutes"}}});
+        let e = options_for(&args, Some(&bad_duration), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spec.scaleDown.delayAfterAdd"), "{e}");
         let unknown = serde_json::json!({
             "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
             "spec": {"scaleDwon": {}}});

@@ -4,7 +4,8 @@
 //! the status ConfigMap for cluster-level events (`ScaledUpGroup`, `ScaleDown`,
 //! `ScaleDownEmpty`, `DeleteUnregisteredFailed`, and every event of the core's cluster state:
 //! `ScaleUpTimedOut`, `ScaleUpFailed`, `FailedToScaleUpGroup`, `DeleteUnregistered`,
-//! `ClusterUnhealthy`, `FixNodeGroupSize`).
+//! `ClusterUnhealthy`, `FixNodeGroupSize`), and OpenShift's `ClusterAutoscaler` for a refused
+//! change of it (`ConfigRejected`, a reason of ours: upstream never reads that resource).
 //!
 //! [`events_of`] decides nothing new: it only turns one loop's outcome into event specs (pure).
 //! The [`Correlator`] (pure, see its module) aggregates them as client-go's recorder does
