@@ -291,10 +291,12 @@ pub fn options_for(
 async fn watch_cluster_resource(
     client: &kube::Client,
     args: &RunArgs,
-    base: autoscaler_core::AutoscalerOptions,
+    config: &controller::ControllerConfig,
     verbosity: u8,
 ) -> Option<tokio::sync::watch::Receiver<autoscaler_core::AutoscalerOptions>> {
     use autoscaler_kube::config_resource;
+    use autoscaler_kube::events::{EventSink, EventSpec};
+    let base = config.autoscaler.clone();
     let resource = match config_resource::served(client).await {
         Ok(Some(r)) => r,
         Ok(None) => {
@@ -310,6 +312,13 @@ async fn watch_cluster_resource(
     let first = std::sync::Arc::new(tokio::sync::Notify::new());
     let seen = first.clone();
     let args = args.clone();
+    let events = std::sync::Arc::new(EventSink::new(
+        client.clone(),
+        &config.identity,
+        &config.namespace,
+        &config.status_config_map_name,
+        Default::default(),
+    ));
     config_resource::spawn(client.clone(), resource, move |obj| {
         match options_for(&args, obj.as_ref(), &|k| std::env::var(k).ok()) {
             Ok(o) => {
@@ -337,11 +346,24 @@ async fn watch_cluster_resource(
                 );
                 tx.send_replace(o.controller.autoscaler);
             }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "ClusterAutoscaler {}: change refused; the previous options stay",
-                config_resource::NAME
-            ),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "ClusterAutoscaler {}: change refused; the previous options stay",
+                    config_resource::NAME
+                );
+                // Also on the object, where whoever edited it looks (`kubectl describe`).
+                let uid = obj
+                    .as_ref()
+                    .and_then(|o| o.pointer("/metadata/uid")?.as_str())
+                    .unwrap_or_default();
+                let spec = EventSpec::config_rejected(config_resource::NAME, uid, &e.to_string());
+                let events = events.clone();
+                tokio::spawn(async move {
+                    let now = jiff::Timestamp::now().as_millisecond();
+                    events.publish(&[spec], now).await;
+                });
+            }
         }
         seen.notify_one();
     });
@@ -375,7 +397,6 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(anyhow!("cannot start the async runtime: {e}")))?;
-    let base = opts.controller.autoscaler.clone();
     let verbosity = opts.verbosity;
     let result = runtime.block_on(async {
         let clients = clients(kubeconfig, management).await?;
@@ -383,7 +404,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         // its own state (lease, status): the workload cluster.
         let options = match &args.config {
             Some(_) => None,
-            None => watch_cluster_resource(&clients.workload, args, base, verbosity).await,
+            None => {
+                watch_cluster_resource(&clients.workload, args, &opts.controller, verbosity).await
+            }
         };
         controller::run_with_options(clients, opts.controller, options)
             .await
@@ -472,6 +495,13 @@ mod tests {
                 && e.contains("spec.scaleDown.utilizationThreshold"),
             "{e}"
         );
+        let bad_duration = serde_json::json!({
+            "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+            "spec": {"scaleDown": {"enabled": true, "delayAfterAdd": "10 minutes"}}});
+        let e = options_for(&args, Some(&bad_duration), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spec.scaleDown.delayAfterAdd"), "{e}");
         let unknown = serde_json::json!({
             "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
             "spec": {"scaleDwon": {}}});

@@ -1053,3 +1053,105 @@ async fn a_namespaced_role_refuses_cluster_wide_watches() {
     drop((management, workload));
     h.shutdown().await;
 }
+
+/// The `ClusterAutoscaler` singleton with this `spec`, as JSON.
+fn cluster_autoscaler(spec: Value) -> String {
+    json!({
+        "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+        "metadata": {"name": "default"},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+/// Writes the `ClusterAutoscaler` singleton through the API (`POST` to create, `PUT` to
+/// replace), as a user's `kubectl apply` would; panics unless the server accepts it.
+fn write_cluster_autoscaler(h: &FacadeHandle, method: &str, spec: Value) {
+    let base = "/apis/autoscaling.openshift.io/v1/clusterautoscalers";
+    let path = match method {
+        "POST" => base.to_string(),
+        _ => format!("{base}/default"),
+    };
+    let answer = support::http_send(
+        &h.addr().to_string(),
+        method,
+        &path,
+        &cluster_autoscaler(spec),
+    );
+    assert!(
+        matches!(answer, Some((200 | 201, _))),
+        "{method} {path}: {answer:?}"
+    );
+}
+
+/// `run` without `--config` on a cluster serving the `ClusterAutoscaler` kind follows the
+/// singleton while it runs: a limit it sets holds scale-up back, raising the limit lets the
+/// same process scale up, and an invalid change is refused (its field named in the log and in
+/// a `ConfigRejected` event on the object) with the previous limit still in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_resource_reconfigures_a_running_process() {
+    let h = start_world().await;
+    h.with_world(|w| w.set_replicas(NS, MD, 1).expect("replicas"));
+    wait_for("the first node", Duration::from_secs(10), || {
+        group_nodes(&h).len() == 1
+    })
+    .await;
+    write_cluster_autoscaler(&h, "POST", json!({"resourceLimits": {"maxNodesTotal": 1}}));
+    let mut ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    let pid = ca.child.id();
+    add_pods(&h, "job", 2);
+    // One pod fits the node; the other needs a second node, which the limit forbids: the
+    // events say so (as upstream's `MaxNodesTotalReached`).
+    wait_for(
+        "the limit named as the reason",
+        Duration::from_secs(15),
+        || {
+            event_lines(&h).iter().any(|l| {
+                l.contains("MaxNodesTotalReached")
+                    && l.contains("Max total nodes in cluster reached: 1")
+            })
+        },
+    )
+    .await;
+    assert_eq!(replicas(&h), 1, "no scale-up past maxNodesTotal");
+
+    write_cluster_autoscaler(&h, "PUT", json!({"resourceLimits": {"maxNodesTotal": 3}}));
+    wait_for("replicas rise to 2", Duration::from_secs(15), || {
+        replicas(&h) == 2
+    })
+    .await;
+    assert!(ca.running() && ca.child.id() == pid, "the same process");
+
+    write_cluster_autoscaler(&h, "PUT", json!({"resourceLimits": {"maxNodesTotal": -1}}));
+    wait_for(
+        "the refusal naming the field",
+        Duration::from_secs(10),
+        || {
+            ca.log().lines().any(|l| {
+                l.contains("WARN")
+                    && l.contains("change refused")
+                    && l.contains("spec.resourceLimits.maxNodesTotal")
+            })
+        },
+    )
+    .await;
+    // ... and on the object, where whoever changed it looks.
+    wait_for("a ConfigRejected event", Duration::from_secs(10), || {
+        event_lines(&h).iter().any(|l| {
+            l.starts_with("Warning ConfigRejected ClusterAutoscaler/default:")
+                && l.contains("spec.resourceLimits.maxNodesTotal")
+        })
+    })
+    .await;
+    // Two more pods each need a node: the limit of 3 still holds (flags alone would allow 5).
+    add_pods(&h, "more", 2);
+    wait_for("replicas rise to 3", Duration::from_secs(15), || {
+        replicas(&h) == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(replicas(&h), 3, "the previous maxNodesTotal stays in force");
+    assert!(ca.running());
+    drop(ca);
+    h.shutdown().await;
+}

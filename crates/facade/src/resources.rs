@@ -192,6 +192,16 @@ pub const RESOURCES: &[Resource] = &[
         true,
         &["status", "scale"],
     ),
+    // OpenShift's cluster-scoped singleton (`default`) that configures the autoscaler; served
+    // as its CRD serves it, so that `run` without `--config` finds and watches it.
+    r(
+        "autoscaling.openshift.io",
+        "v1",
+        "clusterautoscalers",
+        "ClusterAutoscaler",
+        false,
+        &["status"],
+    ),
 ];
 
 /// The resource with this group, version and plural.

@@ -13,7 +13,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autoscaler_world::WatchEventKind;
+use autoscaler_world::{WatchEvent, WatchEventKind};
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -107,6 +107,20 @@ fn kind_name(k: WatchEventKind) -> &'static str {
     }
 }
 
+/// The object a watch event carries: a deleted object carries the `resourceVersion` of its
+/// deletion, as an API server sends it, so that a client resuming from it does not see the
+/// deletion again.
+fn sent_object(e: &WatchEvent) -> Arc<Value> {
+    if e.kind != WatchEventKind::Deleted {
+        return e.object.clone();
+    }
+    let mut o = (*e.object).clone();
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("resourceVersion".into(), json!(e.rv.to_string()));
+    }
+    Arc::new(o)
+}
+
 impl Stream {
     async fn run(mut self, from: Option<u64>, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -198,7 +212,7 @@ impl Stream {
                         .events_since(last)
                         .iter()
                         .filter(|e| self.t.holds(&e.key) && self.matches(&e.object))
-                        .map(|e| (kind_name(e.kind), e.object.clone()))
+                        .map(|e| (kind_name(e.kind), sent_object(e)))
                         .collect();
                     Ok((events, w.resource_version().max(last)))
                 }
@@ -241,5 +255,24 @@ impl Stream {
                 _ = stop.changed() => return End::Closed,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deletion_carries_its_own_resource_version() {
+        let store = |kind, rv| WatchEvent {
+            rv,
+            at: 0,
+            kind,
+            key: autoscaler_world::objects::key("", "ConfigMap", "ns", "a"),
+            object: Arc::new(json!({"metadata": {"name": "a", "resourceVersion": "7"}})),
+        };
+        let rv = |v: &Value| v["metadata"]["resourceVersion"].clone();
+        assert_eq!(rv(&sent_object(&store(WatchEventKind::Deleted, 9))), "9");
+        assert_eq!(rv(&sent_object(&store(WatchEventKind::Modified, 7))), "7");
     }
 }

@@ -807,3 +807,76 @@ async fn leases_events_and_selective_watches() {
     assert_eq!(h.fault_counts().too_many_requests, 1);
     h.shutdown().await;
 }
+
+/// OpenShift's `ClusterAutoscaler` is discovered as a cluster-scoped kind, and a watch sees its
+/// creation, an update and its deletion, each with a newer `resourceVersion`.
+#[tokio::test]
+async fn cluster_autoscaler_is_cluster_scoped_and_watched() {
+    let (h, client) = start(1.0, FacadeOptions::default()).await;
+    let group = kube::discovery::group(&client, "autoscaling.openshift.io")
+        .await
+        .unwrap();
+    let (ar, caps) = group.recommended_kind("ClusterAutoscaler").unwrap();
+    assert_eq!(ar.plural, "clusterautoscalers");
+    assert_eq!(caps.scope, kube::discovery::Scope::Cluster);
+    let cas: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let mut events = cas
+        .watch(&WatchParams::default().fields("metadata.name=default"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let ca: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
+        "metadata": {"name": "default"},
+        "spec": {"resourceLimits": {"maxNodesTotal": 3}},
+    }))
+    .unwrap();
+    let created = cas.create(&PostParams::default(), &ca).await.unwrap();
+    assert_eq!(created.metadata.namespace, None);
+    let mut changed = created.clone();
+    changed.data["spec"]["resourceLimits"]["maxNodesTotal"] = json!(5);
+    let updated = cas
+        .replace("default", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    cas.delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let next = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await;
+        let (what, o) = match next {
+            Ok(Ok(Some(WatchEvent::Added(o)))) => ("added", o),
+            Ok(Ok(Some(WatchEvent::Modified(o)))) => ("modified", o),
+            Ok(Ok(Some(WatchEvent::Deleted(o)))) => ("deleted", o),
+            Ok(Ok(Some(_))) => continue,
+            other => panic!("watch ended early: {other:?}"),
+        };
+        let rv: u64 = o.metadata.resource_version.unwrap().parse().unwrap();
+        seen.push((
+            what,
+            o.data["spec"]["resourceLimits"]["maxNodesTotal"].clone(),
+            rv,
+        ));
+    }
+    assert_eq!(
+        seen.iter()
+            .map(|(w, n, _)| (*w, n.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("added", json!(3)),
+            ("modified", json!(5)),
+            ("deleted", json!(5))
+        ]
+    );
+    assert!(seen.windows(2).all(|p| p[0].2 < p[1].2), "{seen:?}");
+    assert_eq!(
+        updated
+            .metadata
+            .resource_version
+            .map(|v| v.parse::<u64>().unwrap()),
+        Some(seen[1].2)
+    );
+    assert!(cas.get_opt("default").await.unwrap().is_none());
+    h.shutdown().await;
+}

@@ -336,7 +336,9 @@ impl Correlator {
 /// millisecond apart.
 fn event_name(target: &Target, now_ms: i64, seq: u64) -> String {
     let object = match target {
-        Target::Pod { name, .. } | Target::Node { name, .. } => name.as_str(),
+        Target::Pod { name, .. }
+        | Target::Node { name, .. }
+        | Target::ClusterAutoscaler { name, .. } => name.as_str(),
         Target::StatusConfigMap => "cluster-autoscaler-status",
     };
     let nanos = (now_ms as i128 * 1_000_000 + i128::from(seq % 1_000_000)).max(0);

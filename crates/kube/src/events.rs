@@ -4,7 +4,8 @@
 //! the status ConfigMap for cluster-level events (`ScaledUpGroup`, `ScaleDown`,
 //! `ScaleDownEmpty`, `DeleteUnregisteredFailed`, and every event of the core's cluster state:
 //! `ScaleUpTimedOut`, `ScaleUpFailed`, `FailedToScaleUpGroup`, `DeleteUnregistered`,
-//! `ClusterUnhealthy`, `FixNodeGroupSize`).
+//! `ClusterUnhealthy`, `FixNodeGroupSize`), and OpenShift's `ClusterAutoscaler` for a refused
+//! change of it (`ConfigRejected`, a reason of ours: upstream never reads that resource).
 //!
 //! [`events_of`] decides nothing new: it only turns one loop's outcome into event specs (pure).
 //! The [`Correlator`] (pure, see its module) aggregates them as client-go's recorder does
@@ -41,6 +42,10 @@ pub const MAX_NODES_TOTAL_REACHED: &str = "MaxNodesTotalReached";
 /// Reason: a taint left by a previous instance was removed at start (on the node).
 pub const CLUSTER_AUTOSCALER_CLEANUP: &str = "ClusterAutoscalerCleanup";
 
+/// Reason: a change of OpenShift's `ClusterAutoscaler` resource was refused (on that object).
+/// Upstream never reads the resource, so it has no reason of its own for this.
+pub const CONFIG_REJECTED: &str = "ConfigRejected";
+
 /// The reporting controller of every event.
 pub const REPORTER: &str = "cluster-autoscaler";
 
@@ -65,6 +70,13 @@ pub enum Target {
     },
     /// The status ConfigMap (cluster-level events).
     StatusConfigMap,
+    /// OpenShift's cluster-scoped `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`).
+    ClusterAutoscaler {
+        /// Name.
+        name: String,
+        /// UID (empty if unknown).
+        uid: String,
+    },
 }
 
 impl Target {
@@ -101,6 +113,19 @@ impl EventSpec {
             },
             reason: SCALE_DOWN_FAILED,
             message: "failed to delete pod for ScaleDown".into(),
+            warning: true,
+        }
+    }
+
+    /// `ConfigRejected` on the `ClusterAutoscaler` whose new version was refused, with why.
+    pub fn config_rejected(name: &str, uid: &str, error: &str) -> EventSpec {
+        EventSpec {
+            target: Target::ClusterAutoscaler {
+                name: name.to_string(),
+                uid: uid.to_string(),
+            },
+            reason: CONFIG_REJECTED,
+            message: format!("change refused, the previous configuration stays: {error}"),
             warning: true,
         }
     }
@@ -367,6 +392,13 @@ impl EventSink {
             Target::Node { name, uid } => ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Node".into()),
+                name: Some(name.clone()),
+                uid: some(uid),
+                ..ObjectReference::default()
+            },
+            Target::ClusterAutoscaler { name, uid } => ObjectReference {
+                api_version: Some("autoscaling.openshift.io/v1".into()),
+                kind: Some("ClusterAutoscaler".into()),
                 name: Some(name.clone()),
                 uid: some(uid),
                 ..ObjectReference::default()
@@ -652,6 +684,47 @@ mod tests {
         let third = sink.publish(std::slice::from_ref(&e), t0 + 20_000).await;
         assert_eq!((third.counted, third.failed), (1, 0));
         server.await.expect("mock server");
+    }
+
+    #[tokio::test]
+    async fn a_refused_configuration_is_an_event_on_the_cluster_scoped_resource() {
+        let (svc, _handle): (_, Handle) = tower_test::mock::pair();
+        let client = kube::Client::new(svc, "default");
+        let sink = EventSink::new(
+            client,
+            "ca-0",
+            "kube-system",
+            "cluster-autoscaler-status",
+            CorrelatorOptions::default(),
+        );
+        let e = EventSpec::config_rejected("default", "u-1", "spec.scaleDown.unneededTime: bad");
+        let Decision::Publish(p) = Correlator::new(CorrelatorOptions::default()).correlate(&e, 0)
+        else {
+            panic!("the first event is published");
+        };
+        let ev = sink.event(&e, &p, 0);
+        let o = &ev.involved_object;
+        assert_eq!(
+            (
+                o.api_version.as_deref(),
+                o.kind.as_deref(),
+                o.name.as_deref()
+            ),
+            (
+                Some("autoscaling.openshift.io/v1"),
+                Some("ClusterAutoscaler"),
+                Some("default")
+            )
+        );
+        assert_eq!(
+            (o.namespace.as_deref(), o.uid.as_deref()),
+            (None, Some("u-1"))
+        );
+        // A cluster-scoped object's events live in `default`.
+        assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(ev.reason.as_deref(), Some(CONFIG_REJECTED));
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+        assert!(ev.message.unwrap().contains("spec.scaleDown.unneededTime"));
     }
 
     #[tokio::test]

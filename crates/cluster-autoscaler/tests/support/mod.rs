@@ -157,3 +157,22 @@ pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     Some((code, body.to_string()))
 }
+
+/// A minimal HTTP/1.1 request with a JSON body and `Connection: close` (a client writing an
+/// object, as `kubectl apply` would): `(status code, body)`, or `None` if nothing answers.
+pub fn http_send(address: &str, method: &str, path: &str, json: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(address).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+        json.len()
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Some((code, body.to_string()))
+}
