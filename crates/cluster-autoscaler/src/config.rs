@@ -21,6 +21,15 @@ pub const API_VERSION: &str = "autoscaling.openshift.io/v1";
 /// The kind accepted.
 pub const KIND: &str = "ClusterAutoscaler";
 
+/// How a message names where a resource came from: its file, or the resource in the cluster.
+fn origin(path: &std::path::Path) -> String {
+    if path == std::path::Path::new(CLUSTER_SOURCE) {
+        format!("the cluster's {CLUSTER_SOURCE}")
+    } else {
+        format!("config file {}", path.display())
+    }
+}
+
 /// Why the config file was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
@@ -33,7 +42,7 @@ pub enum ConfigFileError {
         error: std::io::Error,
     },
     /// The file is not a `ClusterAutoscaler` resource (YAML syntax, unknown field, wrong type).
-    #[error("config file {path}: {message}")]
+    #[error("{}: {message}", origin(path))]
     Parse {
         /// The file.
         path: PathBuf,
@@ -41,7 +50,7 @@ pub enum ConfigFileError {
         message: String,
     },
     /// A field has a value that cannot be used.
-    #[error("config file {path}: {field}: {why}")]
+    #[error("{}: {field}: {why}", origin(path))]
     Field {
         /// The file.
         path: PathBuf,
@@ -576,6 +585,24 @@ fn field_at(path: &Path, name: String, why: String) -> ConfigFileError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_name_a_file_or_the_resource_in_the_cluster() {
+        let field = |path: &str| ConfigFileError::Field {
+            path: PathBuf::from(path),
+            field: "spec.resourceLimits.maxNodesTotal".into(),
+            why: "must not be negative".into(),
+        };
+        assert_eq!(
+            field("ca.yaml").to_string(),
+            "config file ca.yaml: spec.resourceLimits.maxNodesTotal: must not be negative"
+        );
+        assert_eq!(
+            field(CLUSTER_SOURCE).to_string(),
+            "the cluster's clusterautoscalers.autoscaling.openshift.io/default: \
+             spec.resourceLimits.maxNodesTotal: must not be negative"
+        );
+    }
     use crate::options::{RunArgs, RunOptions};
     use autoscaler_core::AutoscalerOptions;
     use autoscaler_core::model::limits::Range;
