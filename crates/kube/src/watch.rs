@@ -247,7 +247,7 @@ pub async fn discover_clusterapi(
     let wanted = (groups.iter())
         .map(|g| {
             let pinned = (*g == capi.api_group.as_str())
-                .then(|| capi.api_version.as_deref())
+                .then_some(capi.api_version.as_deref())
                 .flatten();
             (*g, &CLUSTER_API_KINDS[..], pinned)
         })
