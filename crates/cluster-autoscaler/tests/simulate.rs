@@ -577,3 +577,90 @@ fn a_node_running_only_expendable_pods_is_removed_and_they_are_dropped() {
     );
     assert_eq!(num(&r["groups"][0], "/nodes_end"), 2.0, "{}", r["groups"]);
 }
+
+/// `(t_s, nodes)` of `group` in the report's timeline.
+fn nodes_over_time(r: &Value, group: &str) -> Vec<(f64, f64)> {
+    r["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .map(|p| (num(p, "/t_s"), p["nodes"][group].as_f64().expect("nodes")))
+        .collect()
+}
+
+#[test]
+fn no_node_is_removed_while_its_group_rolls_out_and_scale_down_resumes_after() {
+    let scenario = "crates/cluster-autoscaler/tests/scenarios/rollout-pauses-scale-down.yaml";
+    let (r, _) = simulate("rollout", &[scenario]);
+    let nodes = nodes_over_time(&r, "default/workers");
+    // The rollout surges to 4 nodes (maxSurge 1) for each replacement; the last surge is its end.
+    let last_surge = nodes
+        .iter()
+        .filter(|(_, n)| *n == 4.0)
+        .map(|(t, _)| *t)
+        .fold(f64::NAN, f64::max);
+    assert!(
+        last_surge >= 300.0,
+        "three replacements after 3m: {nodes:?}"
+    );
+    for (t, n) in nodes
+        .iter()
+        .filter(|(t, _)| (60.0..=last_surge).contains(t))
+    {
+        assert!(
+            *n >= 3.0,
+            "a node went during the rollout at {t} s: {nodes:?}"
+        );
+    }
+    assert_eq!(
+        num(&r["groups"][0], "/nodes_end"),
+        1.0,
+        "scale-down resumed"
+    );
+    assert_eq!(num(&r, "/safety_violations"), 0.0);
+
+    // The same cluster without the rollout loses its two unneeded nodes before that time.
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-rollout-files", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let text = std::fs::read_to_string(repo().join(scenario)).expect("scenario");
+    let line = "  - {group: workers, from: 3m, to: 3m1s, kind: rollout}\n";
+    assert!(text.contains(line));
+    let plain = dir.join("plain.yaml");
+    std::fs::write(&plain, text.replace(line, "")).expect("write");
+    let (r, _) = simulate("no-rollout", &[plain.to_str().expect("utf-8 path")]);
+    let first_one = nodes_over_time(&r, "default/workers")
+        .into_iter()
+        .find(|(_, n)| *n == 1.0)
+        .map(|(t, _)| t);
+    assert!(
+        first_one.is_some_and(|t| t < last_surge),
+        "{first_one:?} vs {last_surge}"
+    );
+
+    // Mid-rollout, `plan` on the loop's input says why no node goes.
+    let snap = dir.join("snap.yaml");
+    let snap = snap.to_str().expect("utf-8 path");
+    simulate(
+        "rollout-snap",
+        &[
+            scenario,
+            "--quiet",
+            "--snapshot-at",
+            "5m30s",
+            "--snapshot-out",
+            snap,
+        ],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        .args(["plan", "--snapshot", snap, "--now", "2025-01-01T00:05:30Z"])
+        .arg("--scale-down-unneeded-time=4m")
+        .output()
+        .expect("run plan");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("is not removable: node group is being rolled out"),
+        "{text}"
+    );
+}

@@ -36,6 +36,10 @@ pub const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(10);
 const NODE_PAGE: u32 = 500;
 /// The taints only the autoscaler puts on nodes, removed at start.
 const AUTOSCALER_TAINTS: [&str; 2] = [TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT];
+/// Put on a node the autoscaler cordons itself (`--cordon-node-before-terminating`), so that
+/// it uncordons only those: a node someone else had cordoned stays cordoned.
+pub const CORDONED_BY_AUTOSCALER_ANNOTATION: &str =
+    "cluster-autoscaler.kubernetes.io/cordoned-by-autoscaler";
 
 /// Why an actuation failed.
 #[derive(Debug, thiserror::Error)]
@@ -320,8 +324,19 @@ impl Actuator {
     async fn edit_taints(
         &self,
         node: &str,
-        mut first: Option<DynamicObject>,
+        first: Option<DynamicObject>,
         edit: impl Fn(&mut Vec<Value>) -> bool,
+    ) -> Result<bool, ActuationError> {
+        self.edit_node(node, first, |obj| edit_taint_list(data_of(obj)?, &edit))
+            .await
+    }
+
+    /// As [`Actuator::edit_taints`], with `edit` given the whole node object.
+    async fn edit_node(
+        &self,
+        node: &str,
+        mut first: Option<DynamicObject>,
+        edit: impl Fn(&mut DynamicObject) -> Result<bool, &'static str>,
     ) -> Result<bool, ActuationError> {
         let api = self.nodes();
         let malformed = |detail| ActuationError::MalformedNode {
@@ -338,34 +353,8 @@ impl Actuator {
                     Err(e) => return Err(api_err(format!("get node {node}"))(e)),
                 },
             };
-            if obj.data.is_null() {
-                obj.data = Value::Object(Map::new());
-            }
-            let data = obj
-                .data
-                .as_object_mut()
-                .ok_or_else(|| malformed("not an object"))?;
-            let spec = data
-                .entry("spec")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if spec.is_null() {
-                *spec = Value::Object(Map::new());
-            }
-            let spec = spec
-                .as_object_mut()
-                .ok_or_else(|| malformed("spec is not an object"))?;
-            let mut taints = match spec.get("taints") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(a)) => a.clone(),
-                Some(_) => return Err(malformed("spec.taints is not a list")),
-            };
-            if !edit(&mut taints) {
+            if !edit(&mut obj).map_err(malformed)? {
                 return Ok(false);
-            }
-            if taints.is_empty() {
-                spec.remove("taints");
-            } else {
-                spec.insert("taints".into(), Value::Array(taints));
             }
             // List items come without their type; the write carries it.
             obj.types = Some(TypeMeta {
@@ -376,7 +365,7 @@ impl Actuator {
                 Ok(_) => return Ok(true),
                 Err(e) if status_code(&e) == Some(404) => return Ok(false),
                 Err(e) if status_code(&e) == Some(409) => {
-                    tracing::debug!(node, attempt, "conflict writing taints, reading again");
+                    tracing::debug!(node, attempt, "conflict writing the node, reading again");
                     if attempt < CONFLICT_ATTEMPTS {
                         tokio::time::sleep(pause).await;
                         pause *= 2;
@@ -389,6 +378,20 @@ impl Actuator {
             node: node.to_string(),
             attempts: CONFLICT_ATTEMPTS,
         })
+    }
+
+    /// Cordons (`spec.unschedulable: true`) or uncordons `node`, only as far as it is the
+    /// autoscaler's doing: a cordon marks the node with [`CORDONED_BY_AUTOSCALER_ANNOTATION`]
+    /// unless it was already cordoned (then nothing is written: someone else's cordon); an
+    /// uncordon writes only a node carrying that mark, and takes the mark off. Returns whether
+    /// the node was written; a node that is gone is `Ok(false)`.
+    pub async fn set_unschedulable(
+        &self,
+        node: &str,
+        unschedulable: bool,
+    ) -> Result<bool, ActuationError> {
+        self.edit_node(node, None, |obj| Ok(set_cordon(obj, unschedulable)))
+            .await
     }
 
     /// Puts `taint` on `node`. A taint with the same key and effect already there is kept as it
@@ -420,28 +423,6 @@ impl Actuator {
             taints.len() != before
         })
         .await
-    }
-
-    /// Cordons (`spec.unschedulable: true`) or uncordons `node` with a merge patch. A node
-    /// that is gone (404) is `Ok(false)`.
-    pub async fn set_unschedulable(
-        &self,
-        node: &str,
-        unschedulable: bool,
-    ) -> Result<bool, ActuationError> {
-        let patch = Patch::Merge(json!({ "spec": { "unschedulable": unschedulable } }));
-        match self
-            .nodes()
-            .patch(node, &PatchParams::default(), &patch)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if status_code(&e) == Some(404) => Ok(false),
-            Err(e) => {
-                let what = if unschedulable { "cordon" } else { "uncordon" };
-                Err(api_err(format!("{what} node {node}"))(e))
-            }
-        }
     }
 
     /// Asks the Eviction API to evict the pod with `grace_period_sec`. A refusal (429, a
@@ -502,12 +483,15 @@ impl Actuator {
 
     /// Removes the autoscaler's own taints (`ToBeDeletedByClusterAutoscaler`,
     /// `DeletionCandidateOfClusterAutoscaler`) from every node that has one, as a crashed
-    /// predecessor may have left them. Lists the nodes (paged) and writes each tainted one from
+    /// predecessor may have left them. With `uncordon` (`--cordon-node-before-terminating`) a
+    /// node that had the deletion taint is uncordoned in the same write, as upstream does, but
+    /// only when it carries [`CORDONED_BY_AUTOSCALER_ANNOTATION`]: a node someone else cordoned
+    /// stays cordoned. Lists the nodes (paged) and writes each tainted one from
     /// the listed copy, reading it again only on a conflict. Stops at the first error. Returns
     /// the names of the nodes written. (Upstream keeps soft taints across a restart when bulk
     /// soft tainting is on; here they go too, since the new process's unneeded timers start
     /// afresh and the core soft-taints again what stays unneeded.)
-    pub async fn clean_up_taints(&self) -> Result<Vec<String>, ActuationError> {
+    pub async fn clean_up_taints(&self, uncordon: bool) -> Result<Vec<String>, ActuationError> {
         let api = self.nodes();
         let mut lp = ListParams::default().limit(NODE_PAGE);
         let mut cleaned = Vec::new();
@@ -526,12 +510,23 @@ impl Actuator {
                     continue;
                 };
                 let written = self
-                    .edit_taints(&name, Some(node), |taints| {
-                        let before = taints.len();
-                        taints.retain(|t| {
-                            !taint_key(t).is_some_and(|k| AUTOSCALER_TAINTS.contains(&k))
-                        });
-                        taints.len() != before
+                    .edit_node(&name, Some(node), |obj| {
+                        let deletion = data_of(obj)?
+                            .get("spec")
+                            .and_then(|s| s.get("taints"))
+                            .and_then(Value::as_array)
+                            .is_some_and(|ts| {
+                                ts.iter().any(|t| taint_key(t) == Some(TO_BE_DELETED_TAINT))
+                            });
+                        let untainted = edit_taint_list(data_of(obj)?, &|taints| {
+                            let before = taints.len();
+                            taints.retain(|t| {
+                                !taint_key(t).is_some_and(|k| AUTOSCALER_TAINTS.contains(&k))
+                            });
+                            taints.len() != before
+                        })?;
+                        let uncordoned = uncordon && deletion && set_cordon(obj, false);
+                        Ok(untainted || uncordoned)
                     })
                     .await?;
                 if written {
@@ -545,6 +540,92 @@ impl Actuator {
             }
         }
     }
+}
+
+/// Lets `edit` change the taints of a node object. Whether it changed them.
+fn edit_taint_list(
+    data: &mut Map<String, Value>,
+    edit: &impl Fn(&mut Vec<Value>) -> bool,
+) -> Result<bool, &'static str> {
+    let spec = data
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if spec.is_null() {
+        *spec = Value::Object(Map::new());
+    }
+    let spec = spec.as_object_mut().ok_or("spec is not an object")?;
+    let mut taints = match spec.get("taints") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err("spec.taints is not a list"),
+    };
+    if !edit(&mut taints) {
+        return Ok(false);
+    }
+    if taints.is_empty() {
+        spec.remove("taints");
+    } else {
+        spec.insert("taints".into(), Value::Array(taints));
+    }
+    Ok(true)
+}
+
+/// The fields of a node object other than its metadata (made an empty object when null).
+fn data_of(obj: &mut DynamicObject) -> Result<&mut Map<String, Value>, &'static str> {
+    if obj.data.is_null() {
+        obj.data = Value::Object(Map::new());
+    }
+    obj.data.as_object_mut().ok_or("not an object")
+}
+
+/// Cordons a node object not cordoned yet, with the autoscaler's mark, or uncordons one that
+/// carries the mark, taking it off. Whether it changed the object.
+fn set_cordon(obj: &mut DynamicObject, unschedulable: bool) -> bool {
+    let cordoned = obj
+        .data
+        .pointer("/spec/unschedulable")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let marked = (obj.metadata.annotations.as_ref())
+        .is_some_and(|a| a.contains_key(CORDONED_BY_AUTOSCALER_ANNOTATION));
+    // A node already cordoned may be someone else's doing; only our mark says it is ours.
+    let ours = if unschedulable { !cordoned } else { marked };
+    let Some(spec) = data_of(obj).ok().and_then(|d| object_at(d, "spec")) else {
+        return false;
+    };
+    if !ours {
+        return false;
+    }
+    if unschedulable {
+        spec.insert("unschedulable".into(), json!(true));
+    } else {
+        spec.remove("unschedulable");
+    }
+    let annotations = obj.metadata.annotations.get_or_insert_default();
+    if unschedulable {
+        annotations.insert(CORDONED_BY_AUTOSCALER_ANNOTATION.into(), "true".into());
+    } else {
+        annotations.remove(CORDONED_BY_AUTOSCALER_ANNOTATION);
+    }
+    if annotations.is_empty() {
+        obj.metadata.annotations = None;
+    }
+    true
+}
+
+/// The object at `field` of `data`, made an empty one when absent or null; `None` when it is
+/// something else.
+fn object_at<'a>(
+    data: &'a mut Map<String, Value>,
+    field: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let v = data
+        .entry(field)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if v.is_null() {
+        *v = Value::Object(Map::new());
+    }
+    v.as_object_mut()
 }
 
 #[cfg(test)]
@@ -1255,8 +1336,115 @@ mod tests {
                 node("n3", "11", json!([other])),
             ),
         ]);
-        let r = act.clean_up_taints().await;
+        let r = act.clean_up_taints(false).await;
         finish(act, server).await;
         assert_eq!(r.unwrap(), vec!["n1".to_string(), "n3".to_string()]);
+    }
+
+    /// A node with `taints`, cordoned or not, with or without the autoscaler's cordon mark.
+    fn cordoned(name: &str, rv: &str, taints: Value, unschedulable: bool, mark: bool) -> Value {
+        let mut n = node(name, rv, taints);
+        if unschedulable {
+            n["spec"]["unschedulable"] = json!(true);
+        }
+        if mark {
+            n["metadata"]["annotations"] = json!({CORDONED_BY_AUTOSCALER_ANNOTATION: "true"});
+        }
+        if n["spec"]["taints"] == json!([]) {
+            n["spec"].as_object_mut().unwrap().remove("taints");
+        }
+        n
+    }
+
+    #[tokio::test]
+    async fn clean_up_with_cordoning_uncordons_only_the_nodes_the_autoscaler_cordoned() {
+        let hard = json!({"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"});
+        let soft =
+            json!({"key": DELETION_CANDIDATE_TAINT, "value": "1", "effect": "PreferNoSchedule"});
+        let list = json!({"apiVersion": "v1", "kind": "NodeList",
+                          "metadata": {"resourceVersion": "10"},
+                          "items": [cordoned("ours", "10", json!([hard]), true, true),
+                                    cordoned("admins", "10", json!([hard]), true, false),
+                                    cordoned("soft", "10", json!([soft]), true, true),
+                                    cordoned("plain", "10", json!([]), true, true)]});
+        let written = |name: &str, rv: &str, unschedulable: bool, mark: bool| {
+            let n = cordoned(name, rv, json!([]), unschedulable, mark);
+            ex(
+                Method::PUT,
+                &format!("/api/v1/nodes/{name}?"),
+                Some(n.clone()),
+                200,
+                n,
+            )
+        };
+        let script = vec![
+            ex(Method::GET, "/api/v1/nodes?&limit=500", None, 200, list),
+            // Ours: untainted and uncordoned, the mark gone.
+            written("ours", "10", false, false),
+            // Cordoned by someone else: untainted, still cordoned.
+            written("admins", "10", true, false),
+            // Only the candidate taint: untainted, not uncordoned (no deletion was under way).
+            written("soft", "10", true, true),
+        ];
+        let (act, server) = mock(script);
+        let r = act.clean_up_taints(true).await;
+        finish(act, server).await;
+        assert_eq!(r.unwrap(), vec!["ours", "admins", "soft"]);
+    }
+
+    #[tokio::test]
+    async fn the_autoscaler_cordons_with_its_mark_and_uncordons_only_what_it_marked() {
+        let (act, server) = mock(vec![
+            // Not cordoned: cordoned and marked.
+            ex(
+                Method::GET,
+                "/api/v1/nodes/a",
+                None,
+                200,
+                cordoned("a", "1", json!([]), false, false),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/a?",
+                Some(cordoned("a", "1", json!([]), true, true)),
+                200,
+                cordoned("a", "2", json!([]), true, true),
+            ),
+            // Already cordoned by someone else: left alone, then not uncordoned either.
+            ex(
+                Method::GET,
+                "/api/v1/nodes/b",
+                None,
+                200,
+                cordoned("b", "1", json!([]), true, false),
+            ),
+            ex(
+                Method::GET,
+                "/api/v1/nodes/b",
+                None,
+                200,
+                cordoned("b", "1", json!([]), true, false),
+            ),
+            // Ours: uncordoned, the mark taken off.
+            ex(
+                Method::GET,
+                "/api/v1/nodes/a",
+                None,
+                200,
+                cordoned("a", "2", json!([]), true, true),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/a?",
+                Some(cordoned("a", "2", json!([]), false, false)),
+                200,
+                cordoned("a", "3", json!([]), false, false),
+            ),
+        ]);
+        assert!(act.set_unschedulable("a", true).await.unwrap());
+        assert!(!act.set_unschedulable("b", true).await.unwrap());
+        assert!(!act.set_unschedulable("b", false).await.unwrap());
+        assert!(act.set_unschedulable("a", false).await.unwrap());
+        finish(act, server).await;
     }
 }

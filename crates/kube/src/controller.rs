@@ -447,7 +447,10 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         &config.status_config_map_name,
         CorrelatorOptions::default(),
     );
-    match actuator.clean_up_taints().await {
+    match actuator
+        .clean_up_taints(config.cordon_node_before_terminating)
+        .await
+    {
         Ok(cleaned) if !cleaned.is_empty() => {
             tracing::info!(nodes = ?cleaned, "removed autoscaler taints left by a predecessor");
             let specs: Vec<EventSpec> = cleaned.iter().map(|n| EventSpec::cleaned_up(n)).collect();

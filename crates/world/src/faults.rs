@@ -46,6 +46,11 @@ pub enum FaultKind {
         /// The change.
         delta: i64,
     },
+    /// At the start of the window the group's MachineDeployment gets a new machine template
+    /// (a new infrastructure template, as an upgrade does): Cluster API creates a MachineSet of
+    /// the next revision and replaces the Machines one by one (RollingUpdate, maxSurge 1,
+    /// maxUnavailable 0).
+    Rollout,
 }
 
 /// A fault injected into one node group (MachineDeployment name) for `[from_ms, to_ms)`.
@@ -73,6 +78,7 @@ impl Fault {
             FaultKind::ScaleApiError
                 | FaultKind::NodesNotReady { .. }
                 | FaultKind::ReplicasChanged { .. }
+                | FaultKind::Rollout
         )
     }
 }

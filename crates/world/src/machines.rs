@@ -1,5 +1,7 @@
 //! The Cluster API machine controller (`cluster.x-k8s.io/v1beta1`), as strict as the real one: a
-//! MachineDeployment owns one MachineSet, which owns Machines up to `spec.replicas`; a Machine
+//! MachineDeployment owns its MachineSets, numbered by revision; the newest owns Machines up to
+//! `spec.replicas`, and a new template (a rollout) replaces the older sets' Machines one by one
+//! (RollingUpdate, maxSurge 1, maxUnavailable 0); a Machine
 //! becomes a Ready Node after a provisioning delay drawn from its group's distribution, unless an
 //! injected fault says otherwise.
 //!
@@ -35,6 +37,8 @@ pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
 /// Annotation giving a group's minimum size to the autoscaler.
 pub const MIN_SIZE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
+/// Annotation with which a MachineDeployment numbers its MachineSets (and itself) by revision.
+pub const REVISION_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/revision";
 /// Annotation giving a group's maximum size to the autoscaler.
 pub const MAX_SIZE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
 
@@ -77,8 +81,13 @@ pub(crate) trait Peers {
 /// The world's record of a MachineDeployment it reconciles.
 #[derive(Clone, Debug)]
 pub(crate) struct GroupState {
-    /// The MachineSet's name.
+    /// The newest MachineSet's name.
     pub ms_name: String,
+    /// The newest MachineSet's revision.
+    pub revision: u64,
+    /// Older MachineSets with their revisions (kept at 0 replicas once emptied, as Cluster
+    /// API keeps its revision history).
+    pub old_sets: Vec<(String, u64)>,
 }
 
 /// The world's record of a Machine.
@@ -86,6 +95,8 @@ pub(crate) struct GroupState {
 pub(crate) struct MachineState {
     /// The MachineDeployment.
     pub group: NsName,
+    /// The MachineSet that owns it.
+    pub set: String,
     /// Creation order.
     pub seq: u64,
     /// The machine's uid (stale provisioning events are ignored).
@@ -267,9 +278,13 @@ impl Machines {
         self.delays.insert(group.to_string(), delay);
     }
 
-    /// Takes a fault (not `NodesNotReady`); a `ReplicasChanged` one is queued for its start.
+    /// Takes a fault (not `NodesNotReady`); a `ReplicasChanged` or `Rollout` one is queued for
+    /// its start.
     pub(crate) fn inject(&mut self, c: &mut Cluster, fault: Fault) {
-        if matches!(fault.kind, FaultKind::ReplicasChanged { .. }) {
+        if matches!(
+            fault.kind,
+            FaultKind::ReplicasChanged { .. } | FaultKind::Rollout
+        ) {
             let index = self.faults.len();
             c.schedule(fault.from_ms, Event::ExternalScale { fault: index });
         }
@@ -363,12 +378,10 @@ impl Machines {
     }
 
     /// A `ReplicasChanged` fault: the replicas of every MachineDeployment named by the fault
-    /// change by its delta, as `kubectl scale` would do.
+    /// change by its delta, as `kubectl scale` would do. A `Rollout` fault: their template
+    /// changes.
     pub(crate) fn external_scale(&mut self, c: &mut Cluster, peers: &mut dyn Peers, index: usize) {
         let Some(fault) = self.faults.get(index).cloned() else {
-            return;
-        };
-        let FaultKind::ReplicasChanged { delta } = fault.kind else {
             return;
         };
         let targets: Vec<NsName> = self
@@ -377,6 +390,16 @@ impl Machines {
             .filter(|g| g.1 == fault.group)
             .cloned()
             .collect();
+        let delta = match fault.kind {
+            FaultKind::ReplicasChanged { delta } => delta,
+            FaultKind::Rollout => {
+                for g in targets {
+                    self.start_rollout(c, peers, &g);
+                }
+                return;
+            }
+            _ => return,
+        };
         for g in targets {
             let k = key(CAPI_GROUP, "MachineDeployment", &g.0, &g.1);
             let Some(mut obj) = c.get_owned(&k) else {
@@ -390,6 +413,91 @@ impl Machines {
             if c.put(obj).is_ok() {
                 self.sync_group_later(c, peers, &g);
             }
+        }
+    }
+}
+
+/// Rollouts: a new template, a MachineSet of the next revision, Machines replaced one by one.
+impl Machines {
+    /// The MachineDeployment's template changes (a new infrastructure template, as an upgrade
+    /// does): a MachineSet of the next revision takes over from the current one.
+    pub(crate) fn start_rollout(&mut self, c: &mut Cluster, peers: &mut dyn Peers, g: &NsName) {
+        let k = key(CAPI_GROUP, "MachineDeployment", &g.0, &g.1);
+        let (Some(mut md), Some(state)) = (c.get_owned(&k), self.groups.get_mut(g)) else {
+            return;
+        };
+        state.old_sets.push((state.ms_name.clone(), state.revision));
+        state.revision += 1;
+        state.ms_name = format!("{}-{}", g.1, c.suffix());
+        let template = format!("{}-r{}", g.1, state.revision);
+        md["spec"]["template"]["spec"]["infrastructureRef"]["name"] = json!(template);
+        let generation = md
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        md["metadata"]["generation"] = json!(generation + 1);
+        if c.put(md).is_ok() {
+            self.sync_group_later(c, peers, g);
+        }
+    }
+
+    /// Whether some Machine of the group still belongs to an older MachineSet.
+    fn rolling(&self, g: &NsName, newest: &str) -> bool {
+        self.machines
+            .values()
+            .any(|m| m.group == *g && m.set != newest)
+    }
+
+    /// One step of a RollingUpdate with maxSurge 1 and maxUnavailable 0: an old Machine goes
+    /// only while the new set's Ready Machines keep `replicas` available, and a new one is
+    /// created only while all Machines (those being deleted included) stay within
+    /// `replicas + 1`. These deletions are the rollout's, not a careless scale-down's: they
+    /// are not recorded as unmarked.
+    fn rollout_step(
+        &mut self,
+        c: &mut Cluster,
+        g: &NsName,
+        md: &Value,
+        newest: &str,
+        replicas: u64,
+    ) {
+        let mine = |m: &&MachineState| m.group == *g;
+        let new_total = self
+            .machines
+            .values()
+            .filter(mine)
+            .filter(|m| m.set == newest && !m.deleting)
+            .count() as u64;
+        let new_ready = self
+            .machines
+            .values()
+            .filter(mine)
+            .filter(|m| m.set == newest && !m.deleting)
+            .filter(|m| m.node.as_deref().is_some_and(|n| c.node_ready(n)))
+            .count() as u64;
+        let mut old: Vec<(u64, NsName)> = self
+            .machines
+            .iter()
+            .filter(|(_, m)| m.group == *g && m.set != newest && !m.deleting)
+            .map(|(k, m)| (m.seq, k.clone()))
+            .collect();
+        old.sort();
+        let old_all = self
+            .machines
+            .values()
+            .filter(mine)
+            .filter(|m| m.set != newest)
+            .count() as u64;
+        let mut old_alive = old.len() as u64;
+        for (_, k) in old {
+            if new_ready + old_alive <= replicas {
+                break;
+            }
+            self.begin_machine_deletion(c, &k);
+            old_alive -= 1;
+        }
+        if new_total < replicas && new_total + old_all < replicas + 1 {
+            self.create_machine(c, g, md, newest);
         }
     }
 }
@@ -411,11 +519,20 @@ impl Machines {
             Some(s) => s.ms_name.clone(),
             None => {
                 let name = format!("{}-{}", g.1, c.suffix());
-                let ms_name = name.clone();
-                self.groups.insert(g.clone(), GroupState { ms_name });
+                let state = GroupState {
+                    ms_name: name.clone(),
+                    revision: 1,
+                    old_sets: Vec::new(),
+                };
+                self.groups.insert(g.clone(), state);
                 name
             }
         };
+        if self.rolling(g, &ms_name) {
+            self.rollout_step(c, g, &md, &ms_name, replicas);
+            self.write_group_status(c, g, &md, replicas);
+            return;
+        }
         let policy = md
             .pointer("/spec/strategy/rollingUpdate/deletePolicy")
             .and_then(Value::as_str)
@@ -440,7 +557,7 @@ impl Machines {
                 self.begin_machine_deletion(c, &k);
             }
         }
-        self.write_group_status(c, g, &md, &ms_name, replicas);
+        self.write_group_status(c, g, &md, replicas);
     }
 
     /// A group's Machines with their delete priority, whether marked and whether healthy,
@@ -486,58 +603,34 @@ impl Machines {
         });
     }
 
-    fn write_group_status(
-        &self,
-        c: &mut Cluster,
-        g: &NsName,
-        md: &Value,
-        ms_name: &str,
-        replicas: u64,
-    ) {
-        let (mut total, mut ready) = (0u64, 0u64);
+    /// Writes the status of every MachineSet of the group and of the MachineDeployment. The
+    /// newest set wants `replicas` (during a rollout: the new Machines not being deleted);
+    /// an older one wants its Machines not being deleted, 0 once emptied.
+    fn write_group_status(&self, c: &mut Cluster, g: &NsName, md: &Value, replicas: u64) {
+        let Some(state) = self.groups.get(g) else {
+            return;
+        };
+        let rolling = self.rolling(g, &state.ms_name);
+        let (mut total, mut ready, mut updated) = (0u64, 0u64, 0u64);
         for m in self.machines.values().filter(|m| m.group == *g) {
             total += 1;
-            if m.node.is_some() {
-                ready += 1;
-            }
+            ready += u64::from(m.node.is_some());
+            updated += u64::from(m.set == state.ms_name);
         }
-        let md_uid = str_at(md, "/metadata/uid").unwrap_or("").to_string();
-        let cluster = self.settings.cluster_name.clone();
-        let mut template = md
-            .pointer("/spec/template")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        if !template["metadata"]["labels"].is_object() {
-            template["metadata"]["labels"] = json!({});
+        let mut sets = state.old_sets.clone();
+        sets.push((state.ms_name.clone(), state.revision));
+        for (name, revision) in &sets {
+            let alive = self.set_members(g, name).filter(|m| !m.deleting).count() as u64;
+            let wanted = if *name == state.ms_name && !rolling {
+                replicas
+            } else {
+                alive
+            };
+            let ms = self.set_object(c, g, md, (name, *revision), wanted);
+            let _ = c.put(ms);
         }
-        template["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"] = json!(g.1);
-        template["metadata"]["labels"]["cluster.x-k8s.io/set-name"] = json!(ms_name);
-        let status = json!({
-            "replicas": total,
-            "readyReplicas": ready,
-            "availableReplicas": ready,
-            "fullyLabeledReplicas": total,
-            "observedGeneration": 1,
-        });
-        let ms = json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "MachineSet",
-            "metadata": {
-                "name": ms_name,
-                "namespace": g.0,
-                "labels": {"cluster.x-k8s.io/deployment-name": g.1, "cluster.x-k8s.io/cluster-name": cluster},
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": g.1, "uid": md_uid, "controller": true, "blockOwnerDeletion": true}],
-            },
-            "spec": {
-                "clusterName": cluster,
-                "replicas": replicas,
-                "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": g.1, "cluster.x-k8s.io/set-name": ms_name}},
-                "template": template,
-            },
-            "status": status,
-        });
-        let _ = c.put(ms);
         let mut md = (*md).clone();
+        md["metadata"]["annotations"][REVISION_ANNOTATION] = json!(state.revision.to_string());
         let phase = if total < replicas || ready < replicas {
             "ScalingUp"
         } else if total > replicas {
@@ -549,13 +642,78 @@ impl Machines {
             "replicas": total,
             "readyReplicas": ready,
             "availableReplicas": ready,
-            "updatedReplicas": total,
+            "updatedReplicas": updated,
             "unavailableReplicas": total.saturating_sub(ready),
             "observedGeneration": md.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
             "phase": phase,
             "selector": format!("cluster.x-k8s.io/deployment-name={}", g.1),
         });
         let _ = c.put(md);
+    }
+
+    fn set_members<'a>(
+        &'a self,
+        g: &'a NsName,
+        set: &'a str,
+    ) -> impl Iterator<Item = &'a MachineState> {
+        self.machines
+            .values()
+            .filter(move |m| m.group == *g && m.set == set)
+    }
+
+    /// The MachineSet `name` of revision `revision`, wanting `wanted` replicas, with the
+    /// status of the Machines it owns.
+    fn set_object(
+        &self,
+        c: &Cluster,
+        g: &NsName,
+        md: &Value,
+        (name, revision): (&str, u64),
+        wanted: u64,
+    ) -> Value {
+        let (mut total, mut ready) = (0u64, 0u64);
+        for m in self.set_members(g, name) {
+            total += 1;
+            ready += u64::from(m.node.is_some());
+        }
+        let md_uid = str_at(md, "/metadata/uid").unwrap_or("").to_string();
+        let cluster = self.settings.cluster_name.clone();
+        // An older set keeps the template it was made from.
+        let mut template = c
+            .store
+            .get(&key(CAPI_GROUP, "MachineSet", &g.0, name))
+            .and_then(|o| o.pointer("/spec/template").cloned())
+            .or_else(|| md.pointer("/spec/template").cloned())
+            .unwrap_or_else(|| json!({}));
+        if !template["metadata"]["labels"].is_object() {
+            template["metadata"]["labels"] = json!({});
+        }
+        template["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"] = json!(g.1);
+        template["metadata"]["labels"]["cluster.x-k8s.io/set-name"] = json!(name);
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachineSet",
+            "metadata": {
+                "name": name,
+                "namespace": g.0,
+                "labels": {"cluster.x-k8s.io/deployment-name": g.1, "cluster.x-k8s.io/cluster-name": cluster},
+                "annotations": {REVISION_ANNOTATION: revision.to_string()},
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": g.1, "uid": md_uid, "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": {
+                "clusterName": cluster,
+                "replicas": wanted,
+                "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": g.1, "cluster.x-k8s.io/set-name": name}},
+                "template": template,
+            },
+            "status": {
+                "replicas": total,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "fullyLabeledReplicas": total,
+                "observedGeneration": 1,
+            },
+        })
     }
 
     fn create_machine(&mut self, c: &mut Cluster, g: &NsName, md: &Value, ms_name: &str) {
@@ -585,6 +743,7 @@ impl Machines {
             (g.0.clone(), name.clone()),
             MachineState {
                 group: g.clone(),
+                set: ms_name.to_string(),
                 seq: self.machine_seq,
                 uid: uid.clone(),
                 node: None,
@@ -808,8 +967,10 @@ impl Machines {
             self.delete_machine(c, &m);
         }
         if let Some(g) = self.groups.remove(id) {
-            let ms = key(CAPI_GROUP, "MachineSet", &id.0, &g.ms_name);
-            c.store.delete(&ms, c.now);
+            for (name, _) in g.old_sets.iter().chain([&(g.ms_name.clone(), 0)]) {
+                let ms = key(CAPI_GROUP, "MachineSet", &id.0, name);
+                c.store.delete(&ms, c.now);
+            }
         }
         c.store
             .delete(&key(CAPI_GROUP, "MachineDeployment", &id.0, &id.1), c.now);
@@ -1286,5 +1447,108 @@ mod scenario_tests {
         assert!(machine(&w, &ms[0])["spec"]["providerID"].is_string());
         w.step_until(900_020);
         assert_eq!(w.node_names(), vec![ms[1].clone()]);
+    }
+
+    fn sets(w: &World) -> Vec<(String, String, i64, i64)> {
+        w.objects()
+            .list("cluster.x-k8s.io", "MachineSet")
+            .map(|(k, o)| {
+                let rev = o["metadata"]["annotations"][crate::machines::REVISION_ANNOTATION]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let spec = o["spec"]["replicas"].as_i64().unwrap_or(-1);
+                let status = o["status"]["replicas"].as_i64().unwrap_or(-1);
+                (k.name.clone(), rev, spec, status)
+            })
+            .collect()
+    }
+
+    /// A rollout replaces every Machine through a MachineSet of the next revision, one at a
+    /// time: never more than replicas + 1 Machines, never fewer than `replicas` Ready nodes, and
+    /// none of its deletions counted as careless.
+    #[test]
+    fn a_rollout_replaces_machines_one_by_one_through_a_new_revision() {
+        let mut w = world(7);
+        w.add_node_group(&group("workers", 3)).unwrap();
+        w.step_until(60_000);
+        let before = w.node_names();
+        assert_eq!(before.len(), 3);
+        assert_eq!(sets(&w).len(), 1);
+        assert_eq!(sets(&w)[0].1, "1");
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 100_000,
+            to_ms: 100_001,
+            kind: FaultKind::Rollout,
+        });
+        let (mut saw_old_with_replicas, mut t) = (false, 60_000);
+        while t < 900_000 {
+            t += 1_000;
+            w.step_until(t);
+            let machines = w.machines_of("capi", "workers");
+            assert!(machines.len() <= 4, "maxSurge 1 at {t}: {machines:?}");
+            let ready = w.node_names().len();
+            assert!(ready >= 3, "maxUnavailable 0 at {t}: {ready} nodes");
+            saw_old_with_replicas |= sets(&w).iter().any(|s| s.1 == "1" && s.2 > 0) && t > 100_000;
+        }
+        assert!(
+            saw_old_with_replicas,
+            "the old set kept replicas for a while"
+        );
+        let after = w.node_names();
+        assert_eq!(after.len(), 3);
+        assert!(
+            after.iter().all(|n| !before.contains(n)),
+            "{after:?} vs {before:?}"
+        );
+        let mut sets = sets(&w);
+        sets.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(sets.len(), 2);
+        assert_eq!((sets[0].1.as_str(), sets[0].2, sets[0].3), ("1", 0, 0));
+        assert_eq!((sets[1].1.as_str(), sets[1].2, sets[1].3), ("2", 3, 3));
+        for m in w.machines_of("capi", "workers") {
+            assert_eq!(
+                machine(&w, &m)["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
+                sets[1].0.as_str()
+            );
+        }
+        let md = get(
+            &w,
+            "cluster.x-k8s.io",
+            "MachineDeployment",
+            "capi",
+            "workers",
+        )
+        .unwrap();
+        assert_eq!(
+            md["metadata"]["annotations"][crate::machines::REVISION_ANNOTATION],
+            "2"
+        );
+        assert_eq!(
+            md["spec"]["template"]["spec"]["infrastructureRef"]["name"],
+            "workers-r2"
+        );
+        assert!(w.unmarked_healthy_deletions().is_empty());
+    }
+
+    /// After a rollout the group scales as before, within its newest set.
+    #[test]
+    fn after_a_rollout_the_group_scales_down_in_its_new_set() {
+        let mut w = world(8);
+        w.add_node_group(&group("workers", 2)).unwrap();
+        w.inject_fault(Fault {
+            group: "workers".into(),
+            from_ms: 70_000,
+            to_ms: 70_001,
+            kind: FaultKind::Rollout,
+        });
+        w.step_until(900_000);
+        w.set_replicas("capi", "workers", 1).unwrap();
+        w.step_until(1_000_000);
+        assert_eq!(w.node_names().len(), 1);
+        let live: Vec<_> = sets(&w).into_iter().filter(|s| s.2 > 0).collect();
+        assert_eq!(live.len(), 1);
+        assert_eq!((live[0].1.as_str(), live[0].2), ("2", 1));
     }
 }

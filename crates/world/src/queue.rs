@@ -31,8 +31,8 @@ pub(crate) enum Event {
     Readiness { fault: usize, start: bool },
     /// The MachineSet controller acts on a change of replicas.
     SyncGroup { group: NsName },
-    /// Someone else changes a group's replicas (a `ReplicasChanged` fault, by index into the
-    /// machine controller's faults).
+    /// Someone else changes a group's replicas or template (a `ReplicasChanged` or `Rollout`
+    /// fault, by index into the machine controller's faults).
     ExternalScale { fault: usize },
     /// Drain the Node of a Machine being deleted.
     DrainMachine { machine: NsName, uid: String },

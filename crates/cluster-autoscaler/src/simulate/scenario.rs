@@ -636,6 +636,7 @@ impl Scenario {
                         invalid(format!("{field}.delta"), "replicas-changed needs a delta")
                     })?,
                 },
+                "rollout" => FaultKind::Rollout,
                 "nodes-not-ready" => FaultKind::NodesNotReady {
                     count: x.count.ok_or_else(|| {
                         invalid(format!("{field}.count"), "nodes-not-ready needs a count")
@@ -645,7 +646,7 @@ impl Scenario {
                     return Err(invalid(
                         format!("{field}.kind"),
                         format!(
-                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error, nodes-not-ready, replicas-changed)"
+                            "unknown fault {other:?} (stockout, slow, never-registers, scale-api-error, nodes-not-ready, replicas-changed, rollout)"
                         ),
                     ));
                 }
