@@ -51,13 +51,13 @@ impl ActuationOptions {
             max_pod_eviction_time_ms: millis(max_pod_eviction_time),
             pod_gone_slack_ms: 30_000,
             pod_gone_poll_ms: 1_000,
-            cordon_node_before_terminating: false,
+            cordon_node_before_terminating: true,
             node_delete_delay_after_taint_ms: 5_000,
             node_deletion_delay_timeout_ms: 120_000,
         }
     }
 
-    /// `--cordon-node-before-terminating` (false): cordon a node with its deletion taint, and
+    /// `--cordon-node-before-terminating` (true): cordon a node with its deletion taint, and
     /// uncordon it when that taint goes after a failure.
     pub fn cordon_node_before_terminating(mut self, cordon: bool) -> ActuationOptions {
         self.cordon_node_before_terminating = cordon;

@@ -352,7 +352,7 @@ pub struct ScaleDownArgs {
           default_missing_value = "true", value_parser = go_bool)]
     pub daemonset_eviction_for_occupied_nodes: Option<bool>,
     /// Cordon a node with its deletion taint (uncordoned if the deletion fails)
-    /// [default: false].
+    /// [default: true, as current upstream].
     #[arg(long = "cordon-node-before-terminating", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", value_parser = go_bool)]
     pub cordon_node_before_terminating: Option<bool>,
@@ -1563,7 +1563,7 @@ mod tests {
     fn the_drain_and_deletion_flags_reach_their_fields() {
         let o = build(&[]).expect("defaults");
         let c = &o.controller;
-        assert!(!c.cordon_node_before_terminating);
+        assert!(c.cordon_node_before_terminating);
         assert_eq!(c.node_delete_delay_after_taint, s(5));
         assert_eq!(c.node_deletion_delay_timeout, s(120));
         assert!(c.autoscaler.scale_down.unready_enabled);

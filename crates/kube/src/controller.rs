@@ -82,7 +82,7 @@ pub struct ControllerConfig {
     /// Flags given that ask for features this autoscaler does not have (`--flag=value: why`),
     /// listed in the status ConfigMap so they are never silent.
     pub unsupported_settings: Vec<String>,
-    /// `--cordon-node-before-terminating` (false): cordon a node with its deletion taint.
+    /// `--cordon-node-before-terminating` (true): cordon a node with its deletion taint.
     pub cordon_node_before_terminating: bool,
     /// `--node-delete-delay-after-taint` (5s): wait between the deletion taint and the
     /// deletion (or drain) of a node.
@@ -126,7 +126,7 @@ impl Default for ControllerConfig {
             emit_per_nodegroup_metrics: false,
             max_pod_eviction_time: Duration::from_secs(120),
             unsupported_settings: Vec::new(),
-            cordon_node_before_terminating: false,
+            cordon_node_before_terminating: true,
             node_delete_delay_after_taint: Duration::from_secs(5),
             node_deletion_delay_timeout: Duration::from_secs(120),
         }
