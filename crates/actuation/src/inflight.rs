@@ -45,19 +45,20 @@ fn millis(d: Duration) -> i64 {
 impl ActuationOptions {
     /// `--max-pod-eviction-time`: how long a drain keeps trying evictions a budget refuses.
     /// Evicted pods are waited for up to their grace period and 30 s more, looked at every
-    /// second. The other settings are upstream's defaults until set.
+    /// second. The delays are upstream's defaults until set; cordoning is off until set (the
+    /// binary sets it from `--cordon-node-before-terminating`, whose default is upstream's `true`).
     pub fn new(max_pod_eviction_time: Duration) -> ActuationOptions {
         ActuationOptions {
             max_pod_eviction_time_ms: millis(max_pod_eviction_time),
             pod_gone_slack_ms: 30_000,
             pod_gone_poll_ms: 1_000,
-            cordon_node_before_terminating: true,
+            cordon_node_before_terminating: false,
             node_delete_delay_after_taint_ms: 5_000,
             node_deletion_delay_timeout_ms: 120_000,
         }
     }
 
-    /// `--cordon-node-before-terminating` (true): cordon a node with its deletion taint, and
+    /// `--cordon-node-before-terminating`: cordon a node with its deletion taint, and
     /// uncordon it when that taint goes after a failure.
     pub fn cordon_node_before_terminating(mut self, cordon: bool) -> ActuationOptions {
         self.cordon_node_before_terminating = cordon;
