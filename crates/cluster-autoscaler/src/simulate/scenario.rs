@@ -1399,9 +1399,9 @@ mod tests {
         ),
         (
             "cordon-node-before-terminating",
-            "true",
-            &["--cordon-node-before-terminating"],
-            None,
+            "false",
+            &["--cordon-node-before-terminating=false"],
+            Some("scaleDown: {enabled: true, cordonNodeBeforeTerminating: Disabled}"),
         ),
         (
             "node-deletion-delay-timeout",
@@ -1635,7 +1635,10 @@ mod tests {
             .collect();
         assert_eq!(gpus, ["amd.com/gpu:0:1"], "a list given by a flag replaces");
         assert_eq!(s.scan_interval, 20_000);
-        assert_eq!(s.actuation, ActuationOptions::new(Duration::from_secs(30)));
+        assert_eq!(
+            s.actuation,
+            ActuationOptions::new(Duration::from_secs(30)).cordon_node_before_terminating(true)
+        );
 
         // Without the flags, the scenario's list replaces the file's.
         let none = RunArgs::default();
@@ -1646,7 +1649,8 @@ mod tests {
         let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
         assert_eq!(s.options.scale_up.limits.gpus.len(), 2);
         assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
-        assert_eq!(s.actuation, ActuationOptions::default(), "default 2m");
+        let defaults = ActuationOptions::default().cordon_node_before_terminating(true);
+        assert_eq!(s.actuation, defaults, "default 2m, cordoning as upstream");
     }
 
     /// A bad value names where it was given: the scenario's field, the flag, or the file's
