@@ -192,6 +192,8 @@ impl View {
 pub struct ViewHandle {
     addr: std::net::SocketAddr,
     kubeconfig: PathBuf,
+    /// The temporary directory of `kubeconfig`, removed on drop (never a caller's path).
+    temp_dir: Option<PathBuf>,
     task: JoinHandle<()>,
 }
 
@@ -210,6 +212,22 @@ impl ViewHandle {
 impl Drop for ViewHandle {
     fn drop(&mut self) {
         self.task.abort();
+        remove_temp_dir(self.temp_dir.as_deref());
+    }
+}
+
+/// The temporary directory a facade wrote its own kubeconfig into, if it chose the path.
+fn temp_dir_of(chosen: &Option<PathBuf>, kubeconfig: &Path) -> Option<PathBuf> {
+    match chosen {
+        Some(_) => None,
+        None => kubeconfig.parent().map(Path::to_path_buf),
+    }
+}
+
+/// Removes a facade's temporary kubeconfig directory; a failure only leaves a file behind.
+fn remove_temp_dir(dir: Option<&Path>) {
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -397,6 +415,7 @@ impl Facade {
         Ok(FacadeHandle {
             shared,
             addr,
+            temp_dir: temp_dir_of(&options.kubeconfig_path, &kubeconfig),
             kubeconfig,
             tasks: vec![server, clock],
         })
@@ -462,6 +481,8 @@ pub struct FacadeHandle {
     shared: Arc<Shared>,
     addr: std::net::SocketAddr,
     kubeconfig: PathBuf,
+    /// The temporary directory of `kubeconfig`, removed on drop (never a caller's path).
+    temp_dir: Option<PathBuf>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -502,6 +523,7 @@ impl FacadeHandle {
         tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "facade view serving");
         Ok(ViewHandle {
             addr,
+            temp_dir: temp_dir_of(&options.kubeconfig_path, &kubeconfig),
             kubeconfig,
             task,
         })
@@ -596,6 +618,7 @@ impl Drop for FacadeHandle {
         if let Some(clock) = self.tasks.get(1) {
             clock.abort();
         }
+        remove_temp_dir(self.temp_dir.as_deref());
     }
 }
 
@@ -669,6 +692,43 @@ mod tests {
         assert_eq!(cms.list(&lp).await.expect("list").items.len(), 1);
         drop(view);
         h.shutdown().await;
+    }
+
+    /// Each facade and view writes its kubeconfig into a temporary directory of its own and
+    /// removes it when dropped; a path the caller chose is left alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn temporary_kubeconfigs_go_with_their_facade_and_a_chosen_path_stays() {
+        let w = World::new(autoscaler_world::WorldConfig::default());
+        let h = Facade::start(w, FacadeOptions::default())
+            .await
+            .expect("facade");
+        let view = h.open_view(ViewOptions::default()).await.expect("view");
+        let chosen = std::env::temp_dir().join(format!("facade-chosen-{}", std::process::id()));
+        let kept = h
+            .open_view(ViewOptions {
+                kubeconfig_path: Some(chosen.join("kubeconfig")),
+                ..ViewOptions::default()
+            })
+            .await
+            .expect("view at a chosen path");
+        let (own, of_view) = (
+            h.kubeconfig_path().to_path_buf(),
+            view.kubeconfig_path().to_path_buf(),
+        );
+        assert!(own.exists() && of_view.exists());
+        drop(view);
+        assert!(
+            !of_view.parent().expect("dir").exists(),
+            "the view's directory is gone"
+        );
+        drop(kept);
+        assert!(chosen.join("kubeconfig").exists(), "a chosen path stays");
+        drop(h);
+        assert!(
+            !own.parent().expect("dir").exists(),
+            "the facade's directory is gone"
+        );
+        let _ = std::fs::remove_dir_all(&chosen);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
