@@ -306,7 +306,13 @@ impl ClusterApiProvider {
         }
         let id = format!("{}/{}/{}", key.kind, key.namespace, key.name);
         let what = key.to_string();
-        let machine_infos = self.machines_of(store, key, obj, machines)?;
+        // A MachineDeployment's MachineSets, read once: its Machines and its rollout state.
+        let sets: Vec<&Value> = if key.kind == MACHINE_DEPLOYMENT {
+            machine_sets_of(store, key).map(|(_, o)| o).collect()
+        } else {
+            Vec::new()
+        };
+        let machine_infos = self.machines_of(store, key, obj, machines, &sets)?;
         let shape = if key.group == OPENSHIFT_API_GROUP {
             let ann = annotations::with_openshift_capacity(&ann, &what, warnings);
             annotations::node_shape(obj, &ann, &what, warnings)
@@ -342,7 +348,7 @@ impl ClusterApiProvider {
             .collect();
         group.template = template;
         group.options = options;
-        group.rolling_out = rolling_out(store, key);
+        group.rolling_out = rolling_out(&sets);
         Ok(Some((
             group,
             ScalableResource {
@@ -366,6 +372,7 @@ impl ClusterApiProvider {
         key: &ObjectKey,
         obj: &Value,
         machines: &[MachineObj],
+        deployment_sets: &[&Value],
     ) -> Result<Vec<MachineInfo>, String> {
         let cluster = cluster_name_of(obj, &self.config.cluster_name_label());
         let same_place = |m: &&MachineObj| {
@@ -384,8 +391,8 @@ impl ClusterApiProvider {
                     _ => return Err("has no spec.selector".to_string()),
                 };
                 let sets: Vec<&str> = if kind == MACHINE_DEPLOYMENT {
-                    machine_sets_of(store, key)
-                        .map(|(k, _)| k.name.as_str())
+                    (deployment_sets.iter())
+                        .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
                         .collect()
                 } else {
                     vec![key.name.as_str()]
@@ -582,21 +589,17 @@ fn machine_sets_of<'a>(
     })
 }
 
-/// Whether the MachineDeployment `key` is rolling out, as upstream's provider tells: a
-/// MachineSet other than the newest revision still has replicas (wanted or running). Without
-/// any revision annotation (never the case under Cluster API's controller) it cannot tell,
-/// and says no.
-fn rolling_out(store: &ObjectStore, key: &ObjectKey) -> bool {
-    if key.kind != MACHINE_DEPLOYMENT {
-        return false;
-    }
+/// Whether a MachineDeployment with these MachineSets is rolling out, as upstream's provider
+/// tells: a MachineSet other than the newest revision still has replicas (wanted or running).
+/// Without any revision annotation (never the case under Cluster API's controller) it cannot
+/// tell, and says no.
+fn rolling_out(sets: &[&Value]) -> bool {
     let revision = |o: &Value| {
         o.pointer("/metadata/annotations")
             .and_then(|a| a.get(REVISION_ANNOTATION))
             .and_then(Value::as_str)
             .and_then(|r| r.parse::<i64>().ok())
     };
-    let sets: Vec<&Value> = machine_sets_of(store, key).map(|(_, o)| o).collect();
     let Some(newest) = sets.iter().filter_map(|o| revision(o)).max() else {
         return false;
     };
