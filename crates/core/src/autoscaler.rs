@@ -1337,15 +1337,20 @@ mod loop_tests {
         );
     }
 
-    #[test]
-    fn quiet_nodes_are_removed_after_the_unneeded_time() {
-        let (nodes, p) = cluster(&["n1", "n2", "n3"], 3);
-        let pods = vec![
+    /// One ReplicaSet pod on n1, leaving the cluster's other nodes empty.
+    fn web_on_n1() -> Vec<Arc<Pod>> {
+        vec![
             PodBuilder::new("web", 1000, GI)
                 .owner("ReplicaSet", "a")
                 .node_name("n1")
                 .arc(),
-        ];
+        ]
+    }
+
+    #[test]
+    fn quiet_nodes_are_removed_after_the_unneeded_time() {
+        let (nodes, p) = cluster(&["n1", "n2", "n3"], 3);
+        let pods = web_on_n1();
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let first = run(&mut a, &nodes, &pods, &p, 0);
         // n2 and n3 are empty and go first; then n1's pod has nowhere left to move.
@@ -1385,12 +1390,7 @@ mod loop_tests {
             effect: TaintEffect::NoSchedule,
         });
         nodes[2] = Arc::new(n3);
-        let pods = vec![
-            PodBuilder::new("web", 1000, GI)
-                .owner("ReplicaSet", "a")
-                .node_name("n1")
-                .arc(),
-        ];
+        let pods = web_on_n1();
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let first = run(&mut a, &nodes, &pods, &p, 0);
         let unneeded: Vec<&str> = first
@@ -1415,12 +1415,7 @@ mod loop_tests {
     #[test]
     fn new_options_apply_from_the_next_loop_and_keep_the_state() {
         let (nodes, p) = cluster(&["n1", "n2", "n3"], 3);
-        let pods = vec![
-            PodBuilder::new("web", 1000, GI)
-                .owner("ReplicaSet", "a")
-                .node_name("n1")
-                .arc(),
-        ];
+        let pods = web_on_n1();
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         assert_eq!(
             run(&mut a, &nodes, &pods, &p, 0).scale_down.unneeded.len(),
