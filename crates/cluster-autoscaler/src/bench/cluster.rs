@@ -17,6 +17,8 @@ use autoscaler_core::model::node_group::StaticProvider;
 use autoscaler_core::model::pod::ModelError;
 use autoscaler_core::{Instance, InstanceState, NodeGroup};
 use k8s_openapi::api::core::v1 as api;
+
+use super::phases::thread_cpu;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -65,9 +67,9 @@ pub struct Cluster {
     pub pods: Vec<Arc<Pod>>,
     /// The node groups with their instances.
     pub provider: StaticProvider,
-    /// Wall time spent converting the API objects to the model (`Node::from_k8s`,
+    /// Wall and CPU time spent converting the API objects to the model (`Node::from_k8s`,
     /// `Pod::from_k8s`): what an informer spends as objects arrive, before any loop.
-    pub conversion: Duration,
+    pub conversion: (Duration, Duration),
 }
 
 /// The id of group `g` (a Cluster API MachineDeployment, as the `run` provider names it).
@@ -90,19 +92,21 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
         .map(|g| NodeGroup::new(&group_id(g), 0, max, 0))
         .collect();
     let mut nodes = Vec::with_capacity(shape.nodes);
-    let mut conversion = Duration::ZERO;
+    let mut conversion = (Duration::ZERO, Duration::ZERO);
     let mut convert_pod = |pod: &api::Pod| -> Result<Arc<Pod>, ModelError> {
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), thread_cpu());
         let pod = Pod::from_k8s(pod).map(Arc::new);
-        conversion += start.elapsed();
+        conversion.0 += start.elapsed();
+        conversion.1 += thread_cpu().saturating_sub(cpu);
         pod
     };
-    let mut node_conversion = Duration::ZERO;
+    let mut node_conversion = (Duration::ZERO, Duration::ZERO);
     for n in 0..shape.nodes {
         let api = api_node(n, n % groups_n);
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), thread_cpu());
         let node = Node::from_k8s(&api)?;
-        node_conversion += start.elapsed();
+        node_conversion.0 += start.elapsed();
+        node_conversion.1 += thread_cpu().saturating_sub(cpu);
         let group = &mut groups[n % groups_n];
         group.instances.push(Instance {
             id: node.provider_id.clone().unwrap_or_default(),
@@ -147,7 +151,10 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
         nodes,
         pods,
         provider: StaticProvider::new(groups),
-        conversion: conversion + node_conversion,
+        conversion: (
+            conversion.0 + node_conversion.0,
+            conversion.1 + node_conversion.1,
+        ),
     })
 }
 

@@ -185,8 +185,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let _ = writeln!(
         text,
         "model conversion of the generated API objects (once, as an informer converts them on \
-         arrival; not part of a loop): {}",
-        fmt_duration(cluster.conversion)
+         arrival; not part of a loop): {} wall, {} CPU",
+        fmt_duration(cluster.conversion.0),
+        fmt_duration(cluster.conversion.1)
     );
     print!("{text}");
     Ok(())
