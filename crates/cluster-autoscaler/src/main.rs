@@ -100,7 +100,7 @@ fn main() -> ExitCode {
         Command::Run(cmd) => run::run(&cmd.args),
         Command::Plan(args) => plan::run(&args),
         Command::Simulate(args) => simulate::run(&args),
-        Command::Bench(args) => bench::run(&args),
+        Command::Bench(args) => bench::run(args),
         Command::Flags => {
             print!("{}", flags_markdown());
             Ok(())

@@ -46,6 +46,11 @@ fn prints_every_phase_with_its_decisions_and_the_peak_rss() {
             .find(|l| l.starts_with(phase))
             .unwrap_or_else(|| panic!("no row {phase:?} in\n{stdout}"))
     };
+    // Wall median and maximum, then the median CPU time.
+    assert!(
+        stdout.contains("median         max         cpu  decisions"),
+        "{stdout}"
+    );
     assert!(row("snapshot build").ends_with("40 nodes, 1200 pods bound"));
     assert!(
         row("filter pending onto existing nodes")
@@ -67,6 +72,10 @@ fn prints_every_phase_with_its_decisions_and_the_peak_rss() {
     );
     assert!(
         row("run_once (next loop").contains("upcoming nodes: 25"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("model conversion of the generated API objects"),
         "{stdout}"
     );
     if cfg!(target_os = "linux") {

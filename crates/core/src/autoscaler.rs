@@ -36,7 +36,7 @@ use crate::scale_up::pending::{self, PendingOptions, SetAside};
 use crate::scale_up::template::{GroupTemplate, NoTemplate, TemplateOptions, build_template};
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
-use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo, SizeHints};
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -87,30 +87,55 @@ pub struct ScaleUpDecision {
 /// Builds the scheduling snapshot of `view`: every node and every non-terminal pod bound to a
 /// known node. Inconsistent objects are skipped with a warning, never fatal.
 pub fn build_snapshot(view: &ClusterView<'_>, warnings: &mut Vec<String>) -> ClusterSnapshot {
+    build_snapshot_with(view, warnings, |_, _, _| {}, |_| {})
+}
+
+/// [`build_snapshot`] in one pass over the view, handing each pod placed in the snapshot to
+/// `placed` (its position in the view, the pod, its node) and every other pod to `outside`.
+///
+/// The objects are already in the model (requests summed, labels interned at conversion), so
+/// building reads each pod once; the snapshot is loaded without journaling (nothing prepared
+/// can predate it) and sized for the view's nodes up front.
+fn build_snapshot_with(
+    view: &ClusterView<'_>,
+    warnings: &mut Vec<String>,
+    mut placed: impl FnMut(usize, &Arc<Pod>, NodeId),
+    mut outside: impl FnMut(&Arc<Pod>),
+) -> ClusterSnapshot {
     let mut snapshot = ClusterSnapshot::new();
     snapshot.set_namespace_labels(view.namespaces.to_vec());
-    for node in view.nodes {
-        if let Err(e) = snapshot.add_node(node.clone()) {
-            warnings.push(format!("Node {} skipped: {e}", node.name));
-        }
-    }
-    for pod in view.pods {
-        if pod.is_terminal() {
-            continue;
-        }
-        let Some(node) = pod.node_name else { continue };
-        match snapshot.node_id(node) {
-            Some(id) => {
-                if let Err(e) = snapshot.add_pod(pod.clone(), id) {
-                    warnings.push(format!("Pod {} skipped: {e}", pod.key()));
+    snapshot.reserve_nodes(view.nodes.len());
+    // Every pod of the view, pending ones included: placing those later (on a fork) does not
+    // grow the indices either.
+    let hints = SizeHints::count(view.pods.iter().map(|p| &**p));
+    snapshot.with_size_hints(hints, |snapshot| {
+        snapshot.unjournaled(|snapshot| {
+            for node in view.nodes {
+                if let Err(e) = snapshot.add_node(node.clone()) {
+                    warnings.push(format!("Node {} skipped: {e}", node.name));
                 }
             }
-            None => warnings.push(format!(
-                "Pod {} skipped: its node {node} is not known",
-                pod.key()
-            )),
-        }
-    }
+            for (i, pod) in view.pods.iter().enumerate() {
+                let node = match pod.node_name {
+                    Some(node) if !pod.is_terminal() => node,
+                    _ => {
+                        outside(pod);
+                        continue;
+                    }
+                };
+                match snapshot.node_id(node) {
+                    Some(id) => match snapshot.add_pod(pod.clone(), id) {
+                        Ok(()) => placed(i, pod, id),
+                        Err(e) => warnings.push(format!("Pod {} skipped: {e}", pod.key())),
+                    },
+                    None => warnings.push(format!(
+                        "Pod {} skipped: its node {node} is not known",
+                        pod.key()
+                    )),
+                }
+            }
+        })
+    });
     snapshot
 }
 
@@ -478,35 +503,34 @@ impl SnapshotCache {
     /// A fresh snapshot with [`build_snapshot`]; kept for the next loop only without warnings.
     fn rebuild(&mut self, view: &ClusterView<'_>, warnings: &mut Vec<String>) {
         let before = warnings.len();
+        let g = self.generation;
+        let mut pods = FxHashMap::default();
+        pods.reserve(view.pods.len());
+        let mut outside = Vec::new();
+        let snapshot = build_snapshot_with(
+            view,
+            warnings,
+            |i, p, id| {
+                pods.insert(addr(p), (p.clone(), id, g, i));
+            },
+            |p| outside.push(p.clone()),
+        );
         *self = SnapshotCache {
-            snapshot: build_snapshot(view, warnings),
-            generation: self.generation,
+            snapshot,
+            outside,
+            generation: g,
             ..SnapshotCache::default()
         };
-        self.outside = view
-            .pods
-            .iter()
-            .filter(|p| !in_snapshot(p))
-            .cloned()
-            .collect();
         if warnings.len() != before {
             return;
         }
-        let g = self.generation;
+        self.pods = pods;
+        self.nodes.reserve(view.nodes.len());
         for n in view.nodes {
             let Some(id) = self.snapshot.node_id(n.name) else {
                 return;
             };
             self.nodes.insert(addr(n), (n.clone(), id, g));
-        }
-        for (i, p) in view.pods.iter().enumerate() {
-            if !in_snapshot(p) {
-                continue;
-            }
-            let Some(id) = p.node_name.and_then(|n| self.snapshot.node_id(n)) else {
-                return;
-            };
-            self.pods.insert(addr(p), (p.clone(), id, g, i));
         }
         self.namespaces = view.namespaces.to_vec();
         self.valid = true;

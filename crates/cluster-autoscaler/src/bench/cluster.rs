@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use autoscaler_core::Node;
 use autoscaler_core::Pod;
@@ -16,6 +17,8 @@ use autoscaler_core::model::node_group::StaticProvider;
 use autoscaler_core::model::pod::ModelError;
 use autoscaler_core::{Instance, InstanceState, NodeGroup};
 use k8s_openapi::api::core::v1 as api;
+
+use super::phases::thread_cpu;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -64,6 +67,9 @@ pub struct Cluster {
     pub pods: Vec<Arc<Pod>>,
     /// The node groups with their instances.
     pub provider: StaticProvider,
+    /// Wall and CPU time spent converting the API objects to the model (`Node::from_k8s`,
+    /// `Pod::from_k8s`): what an informer spends as objects arrive, before any loop.
+    pub conversion: (Duration, Duration),
 }
 
 /// The id of group `g` (a Cluster API MachineDeployment, as the `run` provider names it).
@@ -86,8 +92,21 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
         .map(|g| NodeGroup::new(&group_id(g), 0, max, 0))
         .collect();
     let mut nodes = Vec::with_capacity(shape.nodes);
+    let mut conversion = (Duration::ZERO, Duration::ZERO);
+    let mut convert_pod = |pod: &api::Pod| -> Result<Arc<Pod>, ModelError> {
+        let (start, cpu) = (Instant::now(), thread_cpu());
+        let pod = Pod::from_k8s(pod).map(Arc::new);
+        conversion.0 += start.elapsed();
+        conversion.1 += thread_cpu().saturating_sub(cpu);
+        pod
+    };
+    let mut node_conversion = (Duration::ZERO, Duration::ZERO);
     for n in 0..shape.nodes {
-        let node = Node::from_k8s(&api_node(n, n % groups_n))?;
+        let api = api_node(n, n % groups_n);
+        let (start, cpu) = (Instant::now(), thread_cpu());
+        let node = Node::from_k8s(&api)?;
+        node_conversion.0 += start.elapsed();
+        node_conversion.1 += thread_cpu().saturating_sub(cpu);
         let group = &mut groups[n % groups_n];
         group.instances.push(Instance {
             id: node.provider_id.clone().unwrap_or_default(),
@@ -114,7 +133,7 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
             if let Some(spec) = pod.spec.as_mut() {
                 spec.node_name = Some(format!("node-{n}"));
             }
-            pods.push(Arc::new(Pod::from_k8s(pod)?));
+            pods.push(convert_pod(pod)?);
         }
     }
     let mut pending = pending_pod(shape);
@@ -126,12 +145,16 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
                 &format!("pending-{}", i % shape.pending_owners),
             );
         }
-        pods.push(Arc::new(Pod::from_k8s(&pending)?));
+        pods.push(convert_pod(&pending)?);
     }
     Ok(Cluster {
         nodes,
         pods,
         provider: StaticProvider::new(groups),
+        conversion: (
+            conversion.0 + node_conversion.0,
+            conversion.1 + node_conversion.1,
+        ),
     })
 }
 

@@ -1,6 +1,7 @@
 //! `bench`: generates a synthetic cluster in memory ([`cluster`]) and times each phase of one
 //! autoscaler loop on it ([`phases`]), printing the median and the maximum of each phase over
-//! `--iterations`, what each phase decided, and the peak resident memory of the process.
+//! `--iterations` (wall clock) and its median CPU time, what each phase decided, and the peak
+//! resident memory of the process.
 //!
 //! It measures the decision core as `run`, `plan` and `simulate` call it; it never talks to a
 //! cluster and never changes how decisions are made.
@@ -27,9 +28,39 @@ const MAX_PENDING: usize = 200_000;
 /// The most iterations per phase (each keeps one timing sample).
 const MAX_ITERATIONS: usize = 10_000;
 
+/// The cluster sizes of `BENCHMARKS.md`'s growth table, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// 1,000 nodes, 30,000 pods, 2,000 pending, 10 groups (the defaults).
+    #[value(name = "1k")]
+    OneK,
+    /// 5,000 nodes, 150,000 pods, 20,000 pending, 50 groups.
+    #[value(name = "5k")]
+    FiveK,
+    /// 15,000 nodes, 450,000 pods, 50,000 pending, 100 groups: the largest managed clusters.
+    #[value(name = "15k")]
+    FifteenK,
+}
+
+impl Preset {
+    /// `(nodes, pods, pending, groups)`.
+    pub fn sizes(self) -> (usize, usize, usize, usize) {
+        match self {
+            Preset::OneK => (1000, 30_000, 2000, 10),
+            Preset::FiveK => (5000, 150_000, 20_000, 50),
+            Preset::FifteenK => (15_000, 450_000, 50_000, 100),
+        }
+    }
+}
+
 /// Flags of `bench`. The defaults are the reference scenario of `BENCHMARKS.md`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
+    /// A named cluster size, instead of `--nodes`, `--pods`, `--pending` and `--groups`:
+    /// `1k` (the defaults), `5k` (5,000 / 150,000 / 20,000 / 50) or `15k` (15,000 nodes,
+    /// 450,000 pods, 50,000 pending, 100 groups).
+    #[arg(long, value_enum, conflicts_with_all = ["nodes", "groups", "pods", "pending"])]
+    pub preset: Option<Preset>,
     /// Ready nodes of 16 CPU / 64 GiB / 110 pods.
     #[arg(long, default_value_t = 1000)]
     pub nodes: usize,
@@ -65,6 +96,15 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// The flags with `--preset`'s sizes in place of `--nodes`, `--pods`, `--pending` and
+    /// `--groups` (clap refuses them together).
+    fn resolved(mut self) -> BenchArgs {
+        if let Some(p) = self.preset {
+            (self.nodes, self.pods, self.pending, self.groups) = p.sizes();
+        }
+        self
+    }
+
     /// The cluster shape, with quantities parsed and sizes checked.
     fn shape(&self) -> Result<Shape, anyhow::Error> {
         let pending_cpu_milli = parse_milli(&self.pending_cpu)
@@ -127,7 +167,8 @@ impl BenchArgs {
 }
 
 /// Runs `bench` and prints its table on stdout.
-pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+pub fn run(args: BenchArgs) -> Result<(), CliError> {
+    let args = &args.resolved();
     let shape = args.shape().map_err(CliError::usage)?;
     let cluster = cluster::generate(&shape)
         .map_err(|e| CliError::usage(anyhow!("the synthetic cluster of these flags: {e}")))?;
@@ -140,7 +181,14 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             seed: args.seed,
         },
     );
-    let text = render(args, &shape, &results, generated_rss, memory());
+    let mut text = render(args, &shape, &results, generated_rss, memory());
+    let _ = writeln!(
+        text,
+        "model conversion of the generated API objects (once, as an informer converts them on \
+         arrival; not part of a loop): {} wall, {} CPU",
+        fmt_duration(cluster.conversion.0),
+        fmt_duration(cluster.conversion.1)
+    );
     print!("{text}");
     Ok(())
 }
@@ -229,16 +277,17 @@ fn render(
         .max(5);
     let _ = writeln!(
         out,
-        "{:<width$}  {:>10}  {:>10}  decisions",
-        "phase", "median", "max"
+        "{:<width$}  {:>10}  {:>10}  {:>10}  decisions",
+        "phase", "median", "max", "cpu"
     );
     for r in results {
         let _ = writeln!(
             out,
-            "{:<width$}  {:>10}  {:>10}  {}",
+            "{:<width$}  {:>10}  {:>10}  {:>10}  {}",
             r.phase,
             fmt_duration(r.median()),
             fmt_duration(r.max()),
+            fmt_duration(r.median_cpu()),
             r.decisions
         );
     }
@@ -272,7 +321,35 @@ mod tests {
     fn parse(args: &[&str]) -> BenchArgs {
         let mut argv = vec!["bench"];
         argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).expect("flags parse").bench
+        Cli::try_parse_from(argv)
+            .expect("flags parse")
+            .bench
+            .resolved()
+    }
+
+    #[test]
+    fn presets_set_the_four_sizes_and_exclude_them() {
+        let shape = parse(&["--preset", "15k", "--pending-cpu", "2"])
+            .shape()
+            .unwrap();
+        assert_eq!(
+            (shape.nodes, shape.pods, shape.pending, shape.groups),
+            (15_000, 450_000, 50_000, 100)
+        );
+        assert_eq!(shape.pending_cpu_milli, 2000);
+        let five = parse(&["--preset", "5k"]).shape().unwrap();
+        assert_eq!((five.nodes, five.groups), (5000, 50));
+        assert_eq!(
+            parse(&["--preset", "1k"]).shape().unwrap(),
+            parse(&[]).shape().unwrap()
+        );
+        for clash in ["--nodes", "--pods", "--pending", "--groups"] {
+            let err = Cli::try_parse_from(["bench", "--preset", "15k", clash, "10"])
+                .err()
+                .expect("refused");
+            assert!(err.to_string().contains(clash), "{clash}: {err}");
+        }
+        assert!(Cli::try_parse_from(["bench", "--preset", "20k"]).is_err());
     }
 
     #[test]

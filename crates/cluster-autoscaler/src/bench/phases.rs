@@ -1,5 +1,5 @@
 //! The phases of one loop, each run `iterations` times on the generated cluster and timed with
-//! the wall clock: snapshot build, filtering pending pods onto existing nodes, the scale-up
+//! the wall clock and the thread's CPU clock: snapshot build, filtering pending pods onto existing nodes, the scale-up
 //! decision, one group's bin-packing estimate, scale-down planning (two passes eleven minutes
 //! apart, the second producing the deletion plan), and the whole `Autoscaler::run_once`.
 //!
@@ -51,6 +51,37 @@ pub struct Settings {
     pub seed: u64,
 }
 
+/// The CPU time this thread has used: on a host busy with other work, the wall clock counts
+/// the time other processes ran too; this clock does not.
+pub fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// A wall-clock and a CPU-clock reading, to time one run.
+#[derive(Clone, Copy, Debug)]
+struct Stopwatch {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Stopwatch {
+    fn start() -> Stopwatch {
+        Stopwatch {
+            wall: Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    /// `(wall, cpu)` since the start.
+    fn elapsed(&self) -> (Duration, Duration) {
+        (self.wall.elapsed(), thread_cpu().saturating_sub(self.cpu))
+    }
+}
+
 /// The timings and the decisions of one phase.
 #[derive(Clone, Debug)]
 pub struct PhaseResult {
@@ -58,16 +89,28 @@ pub struct PhaseResult {
     pub phase: &'static str,
     /// One wall-clock duration per iteration.
     pub samples: Vec<Duration>,
+    /// The thread's CPU time of each iteration.
+    pub cpu: Vec<Duration>,
     /// What the phase decided (the same in every iteration: the core is deterministic).
     pub decisions: String,
+}
+
+/// The median of `samples` (the upper one of an even count).
+fn median_of(samples: &[Duration]) -> Duration {
+    let mut s = samples.to_vec();
+    s.sort();
+    s.get(s.len() / 2).copied().unwrap_or_default()
 }
 
 impl PhaseResult {
     /// The median sample (the upper one of an even count).
     pub fn median(&self) -> Duration {
-        let mut s = self.samples.clone();
-        s.sort();
-        s.get(s.len() / 2).copied().unwrap_or_default()
+        median_of(&self.samples)
+    }
+
+    /// The median CPU time.
+    pub fn median_cpu(&self) -> Duration {
+        median_of(&self.cpu)
     }
 
     /// The slowest sample.
@@ -76,14 +119,24 @@ impl PhaseResult {
     }
 }
 
-/// Runs `f` `iterations` times, timing each run; returns the samples and the last result.
-fn time<T>(iterations: usize, mut f: impl FnMut() -> T) -> (Vec<Duration>, T) {
-    let mut samples = Vec::with_capacity(iterations);
+/// Wall and CPU samples.
+type Samples = (Vec<Duration>, Vec<Duration>);
+
+/// Runs `f` `iterations` times, timing each run; returns the wall and CPU samples and the last
+/// result.
+fn time<T>(iterations: usize, mut f: impl FnMut() -> T) -> (Samples, T) {
+    let mut samples: Samples = (
+        Vec::with_capacity(iterations),
+        Vec::with_capacity(iterations),
+    );
     let mut last = None;
     for _ in 0..iterations.max(1) {
-        let start = Instant::now();
+        let watch = Stopwatch::start();
         let out = f();
-        samples.push(start.elapsed());
+        let (wall, cpu) = watch.elapsed();
+        samples.0.push(wall);
+        samples.1.push(cpu);
+        // The previous result is dropped here, outside the timed run.
         last = Some(out);
     }
     (samples, last.expect("at least one iteration"))
@@ -133,7 +186,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     };
     let mut results = Vec::new();
 
-    let (samples, (mut snapshot, warnings)) = time(n, || {
+    let ((samples, cpu), (mut snapshot, warnings)) = time(n, || {
         let mut warnings = Vec::new();
         (build_snapshot(&view, &mut warnings), warnings)
     });
@@ -152,16 +205,18 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     results.push(PhaseResult {
         phase: "snapshot build",
         samples,
+        cpu,
         decisions,
     });
 
-    let (samples, placement) = time(n, || {
+    let ((samples, cpu), placement) = time(n, || {
         let selected = pending::select(&cluster.pods, NOW_MS, &options.scale_up.pending);
         snapshot.forked(|s| place_on_existing(s, selected.eligible))
     });
     results.push(PhaseResult {
         phase: "filter pending onto existing nodes",
         samples,
+        cpu,
         decisions: format!(
             "{} pods fit existing nodes, {} need new nodes",
             placement.placed.len(),
@@ -169,7 +224,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         ),
     });
 
-    let (samples, decision) = time(n, || {
+    let ((samples, cpu), decision) = time(n, || {
         let mut rng = ChaCha8Rng::seed_from_u64(settings.seed);
         decide_scale_up_with_upcoming(
             &mut snapshot,
@@ -185,6 +240,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     results.push(PhaseResult {
         phase: "scale-up decision (filter included)",
         samples,
+        cpu,
         decisions: format!(
             "{}; {} pods trigger it, {} fit existing nodes, {} help from no group",
             increases(&decision.result),
@@ -203,19 +259,23 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         n,
     ));
 
-    let (samples, outcome) = time(n, || {
+    let ((samples, cpu), (_autoscaler, outcome)) = time(n, || {
         let mut autoscaler = Autoscaler::new(options.clone());
-        autoscaler.run_once(
+        let outcome = autoscaler.run_once(
             &view,
             &NoControllerLookup,
             InFlight::default(),
             NOW_MS,
             &mut Unlimited,
-        )
+        );
+        // A running autoscaler keeps its state (and snapshot) for the next loop: dropping it is
+        // no part of the loop, so it happens outside the timed run.
+        (autoscaler, outcome)
     });
     results.push(PhaseResult {
         phase: "run_once (first loop: snapshot built)",
         samples,
+        cpu,
         decisions: format!(
             "{}; deletions: {}; actions: {}",
             increases(&outcome.scale_up.result),
@@ -236,7 +296,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         provider: &next_provider,
         ..view
     };
-    let mut samples = Vec::with_capacity(n);
+    let (mut samples, mut cpu) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut last = None;
     for _ in 0..n.max(1) {
         let mut autoscaler = Autoscaler::new(options.clone());
@@ -247,7 +307,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
             NOW_MS,
             &mut Unlimited,
         );
-        let start = Instant::now();
+        let watch = Stopwatch::start();
         let outcome = autoscaler.run_once(
             &next_view,
             &NoControllerLookup,
@@ -255,7 +315,9 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
             NOW_MS + NEXT_LOOP_AFTER_MS,
             &mut Unlimited,
         );
-        samples.push(start.elapsed());
+        let (wall, used) = watch.elapsed();
+        samples.push(wall);
+        cpu.push(used);
         last = Some(outcome);
     }
     let outcome = last.expect("at least one iteration");
@@ -263,6 +325,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     results.push(PhaseResult {
         phase: "run_once (next loop: snapshot kept)",
         samples,
+        cpu,
         decisions: format!(
             "{}; upcoming nodes: {upcoming}; actions: {}",
             increases(&outcome.scale_up.result),
@@ -295,6 +358,7 @@ fn estimate_phase(
             return PhaseResult {
                 phase,
                 samples: Vec::new(),
+                cpu: Vec::new(),
                 decisions: format!("no template for {}: {e}", group.id),
             };
         }
@@ -304,7 +368,7 @@ fn estimate_phase(
         .max_size
         .saturating_sub(group.target_size)
         .min(settings.max_nodes_per_scale_up);
-    let (samples, result) = time(settings.iterations, || {
+    let ((samples, cpu), result) = time(settings.iterations, || {
         let limits = EstimatorLimits {
             max_nodes: Some(max_nodes),
             budget: Unlimited,
@@ -330,6 +394,7 @@ fn estimate_phase(
     PhaseResult {
         phase,
         samples,
+        cpu,
         decisions,
     }
 }
@@ -355,13 +420,13 @@ fn scale_down_phases(
         in_flight: InFlight::default(),
     };
     let opts = &options.scale_down;
-    let (mut first, mut second, mut both) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut first, mut second, mut both): (Samples, Samples, Samples) = Default::default();
     let mut last = None;
     for _ in 0..iterations.max(1) {
         let mut state = ScaleDownState::default();
-        let start = Instant::now();
+        let start = Stopwatch::start();
         let pass1 = plan_scale_down(snapshot, &mut state, input(), opts, NOW_MS, &mut Unlimited);
-        let middle = Instant::now();
+        let middle = Stopwatch::start();
         let pass2 = plan_scale_down(
             snapshot,
             &mut state,
@@ -370,10 +435,14 @@ fn scale_down_phases(
             NOW_MS + SECOND_PASS_AFTER_MS,
             &mut Unlimited,
         );
-        let end = Instant::now();
-        first.push(middle - start);
-        second.push(end - middle);
-        both.push(end - start);
+        let (wall2, cpu2) = middle.elapsed();
+        let (wall, cpu) = start.elapsed();
+        first.0.push(wall - wall2);
+        first.1.push(cpu.saturating_sub(cpu2));
+        second.0.push(wall2);
+        second.1.push(cpu2);
+        both.0.push(wall);
+        both.1.push(cpu);
         last = Some((pass1, pass2));
     }
     let (pass1, pass2) = last.expect("at least one iteration");
@@ -381,7 +450,8 @@ fn scale_down_phases(
     vec![
         PhaseResult {
             phase: "scale-down pass 1 (unneeded nodes)",
-            samples: first,
+            samples: first.0,
+            cpu: first.1,
             decisions: format!(
                 "{} unneeded, {} not removable",
                 pass1.unneeded.len(),
@@ -390,7 +460,8 @@ fn scale_down_phases(
         },
         PhaseResult {
             phase: "scale-down pass 2 (+11 min, deletion plan)",
-            samples: second,
+            samples: second.0,
+            cpu: second.1,
             decisions: format!(
                 "deletions: {} ({} empty, {} drained); {} unneeded still waiting",
                 pass2.deletions.len(),
@@ -401,7 +472,8 @@ fn scale_down_phases(
         },
         PhaseResult {
             phase: "scale-down planning (both passes)",
-            samples: both,
+            samples: both.0,
+            cpu: both.1,
             decisions: String::new(),
         },
     ]

@@ -203,20 +203,60 @@ pub struct ClusterSnapshot {
     /// with anti-affinity terms added or removed (also with its node or by a revert), namespace
     /// labels replaced.
     anti_epoch: u64,
+    /// Inside [`ClusterSnapshot::unjournaled`]: changes clear the journal instead of joining it.
+    unjournaled: bool,
+    /// Expected pods per namespace and per (namespace, label key, value) while loading in
+    /// bulk: an index entry created for one of them is sized for all at once.
+    hints: Option<Box<SizeHints>>,
 }
 
-fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>) {
+/// Pods expected per namespace and per (namespace, label key, value), to size the indices.
+#[derive(Debug, Default)]
+pub struct SizeHints {
+    /// Pods per namespace.
+    pub namespaces: FxHashMap<Sym, usize>,
+    /// Pods per (namespace, label key, value).
+    pub labels: FxHashMap<(Sym, Sym, Sym), usize>,
+}
+
+impl SizeHints {
+    /// Counts `pods` (those to be added, and those that may be placed later, such as pending
+    /// pods, so that placing them does not grow the indices either).
+    pub fn count<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> SizeHints {
+        let mut hints = SizeHints::default();
+        for pod in pods {
+            *hints.namespaces.entry(pod.namespace).or_default() += 1;
+            for (k, v) in pod.labels.iter() {
+                *hints.labels.entry((pod.namespace, k, v)).or_default() += 1;
+            }
+        }
+        hints
+    }
+}
+
+/// An empty map with room for `hint` entries, if there is a hint.
+fn sized<K, V>(hint: Option<&usize>) -> FxHashMap<K, V> {
+    FxHashMap::with_capacity_and_hasher(hint.copied().unwrap_or(0), Default::default())
+}
+
+fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>, hints: Option<&SizeHints>) {
     index
         .entry(pod.namespace)
-        .or_default()
+        .or_insert_with(|| sized(hints.and_then(|h| h.namespaces.get(&pod.namespace))))
         .insert(pod.name.clone(), (node, pod.clone()));
 }
 
-fn label_index_insert(index: &mut LabelIndex, node: NodeId, pod: &Arc<Pod>) {
+fn label_index_insert(
+    index: &mut LabelIndex,
+    node: NodeId,
+    pod: &Arc<Pod>,
+    hints: Option<&SizeHints>,
+) {
     for (k, v) in pod.labels.iter() {
+        let key = (pod.namespace, k, v);
         index
-            .entry((pod.namespace, k, v))
-            .or_default()
+            .entry(key)
+            .or_insert_with(|| sized(hints.and_then(|h| h.labels.get(&key))))
             .insert(pod_identity(pod), (node, pod.clone()));
     }
 }
@@ -264,6 +304,38 @@ impl ClusterSnapshot {
         self.ns_labels.get(&namespace).unwrap_or(&self.no_labels)
     }
 
+    /// Room for `nodes` more nodes without growing the node tables.
+    pub fn reserve_nodes(&mut self, nodes: usize) {
+        self.slots.reserve(nodes);
+        self.order.reserve(nodes);
+        self.by_name.reserve(nodes);
+    }
+
+    /// Runs `f` with the journal off: its changes are not journaled (each clears the journal
+    /// instead, so state prepared before them is recomputed in full). For loading a snapshot
+    /// in bulk, where no prepared state predates the load and journaling every pod would only
+    /// cost time.
+    pub fn unjournaled<R>(&mut self, f: impl FnOnce(&mut ClusterSnapshot) -> R) -> R {
+        let outer = std::mem::replace(&mut self.unjournaled, true);
+        let out = f(self);
+        self.unjournaled = outer;
+        out
+    }
+
+    /// Runs `f` with the pod indices sized by `hints`: an index entry first created for a
+    /// namespace or label counted there gets room for all its pods at once, instead of growing
+    /// (and rehashing) as they come. Hints change no content, only capacity.
+    pub fn with_size_hints<R>(
+        &mut self,
+        hints: SizeHints,
+        f: impl FnOnce(&mut ClusterSnapshot) -> R,
+    ) -> R {
+        let outer = self.hints.replace(Box::new(hints));
+        let out = f(self);
+        self.hints = outer;
+        out
+    }
+
     /// Adds a node without pods.
     pub fn add_node(&mut self, node: Arc<Node>) -> Result<NodeId, SnapshotError> {
         if self.by_name.contains_key(&node.name) {
@@ -277,11 +349,12 @@ impl ClusterSnapshot {
             }
         };
         self.by_name.insert(node.name, id);
-        self.slots[id.idx()] = Some(NodeInfo::new(node.clone()));
+        let change = (!self.unjournaled).then(|| Change::AddedNode(node.clone()));
+        self.slots[id.idx()] = Some(NodeInfo::new(node));
         self.order.push(id);
         self.live += 1;
         self.record(Undo::AddedNode { id, reused });
-        self.bump(Some(Change::AddedNode(node)));
+        self.bump(change);
         Ok(id)
     }
 
@@ -321,9 +394,10 @@ impl ClusterSnapshot {
 
     /// Places `pod` on `node` (regardless of predicates: callers check first).
     pub fn add_pod(&mut self, pod: Arc<Pod>, node: NodeId) -> Result<(), SnapshotError> {
-        let Some(on) = self.slot(node).map(|n| n.node.clone()) else {
+        let Some(on) = self.slot(node).map(|n| &n.node) else {
             return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
         };
+        let change = (!self.unjournaled).then(|| Change::AddedPod(on.clone(), pod.clone()));
         if self
             .pods
             .get(&pod.namespace)
@@ -334,9 +408,9 @@ impl ClusterSnapshot {
         if !pod.anti_affinity.is_empty() {
             self.anti_epoch += 1;
         }
-        self.push_pod(node, pod.clone());
+        self.push_pod(node, pod);
         self.record(Undo::AddedPod { node });
-        self.bump(Some(Change::AddedPod(on, pod)));
+        self.bump(change);
         Ok(())
     }
 
@@ -659,11 +733,12 @@ impl ClusterSnapshot {
     }
 
     fn index_pod(&mut self, node: NodeId, pod: &Arc<Pod>) {
-        index_insert(&mut self.pods, node, pod);
-        label_index_insert(&mut self.by_label, node, pod);
+        let hints = self.hints.as_deref();
+        index_insert(&mut self.pods, node, pod, hints);
+        label_index_insert(&mut self.by_label, node, pod, hints);
         self.pod_count += 1;
         if !pod.anti_affinity.is_empty() {
-            index_insert(&mut self.anti, node, pod);
+            index_insert(&mut self.anti, node, pod, None);
             self.anti_count += 1;
         }
     }
@@ -846,6 +921,73 @@ mod tests {
 
     fn pod(name: &str) -> Arc<Pod> {
         PodBuilder::new(name, 100, 1 << 20).host_port(80).arc()
+    }
+
+    /// Nodes `n0..n<nodes>` and pods `p<i>` (labelled `app=<i % 3>`) on node `i % nodes`,
+    /// added the ordinary way or in bulk (unjournaled, with size hints for `extra` more pods).
+    fn loaded(nodes: usize, pods: usize, bulk: Option<usize>) -> ClusterSnapshot {
+        let pod = |i: usize| {
+            PodBuilder::new(&format!("p{i}"), 10, 1 << 20)
+                .label("app", &(i % 3).to_string())
+                .arc()
+        };
+        let all: Vec<Arc<Pod>> = (0..pods + bulk.unwrap_or(0)).map(pod).collect();
+        let load = |s: &mut ClusterSnapshot| {
+            for n in 0..nodes {
+                s.add_node(NodeBuilder::new(&format!("n{n}"), 1000, 1 << 30).arc())
+                    .unwrap();
+            }
+            for (i, p) in all.iter().take(pods).enumerate() {
+                s.add_pod(p.clone(), NodeId((i % nodes) as u32)).unwrap();
+            }
+        };
+        let mut s = ClusterSnapshot::new();
+        match bulk {
+            None => load(&mut s),
+            Some(_) => {
+                s.reserve_nodes(nodes);
+                let hints = SizeHints::count(all.iter().map(|p| &**p));
+                s.with_size_hints(hints, |s| s.unjournaled(load));
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn a_bulk_load_holds_the_same_and_journals_nothing() {
+        let plain = loaded(4, 40, None);
+        let bulk = loaded(4, 40, Some(20));
+        assert_eq!(picture(&plain), picture(&bulk));
+        assert_eq!(plain.version(), bulk.version());
+        // Journaled: state prepared at version 0 can catch up; after a bulk load it cannot.
+        assert_eq!(plain.changes_since(0).map(<[_]>::len), Some(44));
+        assert!(bulk.changes_since(0).is_none());
+        assert_eq!(bulk.changes_since(bulk.version()).map(<[_]>::len), Some(0));
+        assert!(bulk.hints.is_none() && !bulk.unjournaled);
+    }
+
+    #[test]
+    fn after_a_bulk_load_changes_are_journaled_and_hinted_pods_fit_without_growing() {
+        let mut s = loaded(4, 40, Some(2000));
+        let ns = Sym::new("default");
+        let cap = |s: &ClusterSnapshot| {
+            let label = s.by_label[&(ns, Sym::new("app"), Sym::new("1"))].capacity();
+            (s.pods[&ns].capacity(), label)
+        };
+        let before = cap(&s);
+        assert!(before.0 >= 2040 && before.1 >= 680, "{before:?}");
+        let v = s.version();
+        s.fork();
+        for i in 40..2040 {
+            let p = PodBuilder::new(&format!("p{i}"), 1, 1)
+                .label("app", &(i % 3).to_string())
+                .arc();
+            s.add_pod(p, NodeId((i % 4) as u32)).unwrap();
+        }
+        assert_eq!(cap(&s), before, "the hinted pods needed no growth");
+        assert_eq!(s.changes_since(v).map(<[_]>::len), Some(2000));
+        s.revert().unwrap();
+        assert_eq!(picture(&s), picture(&loaded(4, 40, None)));
     }
 
     #[test]
