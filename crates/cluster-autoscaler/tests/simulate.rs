@@ -578,6 +578,34 @@ fn a_node_running_only_expendable_pods_is_removed_and_they_are_dropped() {
     assert_eq!(num(&r["groups"][0], "/nodes_end"), 2.0, "{}", r["groups"]);
 }
 
+/// The peak node count of the group named `name` in the report.
+fn peak_of(r: &Value, name: &str) -> f64 {
+    let g = r["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["group"].as_str().is_some_and(|n| n.ends_with(name)))
+        .unwrap_or_else(|| panic!("no group {name} in {}", r["groups"]));
+    num(g, "/nodes_max")
+}
+
+#[test]
+fn the_price_expander_grows_the_cheapest_group_from_the_scenario_prices() {
+    let scenario = "crates/cluster-autoscaler/tests/scenarios/price-expander.yaml";
+    let (r, _) = simulate("least-waste", &[scenario, "--expander=least-waste"]);
+    assert_eq!((peak_of(&r, "fit"), peak_of(&r, "cheap")), (5.0, 0.0));
+    for chain in ["price", "price,least-waste"] {
+        let (r, _) = simulate("price", &[scenario, &format!("--expander={chain}")]);
+        assert_eq!(
+            (peak_of(&r, "fit"), peak_of(&r, "cheap")),
+            (0.0, 5.0),
+            "{chain}: {}",
+            r["groups"]
+        );
+        assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    }
+}
+
 /// `(t_s, nodes)` of `group` in the report's timeline.
 fn nodes_over_time(r: &Value, group: &str) -> Vec<(f64, f64)> {
     r["timeline"]
