@@ -72,6 +72,16 @@ fn burst_pods_all_run_within_the_provisioning_delay_plus_two_scan_intervals() {
         num(&r, "/pod_wait/max_s")
     );
     assert_eq!(num(&r, "/scale_ups"), 1.0, "one burst, one scale-up");
+    // The fluid bound: 40 one-CPU pods on 4-CPU nodes need 10 nodes once they run; the run
+    // can only be above it, and here (nothing to remove, one scale-up) close to it.
+    let ratio = num(&r, "/bound/node_hours_ratio");
+    assert!((1.0..1.1).contains(&ratio), "ratio {ratio}: {}", r["bound"]);
+    assert_eq!(r["bound"]["method"], "one node shape");
+    let last = r["timeline"]
+        .as_array()
+        .and_then(|t| t.last())
+        .expect("timeline");
+    assert_eq!(num(last, "/bound_nodes"), 10.0);
 }
 
 #[test]
@@ -562,6 +572,49 @@ fn wait_percentiles_are_not_applicable_when_no_pod_started() {
     );
     assert!(
         out.contains("2 created, 0 started, 2 still pending"),
+        "{out}"
+    );
+    // Why they never started: the scheduler's message and the autoscaler's, once for both.
+    let why = &r["never_started"];
+    assert_eq!(why.as_array().map(Vec::len), Some(1), "{why}");
+    assert_eq!(num(&why[0], "/pods"), 2.0);
+    assert_eq!(
+        why[0]["autoscaler"],
+        "pod didn't trigger scale-up: MachineDeployment/default/small: Insufficient cpu"
+    );
+    assert!(
+        out.contains("  never started: 2 pods (e.g. default/huge-")
+            && out.contains(
+                "    autoscaler: pod didn't trigger scale-up: MachineDeployment/default/small: Insufficient cpu"
+            ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_scheduler_message_of_a_pod_that_never_started_is_reported() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-sched-msg", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scenario = dir.join("full.yaml");
+    std::fs::write(
+        &scenario,
+        "name: full\nduration: 5m\nnode_groups:\n  - {name: fixed, min: 1, max: 1, cpu: \"2\", memory: 4Gi}\n\
+         workloads:\n  - {kind: deployment, name: big, replicas: 1, pod: {cpu: \"3\", memory: 1Gi}}\n",
+    )
+    .expect("scenario");
+    let (r, out) = simulate("sched-msg", &[scenario.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let why = &r["never_started"][0];
+    assert_eq!(
+        why["scheduler"],
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+    assert_eq!(
+        why["autoscaler"],
+        "pod didn't trigger scale-up: MachineDeployment/default/fixed: max node group size reached"
+    );
+    assert!(
+        out.contains("    scheduler: 0/1 nodes are available: 1 Insufficient cpu."),
         "{out}"
     );
 }
