@@ -167,7 +167,7 @@ fn never_started(
         }
     }
     let mut out: Vec<NeverStarted> = by.into_values().collect();
-    out.sort_by(|a, b| b.pods.cmp(&a.pods));
+    out.sort_by_key(|g| std::cmp::Reverse(g.pods));
     out
 }
 
@@ -1197,5 +1197,36 @@ workloads:
         assert_eq!(gives_up_after(&["--max-pod-eviction-time=40s"]), 40_000);
         // The drains are stepped every 10 s: a deadline of 1 s is seen at the next step.
         assert_eq!(gives_up_after(&["--max-pod-eviction-time=1s"]), 10_000);
+    }
+
+    #[test]
+    fn never_started_pods_are_grouped_by_both_messages_largest_group_first() {
+        let full = Some("0/3 nodes are available: 3 Insufficient cpu.".to_string());
+        let pending: Vec<(String, Option<String>)> = (0..5)
+            .map(|i| (format!("ns/big-{i}"), full.clone()))
+            .chain([
+                ("ns/odd".to_string(), None),
+                ("ns/gpu".to_string(), full.clone()),
+            ])
+            .collect();
+        let said = BTreeMap::from([(
+            "ns/gpu".to_string(),
+            "pod didn't trigger scale-up: g: Insufficient nvidia.com/gpu".to_string(),
+        )]);
+        let groups = never_started(pending, &said);
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        assert_eq!(groups[0].pods, 5);
+        assert_eq!(groups[0].scheduler, full);
+        assert_eq!(groups[0].autoscaler, None);
+        assert_eq!(groups[0].examples, ["ns/big-0", "ns/big-1", "ns/big-2"]);
+        let gpu = groups
+            .iter()
+            .find(|g| g.examples == ["ns/gpu"])
+            .expect("gpu group");
+        assert_eq!(
+            gpu.autoscaler.as_deref(),
+            Some("pod didn't trigger scale-up: g: Insufficient nvidia.com/gpu")
+        );
+        assert!(groups.iter().any(|g| g.scheduler.is_none() && g.pods == 1));
     }
 }
