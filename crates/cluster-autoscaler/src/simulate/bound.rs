@@ -84,6 +84,9 @@ pub struct FluidBound {
     pub nodes: Vec<f64>,
     /// Demanded resources no shape offers (left out of the bound).
     pub uncovered: Vec<String>,
+    /// Per resource, the node-hours it alone needs on the shape offering most of it (which
+    /// resource binds; the bound is at least the largest of them).
+    pub by_resource: BTreeMap<String, f64>,
 }
 
 /// The bound of a run sampled by `samples`, over the node `shapes` of its groups.
@@ -103,10 +106,22 @@ pub fn fluid_bound(shapes: &[Shape], samples: &[Sample]) -> FluidBound {
         (nodes, cost)
     };
     let per_sample: Vec<(f64, f64)> = samples.iter().map(&mut at_sample).collect();
+    let largest = |name: &str| {
+        shapes
+            .iter()
+            .filter_map(|s| s.allocatable.get(name).copied())
+            .fold(0.0, f64::max)
+    };
     for (w, (nodes, cost)) in samples.windows(2).zip(&per_sample) {
         let hours = w[1].at_ms.saturating_sub(w[0].at_ms) as f64 / 3_600_000.0;
         out.node_hours += nodes * hours;
         out.cost += cost * hours;
+        for (name, v) in demand(&w[0].bound_requests) {
+            let cap = largest(&name);
+            if cap > 0.0 {
+                *out.by_resource.entry(name).or_default() += v / cap * hours;
+            }
+        }
     }
     out.nodes = per_sample.iter().map(|(n, _)| *n).collect();
     out.uncovered = uncovered.into_iter().collect();
@@ -249,6 +264,9 @@ mod tests {
         assert!((b.node_hours - 4.5).abs() < 1e-9, "{b:?}");
         assert!((b.cost - 9.0).abs() < 1e-9, "{b:?}");
         assert_eq!(b.nodes, vec![2.5, 2.0, 0.0]);
+        // cpu alone: 2.5 + 0.5 node-hours; memory alone: 1.25 + 2.
+        assert!((b.by_resource["cpu"] - 3.0).abs() < 1e-9, "{b:?}");
+        assert!((b.by_resource["memory"] - 3.25).abs() < 1e-9, "{b:?}");
         assert!(b.uncovered.is_empty());
         // The same shape offered twice counts once, at its lower price.
         let twice = [shape(16.0, 64.0, 0.0, 3.0), shape(16.0, 64.0, 0.0, 2.0)];

@@ -37,6 +37,11 @@ fn bound_report(shapes: &[Shape], b: &FluidBound, groups: &[GroupReport]) -> Bou
         node_hours_ratio: ratio(node_hours, b.node_hours),
         cost_ratio: ratio(cost, b.cost),
         uncovered: b.uncovered.clone(),
+        node_hours_by_resource: b
+            .by_resource
+            .iter()
+            .map(|(k, v)| (k.clone(), round3(*v)))
+            .collect(),
     }
 }
 
@@ -191,6 +196,8 @@ pub struct BoundReport {
     pub cost_ratio: Option<f64>,
     /// Requested resources no node shape offers, left out of the bound.
     pub uncovered: Vec<String>,
+    /// Per resource, the node-hours it alone needs on the shape offering most of it.
+    pub node_hours_by_resource: BTreeMap<String, f64>,
 }
 
 /// Nodes removed by scale-down at one instant.
@@ -517,6 +524,18 @@ impl Report {
         );
         if !b.uncovered.is_empty() {
             let _ = write!(line, "; no node offers {}", b.uncovered.join(", "));
+        }
+        if !b.node_hours_by_resource.is_empty() {
+            let each: Vec<String> = b
+                .node_hours_by_resource
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect();
+            let _ = write!(
+                line,
+                "\n  node-hours each resource alone needs: {}",
+                each.join(", ")
+            );
         }
         line
     }
