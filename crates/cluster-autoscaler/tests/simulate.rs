@@ -57,6 +57,16 @@ fn the_default_scenario_runs_and_prints_the_summary() {
     assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
     assert!(num(&r, "/scale_ups") >= 2.0, "burst and GPU job scale up");
     assert!(num(&r, "/scale_downs") >= 1.0, "quiet hours scale down");
+    // Three node shapes (general, GPU, ...): the bound is a linear program per sample, and the
+    // run can only be above it.
+    assert_eq!(r["bound"]["method"], "linear program over 3 node shapes");
+    assert!(num(&r, "/bound/node_hours") > 0.0);
+    assert!(num(&r, "/bound/node_hours_ratio") >= 1.0, "{}", r["bound"]);
+    assert!(num(&r, "/bound/cost_ratio") >= 1.0, "{}", r["bound"]);
+    assert!(
+        out.contains("Fluid bound (linear program over 3 node shapes): "),
+        "{out}"
+    );
 }
 
 #[test]
