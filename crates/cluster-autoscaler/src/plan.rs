@@ -18,6 +18,7 @@ use autoscaler_core::ObjectStore;
 use autoscaler_core::Unlimited;
 use autoscaler_core::autoscaler::build_snapshot;
 use autoscaler_core::model::duration::format_duration;
+use autoscaler_core::model::node_group::{CloudProvider as _, NodeGroupId};
 use autoscaler_core::model::objects::read_objects;
 use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::scale_up::IncreaseReason;
@@ -169,6 +170,9 @@ pub fn plan_text(
         if g.upcoming > 0 {
             let _ = write!(line, ", {} upcoming", g.upcoming);
         }
+        if let Some(p) = price_of(&d.provider, &g.id) {
+            let _ = write!(line, ", {p:.3}/node-hour");
+        }
         if let Some(why) = g.blocked_reason() {
             let _ = write!(line, "; {why}");
         }
@@ -195,9 +199,12 @@ pub fn plan_text(
             IncreaseReason::Balancing => "balancing a similar group",
             IncreaseReason::MinSize => "to its min size",
         };
+        let cost = price_of(&d.provider, &inc.group)
+            .map(|p| format!(", +{:.3}/hour", p * inc.delta as f64))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {}: {} -> {} (+{}, {why})",
+            "  {}: {} -> {} (+{}, {why}{cost})",
             inc.group, from, inc.new_target, inc.delta
         );
     }
@@ -475,6 +482,7 @@ pub fn plan_json(
             json!({
                 "id": g.id.as_str(), "size": g.target_size, "min": g.min_size, "max": g.max_size,
                 "upcoming": g.upcoming, "blocked": g.blocked_reason(),
+                "price_per_hour": price_of(&d.provider, &g.id),
             })
         })
         .collect();
@@ -506,6 +514,7 @@ pub fn plan_json(
             "increases": up.result.increases.iter().map(|i| json!({
                 "group": i.group.as_str(), "from": i.new_target - i.delta, "to": i.new_target, "delta": i.delta,
                 "reason": format!("{:?}", i.reason),
+                "added_cost_per_hour": price_of(&d.provider, &i.group).map(|p| p * i.delta as f64),
             })).collect::<Vec<_>>(),
             "pods_helped": up.result.triggered.iter().map(|p| p.key()).collect::<Vec<_>>(),
             "pods_fitting_existing_nodes": up.fit_existing.iter().map(|p| p.key()).collect::<Vec<_>>(),
@@ -529,6 +538,15 @@ pub fn plan_json(
         "actions": outcome.actions.iter().map(describe).collect::<Vec<_>>(),
         "refused": outcome.refused.iter().map(|r| json!({"action": describe(&r.action), "why": r.why})).collect::<Vec<_>>(),
     }))
+}
+
+/// The price of one node of group `id` per hour, from its price annotation, if it has one.
+fn price_of(provider: &ClusterApiProvider, id: &NodeGroupId) -> Option<f64> {
+    provider
+        .node_groups()
+        .iter()
+        .find(|g| &g.id == id)
+        .and_then(|g| g.node_price_per_hour)
 }
 
 /// The objects of a snapshot, its node groups and one loop's decision on them.

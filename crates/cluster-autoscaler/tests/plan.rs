@@ -314,6 +314,57 @@ fn json_output_carries_the_same_decision() {
 }
 
 #[test]
+fn prices_from_the_annotation_are_shown_per_group_and_per_increase() {
+    let key = "cluster.x-k8s.io/cluster-api-autoscaler-node-price-per-hour";
+    let text = std::fs::read_to_string(example())
+        .expect("example")
+        .replace(
+            "      cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: \"5\"\n",
+            &format!("      cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: \"5\"\n      {key}: \"0.25\"\n"),
+        )
+        .replace(
+            "      cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: \"3\"\n",
+            &format!("      cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: \"3\"\n      {key}: \"a lot\"\n"),
+        );
+    let file = TempPath::with_text(&text);
+    let out = run(&["plan", "--snapshot", file.as_str(), "--now", NOW]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "  MachineDeployment/default/general: size 2 (min 1, max 5), 0.250/node-hour",
+        // A malformed price leaves the group unpriced, with a warning naming it.
+        "  MachineDeployment/default/gpu: size 1 (min 0, max 3)",
+        "  MachineDeployment/default/general: 2 -> 3 (+1, for pending pods, +0.250/hour)",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing line {line:?} in:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(|l| l.starts_with("warning: ")
+            && l.contains("gpu")
+            && l.contains(&format!("annotation {key} is \"a lot\""))),
+        "{stdout}"
+    );
+    let out = run(&[
+        "plan",
+        "--snapshot",
+        file.as_str(),
+        "--now",
+        NOW,
+        "--output",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["node_groups"][0]["price_per_hour"], 0.25);
+    assert_eq!(
+        v["node_groups"][1]["price_per_hour"],
+        serde_json::Value::Null
+    );
+    assert_eq!(v["scale_up"]["increases"][0]["added_cost_per_hour"], 0.25);
+}
+
+#[test]
 fn text_says_events_would_be_emitted_and_counts_in_words() {
     let out = run(&["plan", "--snapshot", &example(), "--now", NOW]);
     assert!(out.status.success());

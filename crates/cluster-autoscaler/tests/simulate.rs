@@ -57,6 +57,16 @@ fn the_default_scenario_runs_and_prints_the_summary() {
     assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
     assert!(num(&r, "/scale_ups") >= 2.0, "burst and GPU job scale up");
     assert!(num(&r, "/scale_downs") >= 1.0, "quiet hours scale down");
+    // Three node shapes (general, GPU, ...): the bound is a linear program per sample, and the
+    // run can only be above it.
+    assert_eq!(r["bound"]["method"], "linear program over 3 node shapes");
+    assert!(num(&r, "/bound/node_hours") > 0.0);
+    assert!(num(&r, "/bound/node_hours_ratio") >= 1.0, "{}", r["bound"]);
+    assert!(num(&r, "/bound/cost_ratio") >= 1.0, "{}", r["bound"]);
+    assert!(
+        out.contains("Fluid bound (linear program over 3 node shapes): "),
+        "{out}"
+    );
 }
 
 #[test]
@@ -72,6 +82,16 @@ fn burst_pods_all_run_within_the_provisioning_delay_plus_two_scan_intervals() {
         num(&r, "/pod_wait/max_s")
     );
     assert_eq!(num(&r, "/scale_ups"), 1.0, "one burst, one scale-up");
+    // The fluid bound: 40 one-CPU pods on 4-CPU nodes need 10 nodes once they run; the run
+    // can only be above it, and here (nothing to remove, one scale-up) close to it.
+    let ratio = num(&r, "/bound/node_hours_ratio");
+    assert!((1.0..1.1).contains(&ratio), "ratio {ratio}: {}", r["bound"]);
+    assert_eq!(r["bound"]["method"], "one node shape");
+    let last = r["timeline"]
+        .as_array()
+        .and_then(|t| t.last())
+        .expect("timeline");
+    assert_eq!(num(last, "/bound_nodes"), 10.0);
 }
 
 #[test]
@@ -564,6 +584,49 @@ fn wait_percentiles_are_not_applicable_when_no_pod_started() {
         out.contains("2 created, 0 started, 2 still pending"),
         "{out}"
     );
+    // Why they never started: the scheduler's message and the autoscaler's, once for both.
+    let why = &r["never_started"];
+    assert_eq!(why.as_array().map(Vec::len), Some(1), "{why}");
+    assert_eq!(num(&why[0], "/pods"), 2.0);
+    assert_eq!(
+        why[0]["autoscaler"],
+        "pod didn't trigger scale-up: MachineDeployment/default/small: Insufficient cpu"
+    );
+    assert!(
+        out.contains("  never started: 2 pods (e.g. default/huge-")
+            && out.contains(
+                "    autoscaler: pod didn't trigger scale-up: MachineDeployment/default/small: Insufficient cpu"
+            ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_scheduler_message_of_a_pod_that_never_started_is_reported() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-sched-msg", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scenario = dir.join("full.yaml");
+    std::fs::write(
+        &scenario,
+        "name: full\nduration: 5m\nnode_groups:\n  - {name: fixed, min: 1, max: 1, cpu: \"2\", memory: 4Gi}\n\
+         workloads:\n  - {kind: deployment, name: big, replicas: 1, pod: {cpu: \"3\", memory: 1Gi}}\n",
+    )
+    .expect("scenario");
+    let (r, out) = simulate("sched-msg", &[scenario.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let why = &r["never_started"][0];
+    assert_eq!(
+        why["scheduler"],
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+    assert_eq!(
+        why["autoscaler"],
+        "pod didn't trigger scale-up: MachineDeployment/default/fixed: max node group size reached"
+    );
+    assert!(
+        out.contains("    scheduler: 0/1 nodes are available: 1 Insufficient cpu."),
+        "{out}"
+    );
 }
 
 #[test]
@@ -576,6 +639,34 @@ fn a_node_running_only_expendable_pods_is_removed_and_they_are_dropped() {
         &[scenario, "--expendable-pods-priority-cutoff=-100"],
     );
     assert_eq!(num(&r["groups"][0], "/nodes_end"), 2.0, "{}", r["groups"]);
+}
+
+/// The peak node count of the group named `name` in the report.
+fn peak_of(r: &Value, name: &str) -> f64 {
+    let g = r["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["group"].as_str().is_some_and(|n| n.ends_with(name)))
+        .unwrap_or_else(|| panic!("no group {name} in {}", r["groups"]));
+    num(g, "/nodes_max")
+}
+
+#[test]
+fn the_price_expander_grows_the_cheapest_group_from_the_scenario_prices() {
+    let scenario = "crates/cluster-autoscaler/tests/scenarios/price-expander.yaml";
+    let (r, _) = simulate("least-waste", &[scenario, "--expander=least-waste"]);
+    assert_eq!((peak_of(&r, "fit"), peak_of(&r, "cheap")), (5.0, 0.0));
+    for chain in ["price", "price,least-waste"] {
+        let (r, _) = simulate("price", &[scenario, &format!("--expander={chain}")]);
+        assert_eq!(
+            (peak_of(&r, "fit"), peak_of(&r, "cheap")),
+            (0.0, 5.0),
+            "{chain}: {}",
+            r["groups"]
+        );
+        assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    }
 }
 
 /// `(t_s, nodes)` of `group` in the report's timeline.

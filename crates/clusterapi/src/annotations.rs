@@ -279,6 +279,27 @@ pub(crate) fn options(
     o
 }
 
+/// The price of one node per hour from annotation `key`: `None` when absent or empty, and when
+/// it is not a finite number >= 0 (with a warning naming `what` and the key: the group then has
+/// no price, which the `price` expander reports, rather than a wrong one).
+pub(crate) fn price(
+    ann: &BTreeMap<String, String>,
+    key: &str,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Option<f64> {
+    let text = ann.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())?;
+    match text.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Some(p),
+        _ => {
+            warnings.push(format!(
+                "{what}: annotation {key} is {text:?}: not a price per node-hour (a number >= 0); the group has no price"
+            ));
+            None
+        }
+    }
+}
+
 /// What a scalable resource says about the nodes it creates.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct NodeShape {
@@ -529,6 +550,25 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn price_is_a_non_negative_number_or_none_with_a_warning() {
+        let k = "g/price";
+        let mut w = Vec::new();
+        assert_eq!(price(&ann(&[]), k, "md", &mut w), None);
+        assert_eq!(price(&ann(&[(k, " ")]), k, "md", &mut w), None);
+        assert_eq!(price(&ann(&[(k, "0.42")]), k, "md", &mut w), Some(0.42));
+        assert_eq!(price(&ann(&[(k, "0")]), k, "md", &mut w), Some(0.0));
+        assert!(w.is_empty(), "{w:?}");
+        for bad in ["-1", "cheap", "NaN", "inf", "1e400"] {
+            assert_eq!(price(&ann(&[(k, bad)]), k, "md", &mut w), None, "{bad}");
+            let last = w.pop().expect("a warning");
+            assert!(
+                last.starts_with("md: annotation g/price is") && last.contains("not a price"),
+                "{last}"
+            );
+        }
     }
 
     #[test]

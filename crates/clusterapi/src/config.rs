@@ -268,6 +268,16 @@ impl ClusterApiConfig {
         )
     }
 
+    /// `<group>/cluster-api-autoscaler-node-price-per-hour`: the price of one node of the group
+    /// per hour, for the `price` expander. Upstream's Cluster API provider has no pricing model;
+    /// the key follows the naming of the size annotations.
+    pub fn price_key(&self) -> String {
+        format!(
+            "{}/cluster-api-autoscaler-node-price-per-hour",
+            self.api_group
+        )
+    }
+
     /// `<group>/delete-machine`: the Machine annotation that makes its owner remove it first.
     pub fn delete_machine_key(&self) -> String {
         format!("{}/delete-machine", self.api_group)

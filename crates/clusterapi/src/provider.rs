@@ -348,6 +348,7 @@ impl ClusterApiProvider {
             .collect();
         group.template = template;
         group.options = options;
+        group.node_price_per_hour = annotations::price(&ann, &config.price_key(), &what, warnings);
         group.rolling_out = rolling_out(&sets);
         Ok(Some((
             group,
@@ -887,6 +888,41 @@ mod tests {
         assert!(
             w.iter()
                 .any(|w| w.contains("neg-replicas") && w.contains("spec.replicas"))
+        );
+    }
+
+    #[test]
+    fn the_price_annotation_gives_the_group_its_price() {
+        let config = ClusterApiConfig::default();
+        let mut store = ObjectStore::new();
+        for (name, price) in [("priced", "0.75"), ("malformed", "-2"), ("unpriced", "")] {
+            store
+                .insert(
+                    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                    "metadata": {"name": name, "namespace": "ns", "annotations": {
+                        config.min_size_key(): "0", config.max_size_key(): "2",
+                        config.price_key(): price, CPU_KEY: "1", MEMORY_KEY: "1Gi"}},
+                    "spec": {"replicas": 0, "selector": {}}}),
+                    "t",
+                )
+                .unwrap();
+        }
+        let (p, w) = ClusterApiProvider::discover(&store, &config);
+        let price = |n: &str| {
+            p.node_groups()
+                .iter()
+                .find(|g| g.id.as_str() == format!("MachineDeployment/ns/{n}"))
+                .expect("group")
+                .node_price_per_hour
+        };
+        assert_eq!(price("priced"), Some(0.75));
+        assert_eq!(price("malformed"), None);
+        assert_eq!(price("unpriced"), None);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("malformed")
+                && w[0].contains("cluster.x-k8s.io/cluster-api-autoscaler-node-price-per-hour"),
+            "{w:?}"
         );
     }
 }

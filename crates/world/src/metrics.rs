@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use autoscaler_core::Resources;
+
 use crate::queue::NsName;
 use crate::time::SimTime;
 
@@ -25,6 +27,10 @@ pub struct Sample {
     pub nodes_per_group: BTreeMap<String, usize>,
     /// Machines per MachineDeployment (`namespace/name`), registered or not.
     pub machines_per_group: BTreeMap<String, usize>,
+    /// Summed requests of the pods bound to a node (terminating ones too), DaemonSet pods
+    /// excepted: what the nodes must hold at least, whatever their number (the report's fluid
+    /// bound is built from it).
+    pub bound_requests: Resources,
 }
 
 /// How long one pod waited from creation to running.
@@ -72,6 +78,7 @@ pub(crate) fn sample<'a>(
         nodes,
         nodes_per_group: BTreeMap::new(),
         machines_per_group: BTreeMap::new(),
+        bound_requests: Resources::default(),
     };
     for (bound, unschedulable) in pods {
         if bound {

@@ -390,13 +390,18 @@ fn sample_metrics(c: &mut Cluster, machines: &Machines) {
         .pods
         .values()
         .map(|p| (p.node.is_some(), p.unschedulable.is_some()));
-    let s = crate::metrics::sample(
+    let mut s = crate::metrics::sample(
         c.now,
         c.nodes.len(),
         pods,
         machines.groups(),
         machines.members(),
     );
+    for p in c.pods.values() {
+        if p.node.is_some() && !matches!(p.owner, Owner::DaemonSet(..)) {
+            s.bound_requests.add(&p.view.requests);
+        }
+    }
     c.metrics.samples.push(s);
 }
 
@@ -545,6 +550,23 @@ impl World {
     /// Number of live pods not bound to a node.
     pub fn pending_count(&self) -> usize {
         self.cluster.pending.len()
+    }
+
+    /// The pods not bound to a node (`namespace/name`), each with the scheduler's last
+    /// Unschedulable message if it wrote one, in scheduling-queue order.
+    pub fn pending_pods(&self) -> Vec<(String, Option<String>)> {
+        self.cluster
+            .pending
+            .iter()
+            .map(|(_, _, id)| {
+                let message = self
+                    .cluster
+                    .pods
+                    .get(id)
+                    .and_then(|p| p.unschedulable.clone());
+                (format!("{}/{}", id.0, id.1), message)
+            })
+            .collect()
     }
 
     /// The scheduling snapshot the scheduler works on (nodes and bound pods).

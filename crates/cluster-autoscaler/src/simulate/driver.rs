@@ -122,6 +122,73 @@ pub struct RunLog {
     pub restarts: Vec<SimTime>,
     /// The safety invariants checked on every loop.
     pub safety: super::safety::SafetyLog,
+    /// Nodes removed by scale-down, as (virtual time, count), one entry per instant.
+    pub removals: Vec<(SimTime, u64)>,
+    /// The pods still pending at the end, grouped by why.
+    pub never_started: Vec<NeverStarted>,
+}
+
+/// Pods that never started, grouped by the same reasons.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NeverStarted {
+    /// The scheduler's last message on them (its Unschedulable condition), if it wrote one.
+    pub scheduler: Option<String>,
+    /// What the autoscaler's last loop said of them: its `NotTriggerScaleUp` message, why it
+    /// set them aside, or nothing when it did not consider them.
+    pub autoscaler: Option<String>,
+    /// How many pods.
+    pub pods: usize,
+    /// The first of them (`namespace/name`).
+    pub examples: Vec<String>,
+}
+
+/// How many pods of a [`NeverStarted`] group are named.
+const NEVER_STARTED_EXAMPLES: usize = 3;
+
+/// The pods pending at the end, grouped by (scheduler message, autoscaler message), largest
+/// groups first; `said` holds the autoscaler's last word per pod.
+fn never_started(
+    pending: Vec<(String, Option<String>)>,
+    said: &BTreeMap<String, String>,
+) -> Vec<NeverStarted> {
+    let mut by: BTreeMap<(Option<String>, Option<String>), NeverStarted> = BTreeMap::new();
+    for (pod, scheduler) in pending {
+        let autoscaler = said.get(&pod).cloned();
+        let g = by
+            .entry((scheduler.clone(), autoscaler.clone()))
+            .or_insert_with(|| NeverStarted {
+                scheduler,
+                autoscaler,
+                ..NeverStarted::default()
+            });
+        g.pods += 1;
+        if g.examples.len() < NEVER_STARTED_EXAMPLES {
+            g.examples.push(pod);
+        }
+    }
+    let mut out: Vec<NeverStarted> = by.into_values().collect();
+    out.sort_by_key(|g| std::cmp::Reverse(g.pods));
+    out
+}
+
+/// The autoscaler's word on each pending pod it looked at in one loop: upstream's
+/// `NotTriggerScaleUp` event message, or why the pod was set aside.
+fn autoscaler_words(outcome: &LoopOutcome) -> BTreeMap<String, String> {
+    let up = &outcome.scale_up;
+    let mut out = BTreeMap::new();
+    for n in &up.result.no_scale_up {
+        let reasons: Vec<String> = n.reasons.iter().map(|(g, r)| format!("{g}: {r}")).collect();
+        let message = if reasons.is_empty() {
+            "pod didn't trigger scale-up: no node group can be grown".to_string()
+        } else {
+            format!("pod didn't trigger scale-up: {}", reasons.join("; "))
+        };
+        out.insert(n.pod.key().to_string(), message);
+    }
+    for (pod, why) in &up.set_aside {
+        out.insert(pod.key().to_string(), format!("not acted on: {why}"));
+    }
+    out
 }
 
 /// An event of the core at a virtual time.
@@ -186,6 +253,8 @@ pub struct Driver<'a> {
     informer: Informer,
     snapshot_at: Option<SimTime>,
     snapshot: Option<SnapshotTaken>,
+    /// The last loop's word on each pending pod it looked at (replaced every loop).
+    said: BTreeMap<String, String>,
 }
 
 fn short(group_id: &str) -> String {
@@ -259,6 +328,7 @@ impl<'a> Driver<'a> {
             informer: Informer::new(),
             snapshot_at: None,
             snapshot: None,
+            said: BTreeMap::new(),
         })
     }
 
@@ -322,6 +392,7 @@ impl<'a> Driver<'a> {
         }
         self.world.sample_metrics();
         self.log.pending_at_end = self.world.pending_count();
+        self.log.never_started = never_started(self.world.pending_pods(), &self.said);
         self.log.metrics = self.world.take_metrics();
         self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
         (self.log, self.snapshot)
@@ -463,6 +534,7 @@ impl<'a> Driver<'a> {
             self.autoscaler
                 .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
         self.record_outcome(t, &outcome);
+        self.said = autoscaler_words(&outcome);
         self.log.safety.checks += 1;
         let limits = &self.options.scale_up.limits;
         for v in super::safety::check_actions(&outcome, &provider, &objects.nodes, limits) {
@@ -804,6 +876,11 @@ impl<'a> Driver<'a> {
                     .entry(short(group.as_str()))
                     .or_default()
                     .nodes_removed += nodes.len() as u64;
+                let now = self.world.now();
+                match self.log.removals.last_mut() {
+                    Some((at, n)) if *at == now => *n += nodes.len() as u64,
+                    _ => self.log.removals.push((now, nodes.len() as u64)),
+                }
             }
             Report::DeleteFailed {
                 group,
@@ -1120,5 +1197,36 @@ workloads:
         assert_eq!(gives_up_after(&["--max-pod-eviction-time=40s"]), 40_000);
         // The drains are stepped every 10 s: a deadline of 1 s is seen at the next step.
         assert_eq!(gives_up_after(&["--max-pod-eviction-time=1s"]), 10_000);
+    }
+
+    #[test]
+    fn never_started_pods_are_grouped_by_both_messages_largest_group_first() {
+        let full = Some("0/3 nodes are available: 3 Insufficient cpu.".to_string());
+        let pending: Vec<(String, Option<String>)> = (0..5)
+            .map(|i| (format!("ns/big-{i}"), full.clone()))
+            .chain([
+                ("ns/odd".to_string(), None),
+                ("ns/gpu".to_string(), full.clone()),
+            ])
+            .collect();
+        let said = BTreeMap::from([(
+            "ns/gpu".to_string(),
+            "pod didn't trigger scale-up: g: Insufficient nvidia.com/gpu".to_string(),
+        )]);
+        let groups = never_started(pending, &said);
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        assert_eq!(groups[0].pods, 5);
+        assert_eq!(groups[0].scheduler, full);
+        assert_eq!(groups[0].autoscaler, None);
+        assert_eq!(groups[0].examples, ["ns/big-0", "ns/big-1", "ns/big-2"]);
+        let gpu = groups
+            .iter()
+            .find(|g| g.examples == ["ns/gpu"])
+            .expect("gpu group");
+        assert_eq!(
+            gpu.autoscaler.as_deref(),
+            Some("pod didn't trigger scale-up: g: Insufficient nvidia.com/gpu")
+        );
+        assert!(groups.iter().any(|g| g.scheduler.is_none() && g.pods == 1));
     }
 }

@@ -5,6 +5,7 @@
 //! figures come from [`report`]. Wall time is measured here and printed to stderr, never put in
 //! the report, so that the same scenario and seed give a byte-identical report.
 
+pub mod bound;
 pub mod driver;
 pub mod informer;
 pub mod report;

@@ -11,9 +11,39 @@ use std::fmt::Write as _;
 use autoscaler_world::SimTime;
 use serde::Serialize;
 
+use super::bound::{FluidBound, Shape, fluid_bound};
 use super::driver::RunLog;
 use super::scenario::Scenario;
 use crate::text::count;
+
+/// The bound's figures and the run's ratios to them.
+fn bound_report(shapes: &[Shape], b: &FluidBound, groups: &[GroupReport]) -> BoundReport {
+    let node_hours: f64 = groups.iter().map(|g| g.node_hours).sum();
+    let cost: f64 = groups.iter().map(|g| g.cost).sum();
+    let ratio = |run: f64, bound: f64| (bound > 0.0).then(|| round3(run / bound));
+    let distinct = shapes
+        .iter()
+        .map(|s| format!("{:?}", s.allocatable))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    BoundReport {
+        method: if distinct <= 1 {
+            "one node shape".to_string()
+        } else {
+            format!("linear program over {distinct} node shapes")
+        },
+        node_hours: round3(b.node_hours),
+        cost: round3(b.cost),
+        node_hours_ratio: ratio(node_hours, b.node_hours),
+        cost_ratio: ratio(cost, b.cost),
+        uncovered: b.uncovered.clone(),
+        node_hours_by_resource: b
+            .by_resource
+            .iter()
+            .map(|(k, v)| (k.clone(), round3(*v)))
+            .collect(),
+    }
+}
 
 /// `h:mm:ss` of a virtual time.
 pub fn clock(t: SimTime) -> String {
@@ -146,6 +176,50 @@ pub struct Point {
     pub pending: usize,
     /// Registered nodes per group.
     pub nodes: BTreeMap<String, usize>,
+    /// The fewest nodes that could hold the bound pods now (fluid bound, fractional).
+    pub bound_nodes: f64,
+}
+
+/// The fluid lower bound of the run (see `simulate::bound`) and the run against it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BoundReport {
+    /// How the nodes needed at an instant are found: `one node shape` or `linear program over
+    /// N node shapes`.
+    pub method: String,
+    /// Node-hours of the fewest nodes holding the bound pods' requests at each sample.
+    pub node_hours: f64,
+    /// Cost of the cheapest mix of node shapes doing so.
+    pub cost: f64,
+    /// The run's node-hours over the bound's (none when the bound is 0).
+    pub node_hours_ratio: Option<f64>,
+    /// The run's cost over the bound's (none when the bound is 0, e.g. without prices).
+    pub cost_ratio: Option<f64>,
+    /// Requested resources no node shape offers, left out of the bound.
+    pub uncovered: Vec<String>,
+    /// Per resource, the node-hours it alone needs on the shape offering most of it.
+    pub node_hours_by_resource: BTreeMap<String, f64>,
+}
+
+/// Nodes removed by scale-down at one instant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RemovalReport {
+    /// Virtual time, seconds.
+    pub t_s: f64,
+    /// Nodes removed.
+    pub nodes: u64,
+}
+
+/// Pods that never started, grouped by why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NeverStartedReport {
+    /// How many.
+    pub pods: usize,
+    /// The scheduler's last message (its Unschedulable condition), if it wrote one.
+    pub scheduler: Option<String>,
+    /// The autoscaler's last word: its `NotTriggerScaleUp` message or why it set them aside.
+    pub autoscaler: Option<String>,
+    /// The first of them.
+    pub examples: Vec<String>,
 }
 
 /// The report of a run.
@@ -177,6 +251,8 @@ pub struct Report {
     pub node_hours: f64,
     /// Total cost.
     pub cost: f64,
+    /// The fluid lower bound and the ratios against it.
+    pub bound: BoundReport,
     /// Scale-ups (all groups).
     pub scale_ups: u64,
     /// Nodes removed (all groups).
@@ -216,6 +292,10 @@ pub struct Report {
     pub restarts_s: Vec<f64>,
     /// The first pods to start running, in start order.
     pub pod_starts: Vec<PodStart>,
+    /// The pods still pending at the end, grouped by why (largest groups first).
+    pub never_started: Vec<NeverStartedReport>,
+    /// Scale-down removals over time.
+    pub removals: Vec<RemovalReport>,
     /// Samples over time.
     pub timeline: Vec<Point>,
 }
@@ -284,6 +364,8 @@ impl Report {
                 target_decreases: gl.target_decreases,
             });
         }
+        let shapes: Vec<Shape> = s.groups.iter().filter_map(Shape::of_group).collect();
+        let fluid = fluid_bound(&shapes, samples);
         let fallbacks = log
             .fallbacks
             .iter()
@@ -316,6 +398,7 @@ impl Report {
             pending_max: samples.iter().map(|x| x.pending).max().unwrap_or(0),
             node_hours: round3(groups.iter().map(|g| g.node_hours).sum()),
             cost: round3(groups.iter().map(|g| g.cost).sum()),
+            bound: bound_report(&shapes, &fluid, &groups),
             scale_ups: groups.iter().map(|g| g.scale_ups).sum(),
             scale_downs: groups.iter().map(|g| g.nodes_removed).sum(),
             failed_provisionings: groups.iter().map(|g| g.failed_provisionings).sum(),
@@ -367,12 +450,32 @@ impl Report {
                     running_s: secs(w.running_ms),
                 })
                 .collect(),
+            never_started: log
+                .never_started
+                .iter()
+                .map(|n| NeverStartedReport {
+                    pods: n.pods,
+                    scheduler: n.scheduler.clone(),
+                    autoscaler: n.autoscaler.clone(),
+                    examples: n.examples.clone(),
+                })
+                .collect(),
+            removals: log
+                .removals
+                .iter()
+                .map(|&(t, nodes)| RemovalReport {
+                    t_s: secs(t),
+                    nodes,
+                })
+                .collect(),
             timeline: samples
                 .iter()
-                .map(|x| Point {
+                .zip(fluid.nodes.iter().copied().chain(std::iter::repeat(0.0)))
+                .map(|(x, bound_nodes)| Point {
                     t_s: x.at_ms as f64 / 1000.0,
                     pending: x.pending,
                     nodes: x.nodes_per_group.clone(),
+                    bound_nodes: round3(bound_nodes),
                 })
                 .collect(),
         }
@@ -405,6 +508,36 @@ impl Report {
             from = i + 1;
         }
         out
+    }
+
+    /// `Fluid bound: ...`: the bound and the run's ratios to it.
+    fn bound_line(&self) -> String {
+        let b = &self.bound;
+        let ratio = |r: Option<f64>| r.map_or_else(|| "n/a".to_string(), |r| format!("{r:.2}x"));
+        let mut line = format!(
+            "Fluid bound ({}): {:.2} node-hours (run: {}), cost {:.2} (run: {})",
+            b.method,
+            b.node_hours,
+            ratio(b.node_hours_ratio),
+            b.cost,
+            ratio(b.cost_ratio)
+        );
+        if !b.uncovered.is_empty() {
+            let _ = write!(line, "; no node offers {}", b.uncovered.join(", "));
+        }
+        if !b.node_hours_by_resource.is_empty() {
+            let each: Vec<String> = b
+                .node_hours_by_resource
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect();
+            let _ = write!(
+                line,
+                "\n  node-hours each resource alone needs: {}",
+                each.join(", ")
+            );
+        }
+        line
     }
 
     /// The summary for people: a coarse timeline and the figures.
@@ -479,6 +612,9 @@ impl Report {
             "\nPods: {} created, {} started, {} still pending at the end (peak pending {})",
             self.pods_created, w.started, self.pods_pending_at_end, self.pending_max
         );
+        for n in &self.never_started {
+            let _ = writeln!(o, "{}", never_started_lines(n));
+        }
         let _ = writeln!(
             o,
             "Pod wait (creation to running): p50 {}  p90 {}  p99 {}  max {}",
@@ -492,6 +628,7 @@ impl Report {
             "Cost: {:.2} node-hours, {:.2} total",
             self.node_hours, self.cost
         );
+        let _ = writeln!(o, "{}", self.bound_line());
         let _ = writeln!(
             o,
             "Scale-ups: {}  nodes removed: {}  drains: {} ({} given up)  evictions: {} ({} refused by a PDB, retried)",
@@ -557,6 +694,21 @@ impl Report {
     }
 }
 
+/// One group of never-started pods, as the summary prints it (three lines).
+fn never_started_lines(n: &NeverStartedReport) -> String {
+    format!(
+        "  never started: {} (e.g. {})\n    scheduler: {}\n    autoscaler: {}",
+        count(n.pods as u64, "pod"),
+        n.examples.join(", "),
+        n.scheduler
+            .as_deref()
+            .unwrap_or("(no Unschedulable condition written)"),
+        n.autoscaler
+            .as_deref()
+            .unwrap_or("(not considered in its last loop)")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,6 +730,7 @@ mod tests {
             t_s,
             pending,
             nodes: BTreeMap::new(),
+            bound_nodes: 0.0,
         }
     }
 

@@ -201,7 +201,8 @@ pub struct GroupFile {
     /// More MachineDeployment annotations (e.g. per-group autoscaling options).
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
-    /// Price of one node per hour, for the cost report.
+    /// Price of one node per hour: the cost report, and the group's price annotation for the
+    /// `price` expander (0, the default: no price).
     #[serde(default)]
     pub price_per_hour: f64,
     /// Provisioning delay of this group.
@@ -1089,9 +1090,14 @@ fn restarts(o: &OptionsFile) -> Result<Vec<SimTime>, ScenarioError> {
     Ok(v)
 }
 
-/// The MachineDeployment object of a group, with its extra annotations.
+/// The MachineDeployment object of a group, with its price annotation (when `price_per_hour` is
+/// above 0, the default meaning "no price") and its extra annotations (which may override it).
 pub fn group_object(g: &Group, cluster: &str) -> Value {
     let mut obj = g.spec.to_object(cluster);
+    if g.price_per_hour > 0.0 {
+        let key = autoscaler_clusterapi::ClusterApiConfig::default().price_key();
+        obj["metadata"]["annotations"][key] = json!(g.price_per_hour.to_string());
+    }
     for (k, v) in &g.annotations {
         obj["metadata"]["annotations"][k] = json!(v);
     }
