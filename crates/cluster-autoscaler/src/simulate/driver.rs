@@ -325,7 +325,7 @@ impl<'a> Driver<'a> {
         self.world.sample_metrics();
         self.log.pending_at_end = self.world.pending_count();
         self.log.metrics = self.world.take_metrics();
-        self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
+        self.log.pods_created = self.log.metrics.started() + self.log.pending_at_end;
         Ok((self.log, self.snapshot))
     }
 
