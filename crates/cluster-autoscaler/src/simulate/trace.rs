@@ -258,7 +258,7 @@ impl<R: BufRead> TraceReader<R> {
             let index = self.rows;
             self.rows += 1;
             let o = &self.options;
-            if index % o.sample != 0 {
+            if !index.is_multiple_of(o.sample) {
                 continue;
             }
             let arrival_ms = row.arrival_s.saturating_mul(1000);
@@ -280,6 +280,7 @@ impl<R: BufRead> TraceReader<R> {
 
 /// Every kept pod of a whole CSV text, in file order (what a reader yields). Errors name the
 /// line and column.
+#[cfg(test)]
 pub fn replay(text: &str, o: &ReplayOptions) -> Result<Vec<TimedPod>, String> {
     let mut r = TraceReader::new(text.as_bytes(), o.clone())?;
     let mut out = Vec::new();
