@@ -237,7 +237,7 @@ proptest! {
             s.duration = s.duration.min(600_000).min(500 * s.scan_interval);
             s.sample_interval = s.sample_interval.max(s.duration / 100).max(1);
             let _ = bounded("simulate", &text, || {
-                crate::simulate::driver::Driver::new(&s).map(|d| d.run(&mut |_| {}).pending_at_end)
+                crate::simulate::driver::Driver::new(&s).map(|d| d.run(&mut |_| {}).map(|log| log.pending_at_end))
             });
         }
     }

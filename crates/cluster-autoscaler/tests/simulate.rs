@@ -392,6 +392,57 @@ fn the_azure_replay_runs_shortened_when_the_trace_is_present() {
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
 }
 
+#[test]
+fn the_zonal_azure_replay_runs_shortened_and_balanced_when_the_trace_is_present() {
+    let trace = repo().join("../shared/traces/azure-v1-vms.csv");
+    if !trace.exists() {
+        eprintln!(
+            "skipped: trace {} is absent (see ../shared/traces/README.md)",
+            trace.display()
+        );
+        return;
+    }
+    // The full replay (84 h) is for `--release`; its first 30 minutes here.
+    let (r, _) = simulate(
+        "azure-zones",
+        &["examples/azure-replay-zones.yaml", "--duration", "30m"],
+    );
+    assert!(num(&r, "/pods_created") > 1000.0);
+    let peaks: Vec<f64> = (0..3).map(|i| num(&r["groups"][i], "/nodes_max")).collect();
+    assert!(peaks.iter().all(|&p| p >= 10.0), "peaks {peaks:?}");
+    let (lo, hi) = peaks
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+    assert!(hi - lo <= 2.0, "balanced: peaks {peaks:?}");
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+}
+
+#[test]
+fn a_trace_row_out_of_arrival_order_stops_the_replay_naming_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-unordered", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("t.csv"),
+        "name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority\n\
+         a,0,60,100,128,0,,0\nb,120,60,100,128,0,,0\nc,60,60,100,128,0,,0\n",
+    )
+    .expect("trace");
+    let scenario = dir.join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: unordered\nduration: 10m\nnode_groups:\n  - {name: w, min: 1, max: 2, cpu: \"4\", memory: 16Gi}\n\
+         workloads:\n  - {kind: trace, file: t.csv}\n",
+    )
+    .expect("scenario");
+    let (code, err, _) = simulate_raw(&[scenario.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("t.csv: line 4: column arrival_s: 60 is before 120 on line 3"),
+        "{err}"
+    );
+}
+
 /// Runs `simulate` with `args` from the repository root; returns (exit code, stderr, wall time).
 fn simulate_raw(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
     let start = std::time::Instant::now();

@@ -329,7 +329,7 @@ impl Cluster {
         let (created, lifetime, uid) = (st.created, st.lifetime, st.uid.clone());
         self.pending.remove(&queued);
         self.sched_epoch += 1;
-        self.metrics.waits.push(PodWait {
+        self.metrics.pod_started(PodWait {
             pod: format!("{}/{}", id.0, id.1),
             created_ms: created,
             running_ms: now,

@@ -34,7 +34,7 @@ pub use cluster::WorldError;
 pub use eviction::{BudgetStatus, EvictionError};
 pub use faults::{Fault, FaultKind, ProvisioningDelay};
 pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
-pub use metrics::{Metrics, PodWait, Sample};
+pub use metrics::{Metrics, NAMED_WAITS, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;
 pub use time::SimTime;

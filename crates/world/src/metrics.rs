@@ -1,6 +1,9 @@
 //! The metrics log a simulation report is built from: periodic samples of pending pods and
 //! nodes per group, and each pod's wait from creation to running.
 //!
+//! A long replay starts millions of pods: every wait is kept as a bare number (8 bytes), and
+//! only the first [`NAMED_WAITS`] with the pod's name and times.
+//!
 //! It records only; it never decides anything and never reads the real clock.
 
 use std::collections::BTreeMap;
@@ -51,13 +54,33 @@ impl PodWait {
     }
 }
 
+/// How many pod starts are kept with their pod's name and times.
+pub const NAMED_WAITS: usize = 1_000;
+
 /// The metrics log.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metrics {
     /// Periodic samples, oldest first.
     pub samples: Vec<Sample>,
-    /// Pod waits, in the order pods started.
+    /// The first [`NAMED_WAITS`] pod waits, in the order pods started.
     pub waits: Vec<PodWait>,
+    /// Every pod's wait (ms), in the order pods started.
+    pub wait_ms: Vec<SimTime>,
+}
+
+impl Metrics {
+    /// Records that a pod started.
+    pub(crate) fn pod_started(&mut self, wait: PodWait) {
+        self.wait_ms.push(wait.wait_ms());
+        if self.waits.len() < NAMED_WAITS {
+            self.waits.push(wait);
+        }
+    }
+
+    /// How many pods started.
+    pub fn started(&self) -> usize {
+        self.wait_ms.len()
+    }
 }
 
 /// A sample at `at_ms` of `nodes` nodes, of pods given as (bound, marked Unschedulable), and of
@@ -108,6 +131,22 @@ pub(crate) fn sample<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_wait_is_counted_and_only_the_first_ones_are_named() {
+        let mut m = Metrics::default();
+        for i in 0..NAMED_WAITS as u64 + 5 {
+            m.pod_started(PodWait {
+                pod: format!("ns/p{i}"),
+                created_ms: i,
+                running_ms: 3 * i,
+            });
+        }
+        assert_eq!(m.started(), NAMED_WAITS + 5);
+        assert_eq!(m.waits.len(), NAMED_WAITS);
+        assert_eq!(m.waits[7].pod, "ns/p7");
+        assert_eq!(m.wait_ms[NAMED_WAITS + 4], 2 * (NAMED_WAITS as u64 + 4));
+    }
 
     #[test]
     fn a_sample_counts_pods_and_machines_per_group_with_empty_groups_as_zero() {

@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use super::informer::Informer;
 use super::scenario::{Scenario, group_object};
+use super::trace::{TraceError, TraceFeed};
 
 /// The autoscaler's namespace (upstream's `--namespace` default), where the priority
 /// expander's ConfigMap is read, as the live shell reads it.
@@ -339,25 +340,26 @@ impl<'a> Driver<'a> {
     }
 
     /// Runs to the end of the scenario, calling `progress` with the virtual time after each loop.
-    pub fn run(self, progress: &mut dyn FnMut(SimTime)) -> RunLog {
-        self.run_with_snapshot(progress).0
+    pub fn run(self, progress: &mut dyn FnMut(SimTime)) -> Result<RunLog, TraceError> {
+        self.run_with_snapshot(progress).map(|(log, _)| log)
     }
 
     /// Runs to the end of the scenario like [`Driver::run`], also returning the snapshot asked
-    /// for with [`Driver::snapshot_at`] (none if the run ended before it).
+    /// for with [`Driver::snapshot_at`] (none if the run ended before it). Fails if a trace
+    /// row read on the way is malformed or out of order.
     pub fn run_with_snapshot(
         mut self,
         progress: &mut dyn FnMut(SimTime),
-    ) -> (RunLog, Option<SnapshotTaken>) {
+    ) -> Result<(RunLog, Option<SnapshotTaken>), TraceError> {
         let s = self.scenario;
         let mut jobs = s.jobs.iter().peekable();
-        let mut pods = s.pods.iter().peekable();
+        let mut pods = TraceFeed::open(&s.traces)?;
         let mut t: SimTime = 0;
         loop {
             // Creations due before this loop, each at its own instant.
             loop {
                 let next_job = jobs.peek().map(|j| j.0).filter(|&at| at <= t);
-                let next_pod = pods.peek().map(|p| p.at).filter(|&at| at <= t);
+                let next_pod = pods.peek_at().filter(|&at| at <= t);
                 match (next_job, next_pod) {
                     (Some(j), p) if p.is_none_or(|p| j <= p) => {
                         if let Some((at, spec)) = jobs.next() {
@@ -368,9 +370,9 @@ impl<'a> Driver<'a> {
                         }
                     }
                     (_, Some(_)) => {
-                        if let Some(p) = pods.next() {
+                        if let Some(p) = pods.next_due(t)? {
                             self.world.step_until(p.at);
-                            if let Err(e) = self.world.add_pod(p.object.clone(), p.lifetime) {
+                            if let Err(e) = self.world.add_pod(p.object, p.lifetime) {
                                 self.error(format!("trace pod: {e}"));
                             }
                         }
@@ -386,7 +388,7 @@ impl<'a> Driver<'a> {
                 break;
             }
             t = (t + s.scan_interval).min(s.duration);
-            if !s.pods.is_empty() {
+            if !pods.is_empty() {
                 self.world.gc_terminal_pods();
             }
         }
@@ -394,8 +396,8 @@ impl<'a> Driver<'a> {
         self.log.pending_at_end = self.world.pending_count();
         self.log.never_started = never_started(self.world.pending_pods(), &self.said);
         self.log.metrics = self.world.take_metrics();
-        self.log.pods_created = self.log.metrics.waits.len() + self.log.pending_at_end;
-        (self.log, self.snapshot)
+        self.log.pods_created = self.log.metrics.started() + self.log.pending_at_end;
+        Ok((self.log, self.snapshot))
     }
 
     /// Replaces the autoscaler with a fresh one (the process restarted) when a restart time of

@@ -188,11 +188,13 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         driver.snapshot_at(at);
     }
     let mut progress = |t| bar.set_position(t / 1000);
-    let (log, snapshot) = if args.snapshot_at.is_some() {
+    let run = if args.snapshot_at.is_some() {
         driver.run_with_snapshot(&mut progress)
     } else {
-        (driver.run(&mut progress), None)
+        driver.run(&mut progress).map(|log| (log, None))
     };
+    // A trace row read during the run is malformed or out of order: the scenario is at fault.
+    let (log, snapshot) = run.map_err(|e| CliError::usage(anyhow!("{e}")))?;
     bar.finish_and_clear();
     let wall = started.elapsed();
     let report = report::Report::new(&s, &log);

@@ -153,6 +153,7 @@ pub struct PodStart {
 
 /// How many pod starts the report lists one by one.
 pub const POD_STARTS_LISTED: usize = 200;
+const _: () = assert!(POD_STARTS_LISTED <= autoscaler_world::NAMED_WAITS);
 
 /// A failed group and the fallback to another.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -323,7 +324,7 @@ impl Report {
     /// Builds the report of a run.
     pub fn new(s: &Scenario, log: &RunLog) -> Report {
         let samples = &log.metrics.samples;
-        let mut waits: Vec<SimTime> = log.metrics.waits.iter().map(|w| w.wait_ms()).collect();
+        let mut waits = log.metrics.wait_ms.clone();
         waits.sort_unstable();
         let mut groups = Vec::new();
         for g in &s.groups {

@@ -512,8 +512,8 @@ pub struct Scenario {
     pub jobs: Vec<(SimTime, JobSpec)>,
     /// DaemonSets.
     pub daemon_sets: Vec<DaemonSetSpec>,
-    /// Bare pods by creation time (trace replay), sorted by time.
-    pub pods: Vec<TimedPod>,
+    /// Trace replays, in workload order; their rows are read during the run.
+    pub traces: Vec<super::trace::TraceSource>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
     /// How actions are carried out, from the same flags as `run`: how long a drain retries
@@ -688,14 +688,13 @@ impl Scenario {
             replica_sets: Vec::new(),
             jobs: Vec::new(),
             daemon_sets: Vec::new(),
-            pods: Vec::new(),
+            traces: Vec::new(),
             restart_at: restarts(&f.options)?,
             actuation,
         };
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
         }
-        s.pods.sort_by_key(|p| p.at);
         Ok(s)
     }
 
@@ -795,11 +794,7 @@ impl Scenario {
                     .transpose()?
                     .unwrap_or(0);
                 let path = base.join(file);
-                let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError::Trace {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-                let opts = super::trace::ReplayOptions {
+                let options = super::trace::ReplayOptions {
                     namespace: namespace.clone(),
                     time_scale: scale,
                     sample,
@@ -810,12 +805,13 @@ impl Scenario {
                     gpu_model_label: gpu_model_label.clone(),
                     tolerations: tolerations.clone(),
                 };
-                let pods =
-                    super::trace::replay(&text, &opts).map_err(|message| ScenarioError::Trace {
-                        path: path.clone(),
-                        message,
-                    })?;
-                self.pods.extend(pods);
+                // Only the header is read now; rows are read as the run reaches them.
+                super::trace::check(&path, &options).map_err(|message| ScenarioError::Trace {
+                    path: path.clone(),
+                    message,
+                })?;
+                self.traces
+                    .push(super::trace::TraceSource { path, options });
             }
         }
         Ok(())
