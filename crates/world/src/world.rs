@@ -24,6 +24,7 @@ use crate::objects::WatchEvent;
 use crate::queue::{Event, NsName};
 use crate::readiness::{self, Readiness};
 use crate::scheduler::Scheduler;
+use crate::scoring::Scoring;
 use crate::time::SimTime;
 use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Workloads};
 
@@ -50,6 +51,9 @@ pub struct WorldConfig {
     pub machine_set_sync_ms: SimTime,
     /// How long a Machine being deleted lingers after its drain, in ms (instance termination).
     pub machine_deletion_ms: SimTime,
+    /// How the scheduler scores nodes' resource fit (kube-scheduler's default:
+    /// `LeastAllocated`).
+    pub scoring: Scoring,
 }
 
 impl Default for WorldConfig {
@@ -66,6 +70,7 @@ impl Default for WorldConfig {
             cluster_name: "sim".to_string(),
             machine_set_sync_ms: 0,
             machine_deletion_ms: 0,
+            scoring: Scoring::default(),
         }
     }
 }
@@ -127,10 +132,11 @@ impl World {
             sync_ms: cfg.machine_set_sync_ms,
             deletion_ms: cfg.machine_deletion_ms,
         });
+        let scheduler = Scheduler::new(cfg.seed, cfg.scoring);
         World {
             cfg,
             cluster,
-            scheduler: Scheduler::default(),
+            scheduler,
             machines,
             workloads: Workloads::default(),
             disruption: Disruption::default(),
