@@ -41,5 +41,5 @@ pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;
 pub use scoring::Scoring;
 pub use time::SimTime;
-pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec};
+pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec, Restart};
 pub use world::{World, WorldConfig};

@@ -26,7 +26,7 @@ use crate::readiness::{self, Readiness};
 use crate::scheduler::Scheduler;
 use crate::scoring::Scoring;
 use crate::time::SimTime;
-use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Workloads};
+use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Restart, Workloads};
 
 pub use crate::cluster::WorldError;
 pub use crate::faults::{Fault, FaultKind, ProvisioningDelay};
@@ -419,6 +419,21 @@ impl World {
     /// Adds a bare pod (no controller) that runs for `lifetime_ms` once started, or forever.
     pub fn add_pod(&mut self, obj: Value, lifetime_ms: Option<SimTime>) -> Result<(), WorldError> {
         self.cluster.create_pod(obj, Owner::None, lifetime_ms)?;
+        Ok(())
+    }
+
+    /// Adds a pod replayed from a trace whose controller (named by its `ownerReferences`) the
+    /// world does not run: it runs `lifetime_ms` once started, and when it is evicted or deleted
+    /// before its end, a replacement is created at once as its controller would: see
+    /// [`Restart`].
+    pub fn add_replayed_pod(
+        &mut self,
+        obj: Value,
+        lifetime_ms: SimTime,
+        restart: Restart,
+    ) -> Result<(), WorldError> {
+        self.cluster
+            .create_pod(obj, Owner::Replayed(restart), Some(lifetime_ms))?;
         Ok(())
     }
 

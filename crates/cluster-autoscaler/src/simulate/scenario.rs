@@ -15,7 +15,7 @@ use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::model::duration::parse_duration;
 use autoscaler_world::{
     DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
-    ProvisioningDelay, ReplicaSetSpec, SimTime,
+    ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -119,6 +119,9 @@ pub struct ScenarioFile {
     /// Autoscaler options, by flag name.
     #[serde(default)]
     pub options: OptionsFile,
+    /// How the world's scheduler scores nodes.
+    #[serde(default)]
+    pub scheduler: SchedulerFile,
     /// Node groups (MachineDeployments).
     pub node_groups: Vec<GroupFile>,
     /// Kubernetes objects created at the start (PodDisruptionBudgets, Namespaces, Pods, ...).
@@ -134,6 +137,16 @@ pub struct ScenarioFile {
     /// Workloads.
     #[serde(default)]
     pub workloads: Vec<WorkloadFile>,
+}
+
+/// The world's scheduler profile.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerFile {
+    /// kube-scheduler's `NodeResourcesFit` scoring strategy: `LeastAllocated` (default) or
+    /// `MostAllocated` (bin packing).
+    #[serde(default)]
+    pub scoring: Scoring,
 }
 
 /// A uniform delay distribution.
@@ -383,6 +396,31 @@ pub struct TraceFile {
     /// Tolerations given to every replayed pod.
     #[serde(default)]
     pub tolerations: Vec<Value>,
+    /// Name of the controller owning the pods (default `trace`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Who owns the pods: `job` (default: a row is a task; evicted, it starts over),
+    /// `replicaset` (a row is a long runner; evicted, it runs on elsewhere for the time it had
+    /// left) or `none` (bare pods, which scale-down never moves).
+    #[serde(default)]
+    pub owner: TraceOwnerFile,
+    /// The `cluster-autoscaler.kubernetes.io/safe-to-evict` annotation of every pod (default:
+    /// none).
+    #[serde(default)]
+    pub safe_to_evict: Option<bool>,
+}
+
+/// A trace's pod owner kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceOwnerFile {
+    /// A Job.
+    #[default]
+    Job,
+    /// A ReplicaSet.
+    ReplicaSet,
+    /// Bare pods.
+    None,
 }
 
 /// A workload; `kind` says which (`deployment`, `job`, `daemon-set`, `trace`).
@@ -497,6 +535,8 @@ pub struct Scenario {
     pub machine_set_sync_ms: SimTime,
     /// How long a deleted Machine takes to terminate after its drain.
     pub machine_deletion_ms: SimTime,
+    /// How the world's scheduler scores nodes' resource fit.
+    pub scoring: Scoring,
     /// Autoscaler options.
     pub options: AutoscalerOptions,
     /// Node groups.
@@ -680,6 +720,7 @@ impl Scenario {
                 Some(t) => ms("machine_deletion", t)?,
                 None => 0,
             },
+            scoring: f.scheduler.scoring,
             options: run.controller.autoscaler,
             groups,
             objects: f.objects,
@@ -779,6 +820,9 @@ impl Scenario {
                 gpu_resource,
                 gpu_model_label,
                 tolerations,
+                name,
+                owner,
+                safe_to_evict,
             }) => {
                 let scale = time_scale.unwrap_or(1.0);
                 if !(scale.is_finite() && scale > 0.0) {
@@ -808,16 +852,59 @@ impl Scenario {
                     gpu_resource: gpu_resource.clone().unwrap_or_else(default_gpu_resource),
                     gpu_model_label: gpu_model_label.clone(),
                     tolerations: tolerations.clone(),
+                    owner: trace_owner(*owner, name.as_deref().unwrap_or("trace")),
+                    safe_to_evict: *safe_to_evict,
                 };
                 let pods =
                     super::trace::replay(&text, &opts).map_err(|message| ScenarioError::Trace {
                         path: path.clone(),
                         message,
                     })?;
+                if let Some(c) = trace_controller(&opts.owner, namespace, pods.len())
+                    && !self.objects.contains(&c)
+                {
+                    self.objects.push(c);
+                }
                 self.pods.extend(pods);
             }
         }
         Ok(())
+    }
+}
+
+fn trace_owner(kind: TraceOwnerFile, name: &str) -> super::trace::TraceOwner {
+    use super::trace::TraceOwner;
+    match kind {
+        TraceOwnerFile::Job => TraceOwner::Job(name.to_string()),
+        TraceOwnerFile::ReplicaSet => TraceOwner::ReplicaSet(name.to_string()),
+        TraceOwnerFile::None => TraceOwner::None,
+    }
+}
+
+/// The controller object a trace's pods name, so that the autoscaler finds it (the world does
+/// not run it: see `World::add_replayed_pod`). A ReplicaSet wants as many replicas as the
+/// trace has pods.
+fn trace_controller(
+    owner: &super::trace::TraceOwner,
+    namespace: &str,
+    pods: usize,
+) -> Option<Value> {
+    use super::trace::TraceOwner;
+    let template = json!({"metadata": {"labels": {"trace": "replay"}},
+        "spec": {"containers": [{"name": "app", "image": "sim/trace"}]}});
+    match owner {
+        TraceOwner::None => None,
+        TraceOwner::Job(name) => Some(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"completions": pods, "parallelism": pods, "template": template},
+        })),
+        TraceOwner::ReplicaSet(name) => Some(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": pods, "selector": {"matchLabels": {"trace": "replay"}},
+                "template": template},
+        })),
     }
 }
 
