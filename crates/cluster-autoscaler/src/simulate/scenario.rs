@@ -1232,6 +1232,67 @@ mod tests {
     }
 
     #[test]
+    fn the_scheduler_scoring_and_a_traces_owner_are_read_and_checked() {
+        let groups = "node_groups:\n- {name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}\n";
+        let s =
+            Scenario::parse(&format!("name: x\nduration: 1h\n{groups}"), Path::new(".")).unwrap();
+        assert_eq!(s.scoring, Scoring::LeastAllocated);
+        let text =
+            format!("name: x\nduration: 1h\nscheduler: {{scoring: MostAllocated}}\n{groups}");
+        let s = Scenario::parse(&text, Path::new(".")).unwrap();
+        assert_eq!(s.scoring, Scoring::MostAllocated);
+        let text = format!("name: x\nduration: 1h\nscheduler: {{scoring: Packed}}\n{groups}");
+        let e = Scenario::parse(&text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("scheduler.scoring") && e.contains("Packed"),
+            "{e}"
+        );
+
+        let dir = std::env::temp_dir().join(format!("ca-trace-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("t.csv"),
+            "name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority\nvm,0,60,100,64,0,,0\n",
+        )
+        .unwrap();
+        let trace = |extra: &str| {
+            let text = format!(
+                "name: x\nduration: 1h\n{groups}workloads:\n- {{kind: trace, file: t.csv{extra}}}\n"
+            );
+            Scenario::parse(&text, &dir)
+        };
+        let s = trace("").unwrap();
+        assert_eq!(
+            s.pods[0].object["metadata"]["ownerReferences"][0]["kind"],
+            "Job"
+        );
+        assert_eq!(
+            s.objects[0]["kind"], "Job",
+            "the Job is created for the autoscaler to find"
+        );
+        assert_eq!(s.objects[0]["metadata"]["name"], "trace");
+        let s = trace(", owner: replicaset, name: vms, safe_to_evict: true").unwrap();
+        assert_eq!(s.objects[0]["kind"], "ReplicaSet");
+        assert_eq!(s.objects[0]["spec"]["replicas"], 1);
+        assert_eq!(
+            s.pods[0].object["metadata"]["ownerReferences"][0]["name"],
+            "vms"
+        );
+        let s = trace(", owner: none").unwrap();
+        assert!(s.objects.is_empty());
+        assert!(
+            s.pods[0].object["metadata"]
+                .get("ownerReferences")
+                .is_none()
+        );
+        let e = trace(", owner: deployment").unwrap_err().to_string();
+        assert!(e.contains("workloads[0].owner"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn options_use_the_flag_names() {
         let text = "name: x\nduration: 1h\noptions:\n  scan-interval: 5s\n  scale-down-unneeded-time: 2m\n  max-nodes-total: 7\n  cores-total: '0:64'\nnode_groups:\n- {name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}\n";
         let s = Scenario::parse(text, Path::new(".")).unwrap();
