@@ -31,6 +31,7 @@ use crate::metrics::{Metrics, PodWait};
 use crate::objects::{VersionedStore, key};
 use crate::queue::{Event, EventQueue, NsName};
 use crate::time::SimTime;
+use crate::workloads::Restart;
 
 /// Errors of world operations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +72,8 @@ pub(crate) enum Owner {
     Job(NsName),
     /// A DaemonSet of the world, for the given node.
     DaemonSet(NsName, String),
+    /// A controller the world does not run (a replayed trace pod's), replacing the pod as said.
+    Replayed(Restart),
 }
 
 /// What the world knows about a live (non-terminal) pod.
@@ -86,6 +89,8 @@ pub(crate) struct PodState {
     pub seq: u64,
     /// The node it is bound to.
     pub node: Option<String>,
+    /// When it was bound (started running).
+    pub started: Option<SimTime>,
     /// Its controller.
     pub owner: Owner,
     /// How long it runs once started; `None` runs forever.
@@ -120,6 +125,8 @@ pub(crate) struct RemovedPod {
     pub owner: Owner,
     /// Whether it ended with phase `Succeeded` (rather than being deleted).
     pub succeeded: bool,
+    /// For a replayed pod deleted before its end: its object and how long it had left to run.
+    pub replay: Option<(Arc<Value>, SimTime)>,
 }
 
 /// The shared state of the world's controllers.
@@ -285,6 +292,7 @@ impl Cluster {
                 created: self.now,
                 seq: self.pod_seq,
                 node: None,
+                started: None,
                 owner,
                 lifetime,
                 unschedulable: None,
@@ -325,6 +333,7 @@ impl Cluster {
         let queued = (-st.view.priority, st.seq, id.clone());
         st.view = view;
         st.node = Some(node.to_string());
+        st.started = Some(now);
         st.unschedulable = None;
         let (created, lifetime, uid) = (st.created, st.lifetime, st.uid.clone());
         self.pending.remove(&queued);
@@ -385,6 +394,11 @@ impl Cluster {
             self.touch_node(nid);
         }
         let k = key("", "Pod", &id.0, &id.1);
+        let replay = if terminal.is_none() && st.terminating.is_none() {
+            self.replay_of(&st, &k)
+        } else {
+            None
+        };
         match terminal {
             Some(phase) => self.write_terminal(id, &k, phase),
             None => {
@@ -398,9 +412,25 @@ impl Cluster {
                 id: id.clone(),
                 owner: st.owner.clone(),
                 succeeded: terminal.is_some(),
+                replay,
             });
         }
         Some(st)
+    }
+
+    /// A replayed pod's object and the time it had left, for its replacement (`None` for
+    /// other pods, or one whose time is up).
+    fn replay_of(&self, st: &PodState, k: &ObjectKey) -> Option<(Arc<Value>, SimTime)> {
+        let Owner::Replayed(restart) = st.owner else {
+            return None;
+        };
+        let life = st.lifetime?;
+        let ran = st.started.map_or(0, |t| self.now.saturating_sub(t));
+        let left = match restart {
+            Restart::Rerun => life,
+            Restart::Resume => life.saturating_sub(ran),
+        };
+        (left > 0).then_some((self.store.get(k)?.clone(), left))
     }
 
     /// Keeps a finished pod's object with its final phase, for the garbage collector.
@@ -434,7 +464,7 @@ impl Cluster {
         let terminal = match st.owner {
             _ if st.terminating.is_some() => None,
             Owner::ReplicaSet(_) | Owner::DaemonSet(..) => None,
-            Owner::None | Owner::Job(_) => Some("Succeeded"),
+            Owner::None | Owner::Job(_) | Owner::Replayed(_) => Some("Succeeded"),
         };
         self.remove_pod(id, terminal);
     }
@@ -468,6 +498,7 @@ impl Cluster {
             .now
             .saturating_add(grace_sec.min(own_sec).saturating_mul(1000));
         let uid = st.uid.clone();
+        let replay = self.replay_of(st, &key("", "Pod", &id.0, &id.1));
         self.write_terminating(id, grace_sec);
         let st = self.pods.get_mut(id)?;
         st.terminating = Some(ends);
@@ -477,6 +508,7 @@ impl Cluster {
                 id: id.clone(),
                 owner,
                 succeeded: false,
+                replay,
             });
         }
         self.pod_gen += 1;

@@ -572,4 +572,49 @@ mod termination_tests {
         w.advance(13_000);
         assert_eq!(job(&w)["succeeded"], 1, "only the replacement completes");
     }
+
+    #[test]
+    fn a_replayed_pod_is_replaced_when_evicted_a_jobs_rerunning_a_replica_sets_resuming() {
+        use crate::Restart;
+        for (restart, left_ms) in [(Restart::Rerun, 60_000), (Restart::Resume, 50_000)] {
+            let (mut w, _) = one_node(29);
+            let mut p = bare_pod("vm-1", None, Some(0));
+            p["metadata"]["labels"] = json!({"app": "trace"});
+            p["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job",
+                "name": "trace", "uid": "u", "controller": true}]);
+            w.add_replayed_pod(p, 60_000, restart).unwrap();
+            w.advance(1_000);
+            assert!(pods_of(&w, "trace")[0].1.is_some(), "bound");
+            w.advance(10_000);
+            w.evict("default", "vm-1", None).unwrap();
+            let pods = pods_of(&w, "trace");
+            assert_eq!(
+                pods.len(),
+                1,
+                "{restart:?}: the grace is 0, only the replacement: {pods:?}"
+            );
+            let name = pods[0].0.clone();
+            assert!(name.starts_with("vm-1-"), "{name}");
+            let obj = get(&w, "", "Pod", "default", &name).unwrap();
+            assert_eq!(obj["metadata"]["ownerReferences"][0]["kind"], "Job");
+            assert_eq!(
+                obj["metadata"]["annotations"]["simulate.cluster-autoscaler/replay-of"],
+                "vm-1"
+            );
+            w.advance(1_000);
+            let started = w.now();
+            assert!(pods_of(&w, "trace")[0].1.is_some(), "the replacement runs");
+            w.advance(left_ms - 1_000);
+            assert_eq!(pods_of(&w, "trace").len(), 1, "{restart:?}: still running");
+            w.advance(2_000);
+            let done = get(&w, "", "Pod", "default", &name).unwrap();
+            assert_eq!(
+                done["status"]["phase"],
+                "Succeeded",
+                "{restart:?} after {} ms",
+                w.now() - started
+            );
+            assert!(w.live_pods().is_empty(), "a finished pod is not replaced");
+        }
+    }
 }

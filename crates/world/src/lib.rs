@@ -3,7 +3,8 @@
 //! The world keeps Kubernetes objects as JSON in a versioned store with a change log (watch),
 //! and runs simplified controllers where the autoscaler can see the difference, each a unit
 //! with its own state that reads and writes the shared cluster (clock, event queue, store): a
-//! scheduler using the core's predicates ([`scheduler`]), a Cluster API machine controller with
+//! scheduler using the core's predicates and kube-scheduler's scoring ([`scheduler`],
+//! [`scoring`]), a Cluster API machine controller with
 //! provisioning delays and injected faults ([`machines`]), workload controllers
 //! ([`workloads`]), the disruption controller and Eviction API honouring PodDisruptionBudgets
 //! ([`eviction`]) and node readiness ([`readiness`]). [`World`] owns them and the cluster and
@@ -24,6 +25,7 @@ pub mod objects;
 pub(crate) mod queue;
 pub mod readiness;
 pub mod scheduler;
+pub mod scoring;
 #[cfg(test)]
 mod testkit;
 pub mod time;
@@ -37,6 +39,7 @@ pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
 pub use metrics::{Metrics, NAMED_WAITS, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;
+pub use scoring::Scoring;
 pub use time::SimTime;
-pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec};
+pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec, Restart};
 pub use world::{World, WorldConfig};

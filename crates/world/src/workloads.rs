@@ -238,6 +238,50 @@ fn daemon_tolerations() -> Vec<Value> {
     v
 }
 
+/// How the controller of a replayed pod (one the world does not run) replaces the pod when it
+/// is evicted or deleted before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// A Job's: the replacement runs the whole time again (the task starts over).
+    Rerun,
+    /// A ReplicaSet's: the replacement runs the time the pod had left (the service goes on).
+    Resume,
+}
+
+/// The annotation a replacement of a replayed pod carries: the first pod's name, the base of
+/// every replacement's name.
+const REPLAY_OF: &str = "simulate.cluster-autoscaler/replay-of";
+
+/// Creates at once the replacement of a replayed pod whose object was `obj`, to run `left` ms:
+/// the same labels, annotations, owner references and spec, unbound, named after the first pod.
+fn replace_replayed(c: &mut Cluster, obj: &Value, left: SimTime, restart: Restart) {
+    let md = &obj["metadata"];
+    let ns = md["namespace"].as_str().unwrap_or("default");
+    let first = md["annotations"][REPLAY_OF]
+        .as_str()
+        .or(md["name"].as_str())
+        .unwrap_or("pod")
+        .to_string();
+    // Room for the `-xxxxx` suffix within a pod name's 63 characters.
+    let base: String = first.chars().take(57).collect();
+    let name = c.fresh_pod_name(ns, base.trim_end_matches('-'));
+    let mut annotations = md["annotations"].as_object().cloned().unwrap_or_default();
+    annotations.insert(REPLAY_OF.into(), json!(first));
+    let mut spec = obj["spec"].clone();
+    if let Some(s) = spec.as_object_mut() {
+        s.remove("nodeName");
+    }
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": md["labels"].clone(),
+            "annotations": annotations, "ownerReferences": md["ownerReferences"].clone()},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    });
+    // The object was valid as the first pod; a failure here would be the world's own bug.
+    let _ = c.create_pod(pod, Owner::Replayed(restart), Some(left));
+}
+
 impl Workloads {
     /// Adds a ReplicaSet (and its Deployment) and queues its replica schedule.
     pub(crate) fn add_replica_set(
@@ -407,7 +451,12 @@ impl Workloads {
     /// Takes in the controllers' pods that left (deleted or finished) since the last look.
     fn absorb(&mut self, c: &mut Cluster) {
         for removed in c.take_removed() {
-            self.pod_removed(&removed);
+            match (&removed.owner, &removed.replay) {
+                (Owner::Replayed(restart), Some((obj, left))) => {
+                    replace_replayed(c, obj, *left, *restart)
+                }
+                _ => self.pod_removed(&removed),
+            }
         }
     }
 
@@ -418,10 +467,11 @@ impl Workloads {
             id,
             owner,
             succeeded,
+            ..
         }: &RemovedPod,
     ) {
         match owner {
-            Owner::None => {}
+            Owner::None | Owner::Replayed(_) => {}
             Owner::ReplicaSet(rs) => {
                 if let Some(r) = self.replica_sets.get_mut(rs) {
                     r.pods.remove(&id.1);

@@ -24,8 +24,9 @@ use crate::objects::WatchEvent;
 use crate::queue::{Event, NsName};
 use crate::readiness::{self, Readiness};
 use crate::scheduler::Scheduler;
+use crate::scoring::Scoring;
 use crate::time::SimTime;
-use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Workloads};
+use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Restart, Workloads};
 
 pub use crate::cluster::WorldError;
 pub use crate::faults::{Fault, FaultKind, ProvisioningDelay};
@@ -50,6 +51,9 @@ pub struct WorldConfig {
     pub machine_set_sync_ms: SimTime,
     /// How long a Machine being deleted lingers after its drain, in ms (instance termination).
     pub machine_deletion_ms: SimTime,
+    /// How the scheduler scores nodes' resource fit (kube-scheduler's default:
+    /// `LeastAllocated`).
+    pub scoring: Scoring,
 }
 
 impl Default for WorldConfig {
@@ -66,6 +70,7 @@ impl Default for WorldConfig {
             cluster_name: "sim".to_string(),
             machine_set_sync_ms: 0,
             machine_deletion_ms: 0,
+            scoring: Scoring::default(),
         }
     }
 }
@@ -127,10 +132,11 @@ impl World {
             sync_ms: cfg.machine_set_sync_ms,
             deletion_ms: cfg.machine_deletion_ms,
         });
+        let scheduler = Scheduler::new(cfg.seed, cfg.scoring);
         World {
             cfg,
             cluster,
-            scheduler: Scheduler::default(),
+            scheduler,
             machines,
             workloads: Workloads::default(),
             disruption: Disruption::default(),
@@ -418,6 +424,21 @@ impl World {
     /// Adds a bare pod (no controller) that runs for `lifetime_ms` once started, or forever.
     pub fn add_pod(&mut self, obj: Value, lifetime_ms: Option<SimTime>) -> Result<(), WorldError> {
         self.cluster.create_pod(obj, Owner::None, lifetime_ms)?;
+        Ok(())
+    }
+
+    /// Adds a pod replayed from a trace whose controller (named by its `ownerReferences`) the
+    /// world does not run: it runs `lifetime_ms` once started, and when it is evicted or deleted
+    /// before its end, a replacement is created at once as its controller would: see
+    /// [`Restart`].
+    pub fn add_replayed_pod(
+        &mut self,
+        obj: Value,
+        lifetime_ms: SimTime,
+        restart: Restart,
+    ) -> Result<(), WorldError> {
+        self.cluster
+            .create_pod(obj, Owner::Replayed(restart), Some(lifetime_ms))?;
         Ok(())
     }
 

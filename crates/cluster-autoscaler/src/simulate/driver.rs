@@ -25,11 +25,11 @@ use autoscaler_core::names::{
 };
 use autoscaler_core::{ActionError, ErrorClass};
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
-use autoscaler_world::{FaultKind, Metrics, SimTime, World, WorldConfig, WorldError};
+use autoscaler_world::{FaultKind, Metrics, Restart, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
 use super::informer::Informer;
-use super::scenario::{Scenario, group_object};
+use super::scenario::{Scenario, TimedPod, group_object};
 use super::trace::{TraceError, TraceFeed};
 
 /// The autoscaler's namespace (upstream's `--namespace` default), where the priority
@@ -275,6 +275,7 @@ impl<'a> Driver<'a> {
             cluster_name: CLUSTER.into(),
             machine_set_sync_ms: scenario.machine_set_sync_ms,
             machine_deletion_ms: scenario.machine_deletion_ms,
+            scoring: scenario.scoring,
             ..WorldConfig::default()
         });
         let err = |what: String| move |source| DriverError::World { what, source };
@@ -372,7 +373,7 @@ impl<'a> Driver<'a> {
                     (_, Some(_)) => {
                         if let Some(p) = pods.next_due(t)? {
                             self.world.step_until(p.at);
-                            if let Err(e) = self.world.add_pod(p.object, p.lifetime) {
+                            if let Err(e) = add_trace_pod(&mut self.world, p) {
                                 self.error(format!("trace pod: {e}"));
                             }
                         }
@@ -951,6 +952,24 @@ fn world_error(e: &WorldError) -> ActionError {
         _ => ErrorClass::Other,
     };
     ActionError::new(class, e.to_string())
+}
+
+/// Adds a trace pod: one naming a Job or ReplicaSet is replaced as that controller would
+/// replace it when evicted (a Job's starts over, a ReplicaSet's runs the time it had left).
+fn add_trace_pod(world: &mut World, p: TimedPod) -> Result<(), WorldError> {
+    let kind = p
+        .object
+        .pointer("/metadata/ownerReferences/0/kind")
+        .and_then(Value::as_str);
+    let restart = match kind {
+        Some("Job") => Restart::Rerun,
+        Some("ReplicaSet") => Restart::Resume,
+        _ => return world.add_pod(p.object, p.lifetime),
+    };
+    match p.lifetime {
+        Some(life) => world.add_replayed_pod(p.object, life, restart),
+        None => world.add_pod(p.object, None),
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::model::duration::parse_duration;
 use autoscaler_world::{
     DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
-    ProvisioningDelay, ReplicaSetSpec, SimTime,
+    ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -119,6 +119,9 @@ pub struct ScenarioFile {
     /// Autoscaler options, by flag name.
     #[serde(default)]
     pub options: OptionsFile,
+    /// How the world's scheduler scores nodes.
+    #[serde(default)]
+    pub scheduler: SchedulerFile,
     /// Node groups (MachineDeployments).
     pub node_groups: Vec<GroupFile>,
     /// Kubernetes objects created at the start (PodDisruptionBudgets, Namespaces, Pods, ...).
@@ -134,6 +137,16 @@ pub struct ScenarioFile {
     /// Workloads.
     #[serde(default)]
     pub workloads: Vec<WorkloadFile>,
+}
+
+/// The world's scheduler profile.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerFile {
+    /// kube-scheduler's `NodeResourcesFit` scoring strategy: `LeastAllocated` (default) or
+    /// `MostAllocated` (bin packing).
+    #[serde(default)]
+    pub scoring: Scoring,
 }
 
 /// A uniform delay distribution.
@@ -384,6 +397,31 @@ pub struct TraceFile {
     /// Tolerations given to every replayed pod.
     #[serde(default)]
     pub tolerations: Vec<Value>,
+    /// Name of the controller owning the pods (default `trace`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Who owns the pods: `job` (default: a row is a task; evicted, it starts over),
+    /// `replicaset` (a row is a long runner; evicted, it runs on elsewhere for the time it had
+    /// left) or `none` (bare pods, which scale-down never moves).
+    #[serde(default)]
+    pub owner: TraceOwnerFile,
+    /// The `cluster-autoscaler.kubernetes.io/safe-to-evict` annotation of every pod (default:
+    /// none).
+    #[serde(default)]
+    pub safe_to_evict: Option<bool>,
+}
+
+/// A trace's pod owner kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceOwnerFile {
+    /// A Job.
+    #[default]
+    Job,
+    /// A ReplicaSet.
+    ReplicaSet,
+    /// Bare pods.
+    None,
 }
 
 /// A workload; `kind` says which (`deployment`, `job`, `daemon-set`, `trace`).
@@ -498,6 +536,8 @@ pub struct Scenario {
     pub machine_set_sync_ms: SimTime,
     /// How long a deleted Machine takes to terminate after its drain.
     pub machine_deletion_ms: SimTime,
+    /// How the world's scheduler scores nodes' resource fit.
+    pub scoring: Scoring,
     /// Autoscaler options.
     pub options: AutoscalerOptions,
     /// Node groups.
@@ -681,6 +721,7 @@ impl Scenario {
                 Some(t) => ms("machine_deletion", t)?,
                 None => 0,
             },
+            scoring: f.scheduler.scoring,
             options: run.controller.autoscaler,
             groups,
             objects: f.objects,
@@ -779,6 +820,9 @@ impl Scenario {
                 gpu_resource,
                 gpu_model_label,
                 tolerations,
+                name,
+                owner,
+                safe_to_evict,
             }) => {
                 let scale = time_scale.unwrap_or(1.0);
                 if !(scale.is_finite() && scale > 0.0) {
@@ -804,17 +848,62 @@ impl Scenario {
                     gpu_resource: gpu_resource.clone().unwrap_or_else(default_gpu_resource),
                     gpu_model_label: gpu_model_label.clone(),
                     tolerations: tolerations.clone(),
+                    owner: trace_owner(*owner, name.as_deref().unwrap_or("trace")),
+                    safe_to_evict: *safe_to_evict,
                 };
                 // Only the header is read now; rows are read as the run reaches them.
                 super::trace::check(&path, &options).map_err(|message| ScenarioError::Trace {
                     path: path.clone(),
                     message,
                 })?;
+                if let Some(c) = trace_controller(&options.owner, namespace, options.limit)
+                    && !self.objects.contains(&c)
+                {
+                    self.objects.push(c);
+                }
                 self.traces
                     .push(super::trace::TraceSource { path, options });
             }
         }
         Ok(())
+    }
+}
+
+fn trace_owner(kind: TraceOwnerFile, name: &str) -> super::trace::TraceOwner {
+    use super::trace::TraceOwner;
+    match kind {
+        TraceOwnerFile::Job => TraceOwner::Job(name.to_string()),
+        TraceOwnerFile::ReplicaSet => TraceOwner::ReplicaSet(name.to_string()),
+        TraceOwnerFile::None => TraceOwner::None,
+    }
+}
+
+/// The Job or ReplicaSet a trace's pods name as their controller, so the drain rules find it
+/// (the world does not run it: see `World::add_replayed_pod`).
+/// Rows are read during the run, so the pod count is not known here: the counts are the trace's
+/// `limit` (capped to what the API's int32 holds) and only `--min-replica-count` reads them.
+fn trace_controller(
+    owner: &super::trace::TraceOwner,
+    namespace: &str,
+    limit: usize,
+) -> Option<Value> {
+    let pods = i32::try_from(limit).unwrap_or(i32::MAX);
+    use super::trace::TraceOwner;
+    let template = json!({"metadata": {"labels": {"trace": "replay"}},
+        "spec": {"containers": [{"name": "app", "image": "sim/trace"}]}});
+    match owner {
+        TraceOwner::None => None,
+        TraceOwner::Job(name) => Some(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"completions": pods, "parallelism": pods, "template": template},
+        })),
+        TraceOwner::ReplicaSet(name) => Some(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": pods, "selector": {"matchLabels": {"trace": "replay"}},
+                "template": template},
+        })),
     }
 }
 
@@ -1144,6 +1233,71 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("field `options.expander`"), "{e}");
+    }
+
+    #[test]
+    fn the_scheduler_scoring_and_a_traces_owner_are_read_and_checked() {
+        let groups = "node_groups:\n- {name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}\n";
+        let s =
+            Scenario::parse(&format!("name: x\nduration: 1h\n{groups}"), Path::new(".")).unwrap();
+        assert_eq!(s.scoring, Scoring::LeastAllocated);
+        let text =
+            format!("name: x\nduration: 1h\nscheduler: {{scoring: MostAllocated}}\n{groups}");
+        let s = Scenario::parse(&text, Path::new(".")).unwrap();
+        assert_eq!(s.scoring, Scoring::MostAllocated);
+        let text = format!("name: x\nduration: 1h\nscheduler: {{scoring: Packed}}\n{groups}");
+        let e = Scenario::parse(&text, Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("scheduler.scoring") && e.contains("Packed"),
+            "{e}"
+        );
+
+        let dir = std::env::temp_dir().join(format!("ca-trace-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("t.csv"),
+            "name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority\nvm,0,60,100,64,0,,0\n",
+        )
+        .unwrap();
+        let trace = |extra: &str| {
+            let text = format!(
+                "name: x\nduration: 1h\n{groups}workloads:\n- {{kind: trace, file: t.csv{extra}}}\n"
+            );
+            Scenario::parse(&text, &dir)
+        };
+        let first_pod = |s: &Scenario| {
+            let mut reader = s.traces[0].open().unwrap();
+            reader.next_pod().unwrap().unwrap().object
+        };
+        let s = trace("").unwrap();
+        assert_eq!(
+            first_pod(&s)["metadata"]["ownerReferences"][0]["kind"],
+            "Job"
+        );
+        assert_eq!(
+            s.objects[0]["kind"], "Job",
+            "the Job is created for the autoscaler to find"
+        );
+        assert_eq!(s.objects[0]["metadata"]["name"], "trace");
+        let s = trace(", owner: replicaset, name: vms, safe_to_evict: true").unwrap();
+        assert_eq!(s.objects[0]["kind"], "ReplicaSet");
+        assert_eq!(s.objects[0]["spec"]["replicas"], i32::MAX, "no limit: rows are counted during the run");
+        assert_eq!(
+            first_pod(&s)["metadata"]["ownerReferences"][0]["name"],
+            "vms"
+        );
+        let s = trace(", owner: none").unwrap();
+        assert!(s.objects.is_empty());
+        assert!(
+            first_pod(&s)["metadata"]
+                .get("ownerReferences")
+                .is_none()
+        );
+        let e = trace(", owner: deployment").unwrap_err().to_string();
+        assert!(e.contains("workloads[0].owner"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

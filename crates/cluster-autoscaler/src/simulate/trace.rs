@@ -1,6 +1,7 @@
 //! Trace replay: rows of a workload trace CSV
-//! (`name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority`) become bare pods
-//! created at their (scaled) arrival time.
+//! (`name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority`) become pods
+//! created at their (scaled) arrival time, owned by the trace's controller (a Job or a
+//! ReplicaSet named after the workload) or bare, and annotated `safe-to-evict` if asked.
 //!
 //! It decides which rows are kept (sampling, start, limit, horizon) and what each pod looks like.
 //! A pod runs for its (scaled) duration counted from when it starts running, not from its
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::scenario::TimedPod;
+use autoscaler_core::names::SAFE_TO_EVICT_ANNOTATION;
 use autoscaler_world::SimTime;
 
 /// How rows are turned into pods.
@@ -41,6 +43,36 @@ pub struct ReplayOptions {
     pub gpu_model_label: Option<String>,
     /// Tolerations of every pod.
     pub tolerations: Vec<Value>,
+    /// Who owns the pods.
+    pub owner: TraceOwner,
+    /// The `cluster-autoscaler.kubernetes.io/safe-to-evict` annotation of every pod, if any.
+    pub safe_to_evict: Option<bool>,
+}
+
+/// The controller of a trace's pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceOwner {
+    /// Bare pods: scale-down never moves them.
+    None,
+    /// The Job of this name: an evicted pod's replacement starts over.
+    Job(String),
+    /// The ReplicaSet of this name: an evicted pod's replacement runs the time it had left.
+    ReplicaSet(String),
+}
+
+impl TraceOwner {
+    /// The `ownerReferences` of a pod of this owner (`None` for bare pods).
+    fn reference(&self) -> Option<Value> {
+        let (api_version, kind, name) = match self {
+            TraceOwner::None => return None,
+            TraceOwner::Job(n) => ("batch/v1", "Job", n),
+            TraceOwner::ReplicaSet(n) => ("apps/v1", "ReplicaSet", n),
+        };
+        Some(
+            json!([{"apiVersion": api_version, "kind": kind, "name": name,
+            "uid": format!("trace-{name}"), "controller": true, "blockOwnerDeletion": true}]),
+        )
+    }
 }
 
 /// A trace file and how its rows become pods: what a scenario keeps of a trace workload (the
@@ -146,10 +178,15 @@ impl ReplayOptions {
             requests[&self.gpu_resource] = json!(gpu.to_string());
             limits[&self.gpu_resource] = json!(gpu.to_string());
         }
+        // A ReplicaSet's pods must restart always; a task's never.
+        let restart = match self.owner {
+            TraceOwner::ReplicaSet(_) => "Always",
+            _ => "Never",
+        };
         let mut spec = json!({
             "containers": [{"name": "app", "image": "sim/trace", "resources": {"requests": requests, "limits": limits}}],
             "priority": row.priority,
-            "restartPolicy": "Never",
+            "restartPolicy": restart,
             "schedulerName": "default-scheduler",
         });
         if let (Some(label), false) = (&self.gpu_model_label, row.gpu_model.is_empty()) {
@@ -158,12 +195,19 @@ impl ReplayOptions {
         if !self.tolerations.is_empty() {
             spec["tolerations"] = Value::Array(self.tolerations.clone());
         }
+        let mut metadata = json!({"name": pod_name(&row.name), "namespace": self.namespace, "labels": {"trace": "replay"}});
+        if let Some(refs) = self.owner.reference() {
+            metadata["ownerReferences"] = refs;
+        }
+        if let Some(safe) = self.safe_to_evict {
+            metadata["annotations"] = json!({SAFE_TO_EVICT_ANNOTATION: safe.to_string()});
+        }
         TimedPod {
             at,
             object: json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": pod_name(&row.name), "namespace": self.namespace, "labels": {"trace": "replay"}},
+                "metadata": metadata,
                 "spec": spec,
                 "status": {"phase": "Pending"},
             }),
@@ -390,6 +434,8 @@ mod tests {
             gpu_resource: "nvidia.com/gpu".into(),
             gpu_model_label: Some("gpu-model".into()),
             tolerations: Vec::new(),
+            owner: TraceOwner::None,
+            safe_to_evict: None,
         }
     }
 
@@ -413,6 +459,40 @@ mod tests {
         assert_eq!(pods[1].at, 10_000);
         assert!(pods[1].object["spec"].get("nodeSelector").is_none());
         assert_eq!(pods[2].object["spec"]["priority"], 50);
+    }
+
+    #[test]
+    fn pods_name_their_owner_and_say_whether_they_are_safe_to_evict() {
+        let pods = replay(CSV, &opts()).unwrap();
+        let md = &pods[0].object["metadata"];
+        assert!(md.get("ownerReferences").is_none() && md.get("annotations").is_none());
+        let o = ReplayOptions {
+            owner: TraceOwner::Job("batch".into()),
+            safe_to_evict: Some(false),
+            ..opts()
+        };
+        let pod = &replay(CSV, &o).unwrap()[0].object;
+        let r = &pod["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (&r["kind"], &r["name"], &r["controller"]),
+            (&json!("Job"), &json!("batch"), &json!(true))
+        );
+        assert_eq!(
+            pod["metadata"]["annotations"][SAFE_TO_EVICT_ANNOTATION],
+            "false"
+        );
+        assert_eq!(pod["spec"]["restartPolicy"], "Never");
+        let o = ReplayOptions {
+            owner: TraceOwner::ReplicaSet("vms".into()),
+            ..opts()
+        };
+        let pod = &replay(CSV, &o).unwrap()[0].object;
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+        assert_eq!(
+            pod["metadata"]["ownerReferences"][0]["apiVersion"],
+            "apps/v1"
+        );
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
     }
 
     #[test]
