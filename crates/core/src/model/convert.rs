@@ -1766,6 +1766,44 @@ mod tests {
     }
 
     #[test]
+    fn claim_ephemeral_and_csi_volumes_become_volume_refs() {
+        let p = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "db-0", "namespace": "ns"},
+            "spec": {"containers": [], "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+                {"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io"}},
+                {"name": "cfg", "configMap": {"name": "c"}},
+            ]},
+        })))
+        .expect("valid pod");
+        assert_eq!(
+            p.volume_refs,
+            [
+                VolumeRef::Claim {
+                    claim: Arc::from("data-db-0"),
+                    ephemeral: false
+                },
+                VolumeRef::Claim {
+                    claim: Arc::from("db-0-scratch"),
+                    ephemeral: true
+                },
+                VolumeRef::InlineCsi {
+                    driver: Sym::new("secrets-store.csi.k8s.io"),
+                    volume: Arc::from("secrets")
+                },
+            ]
+        );
+        let plain = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"containers": []},
+        })))
+        .expect("valid pod");
+        assert!(plain.volume_refs.is_empty());
+        assert_ne!(plain.equivalence, p.equivalence);
+    }
+
+    #[test]
     fn status_volumes_and_metadata() {
         let p = Pod::from_k8s(&api_pod(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u", "annotations": {"b": "2", "a": "1"},

@@ -268,3 +268,366 @@ fn check_zone(storage: &Storage, pod: &Pod, node: &Node) -> Result<(), Unfit> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::storage::CsiNode;
+    use crate::model::store::ObjectStore;
+    use crate::scheduling::snapshot::NodeId;
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
+
+    /// Storage objects shared by the cases: a zonal WaitForFirstConsumer CSI class, an
+    /// Immediate class, a local class without provisioner, and a few claims and volumes.
+    const STORAGE: &str = r#"
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: zonal}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [a, b]}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: now}
+provisioner: ebs.csi.aws.com
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: new, namespace: default}
+spec: {storageClassName: zonal, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: immediate, namespace: default}
+spec: {storageClassName: now, accessModes: [ReadWriteOnce]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: classless, namespace: default}
+spec: {accessModes: [ReadWriteOnce]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: gone-class, namespace: default}
+spec: {storageClassName: nope}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: dying, namespace: default, deletionTimestamp: "2026-01-01T00:00:00Z"}
+spec: {storageClassName: zonal}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: in-a, namespace: default}
+spec: {volumeName: pv-a, accessModes: [ReadWriteOnce]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: orphan, namespace: default}
+spec: {volumeName: pv-missing}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: legacy, namespace: default}
+spec: {volumeName: pv-legacy}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: picked, namespace: default, annotations: {volume.kubernetes.io/selected-node: n-b}}
+spec: {storageClassName: zonal}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: disk, namespace: default}
+spec: {storageClassName: local, accessModes: [ReadWriteOnce], resources: {requests: {storage: 50Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: solo, namespace: default}
+spec: {volumeName: pv-solo, accessModes: [ReadWriteOncePod]}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-a}
+spec:
+  capacity: {storage: 10Gi}
+  claimRef: {namespace: default, name: in-a}
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-a}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [a]}]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pv-legacy
+  labels: {failure-domain.beta.kubernetes.io/zone: a__c}
+spec:
+  capacity: {storage: 10Gi}
+  claimRef: {namespace: default, name: legacy}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-solo}
+spec:
+  capacity: {storage: 1Gi}
+  claimRef: {namespace: default, name: solo}
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-solo}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-a1}
+spec:
+  storageClassName: local
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  local: {path: /mnt/disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n-a]}]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-b1-small}
+spec:
+  storageClassName: local
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  local: {path: /mnt/disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n-b]}]
+"#;
+
+    fn storage(extra: &str) -> Arc<Storage> {
+        let mut store = ObjectStore::new();
+        store.load_yaml(STORAGE).unwrap();
+        store.load_yaml(extra).unwrap();
+        let (s, errors) = Storage::from_store(&store);
+        assert!(errors.is_empty(), "{errors:?}");
+        Arc::new(s)
+    }
+
+    /// Nodes n-a, n-b (zones a, b) and n-x (no zone label), with the given storage.
+    fn snapshot(extra: &str) -> ClusterSnapshot {
+        let mut s = ClusterSnapshot::new();
+        s.set_storage(storage(extra));
+        for (name, zone) in [("n-a", Some("a")), ("n-b", Some("b")), ("n-x", None)] {
+            let mut b = NodeBuilder::new(name, 4000, 16 * GI).label("kubernetes.io/hostname", name);
+            if let Some(z) = zone {
+                b = b.zone(z);
+            }
+            s.add_node(b.arc()).unwrap();
+        }
+        s
+    }
+
+    fn id(s: &ClusterSnapshot, name: &str) -> NodeId {
+        s.node_id(Sym::new(name)).unwrap()
+    }
+
+    /// The verdict of each node (n-a, n-b, n-x) for a pod using `claims`.
+    fn verdicts(s: &ClusterSnapshot, claims: &[&str]) -> Vec<Result<(), String>> {
+        let mut b = PodBuilder::new("p", 100, GI);
+        for c in claims {
+            b = b.claim(c);
+        }
+        let pod = b.build();
+        ["n-a", "n-b", "n-x"]
+            .iter()
+            .map(|n| s.check_pod(&pod, id(s, n)).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    fn all(msg: &str) -> Vec<Result<(), String>> {
+        vec![Err(msg.to_string()); 3]
+    }
+
+    #[test]
+    fn a_missing_or_deleted_claim_or_class_rejects_every_node() {
+        let s = snapshot("");
+        assert_eq!(
+            verdicts(&s, &["nope"]),
+            all("persistentvolumeclaim \"nope\" not found")
+        );
+        assert_eq!(
+            verdicts(&s, &["dying"]),
+            all("persistentvolumeclaim \"dying\" is being deleted")
+        );
+        assert_eq!(
+            verdicts(&s, &["gone-class"]),
+            all("storageclass.storage.k8s.io \"nope\" not found")
+        );
+        let e = Unfit::ClaimNotFound(Arc::from("x"));
+        assert!(e.is_unresolvable() && e.plugin() == "VolumeBinding");
+    }
+
+    #[test]
+    fn an_unbound_immediate_claim_waits_for_the_binder_not_a_node() {
+        let s = snapshot("");
+        let msg = "pod has unbound immediate PersistentVolumeClaims";
+        assert_eq!(verdicts(&s, &["immediate"]), all(msg));
+        assert_eq!(verdicts(&s, &["classless"]), all(msg));
+    }
+
+    #[test]
+    fn the_claim_check_comes_before_the_node_filters() {
+        let s = snapshot("");
+        let pod = PodBuilder::new("big", 64_000, GI).claim("nope").build();
+        assert_eq!(
+            s.check_pod(&pod, id(&s, "n-a")).unwrap_err(),
+            Unfit::ClaimNotFound(Arc::from("nope"))
+        );
+    }
+
+    #[test]
+    fn a_bound_volume_is_reachable_only_where_its_node_affinity_allows() {
+        let s = snapshot("");
+        let conflict = "node(s) had volume node affinity conflict";
+        assert_eq!(
+            verdicts(&s, &["in-a"]),
+            vec![Ok(()), Err(conflict.into()), Err(conflict.into())]
+        );
+        assert_eq!(
+            verdicts(&s, &["orphan"]),
+            all("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)")
+        );
+        assert!(Unfit::VolumeNodeAffinity.is_unresolvable());
+    }
+
+    #[test]
+    fn an_unbound_wait_for_first_consumer_claim_follows_the_class_topology() {
+        let s = snapshot("");
+        // Allowed in zones a and b; the zone-less node matches no allowed topology term.
+        assert_eq!(
+            verdicts(&s, &["new"]),
+            vec![
+                Ok(()),
+                Ok(()),
+                Err("node(s) didn't find available persistent volumes to bind".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_claim_with_a_selected_node_only_fits_that_node() {
+        let s = snapshot("");
+        let v = verdicts(&s, &["picked"]);
+        assert_eq!(v[1], Ok(()));
+        assert_eq!(
+            v[0],
+            Err("node(s) didn't find available persistent volumes to bind".into())
+        );
+    }
+
+    #[test]
+    fn tracked_capacity_limits_provisioning_to_segments_with_room() {
+        let s = snapshot(
+            "apiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {name: a, namespace: kube-system}\n\
+             storageClassName: zonal\nnodeTopology: {matchLabels: {topology.kubernetes.io/zone: a}}\ncapacity: 5Gi\n---\n\
+             apiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {name: b, namespace: kube-system}\n\
+             storageClassName: zonal\nnodeTopology: {matchLabels: {topology.kubernetes.io/zone: b}}\ncapacity: 1Gi\nmaximumVolumeSize: 100Gi\n",
+        );
+        let v = verdicts(&s, &["new"]);
+        assert_eq!(v[0], Err("node(s) did not have enough free storage".into()));
+        // maximumVolumeSize, when set, is what a new volume is compared with.
+        assert_eq!(v[1], Ok(()));
+    }
+
+    #[test]
+    fn a_claim_of_a_class_without_provisioner_binds_an_available_volume_that_fits() {
+        let s = snapshot("");
+        // Only n-a has a local volume large enough; n-b's is too small.
+        let bind = "node(s) didn't find available persistent volumes to bind";
+        assert_eq!(
+            verdicts(&s, &["disk"]),
+            vec![Ok(()), Err(bind.into()), Err(bind.into())]
+        );
+    }
+
+    #[test]
+    fn volume_zone_labels_must_name_the_node_zone() {
+        let s = snapshot("");
+        // Legacy beta label with two zones; the nodes carry the GA label. A node without any
+        // zone or region label passes.
+        let v = verdicts(&s, &["legacy"]);
+        assert_eq!(
+            v,
+            vec![
+                Ok(()),
+                Err("node(s) had no available volume zone".into()),
+                Ok(())
+            ]
+        );
+        assert_eq!(Unfit::VolumeZone.plugin(), "VolumeZone");
+    }
+
+    #[test]
+    fn csi_attach_limits_count_distinct_volumes_already_on_the_node() {
+        let extra = "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n-a}\n\
+             spec: {drivers: [{name: ebs.csi.aws.com, nodeID: i-a, allocatable: {count: 2}}]}\n---\n\
+             apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: other, namespace: default}\n\
+             spec: {storageClassName: zonal}\n";
+        let mut s = snapshot(extra);
+        let a = id(&s, "n-a");
+        // Two pods share vol-a (one attachment), a third brings a new volume: 2 of 2.
+        for (name, claim) in [("u1", "in-a"), ("u2", "in-a"), ("u3", "other")] {
+            let p = PodBuilder::new(name, 100, GI).claim(claim).node_name("n-a");
+            s.add_pod(p.arc(), a).unwrap();
+        }
+        assert_eq!(
+            verdicts(&s, &["new"])[0],
+            Err("node(s) exceed max volume count".into())
+        );
+        // A volume already attached does not count again.
+        assert_eq!(verdicts(&s, &["in-a"])[0], Ok(()));
+        assert!(!Unfit::MaxVolumeCount.is_unresolvable());
+        // A node that carries its own limits (a template) is held to them.
+        let mut t = NodeBuilder::new("t", 4000, 16 * GI).zone("a").build();
+        t.csi = Some(Arc::new(
+            CsiNode::from_annotation("ebs.csi.aws.com=0").unwrap(),
+        ));
+        let t = s.add_node(Arc::new(t)).unwrap();
+        let pod = PodBuilder::new("p", 100, GI).claim("new").build();
+        assert_eq!(s.check_pod(&pod, t), Err(Unfit::MaxVolumeCount));
+        // Nodes without CSINode have no limit.
+        assert_eq!(verdicts(&s, &["new"])[1], Ok(()));
+    }
+
+    #[test]
+    fn a_read_write_once_pod_claim_in_use_rejects_every_node_until_released() {
+        let mut s = snapshot("");
+        let a = id(&s, "n-a");
+        assert_eq!(verdicts(&s, &["solo"]), vec![Ok(()), Ok(()), Ok(())]);
+        let user = PodBuilder::new("user", 100, GI)
+            .claim("solo")
+            .node_name("n-a");
+        s.fork();
+        s.add_pod(user.arc(), a).unwrap();
+        let msg = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+        assert_eq!(verdicts(&s, &["solo"]), all(msg));
+        s.revert().unwrap();
+        assert_eq!(verdicts(&s, &["solo"]), vec![Ok(()), Ok(()), Ok(())]);
+        assert_eq!(s.claim_users(Sym::new("default"), &Arc::from("solo")), 0);
+    }
+
+    #[test]
+    fn pods_without_volumes_ignore_storage() {
+        let s = snapshot("");
+        let pod = PodBuilder::new("plain", 100, GI).build();
+        for n in ["n-a", "n-b", "n-x"] {
+            assert_eq!(s.check_pod(&pod, id(&s, n)), Ok(()));
+        }
+    }
+}
