@@ -23,7 +23,8 @@ use crate::model::pod::{Pod, VolumeRef};
 use crate::model::storage::{
     AccessModes, BindingMode, Claim, PersistentVolume, Storage, VOLUME_TOPOLOGY_LABELS, csi_of,
 };
-use crate::scheduling::affinity::NodeSelector;
+use crate::names::HOSTNAME_LABEL;
+use crate::scheduling::affinity::{NodeSelector, NodeSelectorOp};
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeInfo};
 
@@ -68,6 +69,17 @@ impl ClusterSnapshot {
         check_volume_limits(storage, pod, info)?;
         check_binding(storage, pod, &info.node)?;
         check_zone(storage, pod, &info.node)
+    }
+
+    /// The first bound volume of `pod` that only one node can reach: a `local` volume, or one
+    /// whose node affinity names a single host in every term. A pod on such a volume cannot
+    /// move to another node.
+    pub fn pinned_volume(&self, pod: &Pod) -> Option<Arc<str>> {
+        let storage = self.storage();
+        pod_claims(pod)
+            .filter_map(|c| bound_volume(storage, pod, c)?.ok())
+            .find(|pv| pv.local || pv.node_affinity.as_ref().is_some_and(names_one_host))
+            .map(|pv| pv.name.clone())
     }
 
     /// VolumeRestrictions: a `ReadWriteOncePod` claim may be used by one pod only, wherever.
@@ -231,6 +243,18 @@ fn binds(c: &Claim, pv: &PersistentVolume, node: &Node) -> bool {
 
 fn selector_allows(sel: Option<&NodeSelector>, node: &Node) -> bool {
     sel.is_none_or(|s| node_selector_matches(s, node))
+}
+
+/// Whether every term of `sel` requires `kubernetes.io/hostname` to be one given host.
+fn names_one_host(sel: &NodeSelector) -> bool {
+    !sel.terms.is_empty()
+        && sel.terms.iter().all(|t| {
+            t.match_expressions.iter().any(|r| {
+                r.key.as_str() == HOSTNAME_LABEL
+                    && r.op == NodeSelectorOp::In
+                    && r.values.len() == 1
+            })
+        })
 }
 
 /// The GA form of a legacy zone or region label.
@@ -619,6 +643,23 @@ spec:
         s.revert().unwrap();
         assert_eq!(verdicts(&s, &["solo"]), vec![Ok(()), Ok(()), Ok(())]);
         assert_eq!(s.claim_users(Sym::new("default"), &Arc::from("solo")), 0);
+    }
+
+    #[test]
+    fn a_local_or_single_host_volume_pins_its_pod() {
+        let s = snapshot("");
+        let pod = |claim: &str| PodBuilder::new("p", 100, GI).claim(claim).build();
+        // A zonal volume does not pin; a local one does (once bound).
+        assert_eq!(s.pinned_volume(&pod("in-a")), None);
+        assert_eq!(s.pinned_volume(&pod("disk")), None);
+        let bound = snapshot(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: mine, namespace: default}\n\
+             spec: {volumeName: local-a1}\n",
+        );
+        assert_eq!(
+            bound.pinned_volume(&pod("mine")).as_deref(),
+            Some("local-a1")
+        );
     }
 
     #[test]
