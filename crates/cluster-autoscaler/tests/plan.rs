@@ -517,7 +517,7 @@ fn zonal_volumes_are_explained_and_grow_only_their_zone() {
         "  1 pending pod fits existing or upcoming nodes: default/new-0",
         // Scale-down moves a pod with a zonal volume only within its zone: zone b has room,
         // zone c has not; a pod on a local volume cannot move at all.
-        "  data-a2 is not removable: no place to move pod default/cache-0",
+        "  data-a2 is not removable: no place to move pod default/cache-0: its volume pv-cache-0 is reachable from this node only",
         "  data-c2 is not removable: no place to move pod default/queue-1",
         "  increase MachineDeployment/default/data-c by 1 to 3",
     ] {
