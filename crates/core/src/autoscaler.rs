@@ -22,6 +22,7 @@ use crate::model::node::Node;
 use crate::model::node_group::{CloudProvider, NodeGroup};
 use crate::model::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::model::pod::Pod;
+use crate::model::storage::Storage;
 use crate::model::taints::TaintConfig;
 use crate::names::HOSTNAME_LABEL;
 use crate::names::SCALED_UP_GROUP;
@@ -33,7 +34,9 @@ use crate::scale_down::{
 use crate::scale_up::estimator::Budget;
 use crate::scale_up::expander::ExpanderChain;
 use crate::scale_up::pending::{self, PendingOptions, SetAside};
-use crate::scale_up::template::{GroupTemplate, NoTemplate, TemplateOptions, build_template};
+use crate::scale_up::template::{
+    GroupTemplate, NoTemplate, TemplateOptions, TemplateSource, build_template,
+};
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo, SizeHints};
@@ -52,6 +55,9 @@ pub struct ClusterView<'a> {
     pub provider: &'a dyn CloudProvider,
     /// PodDisruptionBudgets.
     pub pdbs: &'a [PodDisruptionBudget],
+    /// Claims, volumes, storage classes, CSINodes and capacities, for the volume filters
+    /// ([`Storage::none`] for a view without storage objects).
+    pub storage: &'a Arc<Storage>,
 }
 
 /// Options of the scale-up decision.
@@ -104,6 +110,7 @@ fn build_snapshot_with(
 ) -> ClusterSnapshot {
     let mut snapshot = ClusterSnapshot::new();
     snapshot.set_namespace_labels(view.namespaces.to_vec());
+    snapshot.set_storage(view.storage.clone());
     snapshot.reserve_nodes(view.nodes.len());
     // Every pod of the view, pending ones included: placing those later (on a fork) does not
     // grow the indices either.
@@ -366,9 +373,22 @@ fn group_templates(
                 .iter()
                 .filter_map(|n| snapshot.node_by_name(*n))
                 .collect();
-            build_template(group, &infos, view.daemonsets, options)
+            let mut t = build_template(group, &infos, view.daemonsets, options)?;
+            with_csi_of_source(snapshot, &mut t);
+            Ok(t)
         })
         .collect()
+}
+
+/// Gives a template built from a node the CSI drivers and attach limits of that node's CSINode
+/// (a provider template keeps what the provider gave it).
+fn with_csi_of_source(snapshot: &ClusterSnapshot, t: &mut GroupTemplate) {
+    if let TemplateSource::Node(name) = t.source
+        && t.template.node.csi.is_none()
+        && let Some(csi) = snapshot.storage().csi_node(name)
+    {
+        t.template.node.csi = Some(csi.clone());
+    }
 }
 
 /// Adds `decision.upcoming` nodes of each group's template to the snapshot, and the
@@ -547,6 +567,7 @@ impl SnapshotCache {
             self.namespaces = view.namespaces.to_vec();
             self.snapshot.set_namespace_labels(self.namespaces.clone());
         }
+        self.snapshot.set_storage(view.storage.clone());
         self.restore_order(view, &unordered)
     }
 
@@ -1040,6 +1061,7 @@ mod tests {
             namespaces: &[],
             provider: p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         decide_scale_up(
@@ -1071,6 +1093,62 @@ mod tests {
     }
 
     #[test]
+    fn a_template_from_a_node_keeps_its_csi_attach_limits() {
+        let mut store = crate::model::store::ObjectStore::new();
+        let mut yaml = String::from(
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ssd}\n\
+             provisioner: ebs.csi.aws.com\nvolumeBindingMode: WaitForFirstConsumer\n---\n\
+             apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\n\
+             spec: {drivers: [{name: ebs.csi.aws.com, nodeID: i, allocatable: {count: 1}}]}\n",
+        );
+        for c in ["held", "c1", "c2"] {
+            yaml.push_str(&format!(
+                "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {c}, namespace: default}}\n\
+                 spec: {{storageClassName: ssd}}\n"
+            ));
+        }
+        store.load_yaml(&yaml).unwrap();
+        let (storage, errors) = Storage::from_store(&store);
+        assert!(errors.is_empty(), "{errors:?}");
+        let storage = Arc::new(storage);
+        let nodes = vec![group_node("n1", 4000)];
+        let claimed = |name: &str, claim: &str| {
+            PodBuilder::new(name, 100, GI)
+                .owner("ReplicaSet", "db")
+                .claim(claim)
+                .unschedulable()
+        };
+        let pods = vec![
+            claimed("holder", "held").node_name("n1").arc(),
+            claimed("p1", "c1").arc(),
+            claimed("p2", "c2").arc(),
+        ];
+        let p = provider(&["n1"], 1);
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+            storage: &storage,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let d = decide_scale_up(
+            &view,
+            &ScaleUpConfig::default(),
+            0,
+            &|_, _| None,
+            &mut rng,
+            &mut Unlimited,
+        );
+        // n1 has room but its one attachment is taken; a new node of its group can attach one
+        // volume too, so the two pods need a node each.
+        assert_eq!(d.result.increases.len(), 1, "{d:?}");
+        assert_eq!(d.result.increases[0].delta, 2);
+    }
+
+    #[test]
     fn upcoming_nodes_absorb_the_burst_so_it_causes_one_scale_up() {
         let nodes = vec![group_node("n1", 4000)];
         let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
@@ -1096,6 +1174,7 @@ mod tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let d = decide_scale_up(
@@ -1177,6 +1256,7 @@ mod tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let blocked =
@@ -1251,6 +1331,7 @@ mod loop_tests {
             namespaces: &[],
             provider: p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         a.run_once(
             &view,
@@ -1292,6 +1373,7 @@ mod loop_tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let clock = Ticking(std::cell::Cell::new(0));
         let mut a = Autoscaler::new(AutoscalerOptions::default());
@@ -1552,6 +1634,7 @@ mod state_tests {
             namespaces: &[],
             provider: p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         a.run_once(
             &view,
@@ -2080,6 +2163,7 @@ mod state_tests {
                 namespaces,
                 provider: &p,
                 pdbs: &[],
+                storage: Storage::none(),
             };
             let mut fresh = kept.clone();
             let now = T0 + step as i64 * 10 * SEC;

@@ -70,6 +70,8 @@ pub struct Cluster {
     /// Wall and CPU time spent converting the API objects to the model (`Node::from_k8s`,
     /// `Pod::from_k8s`): what an informer spends as objects arrive, before any loop.
     pub conversion: (Duration, Duration),
+    /// Claims, volumes and CSINodes (empty unless `--pvc-fraction` adds them).
+    pub storage: Arc<autoscaler_core::model::storage::Storage>,
 }
 
 /// The id of group `g` (a Cluster API MachineDeployment, as the `run` provider names it).
@@ -155,6 +157,7 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
             conversion.0 + node_conversion.0,
             conversion.1 + node_conversion.1,
         ),
+        storage: Arc::default(),
     })
 }
 

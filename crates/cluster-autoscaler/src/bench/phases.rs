@@ -183,6 +183,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         namespaces: &[],
         provider: &cluster.provider,
         pdbs: &[],
+        storage: &cluster.storage,
     };
     let mut results = Vec::new();
 

@@ -22,11 +22,17 @@ pub type Hints = FxHashMap<(Sym, Arc<str>), Sym>;
 pub struct NoPlace {
     /// `namespace/name` of the pod.
     pub pod: String,
+    /// The pod's bound volume that only its node reaches (a local volume), if that is why.
+    pub pinned_by: Option<Arc<str>>,
 }
 
 impl std::fmt::Display for NoPlace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "no place to move pod {}", self.pod)
+        write!(f, "no place to move pod {}", self.pod)?;
+        if let Some(v) = &self.pinned_by {
+            write!(f, ": its volume {v} is reachable from this node only")?;
+        }
+        Ok(())
     }
 }
 
@@ -60,9 +66,17 @@ fn place_all(
     order: &[NodeId],
     hints: &Hints,
 ) -> Result<Vec<(Arc<Pod>, NodeId)>, NoPlace> {
-    let no_place = |p: &Pod| NoPlace { pod: p.key() };
+    let no_place = |s: &ClusterSnapshot, p: &Pod| NoPlace {
+        pod: p.key(),
+        pinned_by: if p.volume_refs.is_empty() {
+            None
+        } else {
+            s.pinned_volume(p)
+        },
+    };
     snapshot.remove_node(node).map_err(|_| NoPlace {
         pod: String::from("<node not in snapshot>"),
+        pinned_by: None,
     })?;
     let mut moves = Vec::with_capacity(to_move.len());
     let mut start = 0usize;
@@ -93,7 +107,7 @@ fn place_all(
             found.map(|i| order[i])
         });
         let Some(dest) = dest else {
-            return Err(no_place(&pod));
+            return Err(no_place(snapshot, &pod));
         };
         if let Some(info) = snapshot.node(dest) {
             pod.node_name = Some(info.node.name);
@@ -101,7 +115,7 @@ fn place_all(
         let pod = Arc::new(pod);
         snapshot
             .add_pod(pod.clone(), dest)
-            .map_err(|_| no_place(&pod))?;
+            .map_err(|_| no_place(snapshot, &pod))?;
         moves.push((pod, dest));
     }
     Ok(moves)
