@@ -71,6 +71,8 @@ pub(crate) enum Owner {
     Job(NsName),
     /// A DaemonSet of the world, for the given node.
     DaemonSet(NsName, String),
+    /// A StatefulSet of the world (its controller finds its pods by name).
+    StatefulSet(NsName),
 }
 
 /// What the world knows about a live (non-terminal) pod.
@@ -433,7 +435,7 @@ impl Cluster {
         }
         let terminal = match st.owner {
             _ if st.terminating.is_some() => None,
-            Owner::ReplicaSet(_) | Owner::DaemonSet(..) => None,
+            Owner::ReplicaSet(_) | Owner::DaemonSet(..) | Owner::StatefulSet(_) => None,
             Owner::None | Owner::Job(_) => Some("Succeeded"),
         };
         self.remove_pod(id, terminal);

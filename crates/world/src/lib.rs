@@ -5,7 +5,8 @@
 //! with its own state that reads and writes the shared cluster (clock, event queue, store): a
 //! scheduler using the core's predicates ([`scheduler`]), a Cluster API machine controller with
 //! provisioning delays and injected faults ([`machines`]), workload controllers
-//! ([`workloads`]), the disruption controller and Eviction API honouring PodDisruptionBudgets
+//! ([`workloads`]), storage (StatefulSets with claims, ephemeral volumes, a CSI-like
+//! provisioner, CSINodes: [`storage`]), the disruption controller and Eviction API honouring PodDisruptionBudgets
 //! ([`eviction`]) and node readiness ([`readiness`]). [`World`] owns them and the cluster and
 //! hands each due event to its controller; controllers never see the world. Time only moves when the
 //! caller steps it ([`World::step_until`], [`World::advance`]); every random choice comes from a
@@ -24,6 +25,7 @@ pub mod objects;
 pub(crate) mod queue;
 pub mod readiness;
 pub mod scheduler;
+pub mod storage;
 #[cfg(test)]
 mod testkit;
 pub mod time;
@@ -37,6 +39,7 @@ pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
 pub use metrics::{Metrics, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;
+pub use storage::{ClaimTemplate, CsiSpec, StatefulSetSpec};
 pub use time::SimTime;
 pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec};
 pub use world::{World, WorldConfig};

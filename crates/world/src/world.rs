@@ -24,6 +24,7 @@ use crate::objects::WatchEvent;
 use crate::queue::{Event, NsName};
 use crate::readiness::{self, Readiness};
 use crate::scheduler::Scheduler;
+use crate::storage::{self, CsiSpec, StatefulSetSpec, Storage};
 use crate::time::SimTime;
 use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Workloads};
 
@@ -80,6 +81,7 @@ pub struct World {
     workloads: Workloads,
     disruption: Disruption,
     readiness: Readiness,
+    storage: Storage,
 }
 
 /// The peers the world lends the machine controller: workloads react, evictions go through the
@@ -135,6 +137,7 @@ impl World {
             workloads: Workloads::default(),
             disruption: Disruption::default(),
             readiness: Readiness::default(),
+            storage: Storage::default(),
         }
     }
 
@@ -249,6 +252,9 @@ impl World {
             Event::PodDone { pod, uid } => c.pod_done(&pod, &uid),
             Event::PodTerminated { pod, uid } => c.pod_terminated(&pod, &uid),
             Event::Replicas { rs, replicas } => peers.workloads.set_rs_replicas(c, &rs, replicas),
+            Event::StatefulSetReplicas { sts, replicas } => {
+                self.storage.set_replicas(c, &sts, replicas)
+            }
             Event::Readiness { fault, start } => {
                 self.readiness.fault(c, &self.machines, fault, start)
             }
@@ -266,6 +272,7 @@ impl World {
     /// Lets the workload controllers catch up after a change.
     fn reconcile(&mut self) {
         self.workloads.reconcile(&mut self.cluster);
+        self.storage.reconcile(&mut self.cluster);
     }
 
     /// The peers lent to the machine controller, with the cluster.
@@ -305,6 +312,14 @@ impl World {
                 self.cluster.put(with_generation(obj))?;
                 self.disruption.budget_written();
                 self.disruption.refresh(&mut self.cluster);
+                Ok(k)
+            }
+            ("", "PersistentVolumeClaim" | "PersistentVolume")
+            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIStorageCapacity") => {
+                self.cluster.put(obj)?;
+                self.storage.activate();
+                storage::storage_changed(&mut self.cluster);
+                self.reconcile();
                 Ok(k)
             }
             _ => {
@@ -637,6 +652,18 @@ impl World {
     /// Adds a Job.
     pub fn add_job(&mut self, spec: JobSpec) -> Result<(), WorldError> {
         self.workloads.add_job(&mut self.cluster, spec)
+    }
+
+    /// Adds a StatefulSet (its claims per ordinal, its pods in order).
+    pub fn add_stateful_set(&mut self, spec: StatefulSetSpec) -> Result<(), WorldError> {
+        self.storage.add_stateful_set(&mut self.cluster, spec)
+    }
+
+    /// Gives the nodes of group `md` (MachineDeployment name) a CSI driver: each gets a CSINode
+    /// with the driver and its attach limit.
+    pub fn set_group_csi(&mut self, md: &str, csi: CsiSpec) {
+        self.storage.set_group_csi(md, csi);
+        self.reconcile();
     }
 
     /// Adds a DaemonSet.
