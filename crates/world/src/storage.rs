@@ -198,10 +198,11 @@ impl Storage {
             return;
         }
         let ids: Vec<NsName> = self.stateful_sets.keys().cloned().collect();
+        let mut changed = false;
         for id in &ids {
-            self.reconcile_stateful_set(c, id);
+            changed |= self.reconcile_stateful_set(c, id);
         }
-        let mut changed = ensure_ephemeral_claims(c);
+        changed |= ensure_ephemeral_claims(c);
         changed |= collect_orphan_claims(c);
         changed |= reclaim_volumes(c);
         changed |= self.provision_immediate(c);
@@ -212,10 +213,12 @@ impl Storage {
         self.idle_at = Some((c.sched_epoch, c.store.resource_version()));
     }
 
-    fn reconcile_stateful_set(&mut self, c: &mut Cluster, id: &NsName) {
+    /// Creates and deletes the set's pods; whether a claim was created.
+    fn reconcile_stateful_set(&mut self, c: &mut Cluster, id: &NsName) -> bool {
         let Some(s) = self.stateful_sets.get(id).cloned() else {
-            return;
+            return false;
         };
+        let mut claimed = false;
         let mut created_upto = s.created_upto;
         for ordinal in 0..s.replicas {
             let pod = (id.0.clone(), format!("{}-{ordinal}", id.1));
@@ -225,6 +228,10 @@ impl Storage {
                     break;
                 }
                 continue;
+            }
+            match create_stateful_claims(c, &s, ordinal) {
+                Ok(created) => claimed |= created,
+                Err(_) => break,
             }
             if create_stateful_pod(c, &s, ordinal).is_err() {
                 break;
@@ -252,6 +259,7 @@ impl Storage {
             st.created_upto = created_upto;
         }
         write_stateful_status(c, id, created_upto);
+        claimed
     }
 
     /// Provisions every unbound claim of an `Immediate` class, in a zone the class allows.
@@ -344,7 +352,35 @@ fn claim_template(s: &StatefulSetSpec, t: &ClaimTemplate) -> Value {
     json!({"metadata": {"name": t.name, "labels": s.template.labels}, "spec": spec})
 }
 
-/// Creates the claims of ordinal `ordinal` that do not exist yet, then its pod.
+/// Creates the claims of ordinal `ordinal` that do not exist yet (an existing one is reused,
+/// as the StatefulSet controller does); whether it created one.
+fn create_stateful_claims(
+    c: &mut Cluster,
+    s: &StatefulSetState,
+    ordinal: u32,
+) -> Result<bool, WorldError> {
+    let (ns, set) = (&s.spec.namespace, &s.spec.name);
+    let mut created = false;
+    for t in &s.spec.claims {
+        let claim = format!("{}-{set}-{ordinal}", t.name);
+        if c.store
+            .get(&key("", "PersistentVolumeClaim", ns, &claim))
+            .is_none()
+        {
+            let mut pvc = claim_template(&s.spec, t);
+            pvc["apiVersion"] = json!("v1");
+            pvc["kind"] = json!("PersistentVolumeClaim");
+            pvc["metadata"]["name"] = json!(claim);
+            pvc["metadata"]["namespace"] = json!(ns);
+            pvc["status"] = json!({"phase": "Pending"});
+            c.put(pvc)?;
+            created = true;
+        }
+    }
+    Ok(created)
+}
+
+/// Creates the pod of ordinal `ordinal`, its claims in its volumes.
 fn create_stateful_pod(
     c: &mut Cluster,
     s: &StatefulSetState,
@@ -359,18 +395,6 @@ fn create_stateful_pod(
         .unwrap_or_default();
     for t in &s.spec.claims {
         let claim = format!("{}-{set}-{ordinal}", t.name);
-        if c.store
-            .get(&key("", "PersistentVolumeClaim", ns, &claim))
-            .is_none()
-        {
-            let mut pvc = claim_template(&s.spec, t);
-            pvc["apiVersion"] = json!("v1");
-            pvc["kind"] = json!("PersistentVolumeClaim");
-            pvc["metadata"]["name"] = json!(claim);
-            pvc["metadata"]["namespace"] = json!(ns);
-            pvc["status"] = json!({"phase": "Pending"});
-            c.put(pvc)?;
-        }
         volumes.push(json!({"name": t.name, "persistentVolumeClaim": {"claimName": claim}}));
     }
     template.spec["volumes"] = Value::Array(volumes);

@@ -391,6 +391,12 @@ impl World {
                 self.cluster.store.delete(k, now);
                 self.disruption.budget_written();
             }
+            ("", "PersistentVolumeClaim" | "PersistentVolume")
+            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIStorageCapacity") => {
+                self.cluster.store.delete(k, now);
+                storage::storage_changed(&mut self.cluster);
+                self.reconcile();
+            }
             _ => {
                 self.cluster.store.delete(k, now);
             }
