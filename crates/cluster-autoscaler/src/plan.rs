@@ -548,6 +548,7 @@ impl Decided {
             namespaces: &self.objects.namespaces,
             provider: &self.provider,
             pdbs: &self.objects.pdbs,
+            storage: &self.objects.storage,
         }
     }
 }

@@ -93,6 +93,7 @@ fn bench_decision(c: &mut Criterion) {
         namespaces: &[],
         provider: &provider,
         pdbs: &[],
+        storage: autoscaler_core::model::storage::Storage::none(),
     };
     let mut group = c.benchmark_group("scale_up");
     group
@@ -123,6 +124,7 @@ fn bench_decision(c: &mut Criterion) {
         namespaces: &[],
         provider: &provider,
         pdbs: &[],
+        storage: autoscaler_core::model::storage::Storage::none(),
     };
     let mut snapshot = build_snapshot(&view, &mut warnings);
     group.bench_function("filter_12000_ownerless_pending_1000_nodes_with_room", |b| {

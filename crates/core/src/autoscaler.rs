@@ -22,6 +22,7 @@ use crate::model::node::Node;
 use crate::model::node_group::{CloudProvider, NodeGroup};
 use crate::model::pdb::{DisruptionBudgets, PodDisruptionBudget};
 use crate::model::pod::Pod;
+use crate::model::storage::Storage;
 use crate::model::taints::TaintConfig;
 use crate::names::HOSTNAME_LABEL;
 use crate::names::SCALED_UP_GROUP;
@@ -33,7 +34,9 @@ use crate::scale_down::{
 use crate::scale_up::estimator::Budget;
 use crate::scale_up::expander::ExpanderChain;
 use crate::scale_up::pending::{self, PendingOptions, SetAside};
-use crate::scale_up::template::{GroupTemplate, NoTemplate, TemplateOptions, build_template};
+use crate::scale_up::template::{
+    GroupTemplate, NoTemplate, TemplateOptions, TemplateSource, build_template,
+};
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
@@ -52,6 +55,9 @@ pub struct ClusterView<'a> {
     pub provider: &'a dyn CloudProvider,
     /// PodDisruptionBudgets.
     pub pdbs: &'a [PodDisruptionBudget],
+    /// Claims, volumes, storage classes, CSINodes and capacities, for the volume filters
+    /// ([`Storage::none`] for a view without storage objects).
+    pub storage: &'a Arc<Storage>,
 }
 
 /// Options of the scale-up decision.
@@ -89,6 +95,7 @@ pub struct ScaleUpDecision {
 pub fn build_snapshot(view: &ClusterView<'_>, warnings: &mut Vec<String>) -> ClusterSnapshot {
     let mut snapshot = ClusterSnapshot::new();
     snapshot.set_namespace_labels(view.namespaces.to_vec());
+    snapshot.set_storage(view.storage.clone());
     for node in view.nodes {
         if let Err(e) = snapshot.add_node(node.clone()) {
             warnings.push(format!("Node {} skipped: {e}", node.name));
@@ -341,9 +348,22 @@ fn group_templates(
                 .iter()
                 .filter_map(|n| snapshot.node_by_name(*n))
                 .collect();
-            build_template(group, &infos, view.daemonsets, options)
+            let mut t = build_template(group, &infos, view.daemonsets, options)?;
+            with_csi_of_source(snapshot, &mut t);
+            Ok(t)
         })
         .collect()
+}
+
+/// Gives a template built from a node the CSI drivers and attach limits of that node's CSINode
+/// (a provider template keeps what the provider gave it).
+fn with_csi_of_source(snapshot: &ClusterSnapshot, t: &mut GroupTemplate) {
+    if let TemplateSource::Node(name) = t.source
+        && t.template.node.csi.is_none()
+        && let Some(csi) = snapshot.storage().csi_node(name)
+    {
+        t.template.node.csi = Some(csi.clone());
+    }
 }
 
 /// Adds `decision.upcoming` nodes of each group's template to the snapshot, and the
@@ -523,6 +543,7 @@ impl SnapshotCache {
             self.namespaces = view.namespaces.to_vec();
             self.snapshot.set_namespace_labels(self.namespaces.clone());
         }
+        self.snapshot.set_storage(view.storage.clone());
         self.restore_order(view, &unordered)
     }
 
@@ -1016,6 +1037,7 @@ mod tests {
             namespaces: &[],
             provider: p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         decide_scale_up(
@@ -1072,6 +1094,7 @@ mod tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let d = decide_scale_up(
@@ -1153,6 +1176,7 @@ mod tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let blocked =
@@ -1227,6 +1251,7 @@ mod loop_tests {
             namespaces: &[],
             provider: p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         a.run_once(
             &view,
@@ -1268,6 +1293,7 @@ mod loop_tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         let clock = Ticking(std::cell::Cell::new(0));
         let mut a = Autoscaler::new(AutoscalerOptions::default());
@@ -1528,6 +1554,7 @@ mod state_tests {
             namespaces: &[],
             provider: p,
             pdbs: &[],
+            storage: Storage::none(),
         };
         a.run_once(
             &view,
@@ -2056,6 +2083,7 @@ mod state_tests {
                 namespaces,
                 provider: &p,
                 pdbs: &[],
+                storage: Storage::none(),
             };
             let mut fresh = kept.clone();
             let now = T0 + step as i64 * 10 * SEC;

@@ -114,6 +114,7 @@ mod tests {
             namespaces: &[],
             provider: &provider,
             pdbs: &[],
+            storage: crate::model::storage::Storage::none(),
         };
         let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
         let now_ms = 1_000_000;

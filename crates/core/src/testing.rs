@@ -156,6 +156,16 @@ impl PodBuilder {
         });
         self
     }
+    /// Adds a `persistentVolumeClaim` volume using claim `claim`.
+    pub fn claim(mut self, claim: &str) -> Self {
+        self.0
+            .volume_refs
+            .push(crate::model::pod::VolumeRef::Claim {
+                claim: Arc::from(claim),
+                ephemeral: false,
+            });
+        self
+    }
     /// Binds to a node by name.
     pub fn node_name(mut self, node: &str) -> Self {
         self.0.node_name = Some(Sym::new(node));

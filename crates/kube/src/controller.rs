@@ -621,6 +621,7 @@ impl Term {
                 namespaces: &objects.namespaces,
                 provider: &*provider,
                 pdbs: &objects.pdbs,
+                storage: &objects.storage,
             };
             let outcome = self.autoscaler.run_once_timed(
                 &view,
@@ -970,6 +971,7 @@ mod tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
+            storage: autoscaler_core::model::storage::Storage::none(),
         };
         let gpus = Gpus::of(&view);
         let m = Metrics::new();

@@ -69,6 +69,7 @@ impl Cluster {
             namespaces: &[],
             provider: &self.provider,
             pdbs: &[],
+            storage: autoscaler_core::model::storage::Storage::none(),
         }
     }
 

@@ -130,6 +130,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         namespaces: &[],
         provider: &cluster.provider,
         pdbs: &[],
+        storage: autoscaler_core::model::storage::Storage::none(),
     };
     let mut results = Vec::new();
 

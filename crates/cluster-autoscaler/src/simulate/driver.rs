@@ -457,6 +457,7 @@ impl<'a> Driver<'a> {
             namespaces: &objects.namespaces,
             provider: &*provider,
             pdbs: &objects.pdbs,
+            storage: &objects.storage,
         };
         let take = self.snapshot.is_none() && self.snapshot_at.is_some_and(|at| at <= t);
         if take {

@@ -22,7 +22,9 @@ use smallvec::SmallVec;
 use crate::model::intern::Sym;
 use crate::model::labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement};
 use crate::model::node::{Node, NodeCondition};
-use crate::model::pod::{HostPort, ModelError, OwnerRef, Pod, PodCondition, PodPhase, Volume};
+use crate::model::pod::{
+    HostPort, ModelError, OwnerRef, Pod, PodCondition, PodPhase, Volume, VolumeRef,
+};
 use crate::model::quantity::{Quantity, QuantityError};
 use crate::model::resources::{ResourceName, Resources};
 use crate::model::taints::{Taint, TaintEffect, Toleration, TolerationOp};
@@ -526,6 +528,34 @@ fn required_node_affinity(
     Ok(Some(NodeSelector { terms }))
 }
 
+/// A `v1.NodeSelector` of any object (`object` as errors name it, e.g.
+/// `PersistentVolume pv-1`) at `path` (its `nodeSelectorTerms` are read).
+pub(crate) fn node_selector(
+    object: &str,
+    path: &str,
+    sel: &api::NodeSelector,
+) -> Result<NodeSelector, ModelError> {
+    let ctx = Ctx {
+        object: object.to_string(),
+    };
+    let mut terms = Vec::with_capacity(sel.node_selector_terms.len());
+    for (i, t) in sel.node_selector_terms.iter().enumerate() {
+        terms.push(NodeSelectorTerm {
+            match_expressions: node_selector_requirements(
+                &ctx,
+                &format!("{path}.nodeSelectorTerms[{i}].matchExpressions"),
+                t.match_expressions.as_ref(),
+            )?,
+            match_fields: node_selector_requirements(
+                &ctx,
+                &format!("{path}.nodeSelectorTerms[{i}].matchFields"),
+                t.match_fields.as_ref(),
+            )?,
+        });
+    }
+    Ok(NodeSelector { terms })
+}
+
 /// One required pod (anti-)affinity term at `path`, normalised for the pod in `namespace`.
 fn pod_affinity_term(
     ctx: &Ctx,
@@ -804,6 +834,28 @@ fn phase_of(phase: Option<&str>) -> PodPhase {
     }
 }
 
+/// The claim or inline CSI volume behind a pod volume, if any: `persistentVolumeClaim`, a
+/// generic `ephemeral` volume (its claim is named `<pod>-<volume>`), or an inline `csi`
+/// volume.
+fn volume_ref_of(pod: &str, v: &api::Volume) -> Option<VolumeRef> {
+    if let Some(c) = v.persistent_volume_claim.as_ref() {
+        return Some(VolumeRef::Claim {
+            claim: Arc::from(c.claim_name.as_str()),
+            ephemeral: false,
+        });
+    }
+    if v.ephemeral.is_some() {
+        return Some(VolumeRef::Claim {
+            claim: Arc::from(format!("{pod}-{}", v.name)),
+            ephemeral: true,
+        });
+    }
+    v.csi.as_ref().map(|c| VolumeRef::InlineCsi {
+        driver: Sym::new(&c.driver),
+        volume: Arc::from(v.name.as_str()),
+    })
+}
+
 fn volume_of(v: &api::Volume) -> Volume {
     let empty_dir_on_disk = v
         .empty_dir
@@ -927,6 +979,12 @@ impl Pod {
             }
             out.priority = spec.priority.unwrap_or(0);
             out.volumes = spec.volumes.iter().flatten().map(volume_of).collect();
+            out.volume_refs = spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| volume_ref_of(name, v))
+                .collect();
         }
 
         if let Some(status) = pod.status.as_ref() {
@@ -1705,6 +1763,44 @@ mod tests {
             (p.deletion_ms, p.termination_grace_ms),
             (Some(5000), Some(45_000))
         );
+    }
+
+    #[test]
+    fn claim_ephemeral_and_csi_volumes_become_volume_refs() {
+        let p = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "db-0", "namespace": "ns"},
+            "spec": {"containers": [], "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+                {"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io"}},
+                {"name": "cfg", "configMap": {"name": "c"}},
+            ]},
+        })))
+        .expect("valid pod");
+        assert_eq!(
+            p.volume_refs,
+            [
+                VolumeRef::Claim {
+                    claim: Arc::from("data-db-0"),
+                    ephemeral: false
+                },
+                VolumeRef::Claim {
+                    claim: Arc::from("db-0-scratch"),
+                    ephemeral: true
+                },
+                VolumeRef::InlineCsi {
+                    driver: Sym::new("secrets-store.csi.k8s.io"),
+                    volume: Arc::from("secrets")
+                },
+            ]
+        );
+        let plain = Pod::from_k8s(&api_pod(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"containers": []},
+        })))
+        .expect("valid pod");
+        assert!(plain.volume_refs.is_empty());
+        assert_ne!(plain.equivalence, p.equivalence);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! interned strings and selectors), [`resources`] (resource vectors), [`node`], [`pod`],
 //! [`taints`], PodDisruptionBudgets ([`pdb`]), DaemonSets ([`daemonset`]), node groups and the
 //! provider view ([`node_group`]), cluster-wide [`limits`], Go-style [`duration`]s, and the
-//! objects as the API returns them ([`store`]) with their conversion into the model ([`convert`],
+//! objects as the API returns them ([`store`]), the storage objects the volume filters read
+//! ([`storage`]) with their conversion into the model ([`convert`],
 //! [`objects`]).
 //!
 //! Nothing here decides what to do; it never performs I/O and never reads a clock.
@@ -23,5 +24,6 @@ pub mod pdb;
 pub mod pod;
 pub mod quantity;
 pub mod resources;
+pub mod storage;
 pub mod store;
 pub mod taints;

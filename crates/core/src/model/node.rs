@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::model::intern::Sym;
 use crate::model::labels::Labels;
 use crate::model::resources::Resources;
+use crate::model::storage::CsiNode;
 use crate::model::taints::Taint;
 
 /// A node condition, reduced to what the autoscaler reads.
@@ -49,6 +50,10 @@ pub struct Node {
     pub creation_ms: Option<i64>,
     /// Deletion time if being deleted, milliseconds since the Unix epoch.
     pub deletion_ms: Option<i64>,
+    /// CSI drivers and attach limits carried by the node itself: set on node templates (from
+    /// the group's nodes' CSINodes or the provider); `None` on nodes read from the API, whose
+    /// CSINode objects are looked up by name.
+    pub csi: Option<Arc<CsiNode>>,
 }
 
 impl Node {
@@ -85,6 +90,7 @@ impl Node {
             conditions: Vec::new(),
             creation_ms: None,
             deletion_ms: None,
+            csi: None,
         }
     }
 }

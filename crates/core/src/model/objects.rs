@@ -1,5 +1,6 @@
 //! The model objects a decision reads, taken out of an [`ObjectStore`]: nodes, pods, DaemonSets,
-//! PodDisruptionBudgets, namespaces, and the workload controllers the drain rules look up.
+//! PodDisruptionBudgets, namespaces, storage objects, and the workload controllers the drain
+//! rules look up.
 //!
 //! It converts each object once, reporting every object that does not convert with its identity
 //! and the field at fault; the caller decides whether that is fatal (`plan` on a file) or a
@@ -18,6 +19,7 @@ use crate::model::intern::Sym;
 use crate::model::node::Node;
 use crate::model::pdb::PodDisruptionBudget;
 use crate::model::pod::{OwnerRef, Pod};
+use crate::model::storage::Storage;
 use crate::model::store::{ObjectKey, ObjectStore};
 use crate::scale_down::drain::{ControllerLookup, ControllerState};
 use crate::scheduling::affinity::NamespaceLabels;
@@ -52,6 +54,9 @@ pub struct ClusterObjects {
     pub namespaces: Vec<NamespaceLabels>,
     /// Controllers of pods, for the drain rules.
     pub controllers: StoreControllers,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and
+    /// CSIStorageCapacities, for the volume filters.
+    pub storage: Arc<Storage>,
 }
 
 /// Reads every supported object of `store`; objects that do not convert are returned as errors
@@ -121,6 +126,9 @@ pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
         |n| out.namespaces.push(n),
     );
     out.controllers = StoreControllers::from_store(store);
+    let (storage, mut storage_errors) = Storage::from_store(store);
+    out.storage = Arc::new(storage);
+    errors.append(&mut storage_errors);
     (out, errors)
 }
 

@@ -128,6 +128,26 @@ pub struct Volume {
     pub local_storage: bool,
 }
 
+/// A pod volume backed by a claim or an inline CSI driver: what the volume filters read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum VolumeRef {
+    /// A `persistentVolumeClaim` volume, or a generic `ephemeral` one (whose claim the
+    /// ephemeral-volume controller names `<pod>-<volume>`).
+    Claim {
+        /// The claim's name (in the pod's namespace).
+        claim: Arc<str>,
+        /// Whether it is a generic ephemeral volume.
+        ephemeral: bool,
+    },
+    /// An inline `csi` volume: attached through `driver`, counted per pod.
+    InlineCsi {
+        /// The CSI driver.
+        driver: Sym,
+        /// The pod volume's name.
+        volume: Arc<str>,
+    },
+}
+
 /// The scheduler of a pod that names none.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
@@ -179,6 +199,9 @@ pub struct Pod {
     pub conditions: Vec<PodCondition>,
     /// Volumes.
     pub volumes: Vec<Volume>,
+    /// The volumes backed by claims or inline CSI drivers (empty for most pods: the volume
+    /// filters then cost nothing).
+    pub volume_refs: Vec<VolumeRef>,
     /// Creation time, milliseconds since the Unix epoch.
     pub creation_ms: Option<i64>,
     /// Deletion time if the pod is being deleted, milliseconds since the Unix epoch.
@@ -247,6 +270,7 @@ impl Pod {
             phase: PodPhase::Pending,
             conditions: Vec::new(),
             volumes: Vec::new(),
+            volume_refs: Vec::new(),
             creation_ms: None,
             deletion_ms: None,
             termination_grace_ms: None,
@@ -279,6 +303,7 @@ impl Pod {
         self.spread.hash(&mut h);
         self.host_ports.hash(&mut h);
         self.priority.hash(&mut h);
+        self.volume_refs.hash(&mut h);
         self.equivalence = h.finish();
     }
 }

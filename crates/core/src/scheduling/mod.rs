@@ -1,6 +1,6 @@
 //! The scheduling simulator: a [`snapshot`] of nodes and pods that can be forked and reverted,
 //! the scheduler's [`predicates`] (resources, taints, node and pod [`affinity`], topology
-//! spread) that say whether a pod fits a node, and the [`budget`] that bounds a simulation.
+//! spread, [`volumes`]) that say whether a pod fits a node, and the [`budget`] that bounds a simulation.
 //!
 //! It answers "would the scheduler place this pod here"; it never decides to scale and never
 //! changes the cluster, only its own copy.
@@ -9,3 +9,4 @@ pub mod affinity;
 pub mod budget;
 pub mod predicates;
 pub mod snapshot;
+pub mod volumes;

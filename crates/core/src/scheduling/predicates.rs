@@ -1,7 +1,9 @@
 //! kube-scheduler's filters over a [`ClusterSnapshot`]: whether a pod may be placed on a node.
 //!
 //! Modelled filter plugins, in the scheduler's default order: NodeUnschedulable, NodeName,
-//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread (hard
+//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
+//! NodeVolumeLimits, VolumeBinding, VolumeZone (see [`crate::scheduling::volumes`]; a pod
+//! without claim or CSI volumes skips them with one test), PodTopologySpread (hard
 //! constraints only) and InterPodAffinity (required terms only). Scores and soft constraints are
 //! never evaluated.
 //!
@@ -20,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -32,8 +34,8 @@ use crate::model::pod::{HostPort, Pod};
 use crate::model::resources::ResourceName;
 use crate::model::taints::{Taint, TaintEffect, first_untolerated};
 use crate::scheduling::affinity::{
-    InclusionPolicy, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
-    TopologySpreadConstraint, WhenUnsatisfiable,
+    InclusionPolicy, NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm,
+    PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use crate::scheduling::snapshot::{Change, ClusterSnapshot, NodeId, NodeInfo};
 
@@ -68,6 +70,30 @@ pub enum Unfit {
     PodAntiAffinity,
     /// InterPodAffinity: an existing pod's required anti-affinity is violated.
     ExistingAntiAffinity,
+    /// VolumeBinding (PreFilter): a claim the pod uses does not exist.
+    ClaimNotFound(Arc<str>),
+    /// VolumeBinding (PreFilter): a claim the pod uses is being deleted.
+    ClaimDeleting(Arc<str>),
+    /// VolumeBinding (PreFilter): the class of an unbound claim does not exist.
+    ClassNotFound(Arc<str>),
+    /// VolumeBinding (PreFilter): an unbound claim binds immediately (no class, or an
+    /// `Immediate` class): the pod waits for the binder, not for a node.
+    UnboundImmediateClaims,
+    /// VolumeBinding: a bound claim's volume does not exist.
+    VolumeNotFound,
+    /// VolumeBinding: a bound volume's node affinity excludes the node.
+    VolumeNodeAffinity,
+    /// VolumeBinding: an unbound claim finds no volume to bind and none can be provisioned
+    /// here (class topology, no provisioner, or another node selected).
+    VolumeBindConflict,
+    /// VolumeBinding: the class tracks capacity and none is left for the node's topology.
+    VolumeNoSpace,
+    /// VolumeZone: a bound volume's zone or region labels exclude the node.
+    VolumeZone,
+    /// NodeVolumeLimits: the node's CSI attach limit for a driver would be exceeded.
+    MaxVolumeCount,
+    /// VolumeRestrictions: a `ReadWriteOncePod` claim of the pod is in use by another pod.
+    ReadWriteOncePodConflict,
 }
 
 impl Unfit {
@@ -92,6 +118,17 @@ impl Unfit {
             Unfit::PodAffinity | Unfit::PodAntiAffinity | Unfit::ExistingAntiAffinity => {
                 "InterPodAffinity"
             }
+            Unfit::ClaimNotFound(_)
+            | Unfit::ClaimDeleting(_)
+            | Unfit::ClassNotFound(_)
+            | Unfit::UnboundImmediateClaims
+            | Unfit::VolumeNotFound
+            | Unfit::VolumeNodeAffinity
+            | Unfit::VolumeBindConflict
+            | Unfit::VolumeNoSpace => "VolumeBinding",
+            Unfit::VolumeZone => "VolumeZone",
+            Unfit::MaxVolumeCount => "NodeVolumeLimits",
+            Unfit::ReadWriteOncePodConflict => "VolumeRestrictions",
         }
     }
 
@@ -106,6 +143,15 @@ impl Unfit {
                 | Unfit::NodeAffinity
                 | Unfit::SpreadMissingLabel
                 | Unfit::PodAffinity
+                | Unfit::ClaimNotFound(_)
+                | Unfit::ClaimDeleting(_)
+                | Unfit::ClassNotFound(_)
+                | Unfit::UnboundImmediateClaims
+                | Unfit::VolumeNotFound
+                | Unfit::VolumeNodeAffinity
+                | Unfit::VolumeBindConflict
+                | Unfit::VolumeNoSpace
+                | Unfit::VolumeZone
         )
     }
 }
@@ -147,6 +193,25 @@ impl fmt::Display for Unfit {
             Unfit::ExistingAntiAffinity => {
                 f.write_str("node(s) didn't satisfy existing pods anti-affinity rules")
             }
+            Unfit::ClaimNotFound(c) => write!(f, "persistentvolumeclaim \"{c}\" not found"),
+            Unfit::ClaimDeleting(c) => write!(f, "persistentvolumeclaim \"{c}\" is being deleted"),
+            Unfit::ClassNotFound(c) => write!(f, "storageclass.storage.k8s.io \"{c}\" not found"),
+            Unfit::UnboundImmediateClaims => {
+                f.write_str("pod has unbound immediate PersistentVolumeClaims")
+            }
+            Unfit::VolumeNotFound => f.write_str(
+                "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
+            ),
+            Unfit::VolumeNodeAffinity => f.write_str("node(s) had volume node affinity conflict"),
+            Unfit::VolumeBindConflict => {
+                f.write_str("node(s) didn't find available persistent volumes to bind")
+            }
+            Unfit::VolumeNoSpace => f.write_str("node(s) did not have enough free storage"),
+            Unfit::VolumeZone => f.write_str("node(s) had no available volume zone"),
+            Unfit::MaxVolumeCount => f.write_str("node(s) exceed max volume count"),
+            Unfit::ReadWriteOncePodConflict => f.write_str(
+                "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode",
+            ),
         }
     }
 }
@@ -492,9 +557,16 @@ impl ClusterSnapshot {
         let Some(info) = self.node(node) else {
             return Err(Unfit::NodeName);
         };
+        let volumes = !pod.volume_refs.is_empty();
+        if volumes {
+            self.check_claims(pod)?;
+        }
         check_node_static(pod, &info.node)?;
         check_ports(pod, info)?;
         check_resources(pod, info)?;
+        if volumes {
+            self.check_volumes(pod, info)?;
+        }
         match &prepared.heavy {
             None => Ok(()),
             Some(h) => check_heavy(h, &info.node.labels),
@@ -881,6 +953,12 @@ pub fn node_affinity_matches(pod: &Pod, node: &Node) -> bool {
             .required_node_affinity
             .as_ref()
             .is_none_or(|sel| sel.terms.iter().any(|t| term_matches_node(t, node)))
+}
+
+/// Whether `node` matches a required node selector (any of its terms), as a volume's node
+/// affinity or a class's allowed topologies are matched.
+pub(crate) fn node_selector_matches(sel: &NodeSelector, node: &Node) -> bool {
+    sel.terms.iter().any(|t| term_matches_node(t, node))
 }
 
 fn term_matches_node(term: &NodeSelectorTerm, node: &Node) -> bool {

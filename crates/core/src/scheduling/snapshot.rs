@@ -13,8 +13,10 @@
 //! state can replay what changed since it was computed instead of recomputing it. A revert or a
 //! namespace-label change clears the journal: state prepared before it is recomputed in full.
 //!
-//! Pods are indexed by namespace and name, by (namespace, label key, value) for selectors, and
-//! separately when they carry required anti-affinity terms.
+//! Pods are indexed by namespace and name, by (namespace, label key, value) for selectors,
+//! separately when they carry required anti-affinity terms, and by the claims they use (for
+//! `ReadWriteOncePod`). The snapshot also holds the view's storage objects, which the volume
+//! filters read.
 //!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
@@ -26,8 +28,9 @@ use rustc_hash::FxHashMap;
 use crate::model::intern::Sym;
 use crate::model::labels::Labels;
 use crate::model::node::Node;
-use crate::model::pod::{HostPort, Pod};
+use crate::model::pod::{HostPort, Pod, VolumeRef};
 use crate::model::resources::Resources;
+use crate::model::storage::Storage;
 use crate::scheduling::affinity::NamespaceLabels;
 
 /// Index of a node in a snapshot. Stable while the node exists; may be reused after the node is
@@ -130,6 +133,22 @@ fn pod_identity(pod: &Pod) -> usize {
     std::ptr::from_ref(pod) as usize
 }
 
+/// The claims a pod uses (each once, even if two volumes name it).
+fn claims_of(pod: &Pod) -> impl Iterator<Item = Arc<str>> + '_ {
+    pod.volume_refs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| match v {
+            VolumeRef::Claim { claim, .. } => {
+                let seen = pod.volume_refs[..i]
+                    .iter()
+                    .any(|w| matches!(w, VolumeRef::Claim { claim: c, .. } if c == claim));
+                (!seen).then(|| claim.clone())
+            }
+            VolumeRef::InlineCsi { .. } => None,
+        })
+}
+
 /// One recorded inverse operation.
 #[derive(Debug)]
 enum Undo {
@@ -155,6 +174,8 @@ enum Undo {
     },
     /// The namespace labels were replaced.
     NamespaceLabels { old: FxHashMap<Sym, Labels> },
+    /// The storage objects were replaced.
+    Storage { old: Arc<Storage> },
 }
 
 /// One recorded mutation, as prepared predicate state sees it: what was added or removed, and
@@ -192,6 +213,10 @@ pub struct ClusterSnapshot {
     /// Every pod under each of its labels.
     by_label: LabelIndex,
     ns_labels: FxHashMap<Sym, Labels>,
+    /// Claims, volumes, classes and CSI nodes the volume filters read.
+    storage: Arc<Storage>,
+    /// Pods using each claim, by namespace and claim name (only pods with volume refs).
+    claim_users: FxHashMap<(Sym, Arc<str>), u32>,
     /// Returned for namespaces without known labels.
     no_labels: Labels,
     logs: Vec<Vec<Undo>>,
@@ -257,6 +282,31 @@ impl ClusterSnapshot {
         self.record(Undo::NamespaceLabels { old });
         self.anti_epoch += 1;
         self.bump(None);
+    }
+
+    /// The storage objects the volume filters read (claims, volumes, classes, CSINodes,
+    /// capacities). Replaces any previous set; undone by `revert`. Setting the same `Arc`
+    /// again changes nothing.
+    pub fn set_storage(&mut self, storage: Arc<Storage>) {
+        if Arc::ptr_eq(&self.storage, &storage) {
+            return;
+        }
+        let old = std::mem::replace(&mut self.storage, storage);
+        self.record(Undo::Storage { old });
+        self.bump(None);
+    }
+
+    /// The storage objects (see [`ClusterSnapshot::set_storage`]).
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+
+    /// How many pods of the snapshot use the claim `namespace/name`.
+    pub fn claim_users(&self, namespace: Sym, claim: &Arc<str>) -> u32 {
+        self.claim_users
+            .get(&(namespace, claim.clone()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The labels of `namespace` (empty when unknown).
@@ -666,6 +716,9 @@ impl ClusterSnapshot {
             index_insert(&mut self.anti, node, pod);
             self.anti_count += 1;
         }
+        for claim in claims_of(pod) {
+            *self.claim_users.entry((pod.namespace, claim)).or_default() += 1;
+        }
     }
 
     fn unindex_pod(&mut self, pod: &Pod) {
@@ -675,6 +728,15 @@ impl ClusterSnapshot {
         if !pod.anti_affinity.is_empty() {
             index_remove(&mut self.anti, pod);
             self.anti_count -= 1;
+        }
+        for claim in claims_of(pod) {
+            let key = (pod.namespace, claim);
+            if let Some(n) = self.claim_users.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.claim_users.remove(&key);
+                }
+            }
         }
     }
 
@@ -757,6 +819,10 @@ impl ClusterSnapshot {
             Undo::NamespaceLabels { old } => {
                 self.ns_labels = old;
                 true
+            }
+            Undo::Storage { old } => {
+                self.storage = old;
+                false
             }
             Undo::NodeOrder { old } => {
                 self.order = old;
