@@ -741,7 +741,6 @@ fn nodes_from(r: &Value, group: &str, from_s: f64) -> Vec<u64> {
 }
 
 #[test]
-#[ignore = "needs the volume filters of r19-v"]
 fn zonal_stateful_set_pods_stay_in_their_volume_zones_and_only_those_zones_grow() {
     let scenario = "examples/zonal-statefulset.yaml";
     // After the growth to 9 (balanced: the claims were not bound yet).
@@ -786,7 +785,6 @@ fn zonal_stateful_set_pods_stay_in_their_volume_zones_and_only_those_zones_grow(
 }
 
 #[test]
-#[ignore = "needs the volume filters of r19-v"]
 fn a_node_holding_a_zonal_volume_is_removed_only_if_its_zone_has_room() {
     let (r, objects) = simulate_with_objects("zonal-down", "examples/zonal-scale-down.yaml", "19m");
     assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);

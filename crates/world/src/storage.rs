@@ -331,9 +331,12 @@ impl Storage {
     }
 }
 
-/// Something that changes volume verdicts happened: the scheduler must look again, and its
-/// per-node verdicts are stale.
+/// Something that changes volume verdicts happened: the scheduler's snapshot gets the storage
+/// objects as stored now, it must look again, and its per-node verdicts are stale. Objects that
+/// do not convert are left out (the autoscaler's view reports them).
 pub(crate) fn storage_changed(c: &mut Cluster) {
+    let (storage, _) = autoscaler_core::model::storage::Storage::from_store(c.store.objects());
+    c.snapshot.set_storage(std::sync::Arc::new(storage));
     c.sched_epoch += 1;
     let ids: Vec<_> = c.nodes.values().map(|n| n.id).collect();
     for id in ids {
