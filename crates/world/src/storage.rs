@@ -1083,6 +1083,52 @@ mod tests {
         assert_eq!(w.objects().list("storage.k8s.io", "CSINode").count(), 1);
     }
 
+    fn pod_with_scratch(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "i"}],
+                "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                    "spec": {"storageClassName": "zonal", "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}}}}]}})
+    }
+
+    #[test]
+    fn a_node_at_its_attach_limit_takes_no_further_volume() {
+        let mut w = world(7);
+        w.add_node_group(&zonal_group("workers", "a", 1)).unwrap();
+        w.set_group_csi(
+            "workers",
+            CsiSpec {
+                driver: "disk.csi.example.com".into(),
+                max_volumes: Some(1),
+            },
+        );
+        w.apply(class("zonal", "WaitForFirstConsumer", "Delete", &[]))
+            .unwrap();
+        w.add_pod(pod_with_scratch("first"), None).unwrap();
+        w.advance(200_000);
+        assert!(node_of(&w, "first").is_some());
+        w.add_pod(pod_with_scratch("second"), None).unwrap();
+        w.advance(5_000);
+        assert!(node_of(&w, "second").is_none(), "one volume per node");
+        let pod = get(&w, "", "Pod", "default", "second").expect("pod");
+        let message = pod["status"]["conditions"][0]["message"]
+            .as_str()
+            .unwrap_or("");
+        assert_eq!(
+            message, "0/1 nodes are available: 1 node(s) exceed max volume count.",
+            "{pod}"
+        );
+        assert!(
+            bound_volume(&pvc(&w, "second-scratch").expect("claim")).is_none(),
+            "nothing provisioned for a pod that did not bind"
+        );
+        // The first pod goes (its claim and volume with it): the second takes the node.
+        w.delete_pod("default", "first").unwrap();
+        w.advance(5_000);
+        assert!(node_of(&w, "second").is_some());
+    }
+
     #[test]
     fn a_volume_matches_node_affinity_and_legacy_zone_labels() {
         let node = json!({"metadata": {"name": "n1", "labels": {ZONE_LABEL: "a", LEGACY_ZONE_LABEL: "a"}}});
