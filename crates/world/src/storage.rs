@@ -273,7 +273,14 @@ impl Storage {
             let Some(class) = class_of(c, &pvc) else {
                 continue;
             };
-            if class.wait_for_consumer || class.provisioner == NO_PROVISIONER {
+            if class.wait_for_consumer {
+                continue;
+            }
+            if let Some(pv) = available_volume(c, &pvc, None) {
+                changed |= bind_existing(c, &pvc, &pv, None);
+                continue;
+            }
+            if class.provisioner == NO_PROVISIONER {
                 continue;
             }
             let zones = if class.zones.is_empty() {
@@ -760,6 +767,90 @@ fn expression_holds(e: &Value, value: Option<&str>) -> bool {
     }
 }
 
+/// How one unbound claim of a pod gets its volume at PreBind.
+struct Binding {
+    pvc: std::sync::Arc<Value>,
+    class: Class,
+    zone: Option<String>,
+    /// An existing available volume to bind; `None` provisions one.
+    existing: Option<String>,
+}
+
+/// The size a claim requests or a volume holds, in bytes (0 when absent or invalid).
+fn storage_bytes(obj: &Value, pointer: &str) -> i64 {
+    (obj.pointer(pointer).and_then(Value::as_str))
+        .and_then(|q| autoscaler_core::model::quantity::parse_units(q).ok())
+        .unwrap_or(0)
+}
+
+/// The PersistentVolume controller's choice of an existing volume for `pvc`: an available one
+/// (unclaimed, or pre-bound to this claim) of the claim's class, with its access modes and
+/// enough capacity, reachable from `node` when given (and not in `taken`); the smallest such.
+fn available_volume(c: &Cluster, pvc: &Value, node: Option<(&Value, &[&str])>) -> Option<String> {
+    let class = pvc
+        .pointer("/spec/storageClassName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ns = pvc.pointer("/metadata/namespace").and_then(Value::as_str)?;
+    let name = pvc.pointer("/metadata/name").and_then(Value::as_str)?;
+    let want = storage_bytes(pvc, "/spec/resources/requests/storage");
+    let modes: Vec<&Value> = (pvc.pointer("/spec/accessModes").and_then(Value::as_array))
+        .map(|m| m.iter().collect())
+        .unwrap_or_default();
+    (c.store.objects().list("", "PersistentVolume"))
+        .filter(|(_, pv)| {
+            let claim = pv.pointer("/spec/claimRef");
+            let free = claim.is_none_or(|r| r["namespace"] == ns && r["name"] == name);
+            let phase = pv.pointer("/status/phase").and_then(Value::as_str);
+            let pv_modes = pv.pointer("/spec/accessModes").and_then(Value::as_array);
+            free && phase != Some("Released")
+                && pv
+                    .pointer("/spec/storageClassName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    == class
+                && storage_bytes(pv, "/spec/capacity/storage") >= want
+                && modes
+                    .iter()
+                    .all(|m| pv_modes.is_some_and(|p| p.contains(m)))
+                && node.is_none_or(|(n, taken)| {
+                    volume_fits(pv, n)
+                        && !taken.contains(&pv["metadata"]["name"].as_str().unwrap_or(""))
+                })
+        })
+        .min_by_key(|(k, pv)| (storage_bytes(pv, "/spec/capacity/storage"), k.name.clone()))
+        .map(|(k, _)| k.name.clone())
+}
+
+/// Binds `pvc` to the existing volume `pv_name` (both sides, as the PersistentVolume controller
+/// does).
+fn bind_existing(c: &mut Cluster, pvc: &Value, pv_name: &str, node: Option<&str>) -> bool {
+    let Some(mut pv) = c.get_owned(&key("", "PersistentVolume", "", pv_name)) else {
+        return false;
+    };
+    pv["spec"]["claimRef"] = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "namespace": pvc["metadata"]["namespace"], "name": pvc["metadata"]["name"],
+        "uid": pvc["metadata"]["uid"]});
+    pv["status"] = json!({"phase": "Bound"});
+    if c.put(pv.clone()).is_err() {
+        return false;
+    }
+    let mut claim = pvc.clone();
+    let ann = &mut claim["metadata"]["annotations"];
+    if !ann.is_object() {
+        *ann = json!({});
+    }
+    ann["pv.kubernetes.io/bind-completed"] = json!("yes");
+    ann["pv.kubernetes.io/bound-by-controller"] = json!("yes");
+    if let Some(node) = node {
+        ann[SELECTED_NODE_ANNOTATION] = json!(node);
+    }
+    claim["spec"]["volumeName"] = json!(pv_name);
+    claim["status"] = json!({"phase": "Bound", "accessModes": pv["spec"]["accessModes"],
+        "capacity": pv["spec"]["capacity"]});
+    c.put(claim).is_ok()
+}
+
 /// kube-scheduler's VolumeBinding PreBind, and the provisioning it waits for: before `pod`
 /// binds to `node`, every claim it uses must exist and be bound to a volume the node can reach;
 /// an unbound `WaitForFirstConsumer` claim is provisioned now in the node's zone (the claim gets
@@ -800,18 +891,41 @@ pub(crate) fn pre_bind(c: &mut Cluster, pod: &NsName, node: &str) -> Result<(), 
             continue;
         }
         let class = class_of(c, &pvc).ok_or("pod has unbound immediate PersistentVolumeClaims")?;
-        if !class.wait_for_consumer || class.provisioner == NO_PROVISIONER {
+        if !class.wait_for_consumer {
             return Err("pod has unbound immediate PersistentVolumeClaims".into());
+        }
+        let taken: Vec<&str> = (to_provision.iter())
+            .filter_map(|p: &Binding| p.existing.as_deref())
+            .collect();
+        if let Some(pv) = available_volume(c, &pvc, Some((&node_obj, &taken))) {
+            to_provision.push(Binding {
+                pvc,
+                class,
+                zone: None,
+                existing: Some(pv),
+            });
+            continue;
+        }
+        if class.provisioner == NO_PROVISIONER {
+            return Err("node(s) didn't find available persistent volumes to bind".into());
         }
         let zone = zone_of(&node_obj);
         if !class.zones.is_empty() && !zone.as_ref().is_some_and(|z| class.zones.contains(z)) {
             return Err("node(s) didn't find available persistent volumes to bind".into());
         }
-        to_provision.push((pvc, class, zone));
+        to_provision.push(Binding {
+            pvc,
+            class,
+            zone,
+            existing: None,
+        });
     }
     let any = !to_provision.is_empty();
-    for (pvc, class, zone) in to_provision {
-        provision(c, &pvc, &class, zone.as_deref(), Some(node));
+    for b in to_provision {
+        match &b.existing {
+            Some(pv) => bind_existing(c, &b.pvc, pv, Some(node)),
+            None => provision(c, &b.pvc, &b.class, b.zone.as_deref(), Some(node)),
+        };
     }
     if any {
         storage_changed(c);
@@ -1127,6 +1241,80 @@ mod tests {
         w.delete_pod("default", "first").unwrap();
         w.advance(5_000);
         assert!(node_of(&w, "second").is_some());
+    }
+
+    fn static_node(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, ZONE_LABEL: "a"}},
+            "spec": {},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})
+    }
+
+    fn local_volume(name: &str, node: &str, size: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local", "persistentVolumeReclaimPolicy": "Retain",
+                "local": {"path": "/mnt/disks/1"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
+            "status": {"phase": "Available"}})
+    }
+
+    #[test]
+    fn a_claim_of_local_volumes_binds_the_smallest_fitting_one_and_its_pod_runs_there() {
+        let mut w = world(8);
+        w.apply(static_node("n1")).unwrap();
+        w.apply(static_node("n2")).unwrap();
+        w.apply(
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "local"}, "provisioner": NO_PROVISIONER,
+            "volumeBindingMode": "WaitForFirstConsumer"}),
+        )
+        .unwrap();
+        w.apply(local_volume("big-n2", "n2", "100Gi")).unwrap();
+        w.apply(local_volume("small-n2", "n2", "20Gi")).unwrap();
+        w.apply(local_volume("tiny-n1", "n1", "1Gi")).unwrap();
+        w.apply(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "cache", "namespace": "default"},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}}}}))
+            .unwrap();
+        w.add_pod(
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "user", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}],
+                    "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "cache"}}]}}),
+            None,
+        )
+        .unwrap();
+        w.advance(2_000);
+        assert_eq!(
+            node_of(&w, "user").as_deref(),
+            Some("n2"),
+            "only n2 has a volume that fits"
+        );
+        let claim = pvc(&w, "cache").unwrap();
+        assert_eq!(claim["spec"]["volumeName"], "small-n2");
+        assert_eq!(
+            claim["metadata"]["annotations"][SELECTED_NODE_ANNOTATION],
+            "n2"
+        );
+        let pv = get(&w, "", "PersistentVolume", "", "small-n2").unwrap();
+        assert_eq!(pv["spec"]["claimRef"]["name"], "cache");
+        assert_eq!(
+            w.objects().list("", "PersistentVolume").count(),
+            3,
+            "none provisioned"
+        );
+        // Retained: the claim goes, the local volume is released, not deleted.
+        w.delete_pod("default", "user").unwrap();
+        w.delete_object(&key("", "PersistentVolumeClaim", "default", "cache"))
+            .unwrap();
+        w.advance(1_000);
+        let pv = get(&w, "", "PersistentVolume", "", "small-n2").unwrap();
+        assert_eq!(pv["status"]["phase"], "Released");
     }
 
     #[test]
