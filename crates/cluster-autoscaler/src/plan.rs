@@ -350,6 +350,7 @@ fn scheduling(view: &ClusterView<'_>, show_nodes: usize) -> (Vec<Placement>, Vec
         let prepared = snapshot.prepare(pod);
         let mut fits = Vec::new();
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut pre_filter = None;
         for &id in &ids {
             match snapshot.check(pod, &prepared, id) {
                 Ok(()) => fits.push(
@@ -358,6 +359,7 @@ fn scheduling(view: &ClusterView<'_>, show_nodes: usize) -> (Vec<Placement>, Vec
                         .map(|n| n.node.name.to_string())
                         .unwrap_or_default(),
                 ),
+                Err(unfit) if unfit.is_pre_filter() => pre_filter = Some(unfit.to_string()),
                 Err(unfit) => {
                     for r in unfit.reasons() {
                         *reasons.entry(r).or_default() += 1;
@@ -365,8 +367,12 @@ fn scheduling(view: &ClusterView<'_>, show_nodes: usize) -> (Vec<Placement>, Vec
                 }
             }
         }
-        // kube-scheduler sorts the formatted "count reason" strings.
-        let mut reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        // kube-scheduler sorts the formatted "count reason" strings; a rejection before any
+        // node was looked at is said once, without a count.
+        let mut reasons: Vec<String> = match pre_filter {
+            Some(why) => vec![why],
+            None => reasons.iter().map(|(r, n)| format!("{n} {r}")).collect(),
+        };
         reasons.sort();
         let available = fits.len();
         fits.truncate(show_nodes);

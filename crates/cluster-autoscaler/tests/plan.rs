@@ -482,3 +482,71 @@ fn plan_takes_the_flags_and_config_of_run() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cores-total"));
 }
+
+#[test]
+fn zonal_volumes_are_explained_and_grow_only_their_zone() {
+    let snapshot = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/zonal-volumes-snapshot.yaml"
+    );
+    let out = run(&[
+        "plan",
+        "--snapshot",
+        snapshot,
+        "--now",
+        NOW,
+        "--balance-similar-node-groups",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        // Every pending pod is explained in the scheduler's words: the volume in zone c rules
+        // out the other zones' nodes that have room.
+        "  default/db-2: 0/6 nodes are available: 2 node(s) had volume node affinity conflict, 4 Insufficient cpu.",
+        // A claim not bound yet (WaitForFirstConsumer) may go to any node with room.
+        "  default/new-0: 5/6 nodes are available: 1 Insufficient cpu. Fits on: data-a, data-a2, data-b, data-b2, data-c2.",
+        // A missing claim rejects the pod before any node is looked at.
+        "  default/orphan-0: 0/6 nodes are available: persistentvolumeclaim \"data-orphan-0\" not found.",
+        // Balancing is on and the three groups are similar, yet only zone c grows.
+        "  MachineDeployment/default/data-c: 2 -> 3 (+1, for pending pods)",
+        "  for 1 pod: default/db-2",
+        "  1 pending pod fits existing or upcoming nodes: default/new-0",
+        // Scale-down moves a pod with a zonal volume only within its zone: zone b has room,
+        // zone c has not; a pod on a local volume cannot move at all.
+        "  data-a2 is not removable: no place to move pod default/cache-0",
+        "  data-c2 is not removable: no place to move pod default/queue-1",
+        "  increase MachineDeployment/default/data-c by 1 to 3",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing line {line:?} in:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(|l| l.starts_with("  data-b2: unneeded")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("default/orphan-0 triggers no scale-up: MachineDeployment/default/data-a: persistentvolumeclaim \"data-orphan-0\" not found"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches(" -> ").count(), 1, "{stdout}");
+}
+
+#[test]
+fn a_malformed_storage_object_names_the_object_and_field_and_exits_2() {
+    let text = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: db}\n\
+                spec: {accessModes: [Sometimes]}\n";
+    let file = TempPath::with_text(text);
+    let out = run(&["plan", "--snapshot", file.as_str(), "--now", NOW]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("PersistentVolumeClaim db/data: field spec.accessModes[0]"),
+        "{stderr}"
+    );
+}

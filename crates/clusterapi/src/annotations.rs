@@ -16,6 +16,7 @@ use autoscaler_core::Sym;
 use autoscaler_core::model::duration::parse_duration;
 use autoscaler_core::model::node::NodeCondition;
 use autoscaler_core::model::quantity::{parse_milli, parse_units};
+use autoscaler_core::model::storage::CsiNode;
 use autoscaler_core::names::HOSTNAME_LABEL;
 use autoscaler_core::{ResourceName, Resources};
 use autoscaler_core::{Taint, TaintEffect};
@@ -39,6 +40,9 @@ pub const GPU_COUNT_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/gpu-c
 pub const LABELS_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 /// Node taints, `k=v:Effect,k2:Effect`.
 pub const TAINTS_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/taints";
+/// Annotation: the CSI drivers of a new node and their attach limits, `driver=count` pairs
+/// separated by commas (`ebs.csi.aws.com=25`).
+pub const CSI_DRIVER_KEY: &str = "capacity.cluster-autoscaler.kubernetes.io/csi-driver";
 /// OpenShift's CPU of a node of the MachineSet, in cores (an integer or a quantity).
 pub const OPENSHIFT_CPU_KEY: &str = "machine.openshift.io/vCPU";
 /// OpenShift's memory of a node of the MachineSet, in MiB (an integer).
@@ -290,6 +294,8 @@ pub(crate) struct NodeShape {
     pub capacity: Option<Resources>,
     /// Whether any capacity annotation is present at all.
     pub has_capacity_annotations: bool,
+    /// CSI drivers and attach limits (the `csi-driver` annotation), if given and valid.
+    pub csi: Option<Arc<CsiNode>>,
 }
 
 /// Reads labels, taints and capacity of `obj`'s nodes; problems go to `warnings`.
@@ -376,6 +382,14 @@ pub(crate) fn node_shape(
     }
 
     shape.capacity = capacity(ann, what, warnings);
+    if let Some(text) = ann.get(CSI_DRIVER_KEY) {
+        match CsiNode::from_annotation(text) {
+            Ok(csi) => shape.csi = Some(Arc::new(csi)),
+            Err(e) => warnings.push(format!(
+                "{what}: annotation {CSI_DRIVER_KEY}: {e}; no CSI limits in the template"
+            )),
+        }
+    }
     shape
 }
 
@@ -511,6 +525,7 @@ pub(crate) fn template_node(group_id: &str, shape: &NodeShape, arch: &str) -> Op
     node.taints = shape.taints.clone();
     node.allocatable = capacity.clone();
     node.capacity = capacity;
+    node.csi = shape.csi.clone();
     node.conditions.push(NodeCondition {
         type_: Sym::new("Ready"),
         status: Sym::new("True"),
@@ -627,6 +642,30 @@ mod tests {
         assert_eq!(n.taints[0].value.as_str(), "override");
         assert_eq!(n.taints[1].effect, TaintEffect::NoExecute);
         assert!(n.is_ready());
+        assert_eq!(n.csi, None);
+    }
+
+    #[test]
+    fn csi_driver_annotation_gives_the_template_attach_limits() {
+        let a = ann(&[
+            (CPU_KEY, "4"),
+            (MEMORY_KEY, "16Gi"),
+            (CSI_DRIVER_KEY, "ebs.csi.aws.com=25"),
+        ]);
+        let mut w = Vec::new();
+        let s = node_shape(&json!({}), &a, "MD", &mut w);
+        assert!(w.is_empty(), "{w:?}");
+        let n = template_node("MachineDeployment/ns/md", &s, "amd64").unwrap();
+        let csi = n.csi.as_ref().unwrap();
+        assert_eq!(csi.limit(Sym::new("ebs.csi.aws.com")), Some(25));
+        let bad = ann(&[
+            (CPU_KEY, "4"),
+            (MEMORY_KEY, "16Gi"),
+            (CSI_DRIVER_KEY, "ebs"),
+        ]);
+        let s = node_shape(&json!({}), &bad, "MD", &mut w);
+        assert_eq!(s.csi, None);
+        assert!(w[0].contains("csi-driver"), "{w:?}");
     }
 
     #[test]

@@ -1069,6 +1069,62 @@ mod tests {
     }
 
     #[test]
+    fn a_template_from_a_node_keeps_its_csi_attach_limits() {
+        let mut store = crate::model::store::ObjectStore::new();
+        let mut yaml = String::from(
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ssd}\n\
+             provisioner: ebs.csi.aws.com\nvolumeBindingMode: WaitForFirstConsumer\n---\n\
+             apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\n\
+             spec: {drivers: [{name: ebs.csi.aws.com, nodeID: i, allocatable: {count: 1}}]}\n",
+        );
+        for c in ["held", "c1", "c2"] {
+            yaml.push_str(&format!(
+                "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {c}, namespace: default}}\n\
+                 spec: {{storageClassName: ssd}}\n"
+            ));
+        }
+        store.load_yaml(&yaml).unwrap();
+        let (storage, errors) = Storage::from_store(&store);
+        assert!(errors.is_empty(), "{errors:?}");
+        let storage = Arc::new(storage);
+        let nodes = vec![group_node("n1", 4000)];
+        let claimed = |name: &str, claim: &str| {
+            PodBuilder::new(name, 100, GI)
+                .owner("ReplicaSet", "db")
+                .claim(claim)
+                .unschedulable()
+        };
+        let pods = vec![
+            claimed("holder", "held").node_name("n1").arc(),
+            claimed("p1", "c1").arc(),
+            claimed("p2", "c2").arc(),
+        ];
+        let p = provider(&["n1"], 1);
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+            storage: &storage,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let d = decide_scale_up(
+            &view,
+            &ScaleUpConfig::default(),
+            0,
+            &|_, _| None,
+            &mut rng,
+            &mut Unlimited,
+        );
+        // n1 has room but its one attachment is taken; a new node of its group can attach one
+        // volume too, so the two pods need a node each.
+        assert_eq!(d.result.increases.len(), 1, "{d:?}");
+        assert_eq!(d.result.increases[0].delta, 2);
+    }
+
+    #[test]
     fn upcoming_nodes_absorb_the_burst_so_it_causes_one_scale_up() {
         let nodes = vec![group_node("n1", 4000)];
         let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();

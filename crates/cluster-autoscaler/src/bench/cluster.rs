@@ -64,6 +64,8 @@ pub struct Cluster {
     pub pods: Vec<Arc<Pod>>,
     /// The node groups with their instances.
     pub provider: StaticProvider,
+    /// Claims, volumes and CSINodes (empty unless `--pvc-fraction` adds them).
+    pub storage: Arc<autoscaler_core::model::storage::Storage>,
 }
 
 /// The id of group `g` (a Cluster API MachineDeployment, as the `run` provider names it).
@@ -132,6 +134,7 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
         nodes,
         pods,
         provider: StaticProvider::new(groups),
+        storage: Arc::default(),
     })
 }
 

@@ -14,6 +14,7 @@ use autoscaler_core::model::quantity::{parse_milli, parse_units};
 use crate::CliError;
 use crate::text::count;
 
+pub mod claims;
 pub mod cluster;
 pub mod phases;
 
@@ -62,6 +63,11 @@ pub struct BenchArgs {
     /// Seed of the `random` expander.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Share of the running and of the pending pods (0 to 1) that use a PersistentVolumeClaim:
+    /// running ones bound to a CSI volume pinned to their node's group, pending ones unbound
+    /// (WaitForFirstConsumer); every node has a CSI attach limit.
+    #[arg(long, default_value_t = 0.0, value_name = "FRACTION")]
+    pub pvc_fraction: f64,
 }
 
 impl BenchArgs {
@@ -129,8 +135,15 @@ impl BenchArgs {
 /// Runs `bench` and prints its table on stdout.
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let shape = args.shape().map_err(CliError::usage)?;
-    let cluster = cluster::generate(&shape)
+    if !(0.0..=1.0).contains(&args.pvc_fraction) {
+        return Err(CliError::usage(anyhow!(
+            "--pvc-fraction {} must be between 0 and 1",
+            args.pvc_fraction
+        )));
+    }
+    let mut cluster = cluster::generate(&shape)
         .map_err(|e| CliError::usage(anyhow!("the synthetic cluster of these flags: {e}")))?;
+    claims::add_claims(&mut cluster, args.pvc_fraction);
     let generated_rss = memory().map(|m| m.rss);
     let results = phases::measure(
         &cluster,
@@ -220,6 +233,13 @@ fn render(
         args.seed,
         args.max_nodes_per_scaleup
     );
+    if args.pvc_fraction > 0.0 {
+        let _ = writeln!(
+            out,
+            "--pvc-fraction {}: that share of the pods use a PersistentVolumeClaim",
+            args.pvc_fraction
+        );
+    }
     let _ = writeln!(out);
     let width = results
         .iter()

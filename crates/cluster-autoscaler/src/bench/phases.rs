@@ -130,7 +130,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         namespaces: &[],
         provider: &cluster.provider,
         pdbs: &[],
-        storage: autoscaler_core::model::storage::Storage::none(),
+        storage: &cluster.storage,
     };
     let mut results = Vec::new();
 

@@ -132,6 +132,18 @@ impl Unfit {
         }
     }
 
+    /// Whether the pod was rejected before any node was looked at (kube-scheduler's PreFilter):
+    /// every node gives the same answer, and the scheduler reports it once, without a count.
+    pub fn is_pre_filter(&self) -> bool {
+        matches!(
+            self,
+            Unfit::ClaimNotFound(_)
+                | Unfit::ClaimDeleting(_)
+                | Unfit::ClassNotFound(_)
+                | Unfit::UnboundImmediateClaims
+        )
+    }
+
     /// Whether only a change of the node itself (not removing pods from it) could make the pod
     /// fit: the scheduler's `UnschedulableAndUnresolvable`.
     pub fn is_unresolvable(&self) -> bool {

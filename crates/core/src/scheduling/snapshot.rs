@@ -841,7 +841,7 @@ impl ClusterSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{NodeBuilder, PodBuilder};
+    use crate::testing::{GI, NodeBuilder, PodBuilder};
 
     /// One node as seen by a [`Picture`]: id, name, pod keys in order, sums, ports.
     type NodePicture = (u32, Sym, Vec<String>, Resources, Vec<HostPort>);
@@ -1193,6 +1193,30 @@ mod tests {
         s.set_namespace_labels(vec![]);
         assert!(s.changes_since(v3).is_none());
         assert!(s.anti_epoch() > epoch);
+    }
+
+    #[test]
+    fn storage_and_claim_users_revert_exactly() {
+        let mut s = ClusterSnapshot::new();
+        let n = s.add_node(NodeBuilder::new("n", 1000, GI).arc()).unwrap();
+        let before = s.storage().clone();
+        let claim: Arc<str> = Arc::from("data");
+        s.fork();
+        s.set_storage(Arc::new(Storage::default()));
+        assert!(!Arc::ptr_eq(s.storage(), &before));
+        let user = PodBuilder::new("u", 1, GI)
+            .claim("data")
+            .claim("data")
+            .arc();
+        s.add_pod(user, n).unwrap();
+        assert_eq!(s.claim_users(Sym::new("default"), &claim), 1);
+        s.revert().unwrap();
+        assert!(Arc::ptr_eq(s.storage(), &before));
+        assert_eq!(s.claim_users(Sym::new("default"), &claim), 0);
+        // Setting the same storage again is no change at all.
+        let v = s.version();
+        s.set_storage(before);
+        assert_eq!(s.version(), v);
     }
 
     #[test]

@@ -27,9 +27,9 @@ use crate::scheduling::affinity::NodeSelector;
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeInfo};
 
-/// A volume as NodeVolumeLimits counts it: the driver and an identity unique among that
-/// driver's volumes.
-type Attachment = (Sym, Arc<str>);
+/// A volume as NodeVolumeLimits counts it: the driver, then an identity unique among that
+/// driver's volumes (a bound volume's handle with no namespace, a claim's namespace and name).
+type Attachment = (Sym, Option<Sym>, Arc<str>);
 
 impl ClusterSnapshot {
     /// VolumeBinding's PreFilter: every claim of the pod exists and is not being deleted, and
@@ -115,16 +115,15 @@ fn attachments(storage: &Storage, pod: &Pod, out: &mut SmallVec<[Attachment; 4]>
                 };
                 if let Some(name) = c.volume_name.as_ref() {
                     if let Some(csi) = storage.volume(name).and_then(|pv| pv.csi.as_ref()) {
-                        out.push((csi.driver, csi.handle.clone()));
+                        out.push((csi.driver, None, csi.handle.clone()));
                     }
                 } else if let Some(sc) = c.class.as_ref().and_then(|n| storage.class(n)) {
-                    let id = format!("{}/{}", pod.namespace, claim);
-                    out.push((sc.provisioner, Arc::from(id)));
+                    out.push((sc.provisioner, Some(pod.namespace), claim.clone()));
                 }
             }
             VolumeRef::InlineCsi { driver, volume } => {
-                let id = format!("{}/{}/{}", pod.namespace, pod.name, volume);
-                out.push((*driver, Arc::from(id)));
+                let id = format!("{}/{}", pod.name, volume);
+                out.push((*driver, Some(pod.namespace), Arc::from(id)));
             }
         }
     }
@@ -139,7 +138,7 @@ fn check_volume_limits(storage: &Storage, pod: &Pod, info: &NodeInfo) -> Result<
     };
     let mut new: SmallVec<[Attachment; 4]> = SmallVec::new();
     attachments(storage, pod, &mut new);
-    new.retain(|(driver, _)| csi.limit(*driver).is_some());
+    new.retain(|(driver, ..)| csi.limit(*driver).is_some());
     if new.is_empty() {
         return Ok(());
     }
@@ -153,10 +152,10 @@ fn check_volume_limits(storage: &Storage, pod: &Pod, info: &NodeInfo) -> Result<
     new.dedup();
     new.retain(|a| attached.binary_search(a).is_err());
     let mut per_driver: FxHashMap<Sym, u32> = FxHashMap::default();
-    for (driver, _) in attached.iter().chain(new.iter()) {
+    for (driver, ..) in attached.iter().chain(new.iter()) {
         *per_driver.entry(*driver).or_default() += 1;
     }
-    for (driver, _) in &new {
+    for (driver, ..) in &new {
         let limit = csi.limit(*driver).unwrap_or(u32::MAX);
         if per_driver.get(driver).copied().unwrap_or(0) > limit {
             return Err(Unfit::MaxVolumeCount);
