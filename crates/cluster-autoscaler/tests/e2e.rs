@@ -1155,3 +1155,92 @@ async fn the_cluster_resource_reconfigures_a_running_process() {
     drop(ca);
     h.shutdown().await;
 }
+
+/// The `spec.replicas` of MachineDeployment `md`.
+fn replicas_of(h: &FacadeHandle, md: &str) -> i64 {
+    h.with_world(|w| {
+        w.objects()
+            .list("cluster.x-k8s.io", "MachineDeployment")
+            .find(|(k, _)| k.name == md)
+            .and_then(|(_, v)| v.pointer("/spec/replicas")?.as_i64())
+            .unwrap_or(-1)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_a_zonal_volume_grows_the_group_of_its_zone() {
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    let mut w = World::new(WorldConfig {
+        default_delay: ProvisioningDelay {
+            min_ms: 5_000,
+            max_ms: 10_000,
+        },
+        ..WorldConfig::default()
+    });
+    for (md, zone) in [("md-a", "zone-a"), ("md-b", "zone-b")] {
+        let spec = NodeGroupSpec {
+            namespace: NS.into(),
+            name: md.into(),
+            replicas: 0,
+            min_size: 0,
+            max_size: 3,
+            cpu: "4".into(),
+            memory: "16Gi".into(),
+            max_pods: 110,
+            labels: [(ZONE.to_string(), zone.to_string())].into(),
+            ..Default::default()
+        };
+        // Cluster API does not carry the zone label from the template to the Node (the cloud
+        // sets it): for a group at zero it is declared, as on a real cluster.
+        let mut md_object = spec.to_object(&WorldConfig::default().cluster_name);
+        md_object["metadata"]["annotations"]["capacity.cluster-autoscaler.kubernetes.io/labels"] =
+            json!(format!("{ZONE}={zone}"));
+        w.apply(md_object).expect("node group");
+    }
+    // A claim provisioned at once in zone b (Immediate, allowed only there): its pod may only
+    // run in zone b, and `run` only knows it by watching claims, volumes and classes.
+    w.apply(
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "zone-b"}, "provisioner": "disk.csi.example.com",
+        "volumeBindingMode": "Immediate",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": ["zone-b"]}]}]}),
+    )
+    .expect("class");
+    w.apply(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"storageClassName": "zone-b", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "10Gi"}}}}))
+        .expect("claim");
+    let mut pod = big_pod("db");
+    pod["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
+    w.add_pod(pod, None).expect("pod");
+    let h = Facade::start(
+        w,
+        FacadeOptions {
+            speed: 10.0,
+            ..FacadeOptions::default()
+        },
+    )
+    .await
+    .expect("facade");
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    let end = tokio::time::Instant::now() + Duration::from_secs(40);
+    while !all_bound(&h, "db", 1) {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "the pod does not run; md-a {}, md-b {}: {}",
+            replicas_of(&h, "md-a"),
+            replicas_of(&h, "md-b"),
+            support::tail(&ca.log())
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let node = pods(&h, "db")[0].1.clone().expect("bound");
+    let node = object(&h, "", "Node", "", &node).expect("its node");
+    assert_eq!(node["metadata"]["labels"][ZONE], "zone-b");
+    assert_eq!(replicas_of(&h, "md-b"), 1, "{}", ca.log());
+    assert_eq!(replicas_of(&h, "md-a"), 0, "{}", ca.log());
+    drop(ca);
+    h.shutdown().await;
+}

@@ -806,3 +806,157 @@ fn no_node_is_removed_while_its_group_rolls_out_and_scale_down_resumes_after() {
         "{text}"
     );
 }
+
+/// Runs `scenario` with a snapshot of the world's objects at `at`; the report and the objects.
+fn simulate_with_objects(name: &str, scenario: &str, at: &str) -> (Value, Vec<Value>) {
+    let dir = std::env::temp_dir().join(format!("ca-sim-{}-{name}-objects", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let snap = dir.join("snapshot.yaml");
+    let snap_arg = snap.to_str().expect("utf-8 path").to_string();
+    let (report, _) = simulate(
+        name,
+        &[scenario, "--snapshot-at", at, "--snapshot-out", &snap_arg],
+    );
+    let text = std::fs::read_to_string(&snap).expect("snapshot written");
+    let _ = std::fs::remove_dir_all(&dir);
+    let objects = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("a YAML document"))
+        .filter(|v: &Value| !v.is_null())
+        .collect();
+    (report, objects)
+}
+
+/// Where a pod with a claim runs: its name, the zone of its node (`None`: not running) and the
+/// zone its bound volume requires.
+#[derive(Debug)]
+struct Placement {
+    pod: String,
+    node: Option<String>,
+    node_zone: Option<String>,
+    volume_zone: Option<String>,
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+fn placements(objects: &[Value]) -> Vec<Placement> {
+    let of_kind = |k: &'static str| objects.iter().filter(move |o| o["kind"] == k);
+    let name = |o: &Value| o["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let node_zone = |n: &str| {
+        of_kind("Node")
+            .find(|o| name(o) == n)
+            .and_then(|o| o["metadata"]["labels"][ZONE].as_str().map(str::to_string))
+    };
+    let volume_zone = |ns: &str, claim: &str| {
+        let pvc = of_kind("PersistentVolumeClaim")
+            .find(|o| name(o) == claim && o["metadata"]["namespace"] == ns)?;
+        let pv_name = pvc["spec"]["volumeName"].as_str()?;
+        let pv = of_kind("PersistentVolume").find(|o| name(o) == pv_name)?;
+        pv.pointer("/spec/nodeAffinity/required/nodeSelectorTerms/0/matchExpressions/0")
+            .filter(|e| e["key"] == ZONE && e["operator"] == "In")
+            .and_then(|e| e["values"][0].as_str())
+            .map(str::to_string)
+    };
+    of_kind("Pod")
+        .filter_map(|p| {
+            let claim = p["spec"]["volumes"]
+                .as_array()?
+                .iter()
+                .find_map(|v| v["persistentVolumeClaim"]["claimName"].as_str())?;
+            let ns = p["metadata"]["namespace"].as_str().unwrap_or("");
+            let node = p["spec"]["nodeName"].as_str().map(str::to_string);
+            Some(Placement {
+                pod: name(p),
+                node_zone: node.as_deref().and_then(node_zone),
+                node,
+                volume_zone: volume_zone(ns, claim),
+            })
+        })
+        .collect()
+}
+
+/// Registered nodes of `group` in each timeline row at or after `from_s`.
+fn nodes_from(r: &Value, group: &str, from_s: f64) -> Vec<u64> {
+    (r["timeline"].as_array().expect("timeline").iter())
+        .filter(|p| p["t_s"].as_f64().unwrap_or(0.0) >= from_s)
+        .map(|p| p["nodes"][group].as_u64().unwrap_or(0))
+        .collect()
+}
+
+#[test]
+fn zonal_stateful_set_pods_stay_in_their_volume_zones_and_only_those_zones_grow() {
+    let scenario = "examples/zonal-statefulset.yaml";
+    // After the growth to 9 (balanced: the claims were not bound yet).
+    let (_, objects) = simulate_with_objects("zonal-sts-15", scenario, "15m");
+    let placed = placements(&objects);
+    assert_eq!(placed.len(), 9, "{placed:?}");
+    for p in &placed {
+        assert!(p.node.is_some(), "{} runs at 15m: {placed:?}", p.pod);
+        assert_eq!(p.node_zone, p.volume_zone, "{p:?}");
+    }
+    for zone in ["zone-a", "zone-b", "zone-c"] {
+        let n = (placed.iter())
+            .filter(|p| p.volume_zone.as_deref() == Some(zone))
+            .count();
+        assert_eq!(
+            n, 3,
+            "balanced growth puts three pods in {zone}: {placed:?}"
+        );
+    }
+    // Shrunk to 3, grown back to 5: db-3 and db-4 return to the zones of their volumes.
+    let (r, objects) = simulate_with_objects("zonal-sts-49", scenario, "49m");
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    let placed = placements(&objects);
+    assert_eq!(placed.len(), 5, "{placed:?}");
+    for p in &placed {
+        assert!(p.node.is_some(), "{} runs: {placed:?}", p.pod);
+        assert_eq!(p.node_zone, p.volume_zone, "{p:?}");
+    }
+    for (group, zone) in [("a", "zone-a"), ("b", "zone-b"), ("c", "zone-c")] {
+        let pods = (placed.iter())
+            .filter(|p| p.volume_zone.as_deref() == Some(zone))
+            .count() as u64;
+        // One pod per node (3 of 4 CPUs), at least the group's minimum of 1.
+        let need = pods.max(1);
+        let after = nodes_from(&r, &format!("default/workers-{group}"), 35.0 * 60.0);
+        assert!(
+            after.iter().all(|n| *n <= need),
+            "workers-{group} grew past the {need} node(s) its zone's pods need: {after:?}"
+        );
+        assert_eq!(after.last().copied(), Some(need), "workers-{group}");
+    }
+}
+
+#[test]
+fn a_node_holding_a_zonal_volume_is_removed_only_if_its_zone_has_room() {
+    let (r, objects) = simulate_with_objects("zonal-down", "examples/zonal-scale-down.yaml", "19m");
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0);
+    assert_eq!(num(&r, "/safety_violations"), 0.0);
+    // Zone a: db-a-0 has no room in its zone, so its node stays, whatever room zone b has.
+    let a = nodes_from(&r, "default/workers-a", 60.0);
+    assert!(a.iter().all(|n| *n == 2), "workers-a: {a:?}");
+    // Zone b: once burst-b is gone, db-b-0 fits beside keep-b: its node goes.
+    let b = nodes_from(&r, "default/workers-b", 60.0);
+    assert_eq!(b.last().copied(), Some(1), "workers-b: {b:?}");
+    assert!(num(&r, "/scale_downs") >= 1.0);
+    let placed = placements(&objects);
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    for p in &placed {
+        assert!(p.node.is_some(), "{} runs: {placed:?}", p.pod);
+        assert_eq!(p.node_zone, p.volume_zone, "{p:?}");
+    }
+    let keep_b = (objects.iter())
+        .find(|o| {
+            o["kind"] == "Pod"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("keep-b-"))
+        })
+        .and_then(|o| o["spec"]["nodeName"].as_str())
+        .expect("keep-b runs");
+    let db_b = placed.iter().find(|p| p.pod == "db-b-0").expect("db-b-0");
+    assert_eq!(
+        db_b.node.as_deref(),
+        Some(keep_b),
+        "db-b-0 moved within zone b"
+    );
+}

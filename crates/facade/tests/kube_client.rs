@@ -880,3 +880,115 @@ async fn cluster_autoscaler_is_cluster_scoped_and_watched() {
     assert!(cas.get_opt("default").await.unwrap().is_none());
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn storage_kinds_are_listed_got_and_watched_and_claims_get_volumes() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
+    let mut w = World::new(WorldConfig::default());
+    let mut n1 = node("n1");
+    n1["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!("zone-a");
+    w.apply(n1).unwrap();
+    w.apply(
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "fast"}, "provisioner": "disk.csi.example.com",
+        "volumeBindingMode": "Immediate", "reclaimPolicy": "Delete"}),
+    )
+    .unwrap();
+    w.apply(json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "disk.csi.example.com",
+            "nodeID": "n1", "allocatable": {"count": 8}}]}}))
+        .unwrap();
+    let h = Facade::start(w, FacadeOptions::default()).await.unwrap();
+    let kc = Kubeconfig::read_from(h.kubeconfig_path()).unwrap();
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let client = Client::try_from(cfg).unwrap();
+
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let fast = classes.get("fast").await.unwrap();
+    assert_eq!(fast.volume_binding_mode.as_deref(), Some("Immediate"));
+    let csi: Api<CSINode> = Api::all(client.clone());
+    let n1 = csi.get("n1").await.unwrap();
+    let count = n1.spec.drivers[0]
+        .allocatable
+        .as_ref()
+        .and_then(|a| a.count);
+    assert_eq!(count, Some(8));
+    let capacities: Api<CSIStorageCapacity> = Api::all(client.clone());
+    assert!(
+        capacities
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let err = volumes.get("nope").await.unwrap_err();
+    assert_eq!(api_code(&err), Some(404));
+    let rv = volumes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = volumes
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+
+    // A claim created through the API is provisioned in the node's zone and bound.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}))
+    .unwrap();
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    let added = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .expect("a volume event")
+        .unwrap()
+        .expect("an event");
+    let WatchEvent::Added(pv) = added else {
+        panic!("expected Added, got {added:?}");
+    };
+    let pv_name = pv.metadata.name.clone().unwrap();
+    let spec = pv.spec.unwrap();
+    assert_eq!(spec.claim_ref.unwrap().name.as_deref(), Some("data"));
+    let zone = spec
+        .node_affinity
+        .unwrap()
+        .required
+        .unwrap()
+        .node_selector_terms[0]
+        .match_expressions
+        .clone()
+        .unwrap()[0]
+        .values
+        .clone();
+    assert_eq!(zone, Some(vec!["zone-a".to_string()]));
+    let bound = claims.get("data").await.unwrap();
+    assert_eq!(
+        bound.spec.unwrap().volume_name.as_deref(),
+        Some(pv_name.as_str())
+    );
+    // Deleting the claim deletes its volume (reclaimPolicy Delete).
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = eventually(Duration::from_secs(10), || {
+        let volumes = volumes.clone();
+        let name = pv_name.clone();
+        async move { volumes.get(&name).await.is_err() }
+    })
+    .await;
+    assert!(gone, "the volume goes with its claim");
+    h.shutdown().await;
+}

@@ -101,6 +101,17 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         call("batch", "jobs", "watch"),
         call("", "replicationcontrollers", "list"),
         call("", "replicationcontrollers", "watch"),
+        // Storage, for the volume filters (CSIStorageCapacity may be refused: optional).
+        call("", "persistentvolumeclaims", "list"),
+        call("", "persistentvolumeclaims", "watch"),
+        call("", "persistentvolumes", "list"),
+        call("", "persistentvolumes", "watch"),
+        call("storage.k8s.io", "storageclasses", "list"),
+        call("storage.k8s.io", "storageclasses", "watch"),
+        call("storage.k8s.io", "csinodes", "list"),
+        call("storage.k8s.io", "csinodes", "watch"),
+        call("storage.k8s.io", "csistoragecapacities", "list"),
+        call("storage.k8s.io", "csistoragecapacities", "watch"),
         // Priority expander ConfigMap (read) and the status ConfigMap (written), in --namespace.
         own_ns("", "configmaps", "get"),
         own_ns("", "configmaps", "list"),
@@ -293,6 +304,16 @@ mod tests {
             assert!(set.contains(&(g, "machines", "delete")));
         }
         assert!(set.contains(&("", "pods/eviction", "create")));
+        for (g, r) in [
+            ("", "persistentvolumeclaims"),
+            ("", "persistentvolumes"),
+            ("storage.k8s.io", "storageclasses"),
+            ("storage.k8s.io", "csinodes"),
+            ("storage.k8s.io", "csistoragecapacities"),
+        ] {
+            assert!(set.contains(&(g, r, "list")) && set.contains(&(g, r, "watch")));
+            assert!(!set.contains(&(g, r, "get")), "{r}: list/watch only");
+        }
         assert!(set.contains(&("autoscaling.openshift.io", "machineautoscalers", "watch")));
         assert!(API_CALLS.iter().all(|c| {
             const VERBS: [&str; 7] = [
@@ -407,6 +428,18 @@ mod tests {
         );
         assert!(!is_declared(&Method::PATCH, "/api/v1/nodes/n1"));
         assert!(!is_declared(&Method::GET, "/api/v1/secrets"));
+        assert!(is_declared(
+            &Method::GET,
+            "/apis/storage.k8s.io/v1/csistoragecapacities?watch=true"
+        ));
+        assert!(is_declared(&Method::GET, "/api/v1/persistentvolumeclaims?"));
+        assert!(
+            !is_declared(
+                &Method::PATCH,
+                "/api/v1/namespaces/ns/persistentvolumeclaims/c"
+            ),
+            "storage is read only"
+        );
         assert!(!is_declared(&Method::GET, "/metrics"));
     }
 

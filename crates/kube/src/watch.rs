@@ -1,6 +1,11 @@
 //! The watches: one kube-rs watcher per kind the decision reads (Nodes, Pods, budgets, workload
-//! controllers, Namespaces, the priority-expander ConfigMap, and the Cluster API objects of the
-//! configured group, their versions discovered), feeding a shared [`Informer`].
+//! controllers, Namespaces, storage (PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+//! CSINodes, CSIStorageCapacities), the priority-expander ConfigMap, and the Cluster API objects
+//! of the configured group, their versions discovered), feeding a shared [`Informer`].
+//!
+//! CSIStorageCapacity is optional: a server that does not serve it (`404`) or an identity not
+//! allowed to read it (`403`) leaves it empty with a warning, and it counts as synced, since
+//! kube-scheduler too treats capacity as unknown (not as zero) when it has none.
 //!
 //! Pods are converted to the model as they arrive (never held as JSON); other objects are
 //! cached as JSON without `metadata.managedFields` (and Nodes without their image list). A
@@ -36,6 +41,7 @@ use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::storage::v1 as storage;
 use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
@@ -231,6 +237,9 @@ enum OnNotFound {
     Missing,
     /// A discovered kind: look again ([`Watches::keep_discovering`]).
     Rediscover,
+    /// An optional kind (CSIStorageCapacity): `404` or `403` leaves it empty and synced, with
+    /// a warning the first time; the watcher keeps retrying in case it appears.
+    Optional,
 }
 
 /// Finds the served versions of the Cluster API kinds of `capi.api_group` (the pinned
@@ -365,6 +374,7 @@ pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiRes
         keep,
     );
     spawn_typed::<api::Namespace>(&mut tasks, &shared, Api::all(c.clone()), all(), keep);
+    spawn_storage(&mut tasks, &shared, c);
     spawn_typed::<api::ConfigMap>(
         &mut tasks,
         &shared,
@@ -488,6 +498,19 @@ fn spawn_typed<K>(
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
 {
+    spawn_typed_with(tasks, shared, api, config, strip, OnNotFound::Missing);
+}
+
+fn spawn_typed_with<K>(
+    tasks: &mut Vec<JoinHandle<()>>,
+    shared: &Shared,
+    api: Api<K>,
+    config: watcher::Config,
+    strip: fn(K) -> K,
+    on_404: OnNotFound,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+{
     let group = K::group(&()).to_string();
     let kind = K::kind(&()).to_string();
     tasks.push(spawn_kind(
@@ -496,9 +519,26 @@ fn spawn_typed<K>(
         config,
         group,
         kind,
-        OnNotFound::Missing,
+        on_404,
         move |o| encode(&strip(o)),
     ));
+}
+
+/// The storage kinds the volume filters read, all cluster-wide (list and watch only).
+fn spawn_storage(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Client) {
+    let all = watcher::Config::default;
+    spawn_typed::<api::PersistentVolumeClaim>(tasks, shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<api::PersistentVolume>(tasks, shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<storage::StorageClass>(tasks, shared, Api::all(c.clone()), all(), keep);
+    spawn_typed::<storage::CSINode>(tasks, shared, Api::all(c.clone()), all(), keep);
+    spawn_typed_with::<storage::CSIStorageCapacity>(
+        tasks,
+        shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+        OnNotFound::Optional,
+    );
 }
 
 /// Pods are converted to the model as they arrive and never held as JSON: a relist of 150,000
@@ -601,9 +641,29 @@ fn not_found(e: &watcher::Error) -> bool {
     }
 }
 
+/// Whether a watcher error is the server answering `403` (not allowed).
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => matches!(e, kube::Error::Api(s) if s.code == 403),
+        watcher::Error::WatchError(s) => s.code == 403,
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
 /// Notes a failed list or watch of `name` (retried by the watcher): a `404` is a needed API
-/// possibly gone, or a reason to rediscover.
+/// possibly gone, or a reason to rediscover; for an optional kind a `404` or `403` only makes
+/// it count as synced (empty).
 fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, e: &watcher::Error) {
+    if on_404 == OnNotFound::Optional && (not_found(e) || forbidden(e)) {
+        if shared.pending.send_if_modified(|p| p.remove(name)) {
+            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity unknown)");
+        } else {
+            tracing::debug!(kind = %name, error = %e, "optional kind still not readable");
+        }
+        return;
+    }
     if !not_found(e) {
         tracing::warn!(kind = %name, error = %e, "watch failed; retrying");
         return;
@@ -617,6 +677,7 @@ fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, e: &watcher::Er
             tracing::debug!(kind = %name, error = %e, "kind not found; discovering again");
             shared.rediscover.notify_one();
         }
+        OnNotFound::Optional => tracing::warn!(kind = %name, error = %e, "watch failed; retrying"),
     }
 }
 
@@ -694,6 +755,7 @@ mod tests {
     use super::*;
     use autoscaler_core::Node;
     use autoscaler_core::Pod;
+    use futures::FutureExt;
     use http::{Request, Response};
     use kube::client::Body;
     use serde_json::json;
@@ -880,6 +942,8 @@ mod tests {
             "/api/v1/namespaces/kube-system/configmaps?&fieldSelector=metadata.name%3Dcluster-autoscaler-priority-expander&",
             "/api/v1/namespaces?&",
             "/api/v1/nodes?&",
+            "/api/v1/persistentvolumeclaims?&",
+            "/api/v1/persistentvolumes?&",
             "/api/v1/pods?&",
             "/api/v1/replicationcontrollers?&",
             "/apis/apps/v1/daemonsets?&",
@@ -888,6 +952,9 @@ mod tests {
             "/apis/batch/v1/jobs?&",
             "/apis/cluster.x-k8s.io/v1beta1/machinedeployments?&",
             "/apis/policy/v1/poddisruptionbudgets?&",
+            "/apis/storage.k8s.io/v1/csinodes?&",
+            "/apis/storage.k8s.io/v1/csistoragecapacities?&",
+            "/apis/storage.k8s.io/v1/storageclasses?&",
         ];
         let mut want: Vec<String> = Vec::new();
         for p in paths {
@@ -1306,6 +1373,121 @@ mod tests {
             ["policy/PodDisruptionBudget"]
         );
         assert!(!watches.is_synced());
+        drop(watches);
+        server.abort();
+    }
+
+    fn status_reply(send: tower_test::mock::SendResponse<Response<Body>>, code: u16) {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "no", "reason": "Whatever", "code": code});
+        send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&body).expect("json")))
+                .expect("response"),
+        );
+    }
+
+    /// A server answering `code` for CSIStorageCapacities and serving one PVC and one CSINode.
+    async fn storage_server(code: u16) -> (Watches, JoinHandle<()>, Arc<Notify>) {
+        let (client, mut handle) = mock();
+        let capacity_refused = Arc::new(Notify::new());
+        let refused = capacity_refused.clone();
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                if uri.starts_with("/apis/storage.k8s.io/v1/csistoragecapacities") {
+                    status_reply(send, code);
+                    refused.notify_one();
+                } else if uri.contains("watch=true") {
+                    open.push(send);
+                } else {
+                    let items = match req.uri().path() {
+                        "/api/v1/persistentvolumeclaims" => vec![json!({
+                            "metadata": {"name": "data-db-0", "namespace": "ns"},
+                            "spec": {"storageClassName": "zonal",
+                                "accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": "10Gi"}}}})],
+                        "/apis/storage.k8s.io/v1/csinodes" => vec![json!({
+                            "metadata": {"name": "n1"},
+                            "spec": {"drivers": [{"name": "disk.csi.example.com",
+                                "nodeID": "n1", "allocatable": {"count": 16}}]}})],
+                        _ => Vec::new(),
+                    };
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                            "metadata": {"resourceVersion": "1"}, "items": items}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+        let watches = start_with(&Clients::joined(client), &config, Vec::new());
+        (watches, server, capacity_refused)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn storage_kinds_are_cached_and_capacity_is_optional() {
+        for code in [404, 403] {
+            let (watches, server, refused) = storage_server(code).await;
+            refused.notified().await;
+            tokio::time::timeout(Duration::from_secs(60), watches.wait_synced())
+                .await
+                .unwrap_or_else(|_| panic!("synced although capacities answer {code}"));
+            assert!(
+                watches.api_not_found().notified().now_or_never().is_none(),
+                "an optional kind is not a missing API ({code})"
+            );
+            {
+                let inf = watches.informer().lock().expect("informer");
+                let store = inf.store();
+                let pvcs: Vec<_> = store.list("", "PersistentVolumeClaim").collect();
+                assert_eq!(pvcs.len(), 1, "{code}");
+                let csi: Vec<_> = store.list("storage.k8s.io", "CSINode").collect();
+                assert_eq!(csi.len(), 1, "{code}");
+                assert_eq!(
+                    csi[0].1.pointer("/spec/drivers/0/allocatable/count"),
+                    Some(&json!(16))
+                );
+                assert_eq!(
+                    store.list("storage.k8s.io", "CSIStorageCapacity").count(),
+                    0
+                );
+            }
+            drop(watches);
+            server.abort();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_needed_storage_kind_that_fails_keeps_the_watches_unsynced() {
+        let (client, mut handle) = mock();
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                if uri.starts_with("/apis/storage.k8s.io/v1/csinodes") {
+                    status_reply(send, 403);
+                } else if uri.contains("watch=true") {
+                    open.push(send);
+                } else {
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                            "metadata": {"resourceVersion": "1"}, "items": []}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+        let watches = start_with(&Clients::joined(client), &config, Vec::new());
+        until("every other kind to sync", || watches.unsynced().len() == 1).await;
+        assert_eq!(
+            watches.unsynced().into_iter().collect::<Vec<_>>(),
+            ["storage.k8s.io/CSINode"]
+        );
         drop(watches);
         server.abort();
     }

@@ -74,6 +74,8 @@ pub(crate) enum Owner {
     DaemonSet(NsName, String),
     /// A controller the world does not run (a replayed trace pod's), replacing the pod as said.
     Replayed(Restart),
+    /// A StatefulSet of the world (its controller finds its pods by name).
+    StatefulSet(NsName),
 }
 
 /// What the world knows about a live (non-terminal) pod.
@@ -463,7 +465,7 @@ impl Cluster {
         }
         let terminal = match st.owner {
             _ if st.terminating.is_some() => None,
-            Owner::ReplicaSet(_) | Owner::DaemonSet(..) => None,
+            Owner::ReplicaSet(_) | Owner::DaemonSet(..) | Owner::StatefulSet(_) => None,
             Owner::None | Owner::Job(_) | Owner::Replayed(_) => Some("Succeeded"),
         };
         self.remove_pod(id, terminal);

@@ -6,7 +6,8 @@
 //! scheduler using the core's predicates and kube-scheduler's scoring ([`scheduler`],
 //! [`scoring`]), a Cluster API machine controller with
 //! provisioning delays and injected faults ([`machines`]), workload controllers
-//! ([`workloads`]), the disruption controller and Eviction API honouring PodDisruptionBudgets
+//! ([`workloads`]), storage (StatefulSets with claims, ephemeral volumes, a CSI-like
+//! provisioner, CSINodes: [`storage`]), the disruption controller and Eviction API honouring PodDisruptionBudgets
 //! ([`eviction`]) and node readiness ([`readiness`]). [`World`] owns them and the cluster and
 //! hands each due event to its controller; controllers never see the world. Time only moves when the
 //! caller steps it ([`World::step_until`], [`World::advance`]); every random choice comes from a
@@ -26,6 +27,7 @@ pub(crate) mod queue;
 pub mod readiness;
 pub mod scheduler;
 pub mod scoring;
+pub mod storage;
 #[cfg(test)]
 mod testkit;
 pub mod time;
@@ -40,6 +42,7 @@ pub use metrics::{Metrics, NAMED_WAITS, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind};
 pub use readiness::NOT_READY_TAINT;
 pub use scoring::Scoring;
+pub use storage::{ClaimTemplate, CsiSpec, StatefulSetSpec};
 pub use time::SimTime;
 pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec, Restart};
 pub use world::{World, WorldConfig};

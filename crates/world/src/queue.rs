@@ -27,6 +27,8 @@ pub(crate) enum Event {
     PodTerminated { pod: NsName, uid: String },
     /// A ReplicaSet's replica schedule changes its count.
     Replicas { rs: NsName, replicas: u32 },
+    /// A StatefulSet's replica schedule changes its count.
+    StatefulSetReplicas { sts: NsName, replicas: u32 },
     /// Start or end of a `NodesNotReady` fault (index into the readiness controller's faults).
     Readiness { fault: usize, start: bool },
     /// The MachineSet controller acts on a change of replicas.

@@ -97,7 +97,10 @@ impl Scheduler {
                         .snapshot
                         .node(nid)
                         .map(|n| n.node.name.as_str().to_string());
-                    if let Some(name) = name {
+                    // PreBind: the pod binds only once its claims are bound (see storage).
+                    if let Some(name) = name
+                        && crate::storage::pre_bind(c, &id, &name).is_ok()
+                    {
                         c.bind(&id, &name);
                     }
                 }

@@ -100,6 +100,11 @@ impl PodTemplate {
         self
     }
 
+    /// The Pod object of this template (for the storage controllers' StatefulSets).
+    pub(crate) fn pod_object(&self, ns: &str, name: &str, owner: Value, restart: &str) -> Value {
+        self.pod(ns, name, owner, restart)
+    }
+
     fn pod(&self, ns: &str, name: &str, owner: Value, restart: &str) -> Value {
         let mut spec = self.spec.clone();
         spec["restartPolicy"] = json!(restart);
@@ -471,7 +476,7 @@ impl Workloads {
         }: &RemovedPod,
     ) {
         match owner {
-            Owner::None | Owner::Replayed(_) => {}
+            Owner::None | Owner::Replayed(_) | Owner::StatefulSet(_) => {}
             Owner::ReplicaSet(rs) => {
                 if let Some(r) = self.replica_sets.get_mut(rs) {
                     r.pods.remove(&id.1);

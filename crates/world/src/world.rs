@@ -25,6 +25,7 @@ use crate::queue::{Event, NsName};
 use crate::readiness::{self, Readiness};
 use crate::scheduler::Scheduler;
 use crate::scoring::Scoring;
+use crate::storage::{self, CsiSpec, StatefulSetSpec, Storage};
 use crate::time::SimTime;
 use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Restart, Workloads};
 
@@ -85,6 +86,7 @@ pub struct World {
     workloads: Workloads,
     disruption: Disruption,
     readiness: Readiness,
+    storage: Storage,
 }
 
 /// The peers the world lends the machine controller: workloads react, evictions go through the
@@ -141,6 +143,7 @@ impl World {
             workloads: Workloads::default(),
             disruption: Disruption::default(),
             readiness: Readiness::default(),
+            storage: Storage::default(),
         }
     }
 
@@ -255,6 +258,9 @@ impl World {
             Event::PodDone { pod, uid } => c.pod_done(&pod, &uid),
             Event::PodTerminated { pod, uid } => c.pod_terminated(&pod, &uid),
             Event::Replicas { rs, replicas } => peers.workloads.set_rs_replicas(c, &rs, replicas),
+            Event::StatefulSetReplicas { sts, replicas } => {
+                self.storage.set_replicas(c, &sts, replicas)
+            }
             Event::Readiness { fault, start } => {
                 self.readiness.fault(c, &self.machines, fault, start)
             }
@@ -272,6 +278,7 @@ impl World {
     /// Lets the workload controllers catch up after a change.
     fn reconcile(&mut self) {
         self.workloads.reconcile(&mut self.cluster);
+        self.storage.reconcile(&mut self.cluster);
     }
 
     /// The peers lent to the machine controller, with the cluster.
@@ -311,6 +318,14 @@ impl World {
                 self.cluster.put(with_generation(obj))?;
                 self.disruption.budget_written();
                 self.disruption.refresh(&mut self.cluster);
+                Ok(k)
+            }
+            ("", "PersistentVolumeClaim" | "PersistentVolume")
+            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIStorageCapacity") => {
+                self.cluster.put(obj)?;
+                self.storage.activate();
+                storage::storage_changed(&mut self.cluster);
+                self.reconcile();
                 Ok(k)
             }
             _ => {
@@ -381,6 +396,12 @@ impl World {
             ("policy", "PodDisruptionBudget") => {
                 self.cluster.store.delete(k, now);
                 self.disruption.budget_written();
+            }
+            ("", "PersistentVolumeClaim" | "PersistentVolume")
+            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIStorageCapacity") => {
+                self.cluster.store.delete(k, now);
+                storage::storage_changed(&mut self.cluster);
+                self.reconcile();
             }
             _ => {
                 self.cluster.store.delete(k, now);
@@ -680,6 +701,18 @@ impl World {
     /// Adds a Job.
     pub fn add_job(&mut self, spec: JobSpec) -> Result<(), WorldError> {
         self.workloads.add_job(&mut self.cluster, spec)
+    }
+
+    /// Adds a StatefulSet (its claims per ordinal, its pods in order).
+    pub fn add_stateful_set(&mut self, spec: StatefulSetSpec) -> Result<(), WorldError> {
+        self.storage.add_stateful_set(&mut self.cluster, spec)
+    }
+
+    /// Gives the nodes of group `md` (MachineDeployment name) a CSI driver: each gets a CSINode
+    /// with the driver and its attach limit.
+    pub fn set_group_csi(&mut self, md: &str, csi: CsiSpec) {
+        self.storage.set_group_csi(md, csi);
+        self.reconcile();
     }
 
     /// Adds a DaemonSet.

@@ -287,6 +287,9 @@ impl<'a> Driver<'a> {
             if let Some(d) = g.delay {
                 world.set_provisioning_delay(&g.spec.name, d);
             }
+            if let Some(csi) = &g.csi {
+                world.set_group_csi(&g.spec.name, csi.clone());
+            }
             world
                 .apply(group_object(g, CLUSTER))
                 .map_err(err(format!("node group {}", g.spec.name)))?;
@@ -305,6 +308,11 @@ impl<'a> Driver<'a> {
             world
                 .add_replica_set(r.clone())
                 .map_err(err(format!("Deployment {}", r.name)))?;
+        }
+        for s in &scenario.stateful_sets {
+            world
+                .add_stateful_set(s.clone())
+                .map_err(err(format!("StatefulSet {}", s.name)))?;
         }
         let mut log = RunLog::default();
         for g in &scenario.groups {

@@ -14,8 +14,8 @@ use autoscaler_actuation::ActuationOptions;
 use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::model::duration::parse_duration;
 use autoscaler_world::{
-    DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec, PodTemplate,
-    ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime,
+    ClaimTemplate, CsiSpec, DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec,
+    PodTemplate, ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime, StatefulSetSpec,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -224,6 +224,20 @@ pub struct GroupFile {
     /// The MachineSet's delete policy: `Random` (default), `Newest` or `Oldest`.
     #[serde(default)]
     pub delete_policy: Option<String>,
+    /// The CSI driver of the nodes (each gets a CSINode with its attach limit).
+    #[serde(default)]
+    pub csi: Option<CsiFile>,
+}
+
+/// The CSI driver the nodes of a group run.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsiFile {
+    /// Driver name (the provisioner of the StorageClasses it serves).
+    pub driver: String,
+    /// Volumes of the driver one node can attach (`allocatable.count`; default unlimited).
+    #[serde(default)]
+    pub max_volumes: Option<u32>,
 }
 
 /// GPUs of a node.
@@ -367,6 +381,48 @@ pub struct DaemonSetFile {
     pub pod: PodFile,
 }
 
+/// A claim template of a StatefulSet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimFile {
+    /// Template name (the pod's volume; claims are `<name>-<set>-<ordinal>`).
+    pub name: String,
+    /// StorageClass (default: the class annotated as default).
+    #[serde(default)]
+    pub storage_class: Option<String>,
+    /// Requested size (default `1Gi`).
+    #[serde(default)]
+    pub size: Option<String>,
+    /// Access modes (default `[ReadWriteOnce]`).
+    #[serde(default)]
+    pub access_modes: Vec<String>,
+}
+
+/// A StatefulSet with volume claim templates.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatefulSetFile {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    pub namespace: String,
+    /// Replicas at the start.
+    pub replicas: u32,
+    /// Later replica counts.
+    #[serde(default)]
+    pub schedule: Vec<ReplicasAt>,
+    /// `OrderedReady` (default) or `Parallel`.
+    #[serde(default)]
+    pub pod_management_policy: Option<String>,
+    /// `volumeClaimTemplates`.
+    #[serde(default)]
+    pub volume_claims: Vec<ClaimFile>,
+    /// The pods.
+    #[serde(default)]
+    pub pod: PodFile,
+}
+
 /// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -424,7 +480,7 @@ pub enum TraceOwnerFile {
     None,
 }
 
-/// A workload; `kind` says which (`deployment`, `job`, `daemon-set`, `trace`).
+/// A workload; `kind` says which (`deployment`, `job`, `daemon-set`, `stateful-set`, `trace`).
 #[derive(Clone, Debug)]
 pub enum WorkloadFile {
     /// A Deployment (with its ReplicaSet) following a replica schedule.
@@ -433,6 +489,8 @@ pub enum WorkloadFile {
     Job(JobFile),
     /// A DaemonSet.
     DaemonSet(DaemonSetFile),
+    /// A StatefulSet with volume claim templates.
+    StatefulSet(StatefulSetFile),
     /// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
     Trace(TraceFile),
 }
@@ -453,10 +511,11 @@ impl<'de> Deserialize<'de> for WorkloadFile {
             "deployment" => variant(rest).map(WorkloadFile::Deployment),
             "job" => variant(rest).map(WorkloadFile::Job),
             "daemon-set" => variant(rest).map(WorkloadFile::DaemonSet),
+            "stateful-set" => variant(rest).map(WorkloadFile::StatefulSet),
             "trace" => variant(rest).map(WorkloadFile::Trace),
             other => Err(D::Error::unknown_variant(
                 other,
-                &["deployment", "job", "daemon-set", "trace"],
+                &["deployment", "job", "daemon-set", "stateful-set", "trace"],
             )),
         }
     }
@@ -513,6 +572,8 @@ pub struct Group {
     pub price_per_hour: f64,
     /// Its provisioning delay, if it has its own.
     pub delay: Option<ProvisioningDelay>,
+    /// The CSI driver of its nodes.
+    pub csi: Option<CsiSpec>,
 }
 
 /// A validated scenario, ready to build a world from.
@@ -554,6 +615,8 @@ pub struct Scenario {
     pub daemon_sets: Vec<DaemonSetSpec>,
     /// Trace replays, in workload order; their rows are read during the run.
     pub traces: Vec<super::trace::TraceSource>,
+    /// StatefulSets.
+    pub stateful_sets: Vec<StatefulSetSpec>,
     /// Virtual times at which the autoscaler restarts (option `restart-at`), sorted.
     pub restart_at: Vec<SimTime>,
     /// How actions are carried out, from the same flags as `run`: how long a drain retries
@@ -730,6 +793,7 @@ impl Scenario {
             jobs: Vec::new(),
             daemon_sets: Vec::new(),
             traces: Vec::new(),
+            stateful_sets: Vec::new(),
             restart_at: restarts(&f.options)?,
             actuation,
         };
@@ -810,6 +874,10 @@ impl Scenario {
                 name: name.clone(),
                 template: template(&format!("{field}.pod"), name, pod)?,
             }),
+            WorkloadFile::StatefulSet(f) => {
+                let spec = stateful_set(field, f)?;
+                self.stateful_sets.push(spec);
+            }
             WorkloadFile::Trace(TraceFile {
                 file,
                 namespace,
@@ -905,6 +973,72 @@ fn trace_controller(
                 "template": template},
         })),
     }
+}
+
+/// A validated StatefulSet.
+fn stateful_set(field: &str, f: &StatefulSetFile) -> Result<StatefulSetSpec, ScenarioError> {
+    pod_count(&format!("{field}.replicas"), f.replicas)?;
+    let mut schedule = Vec::new();
+    for (j, r) in f.schedule.iter().enumerate() {
+        pod_count(&format!("{field}.schedule[{j}].replicas"), r.replicas)?;
+        schedule.push((ms(&format!("{field}.schedule[{j}].at"), &r.at)?, r.replicas));
+    }
+    let parallel = match f.pod_management_policy.as_deref() {
+        None | Some("OrderedReady") => false,
+        Some("Parallel") => true,
+        Some(other) => {
+            return Err(invalid(
+                format!("{field}.pod_management_policy"),
+                format!("{other:?} is not OrderedReady or Parallel"),
+            ));
+        }
+    };
+    let mut claims = Vec::new();
+    for (j, c) in f.volume_claims.iter().enumerate() {
+        let at = format!("{field}.volume_claims[{j}]");
+        autoscaler_core::model::labels::check_qualified_name(&c.name)
+            .map_err(|e| invalid(format!("{at}.name"), e))?;
+        if f.volume_claims[..j].iter().any(|o| o.name == c.name) {
+            return Err(invalid(
+                format!("{at}.name"),
+                format!("{} is given twice", c.name),
+            ));
+        }
+        let size = c.size.clone().unwrap_or_else(|| "1Gi".into());
+        autoscaler_core::model::quantity::parse(&size)
+            .map_err(|e| invalid(format!("{at}.size"), e.to_string()))?;
+        const MODES: [&str; 4] = [
+            "ReadWriteOnce",
+            "ReadOnlyMany",
+            "ReadWriteMany",
+            "ReadWriteOncePod",
+        ];
+        if let Some(m) = c.access_modes.iter().find(|m| !MODES.contains(&m.as_str())) {
+            return Err(invalid(
+                format!("{at}.access_modes"),
+                format!("{m:?} is not one of {}", MODES.join(", ")),
+            ));
+        }
+        claims.push(ClaimTemplate {
+            name: c.name.clone(),
+            storage_class: c.storage_class.clone(),
+            size,
+            access_modes: if c.access_modes.is_empty() {
+                vec!["ReadWriteOnce".into()]
+            } else {
+                c.access_modes.clone()
+            },
+        });
+    }
+    Ok(StatefulSetSpec {
+        namespace: f.namespace.clone(),
+        name: f.name.clone(),
+        template: template(&format!("{field}.pod"), &f.name, &f.pod)?,
+        replicas: f.replicas,
+        schedule,
+        claims,
+        parallel,
+    })
 }
 
 /// A workload's pod count: at most [`MAX_WORKLOAD_PODS`].
@@ -1012,6 +1146,16 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
             .as_ref()
             .map(|d| delay(&format!("{field}.provisioning_delay"), d))
             .transpose()?,
+        csi: match &g.csi {
+            None => None,
+            Some(c) if c.driver.is_empty() => {
+                return Err(invalid(format!("{field}.csi.driver"), "must not be empty"));
+            }
+            Some(c) => Some(CsiSpec {
+                driver: c.driver.clone(),
+                max_volumes: c.max_volumes,
+            }),
+        },
     })
 }
 
@@ -1283,18 +1427,18 @@ mod tests {
         assert_eq!(s.objects[0]["metadata"]["name"], "trace");
         let s = trace(", owner: replicaset, name: vms, safe_to_evict: true").unwrap();
         assert_eq!(s.objects[0]["kind"], "ReplicaSet");
-        assert_eq!(s.objects[0]["spec"]["replicas"], i32::MAX, "no limit: rows are counted during the run");
+        assert_eq!(
+            s.objects[0]["spec"]["replicas"],
+            i32::MAX,
+            "no limit: rows are counted during the run"
+        );
         assert_eq!(
             first_pod(&s)["metadata"]["ownerReferences"][0]["name"],
             "vms"
         );
         let s = trace(", owner: none").unwrap();
         assert!(s.objects.is_empty());
-        assert!(
-            first_pod(&s)["metadata"]
-                .get("ownerReferences")
-                .is_none()
-        );
+        assert!(first_pod(&s)["metadata"].get("ownerReferences").is_none());
         let e = trace(", owner: deployment").unwrap_err().to_string();
         assert!(e.contains("workloads[0].owner"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
@@ -1911,6 +2055,58 @@ mod tests {
     }
 
     #[test]
+    fn stateful_sets_and_csi_drivers_are_read() {
+        let s = Scenario::parse(
+            r#"
+name: s
+duration: 10m
+node_groups:
+  - {name: a, min: 0, max: 2, cpu: "4", memory: 8Gi, csi: {driver: disk.csi.example.com, max_volumes: 8}}
+  - {name: b, min: 0, max: 2, cpu: "4", memory: 8Gi}
+workloads:
+  - kind: stateful-set
+    name: db
+    replicas: 2
+    pod_management_policy: Parallel
+    schedule: [{at: 5m, replicas: 4}]
+    volume_claims: [{name: data, storage_class: zonal, size: 5Gi}, {name: logs}]
+    pod: {cpu: "1"}
+"#,
+            Path::new("."),
+        )
+        .expect("parses");
+        assert_eq!(
+            s.groups[0].csi,
+            Some(CsiSpec {
+                driver: "disk.csi.example.com".into(),
+                max_volumes: Some(8)
+            })
+        );
+        assert_eq!(s.groups[1].csi, None);
+        let db = &s.stateful_sets[0];
+        assert!(db.parallel);
+        assert_eq!((db.replicas, db.schedule.clone()), (2, vec![(300_000, 4)]));
+        assert_eq!(
+            db.claims,
+            [
+                ClaimTemplate {
+                    name: "data".into(),
+                    storage_class: Some("zonal".into()),
+                    size: "5Gi".into(),
+                    access_modes: vec!["ReadWriteOnce".into()],
+                },
+                ClaimTemplate {
+                    name: "logs".into(),
+                    storage_class: None,
+                    size: "1Gi".into(),
+                    access_modes: vec!["ReadWriteOnce".into()],
+                },
+            ]
+        );
+        assert_eq!(db.template.labels["app"], "db");
+    }
+
+    #[test]
     fn wrong_values_are_refused_with_their_field() {
         for (group, extra, field) in [
             (
@@ -1960,6 +2156,32 @@ mod tests {
                 "",
                 "workloads: [{kind: deployment, name: d, replicas: 1, pod: {gpu: 1, gpu_resource: cpu}}]",
                 "workloads[0].pod.gpu_resource",
+            ),
+            (", csi: {driver: ''}", "", "node_groups[0].csi.driver"),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 1, pod_management_policy: Random}]",
+                "workloads[0].pod_management_policy",
+            ),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 4294967295}]",
+                "workloads[0].replicas",
+            ),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 1, volume_claims: [{name: d, size: lots}]}]",
+                "workloads[0].volume_claims[0].size",
+            ),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 1, volume_claims: [{name: d, access_modes: [ReadWriteSometimes]}]}]",
+                "workloads[0].volume_claims[0].access_modes",
+            ),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 1, volume_claims: [{name: d}, {name: d}]}]",
+                "workloads[0].volume_claims[1].name",
             ),
         ] {
             let e = refused(group, extra);
