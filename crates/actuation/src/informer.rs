@@ -18,7 +18,8 @@ use autoscaler_core::ObjectStore;
 use autoscaler_core::Pod;
 use autoscaler_core::PodRef;
 use autoscaler_core::Sym;
-use autoscaler_core::model::objects::{ClusterObjects, read_objects};
+use autoscaler_core::model::objects::{ClusterObjects, read_objects_but_storage};
+use autoscaler_core::model::storage::Storage;
 use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::scale_up::pending::is_unschedulable;
@@ -51,6 +52,25 @@ pub struct Informer {
     no_pods_version: u64,
     /// The provider discovered at `no_pods_version`.
     provider: Option<(u64, Arc<ClusterApiProvider>)>,
+    /// Bumped whenever `rest` changes.
+    rest_version: u64,
+    /// What [`Informer::objects_without_pods`] read at `rest_version` (nodes left out).
+    rest_objects: Option<(u64, ClusterObjects)>,
+    /// Bumped whenever a storage object (claim, volume, class, CSINode, capacity) changes.
+    storage_version: u64,
+    /// The storage model read at `storage_version`: one `Arc` while nothing it reads changes, so
+    /// snapshots keep what they prepared for it.
+    storage: Option<(u64, Arc<Storage>)>,
+}
+
+/// Whether the object is one the storage model reads.
+fn is_storage(k: &ObjectKey) -> bool {
+    k.group == "storage.k8s.io"
+        || (k.group.is_empty()
+            && matches!(
+                k.kind.as_str(),
+                "PersistentVolumeClaim" | "PersistentVolume"
+            ))
 }
 
 fn is_pod(k: &ObjectKey) -> bool {
@@ -92,6 +112,12 @@ impl Informer {
                 None => {
                     self.nodes.remove(&key);
                 }
+            }
+        }
+        if !is_node(&key) {
+            self.rest_version += 1;
+            if is_storage(&key) {
+                self.storage_version += 1;
             }
         }
         match object {
@@ -228,7 +254,7 @@ impl Informer {
     /// The model objects, as `read_objects` reads them from a store holding the same objects
     /// (builds a fresh pod list: loops use [`Informer::pods`] and
     /// [`Informer::objects_without_pods`]).
-    pub fn objects(&self) -> ClusterObjects {
+    pub fn objects(&mut self) -> ClusterObjects {
         let mut out = self.objects_without_pods();
         out.pods = self.pods.values().cloned().collect();
         out
@@ -263,11 +289,33 @@ impl Informer {
         &self.pod_list
     }
 
-    /// [`Informer::objects`] without the pods (see [`Informer::pods`]).
-    pub fn objects_without_pods(&self) -> ClusterObjects {
-        let (mut out, _errors) = read_objects(&self.rest);
+    /// [`Informer::objects`] without the pods (see [`Informer::pods`]). The objects are read
+    /// again only when one of them changed since the last call, and the storage model only when
+    /// a storage object did.
+    pub fn objects_without_pods(&mut self) -> ClusterObjects {
+        let mut out = match &self.rest_objects {
+            Some((v, objects)) if *v == self.rest_version => objects.clone(),
+            _ => {
+                let (mut objects, _errors) = read_objects_but_storage(&self.rest);
+                objects.storage = self.storage();
+                self.rest_objects = Some((self.rest_version, objects.clone()));
+                objects
+            }
+        };
         out.nodes = self.nodes.values().cloned().collect();
         out
+    }
+
+    /// The storage model, read again only when a storage object changed.
+    fn storage(&mut self) -> Arc<Storage> {
+        match &self.storage {
+            Some((v, s)) if *v == self.storage_version => s.clone(),
+            _ => {
+                let s = Arc::new(Storage::from_store(&self.rest).0);
+                self.storage = Some((self.storage_version, s.clone()));
+                s
+            }
+        }
     }
 
     /// The pod `namespace/name`, converted, if cached.
@@ -627,5 +675,60 @@ mod tests {
             Some("10:\n- .*\n")
         );
         assert_eq!(inf.priority_text("other"), None);
+    }
+
+    /// The objects are read again only when one changed, the storage model only when a storage
+    /// object changed, and what is read always equals a fresh read of the same objects.
+    #[test]
+    fn objects_are_reread_only_after_a_change_and_storage_only_after_a_storage_change() {
+        let mut inf = Informer::new();
+        let pdb = |name: &str| {
+            obj(
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}}}),
+            )
+        };
+        let claim = obj(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "ns"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                "resources": {"requests": {"storage": "1Gi"}}}}));
+        let (k, v) = pdb("a");
+        inf.apply(k, Some(v));
+        let first = inf.objects_without_pods();
+        let again = inf.objects_without_pods();
+        assert!(
+            Arc::ptr_eq(&first.storage, &again.storage),
+            "nothing changed"
+        );
+        assert_eq!(again.pdbs.len(), 1);
+
+        // A budget changes: the objects are read again, the storage model is kept.
+        let (k, v) = pdb("b");
+        inf.apply(k, Some(v));
+        let after_pdb = inf.objects_without_pods();
+        assert_eq!(after_pdb.pdbs.len(), 2, "the new budget is seen");
+        assert!(Arc::ptr_eq(&first.storage, &after_pdb.storage));
+
+        // A claim arrives, then goes: the storage model follows each time.
+        inf.apply(claim.0.clone(), Some(claim.1.clone()));
+        let with_claim = inf.objects_without_pods();
+        assert!(!Arc::ptr_eq(&first.storage, &with_claim.storage));
+        let fresh = autoscaler_core::model::objects::read_objects(&inf.rest).0;
+        assert_eq!(
+            format!("{:?}", with_claim.storage),
+            format!("{:?}", fresh.storage)
+        );
+        assert_eq!(
+            format!("{:?}", with_claim.pdbs),
+            format!("{:?}", fresh.pdbs)
+        );
+        inf.apply(claim.0, None);
+        let without = inf.objects_without_pods();
+        assert!(!Arc::ptr_eq(&with_claim.storage, &without.storage));
+        assert_eq!(
+            format!("{:?}", without.storage),
+            format!("{:?}", first.storage)
+        );
     }
 }

@@ -229,7 +229,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("check-capacity-provisioning-request-batch-timebox", "10s", Dur, none(PROV_REQ), A),
     f("force-delete-unregistered-nodes", "false", Bool, gap("long-unregistered nodes are deleted only down to the node group's min size", "false"), A),
     f("force-delete-failed-nodes", "false", Bool, gap("failed nodes are deleted only down to the node group's min size", "false"), A),
-    f("enable-csi-node-aware-scheduling", "false", Bool, gap("CSINode objects (volume limits per node) are not read", "false"), A),
+    f("enable-csi-node-aware-scheduling", "false", Bool, none("the volume filters always honour CSINode attach limits, as upstream does only when this is true"), A),
     f("predicate-parallelism", "4", Int, none(GO_TUNING), A),
     f("check-capacity-processor-instance", "", Text, none(PROV_REQ), A),
     f("node-deletion-candidate-ttl", "0s", Dur, gap("unneeded-node markings are not kept across restarts", "0s"), A),

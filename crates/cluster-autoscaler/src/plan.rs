@@ -592,7 +592,7 @@ fn decide(
     if let Some(e) = read_objects(&store).1.first() {
         return Err(anyhow!("{e}"));
     }
-    let informer = Informer::from_store(&store);
+    let mut informer = Informer::from_store(&store);
     drop(store);
     let (provider, provider_warnings) = ClusterApiProvider::discover(informer.store(), config);
     let mut d = Decided {

@@ -62,6 +62,16 @@ pub struct ClusterObjects {
 /// Reads every supported object of `store`; objects that do not convert are returned as errors
 /// (and left out).
 pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
+    let (mut out, mut errors) = read_objects_but_storage(store);
+    let (storage, mut storage_errors) = Storage::from_store(store);
+    out.storage = Arc::new(storage);
+    errors.append(&mut storage_errors);
+    (out, errors)
+}
+
+/// [`read_objects`] without the storage objects (`storage` is left empty): for a caller that
+/// keeps the storage model and rebuilds it only when a storage object changed.
+pub fn read_objects_but_storage(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
     let mut out = ClusterObjects::default();
     let mut errors = Vec::new();
     fn each<T: serde::de::DeserializeOwned, M>(
@@ -126,9 +136,6 @@ pub fn read_objects(store: &ObjectStore) -> (ClusterObjects, Vec<ObjectError>) {
         |n| out.namespaces.push(n),
     );
     out.controllers = StoreControllers::from_store(store);
-    let (storage, mut storage_errors) = Storage::from_store(store);
-    out.storage = Arc::new(storage);
-    errors.append(&mut storage_errors);
     (out, errors)
 }
 
