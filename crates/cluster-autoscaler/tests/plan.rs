@@ -38,19 +38,24 @@ impl Drop for TempPath {
     }
 }
 
+/// The standard output of a run that must succeed (its standard error in the failure message).
+fn stdout_of(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 fn example() -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/examples/snapshot.yaml").to_string()
 }
 
 #[test]
 fn example_snapshot_is_explained_and_decided() {
-    let out = run(&["plan", "--snapshot", &example(), "--now", NOW]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stdout = stdout_of(&["plan", "--snapshot", &example(), "--now", NOW]);
     for line in [
         // Scheduling, in kube-scheduler's words (reasons sorted as it sorts them).
         "  default/web-3: 0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 node(s) didn't match pod anti-affinity rules.",
@@ -246,7 +251,7 @@ fn help_is_the_documented_main_job() {
 
 #[test]
 fn json_output_carries_the_same_decision() {
-    let out = run(&[
+    let v: serde_json::Value = serde_json::from_str(&stdout_of(&[
         "plan",
         "--snapshot",
         &example(),
@@ -254,13 +259,8 @@ fn json_output_carries_the_same_decision() {
         NOW,
         "--output",
         "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    ]))
+    .expect("one JSON document");
     assert_eq!(
         v["scale_up"]["increases"][0]["group"],
         "MachineDeployment/default/general"
@@ -403,13 +403,7 @@ status: {phase: Failed, failureReason: InsufficientCapacity, failureMessage: "no
         .replace("replicas: 1\n", "replicas: 2\n")
         + failed;
     let f = TempPath::with_text(&text);
-    let out = run(&["plan", "--snapshot", f.as_str(), "--now", NOW]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stdout = stdout_of(&["plan", "--snapshot", f.as_str(), "--now", NOW]);
     assert!(
         stdout.contains("MachineDeployment/default/gpu: size 2 (min 0, max 3)"),
         "{stdout}"
@@ -540,7 +534,7 @@ fn zonal_volumes_are_explained_and_grow_only_their_zone() {
         env!("CARGO_MANIFEST_DIR"),
         "/examples/zonal-volumes-snapshot.yaml"
     );
-    let out = run(&[
+    let stdout = stdout_of(&[
         "plan",
         "--snapshot",
         snapshot,
@@ -548,12 +542,6 @@ fn zonal_volumes_are_explained_and_grow_only_their_zone() {
         NOW,
         "--balance-similar-node-groups",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     for line in [
         // Every pending pod is explained in the scheduler's words: the volume in zone c rules
         // out the other zones' nodes that have room.

@@ -10,6 +10,19 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Whether the shared trace `file` is there; says the test is skipped when it is not (the traces
+/// live beside the repository, not in it).
+fn trace_present(file: &str) -> bool {
+    let trace = repo().join("../shared/traces").join(file);
+    if !trace.exists() {
+        eprintln!(
+            "skipped: trace {} is absent (see ../shared/traces/README.md)",
+            trace.display()
+        );
+    }
+    trace.exists()
+}
+
 /// Runs `simulate` with `args`, returning the report JSON and the summary.
 fn simulate(name: &str, args: &[&str]) -> (Value, String) {
     let dir = std::env::temp_dir().join(format!("ca-sim-{}-{name}", std::process::id()));
@@ -233,12 +246,7 @@ fn a_bad_scenario_exits_2_naming_the_field() {
 
 #[test]
 fn the_alibaba_trace_replays_when_the_trace_is_present() {
-    let trace = repo().join("../shared/traces/alibaba-gpu-2023-pods.csv");
-    if !trace.exists() {
-        eprintln!(
-            "skipped: trace {} is absent (see ../shared/traces/README.md)",
-            trace.display()
-        );
+    if !trace_present("alibaba-gpu-2023-pods.csv") {
         return;
     }
     let (r, _) = simulate(
@@ -369,12 +377,7 @@ fn plan_on_a_world_snapshot_decides_the_scale_up_the_loop_decided() {
 
 #[test]
 fn the_azure_replay_runs_shortened_when_the_trace_is_present() {
-    let trace = repo().join("../shared/traces/azure-v1-vms.csv");
-    if !trace.exists() {
-        eprintln!(
-            "skipped: trace {} is absent (see ../shared/traces/README.md)",
-            trace.display()
-        );
+    if !trace_present("azure-v1-vms.csv") {
         return;
     }
     // The full replay (84 h of virtual time) is for `--release`; its first 30 minutes here.
@@ -394,12 +397,7 @@ fn the_azure_replay_runs_shortened_when_the_trace_is_present() {
 
 #[test]
 fn the_zonal_azure_replay_runs_shortened_and_balanced_when_the_trace_is_present() {
-    let trace = repo().join("../shared/traces/azure-v1-vms.csv");
-    if !trace.exists() {
-        eprintln!(
-            "skipped: trace {} is absent (see ../shared/traces/README.md)",
-            trace.display()
-        );
+    if !trace_present("azure-v1-vms.csv") {
         return;
     }
     // The full replay (84 h) is for `--release`; its first 30 minutes here.
