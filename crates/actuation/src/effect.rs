@@ -81,6 +81,15 @@ pub enum Correction {
         /// Why (`ScaleUpFailed`, `DeleteUnregistered`).
         reason: &'static str,
     },
+    /// A delete-machine mark of this autoscaler removed from a Machine its owner will not
+    /// delete (the owner deleted another Machine for the lowered replicas); its node is
+    /// untainted once the mark is gone.
+    ClearStaleMark {
+        /// The Machine's name.
+        machine: Arc<str>,
+        /// Its node, if it has one.
+        node: Option<Sym>,
+    },
 }
 
 /// What an effect asks the interpreter to do.

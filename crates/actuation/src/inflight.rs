@@ -25,6 +25,7 @@ use crate::effect::{
 };
 use crate::hold::{Hold, Release, delays_deletion};
 use crate::informer::ClusterLookup;
+use crate::stale_mark::StaleMarks;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 
 /// How actions are carried out over time.
@@ -130,6 +131,7 @@ pub struct Actuation {
     /// Empty-node deletions held before they are sent, in the order they were decided.
     held: Vec<HeldDeletion>,
     reports: Vec<Report>,
+    stale_marks: StaleMarks,
 }
 
 /// Empty nodes of one group whose deletion waits for its [`Hold`].
@@ -455,6 +457,39 @@ impl Actuation {
             self.follow(i, next, lookup, now_ms, &mut out);
         }
         self.drains.retain(|d| d.phase != Phase::Finished);
+        out.extend(self.clear_stale_marks(lookup, now_ms));
+        out
+    }
+
+    /// Whether anything of `group` is in flight: a drain, a held deletion, or an effect
+    /// awaiting its reply.
+    fn busy(&self, group: &str) -> bool {
+        self.drains.iter().any(|d| d.group.as_str() == group)
+            || self.held.iter().any(|h| h.group.as_str() == group)
+            || self.waiting.values().any(|w| match w {
+                Waiting::ScaleUp { group: g, .. }
+                | Waiting::Correction { group: g, .. }
+                | Waiting::Delete { group: g, .. } => g.as_str() == group,
+                _ => false,
+            })
+    }
+
+    /// Removes the delete-machine marks that stayed stale for the grace period (see
+    /// [`crate::stale_mark`]); each node is untainted once its Machine's mark is gone.
+    fn clear_stale_marks(&mut self, lookup: &mut dyn ClusterLookup, now_ms: i64) -> Vec<Effect> {
+        let provider = lookup.provider();
+        let mut marks = std::mem::take(&mut self.stale_marks);
+        let due = marks.due(&provider, &|g| self.busy(g), now_ms);
+        self.stale_marks = marks;
+        let mut out = Vec::new();
+        for mark in due {
+            let correction = Correction::ClearStaleMark {
+                machine: std::sync::Arc::from(mark.machine.name.as_str()),
+                node: mark.node,
+            };
+            let changes = provider.unmark(mark.group.as_str(), &mark.machine);
+            out.extend(self.correct(mark.group, correction, changes));
+        }
         out
     }
 
@@ -485,14 +520,21 @@ impl Actuation {
                     by_provider: false,
                 },
             }),
-            Waiting::Correction { group, correction } => self.reports.push(match error {
-                None => Report::Corrected { group, correction },
-                Some(error) => Report::CorrectionFailed {
-                    group,
-                    correction,
-                    error,
-                },
-            }),
+            Waiting::Correction { group, correction } => {
+                if let (None, Correction::ClearStaleMark { node: Some(n), .. }) =
+                    (&error, &correction)
+                {
+                    out.extend(self.untaint(*n));
+                }
+                self.reports.push(match error {
+                    None => Report::Corrected { group, correction },
+                    Some(error) => Report::CorrectionFailed {
+                        group,
+                        correction,
+                        error,
+                    },
+                });
+            }
             Waiting::Taint { node, key, add } => {
                 if let Some(error) = error {
                     self.reports.push(Report::TaintFailed {

@@ -15,7 +15,9 @@ pub mod effect;
 mod hold;
 pub mod inflight;
 pub mod informer;
+mod stale_mark;
 
 pub use effect::{Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error};
 pub use inflight::{Actuation, ActuationOptions};
 pub use informer::{ClusterLookup, Informer, InformerLookup};
+pub use stale_mark::STALE_MARK_GRACE_MS;

@@ -307,6 +307,30 @@ impl ClusterApiProvider {
         Ok(out)
     }
 
+    /// Removes this autoscaler's delete-machine mark from `machine` of `group` (one of
+    /// [`ScalableResource::stale_marks`]); refused for a Machine not in the group.
+    pub fn unmark(
+        &self,
+        group: &str,
+        machine: &ObjectKey,
+    ) -> Result<Vec<ObjectChange>, ProviderError> {
+        let r = self.find(group)?;
+        let m = r
+            .machines
+            .iter()
+            .find(|m| m.key.as_ref() == Some(machine))
+            .ok_or_else(|| ProviderError::NotInGroup {
+                group: group.into(),
+                node: machine.name.clone(),
+                other: None,
+            })?;
+        Ok(vec![ObjectChange::RemoveMachineAnnotation {
+            key: machine.clone(),
+            api_version: m.api_version.clone(),
+            annotation: ClusterApiConfig::for_group(&r.key.group).delete_machine_key(),
+        }])
+    }
+
     /// Lowers the target of `group` by `delta` without removing any existing machine: refused
     /// below the number of Machines that exist and are not being deleted (with or without a
     /// node: a set picks which Machine goes, and it may pick a healthy one), or below the min.

@@ -86,6 +86,11 @@ pub struct MachineInfo {
     pub error: Option<InstanceError>,
     /// Whether it already carries the delete-machine annotation.
     pub marked_for_deletion: bool,
+    /// Whether that annotation carries the value this autoscaler writes
+    /// ([`crate::changes::DELETE_MACHINE_VALUE`]): a mark of ours, not a user's.
+    pub marked_by_autoscaler: bool,
+    /// Whether the Machine has a deletion timestamp (its owner or someone deletes it).
+    pub deletion_started: bool,
 }
 
 impl MachineInfo {
@@ -112,6 +117,28 @@ pub struct ScalableResource {
     pub bounds_from: BoundsSource,
     /// Its Machines.
     pub machines: Vec<MachineInfo>,
+}
+
+impl ScalableResource {
+    /// The Machines this autoscaler marked for deletion that their owner will not delete: none
+    /// of them has a deletion timestamp, and the Machines without one are no more than the
+    /// replicas, so the lowered replicas were absorbed elsewhere (the set deleted another
+    /// "must delete" Machine first, an unhealthy one or one without a node, or the decrease
+    /// never landed). Left alone, such a mark keeps its node tainted for good, and at the next
+    /// decrease the set deletes that Machine instead of the node drained for it. A
+    /// MachinePool's instances are not deleted through marks, so it has none.
+    pub fn stale_marks(&self) -> impl Iterator<Item = &MachineInfo> {
+        let existing = self
+            .machines
+            .iter()
+            .filter(|m| m.key.is_some() && !m.deletion_started)
+            .count();
+        let absorbed = self.key.kind != MACHINE_POOL
+            && i64::try_from(existing).is_ok_and(|n| n <= self.replicas);
+        self.machines
+            .iter()
+            .filter(move |m| absorbed && m.marked_by_autoscaler && !m.deletion_started)
+    }
 }
 
 /// The Cluster API provider: node groups discovered from an object store.
@@ -427,6 +454,8 @@ impl ClusterApiProvider {
                     state: InstanceState::Running,
                     error: None,
                     marked_for_deletion: false,
+                    marked_by_autoscaler: false,
+                    deletion_started: false,
                 });
             }
         }
@@ -461,10 +490,12 @@ impl ClusterApiProvider {
         let deleting = obj
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
-        let marked_for_deletion = obj
+        let mark = obj
             .pointer("/metadata/annotations")
-            .and_then(|a| a.get(self.config.delete_machine_key()))
-            .is_some();
+            .and_then(|a| a.get(self.config.delete_machine_key()));
+        let marked_for_deletion = mark.is_some();
+        let marked_by_autoscaler =
+            mark.and_then(Value::as_str) == Some(crate::changes::DELETE_MACHINE_VALUE);
         // A marked Machine is on its way out: its set deletes it before any unmarked one when
         // the replicas drop, so it no longer counts as a live instance, and it must never be
         // the reason for a second decrement.
@@ -491,6 +522,8 @@ impl ClusterApiProvider {
             node_name,
             state,
             marked_for_deletion,
+            marked_by_autoscaler,
+            deletion_started: deleting,
         }
     }
 }

@@ -772,6 +772,17 @@ fn record_metrics(m: &Metrics, r: &Report, gpus: &Gpus) -> bool {
             }
             return false;
         }
+        Report::Corrected {
+            group,
+            correction: Correction::ClearStaleMark { machine, node },
+        } => {
+            tracing::warn!(
+                %group,
+                %machine,
+                node = node.map(|n| n.as_str()).unwrap_or(""),
+                "removed a stale delete-machine mark (the set deleted another Machine for the lowered replicas) and the node's deletion taint"
+            )
+        }
         Report::Corrected { group, correction } => {
             tracing::info!(%group, what = correction_name(correction), "node group corrected")
         }
@@ -837,6 +848,7 @@ fn correction_name(c: &Correction) -> &'static str {
     match c {
         Correction::DecreaseTargetSize { .. } => "DecreaseTargetSize",
         Correction::DeleteInstances { reason, .. } => reason,
+        Correction::ClearStaleMark { .. } => "ClearStaleMark",
     }
 }
 

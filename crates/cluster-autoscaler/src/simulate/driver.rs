@@ -69,6 +69,8 @@ pub struct GroupLog {
     pub instances_deleted: u64,
     /// Target decreases applied (`DecreaseTargetSize`).
     pub target_decreases: u64,
+    /// Stale delete-machine marks removed (`ClearStaleMark`).
+    pub stale_marks_cleared: u64,
 }
 
 /// A failure of a group and whether (and when) another group was grown after it.
@@ -856,6 +858,7 @@ impl<'a> Driver<'a> {
                     Correction::DeleteInstances { instances, .. } => {
                         e.instances_deleted += instances.len() as u64
                     }
+                    Correction::ClearStaleMark { .. } => e.stale_marks_cleared += 1,
                 }
             }
             Report::CorrectionFailed {
@@ -868,6 +871,9 @@ impl<'a> Driver<'a> {
                 }
                 Correction::DeleteInstances { .. } => {
                     format!("delete instances of {group}: {error}")
+                }
+                Correction::ClearStaleMark { machine, .. } => {
+                    format!("clear the stale deletion mark of {machine} in {group}: {error}")
                 }
             }),
             Report::TaintFailed {
@@ -1132,6 +1138,97 @@ workloads:
         assert_eq!(d.log.safety.count, 0, "{:?}", d.log.safety.violations);
         assert_eq!(d.log.drains_failed, 0);
         t - start
+    }
+
+    /// Whether the world's Machine `name` carries a delete-machine annotation.
+    fn marked(d: &Driver, name: &str) -> bool {
+        let key = autoscaler_core::model::store::ObjectKey {
+            group: "cluster.x-k8s.io".into(),
+            kind: "Machine".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        };
+        let obj = d.world.objects().get(&key).expect("the Machine exists");
+        obj.pointer("/metadata/annotations/cluster.x-k8s.io~1delete-machine")
+            .is_some()
+    }
+
+    fn deletion_tainted(d: &mut Driver, node: &str) -> bool {
+        d.sync();
+        let view = d.informer.node(node).expect("the node exists");
+        view.taints
+            .iter()
+            .any(|t| t.key == Sym::new(TO_BE_DELETED_TAINT))
+    }
+
+    #[test]
+    fn a_mark_the_set_passed_over_is_cleared_and_its_node_untainted() {
+        // Two empty workers; one turns unready, the other is deleted as empty. The set ranks
+        // an unhealthy Machine as high as a marked one and breaks ties by name: marking the
+        // Machine that sorts last makes it delete the unready one instead.
+        let text = r#"
+name: passed-over
+duration: 30m
+node_groups:
+  - {name: workers, min: 0, max: 3, replicas: 2, cpu: "4", memory: 16Gi}
+"#;
+        let s = Scenario::parse(text, std::path::Path::new(".")).expect("scenario");
+        let mut d = Driver::new(&s).expect("world");
+        let mut t: SimTime = 300_000;
+        d.world.step_until(t);
+        let mut machines: Vec<(String, String)> = d
+            .world
+            .node_names()
+            .into_iter()
+            .map(|n| (d.world.machine_of_node(&n).expect("a Machine's node").1, n))
+            .collect();
+        machines.sort();
+        let [(_, unready), (machine, node)] = <[_; 2]>::try_from(machines).expect("two nodes");
+        d.world.set_node_ready(&unready, false).expect("node");
+        let node_sym = Sym::new(&node);
+        d.apply(Action::AddTaint {
+            node: node_sym,
+            taint: autoscaler_core::actions::to_be_deleted_taint(d.now_ms()),
+        });
+        d.apply(Action::DeleteEmptyNodes {
+            group: "MachineDeployment/default/workers".into(),
+            nodes: vec![node_sym],
+        });
+        let mut unready_gone_at = None;
+        let mut mark_seen = false;
+        while unready_gone_at.is_none() || marked(&d, &machine) {
+            assert!(t < 900_000, "the mark was never cleared");
+            // Once sent (after the delay after the taint), the mark and the taint stay while
+            // the set has not acted.
+            mark_seen |= marked(&d, &machine);
+            if unready_gone_at.is_none() {
+                assert!(mark_seen == marked(&d, &machine) && deletion_tainted(&mut d, &node));
+            }
+            t += 10_000;
+            d.world.step_until(t);
+            d.continue_drains();
+            if unready_gone_at.is_none() && !d.world.node_names().contains(&unready) {
+                unready_gone_at = Some(t);
+            }
+        }
+        let cleared_after = t - unready_gone_at.expect("the set deleted the unready node");
+        let grace = SimTime::try_from(autoscaler_actuation::STALE_MARK_GRACE_MS).expect("grace");
+        assert!(
+            cleared_after >= grace,
+            "cleared {cleared_after} ms after the set acted: not before the grace period"
+        );
+        assert!(
+            cleared_after <= grace + 30_000,
+            "cleared {cleared_after} ms after"
+        );
+        assert!(
+            !deletion_tainted(&mut d, &node),
+            "the node is untainted with its mark"
+        );
+        assert!(d.world.node_names().contains(&node), "and it stays");
+        let g = &d.log.groups["default/workers"];
+        assert_eq!(g.stale_marks_cleared, 1);
+        assert_eq!(d.log.safety.count, 0, "{:?}", d.log.safety.violations);
     }
 
     #[test]

@@ -105,6 +105,14 @@ pub struct GroupReport {
     pub instances_deleted: u64,
     /// Target decreases applied (unfulfilled scale-ups reverted).
     pub target_decreases: u64,
+    /// Delete-machine marks removed because the set deleted another Machine for them (only
+    /// in the JSON when there were any).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stale_marks_cleared: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An event of the core.
@@ -363,6 +371,7 @@ impl Report {
                 failed_provisionings: gl.failed_provisionings,
                 instances_deleted: gl.instances_deleted,
                 target_decreases: gl.target_decreases,
+                stale_marks_cleared: gl.stale_marks_cleared,
             });
         }
         let shapes: Vec<Shape> = s.groups.iter().filter_map(Shape::of_group).collect();

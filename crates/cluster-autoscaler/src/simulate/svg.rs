@@ -309,6 +309,7 @@ mod tests {
             failed_provisionings: 0,
             instances_deleted: 0,
             target_decreases: 0,
+            stale_marks_cleared: 0,
         };
         let point = |t_s: f64, a: usize, b: usize, bound_nodes: f64| Point {
             t_s,
