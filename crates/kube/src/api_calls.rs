@@ -101,7 +101,8 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         call("batch", "jobs", "watch"),
         call("", "replicationcontrollers", "list"),
         call("", "replicationcontrollers", "watch"),
-        // Storage, for the volume filters (CSIStorageCapacity may be refused: optional).
+        // Storage, for the volume filters (CSIDriver and CSIStorageCapacity may be refused:
+        // optional).
         call("", "persistentvolumeclaims", "list"),
         call("", "persistentvolumeclaims", "watch"),
         call("", "persistentvolumes", "list"),
@@ -110,6 +111,8 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         call("storage.k8s.io", "storageclasses", "watch"),
         call("storage.k8s.io", "csinodes", "list"),
         call("storage.k8s.io", "csinodes", "watch"),
+        call("storage.k8s.io", "csidrivers", "list"),
+        call("storage.k8s.io", "csidrivers", "watch"),
         call("storage.k8s.io", "csistoragecapacities", "list"),
         call("storage.k8s.io", "csistoragecapacities", "watch"),
         // Priority expander ConfigMap (read) and the status ConfigMap (written), in --namespace.
@@ -309,6 +312,7 @@ mod tests {
             ("", "persistentvolumes"),
             ("storage.k8s.io", "storageclasses"),
             ("storage.k8s.io", "csinodes"),
+            ("storage.k8s.io", "csidrivers"),
             ("storage.k8s.io", "csistoragecapacities"),
         ] {
             assert!(set.contains(&(g, r, "list")) && set.contains(&(g, r, "watch")));

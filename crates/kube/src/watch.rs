@@ -531,6 +531,14 @@ fn spawn_storage(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Cli
     spawn_typed::<api::PersistentVolume>(tasks, shared, Api::all(c.clone()), all(), keep);
     spawn_typed::<storage::StorageClass>(tasks, shared, Api::all(c.clone()), all(), keep);
     spawn_typed::<storage::CSINode>(tasks, shared, Api::all(c.clone()), all(), keep);
+    spawn_typed_with::<storage::CSIDriver>(
+        tasks,
+        shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+        OnNotFound::Optional,
+    );
     spawn_typed_with::<storage::CSIStorageCapacity>(
         tasks,
         shared,
@@ -952,6 +960,7 @@ mod tests {
             "/apis/batch/v1/jobs?&",
             "/apis/cluster.x-k8s.io/v1beta1/machinedeployments?&",
             "/apis/policy/v1/poddisruptionbudgets?&",
+            "/apis/storage.k8s.io/v1/csidrivers?&",
             "/apis/storage.k8s.io/v1/csinodes?&",
             "/apis/storage.k8s.io/v1/csistoragecapacities?&",
             "/apis/storage.k8s.io/v1/storageclasses?&",

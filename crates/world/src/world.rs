@@ -321,7 +321,8 @@ impl World {
                 Ok(k)
             }
             ("", "PersistentVolumeClaim" | "PersistentVolume")
-            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIStorageCapacity") => {
+            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIDriver" | "CSIStorageCapacity") =>
+            {
                 self.cluster.put(obj)?;
                 self.storage.activate();
                 storage::storage_changed(&mut self.cluster);
@@ -398,7 +399,8 @@ impl World {
                 self.disruption.budget_written();
             }
             ("", "PersistentVolumeClaim" | "PersistentVolume")
-            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIStorageCapacity") => {
+            | ("storage.k8s.io", "StorageClass" | "CSINode" | "CSIDriver" | "CSIStorageCapacity") =>
+            {
                 self.cluster.store.delete(k, now);
                 storage::storage_changed(&mut self.cluster);
                 self.reconcile();

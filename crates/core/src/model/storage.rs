@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::model::convert::{label_selector, node_selector};
 use crate::model::intern::Sym;
@@ -266,6 +266,9 @@ pub struct Storage {
     classes: FxHashMap<Arc<str>, Arc<StorageClass>>,
     csi_nodes: FxHashMap<Sym, Arc<CsiNode>>,
     capacities: Vec<StorageCapacity>,
+    /// The CSI drivers whose CSIDriver object opts into capacity tracking
+    /// (`spec.storageCapacity: true`).
+    capacity_drivers: FxHashSet<Sym>,
 }
 
 static EMPTY: LazyLock<Arc<Storage>> = LazyLock::new(|| Arc::new(Storage::default()));
@@ -283,6 +286,7 @@ impl Storage {
             && self.classes.is_empty()
             && self.csi_nodes.is_empty()
             && self.capacities.is_empty()
+            && self.capacity_drivers.is_empty()
     }
 
     /// The claim `namespace/name`.
@@ -337,6 +341,21 @@ impl Storage {
         self.capacities
             .iter()
             .filter(move |c| c.class.as_ref() == class)
+    }
+
+    /// Whether the scheduler checks CSIStorageCapacity for volumes `driver` provisions: only
+    /// when its CSIDriver object says `storageCapacity: true` (no CSIDriver: not tracked).
+    pub fn tracks_capacity(&self, driver: Sym) -> bool {
+        self.capacity_drivers.contains(&driver)
+    }
+
+    /// Records the CSIDriver `driver` and whether it opts into capacity tracking.
+    pub fn insert_csi_driver(&mut self, driver: Sym, storage_capacity: bool) {
+        if storage_capacity {
+            self.capacity_drivers.insert(driver);
+        } else {
+            self.capacity_drivers.remove(&driver);
+        }
     }
 
     /// Adds a claim (replacing one with the same namespace and name).
@@ -421,6 +440,11 @@ impl Storage {
         );
         read::<storage::CSINode, _>(store, "storage.k8s.io", "CSINode", &mut errors, |k, o| {
             out.insert_csi_node(Sym::new(&k.name), csi_node_from_k8s(k, o)?);
+            Ok(())
+        });
+        read::<storage::CSIDriver, _>(store, "storage.k8s.io", "CSIDriver", &mut errors, |k, o| {
+            let tracked = o.spec.storage_capacity.unwrap_or(false);
+            out.insert_csi_driver(Sym::new(&k.name), tracked);
             Ok(())
         });
         read::<storage::CSIStorageCapacity, _>(

@@ -7,9 +7,7 @@
 //! other pod the filters are one emptiness test in [`ClusterSnapshot::check`]. It reads the
 //! snapshot's storage objects and pods; it never mutates anything and never panics.
 //!
-//! Known simplifications: storage capacity counts as tracked for a class when any
-//! CSIStorageCapacity of that class exists (the scheduler reads the CSIDriver's
-//! `storageCapacity` flag instead); the legacy in-tree volume limits and disk conflicts of
+//! Known simplifications: the legacy in-tree volume limits and disk conflicts of
 //! VolumeRestrictions (inline GCE PD, AWS EBS, RBD, iSCSI) are not modelled.
 
 use std::sync::Arc;
@@ -198,7 +196,8 @@ fn check_binding(storage: &Storage, pod: &Pod, node: &Node) -> Result<(), Unfit>
 
 /// An unbound claim on `node`: a claim with a selected node only fits that node; otherwise an
 /// available volume of its class that matches, or provisioning allowed by the class's
-/// topology and tracked capacity.
+/// topology and, when its provisioner's CSIDriver opts into capacity tracking, by a
+/// CSIStorageCapacity of the class reachable from the node with room for the claim.
 fn check_unbound(storage: &Storage, c: &Claim, node: &Node) -> Result<(), Unfit> {
     if c.selected_node.is_some_and(|n| n != node.name) {
         return Err(Unfit::VolumeBindConflict);
@@ -212,11 +211,10 @@ fn check_unbound(storage: &Storage, c: &Claim, node: &Node) -> Result<(), Unfit>
     if !class.provisions() || !selector_allows(class.allowed_topologies.as_ref(), node) {
         return Err(Unfit::VolumeBindConflict);
     }
-    let mut tracked = storage.capacities_of(&class.name).peekable();
-    if tracked.peek().is_none() {
+    if !storage.tracks_capacity(class.provisioner) {
         return Ok(());
     }
-    let room = tracked.any(|cap| {
+    let room = storage.capacities_of(&class.name).any(|cap| {
         cap.node_topology
             .as_ref()
             .is_some_and(|t| t.matches(&node.labels))
@@ -554,18 +552,42 @@ spec:
         );
     }
 
-    #[test]
-    fn tracked_capacity_limits_provisioning_to_segments_with_room() {
-        let s = snapshot(
-            "apiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {name: a, namespace: kube-system}\n\
+    const CAPACITIES: &str = "apiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {name: a, namespace: kube-system}\n\
              storageClassName: zonal\nnodeTopology: {matchLabels: {topology.kubernetes.io/zone: a}}\ncapacity: 5Gi\n---\n\
              apiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {name: b, namespace: kube-system}\n\
-             storageClassName: zonal\nnodeTopology: {matchLabels: {topology.kubernetes.io/zone: b}}\ncapacity: 1Gi\nmaximumVolumeSize: 100Gi\n",
-        );
+             storageClassName: zonal\nnodeTopology: {matchLabels: {topology.kubernetes.io/zone: b}}\ncapacity: 1Gi\nmaximumVolumeSize: 100Gi\n";
+
+    fn csi_driver(storage_capacity: bool) -> String {
+        format!(
+            "---\napiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: ebs.csi.aws.com}}\n\
+             spec: {{storageCapacity: {storage_capacity}}}\n"
+        )
+    }
+
+    #[test]
+    fn tracked_capacity_limits_provisioning_to_segments_with_room() {
+        let s = snapshot(&format!("{CAPACITIES}{}", csi_driver(true)));
         let v = verdicts(&s, &["new"]);
         assert_eq!(v[0], Err("node(s) did not have enough free storage".into()));
         // maximumVolumeSize, when set, is what a new volume is compared with.
         assert_eq!(v[1], Ok(()));
+    }
+
+    #[test]
+    fn capacity_counts_only_for_a_driver_that_opts_in() {
+        // The same capacities, but the CSIDriver does not opt in, or there is none: the
+        // scheduler does not look at them.
+        for extra in [
+            format!("{CAPACITIES}{}", csi_driver(false)),
+            CAPACITIES.into(),
+        ] {
+            let s = snapshot(&extra);
+            assert_eq!(verdicts(&s, &["new"])[..2], [Ok(()), Ok(())], "{extra}");
+        }
+        // Opted in, but no capacity published yet: no node has room.
+        let s = snapshot(&csi_driver(true));
+        let full = Err("node(s) did not have enough free storage".to_string());
+        assert_eq!(verdicts(&s, &["new"])[..2], [full.clone(), full]);
     }
 
     #[test]
