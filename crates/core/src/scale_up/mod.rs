@@ -32,7 +32,7 @@ use crate::model::pod::Pod;
 use crate::model::resources::Resources;
 use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
 use crate::scale_up::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
-use crate::scale_up::expander::{ExpanderChain, ExpansionOption};
+use crate::scale_up::expander::{ExpanderChain, ExpanderContext, ExpansionOption};
 use crate::scale_up::template::{GroupTemplate, NoTemplate};
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
@@ -196,7 +196,10 @@ pub fn scale_up(
     }
     while !d.remaining.is_empty() {
         let round = d.estimate_round(snapshot, budget);
-        let Some(choice) = d.input.expander.choose(&round.options, rng) else {
+        let context = ExpanderContext {
+            cluster_nodes: Some(d.input.totals.nodes),
+        };
+        let Some(choice) = d.input.expander.choose_in(&round.options, &context, rng) else {
             break;
         };
         d.result
