@@ -134,6 +134,25 @@ pub struct ScaleUpResult {
     pub no_scale_up: Vec<NoScaleUp>,
     /// Things an operator should know (expander warnings, capped sizes), in order.
     pub notes: Vec<String>,
+    /// Every option the expander chose among, round by round (`plan` shows each one's price).
+    pub considered: Vec<ConsideredOption>,
+}
+
+/// One option the expander was offered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsideredOption {
+    /// The round of the decision (0 first; one option is chosen per round).
+    pub round: usize,
+    /// The group it grows.
+    pub group: NodeGroupId,
+    /// Nodes it adds.
+    pub node_count: usize,
+    /// Pods it lets schedule.
+    pub pods: usize,
+    /// Price of one of its nodes per hour, if known.
+    pub node_price_per_hour: Option<f64>,
+    /// Whether the expander chose it.
+    pub chosen: bool,
 }
 
 impl ScaleUpResult {
@@ -205,6 +224,7 @@ pub fn scale_up(
         d.result
             .notes
             .extend(choice.warnings.iter().map(ToString::to_string));
+        d.record_options(&round.options, choice.index);
         d.grow_for(snapshot, &round, choice.index, budget);
     }
     d.finish()
@@ -556,6 +576,21 @@ impl Decision<'_, '_> {
     }
 
     /// The result, with a reason per group for every pod no option helped.
+    /// Keeps the options of one round for the operator to see.
+    fn record_options(&mut self, options: &[ExpansionOption], chosen: usize) {
+        let round = self.result.considered.last().map_or(0, |c| c.round + 1);
+        self.result
+            .considered
+            .extend(options.iter().enumerate().map(|(i, o)| ConsideredOption {
+                round,
+                group: o.group.clone(),
+                node_count: o.node_count,
+                pods: o.pods.len(),
+                node_price_per_hour: o.node_price_per_hour,
+                chosen: i == chosen,
+            }));
+    }
+
     fn finish(mut self) -> ScaleUpResult {
         for p in self.remaining {
             self.result.no_scale_up.push(NoScaleUp {

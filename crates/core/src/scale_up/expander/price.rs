@@ -77,7 +77,11 @@ pub fn preferred_node_cores(nodes: Option<usize>) -> f64 {
 /// of nodes the option adds; [`GPU_UNFITNESS`] for a node with a GPU.
 pub fn unfitness(option: &ExpansionOption, preferred_cores: f64) -> f64 {
     let node = &option.node_allocatable;
-    if node.extended.iter().any(|(name, n)| *n > 0 && is_gpu(*name)) {
+    if node
+        .extended
+        .iter()
+        .any(|(name, n)| *n > 0 && is_gpu(*name))
+    {
         return GPU_UNFITNESS;
     }
     let cores = node.cpu.max(0) as f64 / 1000.0;
@@ -187,7 +191,10 @@ mod tests {
         let o = with_price(with_req(opt("a", 2, 3, 4000, 16), 3000, 4), 0.5);
         let s = price_score(&o, preferred_node_cores(UNKNOWN), 0.25).expect("priced");
         let stab = 0.25 * STABILIZATION_CORE_EQUIVALENTS;
-        assert!((s - (1.0 + stab) / (0.25 * 4.0 + stab)).abs() < 1e-12, "{s}");
+        assert!(
+            (s - (1.0 + stab) / (0.25 * 4.0 + stab)).abs() < 1e-12,
+            "{s}"
+        );
         // Pods that request nothing still get a finite score.
         let empty = with_price(opt("b", 1, 1, 4000, 16), 0.3);
         let s = price_score(&empty, 4.0, 0.25).expect("priced");
@@ -203,7 +210,9 @@ mod tests {
             .collect();
         assert_eq!(
             cores,
-            vec![1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 8.0, 8.0, 16.0, 16.0, 32.0, 32.0]
+            vec![
+                1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 8.0, 8.0, 16.0, 16.0, 32.0, 32.0
+            ]
         );
         assert_eq!(preferred_node_cores(UNKNOWN), 4.0);
     }
@@ -220,7 +229,9 @@ mod tests {
         // (8 - 1) * (1 - tanh(1)) + 1
         assert!((u - (7.0 * (1.0 - 1f64.tanh()) + 1.0)).abs() < 1e-12, "{u}");
         let mut gpu = opt("gpu", 1, 1, 8_000, 32);
-        gpu.node_allocatable.extended.push((Sym::new("nvidia.com/gpu"), 2));
+        gpu.node_allocatable
+            .extended
+            .push((Sym::new("nvidia.com/gpu"), 2));
         assert_eq!(unfitness(&gpu, 8.0), GPU_UNFITNESS);
     }
 
@@ -253,7 +264,9 @@ mod tests {
     #[test]
     fn gpu_nodes_lose_to_any_cpu_node() {
         let mut gpu = with_price(with_req(opt("gpu", 1, 4, 32_000, 128), 8000, 32), 1.0);
-        gpu.node_allocatable.extended.push((Sym::new("nvidia.com/gpu"), 8));
+        gpu.node_allocatable
+            .extended
+            .push((Sym::new("nvidia.com/gpu"), 8));
         let cpu = with_price(with_req(opt("cpu", 4, 4, 4_000, 16), 8000, 32), 5.0);
         let p = Price {
             cluster_nodes: Some(10),
@@ -295,7 +308,10 @@ mod tests {
             with_price(opt("known", 1, 1, 4000, 16), 9.0),
         ];
         let mut w = Vec::new();
-        assert_eq!(Price::default().filter(&options, &[0, 1, 2], &mut w), vec![2]);
+        assert_eq!(
+            Price::default().filter(&options, &[0, 1, 2], &mut w),
+            vec![2]
+        );
         assert_eq!(
             w,
             vec![
@@ -308,7 +324,10 @@ mod tests {
             ]
         );
         let mut w = Vec::new();
-        assert_eq!(Price::default().filter(&options, &[0, 1], &mut w), vec![0, 1]);
+        assert_eq!(
+            Price::default().filter(&options, &[0, 1], &mut w),
+            vec![0, 1]
+        );
         assert_eq!(w, vec![ExpanderWarning::NoPrices]);
     }
 }
