@@ -75,7 +75,8 @@ pub enum ExpanderName {
     LeastWaste,
     /// `least-nodes`: the options adding the fewest nodes.
     LeastNodes,
-    /// `price`: the options with the lowest node cost per requested resource.
+    /// `price`: the options with the lowest node cost relative to the pods' requests, weighted
+    /// by how far the node is from the size the cluster's size calls for (upstream's model).
     Price,
     /// `priority`: the options whose group matches the highest user-given priority.
     Priority,
