@@ -201,7 +201,8 @@ pub struct AutoscalingArgs {
 #[command(next_help_heading = "Scale-up")]
 pub struct ScaleUpArgs {
     /// Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price,
-    /// priority [default: least-waste].
+    /// priority, and unit-price (ours, not upstream's: the lowest price per unit of what the
+    /// pods need; docs/decision-quality.md) [default: least-waste].
     #[arg(long, value_name = "NAMES")]
     pub expander: Option<String>,
     /// Pods with a priority below this never cause a scale-up [default: -10].

@@ -208,6 +208,9 @@ pub fn plan_text(
             inc.group, from, inc.new_target, inc.delta
         );
     }
+    for o in &up.result.considered {
+        let _ = writeln!(out, "  {}", considered_line(o));
+    }
     if !up.result.triggered.is_empty() {
         let _ = writeln!(
             out,
@@ -530,6 +533,12 @@ pub fn plan_json(
             })).collect::<Vec<_>>(),
             "pods_set_aside": up.set_aside.iter().map(|(p, why)| json!({"pod": p.key(), "reason": why.to_string()})).collect::<Vec<_>>(),
             "notes": up.result.notes,
+            "options": up.result.considered.iter().map(|o| json!({
+                "round": o.round, "group": o.group.as_str(), "nodes": o.node_count, "pods": o.pods,
+                "price_per_node_hour": o.node_price_per_hour,
+                "cost_per_hour": o.node_price_per_hour.map(|p| p * o.node_count as f64),
+                "chosen": o.chosen,
+            })).collect::<Vec<_>>(),
         },
         "scale_down": {
             "unneeded": down.unneeded.iter().map(|(n, since)| json!({
@@ -544,6 +553,27 @@ pub fn plan_json(
         "actions": outcome.actions.iter().map(describe).collect::<Vec<_>>(),
         "refused": outcome.refused.iter().map(|r| json!({"action": describe(&r.action), "why": r.why})).collect::<Vec<_>>(),
     }))
+}
+
+/// One option the expander was offered: `option 1: g +2 nodes for 5 pods, 2 x 0.500 = 1.000/hour
+/// (chosen)`.
+fn considered_line(o: &autoscaler_core::scale_up::ConsideredOption) -> String {
+    let price = match o.node_price_per_hour {
+        Some(p) => format!(
+            ", {} x {p:.3} = {:.3}/hour",
+            o.node_count,
+            p * o.node_count as f64
+        ),
+        None => ", no price".to_string(),
+    };
+    format!(
+        "option {}: {} +{} for {}{price}{}",
+        o.round + 1,
+        o.group,
+        count(o.node_count as u64, "node"),
+        count(o.pods as u64, "pod"),
+        if o.chosen { " (chosen)" } else { "" }
+    )
 }
 
 /// The price of one node of group `id` per hour, from its price annotation, if it has one.

@@ -314,7 +314,7 @@ fn json_output_carries_the_same_decision() {
 }
 
 #[test]
-fn prices_from_the_annotation_are_shown_per_group_and_per_increase() {
+fn prices_from_the_annotation_are_shown_per_group_per_option_and_per_increase() {
     let key = "cluster.x-k8s.io/cluster-api-autoscaler-node-price-per-hour";
     let text = std::fs::read_to_string(example())
         .expect("example")
@@ -334,6 +334,8 @@ fn prices_from_the_annotation_are_shown_per_group_and_per_increase() {
         // A malformed price leaves the group unpriced, with a warning naming it.
         "  MachineDeployment/default/gpu: size 1 (min 0, max 3)",
         "  MachineDeployment/default/general: 2 -> 3 (+1, for pending pods, +0.250/hour)",
+        // Each option the expander was offered, with its price.
+        "  option 1: MachineDeployment/default/general +1 node for 1 pod, 1 x 0.250 = 0.250/hour (chosen)",
     ] {
         assert!(
             stdout.lines().any(|l| l == line),
@@ -362,6 +364,13 @@ fn prices_from_the_annotation_are_shown_per_group_and_per_increase() {
         serde_json::Value::Null
     );
     assert_eq!(v["scale_up"]["increases"][0]["added_cost_per_hour"], 0.25);
+    assert_eq!(
+        v["scale_up"]["options"],
+        serde_json::json!([{
+            "round": 0, "group": "MachineDeployment/default/general", "nodes": 1, "pods": 1,
+            "price_per_node_hour": 0.25, "cost_per_hour": 0.25, "chosen": true,
+        }])
+    );
 }
 
 #[test]

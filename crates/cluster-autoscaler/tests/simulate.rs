@@ -259,6 +259,28 @@ fn the_alibaba_trace_replays_when_the_trace_is_present() {
 }
 
 #[test]
+fn the_alibaba_trace_replays_in_real_time_when_the_trace_is_present() {
+    if !trace_present("alibaba-gpu-2023-pods.csv") {
+        return;
+    }
+    // The whole replay is 34 days of virtual time; its first 12 hours here.
+    let (r, out) = simulate(
+        "alibaba-realtime",
+        &["examples/alibaba-gpu-realtime.yaml", "--duration", "12h"],
+    );
+    assert!(num(&r, "/pods_created") > 50.0, "{out}");
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0, "{out}");
+    // Pods wait for at most one provisioning delay (2 min) plus two loops.
+    assert!(num(&r, "/pod_wait/p99_s") <= 120.0 + 20.0, "{out}");
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+    let ratio = num(&r, "/bound/node_hours_ratio");
+    assert!(
+        (1.0..1.25).contains(&ratio),
+        "node-hours {ratio}x the bound:\n{out}"
+    );
+}
+
+#[test]
 fn consolidation_drains_scattered_pods_under_their_budget() {
     let (r, out) = simulate("consolidation", &["examples/consolidation.yaml"]);
     assert!(num(&r, "/drains") > 0.0, "no drain:\n{out}");

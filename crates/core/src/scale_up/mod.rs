@@ -32,7 +32,7 @@ use crate::model::pod::Pod;
 use crate::model::resources::Resources;
 use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
 use crate::scale_up::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
-use crate::scale_up::expander::{ExpanderChain, ExpansionOption};
+use crate::scale_up::expander::{ExpanderChain, ExpanderContext, ExpansionOption};
 use crate::scale_up::template::{GroupTemplate, NoTemplate};
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
@@ -134,6 +134,25 @@ pub struct ScaleUpResult {
     pub no_scale_up: Vec<NoScaleUp>,
     /// Things an operator should know (expander warnings, capped sizes), in order.
     pub notes: Vec<String>,
+    /// Every option the expander chose among, round by round (`plan` shows each one's price).
+    pub considered: Vec<ConsideredOption>,
+}
+
+/// One option the expander was offered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsideredOption {
+    /// The round of the decision (0 first; one option is chosen per round).
+    pub round: usize,
+    /// The group it grows.
+    pub group: NodeGroupId,
+    /// Nodes it adds.
+    pub node_count: usize,
+    /// Pods it lets schedule.
+    pub pods: usize,
+    /// Price of one of its nodes per hour, if known.
+    pub node_price_per_hour: Option<f64>,
+    /// Whether the expander chose it.
+    pub chosen: bool,
 }
 
 impl ScaleUpResult {
@@ -196,12 +215,16 @@ pub fn scale_up(
     }
     while !d.remaining.is_empty() {
         let round = d.estimate_round(snapshot, budget);
-        let Some(choice) = d.input.expander.choose(&round.options, rng) else {
+        let context = ExpanderContext {
+            cluster_nodes: Some(d.input.totals.nodes),
+        };
+        let Some(choice) = d.input.expander.choose_in(&round.options, &context, rng) else {
             break;
         };
         d.result
             .notes
             .extend(choice.warnings.iter().map(ToString::to_string));
+        d.record_options(&round.options, choice.index);
         d.grow_for(snapshot, &round, choice.index, budget);
     }
     d.finish()
@@ -553,6 +576,21 @@ impl Decision<'_, '_> {
     }
 
     /// The result, with a reason per group for every pod no option helped.
+    /// Keeps the options of one round for the operator to see.
+    fn record_options(&mut self, options: &[ExpansionOption], chosen: usize) {
+        let round = self.result.considered.last().map_or(0, |c| c.round + 1);
+        self.result
+            .considered
+            .extend(options.iter().enumerate().map(|(i, o)| ConsideredOption {
+                round,
+                group: o.group.clone(),
+                node_count: o.node_count,
+                pods: o.pods.len(),
+                node_price_per_hour: o.node_price_per_hour,
+                chosen: i == chosen,
+            }));
+    }
+
     fn finish(mut self) -> ScaleUpResult {
         for p in self.remaining {
             self.result.no_scale_up.push(NoScaleUp {

@@ -19,6 +19,7 @@ mod most_pods;
 mod price;
 mod priority;
 mod random;
+mod unit_price;
 
 use std::fmt;
 use std::str::FromStr;
@@ -33,11 +34,12 @@ pub use least_nodes::LeastNodes;
 pub use least_waste::{LeastWaste, waste_score};
 pub use most_pods::MostPods;
 pub use price::{
-    MEMORY_BYTES_PER_CORE_EQUIVALENT, Price, STABILIZATION_CORE_EQUIVALENTS, core_equivalents,
-    price_score, usable_price,
+    GPU_UNFITNESS, MEMORY_BYTES_PER_CORE_EQUIVALENT, Price, STABILIZATION_CORE_EQUIVALENTS,
+    core_equivalents, preferred_node_cores, price_score, unfitness, usable_price,
 };
 pub use priority::{Priority, PriorityConfig, PrioritySetting};
 pub use random::Random;
+pub use unit_price::{UnitPrice, binding_share, unit_price_score};
 
 use crate::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 
@@ -73,21 +75,26 @@ pub enum ExpanderName {
     LeastWaste,
     /// `least-nodes`: the options adding the fewest nodes.
     LeastNodes,
-    /// `price`: the options with the lowest node cost per requested resource.
+    /// `price`: the options with the lowest node cost relative to the pods' requests, weighted
+    /// by how far the node is from the size the cluster's size calls for (upstream's model).
     Price,
     /// `priority`: the options whose group matches the highest user-given priority.
     Priority,
+    /// `unit-price` (ours, not upstream's): the options whose node sells the pods' binding
+    /// resource at the lowest price per unit.
+    UnitPrice,
 }
 
 impl ExpanderName {
     /// Every expander, in a fixed order.
-    pub const ALL: [ExpanderName; 6] = [
+    pub const ALL: [ExpanderName; 7] = [
         ExpanderName::Random,
         ExpanderName::MostPods,
         ExpanderName::LeastWaste,
         ExpanderName::LeastNodes,
         ExpanderName::Price,
         ExpanderName::Priority,
+        ExpanderName::UnitPrice,
     ];
 
     /// The flag name (`least-waste`, ...).
@@ -99,6 +106,7 @@ impl ExpanderName {
             ExpanderName::LeastNodes => "least-nodes",
             ExpanderName::Price => "price",
             ExpanderName::Priority => "priority",
+            ExpanderName::UnitPrice => "unit-price",
         }
     }
 }
@@ -131,7 +139,7 @@ pub enum ExpanderError {
     },
     /// A name in the list is not an expander this crate implements.
     #[error(
-        "unknown expander {name:?}: expected one of random, most-pods, least-waste, least-nodes, price, priority"
+        "unknown expander {name:?}: expected one of random, most-pods, least-waste, least-nodes, price, priority, unit-price"
     )]
     UnknownExpander {
         /// The offending name.
@@ -346,6 +354,14 @@ pub struct ChainStep {
     pub survivors: Vec<usize>,
 }
 
+/// What the expanders may know about the cluster besides the options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpanderContext {
+    /// Nodes in the cluster, upcoming ones included (`price` sizes its preferred node by it;
+    /// `None`: unknown).
+    pub cluster_nodes: Option<usize>,
+}
+
 /// The chain's decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
@@ -453,10 +469,20 @@ impl ExpanderChain {
         self
     }
 
+    /// [`ExpanderChain::choose_in`] without knowing the cluster's size.
+    pub fn choose(&self, options: &[ExpansionOption], rng: &mut ChaCha8Rng) -> Option<Choice> {
+        self.choose_in(options, &ExpanderContext::default(), rng)
+    }
+
     /// Chooses one of `options`: each expander filters the survivors of the previous one, the
     /// chain stops as soon as one is left, and a remaining tie is broken uniformly at random with
     /// `rng` (drawn from only when more than one option is left). `None` iff `options` is empty.
-    pub fn choose(&self, options: &[ExpansionOption], rng: &mut ChaCha8Rng) -> Option<Choice> {
+    pub fn choose_in(
+        &self,
+        options: &[ExpansionOption],
+        context: &ExpanderContext,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<Choice> {
         if options.is_empty() {
             return None;
         }
@@ -467,7 +493,7 @@ impl ExpanderChain {
             if survivors.len() <= 1 {
                 break;
             }
-            let next = self.run(name, options, &survivors, &mut warnings);
+            let next = self.run(name, options, context, &survivors, &mut warnings);
             // An expander never empties the set; keep the previous survivors if one ever did.
             if !next.is_empty() {
                 survivors = next;
@@ -496,6 +522,7 @@ impl ExpanderChain {
         &self,
         name: ExpanderName,
         options: &[ExpansionOption],
+        context: &ExpanderContext,
         candidates: &[usize],
         warnings: &mut Vec<ExpanderWarning>,
     ) -> Vec<usize> {
@@ -504,10 +531,14 @@ impl ExpanderChain {
             ExpanderName::MostPods => MostPods.filter(options, candidates, warnings),
             ExpanderName::LeastWaste => LeastWaste.filter(options, candidates, warnings),
             ExpanderName::LeastNodes => LeastNodes.filter(options, candidates, warnings),
-            ExpanderName::Price => Price.filter(options, candidates, warnings),
+            ExpanderName::Price => Price {
+                cluster_nodes: context.cluster_nodes,
+            }
+            .filter(options, candidates, warnings),
             ExpanderName::Priority => {
                 Priority::new(&self.priority).filter(options, candidates, warnings)
             }
+            ExpanderName::UnitPrice => UnitPrice.filter(options, candidates, warnings),
         }
     }
 }
@@ -604,7 +635,7 @@ pub(crate) mod tests {
         assert_eq!(MostPods.best(&o), vec![0]);
         assert_eq!(LeastWaste.best(&o), vec![1]);
         assert_eq!(LeastNodes.best(&o), vec![2]);
-        assert_eq!(Price.best(&o), vec![3]);
+        assert_eq!(Price::default().best(&o), vec![3]);
         assert_eq!(Random.best(&o), vec![0, 1, 2, 3]);
         for (text, want) in [
             ("most-pods", 0),
@@ -817,7 +848,7 @@ pub(crate) mod tests {
         #[test]
         fn expanders_never_empty_and_chain_picks_valid(
             options in proptest::collection::vec(arb_option(), 0..7),
-            names in proptest::sample::subsequence(ExpanderName::ALL.to_vec(), 0..=6),
+            names in proptest::sample::subsequence(ExpanderName::ALL.to_vec(), 0..=7),
             shuffle_seed in 0u64..1000,
             config in proptest::option::of(proptest::sample::select(vec!["1: ['g1', 'g2']\n2: ['^g3$']", "oops: [", "9: ['x']"])),
         ) {
@@ -833,8 +864,9 @@ pub(crate) mod tests {
                     ExpanderName::MostPods => MostPods.filter(&options, &all, &mut w),
                     ExpanderName::LeastWaste => LeastWaste.filter(&options, &all, &mut w),
                     ExpanderName::LeastNodes => LeastNodes.filter(&options, &all, &mut w),
-                    ExpanderName::Price => Price.filter(&options, &all, &mut w),
+                    ExpanderName::Price => Price::default().filter(&options, &all, &mut w),
                     ExpanderName::Priority => Priority::new(&setting).filter(&options, &all, &mut w),
+                    ExpanderName::UnitPrice => UnitPrice.filter(&options, &all, &mut w),
                 };
                 proptest::prop_assert_eq!(kept.is_empty(), options.is_empty());
                 proptest::prop_assert!(kept.windows(2).all(|p| p[0] < p[1]));
