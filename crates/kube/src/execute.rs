@@ -132,9 +132,9 @@ impl Executor {
     /// A run of scale-ups of distinct groups starts from one provider, discovered for the
     /// first of them, as upstream refreshes its provider once a loop: each scale request
     /// changes a MachineDeployment, and discovering the provider again before the next one
-    /// (every Machine and Node read) cost about half a second of CPU per scale-up at 15,000 nodes. Each
-    /// scale-up only reads its own group, which no earlier action of the run touched; any
-    /// other action, or a group met twice, discovers it afresh.
+    /// (every Machine and Node read) cost about half a second of CPU per scale-up at 15,000
+    /// nodes. Each scale-up only reads its own group, which no earlier action of the run
+    /// touched; any other action, or a group met twice, discovers it afresh.
     pub async fn apply(&mut self, actions: Vec<Action>) -> Vec<Report> {
         let mut pinned: Option<(Arc<ClusterApiProvider>, Vec<NodeGroupId>)> = None;
         for action in actions {
