@@ -18,9 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, Verb};
-use autoscaler_world::{
-    NodeGroupSpec, PodTemplate, ProvisioningDelay, ReplicaSetSpec, World, WorldConfig,
-};
+use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, Restart, World, WorldConfig};
 use serde_json::{Value, json};
 
 mod support;
@@ -64,6 +62,23 @@ impl Autoscaler {
             "cluster_autoscaler_function_duration_seconds_count",
             "function=\"main\"",
         ) as u64
+    }
+
+    /// `function=seconds` of every function timed in the loops so far (the sums of
+    /// `cluster_autoscaler_function_duration_seconds`), for saying where a loop's time went.
+    fn function_seconds(&self) -> String {
+        let Some((200, body)) = self.get("/metrics") else {
+            return String::new();
+        };
+        let prefix = "cluster_autoscaler_function_duration_seconds_sum{function=\"";
+        body.lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix(prefix)?.split_once('"')?;
+                let secs: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+                Some(format!("{name}={secs:.3}"))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     fn healthy(&self) -> bool {
@@ -110,9 +125,14 @@ fn nodes_wanted(default: usize) -> usize {
 }
 
 /// A world with `groups` MachineDeployments (`md-0`, ...) sharing `nodes` Ready nodes of
-/// 16 CPU / 64 GiB / 110 pods (each group may grow by `headroom` nodes), and a Deployment's
-/// ReplicaSet of 30 pods per node, all bound and Running. New machines take `delay` virtual
-/// time.
+/// 16 CPU / 64 GiB / 110 pods (each group may grow by `headroom` nodes), each running 30 pods
+/// of a ReplicaSet, all bound and Running. New machines take `delay` virtual time.
+///
+/// The pods are created bound (`spec.nodeName`), as the scheduler would have left them: placing
+/// them through the world's scheduler scores every node for every pod, which took 126 s at
+/// 5,000 nodes and would take most of an hour at 15,000. The world does not run their
+/// ReplicaSet (their owner reference names it, as a Deployment's pods do); nothing in these
+/// tests deletes them.
 fn full_world(nodes: usize, groups: usize, headroom: u32, delay: ProvisioningDelay) -> World {
     let mut w = World::new(WorldConfig {
         default_delay: ProvisioningDelay {
@@ -139,26 +159,40 @@ fn full_world(nodes: usize, groups: usize, headroom: u32, delay: ProvisioningDel
     }
     // The machines become nodes.
     w.advance(1_500);
-    assert_eq!(w.node_names().len(), nodes, "every machine has its node");
-    w.add_replica_set(ReplicaSetSpec {
-        namespace: "default".into(),
-        name: "web".into(),
-        template: PodTemplate::new()
-            .requests(POD_CPU, POD_MEMORY)
-            .label("app", "web"),
-        replicas: (nodes * PODS_PER_NODE) as u32,
-        schedule: Vec::new(),
-        pod_lifetime_ms: None,
-        deployment: true,
-    })
-    .expect("replica set");
-    // One scheduler pass binds them.
+    let names = w.node_names();
+    assert_eq!(names.len(), nodes, "every machine has its node");
+    for (i, node) in names.iter().enumerate() {
+        for j in 0..PODS_PER_NODE {
+            // A pod's life far beyond any test: it never ends by itself.
+            let forever = 100 * 365 * 24 * 3_600 * 1_000;
+            w.add_replayed_pod(
+                web_pod(&format!("web-{i}-{j}"), node),
+                forever,
+                Restart::Resume,
+            )
+            .expect("running pod");
+        }
+    }
     w.advance(1_000);
     assert_eq!(w.pending_count(), 0, "the workload is all bound");
+    assert_eq!(w.live_pods().len(), nodes * PODS_PER_NODE, "every pod runs");
     for g in 0..groups {
         w.set_provisioning_delay(&format!("md-{g}"), delay);
     }
     w
+}
+
+/// A pod of the ReplicaSet `web` (owned as a Deployment's pods are), bound to `node`.
+fn web_pod(name: &str, node: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": "web-5d9c7b", "uid": "0b6f3c1e-web", "controller": true,
+                "blockOwnerDeletion": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}}}]},
+    })
 }
 
 /// A bare pod asking for 15 CPUs: it fits on no full node, and on an empty new one.
@@ -393,12 +427,19 @@ async fn start_at_scale(name: &str, nodes: usize, goals: Goals) {
             let loops = ca.loops();
             if loops >= 1 && first_loop.is_none() {
                 first_loop = Some(ca.started.elapsed());
+                println!(
+                    "{name}: after {loops} loop(s), seconds by function: {}",
+                    ca.function_seconds()
+                );
             }
             ca.healthy() && loops >= 2
         },
     )
     .await;
     let (hwm, rss) = ca.memory();
+    if let Some(synced) = ca.log().lines().find(|l| l.contains("caches synced")) {
+        println!("{name}: {synced}");
+    }
     let scale_ups = scale_requests(&h, Duration::ZERO).len();
     let first_loop = first_loop.unwrap_or_default();
     println!(

@@ -17,8 +17,8 @@ use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use autoscaler_core::{ActionError, ErrorClass};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, TypeMeta,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, TypeMeta,
 };
 use kube::{Client, Resource};
 use serde_json::{Map, Value, json};
@@ -32,10 +32,8 @@ const CONFLICT_BACKOFF: Duration = Duration::from_millis(100);
 pub const EVICTION_BACKOFF_START: Duration = Duration::from_secs(1);
 /// Longest pause between two eviction attempts.
 pub const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(10);
-/// Page size of the node list at start.
-const NODE_PAGE: u32 = 500;
 /// The taints only the autoscaler puts on nodes, removed at start.
-const AUTOSCALER_TAINTS: [&str; 2] = [TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT];
+pub const AUTOSCALER_TAINTS: [&str; 2] = [TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT];
 /// Put on a node the autoscaler cordons itself (`--cordon-node-before-terminating`), so that
 /// it uncordons only those: a node someone else had cordoned stays cordoned.
 pub const CORDONED_BY_AUTOSCALER_ANNOTATION: &str =
@@ -481,64 +479,50 @@ impl Actuator {
         }
     }
 
-    /// Removes the autoscaler's own taints (`ToBeDeletedByClusterAutoscaler`,
-    /// `DeletionCandidateOfClusterAutoscaler`) from every node that has one, as a crashed
-    /// predecessor may have left them. With `uncordon` (`--cordon-node-before-terminating`) a
-    /// node that had the deletion taint is uncordoned in the same write, as upstream does, but
-    /// only when it carries [`CORDONED_BY_AUTOSCALER_ANNOTATION`]: a node someone else cordoned
-    /// stays cordoned. Lists the nodes (paged) and writes each tainted one from
-    /// the listed copy, reading it again only on a conflict. Stops at the first error. Returns
-    /// the names of the nodes written. (Upstream keeps soft taints across a restart when bulk
-    /// soft tainting is on; here they go too, since the new process's unneeded timers start
-    /// afresh and the core soft-taints again what stays unneeded.)
-    pub async fn clean_up_taints(&self, uncordon: bool) -> Result<Vec<String>, ActuationError> {
-        let api = self.nodes();
-        let mut lp = ListParams::default().limit(NODE_PAGE);
+    /// Removes the autoscaler's own taints ([`AUTOSCALER_TAINTS`]) from the `candidates`, the
+    /// nodes the caller's cache shows with one, as a crashed predecessor may have left them.
+    /// With `uncordon` (`--cordon-node-before-terminating`) a node that had the deletion taint
+    /// is uncordoned in the same write, as upstream does, but only when it carries
+    /// [`CORDONED_BY_AUTOSCALER_ANNOTATION`]: a node someone else cordoned stays cordoned. Each
+    /// candidate is read again and written only if it still has such a taint (a node gone is
+    /// skipped). Stops at the first error. Returns the names of the nodes written. (Upstream
+    /// too takes the nodes from its informer's cache rather than listing them again at start;
+    /// it keeps soft taints across a restart when bulk soft tainting is on; here they go too,
+    /// since the new process's unneeded timers start afresh and the core soft-taints again what
+    /// stays unneeded.)
+    pub async fn clean_up_taints(
+        &self,
+        candidates: &[String],
+        uncordon: bool,
+    ) -> Result<Vec<String>, ActuationError> {
         let mut cleaned = Vec::new();
-        loop {
-            let page = api.list(&lp).await.map_err(api_err("list nodes"))?;
-            for node in page.items {
-                let tainted = node
-                    .data
-                    .pointer("/spec/taints")
-                    .and_then(Value::as_array)
-                    .is_some_and(|ts| {
-                        ts.iter()
-                            .any(|t| taint_key(t).is_some_and(|k| AUTOSCALER_TAINTS.contains(&k)))
-                    });
-                let Some(name) = node.metadata.name.clone().filter(|_| tainted) else {
-                    continue;
-                };
-                let written = self
-                    .edit_node(&name, Some(node), |obj| {
-                        let deletion = data_of(obj)?
-                            .get("spec")
-                            .and_then(|s| s.get("taints"))
-                            .and_then(Value::as_array)
-                            .is_some_and(|ts| {
-                                ts.iter().any(|t| taint_key(t) == Some(TO_BE_DELETED_TAINT))
-                            });
-                        let untainted = edit_taint_list(data_of(obj)?, &|taints| {
-                            let before = taints.len();
-                            taints.retain(|t| {
-                                !taint_key(t).is_some_and(|k| AUTOSCALER_TAINTS.contains(&k))
-                            });
-                            taints.len() != before
-                        })?;
-                        let uncordoned = uncordon && deletion && set_cordon(obj, false);
-                        Ok(untainted || uncordoned)
-                    })
-                    .await?;
-                if written {
-                    tracing::debug!(node = %name, "removed autoscaler taints left by a predecessor");
-                    cleaned.push(name);
-                }
-            }
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => lp.continue_token = Some(token),
-                None => return Ok(cleaned),
+        for name in candidates {
+            let written = self
+                .edit_node(name, None, |obj| {
+                    let deletion = data_of(obj)?
+                        .get("spec")
+                        .and_then(|s| s.get("taints"))
+                        .and_then(Value::as_array)
+                        .is_some_and(|ts| {
+                            ts.iter().any(|t| taint_key(t) == Some(TO_BE_DELETED_TAINT))
+                        });
+                    let untainted = edit_taint_list(data_of(obj)?, &|taints| {
+                        let before = taints.len();
+                        taints.retain(|t| {
+                            !taint_key(t).is_some_and(|k| AUTOSCALER_TAINTS.contains(&k))
+                        });
+                        taints.len() != before
+                    })?;
+                    let uncordoned = uncordon && deletion && set_cordon(obj, false);
+                    Ok(untainted || uncordoned)
+                })
+                .await?;
+            if written {
+                tracing::debug!(node = %name, "removed autoscaler taints left by a predecessor");
+                cleaned.push(name.clone());
             }
         }
+        Ok(cleaned)
     }
 }
 
@@ -1305,22 +1289,14 @@ mod tests {
         let soft =
             json!({"key": DELETION_CANDIDATE_TAINT, "value": "1", "effect": "PreferNoSchedule"});
         let other = json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"});
-        // List items come without apiVersion and kind, as the API server sends them.
-        let item = |name: &str, taints: Value| {
-            let mut n = node(name, "10", taints);
-            let m = n.as_object_mut().unwrap();
-            m.remove("apiVersion");
-            m.remove("kind");
-            n
-        };
-        let list = json!({"apiVersion": "v1", "kind": "NodeList",
-                          "metadata": {"resourceVersion": "10"},
-                          "items": [item("n1", json!([hard])), item("n2", json!([other])),
-                                    item("n3", json!([soft, other, hard]))]});
         let mut n1_clean = node("n1", "10", json!([]));
         n1_clean["spec"].as_object_mut().unwrap().remove("taints");
+        let get = |name: &str, taints: Value| {
+            let path = format!("/api/v1/nodes/{name}");
+            ex(Method::GET, &path, None, 200, node(name, "10", taints))
+        };
         let (act, server) = mock(vec![
-            ex(Method::GET, "/api/v1/nodes?&limit=500", None, 200, list),
+            get("n1", json!([hard])),
             ex(
                 Method::PUT,
                 "/api/v1/nodes/n1?",
@@ -1328,6 +1304,9 @@ mod tests {
                 200,
                 n1_clean,
             ),
+            // In the cache with one, since taken off by someone else: not written.
+            get("n2", json!([other])),
+            get("n3", json!([soft, other, hard])),
             ex(
                 Method::PUT,
                 "/api/v1/nodes/n3?",
@@ -1336,7 +1315,8 @@ mod tests {
                 node("n3", "11", json!([other])),
             ),
         ]);
-        let r = act.clean_up_taints(false).await;
+        let names = ["n1", "n2", "n3"].map(String::from);
+        let r = act.clean_up_taints(&names, false).await;
         finish(act, server).await;
         assert_eq!(r.unwrap(), vec!["n1".to_string(), "n3".to_string()]);
     }
@@ -1361,12 +1341,11 @@ mod tests {
         let hard = json!({"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"});
         let soft =
             json!({"key": DELETION_CANDIDATE_TAINT, "value": "1", "effect": "PreferNoSchedule"});
-        let list = json!({"apiVersion": "v1", "kind": "NodeList",
-                          "metadata": {"resourceVersion": "10"},
-                          "items": [cordoned("ours", "10", json!([hard]), true, true),
-                                    cordoned("admins", "10", json!([hard]), true, false),
-                                    cordoned("soft", "10", json!([soft]), true, true),
-                                    cordoned("plain", "10", json!([]), true, true)]});
+        let get = |name: &str, taints: Value, mark: bool| {
+            let path = format!("/api/v1/nodes/{name}");
+            let n = cordoned(name, "10", taints, true, mark);
+            ex(Method::GET, &path, None, 200, n)
+        };
         let written = |name: &str, rv: &str, unschedulable: bool, mark: bool| {
             let n = cordoned(name, rv, json!([]), unschedulable, mark);
             ex(
@@ -1378,16 +1357,21 @@ mod tests {
             )
         };
         let script = vec![
-            ex(Method::GET, "/api/v1/nodes?&limit=500", None, 200, list),
             // Ours: untainted and uncordoned, the mark gone.
+            get("ours", json!([hard]), true),
             written("ours", "10", false, false),
             // Cordoned by someone else: untainted, still cordoned.
+            get("admins", json!([hard]), false),
             written("admins", "10", true, false),
             // Only the candidate taint: untainted, not uncordoned (no deletion was under way).
+            get("soft", json!([soft]), true),
             written("soft", "10", true, true),
+            // No autoscaler taint any more: not written.
+            get("plain", json!([]), true),
         ];
         let (act, server) = mock(script);
-        let r = act.clean_up_taints(true).await;
+        let names = ["ours", "admins", "soft", "plain"].map(String::from);
+        let r = act.clean_up_taints(&names, true).await;
         finish(act, server).await;
         assert_eq!(r.unwrap(), vec!["ours", "admins", "soft"]);
     }

@@ -427,14 +427,30 @@ pub async fn supervise(parts: Parts, config: ControllerConfig, mut leading: watc
     }
 }
 
+/// The nodes the cache shows with one of the autoscaler's own taints: what a predecessor may
+/// have left. Read from the synced cache, as upstream reads its node lister, rather than by
+/// listing every node again (15,000 nodes are 30 pages).
+fn left_tainted(informer: &Mutex<Informer>) -> Vec<String> {
+    let mut inf = autoscaler_actuation::informer::lock(informer);
+    (inf.objects_without_pods().nodes.iter())
+        .filter(|n| {
+            (n.taints.iter()).any(|t| crate::actuator::AUTOSCALER_TAINTS.contains(&t.key.as_str()))
+        })
+        .map(|n| n.name.as_str().to_string())
+        .collect()
+}
+
 /// One leadership term: wait for the caches, clean up taints of a predecessor, then loop.
 async fn lead(parts: &Parts, config: &ControllerConfig) {
     let mut unsynced = parts.unsynced.clone();
     if !unsynced.borrow().is_empty() {
         tracing::info!(kinds = ?*unsynced.borrow(), "waiting for the caches to sync");
-    }
-    if unsynced.wait_for(|p| p.is_empty()).await.is_err() {
-        return;
+        let waiting = Instant::now();
+        if unsynced.wait_for(|p| p.is_empty()).await.is_err() {
+            return;
+        }
+        // Where a slow start goes (listing) is then visible next to the first loop's figures.
+        tracing::info!(took = ?waiting.elapsed(), "caches synced");
     }
     let actuator = Arc::new(Actuator::split(&Clients {
         workload: parts.client.clone(),
@@ -448,7 +464,10 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         CorrelatorOptions::default(),
     );
     match actuator
-        .clean_up_taints(config.cordon_node_before_terminating)
+        .clean_up_taints(
+            &left_tainted(&parts.informer),
+            config.cordon_node_before_terminating,
+        )
         .await
     {
         Ok(cleaned) if !cleaned.is_empty() => {
@@ -1023,7 +1042,12 @@ mod tests {
         store.load_yaml(SNAPSHOT).expect("example snapshot loads");
         let mut inf = Informer::new();
         for (k, v) in store.iter() {
-            inf.apply(k.clone(), Some(v.clone()));
+            let mut v = (**v).clone();
+            // The cache shows the taint a predecessor left, as the server does.
+            if k.kind == "Node" && k.name == "general-a" {
+                v["spec"]["taints"] = tainted_node()["spec"]["taints"].clone();
+            }
+            inf.apply(k.clone(), Some(Arc::new(v)));
         }
         inf
     }
@@ -1043,11 +1067,7 @@ mod tests {
             let Seen { method, uri, body } = seen;
             let path = uri.split('?').next().unwrap_or("").to_string();
             let (code, answer) = match (method.as_str(), path.as_str()) {
-                ("GET", "/api/v1/nodes") => (
-                    200,
-                    json!({"apiVersion": "v1", "kind": "NodeList",
-                        "metadata": {"resourceVersion": "9"}, "items": [tainted_node()]}),
-                ),
+                ("GET", "/api/v1/nodes/general-a") => (200, tainted_node()),
                 ("PUT", p) if p.starts_with("/api/v1/nodes/") => (200, body),
                 ("PATCH", p) if p.ends_with("/scale") => (
                     200,
@@ -1097,8 +1117,9 @@ mod tests {
         s.method == Method::PATCH && s.uri.contains("/machinedeployments/general/scale")
     }
 
-    fn is_cleanup_list(s: &Seen) -> bool {
-        s.method == Method::GET && s.uri.starts_with("/api/v1/nodes?")
+    /// The cleanup reads the node its cache shows tainted (it lists no nodes).
+    fn is_cleanup_read(s: &Seen) -> bool {
+        s.method == Method::GET && s.uri.starts_with("/api/v1/nodes/general-a")
     }
 
     async fn until(log: &Log, what: impl Fn(&Log) -> bool) {
@@ -1127,7 +1148,7 @@ mod tests {
         until(&log, |l| count(l, is_scale) == 1).await;
         let seen = log.lock().expect("log").clone();
         // The predecessor's taint is removed before anything else is done.
-        assert!(is_cleanup_list(&seen[0]), "{:?}", seen[0]);
+        assert!(is_cleanup_read(&seen[0]), "{:?}", seen[0]);
         assert_eq!(seen[1].method, Method::PUT);
         assert_eq!(seen[1].uri, "/api/v1/nodes/general-a?");
         assert!(seen[1].body["spec"]["taints"].is_null(), "{}", seen[1].body);
@@ -1166,9 +1187,9 @@ mod tests {
 
         // Leading again: a new term starts from scratch, with the cleanup first.
         lead_tx.send_replace(true);
-        until(&log, |l| count(l, is_cleanup_list) == 2).await;
+        until(&log, |l| count(l, is_cleanup_read) == 2).await;
         let seen = log.lock().expect("log").clone();
-        assert!(is_cleanup_list(&seen[before]), "{:?}", seen[before]);
+        assert!(is_cleanup_read(&seen[before]), "{:?}", seen[before]);
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

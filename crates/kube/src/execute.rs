@@ -11,19 +11,70 @@ use std::time::Duration;
 
 use autoscaler_actuation::informer::lock;
 use autoscaler_actuation::{
-    Actuation, ActuationOptions, Effect, EffectKind, Informer, InformerLookup, Reply, Report,
-    Ticket,
+    Actuation, ActuationOptions, ClusterLookup, Effect, EffectKind, Informer, InformerLookup,
+    Reply, Report, Ticket,
 };
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::Action;
 use autoscaler_core::InFlight;
+use autoscaler_core::model::node_group::NodeGroupId;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
+use autoscaler_core::{Action, PodRef, Sym};
 use autoscaler_core::{ActionError, ErrorClass};
 use rustc_hash::FxHashMap;
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
 use crate::actuator::{ActuationError, Actuator, Eviction};
+
+/// An informer lookup whose provider is kept for a run of scale-ups (see [`Executor::apply`]).
+struct Pinned<'a, 'p> {
+    inner: InformerLookup<'a>,
+    pinned: &'p mut Option<(Arc<ClusterApiProvider>, Vec<NodeGroupId>)>,
+}
+
+impl<'a, 'p> Pinned<'a, 'p> {
+    fn new(
+        inner: InformerLookup<'a>,
+        pinned: &'p mut Option<(Arc<ClusterApiProvider>, Vec<NodeGroupId>)>,
+    ) -> Self {
+        Pinned { inner, pinned }
+    }
+
+    /// Notes that this run's action touches `group`.
+    fn touch(&mut self, group: NodeGroupId) {
+        let provider = self.provider();
+        if let Some((_, seen)) = self.pinned.as_mut() {
+            seen.push(group);
+        } else {
+            *self.pinned = Some((provider, vec![group]));
+        }
+    }
+}
+
+impl ClusterLookup for Pinned<'_, '_> {
+    fn provider(&mut self) -> Arc<ClusterApiProvider> {
+        match self.pinned {
+            Some((p, _)) => p.clone(),
+            None => {
+                let p = self.inner.provider();
+                *self.pinned = Some((p.clone(), Vec::new()));
+                p
+            }
+        }
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<autoscaler_core::Node>> {
+        self.inner.node(name)
+    }
+
+    fn nodes(&self, names: &[Sym]) -> Vec<Arc<autoscaler_core::Node>> {
+        self.inner.nodes(names)
+    }
+
+    fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {
+        self.inner.pod_on_node(pod, node)
+    }
+}
 
 /// What woke the executor up.
 #[derive(Debug)]
@@ -77,13 +128,38 @@ impl Executor {
 
     /// Carries the actions of one loop out, in order (evictions start as tasks), then steps the
     /// drains; returns what the actions came to so far.
+    ///
+    /// A run of scale-ups of distinct groups starts from one provider, discovered for the
+    /// first of them, as upstream refreshes its provider once a loop: each scale request
+    /// changes a MachineDeployment, and discovering the provider again before the next one
+    /// (every Machine and Node read) cost about half a second of CPU per scale-up at 15,000
+    /// nodes. Each scale-up only reads its own group, which no earlier action of the run
+    /// touched; any other action, or a group met twice, discovers it afresh.
     pub async fn apply(&mut self, actions: Vec<Action>) -> Vec<Report> {
+        let mut pinned: Option<(Arc<ClusterApiProvider>, Vec<NodeGroupId>)> = None;
         for action in actions {
             let now = self.now();
             let effects = {
                 let mut inf = lock(&self.informer);
-                let mut lookup = InformerLookup::new(&mut inf, &self.clusterapi);
-                self.actuation.start(action, &mut lookup, now)
+                let lookup = InformerLookup::new(&mut inf, &self.clusterapi);
+                match &action {
+                    Action::IncreaseSize { group, .. } => {
+                        if pinned
+                            .as_ref()
+                            .is_some_and(|(_, seen)| seen.contains(group))
+                        {
+                            pinned = None;
+                        }
+                        let mut lookup = Pinned::new(lookup, &mut pinned);
+                        lookup.touch(group.clone());
+                        self.actuation.start(action, &mut lookup, now)
+                    }
+                    _ => {
+                        pinned = None;
+                        let mut lookup = lookup;
+                        self.actuation.start(action, &mut lookup, now)
+                    }
+                }
             };
             self.run(effects).await;
         }
@@ -302,6 +378,23 @@ mod tests {
                                              "effect": "NoSchedule"}]}}),
                 )
             } else if uri.contains("/scale") {
+                // The watch brings the new size in, as it would after a real scale request.
+                let name = (uri.split("/machinedeployments/").nth(1))
+                    .and_then(|rest| rest.split('/').next())
+                    .unwrap_or_default();
+                let key = ObjectKey {
+                    group: "cluster.x-k8s.io".into(),
+                    kind: "MachineDeployment".into(),
+                    namespace: "default".into(),
+                    name: name.into(),
+                };
+                let mut inf = informer.lock().expect("informer");
+                if let Some(md) = inf.store().get(&key) {
+                    let mut md = (**md).clone();
+                    md["spec"]["replicas"] = body["spec"]["replicas"].clone();
+                    inf.apply(key, Some(Arc::new(md)));
+                }
+                drop(inf);
                 (
                     200,
                     json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
@@ -389,6 +482,43 @@ mod tests {
         );
         assert_eq!(log[0].2["deleteOptions"]["gracePeriodSeconds"], 5);
         assert_eq!(log[2].2, json!({"spec": {"replicas": 1}}));
+    }
+
+    /// The scale-ups of one loop share the provider discovered for the first of them, but a
+    /// group scaled twice starts the second time from the size the first request gave it.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn scale_ups_of_one_loop_each_start_from_their_group_as_it_is_then() {
+        let (mut ex, log) = running(201);
+        let up = |group: &str, delta, new_target| Action::IncreaseSize {
+            group: group.into(),
+            delta,
+            new_target,
+        };
+        ex.apply(vec![
+            up("MachineDeployment/default/general", 1, 3),
+            up("MachineDeployment/default/gpu", 2, 3),
+            up("MachineDeployment/default/general", 1, 4),
+        ])
+        .await;
+        let log = log.lock().expect("log").clone();
+        let sizes: Vec<(&str, Value)> = (log.iter())
+            .filter(|(m, u, _)| *m == Method::PATCH && u.contains("/scale"))
+            .map(|(_, u, b)| {
+                let md = u.split("/machinedeployments/").nth(1).unwrap_or_default();
+                (
+                    md.split('/').next().unwrap_or_default(),
+                    b["spec"]["replicas"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                ("general", json!(3)),
+                ("gpu", json!(3)),
+                ("general", json!(4))
+            ]
+        );
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
