@@ -39,7 +39,7 @@ use crate::scale_up::template::{
 };
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
-use crate::scheduling::snapshot::{ClusterSnapshot, Loaded, NodeId, NodeInfo, SizeHints};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo, SizeHints};
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -122,15 +122,25 @@ fn build_snapshot_with(
                     warnings.push(format!("Node {} skipped: {e}", node.name));
                 }
             }
-            snapshot.load_pods(view.pods, |i, pod, loaded| match loaded {
-                Loaded::Placed(id) => placed(i, pod, id),
-                Loaded::Outside => outside(pod),
-                Loaded::UnknownNode(node) => warnings.push(format!(
-                    "Pod {} skipped: its node {node} is not known",
-                    pod.key()
-                )),
-                Loaded::Refused(e) => warnings.push(format!("Pod {} skipped: {e}", pod.key())),
-            });
+            for (i, pod) in view.pods.iter().enumerate() {
+                let node = match pod.node_name {
+                    Some(node) if !pod.is_terminal() => node,
+                    _ => {
+                        outside(pod);
+                        continue;
+                    }
+                };
+                match snapshot.node_id(node) {
+                    Some(id) => match snapshot.add_pod(pod.clone(), id) {
+                        Ok(()) => placed(i, pod, id),
+                        Err(e) => warnings.push(format!("Pod {} skipped: {e}", pod.key())),
+                    },
+                    None => warnings.push(format!(
+                        "Pod {} skipped: its node {node} is not known",
+                        pod.key()
+                    )),
+                }
+            }
         })
     });
     snapshot

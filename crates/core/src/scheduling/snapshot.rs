@@ -241,42 +241,6 @@ impl SizeHints {
     }
 }
 
-/// What [`ClusterSnapshot::load_pods`] did with a pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loaded {
-    /// Added on this node.
-    Placed(NodeId),
-    /// Not bound to a node, or terminal: not part of the snapshot.
-    Outside,
-    /// Bound to a node the snapshot does not have: skipped.
-    UnknownNode(Sym),
-    /// Refused by [`ClusterSnapshot::add_pod`] (a duplicate): skipped.
-    Refused(SnapshotError),
-}
-
-/// Pods [`ClusterSnapshot::load_pods`] touches ahead of loading them: their memory (a few
-/// cache lines each) fits the first-level caches many times over.
-const LOAD_BATCH: usize = 64;
-
-/// Reads what loading reads of each pod (the reference count, node, phase, namespace, name,
-/// requests, and the lengths of its ports, anti-affinity terms and volumes) in one pass of
-/// independent reads, which the CPU overlaps.
-fn touch(pods: &[Arc<Pod>]) {
-    let mut sum = 0usize;
-    for p in pods {
-        sum ^= Arc::strong_count(p)
-            ^ usize::from(p.node_name.is_some())
-            ^ p.phase as usize
-            ^ usize::from(p.name.as_bytes().first().copied().unwrap_or(0))
-            ^ p.requests.cpu as usize
-            ^ p.requests.extended.len()
-            ^ p.host_ports.len()
-            ^ p.anti_affinity.len()
-            ^ p.volume_refs.len();
-    }
-    std::hint::black_box(sum);
-}
-
 /// Whether `node` (live) holds the pod `namespace/name`.
 fn holds(slots: &[Option<NodeInfo>], node: NodeId, namespace: Sym, name: &str) -> bool {
     slots
@@ -386,32 +350,6 @@ impl ClusterSnapshot {
         self.record(Undo::AddedNode { id, reused });
         self.bump(change);
         Ok(id)
-    }
-
-    /// Loads `pods` in bulk: each pod bound to a node of the snapshot and not terminal is
-    /// added there (as [`ClusterSnapshot::add_pod`] would), and `each` is told, with the pod's
-    /// position in `pods`, what became of it.
-    ///
-    /// Loading is bound by fetching each pod's memory, not by computing: pods are read in
-    /// batches, each batch first touched in one tight pass whose reads are independent, so
-    /// that the CPU fetches a batch's pods in parallel instead of one pod after another.
-    pub fn load_pods(&mut self, pods: &[Arc<Pod>], mut each: impl FnMut(usize, &Arc<Pod>, Loaded)) {
-        for (b, batch) in pods.chunks(LOAD_BATCH).enumerate() {
-            touch(batch);
-            for (j, pod) in batch.iter().enumerate() {
-                let loaded = match pod.node_name {
-                    Some(node) if !pod.is_terminal() => match self.node_id(node) {
-                        Some(id) => match self.add_pod(pod.clone(), id) {
-                            Ok(()) => Loaded::Placed(id),
-                            Err(e) => Loaded::Refused(e),
-                        },
-                        None => Loaded::UnknownNode(node),
-                    },
-                    _ => Loaded::Outside,
-                };
-                each(b * LOAD_BATCH + j, pod, loaded);
-            }
-        }
     }
 
     /// Removes the node and its pods.
@@ -1108,61 +1046,6 @@ mod tests {
         assert_eq!(s.changes_since(v).map(<[_]>::len), Some(2000));
         s.revert().unwrap();
         assert_eq!(picture(&s), picture(&loaded(4, 40, None)));
-    }
-
-    /// A bulk load across several batches holds what adding each pod does, and says what
-    /// became of every pod, at its position: outside (unbound, terminal), unknown node,
-    /// duplicate.
-    #[test]
-    fn load_pods_equals_adding_each_and_reports_every_pod() {
-        let n = 2 * LOAD_BATCH + 5;
-        let mut pods: Vec<Arc<Pod>> = (0..n)
-            .map(|i| {
-                PodBuilder::new(&format!("p{i}"), 10, 1 << 20)
-                    .label("app", &(i % 3).to_string())
-                    .node_name(&format!("n{}", i % 3))
-                    .arc()
-            })
-            .collect();
-        pods[3] = PodBuilder::new("unbound", 1, 1).arc();
-        pods[70] = PodBuilder::new("done", 1, 1)
-            .node_name("n0")
-            .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded)
-            .arc();
-        pods[100] = PodBuilder::new("lost", 1, 1).node_name("gone").arc();
-        pods[130] = pods[7].clone();
-        let nodes = |s: &mut ClusterSnapshot| {
-            for i in 0..3 {
-                s.add_node(NodeBuilder::new(&format!("n{i}"), 1000, 1 << 30).arc())
-                    .unwrap();
-            }
-        };
-        let mut bulk = ClusterSnapshot::new();
-        nodes(&mut bulk);
-        let mut seen = Vec::new();
-        bulk.load_pods(&pods, |i, p, loaded| {
-            assert!(Arc::ptr_eq(p, &pods[i]));
-            seen.push((i, loaded));
-        });
-        let mut plain = ClusterSnapshot::new();
-        nodes(&mut plain);
-        for (i, p) in pods.iter().enumerate() {
-            if ![3, 70, 100, 130].contains(&i) {
-                let id = plain.node_id(p.node_name.unwrap()).unwrap();
-                plain.add_pod(p.clone(), id).unwrap();
-            }
-        }
-        assert_eq!(picture(&bulk), picture(&plain));
-        assert_eq!(seen.len(), n);
-        assert!(seen.iter().enumerate().all(|(k, (i, _))| k == *i));
-        assert_eq!(seen[3].1, Loaded::Outside);
-        assert_eq!(seen[70].1, Loaded::Outside);
-        assert_eq!(seen[100].1, Loaded::UnknownNode(Sym::new("gone")));
-        assert!(matches!(
-            seen[130].1,
-            Loaded::Refused(SnapshotError::DuplicatePod(_))
-        ));
-        assert_eq!(seen[8].1, Loaded::Placed(NodeId(2)));
     }
 
     #[test]
