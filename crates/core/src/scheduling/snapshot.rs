@@ -13,17 +13,23 @@
 //! state can replay what changed since it was computed instead of recomputing it. A revert or a
 //! namespace-label change clears the journal: state prepared before it is recomputed in full.
 //!
-//! Pods are indexed by namespace and name, by (namespace, label key, value) for selectors,
-//! separately when they carry required anti-affinity terms, and by the claims they use (for
-//! `ReadWriteOncePod`). The snapshot also holds the view's storage objects, which the volume
-//! filters read.
+//! Pods are indexed by namespace and name (a table of name hashes, for duplicate checks and
+//! lookups), by namespace and by (namespace, label key, value) for selectors (built when a
+//! selector first asks, then kept up to date), separately when they carry required
+//! anti-affinity terms, and by the claims they use (for `ReadWriteOncePod`). Loading a pod
+//! reads it once and copies nothing of it but its `Arc`. The snapshot also holds the view's
+//! storage objects, which the volume filters read.
 //!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
 
-use std::sync::Arc;
+mod index;
+
+use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
+
+use self::index::{NameIndex, PodsById, SelectorIndex, key_hash, pod_identity};
 
 use crate::model::intern::Sym;
 use crate::model::labels::Labels;
@@ -117,22 +123,6 @@ impl NodeInfo {
     }
 }
 
-/// Pods by name, with the node each is on.
-type PodSet = FxHashMap<Arc<str>, (NodeId, Arc<Pod>)>;
-
-/// Pods by namespace, then name, with the node each is on.
-type PodIndex = FxHashMap<Sym, PodSet>;
-
-/// Pods by (namespace, label key, label value), then by identity (see [`pod_identity`]).
-type LabelIndex = FxHashMap<(Sym, Sym, Sym), FxHashMap<usize, (NodeId, Arc<Pod>)>>;
-
-/// The address of a pod held by the snapshot: unique among its pods (one `Arc` each, names are
-/// unique) and cheaper to hash than the name. Only for pods reached through the snapshot's own
-/// `Arc`s.
-fn pod_identity(pod: &Pod) -> usize {
-    std::ptr::from_ref(pod) as usize
-}
-
 /// The claims a pod uses (each once, even if two volumes name it).
 fn claims_of(pod: &Pod) -> impl Iterator<Item = Arc<str>> + '_ {
     pod.volume_refs
@@ -205,13 +195,15 @@ pub struct ClusterSnapshot {
     free: Vec<u32>,
     live: usize,
     by_name: FxHashMap<Sym, NodeId>,
-    pods: PodIndex,
-    pod_count: usize,
-    /// Pods with required anti-affinity terms, by namespace and name.
-    anti: PodIndex,
-    anti_count: usize,
-    /// Every pod under each of its labels.
-    by_label: LabelIndex,
+    /// Every pod by the hash of its namespace and name, with its node.
+    names: NameIndex,
+    /// Pods per namespace (namespaces without pods are absent).
+    namespace_pods: FxHashMap<Sym, usize>,
+    /// Pods with required anti-affinity terms.
+    anti: PodsById,
+    /// Every pod by namespace and under each of its labels: built when a selector first asks,
+    /// kept up to date from then on.
+    selectors: OnceLock<SelectorIndex>,
     ns_labels: FxHashMap<Sym, Labels>,
     /// Claims, volumes, classes and CSI nodes the volume filters read.
     storage: Arc<Storage>,
@@ -230,81 +222,35 @@ pub struct ClusterSnapshot {
     anti_epoch: u64,
     /// Inside [`ClusterSnapshot::unjournaled`]: changes clear the journal instead of joining it.
     unjournaled: bool,
-    /// Expected pods per namespace and per (namespace, label key, value) while loading in
-    /// bulk: an index entry created for one of them is sized for all at once.
-    hints: Option<Box<SizeHints>>,
 }
 
-/// Pods expected per namespace and per (namespace, label key, value), to size the indices.
+/// How many pods a snapshot is about to hold, to size its indices once.
 #[derive(Debug, Default)]
 pub struct SizeHints {
-    /// Pods per namespace.
-    pub namespaces: FxHashMap<Sym, usize>,
-    /// Pods per (namespace, label key, value).
-    pub labels: FxHashMap<(Sym, Sym, Sym), usize>,
+    pods: usize,
 }
 
 impl SizeHints {
     /// Counts `pods` (those to be added, and those that may be placed later, such as pending
-    /// pods, so that placing them does not grow the indices either).
+    /// pods, so that placing them does not grow the indices either). Only counts: no pod is
+    /// read.
     pub fn count<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> SizeHints {
-        let mut hints = SizeHints::default();
-        for pod in pods {
-            *hints.namespaces.entry(pod.namespace).or_default() += 1;
-            for (k, v) in pod.labels.iter() {
-                *hints.labels.entry((pod.namespace, k, v)).or_default() += 1;
-            }
-        }
-        hints
-    }
-}
-
-/// An empty map with room for `hint` entries, if there is a hint.
-fn sized<K, V>(hint: Option<&usize>) -> FxHashMap<K, V> {
-    FxHashMap::with_capacity_and_hasher(hint.copied().unwrap_or(0), Default::default())
-}
-
-fn index_insert(index: &mut PodIndex, node: NodeId, pod: &Arc<Pod>, hints: Option<&SizeHints>) {
-    index
-        .entry(pod.namespace)
-        .or_insert_with(|| sized(hints.and_then(|h| h.namespaces.get(&pod.namespace))))
-        .insert(pod.name.clone(), (node, pod.clone()));
-}
-
-fn label_index_insert(
-    index: &mut LabelIndex,
-    node: NodeId,
-    pod: &Arc<Pod>,
-    hints: Option<&SizeHints>,
-) {
-    for (k, v) in pod.labels.iter() {
-        let key = (pod.namespace, k, v);
-        index
-            .entry(key)
-            .or_insert_with(|| sized(hints.and_then(|h| h.labels.get(&key))))
-            .insert(pod_identity(pod), (node, pod.clone()));
-    }
-}
-
-fn label_index_remove(index: &mut LabelIndex, pod: &Pod) {
-    for (k, v) in pod.labels.iter() {
-        let key = (pod.namespace, k, v);
-        if let Some(m) = index.get_mut(&key) {
-            m.remove(&pod_identity(pod));
-            if m.is_empty() {
-                index.remove(&key);
-            }
+        SizeHints {
+            pods: pods.into_iter().count(),
         }
     }
 }
 
-fn index_remove(index: &mut PodIndex, pod: &Pod) {
-    if let Some(m) = index.get_mut(&pod.namespace) {
-        m.remove(&*pod.name);
-        if m.is_empty() {
-            index.remove(&pod.namespace);
-        }
-    }
+/// Whether `node` (live) holds the pod `namespace/name`.
+fn holds(slots: &[Option<NodeInfo>], node: NodeId, namespace: Sym, name: &str) -> bool {
+    slots
+        .get(node.idx())
+        .and_then(Option::as_ref)
+        .is_some_and(|n| {
+            n.pods
+                .iter()
+                .any(|p| p.namespace == namespace && &*p.name == name)
+        })
 }
 
 impl ClusterSnapshot {
@@ -372,18 +318,16 @@ impl ClusterSnapshot {
         out
     }
 
-    /// Runs `f` with the pod indices sized by `hints`: an index entry first created for a
-    /// namespace or label counted there gets room for all its pods at once, instead of growing
-    /// (and rehashing) as they come. Hints change no content, only capacity.
+    /// Runs `f` with the pod indices sized by `hints`: room for all the pods counted at once,
+    /// instead of growing (and rehashing) as they come. Hints change no content, only capacity.
     pub fn with_size_hints<R>(
         &mut self,
         hints: SizeHints,
         f: impl FnOnce(&mut ClusterSnapshot) -> R,
     ) -> R {
-        let outer = self.hints.replace(Box::new(hints));
-        let out = f(self);
-        self.hints = outer;
-        out
+        self.names
+            .reserve(hints.pods.saturating_sub(self.names.len()));
+        f(self)
     }
 
     /// Adds a node without pods.
@@ -416,7 +360,7 @@ impl ClusterSnapshot {
             .and_then(Option::take)
             .ok_or_else(|| SnapshotError::UnknownNode(format!("#{}", id.0)))?;
         for pod in &info.pods {
-            self.unindex_pod(pod);
+            self.unindex_pod(id, pod);
         }
         self.by_name.remove(&info.node.name);
         self.free.push(id.0);
@@ -444,21 +388,26 @@ impl ClusterSnapshot {
 
     /// Places `pod` on `node` (regardless of predicates: callers check first).
     pub fn add_pod(&mut self, pod: Arc<Pod>, node: NodeId) -> Result<(), SnapshotError> {
-        let Some(on) = self.slot(node).map(|n| &n.node) else {
+        if self.slot(node).is_none() {
             return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
-        };
-        let change = (!self.unjournaled).then(|| Change::AddedPod(on.clone(), pod.clone()));
-        if self
-            .pods
-            .get(&pod.namespace)
-            .is_some_and(|m| m.contains_key(&*pod.name))
+        }
+        let hash = key_hash(pod.namespace, &pod.name);
+        let slots = &self.slots;
+        if !self
+            .names
+            .insert_new(hash, node, |n| holds(slots, n, pod.namespace, &pod.name))
         {
             return Err(SnapshotError::DuplicatePod(pod.key()));
         }
         if !pod.anti_affinity.is_empty() {
             self.anti_epoch += 1;
         }
-        self.push_pod(node, pod);
+        let change = match self.slot(node) {
+            Some(on) if !self.unjournaled => Some(Change::AddedPod(on.node.clone(), pod.clone())),
+            _ => None,
+        };
+        self.index_others(node, &pod);
+        self.push(node, pod);
         self.record(Undo::AddedPod { node });
         self.bump(change);
         Ok(())
@@ -515,10 +464,19 @@ impl ClusterSnapshot {
 
     /// The pod `namespace/name` and the node it is on.
     pub fn pod(&self, namespace: Sym, name: &str) -> Option<(NodeId, &Arc<Pod>)> {
-        self.pods
-            .get(&namespace)
-            .and_then(|m| m.get(name))
-            .map(|(n, p)| (*n, p))
+        self.names.nodes(key_hash(namespace, name)).find_map(|id| {
+            let pods = &self.slot(id)?.pods;
+            let p = pods
+                .iter()
+                .find(|p| p.namespace == namespace && &*p.name == name)?;
+            Some((id, p))
+        })
+    }
+
+    /// The selector index, built on first use.
+    fn selectors(&self) -> &SelectorIndex {
+        self.selectors
+            .get_or_init(|| SelectorIndex::of(self.all_pods()))
     }
 
     /// Every pod of `namespace` with its node, in no particular order.
@@ -526,17 +484,16 @@ impl ClusterSnapshot {
         &self,
         namespace: Sym,
     ) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
-        self.pods
-            .get(&namespace)
+        self.selectors()
+            .in_namespace(namespace)
             .into_iter()
             .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
     }
 
-    /// Every pod with its node, namespace by namespace, in no particular order.
+    /// Every pod with its node, node by node in the node order.
     pub fn all_pods(&self) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
-        self.pods
-            .values()
-            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+        self.nodes()
+            .flat_map(|(id, info)| info.pods.iter().map(move |p| (id, p)))
     }
 
     /// Pods of `namespace` labelled `key=value`, with their node, in no particular order.
@@ -546,44 +503,42 @@ impl ClusterSnapshot {
         key: Sym,
         value: Sym,
     ) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
-        self.by_label
-            .get(&(namespace, key, value))
+        self.selectors()
+            .with_label(namespace, key, value)
             .into_iter()
             .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
     }
 
     /// Number of pods of `namespace` labelled `key=value`.
     pub fn pods_with_label_count(&self, namespace: Sym, key: Sym, value: Sym) -> usize {
-        self.by_label
-            .get(&(namespace, key, value))
+        self.selectors()
+            .with_label(namespace, key, value)
             .map_or(0, |m| m.len())
     }
 
     /// Number of pods in `namespace`.
     pub fn pods_in_namespace_count(&self, namespace: Sym) -> usize {
-        self.pods.get(&namespace).map_or(0, |m| m.len())
+        self.namespace_pods.get(&namespace).copied().unwrap_or(0)
     }
 
     /// Namespaces holding at least one pod.
     pub fn namespaces(&self) -> impl Iterator<Item = Sym> + '_ {
-        self.pods.keys().copied()
+        self.namespace_pods.keys().copied()
     }
 
     /// Pods with required anti-affinity terms, with their node, in no particular order.
     pub fn pods_with_anti_affinity(&self) -> impl Iterator<Item = (NodeId, &Arc<Pod>)> + '_ {
-        self.anti
-            .values()
-            .flat_map(|m| m.values().map(|(n, p)| (*n, p)))
+        self.anti.values().map(|(n, p)| (*n, p))
     }
 
     /// Number of pods with required anti-affinity terms.
     pub fn anti_affinity_pod_count(&self) -> usize {
-        self.anti_count
+        self.anti.len()
     }
 
     /// Number of pods in the snapshot.
     pub fn pod_count(&self) -> usize {
-        self.pod_count
+        self.names.len()
     }
 
     /// Live nodes, in the node order: order of addition (a node re-added after a removal comes
@@ -782,27 +737,42 @@ impl ClusterSnapshot {
         }
     }
 
+    /// Indexes `pod`, on `node`, by name and in every other index.
     fn index_pod(&mut self, node: NodeId, pod: &Arc<Pod>) {
-        let hints = self.hints.as_deref();
-        index_insert(&mut self.pods, node, pod, hints);
-        label_index_insert(&mut self.by_label, node, pod, hints);
-        self.pod_count += 1;
-        if !pod.anti_affinity.is_empty() {
-            index_insert(&mut self.anti, node, pod, None);
-            self.anti_count += 1;
+        self.names.insert(key_hash(pod.namespace, &pod.name), node);
+        self.index_others(node, pod);
+    }
+
+    /// Indexes `pod`, on `node`, in every index but the name index.
+    fn index_others(&mut self, node: NodeId, pod: &Arc<Pod>) {
+        *self.namespace_pods.entry(pod.namespace).or_default() += 1;
+        if let Some(index) = self.selectors.get_mut() {
+            index.insert(node, pod);
         }
-        for claim in claims_of(pod) {
-            *self.claim_users.entry((pod.namespace, claim)).or_default() += 1;
+        if !pod.anti_affinity.is_empty() {
+            self.anti.insert(pod_identity(pod), (node, pod.clone()));
+        }
+        if !pod.volume_refs.is_empty() {
+            for claim in claims_of(pod) {
+                *self.claim_users.entry((pod.namespace, claim)).or_default() += 1;
+            }
         }
     }
 
-    fn unindex_pod(&mut self, pod: &Pod) {
-        index_remove(&mut self.pods, pod);
-        label_index_remove(&mut self.by_label, pod);
-        self.pod_count -= 1;
+    /// Removes `pod`, which was on `node`, from every index.
+    fn unindex_pod(&mut self, node: NodeId, pod: &Pod) {
+        self.names.remove(key_hash(pod.namespace, &pod.name), node);
+        if let Some(n) = self.namespace_pods.get_mut(&pod.namespace) {
+            *n -= 1;
+            if *n == 0 {
+                self.namespace_pods.remove(&pod.namespace);
+            }
+        }
+        if let Some(index) = self.selectors.get_mut() {
+            index.remove(pod);
+        }
         if !pod.anti_affinity.is_empty() {
-            index_remove(&mut self.anti, pod);
-            self.anti_count -= 1;
+            self.anti.remove(&pod_identity(pod));
         }
         for claim in claims_of(pod) {
             let key = (pod.namespace, claim);
@@ -815,9 +785,8 @@ impl ClusterSnapshot {
         }
     }
 
-    /// Appends `pod` to a live node and indexes it.
-    fn push_pod(&mut self, node: NodeId, pod: Arc<Pod>) {
-        self.index_pod(node, &pod);
+    /// Appends `pod` (indexed already) to a live node.
+    fn push(&mut self, node: NodeId, pod: Arc<Pod>) {
         if let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) {
             info.account(&pod);
             info.pods.push(pod);
@@ -843,7 +812,7 @@ impl ClusterSnapshot {
             .expect("take_pod on a live node");
         let pod = info.pods.remove(at);
         info.unaccount(&pod);
-        self.unindex_pod(&pod);
+        self.unindex_pod(node, &pod);
         pod
     }
 
@@ -929,6 +898,7 @@ mod tests {
         pods: Vec<(String, u32)>,
         anti: Vec<(String, u32)>,
         by_label: Vec<(Sym, Sym, Sym, String, u32)>,
+        by_namespace: Vec<(Sym, String, u32)>,
         free: Vec<u32>,
         len: usize,
         pod_count: usize,
@@ -936,20 +906,54 @@ mod tests {
         ns_labels: Vec<(Sym, Labels)>,
     }
 
-    fn flatten(index: &PodIndex) -> Vec<(String, u32)> {
-        let mut v: Vec<_> = index
-            .values()
-            .flat_map(|m| m.values().map(|(n, p)| (p.key(), n.0)))
-            .collect();
-        v.sort();
-        v
+    /// Label entries and namespace entries of a selector index.
+    type SelectorEntries = (Vec<(Sym, Sym, Sym, String, u32)>, Vec<(Sym, String, u32)>);
+
+    /// The selector index's entries: the maintained one if built, else a fresh one (without
+    /// building it, so that pictures never change what they look at).
+    fn selector_entries(s: &ClusterSnapshot) -> SelectorEntries {
+        let entries = |i: &SelectorIndex| (i.label_entries(), i.namespace_entries());
+        match s.selectors.get() {
+            Some(i) => entries(i),
+            None => entries(&SelectorIndex::of(s.all_pods())),
+        }
+    }
+
+    /// Checks every index against a scan of the nodes' pod lists.
+    fn check_indices(s: &ClusterSnapshot) {
+        let all: Vec<(NodeId, &Arc<Pod>)> = s.all_pods().collect();
+        assert_eq!(s.pod_count(), all.len(), "name index size");
+        let mut namespaces: FxHashMap<Sym, usize> = FxHashMap::default();
+        for &(n, p) in &all {
+            let (m, q) = s.pod(p.namespace, &p.name).expect("indexed by name");
+            assert!(m == n && Arc::ptr_eq(p, q), "{} found on its node", p.key());
+            *namespaces.entry(p.namespace).or_default() += 1;
+        }
+        assert_eq!(s.namespace_pods, namespaces);
+        let anti = all.iter().filter(|(_, p)| !p.anti_affinity.is_empty());
+        assert_eq!(s.anti.len(), anti.clone().count());
+        for (n, p) in anti {
+            assert_eq!(s.anti.get(&pod_identity(p)).map(|e| e.0), Some(*n));
+        }
+        if let Some(built) = s.selectors.get() {
+            let fresh = SelectorIndex::of(s.all_pods());
+            assert_eq!(built.label_entries(), fresh.label_entries());
+            assert_eq!(built.namespace_entries(), fresh.namespace_entries());
+        }
     }
 
     fn picture(s: &ClusterSnapshot) -> Picture {
+        check_indices(s);
         let mut by_name: Vec<_> = s.by_name.iter().map(|(k, v)| (*k, v.0)).collect();
         by_name.sort();
         let mut ns_labels: Vec<_> = s.ns_labels.iter().map(|(k, v)| (*k, v.clone())).collect();
         ns_labels.sort_by_key(|(k, _)| *k);
+        let sorted = |it: &mut dyn Iterator<Item = (NodeId, &Arc<Pod>)>| {
+            let mut v: Vec<(String, u32)> = it.map(|(n, p)| (p.key(), n.0)).collect();
+            v.sort();
+            v
+        };
+        let (by_label, by_namespace) = selector_entries(s);
         Picture {
             nodes: s
                 .nodes()
@@ -964,23 +968,14 @@ mod tests {
                 })
                 .collect(),
             by_name,
-            pods: flatten(&s.pods),
-            anti: flatten(&s.anti),
-            by_label: {
-                let mut v: Vec<_> = s
-                    .by_label
-                    .iter()
-                    .flat_map(|(&(ns, k, val), m)| {
-                        m.values().map(move |(n, p)| (ns, k, val, p.key(), n.0))
-                    })
-                    .collect();
-                v.sort();
-                v
-            },
+            pods: sorted(&mut s.all_pods()),
+            anti: sorted(&mut s.pods_with_anti_affinity()),
+            by_label,
+            by_namespace,
             free: s.free.clone(),
             len: s.len(),
-            pod_count: s.pod_count,
-            anti_count: s.anti_count,
+            pod_count: s.pod_count(),
+            anti_count: s.anti_affinity_pod_count(),
             ns_labels,
         }
     }
@@ -1029,19 +1024,16 @@ mod tests {
         assert_eq!(plain.changes_since(0).map(<[_]>::len), Some(44));
         assert!(bulk.changes_since(0).is_none());
         assert_eq!(bulk.changes_since(bulk.version()).map(<[_]>::len), Some(0));
-        assert!(bulk.hints.is_none() && !bulk.unjournaled);
+        assert!(!bulk.unjournaled);
     }
 
     #[test]
     fn after_a_bulk_load_changes_are_journaled_and_hinted_pods_fit_without_growing() {
         let mut s = loaded(4, 40, Some(2000));
-        let ns = Sym::new("default");
-        let cap = |s: &ClusterSnapshot| {
-            let label = s.by_label[&(ns, Sym::new("app"), Sym::new("1"))].capacity();
-            (s.pods[&ns].capacity(), label)
-        };
+        let cap = |s: &ClusterSnapshot| s.names.capacity();
         let before = cap(&s);
-        assert!(before.0 >= 2040 && before.1 >= 680, "{before:?}");
+        assert!(before >= 2040, "{before}");
+        assert!(s.selectors.get().is_none(), "no selector asked yet");
         let v = s.version();
         s.fork();
         for i in 40..2040 {
@@ -1392,6 +1384,8 @@ mod tests {
             Fork,
             Revert,
             Commit,
+            /// A selector query (builds the selector index of the lazy snapshot).
+            Select(u8),
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -1403,66 +1397,90 @@ mod tests {
                 2 => Just(Op::Fork),
                 1 => Just(Op::Revert),
                 1 => Just(Op::Commit),
+                1 => (0u8..3).prop_map(Op::Select),
             ]
         }
 
+        /// Applies `op` to `s`; returns what `revert` or `commit` returned.
+        fn apply(s: &mut ClusterSnapshot, op: &Op) -> Option<Result<(), SnapshotError>> {
+            match *op {
+                Op::AddNode(i) => {
+                    let _ = s.add_node(NodeBuilder::new(&format!("n{i}"), 1000, 1000).arc());
+                }
+                Op::RemoveNode(i) => {
+                    let _ = s.remove_node(NodeId(u32::from(i)));
+                }
+                Op::AddPod(p, n, anti) => {
+                    let mut b = PodBuilder::new(&format!("p{p}"), i64::from(p) + 1, 7)
+                        .host_port(u16::from(p % 3) + 1)
+                        .label("app", if p % 2 == 0 { "even" } else { "odd" });
+                    if p % 3 == 0 {
+                        b = b.label("tier", "x");
+                    }
+                    if anti {
+                        b = b.anti_affinity("a", "b", "h");
+                    }
+                    let _ = s.add_pod(b.arc(), NodeId(u32::from(n)));
+                }
+                Op::RemovePod(p) => {
+                    let name = format!("p{p}");
+                    if let Some((n, _)) = s.pod(Sym::new("default"), &name) {
+                        s.remove_pod(n, Sym::new("default"), &name).unwrap();
+                    }
+                }
+                Op::Fork => s.fork(),
+                Op::Revert => return Some(s.revert()),
+                Op::Commit => return Some(s.commit()),
+                Op::Select(i) => {
+                    let value = ["even", "odd", "x"][usize::from(i)];
+                    let key = if i == 2 { "tier" } else { "app" };
+                    let _ = s.pods_with_label_count(
+                        Sym::new("default"),
+                        Sym::new(key),
+                        Sym::new(value),
+                    );
+                }
+            }
+            None
+        }
+
         proptest! {
+            /// Random changes, forks, reverts and commits on two snapshots: `lazy` builds its
+            /// selector index only when an `Op::Select` asks, `eager` at every step. Both
+            /// always look the same, every index equals a scan of the pod lists (checked by
+            /// `picture`), and a revert restores the picture taken at its fork.
             #[test]
-            fn random_sequences_match_model(ops in proptest::collection::vec(op(), 1..80)) {
-                let mut s = ClusterSnapshot::new();
+            fn random_sequences_match_model_and_lazy_equals_eager(ops in proptest::collection::vec(op(), 1..80)) {
+                let mut lazy = ClusterSnapshot::new();
+                let mut eager = ClusterSnapshot::new();
                 // The model: a picture taken at every fork.
                 let mut saved: Vec<Picture> = Vec::new();
-                let mut version = s.version();
+                let mut version = lazy.version();
                 for op in ops {
-                    match op {
-                        Op::AddNode(i) => {
-                            let _ = s.add_node(NodeBuilder::new(&format!("n{i}"), 1000, 1000).arc());
-                        }
-                        Op::RemoveNode(i) => {
-                            let _ = s.remove_node(NodeId(u32::from(i)));
-                        }
-                        Op::AddPod(p, n, anti) => {
-                            let mut b = PodBuilder::new(&format!("p{p}"), i64::from(p) + 1, 7)
-                                .host_port(u16::from(p % 3) + 1)
-                                .label("app", if p % 2 == 0 { "even" } else { "odd" });
-                            if p % 3 == 0 {
-                                b = b.label("tier", "x");
-                            }
-                            if anti {
-                                b = b.anti_affinity("a", "b", "h");
-                            }
-                            let _ = s.add_pod(b.arc(), NodeId(u32::from(n)));
-                        }
-                        Op::RemovePod(p) => {
-                            let name = format!("p{p}");
-                            if let Some((n, _)) = s.pod(Sym::new("default"), &name) {
-                                s.remove_pod(n, Sym::new("default"), &name).unwrap();
-                            }
-                        }
-                        Op::Fork => {
-                            saved.push(picture(&s));
-                            s.fork();
-                        }
-                        Op::Revert => {
-                            let r = s.revert();
-                            match saved.pop() {
-                                Some(p) => {
-                                    prop_assert!(r.is_ok());
-                                    prop_assert_eq!(picture(&s), p);
-                                }
-                                None => prop_assert_eq!(r, Err(SnapshotError::NoFork)),
-                            }
-                        }
-                        Op::Commit => {
-                            let r = s.commit();
-                            prop_assert_eq!(r.is_ok(), saved.pop().is_some());
-                        }
+                    if matches!(op, Op::Fork) {
+                        saved.push(picture(&lazy));
                     }
-                    prop_assert!(s.version() >= version);
-                    version = s.version();
-                    prop_assert_eq!(s.depth(), saved.len());
-                    // The label index always equals a recomputation.
-                    let mut want: Vec<_> = s
+                    let r = apply(&mut lazy, &op);
+                    prop_assert_eq!(&apply(&mut eager, &op), &r);
+                    match (&op, r) {
+                        (Op::Revert, Some(r)) => match saved.pop() {
+                            Some(p) => {
+                                prop_assert!(r.is_ok());
+                                prop_assert_eq!(picture(&lazy), p);
+                            }
+                            None => prop_assert_eq!(r, Err(SnapshotError::NoFork)),
+                        },
+                        (Op::Commit, Some(r)) => prop_assert_eq!(r.is_ok(), saved.pop().is_some()),
+                        _ => {}
+                    }
+                    prop_assert!(lazy.version() >= version);
+                    version = lazy.version();
+                    prop_assert_eq!(lazy.depth(), saved.len());
+                    // The eager snapshot answers a selector query at every step.
+                    let _ = eager.pods_with_label_count(Sym::new("default"), Sym::new("app"), Sym::new("odd"));
+                    prop_assert_eq!(picture(&lazy), picture(&eager));
+                    // The selector queries equal a recomputation.
+                    let mut want: Vec<_> = lazy
                         .all_pods()
                         .flat_map(|(n, p)| {
                             p.labels
@@ -1471,14 +1489,18 @@ mod tests {
                         })
                         .collect();
                     want.sort();
-                    prop_assert_eq!(&picture(&s).by_label, &want);
+                    prop_assert_eq!(&picture(&eager).by_label, &want);
                     for &(ns, k, v, _, _) in &want {
                         let n = want.iter().filter(|w| (w.0, w.1, w.2) == (ns, k, v)).count();
-                        prop_assert_eq!(s.pods_with_label_count(ns, k, v), n);
-                        prop_assert_eq!(s.pods_with_label(ns, k, v).count(), n);
+                        prop_assert_eq!(eager.pods_with_label_count(ns, k, v), n);
+                        prop_assert_eq!(eager.pods_with_label(ns, k, v).count(), n);
                     }
+                    prop_assert_eq!(
+                        eager.pods_in_namespace(Sym::new("default")).count(),
+                        eager.pods_in_namespace_count(Sym::new("default"))
+                    );
                     // Sums always equal a recomputation.
-                    for (_, n) in s.nodes() {
+                    for (_, n) in lazy.nodes() {
                         let mut r = Resources::default();
                         for p in &n.pods {
                             r.add(&p.requests);
@@ -1487,8 +1509,8 @@ mod tests {
                     }
                 }
                 while let Some(p) = saved.pop() {
-                    s.revert().unwrap();
-                    prop_assert_eq!(picture(&s), p);
+                    lazy.revert().unwrap();
+                    prop_assert_eq!(picture(&lazy), p);
                 }
             }
         }
