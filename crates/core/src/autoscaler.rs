@@ -189,15 +189,23 @@ pub fn decide_scale_up_with_upcoming(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
-    let mut timer = Timer::off();
-    decide_scale_up_timed(
-        snapshot, view, config, now_ms, blocked, upcoming, rng, budget, &mut timer,
-    )
+    // Upcoming nodes and pending placements are simulated on a fork that is never kept.
+    snapshot.forked(|snapshot| {
+        let mut timer = Timer::off();
+        let (up, _) = scale_up_on_fork(
+            snapshot, view, config, now_ms, blocked, upcoming, rng, budget, &mut timer,
+        );
+        up
+    })
 }
 
-/// [`decide_scale_up_with_upcoming`], timing its `filterOutSchedulable` and `scaleUp` phases.
+/// The scale-up decision on a fork the caller opened and reverts: upcoming nodes are added to
+/// it and the pending pods that fit existing or upcoming nodes are left placed there (the
+/// scale-up proper runs on a fork of its own). The flag says whether no upcoming node was
+/// added: then the fork holds exactly what scale-down must see (the view's nodes, nominated
+/// pods on their nodes, the pods that fit placed where placing them again would put them).
 #[allow(clippy::too_many_arguments)]
-fn decide_scale_up_timed(
+fn scale_up_on_fork(
     snapshot: &mut ClusterSnapshot,
     view: &ClusterView<'_>,
     config: &ScaleUpConfig,
@@ -207,9 +215,8 @@ fn decide_scale_up_timed(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
     timer: &mut Timer<'_>,
-) -> ScaleUpDecision {
-    // Upcoming nodes and pending placements are simulated on a fork that is never kept.
-    snapshot.forked(|snapshot| {
+) -> (ScaleUpDecision, bool) {
+    {
         let mut decision = ScaleUpDecision::default();
         let groups = view.provider.node_groups();
         let members = GroupMembers::of(view, groups.len(), now_ms, &config.template.taints);
@@ -224,6 +231,7 @@ fn decide_scale_up_timed(
                 None => group.target_size.saturating_sub(members.started[g]),
             })
             .collect();
+        let nodes = snapshot.len();
         add_upcoming_nodes(
             snapshot,
             view,
@@ -232,6 +240,7 @@ fn decide_scale_up_timed(
             &mut totals,
             &mut decision,
         );
+        let view_nodes_only = snapshot.len() == nodes;
 
         let filter_start = timer.start();
         let exists = |n: Sym| snapshot.node_id(n).is_some();
@@ -261,10 +270,11 @@ fn decide_scale_up_timed(
             expander: &config.expander,
         };
         let scale_up_start = timer.start();
-        decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
+        decision.result =
+            snapshot.forked(|snapshot| scale_up(snapshot, input, &config.scale_up, rng, budget));
         timer.stop(Phase::ScaleUp, scale_up_start);
-        decision
-    })
+        (decision, view_nodes_only)
+    }
 }
 
 /// A phase of one loop, named as upstream labels `function_duration_seconds{function}`.
@@ -467,6 +477,9 @@ pub struct Autoscaler {
     rng: ChaCha8Rng,
     /// The scheduling snapshot of the last loop's view, updated instead of rebuilt.
     cache: SnapshotCache,
+    /// Whether scale-down plans on the scale-up filter's placements when they are what it
+    /// needs (always, but in the test comparing them with placing the pods again).
+    reuse_placements: bool,
 }
 
 /// Whether `pod` belongs in the scheduling snapshot: bound to a node and not terminal.
@@ -512,6 +525,30 @@ impl Clone for SnapshotCache {
 }
 
 impl SnapshotCache {
+    /// Reverts every fork above `depth`: every change a loop made was on forks, so the snapshot
+    /// is the view's again (or, should a fork be missing, is rebuilt next loop).
+    fn close_forks(&mut self, depth: usize) {
+        while self.snapshot.depth() > depth {
+            let _ = self.snapshot.revert();
+        }
+        debug_assert_eq!(self.snapshot.depth(), 0);
+        if self.snapshot.depth() != 0 {
+            self.valid = false;
+        }
+    }
+
+    /// Replaces the scale-up's fork (above `depth`) with one holding what scale-down must see:
+    /// the pending pods that fit existing nodes placed there and pods waiting for a preemption
+    /// on their nominated node, but none of the upcoming nodes the scale-up counted.
+    fn place_again(&mut self, depth: usize, up: &ScaleUpDecision) {
+        while self.snapshot.depth() > depth {
+            let _ = self.snapshot.revert();
+        }
+        self.snapshot.fork();
+        pending::place_nominated(&mut self.snapshot, &up.set_aside);
+        let _ = pending::place_on_existing(&mut self.snapshot, up.fit_existing.clone());
+    }
+
     /// Brings the snapshot to `view`, incrementally when the last view's snapshot is kept,
     /// afresh otherwise.
     fn sync(&mut self, view: &ClusterView<'_>, warnings: &mut Vec<String>) {
@@ -700,6 +737,7 @@ impl Autoscaler {
             scale_down: ScaleDownState::default(),
             rng,
             cache: SnapshotCache::default(),
+            reuse_placements: true,
         }
     }
 
@@ -809,18 +847,32 @@ impl Autoscaler {
                 ..LoopOutcome::default()
             };
         }
-        let up = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
+        // Scale-up and scale-down share one fork of the kept snapshot: the pending pods the
+        // scale-up filter placed stay placed for scale-down, which must see them there.
+        let mut warnings = Vec::new();
+        self.cache.sync(view, &mut warnings);
+        let depth = self.cache.snapshot.depth();
+        self.cache.snapshot.fork();
+        let (up, placed) = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
+        let up = ScaleUpDecision {
+            warnings: [warnings, up.warnings].concat(),
+            ..up
+        };
         self.record_scale_up(&up.result, now_ms, &mut events);
         let down_start = timer.start();
+        if !(placed && self.reuse_placements) {
+            self.cache.place_again(depth, &up);
+        }
         let down = self.decide_scale_down(
             view,
             controllers,
             in_flight,
-            (&status, &up),
+            &status,
             now_ms,
             budget,
             &mut timer,
         );
+        self.cache.close_forks(depth);
         timer.stop(Phase::ScaleDown, down_start);
         actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
@@ -836,8 +888,10 @@ impl Autoscaler {
         }
     }
 
-    /// The loop's scale-up decision on the kept snapshot, for the view's unbound pods, counting
-    /// the upcoming nodes of `status` and skipping its blocked groups.
+    /// The loop's scale-up decision on a fork of the kept snapshot (synced with the view), for
+    /// the view's unbound pods, counting the upcoming nodes of `status` and skipping its
+    /// blocked groups. The fork is left open with the pending pods that fit placed; the flag
+    /// says whether it holds only the view's nodes (see [`scale_up_on_fork`]).
     fn decide_scale_up(
         &mut self,
         view: &ClusterView<'_>,
@@ -845,9 +899,7 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
         timer: &mut Timer<'_>,
-    ) -> ScaleUpDecision {
-        let mut warnings = Vec::new();
-        self.cache.sync(view, &mut warnings);
+    ) -> (ScaleUpDecision, bool) {
         // Only pods outside the snapshot (not bound) can be pending: the scale-up reads those.
         let pending_view = ClusterView {
             pods: &self.cache.outside,
@@ -856,7 +908,7 @@ impl Autoscaler {
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
-        let mut up = decide_scale_up_timed(
+        scale_up_on_fork(
             &mut self.cache.snapshot,
             &pending_view,
             &self.options.scale_up,
@@ -866,10 +918,7 @@ impl Autoscaler {
             &mut self.rng,
             budget,
             timer,
-        );
-        warnings.append(&mut up.warnings);
-        up.warnings = warnings;
-        up
+        )
     }
 
     /// Remembers the scale-ups decided (they hold scale-down and count as upcoming) and
@@ -894,15 +943,16 @@ impl Autoscaler {
         }
     }
 
-    /// The loop's scale-down plan on a fork of the kept snapshot, with the pending pods that
-    /// fit existing nodes placed there, leaving the nodes of unhealthy groups alone.
+    /// The loop's scale-down plan on the open fork of the kept snapshot, which holds the
+    /// pending pods that fit existing nodes placed there (and nothing else), leaving the nodes
+    /// of unhealthy groups alone.
     #[allow(clippy::too_many_arguments)]
     fn decide_scale_down(
         &mut self,
         view: &ClusterView<'_>,
         controllers: &dyn ControllerLookup,
         in_flight: InFlight,
-        (status, up): (&ClusterStatus, &ScaleUpDecision),
+        status: &ClusterStatus,
         now_ms: i64,
         budget: &mut dyn Budget,
         timer: &mut Timer<'_>,
@@ -932,24 +982,17 @@ impl Autoscaler {
             totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
             in_flight,
         };
-        let snapshot = &mut self.cache.snapshot;
-        let (scale_down, options) = (&mut self.scale_down, &self.options.scale_down);
-        let down = snapshot.forked(|snapshot| {
-            // Pending pods that fit existing nodes will land there, and pods waiting for a
-            // preemption on their nominated node: scale-down must see them placed.
-            pending::place_nominated(snapshot, &up.set_aside);
-            let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
-            let start = timer.start();
-            let plan = plan_scale_down(snapshot, scale_down, input, options, now_ms, budget);
-            timer.stop(Phase::FindUnneeded, start);
-            plan
-        });
-        // Every change above was made on forks and reverted: the snapshot is the view's again.
-        debug_assert_eq!(snapshot.depth(), 0);
-        if snapshot.depth() != 0 {
-            self.cache.valid = false;
-        }
-        down
+        let start = timer.start();
+        let plan = plan_scale_down(
+            &mut self.cache.snapshot,
+            &mut self.scale_down,
+            input,
+            &self.options.scale_down,
+            now_ms,
+            budget,
+        );
+        timer.stop(Phase::FindUnneeded, start);
+        plan
     }
 }
 
@@ -1984,6 +2027,133 @@ mod state_tests {
         let grown = increases(&out);
         assert_eq!(grown.len(), 1);
         assert_ne!(grown[0].0, x);
+    }
+
+    /// Eight 4-CPU nodes in two zones, some nearly idle (scale-down candidates), and pending
+    /// pods that fit them: plain ones of two priorities, some spread over the zones, some
+    /// keeping apart by host, one waiting for a preemption on its nominated node, one too big.
+    fn placements_cluster() -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider) {
+        let nodes: Vec<Arc<Node>> = (0..8)
+            .map(|i| {
+                let name = format!("n{i}");
+                NodeBuilder::new(&name, 4000, 16 * GI)
+                    .with_provider_id(&format!("test:///{name}"))
+                    .zone(if i % 2 == 0 { "a" } else { "b" })
+                    .arc()
+            })
+            .collect();
+        let p = StaticProvider::new(vec![group("g", &nodes)]);
+        let mut pods: Vec<Arc<Pod>> = [3500, 300, 3000, 200, 500, 3900, 100, 1000]
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| busy(&format!("n{i}"), cpu))
+            .collect();
+        for i in 0..6 {
+            let b = PodBuilder::new(&format!("plain-{i}"), 600, GI)
+                .owner("ReplicaSet", "plain")
+                .priority(if i % 3 == 0 { 10 } else { 0 });
+            pods.push(b.unschedulable().arc());
+        }
+        for i in 0..4 {
+            let b = PodBuilder::new(&format!("spread-{i}"), 400, GI)
+                .owner("ReplicaSet", "spread")
+                .label("app", "spread")
+                .spread("app", "spread", "topology.kubernetes.io/zone", 1, None);
+            pods.push(b.unschedulable().arc());
+        }
+        for i in 0..3 {
+            let b = PodBuilder::new(&format!("apart-{i}"), 300, GI)
+                .owner("ReplicaSet", "apart")
+                .label("app", "apart")
+                .anti_affinity("app", "apart", HOSTNAME_LABEL);
+            pods.push(b.unschedulable().arc());
+        }
+        let nominated = PodBuilder::new("nominated", 2000, GI)
+            .owner("ReplicaSet", "nominated")
+            .with(|p| p.nominated_node_name = Some(Sym::new("n3")));
+        pods.push(nominated.unschedulable().arc());
+        pods.push(
+            PodBuilder::new("huge", 8000, GI)
+                .owner("ReplicaSet", "huge")
+                .unschedulable()
+                .arc(),
+        );
+        (nodes, pods, p)
+    }
+
+    /// Scale-down plans on the pods the scale-up filter placed (no upcoming node: the fork is
+    /// reused) exactly as on the same pods placed again, over loops that find nodes unneeded
+    /// and then delete them; and those placements matter (without the pending pods the plan
+    /// differs).
+    #[test]
+    fn reused_placements_give_the_same_scale_down_plan_as_placing_again() {
+        let (nodes, pods, p) = placements_cluster();
+        let mut options = AutoscalerOptions::default();
+        options.scale_down.delay_after_add = std::time::Duration::ZERO;
+        let mut reusing = Autoscaler::new(options.clone());
+        let mut placing = Autoscaler::new(options.clone());
+        placing.reuse_placements = false;
+        let mut without_pending = Autoscaler::new(options);
+        let bound: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| p.node_name.is_some())
+            .cloned()
+            .collect();
+        for step in 0..3 {
+            let now = T0 + step * 11 * MIN;
+            let a = run(&mut reusing, &nodes, &pods, &p, now);
+            let b = run(&mut placing, &nodes, &pods, &p, now);
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "step {step}");
+            // Every pending pod fits but the huge one and the nominated one (set aside).
+            assert_eq!(a.scale_up.fit_existing.len(), 13, "step {step}");
+            let c = run(&mut without_pending, &nodes, &bound, &p, now);
+            assert_ne!(
+                format!("{:?}", a.scale_down),
+                format!("{:?}", c.scale_down),
+                "step {step}"
+            );
+            if step > 0 {
+                assert!(!a.scale_down.deletions.is_empty(), "step {step}");
+            }
+        }
+    }
+
+    /// The scale-up's fork holds only the view's nodes when no node is upcoming, and upcoming
+    /// nodes as well when one is: then scale-down must not plan on it.
+    #[test]
+    fn the_scale_up_fork_is_reusable_only_without_upcoming_nodes() {
+        let (nodes, pods, p) = placements_cluster();
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+            storage: Storage::none(),
+        };
+        let mut warnings = Vec::new();
+        let mut snapshot = build_snapshot(&view, &mut warnings);
+        let config = ScaleUpConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for (upcoming, reusable) in [([0], true), ([2], false)] {
+            let (up, placed) = snapshot.forked(|s| {
+                scale_up_on_fork(
+                    s,
+                    &view,
+                    &config,
+                    T0,
+                    &|_, _| None,
+                    Some(&upcoming),
+                    &mut rng,
+                    &mut Unlimited,
+                    &mut Timer::off(),
+                )
+            });
+            assert_eq!(placed, reusable, "upcoming {upcoming:?}");
+            assert_eq!(up.upcoming, upcoming);
+        }
+        assert_eq!(snapshot.depth(), 0);
     }
 
     /// Nodes in snapshot order with their pods in order, sums and ports; namespace labels.
