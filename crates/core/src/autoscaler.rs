@@ -189,15 +189,23 @@ pub fn decide_scale_up_with_upcoming(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpDecision {
-    let mut timer = Timer::off();
-    decide_scale_up_timed(
-        snapshot, view, config, now_ms, blocked, upcoming, rng, budget, &mut timer,
-    )
+    // Upcoming nodes and pending placements are simulated on a fork that is never kept.
+    snapshot.forked(|snapshot| {
+        let mut timer = Timer::off();
+        let (up, _) = scale_up_on_fork(
+            snapshot, view, config, now_ms, blocked, upcoming, rng, budget, &mut timer,
+        );
+        up
+    })
 }
 
-/// [`decide_scale_up_with_upcoming`], timing its `filterOutSchedulable` and `scaleUp` phases.
+/// The scale-up decision on a fork the caller opened and reverts: upcoming nodes are added to
+/// it and the pending pods that fit existing or upcoming nodes are left placed there (the
+/// scale-up proper runs on a fork of its own). The flag says whether no upcoming node was
+/// added: then the fork holds exactly what scale-down must see (the view's nodes, nominated
+/// pods on their nodes, the pods that fit placed where placing them again would put them).
 #[allow(clippy::too_many_arguments)]
-fn decide_scale_up_timed(
+fn scale_up_on_fork(
     snapshot: &mut ClusterSnapshot,
     view: &ClusterView<'_>,
     config: &ScaleUpConfig,
@@ -207,9 +215,8 @@ fn decide_scale_up_timed(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
     timer: &mut Timer<'_>,
-) -> ScaleUpDecision {
-    // Upcoming nodes and pending placements are simulated on a fork that is never kept.
-    snapshot.forked(|snapshot| {
+) -> (ScaleUpDecision, bool) {
+    {
         let mut decision = ScaleUpDecision::default();
         let groups = view.provider.node_groups();
         let members = GroupMembers::of(view, groups.len(), now_ms, &config.template.taints);
@@ -224,6 +231,7 @@ fn decide_scale_up_timed(
                 None => group.target_size.saturating_sub(members.started[g]),
             })
             .collect();
+        let nodes = snapshot.len();
         add_upcoming_nodes(
             snapshot,
             view,
@@ -232,6 +240,7 @@ fn decide_scale_up_timed(
             &mut totals,
             &mut decision,
         );
+        let view_nodes_only = snapshot.len() == nodes;
 
         let filter_start = timer.start();
         let exists = |n: Sym| snapshot.node_id(n).is_some();
@@ -261,10 +270,11 @@ fn decide_scale_up_timed(
             expander: &config.expander,
         };
         let scale_up_start = timer.start();
-        decision.result = scale_up(snapshot, input, &config.scale_up, rng, budget);
+        decision.result =
+            snapshot.forked(|snapshot| scale_up(snapshot, input, &config.scale_up, rng, budget));
         timer.stop(Phase::ScaleUp, scale_up_start);
-        decision
-    })
+        (decision, view_nodes_only)
+    }
 }
 
 /// A phase of one loop, named as upstream labels `function_duration_seconds{function}`.
@@ -467,6 +477,9 @@ pub struct Autoscaler {
     rng: ChaCha8Rng,
     /// The scheduling snapshot of the last loop's view, updated instead of rebuilt.
     cache: SnapshotCache,
+    /// Whether scale-down plans on the scale-up filter's placements when they are what it
+    /// needs (always, but in the test comparing them with placing the pods again).
+    reuse_placements: bool,
 }
 
 /// Whether `pod` belongs in the scheduling snapshot: bound to a node and not terminal.
@@ -485,6 +498,10 @@ fn addr<T>(a: &Arc<T>) -> usize {
 /// node and pod order is set to the view's, so that it equals what [`build_snapshot`] would
 /// build (same nodes in the same order, same pods per node in the same order, same namespace
 /// labels). A view that [`build_snapshot`] would warn about is always built afresh.
+///
+/// Pods are matched by walking the last view's list and the new one side by side: lists that
+/// keep their order between loops (an informer's, sorted by name; a list that only appends)
+/// cost one pointer comparison per kept pod, without touching the pod or hashing anything.
 #[derive(Debug, Default)]
 struct SnapshotCache {
     snapshot: ClusterSnapshot,
@@ -492,9 +509,11 @@ struct SnapshotCache {
     valid: bool,
     /// Nodes in the snapshot by address: the node, its id and the generation last seen.
     nodes: FxHashMap<usize, (Arc<Node>, NodeId, u64)>,
-    /// Pods in the snapshot by address: the pod, its node, the generation last seen and its
-    /// position in that view.
-    pods: FxHashMap<usize, (Arc<Pod>, NodeId, u64, usize)>,
+    /// The pods in the snapshot, in the last view's order, by address with their node. The
+    /// snapshot holds every one of them (their addresses cannot be reused while they are
+    /// listed), and every pod of a new view existed before it was read, so a pod of the new
+    /// view at a listed address is that very pod.
+    pods: Vec<(usize, NodeId)>,
     /// The namespace labels set in the snapshot.
     namespaces: Vec<NamespaceLabels>,
     /// The view's pods that are not in the snapshot (unbound or terminal), in view order: the
@@ -511,7 +530,42 @@ impl Clone for SnapshotCache {
     }
 }
 
+/// What walking the last view's pods beside the new view's found.
+#[derive(Default)]
+struct PodChanges {
+    /// Listed pods not in the new view (or not matched in order), by address and node.
+    gone: Vec<(usize, NodeId)>,
+    /// The new view's pods to add, by position in the view, with their node.
+    added: Vec<(usize, NodeId)>,
+    /// Per node id, the position in the view of its last kept pod.
+    last_kept: Vec<Option<usize>>,
+}
+
 impl SnapshotCache {
+    /// Reverts every fork above `depth`: every change a loop made was on forks, so the snapshot
+    /// is the view's again (or, should a fork be missing, is rebuilt next loop).
+    fn close_forks(&mut self, depth: usize) {
+        while self.snapshot.depth() > depth {
+            let _ = self.snapshot.revert();
+        }
+        debug_assert_eq!(self.snapshot.depth(), 0);
+        if self.snapshot.depth() != 0 {
+            self.valid = false;
+        }
+    }
+
+    /// Replaces the scale-up's fork (above `depth`) with one holding what scale-down must see:
+    /// the pending pods that fit existing nodes placed there and pods waiting for a preemption
+    /// on their nominated node, but none of the upcoming nodes the scale-up counted.
+    fn place_again(&mut self, depth: usize, up: &ScaleUpDecision) {
+        while self.snapshot.depth() > depth {
+            let _ = self.snapshot.revert();
+        }
+        self.snapshot.fork();
+        pending::place_nominated(&mut self.snapshot, &up.set_aside);
+        let _ = pending::place_on_existing(&mut self.snapshot, up.fit_existing.clone());
+    }
+
     /// Brings the snapshot to `view`, incrementally when the last view's snapshot is kept,
     /// afresh otherwise.
     fn sync(&mut self, view: &ClusterView<'_>, warnings: &mut Vec<String>) {
@@ -524,15 +578,12 @@ impl SnapshotCache {
     fn rebuild(&mut self, view: &ClusterView<'_>, warnings: &mut Vec<String>) {
         let before = warnings.len();
         let g = self.generation;
-        let mut pods = FxHashMap::default();
-        pods.reserve(view.pods.len());
+        let mut pods = Vec::with_capacity(view.pods.len());
         let mut outside = Vec::new();
         let snapshot = build_snapshot_with(
             view,
             warnings,
-            |i, p, id| {
-                pods.insert(addr(p), (p.clone(), id, g, i));
-            },
+            |_, p, id| pods.push((addr(p), id)),
             |p| outside.push(p.clone()),
         );
         *self = SnapshotCache {
@@ -561,8 +612,8 @@ impl SnapshotCache {
     fn update(&mut self, view: &ClusterView<'_>) -> Option<()> {
         self.generation += 1;
         let g = self.generation;
-        self.update_nodes(view, g)?;
-        let unordered = self.update_pods(view, g)?;
+        let removed = self.update_nodes(view, g)?;
+        let unordered = self.update_pods(view, &removed)?;
         if self.namespaces != view.namespaces {
             self.namespaces = view.namespaces.to_vec();
             self.snapshot.set_namespace_labels(self.namespaces.clone());
@@ -572,8 +623,9 @@ impl SnapshotCache {
     }
 
     /// Keeps the view's unchanged nodes (marked with generation `g`), removes changed and
-    /// removed ones with their pods, and adds new ones.
-    fn update_nodes(&mut self, view: &ClusterView<'_>, g: u64) -> Option<()> {
+    /// removed ones with their pods, and adds new ones. Returns, per node id, whether the node
+    /// that had it was removed (its listed pods went with it, whatever node has the id now).
+    fn update_nodes(&mut self, view: &ClusterView<'_>, g: u64) -> Option<Vec<bool>> {
         let mut new_nodes = Vec::new();
         for n in view.nodes {
             match self.nodes.get_mut(&addr(n)) {
@@ -582,6 +634,8 @@ impl SnapshotCache {
                 None => new_nodes.push(n),
             }
         }
+        let slots = self.nodes.values().map(|e| e.1.0 as usize + 1).max();
+        let mut removed = vec![false; slots.unwrap_or(0)];
         if new_nodes.len() + self.nodes.len() != view.nodes.len() {
             let gone: Vec<usize> = self
                 .nodes
@@ -591,9 +645,7 @@ impl SnapshotCache {
                 .collect();
             for k in gone {
                 let (_, id, _) = self.nodes.remove(&k)?;
-                for p in &self.snapshot.node(id)?.pods {
-                    self.pods.remove(&addr(p));
-                }
+                *removed.get_mut(id.0 as usize)? = true;
                 self.snapshot.remove_node(id).ok()?;
             }
         }
@@ -601,69 +653,102 @@ impl SnapshotCache {
             let id = self.snapshot.add_node(n.clone()).ok()?;
             self.nodes.insert(addr(n), (n.clone(), id, g));
         }
-
-        Some(())
+        Some(removed)
     }
 
-    /// Keeps the view's unchanged pods (marked with generation `g`), removes the others and
-    /// adds new ones; collects the unbound ones in `outside`. Returns, per node id, whether its
-    /// pods may be out of view order.
-    fn update_pods(&mut self, view: &ClusterView<'_>, g: u64) -> Option<Vec<bool>> {
-        // Pods: removed ones first (a replaced pod keeps its name), then new ones. Each node's
-        // pods are in view order after every update; kept pods keep it while their relative
-        // order in the view is unchanged (ranks increasing), and new pods appended to a node
-        // keep it when they come after all its kept pods in the view.
-        let slots = self.nodes.values().map(|e| e.1.0 as usize + 1).max();
-        let mut last_kept: Vec<Option<usize>> = vec![None; slots.unwrap_or(0)];
-        let mut new_pods = Vec::new();
-        let mut kept = 0usize;
-        let mut last_rank = None;
-        let mut reordered = false;
-        self.outside.clear();
-        for (i, p) in view.pods.iter().enumerate() {
-            // A kept pod is the same object, so still in the snapshot: its own memory is not
-            // read at all.
-            match self.pods.get_mut(&addr(p)) {
-                None if !in_snapshot(p) => self.outside.push(p.clone()),
-                Some(e) if e.2 != g => {
-                    e.2 = g;
-                    kept += 1;
-                    reordered |= last_rank.is_some_and(|r| e.3 <= r);
-                    last_rank = Some(e.3);
-                    e.3 = i;
-                    *last_kept.get_mut(e.1.0 as usize)? = Some(i);
-                }
-                Some(_) => return None,
-                None => new_pods.push((i, p)),
-            }
+    /// Keeps the view's unchanged pods, removes the others and adds new ones; collects the
+    /// unbound ones in `outside`. Returns, per node id, whether its pods may be out of view
+    /// order.
+    fn update_pods(&mut self, view: &ClusterView<'_>, removed: &[bool]) -> Option<Vec<bool>> {
+        // Removed ones first (a replaced pod keeps its name), then new ones. Kept pods keep
+        // their relative order (they are matched in order), so each node's pods stay in view
+        // order unless a pod added to it comes before one of its kept pods in the view.
+        let changes = self.match_pods(view, removed)?;
+        for (a, id) in changes.gone {
+            let info = self.snapshot.node(id)?;
+            let pod = info.pods.iter().find(|p| addr(p) == a)?;
+            let (namespace, name) = (pod.namespace, pod.name.clone());
+            self.snapshot.remove_pod(id, namespace, &name).ok()?;
         }
-        if kept != self.pods.len() {
-            let gone: Vec<usize> = self
-                .pods
-                .iter()
-                .filter(|(_, e)| e.2 != g)
-                .map(|(k, _)| *k)
-                .collect();
-            for k in gone {
-                let (p, id, _, _) = self.pods.remove(&k)?;
-                self.snapshot.remove_pod(id, p.namespace, &p.name).ok()?;
-            }
-        }
-        let mut unordered = vec![reordered; last_kept.len()];
-        for (i, p) in new_pods {
-            let id = self.snapshot.node_id(p.node_name?)?;
-            self.snapshot.add_pod(p.clone(), id).ok()?;
-            self.pods.insert(addr(p), (p.clone(), id, g, i));
-            if last_kept
-                .get(id.0 as usize)
-                .copied()
-                .flatten()
-                .is_some_and(|k| k > i)
-            {
-                unordered[id.0 as usize] = true;
+        let mut unordered = vec![
+            false;
+            self.snapshot
+                .node_ids()
+                .map(|id| id.0 as usize + 1)
+                .max()
+                .unwrap_or(0)
+        ];
+        for (i, id) in changes.added {
+            self.snapshot.add_pod(view.pods[i].clone(), id).ok()?;
+            let later_kept = changes.last_kept.get(id.0 as usize).copied().flatten();
+            if later_kept.is_some_and(|k| k > i) {
+                *unordered.get_mut(id.0 as usize)? = true;
             }
         }
         Some(unordered)
+    }
+
+    /// Walks the listed pods beside `view`'s, matching the same objects in order: listed pods
+    /// left unmatched are gone, the view's pods left unmatched are added (a pod seen out of
+    /// order is removed and added again). Rebuilds `pods` and `outside` for `view`.
+    fn match_pods(&mut self, view: &ClusterView<'_>, removed: &[bool]) -> Option<PodChanges> {
+        let old = std::mem::take(&mut self.pods);
+        let mut changes = PodChanges {
+            last_kept: vec![None; removed.len()],
+            ..PodChanges::default()
+        };
+        let dead = |e: &(usize, NodeId)| removed.get(e.1.0 as usize).copied().unwrap_or(true);
+        let mut pods = Vec::with_capacity(old.len());
+        // Pods looked at beyond the walk to find a pod listed further on; past a few times the
+        // list, the order changed too much to walk, and a rebuild is cheaper.
+        let mut searched = 0usize;
+        let mut j = 0usize;
+        self.outside.clear();
+        for (i, p) in view.pods.iter().enumerate() {
+            while old.get(j).is_some_and(dead) {
+                j += 1;
+            }
+            let a = addr(p);
+            let at = if old.get(j).is_some_and(|e| e.0 == a) {
+                Some(j)
+            } else if !in_snapshot(p) {
+                self.outside.push(p.clone());
+                continue;
+            } else if self
+                .snapshot
+                .pod(p.namespace, &p.name)
+                .is_some_and(|(_, q)| Arc::ptr_eq(q, p))
+            {
+                // Listed, not next: further on (listed pods before it are gone), or passed
+                // over as gone already.
+                let ahead = old[j..].iter().position(|e| e.0 == a && !dead(e));
+                searched += ahead.unwrap_or(old.len() - j);
+                if searched > 4 * old.len() + 1024 {
+                    return None;
+                }
+                ahead.map(|k| j + k)
+            } else {
+                None
+            };
+            match at {
+                Some(k) => {
+                    let e = old[k];
+                    let gone = old[j..k].iter().filter(|e| !dead(e));
+                    changes.gone.extend(gone);
+                    j = k + 1;
+                    *changes.last_kept.get_mut(e.1.0 as usize)? = Some(i);
+                    pods.push(e);
+                }
+                None => {
+                    let id = self.snapshot.node_id(p.node_name?)?;
+                    changes.added.push((i, id));
+                    pods.push((a, id));
+                }
+            }
+        }
+        changes.gone.extend(old[j..].iter().filter(|e| !dead(e)));
+        self.pods = pods;
+        Some(changes)
     }
 
     /// Puts the nodes in view order, and the pods of each node marked `unordered` too.
@@ -677,12 +762,20 @@ impl SnapshotCache {
         if !self.snapshot.node_ids().eq(ids.iter().copied()) {
             self.snapshot.set_node_order(ids).ok()?;
         }
+        if !unordered.contains(&true) {
+            return Some(());
+        }
+        // Each pod's rank in the list, for the nodes to sort only.
+        let is_unordered = |id: NodeId| unordered.get(id.0 as usize).copied().unwrap_or(false);
+        let ranks: FxHashMap<usize, usize> = (self.pods.iter().enumerate())
+            .filter(|(_, e)| is_unordered(e.1))
+            .map(|(r, e)| (e.0, r))
+            .collect();
         for (i, _) in unordered.iter().enumerate().filter(|(_, u)| **u) {
             let id = NodeId(i as u32);
             if self.snapshot.node(id).is_some() {
-                let pods = &self.pods;
                 self.snapshot
-                    .sort_pods_by_key(id, |p| pods.get(&addr(p)).map(|e| e.3))
+                    .sort_pods_by_key(id, |p| ranks.get(&addr(p)).copied())
                     .ok()?;
             }
         }
@@ -700,6 +793,7 @@ impl Autoscaler {
             scale_down: ScaleDownState::default(),
             rng,
             cache: SnapshotCache::default(),
+            reuse_placements: true,
         }
     }
 
@@ -809,18 +903,32 @@ impl Autoscaler {
                 ..LoopOutcome::default()
             };
         }
-        let up = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
+        // Scale-up and scale-down share one fork of the kept snapshot: the pending pods the
+        // scale-up filter placed stay placed for scale-down, which must see them there.
+        let mut warnings = Vec::new();
+        self.cache.sync(view, &mut warnings);
+        let depth = self.cache.snapshot.depth();
+        self.cache.snapshot.fork();
+        let (up, placed) = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
+        let up = ScaleUpDecision {
+            warnings: [warnings, up.warnings].concat(),
+            ..up
+        };
         self.record_scale_up(&up.result, now_ms, &mut events);
         let down_start = timer.start();
+        if !(placed && self.reuse_placements) {
+            self.cache.place_again(depth, &up);
+        }
         let down = self.decide_scale_down(
             view,
             controllers,
             in_flight,
-            (&status, &up),
+            &status,
             now_ms,
             budget,
             &mut timer,
         );
+        self.cache.close_forks(depth);
         timer.stop(Phase::ScaleDown, down_start);
         actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
@@ -836,8 +944,10 @@ impl Autoscaler {
         }
     }
 
-    /// The loop's scale-up decision on the kept snapshot, for the view's unbound pods, counting
-    /// the upcoming nodes of `status` and skipping its blocked groups.
+    /// The loop's scale-up decision on a fork of the kept snapshot (synced with the view), for
+    /// the view's unbound pods, counting the upcoming nodes of `status` and skipping its
+    /// blocked groups. The fork is left open with the pending pods that fit placed; the flag
+    /// says whether it holds only the view's nodes (see [`scale_up_on_fork`]).
     fn decide_scale_up(
         &mut self,
         view: &ClusterView<'_>,
@@ -845,9 +955,7 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
         timer: &mut Timer<'_>,
-    ) -> ScaleUpDecision {
-        let mut warnings = Vec::new();
-        self.cache.sync(view, &mut warnings);
+    ) -> (ScaleUpDecision, bool) {
         // Only pods outside the snapshot (not bound) can be pending: the scale-up reads those.
         let pending_view = ClusterView {
             pods: &self.cache.outside,
@@ -856,7 +964,7 @@ impl Autoscaler {
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
-        let mut up = decide_scale_up_timed(
+        scale_up_on_fork(
             &mut self.cache.snapshot,
             &pending_view,
             &self.options.scale_up,
@@ -866,10 +974,7 @@ impl Autoscaler {
             &mut self.rng,
             budget,
             timer,
-        );
-        warnings.append(&mut up.warnings);
-        up.warnings = warnings;
-        up
+        )
     }
 
     /// Remembers the scale-ups decided (they hold scale-down and count as upcoming) and
@@ -894,15 +999,16 @@ impl Autoscaler {
         }
     }
 
-    /// The loop's scale-down plan on a fork of the kept snapshot, with the pending pods that
-    /// fit existing nodes placed there, leaving the nodes of unhealthy groups alone.
+    /// The loop's scale-down plan on the open fork of the kept snapshot, which holds the
+    /// pending pods that fit existing nodes placed there (and nothing else), leaving the nodes
+    /// of unhealthy groups alone.
     #[allow(clippy::too_many_arguments)]
     fn decide_scale_down(
         &mut self,
         view: &ClusterView<'_>,
         controllers: &dyn ControllerLookup,
         in_flight: InFlight,
-        (status, up): (&ClusterStatus, &ScaleUpDecision),
+        status: &ClusterStatus,
         now_ms: i64,
         budget: &mut dyn Budget,
         timer: &mut Timer<'_>,
@@ -932,24 +1038,17 @@ impl Autoscaler {
             totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
             in_flight,
         };
-        let snapshot = &mut self.cache.snapshot;
-        let (scale_down, options) = (&mut self.scale_down, &self.options.scale_down);
-        let down = snapshot.forked(|snapshot| {
-            // Pending pods that fit existing nodes will land there, and pods waiting for a
-            // preemption on their nominated node: scale-down must see them placed.
-            pending::place_nominated(snapshot, &up.set_aside);
-            let _ = pending::place_on_existing(snapshot, up.fit_existing.clone());
-            let start = timer.start();
-            let plan = plan_scale_down(snapshot, scale_down, input, options, now_ms, budget);
-            timer.stop(Phase::FindUnneeded, start);
-            plan
-        });
-        // Every change above was made on forks and reverted: the snapshot is the view's again.
-        debug_assert_eq!(snapshot.depth(), 0);
-        if snapshot.depth() != 0 {
-            self.cache.valid = false;
-        }
-        down
+        let start = timer.start();
+        let plan = plan_scale_down(
+            &mut self.cache.snapshot,
+            &mut self.scale_down,
+            input,
+            &self.options.scale_down,
+            now_ms,
+            budget,
+        );
+        timer.stop(Phase::FindUnneeded, start);
+        plan
     }
 }
 
@@ -1986,6 +2085,133 @@ mod state_tests {
         assert_ne!(grown[0].0, x);
     }
 
+    /// Eight 4-CPU nodes in two zones, some nearly idle (scale-down candidates), and pending
+    /// pods that fit them: plain ones of two priorities, some spread over the zones, some
+    /// keeping apart by host, one waiting for a preemption on its nominated node, one too big.
+    fn placements_cluster() -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider) {
+        let nodes: Vec<Arc<Node>> = (0..8)
+            .map(|i| {
+                let name = format!("n{i}");
+                NodeBuilder::new(&name, 4000, 16 * GI)
+                    .with_provider_id(&format!("test:///{name}"))
+                    .zone(if i % 2 == 0 { "a" } else { "b" })
+                    .arc()
+            })
+            .collect();
+        let p = StaticProvider::new(vec![group("g", &nodes)]);
+        let mut pods: Vec<Arc<Pod>> = [3500, 300, 3000, 200, 500, 3900, 100, 1000]
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| busy(&format!("n{i}"), cpu))
+            .collect();
+        for i in 0..6 {
+            let b = PodBuilder::new(&format!("plain-{i}"), 600, GI)
+                .owner("ReplicaSet", "plain")
+                .priority(if i % 3 == 0 { 10 } else { 0 });
+            pods.push(b.unschedulable().arc());
+        }
+        for i in 0..4 {
+            let b = PodBuilder::new(&format!("spread-{i}"), 400, GI)
+                .owner("ReplicaSet", "spread")
+                .label("app", "spread")
+                .spread("app", "spread", "topology.kubernetes.io/zone", 1, None);
+            pods.push(b.unschedulable().arc());
+        }
+        for i in 0..3 {
+            let b = PodBuilder::new(&format!("apart-{i}"), 300, GI)
+                .owner("ReplicaSet", "apart")
+                .label("app", "apart")
+                .anti_affinity("app", "apart", HOSTNAME_LABEL);
+            pods.push(b.unschedulable().arc());
+        }
+        let nominated = PodBuilder::new("nominated", 2000, GI)
+            .owner("ReplicaSet", "nominated")
+            .with(|p| p.nominated_node_name = Some(Sym::new("n3")));
+        pods.push(nominated.unschedulable().arc());
+        pods.push(
+            PodBuilder::new("huge", 8000, GI)
+                .owner("ReplicaSet", "huge")
+                .unschedulable()
+                .arc(),
+        );
+        (nodes, pods, p)
+    }
+
+    /// Scale-down plans on the pods the scale-up filter placed (no upcoming node: the fork is
+    /// reused) exactly as on the same pods placed again, over loops that find nodes unneeded
+    /// and then delete them; and those placements matter (without the pending pods the plan
+    /// differs).
+    #[test]
+    fn reused_placements_give_the_same_scale_down_plan_as_placing_again() {
+        let (nodes, pods, p) = placements_cluster();
+        let mut options = AutoscalerOptions::default();
+        options.scale_down.delay_after_add = std::time::Duration::ZERO;
+        let mut reusing = Autoscaler::new(options.clone());
+        let mut placing = Autoscaler::new(options.clone());
+        placing.reuse_placements = false;
+        let mut without_pending = Autoscaler::new(options);
+        let bound: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| p.node_name.is_some())
+            .cloned()
+            .collect();
+        for step in 0..3 {
+            let now = T0 + step * 11 * MIN;
+            let a = run(&mut reusing, &nodes, &pods, &p, now);
+            let b = run(&mut placing, &nodes, &pods, &p, now);
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "step {step}");
+            // Every pending pod fits but the huge one and the nominated one (set aside).
+            assert_eq!(a.scale_up.fit_existing.len(), 13, "step {step}");
+            let c = run(&mut without_pending, &nodes, &bound, &p, now);
+            assert_ne!(
+                format!("{:?}", a.scale_down),
+                format!("{:?}", c.scale_down),
+                "step {step}"
+            );
+            if step > 0 {
+                assert!(!a.scale_down.deletions.is_empty(), "step {step}");
+            }
+        }
+    }
+
+    /// The scale-up's fork holds only the view's nodes when no node is upcoming, and upcoming
+    /// nodes as well when one is: then scale-down must not plan on it.
+    #[test]
+    fn the_scale_up_fork_is_reusable_only_without_upcoming_nodes() {
+        let (nodes, pods, p) = placements_cluster();
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &p,
+            pdbs: &[],
+            storage: Storage::none(),
+        };
+        let mut warnings = Vec::new();
+        let mut snapshot = build_snapshot(&view, &mut warnings);
+        let config = ScaleUpConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for (upcoming, reusable) in [([0], true), ([2], false)] {
+            let (up, placed) = snapshot.forked(|s| {
+                scale_up_on_fork(
+                    s,
+                    &view,
+                    &config,
+                    T0,
+                    &|_, _| None,
+                    Some(&upcoming),
+                    &mut rng,
+                    &mut Unlimited,
+                    &mut Timer::off(),
+                )
+            });
+            assert_eq!(placed, reusable, "upcoming {upcoming:?}");
+            assert_eq!(up.upcoming, upcoming);
+        }
+        assert_eq!(snapshot.depth(), 0);
+    }
+
     /// Nodes in snapshot order with their pods in order, sums and ports; namespace labels.
     fn picture(
         s: &ClusterSnapshot,
@@ -2000,6 +2226,95 @@ mod state_tests {
                 )
             })
             .collect()
+    }
+
+    /// The kept snapshot follows views changed at random (pods added anywhere, removed,
+    /// replaced by a new object, moved, blocks of the list reordered; nodes replaced, removed
+    /// with their pods, added) and always equals a fresh build, its pod list being the view's.
+    #[test]
+    fn the_kept_snapshot_follows_random_changes_of_the_lists() {
+        use rand::Rng;
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let p = StaticProvider::new(vec![]);
+        let mut nodes: Vec<Arc<Node>> = (0..6).map(|i| node(&format!("n{i}"), true)).collect();
+        let serial = std::cell::Cell::new(0);
+        let pod = |rng: &mut ChaCha8Rng, nodes: &[Arc<Node>]| {
+            serial.set(serial.get() + 1);
+            let b = PodBuilder::new(&format!("p{}", serial.get()), 100, GI).label("app", "x");
+            match rng.random_range(0..8) {
+                0 => b.unschedulable().arc(),
+                1 => b
+                    .node_name(nodes[0].name.as_str())
+                    .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded)
+                    .arc(),
+                _ => b
+                    .node_name(nodes[rng.random_range(0..nodes.len())].name.as_str())
+                    .arc(),
+            }
+        };
+        let mut pods: Vec<Arc<Pod>> = (0..40).map(|_| pod(&mut rng, &nodes)).collect();
+        let mut cache = SnapshotCache::default();
+        for step in 0..300 {
+            for _ in 0..rng.random_range(0..4) {
+                let len = pods.len();
+                match rng.random_range(0..9) {
+                    0 | 1 => {
+                        let at = rng.random_range(0..=len);
+                        pods.insert(at, pod(&mut rng, &nodes));
+                    }
+                    2 if len > 0 => {
+                        pods.remove(rng.random_range(0..len));
+                    }
+                    3 if len > 0 => {
+                        let at = rng.random_range(0..len);
+                        pods[at] = Arc::new((*pods[at]).clone());
+                    }
+                    4 if len > 1 => {
+                        let from = rng.random_range(0..len);
+                        let moved = pods.remove(from);
+                        pods.insert(rng.random_range(0..len), moved);
+                    }
+                    5 if len > 1 => {
+                        let at = rng.random_range(0..len - 1);
+                        let end = (at + rng.random_range(2..12)).min(len);
+                        pods[at..end].reverse();
+                    }
+                    6 => {
+                        let at = rng.random_range(0..nodes.len());
+                        nodes[at] = Arc::new((*nodes[at]).clone());
+                    }
+                    7 if nodes.len() > 2 => {
+                        let gone = nodes.remove(rng.random_range(0..nodes.len()));
+                        pods.retain(|p| p.node_name != Some(gone.name));
+                    }
+                    _ => {
+                        serial.set(serial.get() + 1);
+                        let at = rng.random_range(0..=nodes.len());
+                        nodes.insert(at, node(&format!("m{}", serial.get()), true));
+                    }
+                }
+            }
+            let view = ClusterView {
+                nodes: &nodes,
+                pods: &pods,
+                daemonsets: &[],
+                namespaces: &[],
+                provider: &p,
+                pdbs: &[],
+                storage: Storage::none(),
+            };
+            let mut warnings = Vec::new();
+            cache.sync(&view, &mut warnings);
+            let built = build_snapshot(&view, &mut Vec::new());
+            assert!(warnings.is_empty() && cache.valid, "step {step}");
+            assert_eq!(picture(&cache.snapshot), picture(&built), "step {step}");
+            assert_eq!(cache.snapshot.pod_count(), built.pod_count(), "step {step}");
+            let listed: Vec<usize> = pods.iter().filter(|p| in_snapshot(p)).map(addr).collect();
+            let kept: Vec<usize> = cache.pods.iter().map(|e| e.0).collect();
+            assert_eq!(kept, listed, "step {step}");
+            let outside: Vec<usize> = pods.iter().filter(|p| !in_snapshot(p)).map(addr).collect();
+            assert_eq!(cache.outside.iter().map(addr).collect::<Vec<_>>(), outside);
+        }
     }
 
     /// Runs `run_once` over a sequence of changing views with the kept snapshot and with a

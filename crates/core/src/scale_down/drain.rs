@@ -17,7 +17,7 @@ use crate::names::{
     SAFE_TO_EVICT_ANNOTATION, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
 };
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use crate::model::intern::Sym;
 use crate::model::pdb::{DisruptionBudgets, PdbBlocked};
@@ -343,9 +343,13 @@ pub fn is_mirror_pod(pod: &Pod) -> bool {
 /// Whether `pod` is a DaemonSet pod: its controller is a DaemonSet, or it carries the
 /// `daemonset-pod: "true"` annotation.
 pub fn is_daemonset_pod(pod: &Pod) -> bool {
-    controller_of(pod).is_some_and(|o| o.kind.as_str() == "DaemonSet")
+    controller_of(pod).is_some_and(|o| o.kind == *DAEMONSET)
         || pod.annotation(DAEMONSET_POD_ANNOTATION) == Some("true")
 }
+
+// Symbols compare as numbers: the drain rules read every pod of every candidate node.
+static DAEMONSET: LazyLock<Sym> = LazyLock::new(|| Sym::new("DaemonSet"));
+static KUBE_SYSTEM_NS: LazyLock<Sym> = LazyLock::new(|| Sym::new(KUBE_SYSTEM));
 
 /// Whether `pod` has been terminating for longer than its grace period plus
 /// [`LONG_TERMINATING_EXTRA_MS`] at `now_ms`.
@@ -519,7 +523,7 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
         Some(_) => {}
     }
     if opts.skip_nodes_with_system_pods
-        && pod.namespace.as_str() == KUBE_SYSTEM
+        && pod.namespace == *KUBE_SYSTEM_NS
         && !ctx.budgets.covers(pod)
         && system_pod_still_blocks(pod, ctx)
     {

@@ -7,7 +7,7 @@
 //! move or be evicted (the drain rules). It never simulates a move, never changes the
 //! snapshot and never consumes a PodDisruptionBudget's allowance.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::drain::{self, DrainContext};
 use super::utilization::{Utilization, UtilizationMemo};
@@ -19,6 +19,9 @@ use crate::model::pod::Pod;
 use crate::names::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
 use crate::scale_down::unneeded::UnneededNodes;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+
+/// The deletion taint's key as a symbol (compared as a number on every node of every pass).
+static TO_BE_DELETED: LazyLock<Sym> = LazyLock::new(|| Sym::new(TO_BE_DELETED_TAINT));
 
 /// A node that may be removed if its pods find room elsewhere.
 pub(super) struct Candidate {
@@ -128,10 +131,7 @@ impl Judge<'_, '_, '_> {
         if node.annotation(SCALE_DOWN_DISABLED_ANNOTATION) == Some("true") {
             return Err(Unremovable::ScaleDownDisabledAnnotation);
         }
-        let tainted = node
-            .taints
-            .iter()
-            .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT);
+        let tainted = node.taints.iter().any(|t| t.key == *TO_BE_DELETED);
         if node.deletion_ms.is_some() || tainted {
             return Err(Unremovable::BeingDeleted);
         }

@@ -9,7 +9,7 @@
 //! free space) and need no new node. It never changes anything outside the snapshot it is given.
 
 use crate::names::POD_SCALE_UP_DELAY_ANNOTATION;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rustc_hash::FxHashMap;
@@ -51,9 +51,11 @@ impl PendingOptions {
     /// kube-scheduler, or not processed yet by a bypassed scheduler; and of an allowed scheduler
     /// when the allowed list is not empty.
     pub fn is_pending(&self, pod: &Pod) -> bool {
-        let scheduler = pod.scheduler_name.as_str();
-        let allowed = self.allowed_schedulers.is_empty()
-            || self.allowed_schedulers.iter().any(|s| s == scheduler);
+        // The scheduler's name is only looked up when a list names schedulers.
+        let allowed = self.allowed_schedulers.is_empty() || {
+            let scheduler = pod.scheduler_name.as_str();
+            self.allowed_schedulers.iter().any(|s| s == scheduler)
+        };
         allowed && (is_unschedulable(pod) || is_unprocessed(pod, &self.bypassed_schedulers))
     }
 }
@@ -110,29 +112,29 @@ pub fn is_unschedulable(pod: &Pod) -> bool {
         && pod.deletion_ms.is_none()
         && !pod.is_terminal()
         && pod.conditions.iter().any(|c| {
-            c.type_.as_str() == "PodScheduled"
-                && c.status.as_str() == "False"
-                && c.reason.is_some_and(|r| r.as_str() == "Unschedulable")
+            // Symbols compare as numbers: no text is looked up for the thousands of pods a
+            // loop reads.
+            c.type_ == *POD_SCHEDULED && c.status == *FALSE && c.reason == Some(*UNSCHEDULABLE)
         })
 }
+
+static POD_SCHEDULED: LazyLock<Sym> = LazyLock::new(|| Sym::new("PodScheduled"));
+static FALSE: LazyLock<Sym> = LazyLock::new(|| Sym::new("False"));
+static UNSCHEDULABLE: LazyLock<Sym> = LazyLock::new(|| Sym::new("Unschedulable"));
 
 /// Whether `pod` belongs to one of the `bypassed` schedulers and that scheduler has not processed
 /// it yet: not bound, not being deleted, not terminal, and no `PodScheduled` condition, or a
 /// `False` one without a reason (upstream's "scheduler unprocessed" pods).
 pub fn is_unprocessed(pod: &Pod, bypassed: &[String]) -> bool {
-    if !bypassed.iter().any(|s| s == pod.scheduler_name.as_str()) {
+    if bypassed.is_empty() || !bypassed.iter().any(|s| s == pod.scheduler_name.as_str()) {
         return false;
     }
     if pod.node_name.is_some() || pod.deletion_ms.is_some() || pod.is_terminal() {
         return false;
     }
-    match pod
-        .conditions
-        .iter()
-        .find(|c| c.type_.as_str() == "PodScheduled")
-    {
+    match pod.conditions.iter().find(|c| c.type_ == *POD_SCHEDULED) {
         None => true,
-        Some(c) => c.status.as_str() == "False" && c.reason.is_none(),
+        Some(c) => c.status == *FALSE && c.reason.is_none(),
     }
 }
 
