@@ -529,7 +529,7 @@ pub fn plan_json(
             "pods_fitting_existing_nodes": up.fit_existing.iter().map(|p| p.key()).collect::<Vec<_>>(),
             "pods_without_scale_up": up.result.no_scale_up.iter().map(|n| json!({
                 "pod": n.pod.key(),
-                "reasons": n.reasons.iter().map(|(g, r)| (g.to_string(), r.clone())).collect::<BTreeMap<_, _>>(),
+                "reasons": n.reasons.iter().map(|(g, r)| (g.to_string(), r.to_string())).collect::<BTreeMap<_, _>>(),
             })).collect::<Vec<_>>(),
             "pods_set_aside": up.set_aside.iter().map(|(p, why)| json!({"pod": p.key(), "reason": why.to_string()})).collect::<Vec<_>>(),
             "notes": up.result.notes,

@@ -1371,7 +1371,7 @@ mod tests {
         assert!(d.result.increases.is_empty());
         let reasons = &d.result.no_scale_up[0].reasons;
         assert_eq!(
-            reasons.values().next().map(String::as_str),
+            reasons.values().next(),
             Some("in backoff after failed scale-up")
         );
     }

@@ -19,9 +19,9 @@ pub mod balance;
 pub mod estimator;
 pub mod expander;
 pub mod pending;
+pub mod reasons;
 pub mod template;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
@@ -33,6 +33,7 @@ use crate::model::resources::Resources;
 use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
 use crate::scale_up::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
 use crate::scale_up::expander::{ExpanderChain, ExpanderContext, ExpansionOption};
+use crate::scale_up::reasons::{GroupReasons, Verdicts};
 use crate::scale_up::template::{GroupTemplate, NoTemplate};
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
@@ -120,7 +121,7 @@ pub struct NoScaleUp {
     pub pod: Arc<Pod>,
     /// Per group id, why that group would not help (e.g. `Insufficient cpu`,
     /// `max node group size reached`, `in backoff after failed scale-up`).
-    pub reasons: BTreeMap<NodeGroupId, String>,
+    pub reasons: GroupReasons,
 }
 
 /// The decision.
@@ -203,7 +204,10 @@ pub fn scale_up(
 ) -> ScaleUpResult {
     let mut d = Decision {
         grown: vec![false; input.groups.len()],
-        reasons: vec![BTreeMap::new(); input.pods.len()],
+        reasons: Verdicts::new(
+            input.groups.iter().map(|g| g.group.id.clone()).collect(),
+            input.pods.len(),
+        ),
         remaining: (0..input.pods.len()).collect(),
         input,
         opts,
@@ -239,8 +243,8 @@ struct Decision<'a, 'o> {
     grown: Vec<bool>,
     /// Nodes added so far (`--max-nodes-per-scaleup` bounds them).
     added_total: usize,
-    /// Per input pod: why each group would not help it.
-    reasons: Vec<BTreeMap<NodeGroupId, String>>,
+    /// Per group and input pod: why the group would not help the pod.
+    reasons: Verdicts,
     /// Input pods no option helped yet.
     remaining: Vec<usize>,
 }
@@ -359,14 +363,12 @@ impl Decision<'_, '_> {
         budget: &mut dyn Budget,
     ) -> Option<GroupEstimate> {
         let g = &self.input.groups[gi];
-        let id = &g.group.id;
         if self.grown[gi] {
             // A pod left over keeps what this group said in an earlier round; one it never
             // judged (grown to its min size, or balanced into) still gets a reason.
+            let grown = self.reasons.text(ALREADY_GROWN);
             for &p in &self.remaining {
-                self.reasons[p]
-                    .entry(id.clone())
-                    .or_insert_with(|| ALREADY_GROWN.to_string());
+                self.reasons.set_if_absent(gi, p, grown);
             }
             return None;
         }
@@ -381,8 +383,9 @@ impl Decision<'_, '_> {
         let (b, est) = match refused {
             Ok(found) => found,
             Err(why) => {
+                let why = self.reasons.text(&why);
                 for &p in &self.remaining {
-                    self.reasons[p].insert(id.clone(), why.clone());
+                    self.reasons.set(gi, p, why);
                 }
                 return None;
             }
@@ -391,8 +394,7 @@ impl Decision<'_, '_> {
             round.options.push(option(g.group, &b, &est, &round.pods));
             round.option_group.push(gi);
         }
-        let id = id.clone();
-        Some(self.record_estimate(&id, &est, b.cap_reason, round.pods.len()))
+        Some(self.record_estimate(gi, &est, b.cap_reason, round.pods.len()))
     }
 
     /// The group's bounds in this round, or why it may not grow at all.
@@ -442,24 +444,25 @@ impl Decision<'_, '_> {
     /// Records why the estimate left pods out, and which of the round's pods fit the group.
     fn record_estimate(
         &mut self,
-        id: &NodeGroupId,
+        gi: usize,
         est: &Estimate,
         cap_reason: String,
         round_len: usize,
     ) -> GroupEstimate {
         let mut fits = vec![Fit::Unknown; round_len];
         for (p, unfit) in &est.unplaced {
-            self.reasons[self.remaining[*p]].insert(id.clone(), unfit.to_string());
+            let why = self.reasons.unfit(unfit);
+            self.reasons.set(gi, self.remaining[*p], why);
             if let Some(f) = fits.get_mut(*p) {
                 *f = Fit::No;
             }
         }
         let skipped_why = match est.limit_hit {
-            Some(LimitHit::TimeBudget) => "bin-packing time budget exhausted".to_string(),
-            _ => cap_reason,
+            Some(LimitHit::TimeBudget) => self.reasons.text("bin-packing time budget exhausted"),
+            _ => self.reasons.text(&cap_reason),
         };
         for &p in &est.skipped {
-            self.reasons[self.remaining[p]].insert(id.clone(), skipped_why.clone());
+            self.reasons.set(gi, self.remaining[p], skipped_why);
         }
         for p in placed(est) {
             if let Some(f) = fits.get_mut(p) {
@@ -592,10 +595,11 @@ impl Decision<'_, '_> {
     }
 
     fn finish(mut self) -> ScaleUpResult {
-        for p in self.remaining {
+        let reasons = self.reasons.finish(&self.remaining);
+        for (&p, reasons) in self.remaining.iter().zip(reasons) {
             self.result.no_scale_up.push(NoScaleUp {
                 pod: self.input.pods[p].clone(),
-                reasons: std::mem::take(&mut self.reasons[p]),
+                reasons,
             });
         }
         self.result
@@ -987,7 +991,7 @@ mod tests {
             .unwrap_or_else(|| panic!("{pod} is not left pending"))
             .reasons
             .get(&NodeGroupId::from(group))
-            .map_or("<none>", String::as_str)
+            .unwrap_or("<none>")
     }
 
     /// Seed 001's groups: A (1 node), B (3), C (6), 4-core machines differing only in zone.
@@ -1194,7 +1198,7 @@ mod tests {
         assert_eq!(r.no_scale_up.len(), 2);
         for n in &r.no_scale_up {
             assert_eq!(
-                n.reasons[&NodeGroupId::from("workers")],
+                &n.reasons[&NodeGroupId::from("workers")],
                 "exceeded quota: cluster-wide cores"
             );
         }
@@ -1215,7 +1219,7 @@ mod tests {
         assert_eq!(r.no_scale_up.len(), 2);
         for n in &r.no_scale_up {
             assert_eq!(
-                n.reasons[&NodeGroupId::from("workers")],
+                &n.reasons[&NodeGroupId::from("workers")],
                 "max total nodes in cluster reached"
             );
         }
@@ -1355,7 +1359,7 @@ mod tests {
         assert_eq!(r.triggered.len(), 3);
         let left = &r.no_scale_up[0];
         let second = &r.increases[1].group;
-        assert_eq!(left.reasons[second], "max nodes per scale-up reached");
+        assert_eq!(&left.reasons[second], "max nodes per scale-up reached");
     }
 
     #[test]
