@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider, DiscoveryCache};
 use autoscaler_core::Node;
 use autoscaler_core::ObjectStore;
 use autoscaler_core::Pod;
@@ -52,6 +52,8 @@ pub struct Informer {
     no_pods_version: u64,
     /// The provider discovered at `no_pods_version`.
     provider: Option<(u64, Arc<ClusterApiProvider>)>,
+    /// What discovery read from each Machine, so that rediscovery reads only those changed.
+    discovery: DiscoveryCache,
     /// Bumped whenever `rest` changes.
     rest_version: u64,
     /// What [`Informer::objects_without_pods`] read at `rest_version` (nodes left out).
@@ -238,7 +240,9 @@ impl Informer {
         match &self.provider {
             Some((v, p)) if *v == self.no_pods_version && p.config() == config => p.clone(),
             _ => {
-                let p = Arc::new(ClusterApiProvider::discover(&self.no_pods, config).0);
+                let (p, _) =
+                    ClusterApiProvider::discover_cached(&self.no_pods, config, &mut self.discovery);
+                let p = Arc::new(p);
                 self.provider = Some((self.no_pods_version, p.clone()));
                 p
             }

@@ -218,7 +218,7 @@ impl ClusterApiProvider {
                     || m.node_name.as_deref() == Some(node.name.as_str())
             });
             match machine {
-                Some(m) if picked.iter().any(|p| std::ptr::eq(*p, m)) => {}
+                Some(m) if picked.iter().any(|p| std::ptr::eq(*p, &**m)) => {}
                 Some(m)
                     if m.state == autoscaler_core::model::node_group::InstanceState::Deleting => {}
                 Some(m) => picked.push(m),

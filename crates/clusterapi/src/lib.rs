@@ -21,5 +21,5 @@ pub mod provider;
 pub use changes::{ApplyError, ObjectChange, ProviderError, apply};
 pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
 pub use provider::{
-    BoundsSource, ClusterApiProvider, MachineInfo, ScalableResource, placeholder_id,
+    BoundsSource, ClusterApiProvider, DiscoveryCache, MachineInfo, ScalableResource, placeholder_id,
 };

@@ -115,8 +115,8 @@ pub struct ScalableResource {
     pub replicas: i64,
     /// Where min and max came from.
     pub bounds_from: BoundsSource,
-    /// Its Machines.
-    pub machines: Vec<MachineInfo>,
+    /// Its Machines (shared with the discovery cache while a Machine is unchanged).
+    pub machines: Vec<Arc<MachineInfo>>,
 }
 
 impl ScalableResource {
@@ -137,6 +137,7 @@ impl ScalableResource {
             && i64::try_from(existing).is_ok_and(|n| n <= self.replicas);
         self.machines
             .iter()
+            .map(|m| &**m)
             .filter(move |m| absorbed && m.marked_by_autoscaler && !m.deletion_started)
     }
 }
@@ -151,14 +152,132 @@ pub struct ClusterApiProvider {
     by_node_name: FxHashMap<String, usize>,
 }
 
+/// What discovery reads from one Machine: what selection needs and the instance it stands
+/// for. Kept in a [`DiscoveryCache`] while the Machine is the same object (the same `Arc`).
+#[derive(Debug)]
+struct MachineRead {
+    /// The object this was read from (held: its address identifies it in the cache).
+    obj: Arc<Value>,
+    /// The Node consulted for the provider id (`spec.providerID` empty) and what it was
+    /// (`None`: none consulted).
+    node: Option<Option<Arc<Value>>>,
+    labels: BTreeMap<String, String>,
+    owner_set: Option<String>,
+    owner_pool: Option<String>,
+    cluster: String,
+    info: Arc<MachineInfo>,
+}
+
 /// A Machine object with what selection needs.
 struct MachineObj<'a> {
     key: &'a ObjectKey,
-    obj: &'a Value,
-    labels: BTreeMap<String, String>,
-    owner_set: Option<&'a str>,
-    owner_pool: Option<&'a str>,
-    cluster: String,
+    read: Arc<MachineRead>,
+}
+
+/// What discovery read from each Machine in its last pass, so that the next pass reads again
+/// only the Machines that changed (the informers keep an unchanged object's `Arc`, so identity
+/// tells). Without it ([`ClusterApiProvider::discover`]) every pass reads every Machine's JSON;
+/// with it ([`ClusterApiProvider::discover_cached`]) a pass where few Machines changed costs
+/// little more than listing them. The result is the same either way.
+#[derive(Debug, Default)]
+pub struct DiscoveryCache {
+    /// The configuration the reads were made with (another one starts afresh).
+    config: Option<ClusterApiConfig>,
+    /// Reads by the address of the object read (held in the read, so never reused while
+    /// cached), with the pass that last listed it.
+    machines: FxHashMap<usize, (u64, Arc<MachineRead>)>,
+    /// The pass under way.
+    pass: u64,
+    /// Machines listed by the pass under way.
+    listed: usize,
+}
+
+impl DiscoveryCache {
+    /// An empty cache.
+    pub fn new() -> DiscoveryCache {
+        DiscoveryCache::default()
+    }
+
+    /// Number of Machines remembered.
+    pub fn len(&self) -> usize {
+        self.machines.len()
+    }
+
+    /// Whether no Machine is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.machines.is_empty()
+    }
+
+    /// Starts a pass with `config`, forgetting everything read with another configuration.
+    fn begin(&mut self, config: &ClusterApiConfig) {
+        if self.config.as_ref() != Some(config) {
+            self.machines.clear();
+            self.config = Some(config.clone());
+        }
+        self.pass += 1;
+        self.listed = 0;
+    }
+
+    /// Ends a pass: what it did not list (Machines gone or changed since) is forgotten.
+    fn end(&mut self) {
+        if self.machines.len() > self.listed {
+            let pass = self.pass;
+            self.machines.retain(|_, (seen, _)| *seen == pass);
+        }
+    }
+
+    /// The read of the Machine `key` (`obj` in `store`), reused while the same object.
+    fn read(
+        &mut self,
+        store: &ObjectStore,
+        config: &ClusterApiConfig,
+        key: &ObjectKey,
+        obj: &Arc<Value>,
+    ) -> Arc<MachineRead> {
+        let addr = Arc::as_ptr(obj) as usize;
+        if let Some((seen, r)) = self.machines.get_mut(&addr)
+            && Arc::ptr_eq(&r.obj, obj)
+            && r.info.key.as_ref() == Some(key)
+            && r.node.as_ref().is_none_or(|n| same_node(store, &r.info, n))
+        {
+            if *seen != self.pass {
+                *seen = self.pass;
+                self.listed += 1;
+            }
+            return r.clone();
+        }
+        let r = Arc::new(read_machine(store, config, key, obj));
+        if self
+            .machines
+            .insert(addr, (self.pass, r.clone()))
+            .is_none_or(|(seen, _)| seen != self.pass)
+        {
+            self.listed += 1;
+        }
+        r
+    }
+}
+
+/// Whether the Node a Machine's provider id was looked up in is still the object it was.
+fn same_node(store: &ObjectStore, info: &MachineInfo, seen: &Option<Arc<Value>>) -> bool {
+    let now = info
+        .node_name
+        .as_ref()
+        .and_then(|n| store.get(&node_key(n)));
+    match (now, seen) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
+}
+
+fn node_key(name: &str) -> ObjectKey {
+    ObjectKey {
+        group: String::new(),
+        kind: "Node".into(),
+        namespace: String::new(),
+        name: name.to_string(),
+    }
 }
 
 impl ClusterApiProvider {
@@ -172,18 +291,40 @@ impl ClusterApiProvider {
         store: &ObjectStore,
         config: &ClusterApiConfig,
     ) -> (ClusterApiProvider, Vec<String>) {
+        Self::discover_cached(store, config, &mut DiscoveryCache::new())
+    }
+
+    /// [`ClusterApiProvider::discover`], reading again only the Machines that are not the
+    /// objects `cache` read in its last pass (and remembering this pass's reads there).
+    pub fn discover_cached(
+        store: &ObjectStore,
+        config: &ClusterApiConfig,
+        cache: &mut DiscoveryCache,
+    ) -> (ClusterApiProvider, Vec<String>) {
+        cache.begin(config);
+        let out = Self::discover_passes(store, config, cache);
+        cache.end();
+        out
+    }
+
+    fn discover_passes(
+        store: &ObjectStore,
+        config: &ClusterApiConfig,
+        cache: &mut DiscoveryCache,
+    ) -> (ClusterApiProvider, Vec<String>) {
         let groups = config.groups();
         if groups.len() == 1 {
-            let (mut p, w) = Self::discover_group(store, config, &groups);
+            let (mut p, w) = Self::discover_group(store, config, &groups, cache);
             p.config = config.clone();
             return (p, w);
         }
-        let (mut p, mut warnings) = Self::discover_group(store, &config.machine_api(), &groups);
+        let (mut p, mut warnings) =
+            Self::discover_group(store, &config.machine_api(), &groups, cache);
         let capi = ClusterApiConfig {
             openshift: false,
             ..config.clone()
         };
-        let (other, w) = Self::discover_group(store, &capi, &groups);
+        let (other, w) = Self::discover_group(store, &capi, &groups, cache);
         warnings.extend(w);
         p.config = config.clone();
         for (group, resource) in other.groups.into_iter().zip(other.resources) {
@@ -204,22 +345,16 @@ impl ClusterApiProvider {
         store: &ObjectStore,
         config: &ClusterApiConfig,
         known: &[&str],
+        cache: &mut DiscoveryCache,
     ) -> (ClusterApiProvider, Vec<String>) {
         let mut warnings = Vec::new();
         let group = config.api_group.as_str();
-        let cluster_label = config.cluster_name_label();
         let autoscalers = machine_autoscalers(store, config, known, &mut warnings);
-        let machines: Vec<MachineObj> = store
-            .list(group, MACHINE)
-            .map(|(key, obj)| MachineObj {
-                key,
-                obj,
-                labels: annotations::string_map(obj.pointer("/metadata/labels")),
-                owner_set: owner(obj, MACHINE_SET),
-                owner_pool: owner(obj, MACHINE_POOL),
-                cluster: cluster_name_of(obj, &cluster_label),
-            })
-            .collect();
+        let mut machines: Vec<MachineObj> = Vec::with_capacity(cache.len());
+        machines.extend(store.list(group, MACHINE).map(|(key, obj)| MachineObj {
+            key,
+            read: cache.read(store, config, key, obj),
+        }));
 
         let mut p = ClusterApiProvider {
             config: config.clone(),
@@ -249,6 +384,8 @@ impl ClusterApiProvider {
     /// Adds a group and indexes its machines.
     fn push(&mut self, group: NodeGroup, resource: ScalableResource) {
         let i = self.groups.len();
+        self.by_provider_id.reserve(resource.machines.len());
+        self.by_node_name.reserve(resource.machines.len());
         for m in &resource.machines {
             if let Some(id) = &m.provider_id {
                 self.by_provider_id.insert(id.clone(), i);
@@ -339,7 +476,7 @@ impl ClusterApiProvider {
         } else {
             Vec::new()
         };
-        let machine_infos = self.machines_of(store, key, obj, machines, &sets)?;
+        let machine_infos = self.machines_of(key, obj, machines, &sets)?;
         let shape = if key.group == OPENSHIFT_API_GROUP {
             let ann = annotations::with_openshift_capacity(&ann, &what, warnings);
             annotations::node_shape(obj, &ann, &what, warnings)
@@ -347,7 +484,7 @@ impl ClusterApiProvider {
             annotations::node_shape(obj, &ann, &what, warnings)
         };
         let template = annotations::template_node(&id, &shape, &config.default_arch);
-        if template.is_none() && !machine_infos.iter().any(MachineInfo::has_node) {
+        if template.is_none() && !machine_infos.iter().any(|m| m.has_node()) {
             if replicas == 0 {
                 return Err(format!(
                     "has 0 replicas and no capacity annotations ({}cpu and memory): it cannot scale from zero",
@@ -396,22 +533,22 @@ impl ClusterApiProvider {
     /// MachinePool, plus provider ids of `spec.providerIDList` without a Machine).
     fn machines_of(
         &self,
-        store: &ObjectStore,
         key: &ObjectKey,
         obj: &Value,
         machines: &[MachineObj],
         deployment_sets: &[&Value],
-    ) -> Result<Vec<MachineInfo>, String> {
+    ) -> Result<Vec<Arc<MachineInfo>>, String> {
         let cluster = cluster_name_of(obj, &self.config.cluster_name_label());
         let same_place = |m: &&MachineObj| {
+            let c = &m.read.cluster;
             m.key.namespace == key.namespace
-                && (cluster.is_empty() || m.cluster.is_empty() || m.cluster == cluster)
+                && (cluster.is_empty() || c.is_empty() || *c == cluster)
         };
         let selected: Vec<&MachineObj> = match key.kind.as_str() {
             MACHINE_POOL => machines
                 .iter()
+                .filter(|m| m.read.owner_pool.as_deref() == Some(key.name.as_str()))
                 .filter(same_place)
-                .filter(|m| m.owner_pool == Some(key.name.as_str()))
                 .collect(),
             kind => {
                 let selector = match obj.pointer("/spec/selector") {
@@ -425,18 +562,22 @@ impl ClusterApiProvider {
                 } else {
                     vec![key.name.as_str()]
                 };
+                // The owner first: it rules out most Machines of other groups at once.
                 machines
                     .iter()
+                    .filter(|m| {
+                        m.read
+                            .owner_set
+                            .as_deref()
+                            .is_none_or(|s| sets.contains(&s))
+                    })
                     .filter(same_place)
-                    .filter(|m| selector.matches(&m.labels))
-                    .filter(|m| m.owner_set.is_none_or(|s| sets.contains(&s)))
+                    .filter(|m| selector.matches(&m.read.labels))
                     .collect()
             }
         };
-        let mut out: Vec<MachineInfo> = selected
-            .into_iter()
-            .map(|m| self.machine_info(store, m))
-            .collect();
+        let mut out: Vec<Arc<MachineInfo>> =
+            selected.into_iter().map(|m| m.read.info.clone()).collect();
         if key.kind == MACHINE_POOL {
             let list = obj
                 .pointer("/spec/providerIDList")
@@ -445,7 +586,7 @@ impl ClusterApiProvider {
                 if id.is_empty() || out.iter().any(|m| m.provider_id.as_deref() == Some(id)) {
                     continue;
                 }
-                out.push(MachineInfo {
+                out.push(Arc::new(MachineInfo {
                     key: None,
                     api_version: String::new(),
                     provider_id: Some(Arc::from(id)),
@@ -456,76 +597,100 @@ impl ClusterApiProvider {
                     marked_for_deletion: false,
                     marked_by_autoscaler: false,
                     deletion_started: false,
-                });
+                }));
             }
         }
         Ok(out)
     }
+}
 
-    fn machine_info(&self, store: &ObjectStore, m: &MachineObj) -> MachineInfo {
-        let obj = m.obj;
-        let node_name = obj
-            .pointer("/status/nodeRef/name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string);
-        let provider_id: Option<Arc<str>> = obj
-            .pointer("/spec/providerID")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .map(Arc::from)
-            .or_else(|| {
-                // Not every infrastructure provider fills spec.providerID: take the Node's.
-                let node = store.get(&ObjectKey {
-                    group: String::new(),
-                    kind: "Node".into(),
-                    namespace: String::new(),
-                    name: node_name.clone()?,
-                })?;
-                node.pointer("/spec/providerID")
-                    .and_then(Value::as_str)
-                    .filter(|p| !p.is_empty())
-                    .map(Arc::from)
-            });
-        let deleting = obj
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|v| !v.is_null());
-        let mark = obj
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(self.config.delete_machine_key()));
-        let marked_for_deletion = mark.is_some();
-        let marked_by_autoscaler =
-            mark.and_then(Value::as_str) == Some(crate::changes::DELETE_MACHINE_VALUE);
-        // A marked Machine is on its way out: its set deletes it before any unmarked one when
-        // the replicas drop, so it no longer counts as a live instance, and it must never be
-        // the reason for a second decrement.
-        let state = if deleting || marked_for_deletion {
-            InstanceState::Deleting
-        } else if node_name.is_none() {
-            InstanceState::Creating
-        } else {
-            InstanceState::Running
-        };
-        let instance_id = provider_id
-            .clone()
-            .unwrap_or_else(|| Arc::from(placeholder_id(&m.key.namespace, &m.key.name)));
-        MachineInfo {
-            key: Some(m.key.clone()),
-            api_version: obj
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            provider_id,
-            instance_id,
-            error: machine_error(obj, deleting, node_name.is_some()),
-            node_name,
-            state,
-            marked_for_deletion,
-            marked_by_autoscaler,
-            deletion_started: deleting,
-        }
+/// Reads a Machine: what selection needs and its instance.
+fn read_machine(
+    store: &ObjectStore,
+    config: &ClusterApiConfig,
+    key: &ObjectKey,
+    obj: &Arc<Value>,
+) -> MachineRead {
+    let (info, node) = machine_info(store, config, key, obj);
+    MachineRead {
+        obj: obj.clone(),
+        node,
+        labels: annotations::string_map(obj.pointer("/metadata/labels")),
+        owner_set: owner(obj, MACHINE_SET).map(str::to_string),
+        owner_pool: owner(obj, MACHINE_POOL).map(str::to_string),
+        cluster: cluster_name_of(obj, &config.cluster_name_label()),
+        info: Arc::new(info),
     }
+}
+
+/// The instance a Machine stands for, and the Node consulted for its provider id (`None`: none
+/// consulted; `Some(node)`: the Node as found, if any).
+fn machine_info(
+    store: &ObjectStore,
+    config: &ClusterApiConfig,
+    key: &ObjectKey,
+    obj: &Value,
+) -> (MachineInfo, Option<Option<Arc<Value>>>) {
+    let node_name = obj
+        .pointer("/status/nodeRef/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let mut consulted = None;
+    let provider_id: Option<Arc<str>> = obj
+        .pointer("/spec/providerID")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .map(Arc::from)
+        .or_else(|| {
+            // Not every infrastructure provider fills spec.providerID: take the Node's.
+            let node = store.get(&node_key(node_name.as_deref()?));
+            consulted = Some(node.cloned());
+            node?
+                .pointer("/spec/providerID")
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty())
+                .map(Arc::from)
+        });
+    let deleting = obj
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null());
+    let mark = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(config.delete_machine_key()));
+    let marked_for_deletion = mark.is_some();
+    let marked_by_autoscaler =
+        mark.and_then(Value::as_str) == Some(crate::changes::DELETE_MACHINE_VALUE);
+    // A marked Machine is on its way out: its set deletes it before any unmarked one when
+    // the replicas drop, so it no longer counts as a live instance, and it must never be
+    // the reason for a second decrement.
+    let state = if deleting || marked_for_deletion {
+        InstanceState::Deleting
+    } else if node_name.is_none() {
+        InstanceState::Creating
+    } else {
+        InstanceState::Running
+    };
+    let instance_id = provider_id
+        .clone()
+        .unwrap_or_else(|| Arc::from(placeholder_id(&key.namespace, &key.name)));
+    let info = MachineInfo {
+        key: Some(key.clone()),
+        api_version: obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        provider_id,
+        instance_id,
+        error: machine_error(obj, deleting, node_name.is_some()),
+        node_name,
+        state,
+        marked_for_deletion,
+        marked_by_autoscaler,
+        deletion_started: deleting,
+    };
+    (info, consulted)
 }
 
 /// The failure a Machine reports: phase `Failed`, or `status.failureReason` /

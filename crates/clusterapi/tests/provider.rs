@@ -3,15 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::json;
+
 use autoscaler_clusterapi::annotations::{ARCH_LABEL, OS_LABEL};
 use autoscaler_clusterapi::{
-    BoundsSource, ClusterApiConfig, ClusterApiProvider, ObjectChange, ProviderError, apply,
-    placeholder_id,
+    BoundsSource, ClusterApiConfig, ClusterApiProvider, DiscoveryCache, MachineInfo, ObjectChange,
+    ProviderError, apply, placeholder_id,
 };
 use autoscaler_core::Node;
 use autoscaler_core::ObjectStore;
 use autoscaler_core::ResourceName;
 use autoscaler_core::TaintEffect;
+use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
 
 const CAPI: &str = include_str!("fixtures/capi.yaml");
@@ -622,4 +625,148 @@ fn broken_instances_are_removed_and_replaced_at_min_size() {
         p.delete_instances("nope", &[]),
         Err(ProviderError::UnknownGroup { .. })
     ));
+}
+
+/// Discovers `s` with `cache` and without, asserting the same outcome (groups, resources,
+/// warnings, node mapping); returns the cached discovery.
+fn cached_as_fresh(
+    s: &ObjectStore,
+    config: &ClusterApiConfig,
+    cache: &mut DiscoveryCache,
+) -> ClusterApiProvider {
+    let (cached, cached_warnings) = ClusterApiProvider::discover_cached(s, config, cache);
+    let (fresh, fresh_warnings) = ClusterApiProvider::discover(s, config);
+    assert_eq!(cached.node_groups(), fresh.node_groups());
+    assert_eq!(cached.resources(), fresh.resources());
+    assert_eq!(cached_warnings, fresh_warnings);
+    for (k, o) in s.list("", "Node") {
+        let n = node(
+            &k.name,
+            o.pointer("/spec/providerID").and_then(|v| v.as_str()),
+        );
+        assert_eq!(
+            cached.node_group_of(&n),
+            fresh.node_group_of(&n),
+            "{}",
+            k.name
+        );
+    }
+    cached
+}
+
+/// The Machine `name`'s info in `p`, with the group it is in.
+fn machine_info<'a>(p: &'a ClusterApiProvider, name: &str) -> &'a Arc<MachineInfo> {
+    p.resources()
+        .iter()
+        .flat_map(|r| &r.machines)
+        .find(|m| m.key.as_ref().is_some_and(|k| k.name == name))
+        .unwrap_or_else(|| panic!("machine {name} in a group"))
+}
+
+fn machine_key(namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        group: "cluster.x-k8s.io".into(),
+        kind: "Machine".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+#[test]
+fn cached_discovery_equals_a_fresh_one_and_reads_only_changed_machines() {
+    let mut s = store(CAPI);
+    let config = ClusterApiConfig::default();
+    let mut cache = DiscoveryCache::new();
+    let p1 = cached_as_fresh(&s, &config, &mut cache);
+    let machines = s.list("cluster.x-k8s.io", "Machine").count();
+    assert_eq!(cache.len(), machines);
+    // Nothing changed: every Machine's read is reused.
+    let p2 = cached_as_fresh(&s, &config, &mut cache);
+    for r in p1.resources() {
+        for m in r.machines.iter().filter(|m| m.key.is_some()) {
+            let name = &m.key.as_ref().expect("a Machine").name;
+            assert!(Arc::ptr_eq(m, machine_info(&p2, name)), "{name} read again");
+        }
+    }
+    // One Machine marked for deletion: read again, the others reused.
+    let marked = machine_key("default", "md-workers-7d9f8-aaaaa");
+    let mut obj = (**s.get(&marked).expect("machine")).clone();
+    obj["metadata"]["annotations"] = json!({"cluster.x-k8s.io/delete-machine": "yes"});
+    s.insert(obj, "test").expect("stored");
+    let p3 = cached_as_fresh(&s, &config, &mut cache);
+    assert_eq!(
+        machine_info(&p3, "md-workers-7d9f8-aaaaa").state,
+        InstanceState::Deleting
+    );
+    assert!(!Arc::ptr_eq(
+        machine_info(&p2, "md-workers-7d9f8-aaaaa"),
+        machine_info(&p3, "md-workers-7d9f8-aaaaa")
+    ));
+    assert!(Arc::ptr_eq(
+        machine_info(&p2, "md-workers-7d9f8-bbbbb"),
+        machine_info(&p3, "md-workers-7d9f8-bbbbb")
+    ));
+    // ms-standalone-x2 has no spec.providerID: its Node's changes reach it.
+    let node_key = ObjectKey {
+        group: String::new(),
+        kind: "Node".into(),
+        namespace: String::new(),
+        name: "ip-10-0-0-5".into(),
+    };
+    let mut node_obj = (**s.get(&node_key).expect("node")).clone();
+    node_obj["spec"]["providerID"] = json!("aws:///us-east-1b/i-0099");
+    s.insert(node_obj, "test").expect("stored");
+    let p4 = cached_as_fresh(&s, &config, &mut cache);
+    assert_eq!(
+        machine_info(&p4, "ms-standalone-x2").provider_id.as_deref(),
+        Some("aws:///us-east-1b/i-0099")
+    );
+    s.remove(&node_key);
+    let p5 = cached_as_fresh(&s, &config, &mut cache);
+    assert_eq!(machine_info(&p5, "ms-standalone-x2").provider_id, None);
+    // A Machine removed is forgotten; one added is read.
+    s.remove(&machine_key("default", "md-workers-7d9f8-bbbbb"));
+    cached_as_fresh(&s, &config, &mut cache);
+    assert_eq!(cache.len(), machines - 1);
+    let mut added = (**s.get(&marked).expect("machine")).clone();
+    added["metadata"]["name"] = json!("md-workers-7d9f8-ddddd");
+    added["metadata"]["annotations"] = json!({});
+    added["spec"]["providerID"] = json!("aws:///us-east-1a/i-0042");
+    s.insert(added, "test").expect("stored");
+    let p6 = cached_as_fresh(&s, &config, &mut cache);
+    assert_eq!(cache.len(), machines);
+    assert_eq!(
+        machine_info(&p6, "md-workers-7d9f8-ddddd")
+            .provider_id
+            .as_deref(),
+        Some("aws:///us-east-1a/i-0042")
+    );
+    // Another configuration reads everything again, with its own annotation keys.
+    let other = ClusterApiConfig::default()
+        .with_auto_discovery(&["clusterapi:namespace=default"])
+        .expect("valid");
+    let p7 = cached_as_fresh(&s, &other, &mut cache);
+    assert!(!Arc::ptr_eq(
+        machine_info(&p6, "md-workers-7d9f8-ccccc"),
+        machine_info(&p7, "md-workers-7d9f8-ccccc")
+    ));
+}
+
+#[test]
+fn cached_discovery_in_openshift_mode_equals_a_fresh_one() {
+    let mut s = store(OPENSHIFT_TWO_APIS);
+    let mut cache = DiscoveryCache::new();
+    cached_as_fresh(&s, &openshift_mode(), &mut cache);
+    cached_as_fresh(&s, &openshift_mode(), &mut cache);
+    let machines: Vec<ObjectKey> = s
+        .iter()
+        .filter(|(k, _)| k.kind == "Machine")
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(!machines.is_empty());
+    for k in machines {
+        s.remove(&k);
+        cached_as_fresh(&s, &openshift_mode(), &mut cache);
+    }
+    assert!(cache.is_empty());
 }

@@ -538,14 +538,15 @@ impl Machines {
             .and_then(Value::as_str)
             .and_then(DeletePolicy::parse)
             .unwrap_or_default();
-        let members = self.ranked_members(c, g, policy);
         // Machines being deleted still count until they are gone, as in Cluster API.
-        let have = members.len() as u64;
+        let have = self.machines.values().filter(|m| m.group == *g).count() as u64;
         if have < replicas {
             for _ in have..replicas {
                 self.create_machine(c, g, &md, &ms_name);
             }
         } else if have > replicas {
+            // Ranked only when some must go: ranking reads every member's object.
+            let members = self.ranked_members(c, g, policy);
             let excess = (have - replicas) as usize;
             for (k, _, marked, healthy) in members.into_iter().take(excess) {
                 // A Machine already on its way out is picked first and costs nothing new: a
