@@ -199,7 +199,12 @@ impl Scheduler {
             })
             .collect();
         if let Some(key) = scoring::spread_key(pod) {
-            let counts = self.spread.refresh(&key, &c.snapshot, &c.node_stamps, all);
+            // Without zones only the candidates' own counts enter their scores: the other
+            // nodes are counted when they are candidates (and only if changed by then).
+            let counted = if zones.is_empty() { feasible } else { all };
+            let counts = self
+                .spread
+                .refresh(&key, &c.snapshot, &c.node_stamps, counted);
             let spread = scoring::spread_scores(zones, all, feasible, counts);
             for (s, x) in scores.iter_mut().zip(spread) {
                 *s += x;
@@ -554,6 +559,40 @@ mod tests {
                 "seed {seed}: {p:?}"
             );
         }
+    }
+
+    #[test]
+    fn without_zones_a_replica_sets_pods_spread_over_nodes_even_when_packing() {
+        let mut c = Cluster::new(3, 0);
+        for n in ["n1", "n2", "n3", "n4"] {
+            c.register_node(
+                json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                    "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                        "conditions": [{"type": "Ready", "status": "True"}]}}),
+                None,
+            )
+            .unwrap();
+        }
+        let mut s = Scheduler::new(3, Scoring::MostAllocated);
+        let mut nodes = BTreeMap::<String, usize>::new();
+        // One pod per pass: each pass counts the pods the last one placed.
+        for i in 0..8 {
+            let id = c
+                .create_pod(
+                    owned_pod(&format!("web-{i}"), "500m", Some("web")),
+                    Owner::None,
+                    None,
+                )
+                .unwrap();
+            s.schedule_pending(&mut c);
+            *nodes.entry(c.pods[&id].node.clone().unwrap()).or_default() += 1;
+        }
+        assert_eq!(
+            nodes.values().copied().collect::<Vec<_>>(),
+            [2, 2, 2, 2],
+            "{nodes:?}"
+        );
     }
 
     #[test]
