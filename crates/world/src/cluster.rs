@@ -356,17 +356,20 @@ impl Cluster {
     /// Writes a bound pod's object: nodeName, phase Running, the started conditions.
     fn write_running(&mut self, id: &NsName, node: &str) {
         let ts = self.timestamp();
-        if let Some(mut obj) = self.get_owned(&key("", "Pod", &id.0, &id.1)) {
-            obj["spec"]["nodeName"] = json!(node);
-            let cond = |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": ts});
-            obj["status"] = json!({
-                "phase": "Running",
-                "startTime": ts,
-                "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
+        let cond = |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": ts});
+        let status = json!({
+            "phase": "Running",
+            "startTime": ts,
+            "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
+        });
+        let node = json!(node);
+        self.store
+            .edit(&key("", "Pod", &id.0, &id.1), self.now, |obj| {
+                let changed = obj["spec"]["nodeName"] != node || obj["status"] != status;
+                obj["spec"]["nodeName"] = node;
+                obj["status"] = status;
+                changed
             });
-            // The stored object is known to carry its identity.
-            let _ = self.put(obj);
-        }
     }
 
     /// Renews the stamp of snapshot node `id`: the node or its pods changed.
@@ -437,19 +440,23 @@ impl Cluster {
 
     /// Keeps a finished pod's object with its final phase, for the garbage collector.
     fn write_terminal(&mut self, id: &NsName, k: &ObjectKey, phase: &str) {
-        let Some(mut obj) = self.get_owned(k) else {
+        if self.store.get(k).is_none() {
             return;
-        };
-        obj["status"]["phase"] = json!(phase);
-        if let Some(conds) = obj["status"]["conditions"].as_array_mut() {
-            for c in conds.iter_mut() {
-                if c["type"] == "Ready" || c["type"] == "ContainersReady" {
-                    c["status"] = json!("False");
-                    c["reason"] = json!("PodCompleted");
+        }
+        // Edited in place: the object is usually held by the store alone by now.
+        self.store.edit(k, self.now, |obj| {
+            let before = obj["status"].clone();
+            obj["status"]["phase"] = json!(phase);
+            if let Some(conds) = obj["status"]["conditions"].as_array_mut() {
+                for c in conds.iter_mut() {
+                    if c["type"] == "Ready" || c["type"] == "ContainersReady" {
+                        c["status"] = json!("False");
+                        c["reason"] = json!("PodCompleted");
+                    }
                 }
             }
-        }
-        let _ = self.put(obj);
+            obj["status"] != before
+        });
         self.terminal.push(id.clone());
     }
 

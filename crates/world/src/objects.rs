@@ -154,6 +154,37 @@ impl VersionedStore {
         Ok(Some(key))
     }
 
+    /// Edits a stored object in place and logs the change as [`VersionedStore::put`] does,
+    /// without the copy and the whole-object comparison of a read, modify and `put`: the
+    /// object is copied only while another holder (the change log, a reader) shares it.
+    /// `edit` returns whether it changed the object; an edit that changed nothing writes
+    /// nothing, as a no-op `put` does. Returns whether a change was written.
+    pub fn edit(
+        &mut self,
+        key: &ObjectKey,
+        now: SimTime,
+        edit: impl FnOnce(&mut Value) -> bool,
+    ) -> bool {
+        let Some(slot) = self.store.get_mut(key) else {
+            return false;
+        };
+        let obj = Arc::make_mut(slot);
+        if !edit(obj) {
+            return false;
+        }
+        self.rv += 1;
+        obj["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        let object = slot.clone();
+        self.log.push(WatchEvent {
+            rv: self.rv,
+            at: now,
+            kind: WatchEventKind::Modified,
+            key: key.clone(),
+            object,
+        });
+        true
+    }
+
     /// Removes an object, logging a deletion. Returns its last version.
     pub fn delete(&mut self, key: &ObjectKey, now: SimTime) -> Option<Arc<Value>> {
         let old = self.store.remove(key)?;
@@ -217,5 +248,34 @@ mod tests {
         );
         assert_eq!(s.events_since(2).len(), 1);
         assert!(s.objects().is_empty());
+    }
+
+    #[test]
+    fn an_edit_writes_what_a_put_of_the_edited_copy_writes_and_keeps_earlier_versions() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}, "data": {"x": "1"}});
+        let (mut by_put, mut by_edit) = (VersionedStore::new(0), VersionedStore::new(0));
+        let k = by_put.put(cm.clone(), 1_000).unwrap().unwrap();
+        by_edit.put(cm, 1_000).unwrap();
+        let first = by_edit.get(&k).unwrap().clone();
+        let mut edited = (**by_put.get(&k).unwrap()).clone();
+        edited["data"]["x"] = json!("2");
+        by_put.put(edited, 2_000).unwrap();
+        assert!(by_edit.edit(&k, 2_000, |o| {
+            o["data"]["x"] = json!("2");
+            true
+        }));
+        assert_eq!(by_edit.get(&k), by_put.get(&k));
+        assert_eq!(by_edit.log(), by_put.log());
+        assert_eq!(
+            first["data"]["x"], "1",
+            "a shared earlier version is not changed"
+        );
+        assert!(
+            !by_edit.edit(&k, 3_000, |_| false),
+            "an edit that changed nothing"
+        );
+        assert_eq!(by_edit.resource_version(), 2);
+        let missing = key("", "ConfigMap", "ns", "b");
+        assert!(!by_edit.edit(&missing, 3_000, |_| true));
     }
 }

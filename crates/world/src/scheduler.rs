@@ -14,6 +14,7 @@
 //! that did not change.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use autoscaler_core::scheduling::snapshot::NodeId;
 use rand::{Rng, SeedableRng};
@@ -38,6 +39,8 @@ pub(crate) struct Scheduler {
     scoring: Scoring,
     /// Per controller, its pods per node (default topology spreading).
     spread: SpreadCounts,
+    /// The nodes in search order, kept while no node was added, removed or replaced.
+    order: NodeOrder,
     /// Where in the node list the next search for feasible nodes starts.
     next_start: usize,
     /// Breaks ties among equally scored nodes.
@@ -52,6 +55,7 @@ impl Scheduler {
             failures: FailureCache::default(),
             scoring,
             spread: SpreadCounts::default(),
+            order: NodeOrder::default(),
             next_start: 0,
             // Its own stream: placements do not shift the world's other draws (names, delays).
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5c4e_d01e_5eed_0001),
@@ -66,9 +70,8 @@ impl Scheduler {
         }
         let epoch = c.sched_epoch;
         let queue: Vec<(i32, u64, NsName)> = c.pending.iter().cloned().collect();
-        let by_name: Vec<NodeId> = c.nodes.values().map(|s| s.id).collect();
-        let zones = Zones::of_nodes(&c.snapshot, &by_name);
-        let node_ids = zones.interleave(&by_name);
+        let order = std::mem::take(&mut self.order).refreshed(c);
+        let (zones, node_ids) = (&order.zones, &order.interleaved);
         // For pods whose fit can only get worse as pods are added (no inter-pod affinity, no
         // spread), a node rejected for one pod of an equivalence class rejects the rest of the
         // class during this pass: it is not checked again, and a failure message is reused.
@@ -90,8 +93,8 @@ impl Scheduler {
                     .entry(view.equivalence)
                     .or_insert_with(|| Known::new(node_ids.len()))
             });
-            let feasible = self.feasible(c, &view, &node_ids, known);
-            match self.best(c, &view, (&node_ids, &zones), &feasible) {
+            let feasible = self.feasible(c, &view, node_ids, known);
+            match self.best(c, &view, (node_ids, zones), &feasible) {
                 Some(nid) => {
                     let name = c
                         .snapshot
@@ -106,9 +109,9 @@ impl Scheduler {
                 }
                 None => {
                     let msg = if monotone && c.snapshot.anti_affinity_pod_count() == 0 {
-                        cached_failure_message(c, &view, &node_ids, &mut self.failures)
+                        cached_failure_message(c, &view, node_ids, &mut self.failures)
                     } else {
-                        failure_message(c, &view, &node_ids)
+                        failure_message(c, &view, node_ids)
                     };
                     if monotone {
                         failed.insert(view.equivalence, msg.clone());
@@ -117,6 +120,7 @@ impl Scheduler {
                 }
             }
         }
+        self.order = order;
         self.idle_at = (c.sched_epoch == epoch).then_some(epoch);
         self.spread.end_pass();
         // Classes that did not fail in this pass are forgotten.
@@ -195,7 +199,12 @@ impl Scheduler {
             })
             .collect();
         if let Some(key) = scoring::spread_key(pod) {
-            let counts = self.spread.refresh(&key, &c.snapshot, &c.node_stamps, all);
+            // Without zones only the candidates' own counts enter their scores: the other
+            // nodes are counted when they are candidates (and only if changed by then).
+            let counted = if zones.is_empty() { feasible } else { all };
+            let counts = self
+                .spread
+                .refresh(&key, &c.snapshot, &c.node_stamps, counted);
             let spread = scoring::spread_scores(zones, all, feasible, counts);
             for (s, x) in scores.iter_mut().zip(spread) {
                 *s += x;
@@ -220,6 +229,47 @@ impl Scheduler {
             }
         }
         best.map(|b| b.1)
+    }
+}
+
+/// The nodes in the order a search visits them (zones interleaved, see [`Zones::interleave`]),
+/// with the node objects it was derived from: reading every node's zone label again each pass
+/// cost more than the rest of a pass while nodes stay the same (a node edit replaces its
+/// object, so comparing the objects' identities says whether a label may have changed).
+#[derive(Debug, Default)]
+struct NodeOrder {
+    /// By name, as `Cluster::nodes` lists them: each node's id and object.
+    by_name: Vec<(NodeId, Arc<autoscaler_core::Node>)>,
+    zones: Zones,
+    interleaved: Vec<NodeId>,
+}
+
+impl NodeOrder {
+    /// This order if the cluster's nodes are still the ones it was derived from, else a new one.
+    fn refreshed(self, c: &Cluster) -> NodeOrder {
+        let unchanged = c.nodes.len() == self.by_name.len()
+            && c.nodes.values().zip(&self.by_name).all(|(s, (id, kept))| {
+                s.id == *id
+                    && c.snapshot
+                        .node(s.id)
+                        .is_some_and(|n| Arc::ptr_eq(&n.node, kept))
+            });
+        if unchanged {
+            return self;
+        }
+        let ids: Vec<NodeId> = c.nodes.values().map(|s| s.id).collect();
+        let zones = Zones::of_nodes(&c.snapshot, &ids);
+        let interleaved = zones.interleave(&ids);
+        let by_name = c
+            .nodes
+            .values()
+            .filter_map(|s| c.snapshot.node(s.id).map(|n| (s.id, Arc::clone(&n.node))))
+            .collect();
+        NodeOrder {
+            by_name,
+            zones,
+            interleaved,
+        }
     }
 }
 
@@ -452,6 +502,31 @@ mod tests {
         p
     }
 
+    #[test]
+    fn the_search_order_is_kept_while_nodes_stay_and_renewed_when_one_changes() {
+        let mut c = Cluster::new(0, 0);
+        for (n, z) in [("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")] {
+            zonal_node(&mut c, n, z);
+        }
+        let ids = |c: &Cluster, names: &[&str]| -> Vec<NodeId> {
+            names.iter().map(|n| c.nodes[*n].id).collect()
+        };
+        let order = NodeOrder::default().refreshed(&c);
+        assert_eq!(order.interleaved, ids(&c, &["a1", "b1", "a2", "b2"]));
+        let kept = order.interleaved.as_ptr();
+        let order = order.refreshed(&c);
+        assert_eq!(order.interleaved.as_ptr(), kept, "same nodes: kept as is");
+        c.edit_node("a2", |n| {
+            n["metadata"]["labels"][scoring::ZONE_LABEL] = json!("b");
+        })
+        .unwrap();
+        let order = order.refreshed(&c);
+        assert_eq!(order.interleaved, ids(&c, &["a1", "a2", "b1", "b2"]));
+        c.remove_node("b2").unwrap();
+        let order = order.refreshed(&c);
+        assert_eq!(order.interleaved, ids(&c, &["a1", "a2", "b1"]));
+    }
+
     /// Pods per node after one pass placing `pods` on a1, a2 (zone a), b1 and c1.
     fn placed(scoring: Scoring, seed: u64, pods: &[Value]) -> BTreeMap<String, usize> {
         let mut c = Cluster::new(seed, 0);
@@ -484,6 +559,40 @@ mod tests {
                 "seed {seed}: {p:?}"
             );
         }
+    }
+
+    #[test]
+    fn without_zones_a_replica_sets_pods_spread_over_nodes_even_when_packing() {
+        let mut c = Cluster::new(3, 0);
+        for n in ["n1", "n2", "n3", "n4"] {
+            c.register_node(
+                json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                    "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                        "conditions": [{"type": "Ready", "status": "True"}]}}),
+                None,
+            )
+            .unwrap();
+        }
+        let mut s = Scheduler::new(3, Scoring::MostAllocated);
+        let mut nodes = BTreeMap::<String, usize>::new();
+        // One pod per pass: each pass counts the pods the last one placed.
+        for i in 0..8 {
+            let id = c
+                .create_pod(
+                    owned_pod(&format!("web-{i}"), "500m", Some("web")),
+                    Owner::None,
+                    None,
+                )
+                .unwrap();
+            s.schedule_pending(&mut c);
+            *nodes.entry(c.pods[&id].node.clone().unwrap()).or_default() += 1;
+        }
+        assert_eq!(
+            nodes.values().copied().collect::<Vec<_>>(),
+            [2, 2, 2, 2],
+            "{nodes:?}"
+        );
     }
 
     #[test]

@@ -88,6 +88,11 @@ impl Zones {
         }
     }
 
+    /// No node has a zone.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     fn zone(&self, id: NodeId) -> Option<usize> {
         self.of
             .get(id.0 as usize)
@@ -242,7 +247,8 @@ impl SpreadCounts {
 }
 
 /// The weighted spreading scores (0..=100 × weight) of `candidates`, given the controller's
-/// pod count on every node (`counts`, by `NodeId`) and the zones of the nodes in `all`.
+/// pod count (`counts`, by `NodeId`) on the candidates and, when nodes have zones, on every
+/// node of `all`, and the zones of the nodes in `all`.
 pub(crate) fn spread_scores(
     zones: &Zones,
     all: &[NodeId],

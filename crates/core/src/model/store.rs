@@ -172,6 +172,12 @@ impl ObjectStore {
         self.objects.get(key)
     }
 
+    /// The stored `Arc` of the object with this identity, for a writer that edits it in
+    /// place (`Arc::make_mut` copies it only while another holder shares it).
+    pub fn get_mut(&mut self, key: &ObjectKey) -> Option<&mut Arc<Value>> {
+        self.objects.get_mut(key)
+    }
+
     /// Every object of `group` and `kind`, ordered by namespace then name.
     pub fn list<'a>(
         &'a self,
