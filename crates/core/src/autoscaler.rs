@@ -60,6 +60,26 @@ pub struct ClusterView<'a> {
     pub storage: &'a Arc<Storage>,
 }
 
+impl<'a> ClusterView<'a> {
+    /// A view of `nodes` and `pods` under `provider`, with no DaemonSets, namespace labels,
+    /// budgets or storage objects.
+    pub fn of(
+        nodes: &'a [Arc<Node>],
+        pods: &'a [Arc<Pod>],
+        provider: &'a dyn CloudProvider,
+    ) -> ClusterView<'a> {
+        ClusterView {
+            nodes,
+            pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider,
+            pdbs: &[],
+            storage: Storage::none(),
+        }
+    }
+}
+
 /// Options of the scale-up decision.
 #[derive(Clone, Debug, Default)]
 pub struct ScaleUpConfig {
@@ -1153,15 +1173,7 @@ mod tests {
     }
 
     fn decide(nodes: &[Arc<Node>], pods: &[Arc<Pod>], p: &StaticProvider) -> ScaleUpDecision {
-        let view = ClusterView {
-            nodes,
-            pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(nodes, pods, p);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         decide_scale_up(
             &view,
@@ -1266,15 +1278,7 @@ mod tests {
         let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
         let pods = vec![busy, pending("p1", 3000)];
         let p = provider(&["n1", "n2"], 2);
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(&nodes, &pods, &p);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let d = decide_scale_up(
             &view,
@@ -1348,15 +1352,7 @@ mod tests {
         let busy = PodBuilder::new("busy", 4000, GI).node_name("n1").arc();
         let pods = vec![busy, pending("p1", 3000)];
         let p = provider(&["n1"], 1);
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(&nodes, &pods, &p);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let blocked =
             |_: usize, _: &NodeGroup| Some("in backoff after failed scale-up".to_string());
@@ -1423,15 +1419,7 @@ mod loop_tests {
         p: &StaticProvider,
         now: i64,
     ) -> LoopOutcome {
-        let view = ClusterView {
-            nodes,
-            pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(nodes, pods, p);
         a.run_once(
             &view,
             &NoControllerLookup,
@@ -1465,15 +1453,7 @@ mod loop_tests {
                     .arc()
             })
             .collect();
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(&nodes, &pods, &p);
         let clock = Ticking(std::cell::Cell::new(0));
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let timed = a.run_once_timed(
@@ -1726,15 +1706,7 @@ mod state_tests {
         p: &StaticProvider,
         now: i64,
     ) -> LoopOutcome {
-        let view = ClusterView {
-            nodes,
-            pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(nodes, pods, p);
         a.run_once(
             &view,
             &NoControllerLookup,
@@ -2179,15 +2151,7 @@ mod state_tests {
     #[test]
     fn the_scale_up_fork_is_reusable_only_without_upcoming_nodes() {
         let (nodes, pods, p) = placements_cluster();
-        let view = ClusterView {
-            nodes: &nodes,
-            pods: &pods,
-            daemonsets: &[],
-            namespaces: &[],
-            provider: &p,
-            pdbs: &[],
-            storage: Storage::none(),
-        };
+        let view = ClusterView::of(&nodes, &pods, &p);
         let mut warnings = Vec::new();
         let mut snapshot = build_snapshot(&view, &mut warnings);
         let config = ScaleUpConfig::default();
@@ -2294,15 +2258,7 @@ mod state_tests {
                     }
                 }
             }
-            let view = ClusterView {
-                nodes: &nodes,
-                pods: &pods,
-                daemonsets: &[],
-                namespaces: &[],
-                provider: &p,
-                pdbs: &[],
-                storage: Storage::none(),
-            };
+            let view = ClusterView::of(&nodes, &pods, &p);
             let mut warnings = Vec::new();
             cache.sync(&view, &mut warnings);
             let built = build_snapshot(&view, &mut Vec::new());
