@@ -1397,7 +1397,8 @@ mod tests {
         );
     }
 
-    /// A server answering `code` for CSIStorageCapacities and serving one PVC and one CSINode.
+    /// A server answering `code` for CSIStorageCapacities and CSIDrivers and serving one PVC and
+    /// one CSINode.
     async fn storage_server(code: u16) -> (Watches, JoinHandle<()>, Arc<Notify>) {
         let (client, mut handle) = mock();
         let capacity_refused = Arc::new(Notify::new());
@@ -1409,6 +1410,8 @@ mod tests {
                 if uri.starts_with("/apis/storage.k8s.io/v1/csistoragecapacities") {
                     status_reply(send, code);
                     refused.notify_one();
+                } else if uri.starts_with("/apis/storage.k8s.io/v1/csidrivers") {
+                    status_reply(send, code);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1438,7 +1441,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn storage_kinds_are_cached_and_capacity_is_optional() {
+    async fn storage_kinds_are_cached_and_capacity_and_drivers_are_optional() {
         for code in [404, 403] {
             let (watches, server, refused) = storage_server(code).await;
             refused.notified().await;
@@ -1460,10 +1463,9 @@ mod tests {
                     csi[0].1.pointer("/spec/drivers/0/allocatable/count"),
                     Some(&json!(16))
                 );
-                assert_eq!(
-                    store.list("storage.k8s.io", "CSIStorageCapacity").count(),
-                    0
-                );
+                for kind in ["CSIStorageCapacity", "CSIDriver"] {
+                    assert_eq!(store.list("storage.k8s.io", kind).count(), 0, "{kind}");
+                }
             }
             drop(watches);
             server.abort();
