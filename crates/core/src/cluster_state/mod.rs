@@ -703,7 +703,9 @@ fn count_nodes(
 ) -> (Vec<GroupReadiness>, FxHashSet<Arc<str>>) {
     let groups = provider.node_groups().len();
     let mut per_group = vec![GroupReadiness::default(); groups];
-    let mut registered: FxHashSet<Arc<str>> = FxHashSet::default();
+    // Sized up front: grown as it fills, a 15,000-node set is rehashed a dozen times a loop.
+    let mut registered: FxHashSet<Arc<str>> =
+        FxHashSet::with_capacity_and_hasher(nodes.len(), Default::default());
     let status = &mut out.status;
     for node in nodes {
         let kind = classify(node, now_ms, startup_ms, taints);

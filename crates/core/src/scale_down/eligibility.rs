@@ -10,7 +10,7 @@
 use std::sync::{Arc, LazyLock};
 
 use super::drain::{self, DrainContext};
-use super::utilization::{Utilization, UtilizationMemo};
+use super::utilization::{Utilization, utilization};
 use super::{Pass, ScaleDownState, Unremovable};
 use crate::model::intern::Sym;
 use crate::model::node::Node;
@@ -46,59 +46,53 @@ struct Judge<'a, 'p, 'i> {
 }
 
 /// Judges every node of the pass: unremovable ones go to `unremovable` (in snapshot order),
-/// candidates come back in simulation order. The state's utilization memo is kept for the next
-/// pass.
+/// candidates come back in simulation order.
 pub(super) fn candidates(
     snapshot: &ClusterSnapshot,
     pass: &Pass<'_, '_>,
-    state: &mut ScaleDownState,
+    state: &ScaleDownState,
     unremovable: &mut Vec<(Sym, Unremovable)>,
 ) -> Vec<Candidate> {
-    let ScaleDownState {
-        unneeded,
-        utilization_memo: memo,
-        ..
-    } = state;
     let judge = Judge {
         pass,
         groups: pass.input.provider.node_groups(),
-        unneeded,
+        unneeded: &state.unneeded,
     };
     let mut candidates = Vec::new();
     for &id in &pass.ids {
         let Some(info) = snapshot.node(id) else {
             continue;
         };
-        match judge.verdict(id, info, memo) {
+        match judge.verdict(id, info) {
             Ok(c) => candidates.push(c),
             Err(why) => unremovable.push((info.node.name, why)),
         }
     }
-    memo.end_pass();
-    candidates.sort_by(|a, b| {
+    // Names are resolved once, not at each comparison: equal utilizations are common (nodes
+    // of one shape running the same pods), so most comparisons reach the name.
+    let mut keyed: Vec<(&str, Candidate)> = candidates
+        .into_iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
+    keyed.sort_by(|(a_name, a), (b_name, b)| {
         let prev = |c: &Candidate| c.previously_since.map_or((1, 0), |s| (0, s));
         prev(a)
             .cmp(&prev(b))
             .then(a.utilization.total_cmp(&b.utilization))
-            .then_with(|| a.name.as_str().cmp(b.name.as_str()))
+            .then_with(|| a_name.cmp(b_name))
     });
-    candidates
+    keyed.into_iter().map(|(_, c)| c).collect()
 }
 
 impl Judge<'_, '_, '_> {
     /// The node's candidate, or the first reason (in upstream's order) it is unremovable.
-    fn verdict(
-        &self,
-        id: NodeId,
-        info: &NodeInfo,
-        memo: &mut UtilizationMemo,
-    ) -> Result<Candidate, Unremovable> {
+    fn verdict(&self, id: NodeId, info: &NodeInfo) -> Result<Candidate, Unremovable> {
         let node = &info.node;
         let g = self.group_of(node)?;
         if !self.pass.opts.unready_enabled && !node.is_ready() {
             return Err(Unremovable::UnreadyDisabled);
         }
-        let util = memo.get(info, self.pass.opts.utilization);
+        let util = utilization(info, self.pass.opts.utilization);
         self.check_underutilized(&self.groups[g], util)?;
         let ctx = DrainContext {
             opts: &self.pass.opts.drain,

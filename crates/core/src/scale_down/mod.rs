@@ -49,7 +49,7 @@ use crate::model::pod::Pod;
 use crate::scale_down::drain::{Blocked, ControllerLookup, DrainOptions};
 use crate::scale_down::removal::{Hints, NoPlace};
 use crate::scale_down::unneeded::UnneededNodes;
-use crate::scale_down::utilization::{UtilizationMemo, UtilizationOptions};
+use crate::scale_down::utilization::UtilizationOptions;
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
 
@@ -142,8 +142,6 @@ pub struct ScaleDownState {
     pub per_group: BTreeMap<NodeGroupId, GroupDelays>,
     /// The group of each node whose deletion was planned, until its outcome is recorded.
     deleting: BTreeMap<Sym, NodeGroupId>,
-    /// Utilization of each node at the last pass, with what it was computed from.
-    utilization_memo: UtilizationMemo,
 }
 
 /// When a node group last grew, lost a node and failed to lose one.

@@ -94,8 +94,13 @@ impl Simulation<'_, '_, '_> {
         let left = || Unremovable::NotConsidered("node left the simulation");
         let info = snapshot.node(cand.id).ok_or_else(left)?;
         let node = info.node.clone();
-        let guests = self.guests(info);
         let own_moves = !cand.to_move.is_empty();
+        // Past the candidate limit a node with pods of its own is not simulated, guests or not:
+        // said before looking for guests, which reads every pod of every remaining candidate.
+        if own_moves && self.candidate_limit_reached() {
+            return Err(Self::limit_reached());
+        }
+        let guests = self.guests(info);
         self.check_bounds(own_moves, !guests.is_empty(), budget)?;
         self.pass
             .input
@@ -129,6 +134,9 @@ impl Simulation<'_, '_, '_> {
     /// Pods promised to this node by nodes removed earlier in this pass: they must find
     /// another place too, or they would vanish with it.
     fn guests(&self, info: &NodeInfo) -> Vec<Arc<Pod>> {
+        if self.promised.is_empty() {
+            return Vec::new();
+        }
         info.pods
             .iter()
             .filter(|p| self.promised.contains_key(&(p.namespace, p.name.clone())))
@@ -143,18 +151,22 @@ impl Simulation<'_, '_, '_> {
         has_guests: bool,
         budget: &mut dyn Budget,
     ) -> Result<(), Unremovable> {
-        let opts = self.pass.opts;
-        if own_moves
-            && (self.found >= opts.non_empty_candidates_count || self.tried >= self.max_tries)
-        {
-            return Err(Unremovable::NotConsidered(
-                "non-empty candidate limit reached",
-            ));
+        if own_moves && self.candidate_limit_reached() {
+            return Err(Self::limit_reached());
         }
         if (own_moves || has_guests) && budget.exhausted() {
             return Err(Unremovable::NotConsidered("scale-down simulation timeout"));
         }
         Ok(())
+    }
+
+    /// Whether enough non-empty candidates were found or tried in this pass.
+    fn candidate_limit_reached(&self) -> bool {
+        self.found >= self.pass.opts.non_empty_candidates_count || self.tried >= self.max_tries
+    }
+
+    fn limit_reached() -> Unremovable {
+        Unremovable::NotConsidered("non-empty candidate limit reached")
     }
 
     /// Blocks a node evicting a pod whose budget has nothing left after the nodes chosen before.
