@@ -401,12 +401,14 @@ fn api_group(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
+static REPLICATION_CONTROLLER: LazyLock<Sym> = LazyLock::new(|| Sym::new("ReplicationController"));
+static REPLICA_SET: LazyLock<Sym> = LazyLock::new(|| Sym::new("ReplicaSet"));
+static JOB: LazyLock<Sym> = LazyLock::new(|| Sym::new("Job"));
+static STATEFUL_SET: LazyLock<Sym> = LazyLock::new(|| Sym::new("StatefulSet"));
+
 /// Kinds whose pods count as replicated under `skip_nodes_with_custom_controller_pods`.
-fn is_replicated_kind(kind: &str) -> bool {
-    matches!(
-        kind,
-        "ReplicationController" | "Job" | "ReplicaSet" | "StatefulSet"
-    )
+fn is_replicated_kind(kind: Sym) -> bool {
+    kind == *REPLICA_SET || kind == *JOB || kind == *STATEFUL_SET || kind == *REPLICATION_CONTROLLER
 }
 
 /// The pod-level outcome before the node-level DaemonSet decision.
@@ -421,13 +423,17 @@ enum Step {
 /// kinds the autoscaler knows how to look up, and only when the lookup knows the answer.
 fn controller_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
     let owner = controller_of(pod)?;
-    let kind = owner.kind.as_str();
-    let group = api_group(owner.api_version.as_str());
-    let checks_replicas = match kind {
-        "ReplicationController" | "ReplicaSet" => true,
-        "Job" => false,
-        "DaemonSet" | "StatefulSet" if group == "apps" => false,
-        _ => return None,
+    // Kinds compare as symbols; the API group is read only for the kinds that need it.
+    let kind = owner.kind;
+    let checks_replicas = if kind == *REPLICA_SET || kind == *REPLICATION_CONTROLLER {
+        true
+    } else if kind == *JOB
+        || ((kind == *DAEMONSET || kind == *STATEFUL_SET)
+            && api_group(owner.api_version.as_str()) == "apps")
+    {
+        false
+    } else {
+        return None;
     };
     match ctx.controllers.controller(pod.namespace, owner) {
         ControllerState::Unknown => None,
@@ -506,7 +512,8 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     if is_daemonset_pod(pod) {
         return Step::DaemonSet;
     }
-    if pod.annotation(SAFE_TO_EVICT_ANNOTATION) == Some("true") {
+    let safe_to_evict = pod.annotation(SAFE_TO_EVICT_ANNOTATION);
+    if safe_to_evict == Some("true") {
         return match pdb_check(pod, ctx) {
             Some(r) => Step::Block(r),
             None => Step::Move,
@@ -514,10 +521,7 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     }
     match controller_of(pod) {
         None => return Step::Block(BlockReason::NotReplicated),
-        Some(o)
-            if opts.skip_nodes_with_custom_controller_pods
-                && !is_replicated_kind(o.kind.as_str()) =>
-        {
+        Some(o) if opts.skip_nodes_with_custom_controller_pods && !is_replicated_kind(o.kind) => {
             return Step::Block(BlockReason::CustomController { kind: o.kind });
         }
         Some(_) => {}
@@ -529,7 +533,7 @@ fn classify(pod: &Pod, ctx: &DrainContext<'_>) -> Step {
     {
         return Step::Block(BlockReason::UnmovableKubeSystemPod);
     }
-    if pod.annotation(SAFE_TO_EVICT_ANNOTATION) == Some("false") {
+    if safe_to_evict == Some("false") {
         return Step::Block(BlockReason::NotSafeToEvictAnnotation);
     }
     if opts.skip_nodes_with_local_storage {
