@@ -41,16 +41,22 @@ impl std::fmt::Display for NoPlace {
 /// On success the removal and the placements stay in the snapshot (callers fork around a whole
 /// pass) and the destinations are returned; on failure the snapshot is restored and the first
 /// pod without a place is named. `order` lists the candidate destinations in the order to try
-/// (removed nodes are skipped); `hints` are tried first and updated with the new destinations.
+/// (removed nodes are skipped), round-robin from position `start`, which is left where the last
+/// pod found its place; `hints` are tried first and updated with the new destinations.
+///
+/// A caller keeps `start` across the nodes of one pass, as upstream keeps its search position
+/// across its whole simulation: in a full cluster, where the room left is far along `order`,
+/// a search from the beginning for every candidate node would cost a pass of every node for
+/// each of them.
 pub fn try_remove(
     snapshot: &mut ClusterSnapshot,
     node: NodeId,
     to_move: &[Arc<Pod>],
-    order: &[NodeId],
+    (order, start): (&[NodeId], &mut usize),
     hints: &mut Hints,
 ) -> Result<Vec<(Arc<Pod>, NodeId)>, NoPlace> {
     // Kept (folded into the caller's fork) only if every pod found a place.
-    let moves = snapshot.tentatively(|s| place_all(s, node, to_move, order, hints))?;
+    let moves = snapshot.tentatively(|s| place_all(s, node, to_move, (order, start), hints))?;
     for (pod, dest) in &moves {
         if let Some(info) = snapshot.node(*dest) {
             hints.insert((pod.namespace, pod.name.clone()), info.node.name);
@@ -63,7 +69,7 @@ fn place_all(
     snapshot: &mut ClusterSnapshot,
     node: NodeId,
     to_move: &[Arc<Pod>],
-    order: &[NodeId],
+    (order, start): (&[NodeId], &mut usize),
     hints: &Hints,
 ) -> Result<Vec<(Arc<Pod>, NodeId)>, NoPlace> {
     let no_place = |s: &ClusterSnapshot, p: &Pod| NoPlace {
@@ -79,7 +85,6 @@ fn place_all(
         pinned_by: None,
     })?;
     let mut moves = Vec::with_capacity(to_move.len());
-    let mut start = 0usize;
     for original in to_move {
         // The moved copy is no longer bound: the NodeName filter must not pin it to the old node.
         let mut pod = (**original).clone();
@@ -94,7 +99,7 @@ fn place_all(
             .and_then(|n| snapshot.node_id(*n))
             .filter(|&id| snapshot.check(&pod, &prepared, id).is_ok());
         let dest = hinted.or_else(|| {
-            let from = start;
+            let from = *start;
             let found = (0..order.len())
                 .map(|k| (from + k) % order.len())
                 .find(|&i| {
@@ -102,7 +107,7 @@ fn place_all(
                         && snapshot.check(&pod, &prepared, order[i]).is_ok()
                 });
             if let Some(i) = found {
-                start = i;
+                *start = i;
             }
             found.map(|i| order[i])
         });
@@ -166,17 +171,19 @@ mod tests {
         let mut hints = Hints::default();
         s.fork();
         let pods = pods_of(&s, a);
-        let moved = try_remove(&mut s, a, &pods, &order, &mut hints).expect("A goes to X");
+        let moved =
+            try_remove(&mut s, a, &pods, (&order, &mut 0), &mut hints).expect("A goes to X");
         assert_eq!(moved[0].1, x);
         let pods = pods_of(&s, b);
-        let err = try_remove(&mut s, b, &pods, &order, &mut hints).unwrap_err();
+        let err = try_remove(&mut s, b, &pods, (&order, &mut 0), &mut hints).unwrap_err();
         assert_eq!(err.to_string(), "no place to move pod default/b-p0");
         assert!(
             s.node(b).is_some(),
             "a failed removal leaves the node in place"
         );
         let pods = pods_of(&s, c);
-        let moved = try_remove(&mut s, c, &pods, &order, &mut hints).expect("C goes to Y");
+        let moved =
+            try_remove(&mut s, c, &pods, (&order, &mut 0), &mut hints).expect("C goes to Y");
         assert_eq!(moved[0].1, y);
         assert_eq!(
             hints.get(&(Sym::new("default"), Arc::from("a-p0"))),
@@ -186,13 +193,60 @@ mod tests {
         assert_eq!(s.len(), 5);
     }
 
+    /// The search for a destination goes on where the last pod found its place, across nodes
+    /// (the caller keeps the position for a pass), not from the start of the order each time.
+    #[test]
+    fn the_search_resumes_where_the_last_pod_found_its_place() {
+        let (mut s, ids) = cluster(&[
+            ("a", 1000, &[300, 300]),
+            ("b", 1000, &[100]),
+            ("x", 1000, &[500]),
+            ("y", 1000, &[]),
+        ]);
+        let (a, b, x, y) = (ids[0], ids[1], ids[2], ids[3]);
+        let order = [x, y];
+        let mut start = 0;
+        let mut hints = Hints::default();
+        let pods = pods_of(&s, a);
+        let moved = try_remove(&mut s, a, &pods, (&order, &mut start), &mut hints).unwrap();
+        assert_eq!(moved.iter().map(|m| m.1).collect::<Vec<_>>(), [x, y]);
+        assert_eq!(start, 1, "left at y, where the last pod went");
+        // x still has room for b's pod, but the search starts at y.
+        let pods = pods_of(&s, b);
+        let moved = try_remove(&mut s, b, &pods, (&order, &mut start), &mut hints).unwrap();
+        assert_eq!(moved[0].1, y);
+        let (mut s, ids) = cluster(&[("b", 1000, &[100]), ("x", 1000, &[]), ("y", 1000, &[950])]);
+        let (order, mut start) = ([ids[1], ids[2]], 1);
+        let pods = pods_of(&s, ids[0]);
+        let moved = try_remove(
+            &mut s,
+            ids[0],
+            &pods,
+            (&order, &mut start),
+            &mut Hints::default(),
+        );
+        assert_eq!(
+            moved.unwrap()[0].1,
+            ids[1],
+            "y is full: the search wraps round to x"
+        );
+        assert_eq!(start, 0);
+    }
+
     #[test]
     fn remembered_destinations_are_tried_first() {
         let (mut s, ids) = cluster(&[("a", 1000, &[100]), ("x", 1000, &[]), ("y", 1000, &[])]);
         let mut hints = Hints::default();
         hints.insert((Sym::new("default"), Arc::from("a-p0")), Sym::new("y"));
         let pods = pods_of(&s, ids[0]);
-        let moved = try_remove(&mut s, ids[0], &pods, &[ids[1], ids[2]], &mut hints).unwrap();
+        let moved = try_remove(
+            &mut s,
+            ids[0],
+            &pods,
+            (&[ids[1], ids[2]], &mut 0),
+            &mut hints,
+        )
+        .unwrap();
         assert_eq!(moved[0].1, ids[2]);
         assert_eq!(moved[0].0.node_name, Some(Sym::new("y")));
     }
@@ -202,7 +256,13 @@ mod tests {
         let (mut s, ids) = cluster(&[("a", 1000, &[300, 300]), ("x", 1000, &[500])]);
         let before = (s.len(), s.pod_count());
         let pods = pods_of(&s, ids[0]);
-        let err = try_remove(&mut s, ids[0], &pods, &[ids[1]], &mut Hints::default());
+        let err = try_remove(
+            &mut s,
+            ids[0],
+            &pods,
+            (&[ids[1]], &mut 0),
+            &mut Hints::default(),
+        );
         assert!(err.is_err());
         assert_eq!((s.len(), s.pod_count()), before);
         assert_eq!(s.node(ids[1]).unwrap().pods.len(), 1);

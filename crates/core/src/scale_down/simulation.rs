@@ -48,6 +48,9 @@ struct Simulation<'s, 'p, 'i> {
     /// Pods placed on a node earlier in this pass, by key: which removable node they came from
     /// and which of its destinations they are. When their host is removed too, they move again.
     promised: FxHashMap<(Sym, Arc<str>), (usize, usize)>,
+    /// Where the next search for a destination starts in the pass's node order (kept across
+    /// candidates: see [`try_remove`]).
+    search_from: usize,
 }
 
 /// Simulates removing `candidates` in order on `snapshot` (a fork the caller reverts), keeping
@@ -72,6 +75,7 @@ pub(super) fn removable(
         found: 0,
         removable: Vec::new(),
         promised: FxHashMap::default(),
+        search_from: 0,
     };
     for cand in candidates {
         let name = cand.name;
@@ -211,7 +215,8 @@ impl Simulation<'_, '_, '_> {
         }
         let mut to_move = cand.to_move.clone();
         to_move.extend(guests);
-        let moves = try_remove(snapshot, cand.id, &to_move, &self.pass.ids, hints)
+        let order = (&self.pass.ids[..], &mut self.search_from);
+        let moves = try_remove(snapshot, cand.id, &to_move, order, hints)
             .map_err(Unremovable::NoPlaceToMovePods)?;
         if own_moves {
             self.found += 1;
