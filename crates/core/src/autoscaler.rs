@@ -39,7 +39,7 @@ use crate::scale_up::template::{
 };
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
-use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo, SizeHints};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo, SizeHints, prefetching};
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -142,7 +142,7 @@ fn build_snapshot_with(
                     warnings.push(format!("Node {} skipped: {e}", node.name));
                 }
             }
-            for (i, pod) in view.pods.iter().enumerate() {
+            for (i, pod) in prefetching(view.pods) {
                 let node = match pod.node_name {
                     Some(node) if !pod.is_terminal() => node,
                     _ => {

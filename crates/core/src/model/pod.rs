@@ -152,24 +152,48 @@ pub enum VolumeRef {
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// The compact pod view.
+///
+/// `repr(C)` keeps the fields in the order written: the ones the snapshot build reads for every
+/// pod (namespace, node, phase, requests, host ports, the anti-affinity and volume lists, the
+/// name's hash) come first, right after the `Arc`'s reference counts, so loading a pod fetches
+/// a few adjacent cache lines instead of lines scattered over its ~600 bytes.
 #[derive(Clone, Debug, PartialEq)]
+#[repr(C)]
 pub struct Pod {
     /// Namespace.
     pub namespace: Sym,
+    /// `spec.nodeName`: the node the pod is bound (or nominated by name) to.
+    pub node_name: Option<Sym>,
+    /// Priority (0 when absent).
+    pub priority: i32,
+    /// Phase.
+    pub phase: PodPhase,
+    /// Effective requests as kube-scheduler computes them: max(sum of app containers plus
+    /// sidecars, each init container plus the sidecars started before it), plus overhead; `pods`
+    /// is 1.
+    pub requests: Resources,
+    /// Host ports bound by any container (init containers included).
+    pub host_ports: SmallVec<[HostPort; 1]>,
+    /// Required pod anti-affinity terms.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// The volumes backed by claims or inline CSI drivers (empty for most pods: the volume
+    /// filters then cost nothing).
+    pub volume_refs: Vec<VolumeRef>,
     /// Name.
     pub name: Arc<str>,
+    /// Hash of owner UID and every scheduling-relevant field: pods with equal keys are
+    /// interchangeable for scheduling, so each equivalence group is checked once per node.
+    pub equivalence: u64,
+    /// The controller owner reference, or the first owner if none is marked controller.
+    pub owner: Option<OwnerRef>,
+    /// Deletion time if the pod is being deleted, milliseconds since the Unix epoch.
+    pub deletion_ms: Option<i64>,
     /// UID (empty if absent).
     pub uid: Arc<str>,
     /// Labels.
     pub labels: Labels,
     /// Annotations, sorted by key.
     pub annotations: Vec<(Arc<str>, Arc<str>)>,
-    /// Effective requests as kube-scheduler computes them: max(sum of app containers plus
-    /// sidecars, each init container plus the sidecars started before it), plus overhead; `pods`
-    /// is 1.
-    pub requests: Resources,
-    /// `spec.nodeName`: the node the pod is bound (or nominated by name) to.
-    pub node_name: Option<Sym>,
     /// `spec.schedulerName` (the API's default, `default-scheduler`, when absent).
     pub scheduler_name: Sym,
     /// `status.nominatedNodeName`: the node kube-scheduler preempts lower-priority pods on to
@@ -183,36 +207,18 @@ pub struct Pod {
     pub tolerations: Vec<Toleration>,
     /// Required pod affinity terms.
     pub affinity: Vec<PodAffinityTerm>,
-    /// Required pod anti-affinity terms.
-    pub anti_affinity: Vec<PodAffinityTerm>,
     /// Topology spread constraints (both hard and soft are kept; filters use the hard ones).
     pub spread: Vec<TopologySpreadConstraint>,
-    /// Host ports bound by any container (init containers included).
-    pub host_ports: SmallVec<[HostPort; 1]>,
-    /// Priority (0 when absent).
-    pub priority: i32,
-    /// The controller owner reference, or the first owner if none is marked controller.
-    pub owner: Option<OwnerRef>,
-    /// Phase.
-    pub phase: PodPhase,
     /// Conditions.
     pub conditions: Vec<PodCondition>,
     /// Volumes.
     pub volumes: Vec<Volume>,
-    /// The volumes backed by claims or inline CSI drivers (empty for most pods: the volume
-    /// filters then cost nothing).
-    pub volume_refs: Vec<VolumeRef>,
     /// Creation time, milliseconds since the Unix epoch.
     pub creation_ms: Option<i64>,
-    /// Deletion time if the pod is being deleted, milliseconds since the Unix epoch.
-    pub deletion_ms: Option<i64>,
     /// Grace period of the pod's termination, milliseconds: `metadata.deletionGracePeriodSeconds`
     /// while it is being deleted, else `spec.terminationGracePeriodSeconds`; `None` when neither
     /// is set (the API default is 30 s).
     pub termination_grace_ms: Option<i64>,
-    /// Hash of owner UID and every scheduling-relevant field: pods with equal keys are
-    /// interchangeable for scheduling, so each equivalence group is checked once per node.
-    pub equivalence: u64,
 }
 
 impl Pod {

@@ -24,6 +24,9 @@
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
 
 mod index;
+mod prefetch;
+
+pub use self::prefetch::prefetching;
 
 use std::sync::{Arc, OnceLock};
 
@@ -222,7 +225,13 @@ pub struct ClusterSnapshot {
     anti_epoch: u64,
     /// Inside [`ClusterSnapshot::unjournaled`]: changes clear the journal instead of joining it.
     unjournaled: bool,
+    /// Room for pods given to each node's list as it is added (see
+    /// [`ClusterSnapshot::with_size_hints`]).
+    pods_per_node: usize,
 }
+
+/// The most pods a node's list gets room for up front (kubelet's default limit is 110).
+const MAX_PODS_PER_NODE_HINT: usize = 256;
 
 /// How many pods a snapshot is about to hold, to size its indices once.
 #[derive(Debug, Default)]
@@ -319,7 +328,8 @@ impl ClusterSnapshot {
     }
 
     /// Runs `f` with the pod indices sized by `hints`: room for all the pods counted at once,
-    /// instead of growing (and rehashing) as they come. Hints change no content, only capacity.
+    /// instead of growing (and rehashing) as they come, and each node added meanwhile room for
+    /// its share of them. Hints change no content, only capacity.
     pub fn with_size_hints<R>(
         &mut self,
         hints: SizeHints,
@@ -327,7 +337,18 @@ impl ClusterSnapshot {
     ) -> R {
         self.names
             .reserve(hints.pods.saturating_sub(self.names.len()));
-        f(self)
+        // Nodes added meanwhile get room for their share of the pods, as if spread evenly over
+        // the nodes reserved (`reserve_nodes`), so their lists do not grow from empty one
+        // reallocation after another; capped, so that too few nodes reserved cannot make every
+        // node's list huge.
+        let per_node = match self.slots.capacity() {
+            0 => 0,
+            nodes => hints.pods.div_ceil(nodes).min(MAX_PODS_PER_NODE_HINT),
+        };
+        let outer = std::mem::replace(&mut self.pods_per_node, per_node);
+        let out = f(self);
+        self.pods_per_node = outer;
+        out
     }
 
     /// Adds a node without pods.
@@ -344,7 +365,9 @@ impl ClusterSnapshot {
         };
         self.by_name.insert(node.name, id);
         let change = (!self.unjournaled).then(|| Change::AddedNode(node.clone()));
-        self.slots[id.idx()] = Some(NodeInfo::new(node));
+        let mut info = NodeInfo::new(node);
+        info.pods.reserve(self.pods_per_node);
+        self.slots[id.idx()] = Some(info);
         self.order.push(id);
         self.live += 1;
         self.record(Undo::AddedNode { id, reused });
@@ -1046,6 +1069,43 @@ mod tests {
         assert_eq!(s.changes_since(v).map(<[_]>::len), Some(2000));
         s.revert().unwrap();
         assert_eq!(picture(&s), picture(&loaded(4, 40, None)));
+    }
+
+    /// Nodes added under size hints get room for their share of the hinted pods, capped, and
+    /// only while the hints apply; without reserved nodes nothing is given.
+    #[test]
+    fn hinted_nodes_get_room_for_their_share_of_pods() {
+        let room = |s: &ClusterSnapshot| -> Vec<usize> {
+            s.nodes().map(|(_, n)| n.pods.capacity()).collect()
+        };
+        // 4 nodes reserved, 40 + 2000 pods hinted: 510 each, capped.
+        let s = loaded(4, 40, Some(2000));
+        assert!(
+            room(&s).iter().all(|&c| c >= MAX_PODS_PER_NODE_HINT),
+            "{:?}",
+            room(&s)
+        );
+        assert!(
+            room(&s).iter().all(|&c| c < 2 * MAX_PODS_PER_NODE_HINT),
+            "capped"
+        );
+        // 4 nodes reserved, 40 pods hinted: 10 each, the 10 they get fit without growing.
+        let s = loaded(4, 40, Some(0));
+        assert_eq!(room(&s), [10, 10, 10, 10]);
+        // A node added after the hints no longer apply starts empty.
+        let mut s = s;
+        let late = s
+            .add_node(NodeBuilder::new("late", 1000, 1 << 30).arc())
+            .unwrap();
+        assert_eq!(s.node(late).unwrap().pods.capacity(), 0);
+        // No node reserved: no room given.
+        let mut bare = ClusterSnapshot::new();
+        let hints = SizeHints::count([&*pod("p")]);
+        bare.with_size_hints(hints, |s| {
+            s.add_node(NodeBuilder::new("a", 1000, 1 << 30).arc())
+                .unwrap()
+        });
+        assert_eq!(room(&bare), [0]);
     }
 
     #[test]
