@@ -14,8 +14,8 @@
 //! that did not change.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use autoscaler_core::scheduling::predicates::{Prepared, Unfit};
 use autoscaler_core::scheduling::snapshot::NodeId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -33,8 +33,8 @@ pub(crate) struct Scheduler {
     /// The scheduling epoch at which a pass changed nothing: until the epoch moves, another
     /// pass would decide exactly the same and is skipped.
     idle_at: Option<u64>,
-    /// kube-scheduler failure verdicts kept between passes, per equivalence class.
-    failures: FailureCache,
+    /// Filter verdicts kept between passes, per equivalence class and node.
+    verdicts: Verdicts,
     /// How resource fit is scored.
     scoring: Scoring,
     /// Per controller, its pods per node (default topology spreading).
@@ -52,7 +52,7 @@ impl Scheduler {
     pub(crate) fn new(seed: u64, scoring: Scoring) -> Scheduler {
         Scheduler {
             idle_at: None,
-            failures: FailureCache::default(),
+            verdicts: Verdicts::default(),
             scoring,
             spread: SpreadCounts::default(),
             order: NodeOrder::default(),
@@ -109,7 +109,7 @@ impl Scheduler {
                 }
                 None => {
                     let msg = if monotone && c.snapshot.anti_affinity_pod_count() == 0 {
-                        cached_failure_message(c, &view, node_ids, &mut self.failures)
+                        cached_failure_message(c, &view, node_ids, &mut self.verdicts)
                     } else {
                         failure_message(c, &view, node_ids)
                     };
@@ -123,10 +123,7 @@ impl Scheduler {
         self.order = order;
         self.idle_at = (c.sched_epoch == epoch).then_some(epoch);
         self.spread.end_pass();
-        // Classes that did not fail in this pass are forgotten.
-        let cache = &mut self.failures;
-        let used = std::mem::take(&mut cache.used);
-        cache.classes.retain(|k, _| used.contains(k));
+        self.verdicts.end_pass();
     }
 
     /// Feasible nodes for `pod`, searched from where the last search stopped until enough are
@@ -145,6 +142,10 @@ impl Scheduler {
             return found;
         }
         let reuse_fits = c.snapshot.anti_affinity_pod_count() == 0;
+        // A verdict on a node whose stamp is unchanged since an earlier pass is that pass's:
+        // it depends on the class, the node and its pods only (no pod has anti-affinity, the
+        // pod has no inter-pod terms, and no claims whose state lives outside the node).
+        let across_passes = known.is_some() && reuse_fits && pod.volume_refs.is_empty();
         let mut prepared = None;
         let start = self.next_start % n;
         let mut processed = 0;
@@ -156,6 +157,11 @@ impl Scheduler {
             let fits = match known.as_deref() {
                 Some(kn) if kn.rejected[i] => false,
                 Some(kn) if reuse_fits && kn.fits_at[i] == Some(stamp) => true,
+                _ if across_passes => {
+                    self.verdicts
+                        .verdict(c, pod, &mut prepared, nid, stamp)
+                        .is_none()
+                }
                 _ => {
                     let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
                     c.snapshot.check(pod, p, nid).is_ok()
@@ -233,40 +239,27 @@ impl Scheduler {
 }
 
 /// The nodes in the order a search visits them (zones interleaved, see [`Zones::interleave`]),
-/// with the node objects it was derived from: reading every node's zone label again each pass
-/// cost more than the rest of a pass while nodes stay the same (a node edit replaces its
-/// object, so comparing the objects' identities says whether a label may have changed).
+/// kept while the cluster's node generation stays the same: reading every node's zone label
+/// again each pass cost more than the rest of a pass while nodes stay the same.
 #[derive(Debug, Default)]
 struct NodeOrder {
-    /// By name, as `Cluster::nodes` lists them: each node's id and object.
-    by_name: Vec<(NodeId, Arc<autoscaler_core::Node>)>,
+    /// The `Cluster::node_gen` this order was derived at (`None`: never derived).
+    derived_at: Option<u64>,
     zones: Zones,
     interleaved: Vec<NodeId>,
 }
 
 impl NodeOrder {
-    /// This order if the cluster's nodes are still the ones it was derived from, else a new one.
+    /// This order if no node was added, removed or replaced since it was derived, else a new one.
     fn refreshed(self, c: &Cluster) -> NodeOrder {
-        let unchanged = c.nodes.len() == self.by_name.len()
-            && c.nodes.values().zip(&self.by_name).all(|(s, (id, kept))| {
-                s.id == *id
-                    && c.snapshot
-                        .node(s.id)
-                        .is_some_and(|n| Arc::ptr_eq(&n.node, kept))
-            });
-        if unchanged {
+        if self.derived_at == Some(c.node_gen) {
             return self;
         }
         let ids: Vec<NodeId> = c.nodes.values().map(|s| s.id).collect();
         let zones = Zones::of_nodes(&c.snapshot, &ids);
         let interleaved = zones.interleave(&ids);
-        let by_name = c
-            .nodes
-            .values()
-            .filter_map(|s| c.snapshot.node(s.id).map(|n| (s.id, Arc::clone(&n.node))))
-            .collect();
         NodeOrder {
-            by_name,
+            derived_at: Some(c.node_gen),
             zones,
             interleaved,
         }
@@ -292,14 +285,14 @@ impl Known {
 
 /// [`failure_message`] for a pod whose verdict on a node depends only on that node
 /// and its pods (no inter-pod affinity or spread of its own, no existing pod with
-/// anti-affinity): per-node reasons are kept per equivalence class with the node's stamp
-/// and recomputed only for nodes changed since; the message itself is reused while no node
-/// changed. Gives exactly [`failure_message`]'s text.
+/// anti-affinity): the verdicts kept per equivalence class and node (see [`Verdicts`]) are
+/// counted, nodes checked again only where changed since; the message itself is reused while
+/// no node changed. Gives exactly [`failure_message`]'s text.
 fn cached_failure_message(
     c: &Cluster,
     pod: &autoscaler_core::Pod,
     nodes: &[NodeId],
-    cache: &mut FailureCache,
+    cache: &mut Verdicts,
 ) -> String {
     let msg = cached_failure_message_inner(c, pod, nodes, cache);
     debug_assert_eq!(msg, failure_message(c, pod, nodes));
@@ -310,61 +303,36 @@ fn cached_failure_message_inner(
     c: &Cluster,
     pod: &autoscaler_core::Pod,
     nodes: &[NodeId],
-    cache: &mut FailureCache,
+    cache: &mut Verdicts,
 ) -> String {
     if nodes.is_empty() {
         return "no nodes available to schedule pods".to_string();
     }
-    cache.used.insert(pod.equivalence);
-    let class = cache.classes.entry(pod.equivalence).or_default();
-    if class.ids != nodes {
-        *class = ClassFailures {
-            ids: nodes.to_vec(),
-            entries: vec![(None, Vec::new()); nodes.len()],
-            ..ClassFailures::default()
-        };
-    }
-    let mut prepared = None;
-    let mut changed = false;
-    for (&nid, entry) in nodes.iter().zip(class.entries.iter_mut()) {
-        let st = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-        if entry.0 == Some(st) {
-            continue;
-        }
-        changed = true;
-        let prepared = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
-        let reasons = match c.snapshot.check(pod, prepared, nid) {
-            Ok(()) => Vec::new(),
-            Err(unfit) => unfit.reasons(),
-        };
-        for r in &entry.1 {
-            if let Some(n) = class.counts.get_mut(r) {
-                *n -= 1;
-                if *n == 0 {
-                    class.counts.remove(r);
-                }
-            }
-        }
-        for r in &reasons {
-            *class.counts.entry(r.clone()).or_default() += 1;
-        }
-        *entry = (Some(st), reasons);
-    }
-    if !changed && let Some(msg) = &class.message {
+    let seen = (c.node_gen, c.last_stamp());
+    if let Some((at, msg)) = &cache.class(pod.equivalence).message
+        && *at == seen
+    {
         return msg.clone();
     }
-    let mut parts: Vec<String> = class
-        .counts
-        .iter()
-        .map(|(r, n)| format!("{n} {r}"))
-        .collect();
-    parts.sort();
-    let msg = format!(
-        "0/{} nodes are available: {}.",
-        nodes.len(),
-        parts.join(", ")
-    );
-    class.message = Some(msg.clone());
+    let mut prepared = None;
+    let mut counts = vec![0usize; cache.unfits.len()];
+    for &nid in nodes {
+        let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
+        if let Some(u) = cache.verdict(c, pod, &mut prepared, nid, stamp) {
+            if counts.len() <= u {
+                counts.resize(u + 1, 0);
+            }
+            counts[u] += 1;
+        }
+    }
+    let mut hist: BTreeMap<String, usize> = BTreeMap::new();
+    for (u, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+        for r in cache.unfits[u].reasons() {
+            *hist.entry(r).or_default() += n;
+        }
+    }
+    let msg = fit_error(nodes.len(), hist);
+    cache.class(pod.equivalence).message = Some((seen, msg.clone()));
     msg
 }
 
@@ -383,15 +351,20 @@ fn failure_message(c: &Cluster, pod: &autoscaler_core::Pod, nodes: &[NodeId]) ->
             }
         }
     }
-    let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
-    parts.sort();
-    format!(
-        "0/{} nodes are available: {}.",
-        nodes.len(),
-        parts.join(", ")
-    )
+    fit_error(nodes.len(), hist)
 }
 
+/// `0/<nodes> nodes are available: <count> <reason>, ....` from the count of each reason,
+/// the parts sorted as strings.
+fn fit_error(nodes: usize, hist: BTreeMap<String, usize>) -> String {
+    let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+    parts.sort();
+    format!("0/{nodes} nodes are available: {}.", parts.join(", "))
+}
+
+/// Writes `PodScheduled=False, reason=Unschedulable` with `msg` on a pending pod whose last
+/// message differs, editing the stored object in place (no copy while the store alone holds
+/// it; a write that changes nothing is skipped, as a `put` of the same object would be).
 fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: String) {
     let Some(st) = c.pods.get_mut(id) else {
         return;
@@ -399,41 +372,106 @@ fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: String) {
     if st.unschedulable.as_deref() == Some(msg.as_str()) {
         return;
     }
-    st.unschedulable = Some(msg.clone());
+    let conditions = json!([{
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": msg,
+        "lastProbeTime": null,
+        "lastTransitionTime": c.store.timestamp(c.now),
+    }]);
+    st.unschedulable = Some(msg);
     let k = key("", "Pod", &id.0, &id.1);
-    let ts = c.timestamp();
-    if let Some(mut obj) = c.get_owned(&k) {
+    c.store.edit(&k, c.now, |obj| {
+        let status = &obj["status"];
+        let changed = status["phase"] != "Pending" || status["conditions"] != conditions;
         obj["status"]["phase"] = json!("Pending");
-        obj["status"]["conditions"] = json!([{
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": msg,
-            "lastProbeTime": null,
-            "lastTransitionTime": ts,
-        }]);
-        let _ = c.put(obj);
-    }
+        obj["status"]["conditions"] = conditions;
+        changed
+    });
 }
 
-/// Failure verdicts of equivalence classes, kept between scheduler passes.
+/// Filter verdicts per equivalence class and node, kept between scheduler passes: a verdict
+/// holds while the node's stamp (see `Cluster::touch_node`) is the one it was taken at, for
+/// classes whose verdict on a node depends on that node and its pods only (the caller's
+/// condition). Rejections are kept as indexes into a table of the distinct ones met.
 #[derive(Debug, Default)]
-pub(crate) struct FailureCache {
+pub(crate) struct Verdicts {
     /// Per equivalence class.
-    classes: FxHashMap<u64, ClassFailures>,
-    /// Classes that failed in the current pass.
+    classes: FxHashMap<u64, ClassVerdicts>,
+    /// Classes used in the current pass.
     used: rustc_hash::FxHashSet<u64>,
+    /// The distinct rejections met.
+    unfits: Vec<Unfit>,
 }
 
-/// One class's verdicts on the nodes `ids` (in scheduling order): per node the stamp its
-/// reasons were computed at (`None`: not yet) and the reasons, the count of each reason over
-/// the nodes, and the message of those counts.
+/// One class's verdicts, and its failure message with the `(Cluster::node_gen,
+/// Cluster::last_stamp)` it was counted at.
 #[derive(Debug, Default)]
-struct ClassFailures {
-    ids: Vec<NodeId>,
-    entries: Vec<(Option<u64>, Vec<String>)>,
-    counts: BTreeMap<String, usize>,
-    message: Option<String>,
+struct ClassVerdicts {
+    /// By `NodeId`: the stamp the verdict was taken at (0: none) and the verdict (0: fits;
+    /// `u + 1`: rejected for `unfits[u]`).
+    at: Vec<(u64, u32)>,
+    message: Option<((u64, u64), String)>,
+}
+
+/// More distinct rejections than this and the table starts over (claims' names make them
+/// unbounded in theory).
+const MAX_UNFITS: usize = 4096;
+
+impl Verdicts {
+    fn class(&mut self, equivalence: u64) -> &mut ClassVerdicts {
+        self.used.insert(equivalence);
+        self.classes.entry(equivalence).or_default()
+    }
+
+    /// The verdict of `pod`'s class on node `nid`, whose stamp is `stamp`: `None` if it fits,
+    /// else the index of its rejection in `unfits`. Checked (and kept) unless known at `stamp`.
+    fn verdict(
+        &mut self,
+        c: &Cluster,
+        pod: &autoscaler_core::Pod,
+        prepared: &mut Option<Prepared>,
+        nid: NodeId,
+        stamp: u64,
+    ) -> Option<usize> {
+        let i = nid.0 as usize;
+        let class = self.class(pod.equivalence);
+        if let Some(&(at, v)) = class.at.get(i)
+            && at == stamp
+            && stamp != 0
+        {
+            return (v as usize).checked_sub(1);
+        }
+        let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
+        let found = match c.snapshot.check(pod, p, nid) {
+            Ok(()) => None,
+            Err(unfit) => Some(match self.unfits.iter().position(|u| *u == unfit) {
+                Some(u) => u,
+                None => {
+                    self.unfits.push(unfit);
+                    self.unfits.len() - 1
+                }
+            }),
+        };
+        let class = self.classes.entry(pod.equivalence).or_default();
+        if class.at.len() <= i {
+            class.at.resize(i + 1, (0, 0));
+        }
+        class.at[i] = (stamp, found.map_or(0, |u| u as u32 + 1));
+        found
+    }
+
+    /// Forgets the classes not used in the pass that ends, and everything once the table of
+    /// rejections grew too long.
+    fn end_pass(&mut self) {
+        let used = std::mem::take(&mut self.used);
+        self.classes.retain(|k, _| used.contains(k));
+        if self.unfits.len() > MAX_UNFITS {
+            self.classes.clear();
+            self.unfits.clear();
+        }
+    }
 }
 
 #[cfg(test)]
