@@ -45,6 +45,9 @@ pub(crate) struct Scheduler {
     next_start: usize,
     /// Breaks ties among equally scored nodes.
     rng: ChaCha8Rng,
+    /// Whether verdicts are reused (within a pass per class, across passes per class and
+    /// node stamp); off only in tests, as the plain model the reuse must match.
+    reuse: bool,
 }
 
 impl Scheduler {
@@ -59,6 +62,16 @@ impl Scheduler {
             next_start: 0,
             // Its own stream: placements do not shift the world's other draws (names, delays).
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5c4e_d01e_5eed_0001),
+            reuse: true,
+        }
+    }
+
+    /// A scheduler that checks every pod on every node it visits, reusing nothing.
+    #[cfg(test)]
+    fn plain(seed: u64, scoring: Scoring) -> Scheduler {
+        Scheduler {
+            reuse: false,
+            ..Scheduler::new(seed, scoring)
         }
     }
 
@@ -83,7 +96,8 @@ impl Scheduler {
             let Some(view) = c.pods.get(&id).map(|p| p.view.clone()) else {
                 continue;
             };
-            let monotone = view.affinity.is_empty() && view.spread.is_empty();
+            // (The plain model, in tests, treats no pod as monotone: nothing is reused.)
+            let monotone = self.reuse && view.affinity.is_empty() && view.spread.is_empty();
             if monotone && let Some(msg) = failed.get(&view.equivalence).cloned() {
                 mark_unschedulable(c, &id, msg);
                 continue;
@@ -157,11 +171,10 @@ impl Scheduler {
             let fits = match known.as_deref() {
                 Some(kn) if kn.rejected[i] => false,
                 Some(kn) if reuse_fits && kn.fits_at[i] == Some(stamp) => true,
-                _ if across_passes => {
-                    self.verdicts
-                        .verdict(c, pod, &mut prepared, nid, stamp)
-                        .is_none()
-                }
+                _ if across_passes => self
+                    .verdicts
+                    .verdict(c, pod, &mut prepared, nid, stamp)
+                    .is_none(),
                 _ => {
                     let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
                     c.snapshot.check(pod, p, nid).is_ok()
@@ -646,6 +659,94 @@ mod tests {
             Some(&4),
             "all on one node: {packed:?}"
         );
+    }
+
+    /// One random change between passes: pods come and go, nodes come, go, are tainted or
+    /// cordoned.
+    fn churn(c: &mut Cluster, rng: &mut ChaCha8Rng, step: usize) {
+        for i in 0..rng.random_range(0..6) {
+            let cpu = ["500m", "1", "1500m", "3", "5"][rng.random_range(0..5)];
+            let owner = [None, Some("web"), Some("api")][rng.random_range(0..3)];
+            let mut p = owned_pod(&format!("p{step}-{i}"), cpu, owner);
+            if rng.random_bool(0.2) {
+                p["spec"]["tolerations"] =
+                    json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]);
+            }
+            c.create_pod(p, Owner::None, None).unwrap();
+        }
+        let live: Vec<NsName> = {
+            let mut v: Vec<NsName> = c.pods.keys().cloned().collect();
+            v.sort();
+            v
+        };
+        for id in live {
+            if rng.random_bool(0.08) {
+                c.remove_pod(&id, None);
+            }
+        }
+        let names: Vec<String> = c.nodes.keys().cloned().collect();
+        match rng.random_range(0..10) {
+            0 => zonal_node(c, &format!("n{step}"), ["a", "b", "c"][step % 3]),
+            1 if names.len() > 2 => c.remove_node(&names[step % names.len()]).unwrap(),
+            2 if !names.is_empty() => {
+                let n = &names[step % names.len()];
+                c.taint_node(n, "dedicated", "x", "NoSchedule").unwrap();
+            }
+            3 if !names.is_empty() => {
+                let n = &names[step % names.len()];
+                c.set_unschedulable(n, step.is_multiple_of(2)).unwrap();
+            }
+            _ => {}
+        }
+    }
+
+    /// Where each pod is and what its condition says, and the store's version (same writes).
+    type Outcome = (Vec<(NsName, Option<String>, Option<String>)>, u64);
+
+    fn outcome(c: &Cluster) -> Outcome {
+        let mut pods: Vec<_> = c
+            .pods
+            .iter()
+            .map(|(id, st)| (id.clone(), st.node.clone(), st.unschedulable.clone()))
+            .collect();
+        pods.sort();
+        (pods, c.store.resource_version())
+    }
+
+    #[test]
+    fn reused_verdicts_place_and_mark_pods_exactly_as_the_plain_model() {
+        for seed in 0..12 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let build = || {
+                let mut c = Cluster::new(seed, 0);
+                for (n, z) in [
+                    ("a1", "a"),
+                    ("a2", "a"),
+                    ("b1", "b"),
+                    ("c1", "c"),
+                    ("c2", "c"),
+                ] {
+                    zonal_node(&mut c, n, z);
+                }
+                c
+            };
+            let (mut fast, mut plain) = (build(), build());
+            let scoring = [Scoring::LeastAllocated, Scoring::MostAllocated][seed as usize % 2];
+            let mut s_fast = Scheduler::new(seed, scoring);
+            let mut s_plain = Scheduler::plain(seed, scoring);
+            let mut bound = 0;
+            for step in 0..60 {
+                let draw = rng.random::<u64>();
+                churn(&mut fast, &mut ChaCha8Rng::seed_from_u64(draw), step);
+                churn(&mut plain, &mut ChaCha8Rng::seed_from_u64(draw), step);
+                s_fast.schedule_pending(&mut fast);
+                s_plain.schedule_pending(&mut plain);
+                let (a, b) = (outcome(&fast), outcome(&plain));
+                assert_eq!(a, b, "seed {seed}, pass {step}");
+                bound += a.0.iter().filter(|p| p.1.is_some()).count();
+            }
+            assert!(bound > 0, "seed {seed}: some pods were placed");
+        }
     }
 
     #[test]
