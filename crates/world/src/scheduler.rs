@@ -98,7 +98,7 @@ impl Scheduler {
             };
             // (The plain model, in tests, treats no pod as monotone: nothing is reused.)
             let monotone = self.reuse && view.affinity.is_empty() && view.spread.is_empty();
-            if monotone && let Some(msg) = failed.get(&view.equivalence).cloned() {
+            if monotone && let Some(msg) = failed.get(&view.equivalence) {
                 mark_unschedulable(c, &id, msg);
                 continue;
             }
@@ -127,10 +127,10 @@ impl Scheduler {
                     } else {
                         failure_message(c, &view, node_ids)
                     };
+                    mark_unschedulable(c, &id, &msg);
                     if monotone {
-                        failed.insert(view.equivalence, msg.clone());
+                        failed.insert(view.equivalence, msg);
                     }
-                    mark_unschedulable(c, &id, msg);
                 }
             }
         }
@@ -378,11 +378,11 @@ fn fit_error(nodes: usize, hist: BTreeMap<String, usize>) -> String {
 /// Writes `PodScheduled=False, reason=Unschedulable` with `msg` on a pending pod whose last
 /// message differs, editing the stored object in place (no copy while the store alone holds
 /// it; a write that changes nothing is skipped, as a `put` of the same object would be).
-fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: String) {
+fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: &str) {
     let Some(st) = c.pods.get_mut(id) else {
         return;
     };
-    if st.unschedulable.as_deref() == Some(msg.as_str()) {
+    if st.unschedulable.as_deref() == Some(msg) {
         return;
     }
     let conditions = json!([{
@@ -393,7 +393,7 @@ fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: String) {
         "lastProbeTime": null,
         "lastTransitionTime": c.store.timestamp(c.now),
     }]);
-    st.unschedulable = Some(msg);
+    st.unschedulable = Some(msg.to_string());
     let k = key("", "Pod", &id.0, &id.1);
     c.store.edit(&k, c.now, |obj| {
         let status = &obj["status"];
