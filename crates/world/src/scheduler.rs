@@ -160,6 +160,7 @@ impl Scheduler {
         // it depends on the class, the node and its pods only (no pod has anti-affinity, the
         // pod has no inter-pod terms, and no claims whose state lives outside the node).
         let across_passes = known.is_some() && reuse_fits && pod.volume_refs.is_empty();
+        let mut verdicts = across_passes.then(|| self.verdicts.class(pod.equivalence));
         let mut prepared = None;
         let start = self.next_start % n;
         let mut processed = 0;
@@ -168,12 +169,11 @@ impl Scheduler {
             processed += 1;
             let nid = nodes[i];
             let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-            let fits = match known.as_deref() {
-                Some(kn) if kn.rejected[i] => false,
-                Some(kn) if reuse_fits && kn.fits_at[i] == Some(stamp) => true,
-                _ if across_passes => self
-                    .verdicts
-                    .verdict(c, pod, &mut prepared, nid, stamp)
+            let fits = match (known.as_deref(), verdicts.as_mut()) {
+                (Some(kn), _) if kn.rejected[i] => false,
+                (Some(kn), _) if reuse_fits && kn.fits_at[i] == Some(stamp) => true,
+                (_, Some((class, unfits))) => class
+                    .verdict(unfits, (c, pod), &mut prepared, nid, stamp)
                     .is_none(),
                 _ => {
                     let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
@@ -322,16 +322,17 @@ fn cached_failure_message_inner(
         return "no nodes available to schedule pods".to_string();
     }
     let seen = (c.node_gen, c.last_stamp());
-    if let Some((at, msg)) = &cache.class(pod.equivalence).message
+    let (class, unfits) = cache.class(pod.equivalence);
+    if let Some((at, msg)) = &class.message
         && *at == seen
     {
         return msg.clone();
     }
     let mut prepared = None;
-    let mut counts = vec![0usize; cache.unfits.len()];
+    let mut counts = vec![0usize; unfits.len()];
     for &nid in nodes {
         let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-        if let Some(u) = cache.verdict(c, pod, &mut prepared, nid, stamp) {
+        if let Some(u) = class.verdict(unfits, (c, pod), &mut prepared, nid, stamp) {
             if counts.len() <= u {
                 counts.resize(u + 1, 0);
             }
@@ -340,12 +341,12 @@ fn cached_failure_message_inner(
     }
     let mut hist: BTreeMap<String, usize> = BTreeMap::new();
     for (u, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
-        for r in cache.unfits[u].reasons() {
+        for r in unfits[u].reasons() {
             *hist.entry(r).or_default() += n;
         }
     }
     let msg = fit_error(nodes.len(), hist);
-    cache.class(pod.equivalence).message = Some((seen, msg.clone()));
+    class.message = Some((seen, msg.clone()));
     msg
 }
 
@@ -428,29 +429,20 @@ struct ClassVerdicts {
     message: Option<((u64, u64), String)>,
 }
 
-/// More distinct rejections than this and the table starts over (claims' names make them
-/// unbounded in theory).
-const MAX_UNFITS: usize = 4096;
-
-impl Verdicts {
-    fn class(&mut self, equivalence: u64) -> &mut ClassVerdicts {
-        self.used.insert(equivalence);
-        self.classes.entry(equivalence).or_default()
-    }
-
-    /// The verdict of `pod`'s class on node `nid`, whose stamp is `stamp`: `None` if it fits,
-    /// else the index of its rejection in `unfits`. Checked (and kept) unless known at `stamp`.
+impl ClassVerdicts {
+    /// The verdict of `pod` (of this class) on node `nid`, whose stamp is `stamp`: `None` if
+    /// it fits, else the index of its rejection in `unfits`. Checked (and kept) unless known
+    /// at `stamp`.
     fn verdict(
         &mut self,
-        c: &Cluster,
-        pod: &autoscaler_core::Pod,
+        unfits: &mut Vec<Unfit>,
+        (c, pod): (&Cluster, &autoscaler_core::Pod),
         prepared: &mut Option<Prepared>,
         nid: NodeId,
         stamp: u64,
     ) -> Option<usize> {
         let i = nid.0 as usize;
-        let class = self.class(pod.equivalence);
-        if let Some(&(at, v)) = class.at.get(i)
+        if let Some(&(at, v)) = self.at.get(i)
             && at == stamp
             && stamp != 0
         {
@@ -459,20 +451,35 @@ impl Verdicts {
         let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
         let found = match c.snapshot.check(pod, p, nid) {
             Ok(()) => None,
-            Err(unfit) => Some(match self.unfits.iter().position(|u| *u == unfit) {
+            Err(unfit) => Some(match unfits.iter().position(|u| *u == unfit) {
                 Some(u) => u,
                 None => {
-                    self.unfits.push(unfit);
-                    self.unfits.len() - 1
+                    unfits.push(unfit);
+                    unfits.len() - 1
                 }
             }),
         };
-        let class = self.classes.entry(pod.equivalence).or_default();
-        if class.at.len() <= i {
-            class.at.resize(i + 1, (0, 0));
+        if self.at.len() <= i {
+            self.at.resize(i + 1, (0, 0));
         }
-        class.at[i] = (stamp, found.map_or(0, |u| u as u32 + 1));
+        self.at[i] = (stamp, found.map_or(0, |u| u as u32 + 1));
         found
+    }
+}
+
+/// More distinct rejections than this and the table starts over (claims' names make them
+/// unbounded in theory).
+const MAX_UNFITS: usize = 4096;
+
+impl Verdicts {
+    /// The verdicts of the class `equivalence` (marked used in this pass) and the table of
+    /// rejections they refer to.
+    fn class(&mut self, equivalence: u64) -> (&mut ClassVerdicts, &mut Vec<Unfit>) {
+        self.used.insert(equivalence);
+        (
+            self.classes.entry(equivalence).or_default(),
+            &mut self.unfits,
+        )
     }
 
     /// Forgets the classes not used in the pass that ends, and everything once the table of
