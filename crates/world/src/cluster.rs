@@ -159,6 +159,9 @@ pub(crate) struct Cluster {
     /// [`Cluster::touch_node`]), so that per-node scheduling verdicts can be reused.
     pub node_stamps: Vec<u64>,
     stamp_seq: u64,
+    /// Bumped whenever a node is added, removed or edited (its object replaced), so that what
+    /// is derived from the node list and labels can be kept while it stays the same.
+    pub node_gen: u64,
     /// Bumped whenever a pod is created, bound or removed (budgets are recomputed on it).
     pod_gen: u64,
     /// Controllers' pods removed since their owners last looked.
@@ -188,6 +191,7 @@ impl Cluster {
             sched_epoch: 0,
             node_stamps: Vec::new(),
             stamp_seq: 0,
+            node_gen: 0,
             pod_gen: 0,
             removed: Vec::new(),
             terminal: Vec::new(),
@@ -380,6 +384,11 @@ impl Cluster {
         }
         self.stamp_seq += 1;
         self.node_stamps[i] = self.stamp_seq;
+    }
+
+    /// The last stamp given by [`Cluster::touch_node`]: unchanged, no node nor its pods changed.
+    pub fn last_stamp(&self) -> u64 {
+        self.stamp_seq
     }
 
     /// Removes a live pod. `terminal` keeps its object with that final phase (`Succeeded`);
@@ -628,6 +637,7 @@ impl Cluster {
             .map_err(|e| invalid(&k, e))?;
         self.nodes.insert(k.name.clone(), NodeState { id, machine });
         self.touch_node(id);
+        self.node_gen += 1;
         self.sched_epoch += 1;
         Ok(k.name)
     }
@@ -661,6 +671,7 @@ impl Cluster {
         let _ = self.snapshot.remove_node(st.id);
         self.touch_node(st.id);
         self.nodes.remove(name);
+        self.node_gen += 1;
         self.sched_epoch += 1;
         self.store.delete(&key("", "Node", "", name), self.now);
         Ok(())
@@ -689,6 +700,7 @@ impl Cluster {
             .map(|i| i.pods.clone())
             .unwrap_or_default();
         let _ = self.snapshot.remove_node(st.id);
+        self.node_gen += 1;
         let id = self
             .snapshot
             .add_node(Arc::new(view))

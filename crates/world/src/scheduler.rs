@@ -14,8 +14,8 @@
 //! that did not change.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use autoscaler_core::scheduling::predicates::{Prepared, Unfit};
 use autoscaler_core::scheduling::snapshot::NodeId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -33,8 +33,8 @@ pub(crate) struct Scheduler {
     /// The scheduling epoch at which a pass changed nothing: until the epoch moves, another
     /// pass would decide exactly the same and is skipped.
     idle_at: Option<u64>,
-    /// kube-scheduler failure verdicts kept between passes, per equivalence class.
-    failures: FailureCache,
+    /// Filter verdicts kept between passes, per equivalence class and node.
+    verdicts: Verdicts,
     /// How resource fit is scored.
     scoring: Scoring,
     /// Per controller, its pods per node (default topology spreading).
@@ -45,6 +45,9 @@ pub(crate) struct Scheduler {
     next_start: usize,
     /// Breaks ties among equally scored nodes.
     rng: ChaCha8Rng,
+    /// Whether verdicts are reused (within a pass per class, across passes per class and
+    /// node stamp); off only in tests, as the plain model the reuse must match.
+    reuse: bool,
 }
 
 impl Scheduler {
@@ -52,13 +55,23 @@ impl Scheduler {
     pub(crate) fn new(seed: u64, scoring: Scoring) -> Scheduler {
         Scheduler {
             idle_at: None,
-            failures: FailureCache::default(),
+            verdicts: Verdicts::default(),
             scoring,
             spread: SpreadCounts::default(),
             order: NodeOrder::default(),
             next_start: 0,
             // Its own stream: placements do not shift the world's other draws (names, delays).
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5c4e_d01e_5eed_0001),
+            reuse: true,
+        }
+    }
+
+    /// A scheduler that checks every pod on every node it visits, reusing nothing.
+    #[cfg(test)]
+    fn plain(seed: u64, scoring: Scoring) -> Scheduler {
+        Scheduler {
+            reuse: false,
+            ..Scheduler::new(seed, scoring)
         }
     }
 
@@ -83,8 +96,9 @@ impl Scheduler {
             let Some(view) = c.pods.get(&id).map(|p| p.view.clone()) else {
                 continue;
             };
-            let monotone = view.affinity.is_empty() && view.spread.is_empty();
-            if monotone && let Some(msg) = failed.get(&view.equivalence).cloned() {
+            // (The plain model, in tests, treats no pod as monotone: nothing is reused.)
+            let monotone = self.reuse && view.affinity.is_empty() && view.spread.is_empty();
+            if monotone && let Some(msg) = failed.get(&view.equivalence) {
                 mark_unschedulable(c, &id, msg);
                 continue;
             }
@@ -109,24 +123,21 @@ impl Scheduler {
                 }
                 None => {
                     let msg = if monotone && c.snapshot.anti_affinity_pod_count() == 0 {
-                        cached_failure_message(c, &view, node_ids, &mut self.failures)
+                        cached_failure_message(c, &view, node_ids, &mut self.verdicts)
                     } else {
                         failure_message(c, &view, node_ids)
                     };
+                    mark_unschedulable(c, &id, &msg);
                     if monotone {
-                        failed.insert(view.equivalence, msg.clone());
+                        failed.insert(view.equivalence, msg);
                     }
-                    mark_unschedulable(c, &id, msg);
                 }
             }
         }
         self.order = order;
         self.idle_at = (c.sched_epoch == epoch).then_some(epoch);
         self.spread.end_pass();
-        // Classes that did not fail in this pass are forgotten.
-        let cache = &mut self.failures;
-        let used = std::mem::take(&mut cache.used);
-        cache.classes.retain(|k, _| used.contains(k));
+        self.verdicts.end_pass();
     }
 
     /// Feasible nodes for `pod`, searched from where the last search stopped until enough are
@@ -145,6 +156,11 @@ impl Scheduler {
             return found;
         }
         let reuse_fits = c.snapshot.anti_affinity_pod_count() == 0;
+        // A verdict on a node whose stamp is unchanged since an earlier pass is that pass's:
+        // it depends on the class, the node and its pods only (no pod has anti-affinity, the
+        // pod has no inter-pod terms, and no claims whose state lives outside the node).
+        let across_passes = known.is_some() && reuse_fits && pod.volume_refs.is_empty();
+        let mut verdicts = across_passes.then(|| self.verdicts.class(pod.equivalence));
         let mut prepared = None;
         let start = self.next_start % n;
         let mut processed = 0;
@@ -153,9 +169,12 @@ impl Scheduler {
             processed += 1;
             let nid = nodes[i];
             let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-            let fits = match known.as_deref() {
-                Some(kn) if kn.rejected[i] => false,
-                Some(kn) if reuse_fits && kn.fits_at[i] == Some(stamp) => true,
+            let fits = match (known.as_deref(), verdicts.as_mut()) {
+                (Some(kn), _) if kn.rejected[i] => false,
+                (Some(kn), _) if reuse_fits && kn.fits_at[i] == Some(stamp) => true,
+                (_, Some((class, unfits))) => class
+                    .verdict(unfits, (c, pod), &mut prepared, nid, stamp)
+                    .is_none(),
                 _ => {
                     let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
                     c.snapshot.check(pod, p, nid).is_ok()
@@ -233,40 +252,27 @@ impl Scheduler {
 }
 
 /// The nodes in the order a search visits them (zones interleaved, see [`Zones::interleave`]),
-/// with the node objects it was derived from: reading every node's zone label again each pass
-/// cost more than the rest of a pass while nodes stay the same (a node edit replaces its
-/// object, so comparing the objects' identities says whether a label may have changed).
+/// kept while the cluster's node generation stays the same: reading every node's zone label
+/// again each pass cost more than the rest of a pass while nodes stay the same.
 #[derive(Debug, Default)]
 struct NodeOrder {
-    /// By name, as `Cluster::nodes` lists them: each node's id and object.
-    by_name: Vec<(NodeId, Arc<autoscaler_core::Node>)>,
+    /// The `Cluster::node_gen` this order was derived at (`None`: never derived).
+    derived_at: Option<u64>,
     zones: Zones,
     interleaved: Vec<NodeId>,
 }
 
 impl NodeOrder {
-    /// This order if the cluster's nodes are still the ones it was derived from, else a new one.
+    /// This order if no node was added, removed or replaced since it was derived, else a new one.
     fn refreshed(self, c: &Cluster) -> NodeOrder {
-        let unchanged = c.nodes.len() == self.by_name.len()
-            && c.nodes.values().zip(&self.by_name).all(|(s, (id, kept))| {
-                s.id == *id
-                    && c.snapshot
-                        .node(s.id)
-                        .is_some_and(|n| Arc::ptr_eq(&n.node, kept))
-            });
-        if unchanged {
+        if self.derived_at == Some(c.node_gen) {
             return self;
         }
         let ids: Vec<NodeId> = c.nodes.values().map(|s| s.id).collect();
         let zones = Zones::of_nodes(&c.snapshot, &ids);
         let interleaved = zones.interleave(&ids);
-        let by_name = c
-            .nodes
-            .values()
-            .filter_map(|s| c.snapshot.node(s.id).map(|n| (s.id, Arc::clone(&n.node))))
-            .collect();
         NodeOrder {
-            by_name,
+            derived_at: Some(c.node_gen),
             zones,
             interleaved,
         }
@@ -292,14 +298,14 @@ impl Known {
 
 /// [`failure_message`] for a pod whose verdict on a node depends only on that node
 /// and its pods (no inter-pod affinity or spread of its own, no existing pod with
-/// anti-affinity): per-node reasons are kept per equivalence class with the node's stamp
-/// and recomputed only for nodes changed since; the message itself is reused while no node
-/// changed. Gives exactly [`failure_message`]'s text.
+/// anti-affinity): the verdicts kept per equivalence class and node (see [`Verdicts`]) are
+/// counted, nodes checked again only where changed since; the message itself is reused while
+/// no node changed. Gives exactly [`failure_message`]'s text.
 fn cached_failure_message(
     c: &Cluster,
     pod: &autoscaler_core::Pod,
     nodes: &[NodeId],
-    cache: &mut FailureCache,
+    cache: &mut Verdicts,
 ) -> String {
     let msg = cached_failure_message_inner(c, pod, nodes, cache);
     debug_assert_eq!(msg, failure_message(c, pod, nodes));
@@ -310,61 +316,37 @@ fn cached_failure_message_inner(
     c: &Cluster,
     pod: &autoscaler_core::Pod,
     nodes: &[NodeId],
-    cache: &mut FailureCache,
+    cache: &mut Verdicts,
 ) -> String {
     if nodes.is_empty() {
         return "no nodes available to schedule pods".to_string();
     }
-    cache.used.insert(pod.equivalence);
-    let class = cache.classes.entry(pod.equivalence).or_default();
-    if class.ids != nodes {
-        *class = ClassFailures {
-            ids: nodes.to_vec(),
-            entries: vec![(None, Vec::new()); nodes.len()],
-            ..ClassFailures::default()
-        };
-    }
-    let mut prepared = None;
-    let mut changed = false;
-    for (&nid, entry) in nodes.iter().zip(class.entries.iter_mut()) {
-        let st = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-        if entry.0 == Some(st) {
-            continue;
-        }
-        changed = true;
-        let prepared = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
-        let reasons = match c.snapshot.check(pod, prepared, nid) {
-            Ok(()) => Vec::new(),
-            Err(unfit) => unfit.reasons(),
-        };
-        for r in &entry.1 {
-            if let Some(n) = class.counts.get_mut(r) {
-                *n -= 1;
-                if *n == 0 {
-                    class.counts.remove(r);
-                }
-            }
-        }
-        for r in &reasons {
-            *class.counts.entry(r.clone()).or_default() += 1;
-        }
-        *entry = (Some(st), reasons);
-    }
-    if !changed && let Some(msg) = &class.message {
+    let seen = (c.node_gen, c.last_stamp());
+    let (class, unfits) = cache.class(pod.equivalence);
+    if let Some((at, msg)) = &class.message
+        && *at == seen
+    {
         return msg.clone();
     }
-    let mut parts: Vec<String> = class
-        .counts
-        .iter()
-        .map(|(r, n)| format!("{n} {r}"))
-        .collect();
-    parts.sort();
-    let msg = format!(
-        "0/{} nodes are available: {}.",
-        nodes.len(),
-        parts.join(", ")
-    );
-    class.message = Some(msg.clone());
+    let mut prepared = None;
+    let mut counts = vec![0usize; unfits.len()];
+    for &nid in nodes {
+        let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
+        if let Some(u) = class.verdict(unfits, (c, pod), &mut prepared, nid, stamp) {
+            if counts.len() <= u {
+                counts.resize(u + 1, 0);
+            }
+            counts[u] += 1;
+        }
+    }
+    let mut hist: BTreeMap<String, usize> = BTreeMap::new();
+    for (u, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+        for r in unfits[u].reasons() {
+            *hist.entry(r).or_default() += n;
+        }
+    }
+    let msg = fit_error(nodes.len(), hist);
+    class.message = Some((seen, msg.clone()));
     msg
 }
 
@@ -383,57 +365,133 @@ fn failure_message(c: &Cluster, pod: &autoscaler_core::Pod, nodes: &[NodeId]) ->
             }
         }
     }
-    let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
-    parts.sort();
-    format!(
-        "0/{} nodes are available: {}.",
-        nodes.len(),
-        parts.join(", ")
-    )
+    fit_error(nodes.len(), hist)
 }
 
-fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: String) {
+/// `0/<nodes> nodes are available: <count> <reason>, ....` from the count of each reason,
+/// the parts sorted as strings.
+fn fit_error(nodes: usize, hist: BTreeMap<String, usize>) -> String {
+    let mut parts: Vec<String> = hist.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+    parts.sort();
+    format!("0/{nodes} nodes are available: {}.", parts.join(", "))
+}
+
+/// Writes `PodScheduled=False, reason=Unschedulable` with `msg` on a pending pod whose last
+/// message differs, editing the stored object in place (no copy while the store alone holds
+/// it; a write that changes nothing is skipped, as a `put` of the same object would be).
+fn mark_unschedulable(c: &mut Cluster, id: &NsName, msg: &str) {
     let Some(st) = c.pods.get_mut(id) else {
         return;
     };
-    if st.unschedulable.as_deref() == Some(msg.as_str()) {
+    if st.unschedulable.as_deref() == Some(msg) {
         return;
     }
-    st.unschedulable = Some(msg.clone());
+    let conditions = json!([{
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": msg,
+        "lastProbeTime": null,
+        "lastTransitionTime": c.store.timestamp(c.now),
+    }]);
+    st.unschedulable = Some(msg.to_string());
     let k = key("", "Pod", &id.0, &id.1);
-    let ts = c.timestamp();
-    if let Some(mut obj) = c.get_owned(&k) {
+    c.store.edit(&k, c.now, |obj| {
+        let status = &obj["status"];
+        let changed = status["phase"] != "Pending" || status["conditions"] != conditions;
         obj["status"]["phase"] = json!("Pending");
-        obj["status"]["conditions"] = json!([{
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": msg,
-            "lastProbeTime": null,
-            "lastTransitionTime": ts,
-        }]);
-        let _ = c.put(obj);
+        obj["status"]["conditions"] = conditions;
+        changed
+    });
+}
+
+/// Filter verdicts per equivalence class and node, kept between scheduler passes: a verdict
+/// holds while the node's stamp (see `Cluster::touch_node`) is the one it was taken at, for
+/// classes whose verdict on a node depends on that node and its pods only (the caller's
+/// condition). Rejections are kept as indexes into a table of the distinct ones met.
+#[derive(Debug, Default)]
+pub(crate) struct Verdicts {
+    /// Per equivalence class.
+    classes: FxHashMap<u64, ClassVerdicts>,
+    /// Classes used in the current pass.
+    used: rustc_hash::FxHashSet<u64>,
+    /// The distinct rejections met.
+    unfits: Vec<Unfit>,
+}
+
+/// One class's verdicts, and its failure message with the `(Cluster::node_gen,
+/// Cluster::last_stamp)` it was counted at.
+#[derive(Debug, Default)]
+struct ClassVerdicts {
+    /// By `NodeId`: the stamp the verdict was taken at (0: none) and the verdict (0: fits;
+    /// `u + 1`: rejected for `unfits[u]`).
+    at: Vec<(u64, u32)>,
+    message: Option<((u64, u64), String)>,
+}
+
+impl ClassVerdicts {
+    /// The verdict of `pod` (of this class) on node `nid`, whose stamp is `stamp`: `None` if
+    /// it fits, else the index of its rejection in `unfits`. Checked (and kept) unless known
+    /// at `stamp`.
+    fn verdict(
+        &mut self,
+        unfits: &mut Vec<Unfit>,
+        (c, pod): (&Cluster, &autoscaler_core::Pod),
+        prepared: &mut Option<Prepared>,
+        nid: NodeId,
+        stamp: u64,
+    ) -> Option<usize> {
+        let i = nid.0 as usize;
+        if let Some(&(at, v)) = self.at.get(i)
+            && at == stamp
+            && stamp != 0
+        {
+            return (v as usize).checked_sub(1);
+        }
+        let p = prepared.get_or_insert_with(|| c.snapshot.prepare(pod));
+        let found = match c.snapshot.check(pod, p, nid) {
+            Ok(()) => None,
+            Err(unfit) => Some(match unfits.iter().position(|u| *u == unfit) {
+                Some(u) => u,
+                None => {
+                    unfits.push(unfit);
+                    unfits.len() - 1
+                }
+            }),
+        };
+        if self.at.len() <= i {
+            self.at.resize(i + 1, (0, 0));
+        }
+        self.at[i] = (stamp, found.map_or(0, |u| u as u32 + 1));
+        found
     }
 }
 
-/// Failure verdicts of equivalence classes, kept between scheduler passes.
-#[derive(Debug, Default)]
-pub(crate) struct FailureCache {
-    /// Per equivalence class.
-    classes: FxHashMap<u64, ClassFailures>,
-    /// Classes that failed in the current pass.
-    used: rustc_hash::FxHashSet<u64>,
-}
+/// More distinct rejections than this and the table starts over (claims' names make them
+/// unbounded in theory).
+const MAX_UNFITS: usize = 4096;
 
-/// One class's verdicts on the nodes `ids` (in scheduling order): per node the stamp its
-/// reasons were computed at (`None`: not yet) and the reasons, the count of each reason over
-/// the nodes, and the message of those counts.
-#[derive(Debug, Default)]
-struct ClassFailures {
-    ids: Vec<NodeId>,
-    entries: Vec<(Option<u64>, Vec<String>)>,
-    counts: BTreeMap<String, usize>,
-    message: Option<String>,
+impl Verdicts {
+    /// The verdicts of the class `equivalence` (marked used in this pass) and the table of
+    /// rejections they refer to.
+    fn class(&mut self, equivalence: u64) -> (&mut ClassVerdicts, &mut Vec<Unfit>) {
+        self.used.insert(equivalence);
+        (
+            self.classes.entry(equivalence).or_default(),
+            &mut self.unfits,
+        )
+    }
+
+    /// Forgets the classes not used in the pass that ends, and everything once the table of
+    /// rejections grew too long.
+    fn end_pass(&mut self) {
+        let used = std::mem::take(&mut self.used);
+        self.classes.retain(|k, _| used.contains(k));
+        if self.unfits.len() > MAX_UNFITS {
+            self.classes.clear();
+            self.unfits.clear();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -608,6 +666,94 @@ mod tests {
             Some(&4),
             "all on one node: {packed:?}"
         );
+    }
+
+    /// One random change between passes: pods come and go, nodes come, go, are tainted or
+    /// cordoned.
+    fn churn(c: &mut Cluster, rng: &mut ChaCha8Rng, step: usize) {
+        for i in 0..rng.random_range(0..6) {
+            let cpu = ["500m", "1", "1500m", "3", "5"][rng.random_range(0..5)];
+            let owner = [None, Some("web"), Some("api")][rng.random_range(0..3)];
+            let mut p = owned_pod(&format!("p{step}-{i}"), cpu, owner);
+            if rng.random_bool(0.2) {
+                p["spec"]["tolerations"] =
+                    json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]);
+            }
+            c.create_pod(p, Owner::None, None).unwrap();
+        }
+        let live: Vec<NsName> = {
+            let mut v: Vec<NsName> = c.pods.keys().cloned().collect();
+            v.sort();
+            v
+        };
+        for id in live {
+            if rng.random_bool(0.08) {
+                c.remove_pod(&id, None);
+            }
+        }
+        let names: Vec<String> = c.nodes.keys().cloned().collect();
+        match rng.random_range(0..10) {
+            0 => zonal_node(c, &format!("n{step}"), ["a", "b", "c"][step % 3]),
+            1 if names.len() > 2 => c.remove_node(&names[step % names.len()]).unwrap(),
+            2 if !names.is_empty() => {
+                let n = &names[step % names.len()];
+                c.taint_node(n, "dedicated", "x", "NoSchedule").unwrap();
+            }
+            3 if !names.is_empty() => {
+                let n = &names[step % names.len()];
+                c.set_unschedulable(n, step.is_multiple_of(2)).unwrap();
+            }
+            _ => {}
+        }
+    }
+
+    /// Where each pod is and what its condition says, and the store's version (same writes).
+    type Outcome = (Vec<(NsName, Option<String>, Option<String>)>, u64);
+
+    fn outcome(c: &Cluster) -> Outcome {
+        let mut pods: Vec<_> = c
+            .pods
+            .iter()
+            .map(|(id, st)| (id.clone(), st.node.clone(), st.unschedulable.clone()))
+            .collect();
+        pods.sort();
+        (pods, c.store.resource_version())
+    }
+
+    #[test]
+    fn reused_verdicts_place_and_mark_pods_exactly_as_the_plain_model() {
+        for seed in 0..12 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let build = || {
+                let mut c = Cluster::new(seed, 0);
+                for (n, z) in [
+                    ("a1", "a"),
+                    ("a2", "a"),
+                    ("b1", "b"),
+                    ("c1", "c"),
+                    ("c2", "c"),
+                ] {
+                    zonal_node(&mut c, n, z);
+                }
+                c
+            };
+            let (mut fast, mut plain) = (build(), build());
+            let scoring = [Scoring::LeastAllocated, Scoring::MostAllocated][seed as usize % 2];
+            let mut s_fast = Scheduler::new(seed, scoring);
+            let mut s_plain = Scheduler::plain(seed, scoring);
+            let mut bound = 0;
+            for step in 0..60 {
+                let draw = rng.random::<u64>();
+                churn(&mut fast, &mut ChaCha8Rng::seed_from_u64(draw), step);
+                churn(&mut plain, &mut ChaCha8Rng::seed_from_u64(draw), step);
+                s_fast.schedule_pending(&mut fast);
+                s_plain.schedule_pending(&mut plain);
+                let (a, b) = (outcome(&fast), outcome(&plain));
+                assert_eq!(a, b, "seed {seed}, pass {step}");
+                bound += a.0.iter().filter(|p| p.1.is_some()).count();
+            }
+            assert!(bound > 0, "seed {seed}: some pods were placed");
+        }
     }
 
     #[test]
