@@ -48,9 +48,12 @@ pub struct Informer {
     no_pods: ObjectStore,
     /// Every object but Pods and Nodes: DaemonSets, budgets, namespaces, controllers.
     rest: ObjectStore,
-    /// Bumped whenever `no_pods` changes.
-    no_pods_version: u64,
-    /// The provider discovered at `no_pods_version`.
+    /// Bumped whenever an object discovery reads changes: any object of an API group other
+    /// than the core one (Machines, MachineSets, ... and more), and the Nodes discovery
+    /// looked a provider id up in ([`DiscoveryCache::reads_node`]). Other Nodes, Pods and
+    /// the core group's other kinds do not change what discovery finds.
+    discovery_version: u64,
+    /// The provider discovered at `discovery_version`.
     provider: Option<(u64, Arc<ClusterApiProvider>)>,
     /// What discovery read from each Machine, so that rediscovery reads only those changed.
     discovery: DiscoveryCache,
@@ -116,6 +119,9 @@ impl Informer {
                 }
             }
         }
+        if !key.group.is_empty() || (is_node(&key) && self.discovery.reads_node(&key.name)) {
+            self.discovery_version += 1;
+        }
         if !is_node(&key) {
             self.rest_version += 1;
             if is_storage(&key) {
@@ -137,7 +143,6 @@ impl Informer {
                 self.no_pods.remove(&key);
             }
         }
-        self.no_pods_version += 1;
     }
 
     fn apply_pod(&mut self, key: ObjectKey, object: Option<&Value>) {
@@ -150,19 +155,27 @@ impl Informer {
     /// arrives, so no Pod is ever held as JSON: with 150,000 pods, buffering a relist as JSON
     /// peaked at ~9 KB per pod.
     pub fn apply_pod_model(&mut self, key: ObjectKey, view: Option<Pod>) {
-        let old = self.pods.get(&key);
-        let was_unschedulable = old.is_some_and(|p| is_unschedulable(p));
-        let old = match view {
+        use std::collections::btree_map::Entry;
+        // One search of the map per change (its keys compare four strings each).
+        let old = match (self.pods.entry(key), view) {
             // An update that changes nothing the model holds keeps the pod's `Arc`, so the
             // snapshot cache does not see it as changed.
-            Some(p) if old.is_some_and(|o| **o == p) => return,
-            Some(p) => {
-                if !was_unschedulable && is_unschedulable(&p) {
+            (Entry::Occupied(e), Some(p)) if **e.get() == p => return,
+            (Entry::Occupied(mut e), Some(p)) => {
+                if !is_unschedulable(e.get()) && is_unschedulable(&p) {
                     self.new_unschedulable = true;
                 }
-                self.pods.insert(key, Arc::new(p))
+                Some(e.insert(Arc::new(p)))
             }
-            None => self.pods.remove(&key),
+            (Entry::Vacant(e), Some(p)) => {
+                if is_unschedulable(&p) {
+                    self.new_unschedulable = true;
+                }
+                e.insert(Arc::new(p));
+                None
+            }
+            (Entry::Occupied(e), None) => Some(e.remove()),
+            (Entry::Vacant(_), None) => None,
         };
         if let Some(old) = old {
             self.pods_gone.insert(Arc::as_ptr(&old) as usize);
@@ -235,15 +248,15 @@ impl Informer {
     }
 
     /// The Cluster API provider discovered from the objects (rediscovered only when an object
-    /// other than a Pod changed since the last call, or the configuration differs).
+    /// discovery reads changed since the last call, or the configuration differs).
     pub fn provider(&mut self, config: &ClusterApiConfig) -> Arc<ClusterApiProvider> {
         match &self.provider {
-            Some((v, p)) if *v == self.no_pods_version && p.config() == config => p.clone(),
+            Some((v, p)) if *v == self.discovery_version && p.config() == config => p.clone(),
             _ => {
                 let (p, _) =
                     ClusterApiProvider::discover_cached(&self.no_pods, config, &mut self.discovery);
                 let p = Arc::new(p);
-                self.provider = Some((self.no_pods_version, p.clone()));
+                self.provider = Some((self.discovery_version, p.clone()));
                 p
             }
         }
@@ -615,6 +628,111 @@ mod tests {
 
         inf.replace_kind("cluster.x-k8s.io", "MachineDeployment", Vec::new());
         assert!(inf.provider(&config).resources().is_empty());
+    }
+
+    /// A Machine `m{i}` of the MachineSet `ms` in `ns` (owned, labelled `a: b`), with its
+    /// provider id and node reference if given.
+    fn machine(i: u64, provider_id: bool, node_ref: bool) -> (ObjectKey, Arc<Value>) {
+        let mut m = json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": format!("m{i}"), "namespace": "ns", "labels": {"a": "b"},
+                "ownerReferences": [{"kind": "MachineSet", "name": "ms"}]},
+            "spec": {}});
+        if provider_id {
+            m["spec"]["providerID"] = json!(format!("sim:///m{i}"));
+        }
+        if node_ref {
+            m["status"] = json!({"nodeRef": {"name": format!("n{i}")}});
+        }
+        obj(m)
+    }
+
+    /// The Node `n{i}`, with the provider id `sim:///n{i}` if asked.
+    fn node_with(i: u64, provider_id: bool) -> (ObjectKey, Arc<Value>) {
+        let (k, mut v) = node(&format!("n{i}"));
+        if provider_id {
+            Arc::make_mut(&mut v)["spec"] = json!({"providerID": format!("sim:///n{i}")});
+        }
+        (k, v)
+    }
+
+    /// The informer's provider equals a fresh discovery of its objects: groups, resources and
+    /// the group of every Node.
+    fn assert_as_fresh(inf: &mut Informer, config: &ClusterApiConfig, step: &str) {
+        use autoscaler_core::CloudProvider;
+        let held = inf.provider(config);
+        let (fresh, _) = ClusterApiProvider::discover(inf.store(), config);
+        assert_eq!(held.node_groups(), fresh.node_groups(), "{step}");
+        assert_eq!(held.resources(), fresh.resources(), "{step}");
+        for n in inf.objects_without_pods().nodes {
+            assert_eq!(
+                held.node_group_of(&n),
+                fresh.node_group_of(&n),
+                "{step}: {}",
+                n.name
+            );
+        }
+    }
+
+    /// Rediscovery is skipped after changes discovery does not read (Pods, ConfigMaps, Nodes no
+    /// Machine takes its provider id from), and the provider held always equals a fresh
+    /// discovery, through random changes to Machines, Nodes, the set and other objects.
+    #[test]
+    fn the_provider_equals_a_fresh_discovery_after_random_changes() {
+        let config = ClusterApiConfig::default();
+        for seed in 1..=20u64 {
+            let mut inf = Informer::new();
+            let ms = obj(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet",
+                "metadata": {"name": "ms", "namespace": "ns", "annotations": {
+                    config.min_size_key(): "0", config.max_size_key(): "9"}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}}}),
+            );
+            inf.apply(ms.0.clone(), Some(ms.1.clone()));
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for step in 0..60 {
+                let i = next(4);
+                let before = inf.provider(&config);
+                let (k, v) = match next(7) {
+                    0 | 1 => machine(i, next(2) == 0, next(3) != 0),
+                    2 => node_with(i, next(2) == 0),
+                    3 => pod(&format!("p{i}"), next(2) == 0),
+                    4 => obj(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "c", "namespace": "ns"},
+                        "data": {"x": step.to_string()}})),
+                    5 => {
+                        let mut v = ms.1.clone();
+                        Arc::make_mut(&mut v)["spec"]["replicas"] = json!(next(5));
+                        (ms.0.clone(), v)
+                    }
+                    _ => {
+                        let (k, _) = if next(2) == 0 {
+                            machine(i, false, false)
+                        } else {
+                            node_with(i, false)
+                        };
+                        inf.apply(k, None);
+                        assert_as_fresh(&mut inf, &config, &format!("{seed}/{step}: delete"));
+                        continue;
+                    }
+                };
+                let read = !k.group.is_empty() || inf.discovery.reads_node(&k.name);
+                inf.apply(k.clone(), Some(v));
+                let after = inf.provider(&config);
+                if !read {
+                    assert!(
+                        Arc::ptr_eq(&before, &after),
+                        "{seed}/{step}: {k} rediscovered"
+                    );
+                }
+                assert_as_fresh(&mut inf, &config, &format!("{seed}/{step}: {k}"));
+            }
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use autoscaler_core::{
     CloudProvider, Instance, InstanceError, InstanceErrorClass, InstanceState, NodeGroup,
     NodeGroupId,
 };
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
 use crate::annotations;
@@ -190,6 +190,8 @@ pub struct DiscoveryCache {
     pass: u64,
     /// Machines listed by the pass under way.
     listed: usize,
+    /// Names of the Nodes the last pass looked a provider id up in (present or not).
+    nodes_read: FxHashSet<String>,
 }
 
 impl DiscoveryCache {
@@ -224,6 +226,17 @@ impl DiscoveryCache {
             let pass = self.pass;
             self.machines.retain(|_, (seen, _)| *seen == pass);
         }
+        self.nodes_read.clear();
+        let consulted = self.machines.values().filter(|(_, r)| r.node.is_some());
+        let names = consulted.filter_map(|(_, r)| r.info.node_name.clone());
+        self.nodes_read.extend(names);
+    }
+
+    /// Whether the last pass's outcome depends on the Node `name`: a Machine without
+    /// `spec.providerID` took (or looked for) its provider id there. Discovery reads no other
+    /// Node, so a change to any other leaves its outcome as it was.
+    pub fn reads_node(&self, name: &str) -> bool {
+        self.nodes_read.contains(name)
     }
 
     /// The read of the Machine `key` (`obj` in `store`), reused while the same object.

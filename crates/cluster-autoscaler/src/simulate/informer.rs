@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use autoscaler_actuation::Informer as Objects;
-use autoscaler_world::{WatchEventKind, World};
+use autoscaler_core::model::store::ObjectKey;
+use autoscaler_world::{WatchEvent, WatchEventKind, World};
+use rustc_hash::FxHashMap;
 
 /// The converted objects, kept in step with the world's watch log.
 #[derive(Debug, Default)]
@@ -25,10 +27,19 @@ impl Informer {
         Informer::default()
     }
 
-    /// Applies every change the world logged since the last sync.
+    /// Applies every change the world logged since the last sync. A Pod changed more than once
+    /// since then is converted once, at its last change: the converted objects are the same
+    /// either way (they hold each object's latest state), and converting a Pod is the
+    /// informer's main cost (a pending pod is created and marked unschedulable in one
+    /// scheduler pass, and marked again whenever its message changes).
     pub fn sync(&mut self, world: &World) {
-        for e in world.events_since(self.rv) {
+        let events = world.events_since(self.rv);
+        let last = last_pod_changes(events);
+        for e in events {
             self.rv = e.rv;
+            if is_pod(&e.key) && last.get(&e.key) != Some(&e.rv) {
+                continue;
+            }
             let object = (e.kind != WatchEventKind::Deleted).then(|| Arc::clone(&e.object));
             self.objects.apply(e.key.clone(), object);
         }
@@ -38,6 +49,16 @@ impl Informer {
     pub fn resource_version(&self) -> u64 {
         self.rv
     }
+}
+
+fn is_pod(k: &ObjectKey) -> bool {
+    k.kind == "Pod" && k.group.is_empty()
+}
+
+/// The `resourceVersion` of each Pod's last change among `events`.
+fn last_pod_changes(events: &[WatchEvent]) -> FxHashMap<&ObjectKey, u64> {
+    let pods = events.iter().filter(|e| is_pod(&e.key));
+    pods.map(|e| (&e.key, e.rv)).collect()
 }
 
 impl std::ops::Deref for Informer {
@@ -62,6 +83,75 @@ mod tests {
     use autoscaler_core::model::objects::read_objects;
     use autoscaler_world::{NodeGroupSpec, WorldConfig};
     use serde_json::json;
+
+    /// Syncing converts each Pod once per batch of changes, at its last one; the objects are
+    /// those of applying every change one by one, whatever the batches.
+    #[test]
+    fn a_batch_of_changes_gives_the_objects_of_every_change_applied() {
+        let mut w = World::new(WorldConfig::default());
+        w.apply(group_spec(1, 3).to_object("sim")).expect("group");
+        let (mut batched, mut each) = (Informer::new(), Objects::new());
+        let mut rv = 0;
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..120 {
+            match next(4) {
+                0 | 1 => {
+                    let cpu = ["1", "3", "9"][next(3) as usize];
+                    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": format!("p{step}"), "namespace": "default"},
+                        "spec": {"containers": [{"name": "c",
+                            "resources": {"requests": {"cpu": cpu}}}]}});
+                    let runs = (next(2) == 0).then(|| 30_000 + next(5) * 60_000);
+                    w.add_pod(pod, runs).expect("pod");
+                }
+                2 => {
+                    w.gc_terminal_pods();
+                }
+                _ => w.advance(next(4) * 20_000),
+            }
+            for e in w.events_since(rv) {
+                rv = e.rv;
+                let object = (e.kind != WatchEventKind::Deleted).then(|| Arc::clone(&e.object));
+                each.apply(e.key.clone(), object);
+            }
+            if next(3) == 0 {
+                continue;
+            }
+            batched.sync(&w);
+            let (a, b) = (batched.objects(), each.objects());
+            assert_eq!(a.pods.len(), b.pods.len(), "step {step}");
+            assert!(
+                a.pods.iter().zip(&b.pods).all(|(a, b)| a == b),
+                "step {step}"
+            );
+            assert_eq!(a.nodes, b.nodes, "step {step}");
+            assert_eq!(batched.resource_version(), rv);
+        }
+        assert!(each.objects().pods.len() > 3, "the test makes pods");
+    }
+
+    fn group_spec(replicas: u32, max_size: u32) -> NodeGroupSpec {
+        NodeGroupSpec {
+            namespace: "default".into(),
+            name: "g".into(),
+            replicas,
+            min_size: 0,
+            max_size,
+            cpu: "4".into(),
+            memory: "16Gi".into(),
+            max_pods: 110,
+            gpu: None,
+            labels: Default::default(),
+            taints: Vec::new(),
+            delete_policy: Default::default(),
+        }
+    }
 
     #[test]
     fn the_informer_reads_what_read_objects_reads() {
