@@ -55,6 +55,7 @@ use tokio::task::JoinHandle;
 use autoscaler_actuation::Informer;
 
 use crate::Clients;
+use crate::slim::SlimPod;
 
 /// The Cluster API kinds watched, when their group serves them.
 pub const CLUSTER_API_KINDS: [&str; 4] =
@@ -551,11 +552,12 @@ fn spawn_storage(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Cli
 
 /// Pods are converted to the model as they arrive and never held as JSON: a relist of 150,000
 /// pods buffered as JSON values until `InitDone` peaked at ~9 KB per pod (each small JSON object
-/// a B-tree map), against ~2 KB per converted pod.
+/// a B-tree map), against ~2 KB per converted pod. They are decoded as [`SlimPod`]s: only the
+/// fields the model reads.
 fn spawn_pods(
     tasks: &mut Vec<JoinHandle<()>>,
     shared: &Shared,
-    api: Api<api::Pod>,
+    api: Api<SlimPod>,
     config: watcher::Config,
 ) {
     let (group, kind) = (String::new(), "Pod".to_string());
@@ -572,8 +574,8 @@ fn spawn_pods(
 
 /// A Pod as the informer takes it: its key, and the model pod (`None` when it does not
 /// convert, with a warning). `None` for a pod without namespace or name.
-fn pod_entry(o: api::Pod) -> Option<(ObjectKey, Option<Pod>)> {
-    let (Some(namespace), Some(name)) = (&o.metadata.namespace, &o.metadata.name) else {
+fn pod_entry(o: SlimPod) -> Option<(ObjectKey, Option<Pod>)> {
+    let (Some(namespace), Some(name)) = (&o.meta().namespace, &o.meta().name) else {
         tracing::warn!("pod without namespace or name; skipped");
         return None;
     };
@@ -583,7 +585,8 @@ fn pod_entry(o: api::Pod) -> Option<(ObjectKey, Option<Pod>)> {
         namespace: namespace.clone(),
         name: name.clone(),
     };
-    let view = Pod::from_k8s(&o)
+    let view = o
+        .into_model()
         .inspect_err(|e| tracing::warn!(pod = %key.name, namespace = %key.namespace, error = %e, "pod not understood; left out"))
         .ok();
     Some((key, view))
@@ -709,10 +712,9 @@ where
     });
     let shared = shared.clone();
     tokio::spawn(async move {
-        let stream = watcher(api, config).default_backoff();
-        let mut stream = std::pin::pin!(stream);
+        let (mut events, _reader) = read_ahead(watcher(api, config).default_backoff());
         let mut buffer = Vec::new();
-        while let Some(event) = stream.next().await {
+        while let Some(event) = events.recv().await {
             let changed = match event {
                 Ok(Event::Apply(o)) => {
                     encode(o).map(|(k, v)| T::apply(&mut shared.lock(), k, Some(v)))
@@ -748,6 +750,39 @@ where
             }
         }
     })
+}
+
+/// How many events a kind's reader may run ahead of their conversion: two list pages of 500.
+const READ_AHEAD: usize = 1_000;
+
+/// Aborts the task when dropped: the reader of a watch ends with the task that consumes it.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Polls `stream` on a task of its own, at most [`READ_AHEAD`] events ahead of the consumer, so
+/// that the next list page is fetched and decoded while this one is converted and cached (one
+/// task doing both left one core idle for most of a long list). Order is kept; the reader ends
+/// when the returned guard is dropped.
+fn read_ahead<S, T>(stream: S) -> (tokio::sync::mpsc::Receiver<T>, AbortOnDrop)
+where
+    S: futures::Stream<Item = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
+    let reader = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    (rx, AbortOnDrop(reader))
 }
 
 /// A Node as cached: without its image list (never read, and often the bulk of a Node).
@@ -825,7 +860,8 @@ mod tests {
     fn pods_are_converted_on_arrival_and_never_cached_as_json() {
         let full: api::Pod = serde_json::from_value(rich_pod()).expect("valid pod");
         let want = Pod::from_k8s(&full).expect("converts");
-        let entry = pod_entry(full).expect("a pod with an identity");
+        let slim: SlimPod = serde_json::from_value(rich_pod()).expect("valid pod");
+        let entry = pod_entry(slim).expect("a pod with an identity");
         let mut informer = Informer::new();
         <Option<Pod> as Cached>::relist(&mut informer, "", "Pod", vec![entry]);
         assert_eq!(informer.pods().len(), 1);
