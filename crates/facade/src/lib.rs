@@ -81,6 +81,10 @@ pub struct FacadeOptions {
     pub withheld: Vec<String>,
     /// The version `/version` claims.
     pub version: ServerVersion,
+    /// Whether watches serve streaming lists (`sendInitialEvents=true`), as API servers with
+    /// the `WatchList` feature do (on by default in 1.32 and from 1.34, off in 1.33); without
+    /// it such a watch is refused with `422`, as those servers refuse it.
+    pub watch_list: bool,
 }
 
 impl Default for FacadeOptions {
@@ -92,6 +96,7 @@ impl Default for FacadeOptions {
             faults: Vec::new(),
             watch_log_retention: 20_000,
             bookmark_interval: Duration::from_secs(2),
+            watch_list: true,
             withheld: Vec::new(),
             version: ServerVersion::default(),
         }
@@ -275,6 +280,8 @@ pub(crate) struct Shared {
     /// `127.0.0.1:port`.
     addr: String,
     bookmark_interval: Duration,
+    /// [`FacadeOptions::watch_list`].
+    watch_list: bool,
     /// Suffixes for `generateName`.
     names: AtomicU64,
     /// Lists being paged through.
@@ -394,6 +401,7 @@ impl Facade {
             started: Instant::now(),
             addr: addr.to_string(),
             bookmark_interval: options.bookmark_interval,
+            watch_list: options.watch_list,
             names: AtomicU64::new(0),
             pager: Mutex::new(paging::Pager::default()),
             journal: Mutex::new(Vec::new()),
@@ -786,6 +794,29 @@ mod tests {
         let all = api.list(&ListParams::default()).await.expect("all");
         assert_eq!(all.items.len(), 8);
         assert!(all.metadata.continue_.is_none_or(|c| c.is_empty()));
+        // From the watch cache (`resourceVersion=0`) the limit is ignored, as the API server
+        // does: one whole list, no continue token. (kube-rs itself leaves `resourceVersion=0`
+        // out of a list with a limit; client-go's informers send both.)
+        let raw = |query: &str| {
+            http::Request::get(format!("/api/v1/namespaces/default/configmaps?{query}"))
+                .body(Vec::new())
+                .expect("request")
+        };
+        let c = client(&h).await;
+        let cached: kube::core::ObjectList<ConfigMap> = c
+            .request(raw(
+                "limit=3&resourceVersion=0&resourceVersionMatch=NotOlderThan",
+            ))
+            .await
+            .expect("from the cache");
+        assert_eq!(cached.items.len(), 8);
+        assert!(cached.metadata.continue_.is_none_or(|c| c.is_empty()));
+        let rv = all.metadata.resource_version.clone().unwrap_or_default();
+        let exact: kube::core::ObjectList<ConfigMap> = c
+            .request(raw(&format!("limit=3&resourceVersion={rv}")))
+            .await
+            .expect("at a version");
+        assert_eq!(exact.items.len(), 3, "a non-zero version still pages");
 
         let before = h.elapsed();
         api.patch(

@@ -45,7 +45,7 @@ use k8s_openapi::api::storage::v1 as storage;
 use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::watcher::{self, Event, InitialListStrategy, watcher};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -564,7 +564,7 @@ fn spawn_pods(
     tasks.push(spawn_kind(
         shared,
         api,
-        config,
+        config.streaming_lists(),
         group,
         kind,
         OnNotFound::Missing,
@@ -712,7 +712,7 @@ where
     });
     let shared = shared.clone();
     tokio::spawn(async move {
-        let (mut events, _reader) = read_ahead(watcher(api, config).default_backoff());
+        let (mut events, _reader) = read_ahead(api, config, name.clone());
         let mut buffer = Vec::new();
         while let Some(event) = events.recv().await {
             let changed = match event {
@@ -764,25 +764,58 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Polls `stream` on a task of its own, at most [`READ_AHEAD`] events ahead of the consumer, so
-/// that the next list page is fetched and decoded while this one is converted and cached (one
-/// task doing both left one core idle for most of a long list). Order is kept; the reader ends
-/// when the returned guard is dropped.
-fn read_ahead<S, T>(stream: S) -> (tokio::sync::mpsc::Receiver<T>, AbortOnDrop)
+/// Runs the watcher of `api` on a task of its own, at most [`READ_AHEAD`] events ahead of the
+/// consumer, so that the next list page (or the next events of a streaming list) is fetched and
+/// decoded while this one is converted and cached: one task doing both left one core idle for
+/// most of a long list. Order is kept; the reader ends when the returned guard is dropped.
+///
+/// A streaming list (`sendInitialEvents`) that the server refuses (`422` or `400`: no
+/// `WatchList` feature, as in Kubernetes 1.33 by default and before 1.32) falls back to listing
+/// in pages, as client-go's reflector does.
+fn read_ahead<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+) -> (
+    tokio::sync::mpsc::Receiver<Result<Event<K>, watcher::Error>>,
+    AbortOnDrop,
+)
 where
-    S: futures::Stream<Item = T> + Send + 'static,
-    T: Send + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
     let reader = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            if tx.send(event).await.is_err() {
+        let mut config = config;
+        loop {
+            let streaming = config.initial_list_strategy == InitialListStrategy::StreamingList;
+            let stream = watcher(api.clone(), config.clone()).default_backoff();
+            let mut stream = std::pin::pin!(stream);
+            let mut refused = false;
+            while let Some(event) = stream.next().await {
+                if streaming && refuses_streaming(&event) {
+                    refused = true;
+                    break;
+                }
+                if tx.send(event).await.is_err() {
+                    return;
+                }
+            }
+            if !refused {
                 return;
             }
+            tracing::info!(
+                kind = %name,
+                "the API server does not serve streaming lists; listing in pages"
+            );
+            config.initial_list_strategy = InitialListStrategy::ListWatch;
         }
     });
     (rx, AbortOnDrop(reader))
+}
+
+/// Whether the server refused to start a streaming list (`422`/`400` on the watch request).
+fn refuses_streaming<K>(event: &Result<Event<K>, watcher::Error>) -> bool {
+    matches!(event, Err(watcher::Error::WatchStartFailed(kube::Error::Api(s))) if s.code == 422 || s.code == 400)
 }
 
 /// A Node as cached: without its image list (never read, and often the bulk of a Node).
@@ -919,6 +952,11 @@ mod tests {
                 assert_eq!(req.method(), http::Method::GET);
                 let uri = req.uri().to_string();
                 log.lock().expect("log").push(uri.clone());
+                // A server without streaming lists (as Kubernetes 1.33 by default).
+                if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                    continue;
+                }
                 if uri.contains("watch=true") {
                     open.push(send);
                     continue;
@@ -1032,7 +1070,94 @@ mod tests {
         .expect("every kind watched");
         let mut got = got;
         got.sort();
+        // Pods first asked for a streaming list, refused; then listed in pages as the rest.
+        let streaming: Vec<String> = got
+            .iter()
+            .filter(|u| u.contains("sendInitialEvents=true"))
+            .cloned()
+            .collect();
+        assert_eq!(streaming.len(), 1, "{streaming:?}");
+        assert!(streaming[0].starts_with("/api/v1/pods?"), "{streaming:?}");
+        assert!(streaming[0].contains("resourceVersionMatch=NotOlderThan"));
+        got.retain(|u| !u.contains("sendInitialEvents=true"));
         assert_eq!(got, want);
+        drop(watches);
+        server.abort();
+    }
+
+    fn refuse(send: tower_test::mock::SendResponse<Response<Body>>, code: u16) {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "Invalid", "code": code,
+            "message": "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"});
+        send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&status).expect("json")))
+                .expect("response"),
+        );
+    }
+
+    #[tokio::test]
+    async fn pods_come_as_a_streaming_list_where_the_server_serves_one() {
+        let (client, mut handle) = mock();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                log.lock().expect("log").push(uri.clone());
+                if uri.starts_with("/api/v1/pods?") && uri.contains("sendInitialEvents=true") {
+                    let pod = |name: &str| {
+                        json!({"type": "ADDED", "object": {"apiVersion": "v1",
+                        "kind": "Pod", "metadata": {"name": name, "namespace": "default",
+                            "resourceVersion": "5"},
+                        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+                            "resources": {"requests": {"cpu": "1"}}}]},
+                        "status": {"phase": "Running"}}})
+                    };
+                    let end = json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
+                        "kind": "Pod", "metadata": {"resourceVersion": "10",
+                            "annotations": {"k8s.io/initial-events-end": "true"}}}});
+                    let body: String = [pod("a"), pod("b"), end]
+                        .iter()
+                        .map(|e| format!("{e}\n"))
+                        .collect();
+                    send.send_response(
+                        Response::builder()
+                            .status(200)
+                            .body(Body::from(body.into_bytes()))
+                            .expect("response"),
+                    );
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                } else if uri.contains("watch=true") {
+                    open.push(send);
+                } else {
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                            "metadata": {"resourceVersion": "10"}, "items": []}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+        let watches = start_with(&Clients::joined(client), &config, Vec::new());
+        tokio::time::timeout(Duration::from_secs(10), watches.wait_synced())
+            .await
+            .expect("synced");
+        {
+            let mut inf = watches.informer().lock().expect("informer");
+            let names: Vec<&str> = inf.pods().iter().map(|p| p.name.as_ref()).collect();
+            assert_eq!(names, ["a", "b"]);
+        }
+        let got = seen.lock().expect("log").clone();
+        assert!(
+            !got.iter()
+                .any(|u| u.starts_with("/api/v1/pods?") && u.contains("limit=")),
+            "pods were not listed in pages: {got:?}"
+        );
         drop(watches);
         server.abort();
     }
@@ -1046,6 +1171,10 @@ mod tests {
             while let Some((req, send)) = handle.next_request().await {
                 let uri = req.uri().to_string();
                 log.lock().expect("log").push(uri.clone());
+                if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                    continue;
+                }
                 if uri.contains("watch=true") {
                     open.push(send);
                     continue;
@@ -1232,6 +1361,10 @@ mod tests {
             let mut open = Vec::new();
             while let Some((req, send)) = handle.next_request().await {
                 let uri = req.uri().to_string();
+                if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                    continue;
+                }
                 if uri.contains("watch=true") {
                     open.push(send);
                 } else if uri.starts_with("/apis/batch/v1/jobs")
@@ -1340,6 +1473,8 @@ mod tests {
                     );
                 } else if path.starts_with("/apis/cluster.x-k8s.io/") && !capi {
                     not_found_reply(send);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1397,6 +1532,8 @@ mod tests {
                 let uri = req.uri().to_string();
                 if uri.starts_with("/apis/policy/v1/") {
                     not_found_reply(send);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1448,6 +1585,8 @@ mod tests {
                     refused.notify_one();
                 } else if uri.starts_with("/apis/storage.k8s.io/v1/csidrivers") {
                     status_reply(send, code);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1517,6 +1656,8 @@ mod tests {
                 let uri = req.uri().to_string();
                 if uri.starts_with("/apis/storage.k8s.io/v1/csinodes") {
                     status_reply(send, 403);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
