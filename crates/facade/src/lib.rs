@@ -845,4 +845,64 @@ mod tests {
         );
         h.shutdown().await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streaming_lists_end_with_their_bookmark_or_are_refused_without_the_feature() {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let world = || {
+            let mut w = World::new(autoscaler_world::WorldConfig::default());
+            for i in 0..5 {
+                w.apply(config_map(&format!("cm-{i}"))).expect("apply");
+            }
+            w
+        };
+        let h = Facade::start(world(), FacadeOptions::default())
+            .await
+            .expect("facade");
+        let api: Api<ConfigMap> = Api::namespaced(client(&h).await, "default");
+        let config = watcher::Config::default().streaming_lists();
+        let mut events = std::pin::pin!(watcher::watcher(api, config));
+        let mut names = Vec::new();
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(10), events.next())
+                .await
+                .expect("an event")
+                .expect("the stream goes on")
+                .expect("no error");
+            match e {
+                Event::Init => {}
+                Event::InitApply(cm) => names.extend(cm.metadata.name),
+                Event::InitDone => break,
+                other => panic!("unexpected before the end bookmark: {other:?}"),
+            }
+        }
+        assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]);
+        h.shutdown().await;
+
+        // Without the feature (Kubernetes 1.33's default), the watch is refused with 422.
+        let options = FacadeOptions {
+            watch_list: false,
+            ..FacadeOptions::default()
+        };
+        let h = Facade::start(world(), options).await.expect("facade");
+        let c = client(&h).await;
+        let watch = |query: &str| {
+            http::Request::get(format!(
+                "/api/v1/namespaces/default/configmaps?watch=true&{query}"
+            ))
+            .body(Vec::new())
+            .expect("request")
+        };
+        let refused = c
+            .request_text(watch(
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+            ))
+            .await;
+        assert!(
+            matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 422),
+            "{refused:?}"
+        );
+        h.shutdown().await;
+    }
 }

@@ -358,6 +358,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn streaming_lists_are_validated_as_the_api_server_does() {
+        let q = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        };
+        let send = q(&[
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+        ]);
+        assert_eq!(initial_events(&send, true, true).ok(), Some(true));
+        let code = |r: Result<bool, ApiError>| r.err().map(|e| e.into_response().status());
+        let invalid = Some(StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            code(initial_events(&send, false, true)),
+            invalid,
+            "bookmarks required"
+        );
+        assert_eq!(
+            code(initial_events(&send, true, false)),
+            invalid,
+            "feature off"
+        );
+        let unmatched = q(&[("sendInitialEvents", "true")]);
+        assert_eq!(code(initial_events(&unmatched, true, true)), invalid);
+        let matched_only = q(&[("resourceVersionMatch", "NotOlderThan")]);
+        assert_eq!(code(initial_events(&matched_only, true, true)), invalid);
+        assert_eq!(initial_events(&q(&[]), true, false).ok(), Some(false));
+    }
+
+    #[test]
+    fn event_lines_are_the_events_json() {
+        let mut out = Vec::new();
+        event_line(&mut out, "ADDED", &json!({"metadata": {"name": "a"}}));
+        event_line(&mut out, "DELETED", &json!({"metadata": {"name": "b"}}));
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON event a line"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}),
+                json!({"type": "DELETED", "object": {"metadata": {"name": "b"}}})
+            ]
+        );
+    }
+
+    #[test]
     fn a_deletion_carries_its_own_resource_version() {
         let store = |kind, rv| WatchEvent {
             rv,
