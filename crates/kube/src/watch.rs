@@ -7,6 +7,10 @@
 //! allowed to read it (`403`) leaves it empty with a warning, and it counts as synced, since
 //! kube-scheduler too treats capacity as unknown (not as zero) when it has none.
 //!
+//! Pods come as a streaming list (a watch with `sendInitialEvents`) where the server serves
+//! one, in pages otherwise, decoded with only the fields the model reads ([`SlimPod`]). Each
+//! kind's stream is read on a task of its own, ahead of the conversion.
+//!
 //! Pods are converted to the model as they arrive (never held as JSON); other objects are
 //! cached as JSON without `metadata.managedFields` (and Nodes without their image list). A
 //! relist replaces the kind's objects at once (buffered from `Init` to `InitDone`). Watch
