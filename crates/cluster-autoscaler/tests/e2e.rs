@@ -460,9 +460,10 @@ async fn api_faults_are_survived_and_the_cluster_converges() {
     })
     .await;
     let counts = h.fault_counts();
+    // Pods come as a streaming list (a watch) where the server serves one, in pages otherwise.
     assert!(
-        counts.per_rule[list] > 0,
-        "pod lists were refused: {counts:?}"
+        counts.per_rule[list] + counts.per_rule[watch] > 0,
+        "the first pod lists were refused: {counts:?}"
     );
     assert!(counts.internal_errors > 0);
     assert!(

@@ -81,6 +81,10 @@ pub struct FacadeOptions {
     pub withheld: Vec<String>,
     /// The version `/version` claims.
     pub version: ServerVersion,
+    /// Whether watches serve streaming lists (`sendInitialEvents=true`), as API servers with
+    /// the `WatchList` feature do (on by default in 1.32 and from 1.34, off in 1.33); without
+    /// it such a watch is refused with `422`, as those servers refuse it.
+    pub watch_list: bool,
 }
 
 impl Default for FacadeOptions {
@@ -92,6 +96,7 @@ impl Default for FacadeOptions {
             faults: Vec::new(),
             watch_log_retention: 20_000,
             bookmark_interval: Duration::from_secs(2),
+            watch_list: true,
             withheld: Vec::new(),
             version: ServerVersion::default(),
         }
@@ -275,6 +280,8 @@ pub(crate) struct Shared {
     /// `127.0.0.1:port`.
     addr: String,
     bookmark_interval: Duration,
+    /// [`FacadeOptions::watch_list`].
+    watch_list: bool,
     /// Suffixes for `generateName`.
     names: AtomicU64,
     /// Lists being paged through.
@@ -394,6 +401,7 @@ impl Facade {
             started: Instant::now(),
             addr: addr.to_string(),
             bookmark_interval: options.bookmark_interval,
+            watch_list: options.watch_list,
             names: AtomicU64::new(0),
             pager: Mutex::new(paging::Pager::default()),
             journal: Mutex::new(Vec::new()),
@@ -786,6 +794,29 @@ mod tests {
         let all = api.list(&ListParams::default()).await.expect("all");
         assert_eq!(all.items.len(), 8);
         assert!(all.metadata.continue_.is_none_or(|c| c.is_empty()));
+        // From the watch cache (`resourceVersion=0`) the limit is ignored, as the API server
+        // does: one whole list, no continue token. (kube-rs itself leaves `resourceVersion=0`
+        // out of a list with a limit; client-go's informers send both.)
+        let raw = |query: &str| {
+            http::Request::get(format!("/api/v1/namespaces/default/configmaps?{query}"))
+                .body(Vec::new())
+                .expect("request")
+        };
+        let c = client(&h).await;
+        let cached: kube::core::ObjectList<ConfigMap> = c
+            .request(raw(
+                "limit=3&resourceVersion=0&resourceVersionMatch=NotOlderThan",
+            ))
+            .await
+            .expect("from the cache");
+        assert_eq!(cached.items.len(), 8);
+        assert!(cached.metadata.continue_.is_none_or(|c| c.is_empty()));
+        let rv = all.metadata.resource_version.clone().unwrap_or_default();
+        let exact: kube::core::ObjectList<ConfigMap> = c
+            .request(raw(&format!("limit=3&resourceVersion={rv}")))
+            .await
+            .expect("at a version");
+        assert_eq!(exact.items.len(), 3, "a non-zero version still pages");
 
         let before = h.elapsed();
         api.patch(
@@ -811,6 +842,66 @@ mod tests {
                 .iter()
                 .all(|r| r.verb != Verb::List && r.verb != Verb::Get),
             "reads are not journaled"
+        );
+        h.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streaming_lists_end_with_their_bookmark_or_are_refused_without_the_feature() {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let world = || {
+            let mut w = World::new(autoscaler_world::WorldConfig::default());
+            for i in 0..5 {
+                w.apply(config_map(&format!("cm-{i}"))).expect("apply");
+            }
+            w
+        };
+        let h = Facade::start(world(), FacadeOptions::default())
+            .await
+            .expect("facade");
+        let api: Api<ConfigMap> = Api::namespaced(client(&h).await, "default");
+        let config = watcher::Config::default().streaming_lists();
+        let mut events = std::pin::pin!(watcher::watcher(api, config));
+        let mut names = Vec::new();
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(10), events.next())
+                .await
+                .expect("an event")
+                .expect("the stream goes on")
+                .expect("no error");
+            match e {
+                Event::Init => {}
+                Event::InitApply(cm) => names.extend(cm.metadata.name),
+                Event::InitDone => break,
+                other => panic!("unexpected before the end bookmark: {other:?}"),
+            }
+        }
+        assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]);
+        h.shutdown().await;
+
+        // Without the feature (Kubernetes 1.33's default), the watch is refused with 422.
+        let options = FacadeOptions {
+            watch_list: false,
+            ..FacadeOptions::default()
+        };
+        let h = Facade::start(world(), options).await.expect("facade");
+        let c = client(&h).await;
+        let watch = |query: &str| {
+            http::Request::get(format!(
+                "/api/v1/namespaces/default/configmaps?watch=true&{query}"
+            ))
+            .body(Vec::new())
+            .expect("request")
+        };
+        let refused = c
+            .request_text(watch(
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+            ))
+            .await;
+        assert!(
+            matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 422),
+            "{refused:?}"
         );
         h.shutdown().await;
     }

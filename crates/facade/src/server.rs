@@ -302,6 +302,9 @@ fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Result<Res
         },
     };
     let token = query.get("continue").filter(|c| !c.is_empty());
+    // `resourceVersion=0` is served from the API server's watch cache, which ignores `limit`
+    // and answers the whole list at once (client-go's informers list this way).
+    let limit = limit.filter(|_| !from_watch_cache(query, token.is_some()));
     let page = match (token, limit) {
         (Some(token), _) => sh
             .pager()
@@ -340,19 +343,28 @@ fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Result<Res
     .to_string();
     body.pop();
     body.push_str(",\"items\":[");
+    let mut body = body.into_bytes();
     for (i, item) in page.items.iter().enumerate() {
         if i > 0 {
-            body.push(',');
+            body.push(b',');
         }
-        body.push_str(&item.to_string());
+        // Serialized in place: no string per item. A `Value` always serializes.
+        let _ = serde_json::to_writer(&mut body, &**item);
     }
-    body.push_str("]}");
+    body.extend_from_slice(b"]}");
     Ok((
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,
     )
         .into_response())
+}
+
+/// Whether a list is one the API server answers from its watch cache: `resourceVersion=0`
+/// (any `resourceVersionMatch`), not a continuation. The cache does not page (it has no
+/// continue tokens to hand out), so `limit` is ignored there.
+fn from_watch_cache(query: &BTreeMap<String, String>, continued: bool) -> bool {
+    !continued && query.get("resourceVersion").is_some_and(|rv| rv == "0")
 }
 
 fn stored(w: &World, t: &Target) -> Result<Value, ApiError> {

@@ -92,6 +92,11 @@ impl ApiError {
         ApiError::new(422, "Invalid", message).with_details(name, resource)
     }
 
+    /// 422: the request's parameters are not acceptable (no object named).
+    pub fn invalid_params(message: impl Into<String>) -> ApiError {
+        ApiError::new(422, "Invalid", message)
+    }
+
     /// 405: the verb is not supported on this resource.
     pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
         ApiError::new(405, "MethodNotAllowed", message)

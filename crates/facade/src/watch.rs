@@ -54,6 +54,10 @@ pub(crate) fn serve(
     let bookmarks = query
         .get("allowWatchBookmarks")
         .is_some_and(|v| v == "true");
+    let initial = match initial_events(query, bookmarks, sh.watch_list) {
+        Ok(i) => i,
+        Err(e) => return e.into_response(),
+    };
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|s| s.parse::<u64>().ok())
@@ -70,7 +74,9 @@ pub(crate) fn serve(
         sent: 0,
         chosen,
     };
-    tokio::spawn(stream.run(from, timeout));
+    // A streaming list starts with the current objects whatever the version asked.
+    let from = if initial { None } else { from };
+    tokio::spawn(stream.run(from, initial, timeout));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
@@ -78,6 +84,40 @@ pub(crate) fn serve(
     )
         .into_response()
 }
+
+/// Whether a watch asks for a streaming list (`sendInitialEvents=true`), validated as the API
+/// server validates it: only with `resourceVersionMatch=NotOlderThan` and bookmarks, and only
+/// where the `WatchList` feature is on (`422` otherwise, as a server without it answers).
+/// `resourceVersionMatch` without `sendInitialEvents` is refused on a watch.
+fn initial_events(
+    query: &BTreeMap<String, String>,
+    bookmarks: bool,
+    watch_list: bool,
+) -> Result<bool, ApiError> {
+    let send = query.get("sendInitialEvents").map(String::as_str);
+    let matching = query.get("resourceVersionMatch").map(String::as_str);
+    let invalid = |m: &str| Err(ApiError::invalid_params(m));
+    match (send, matching) {
+        (Some("true"), _) if !watch_list => invalid(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        ),
+        (Some("true"), Some("NotOlderThan")) if bookmarks => Ok(true),
+        (Some("true"), Some("NotOlderThan")) => invalid(
+            "allowWatchBookmarks: Required value: allowWatchBookmarks must be true when sendInitialEvents is true",
+        ),
+        (Some("true"), _) => invalid(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (_, Some(m)) if !m.is_empty() && watch_list && send.is_some() => Ok(false),
+        (_, Some(m)) if !m.is_empty() => invalid(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ),
+        _ => Ok(false),
+    }
+}
+
+/// How many bytes of initial events are sent as one chunk.
+const INITIAL_CHUNK: usize = 64 * 1024;
 
 struct Stream {
     sh: Arc<Shared>,
@@ -122,25 +162,30 @@ fn sent_object(e: &WatchEvent) -> Arc<Value> {
 }
 
 impl Stream {
-    async fn run(mut self, from: Option<u64>, timeout: Duration) {
+    async fn run(mut self, from: Option<u64>, initial: bool, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
         let cut_at = self
             .chosen
             .drop_after
             .map(|d| tokio::time::Instant::now() + d);
-        let end = self.pump(from, deadline, cut_at).await;
+        let end = self.pump(from, initial, deadline, cut_at).await;
         if matches!(end, End::Cut) {
             self.sh.faults().count_dropped_watch();
         }
     }
 
     async fn send(&mut self, kind: &str, object: &Value) -> Result<(), End> {
-        let mut line = json!({"type": kind, "object": object}).to_string();
-        line.push('\n');
+        let mut line = Vec::new();
+        event_line(&mut line, kind, object);
         self.tx
             .send(Ok(Bytes::from(line)))
             .await
             .map_err(|_| End::Closed)?;
+        self.count(kind)
+    }
+
+    /// Counts a sent event; an injected cut after so many events ends the stream.
+    fn count(&mut self, kind: &str) -> Result<(), End> {
         if kind != "BOOKMARK" {
             self.sent += 1;
             if self
@@ -158,9 +203,49 @@ impl Stream {
         self.ls.matches(v) && self.fs.matches(v)
     }
 
+    /// The current objects as ADDED, in chunks of [`INITIAL_CHUNK`] bytes; for a streaming
+    /// list (`end`) then the bookmark that marks their end, at the version they were read at.
+    async fn send_initial(
+        &mut self,
+        objects: &[Arc<Value>],
+        rv: u64,
+        end: bool,
+    ) -> Result<(), End> {
+        let mut chunk = Vec::with_capacity(INITIAL_CHUNK + 4096);
+        for obj in objects {
+            event_line(&mut chunk, "ADDED", obj);
+            let counted = self.count("ADDED");
+            if chunk.len() >= INITIAL_CHUNK || counted.is_err() {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(INITIAL_CHUNK + 4096));
+                self.tx
+                    .send(Ok(Bytes::from(full)))
+                    .await
+                    .map_err(|_| End::Closed)?;
+            }
+            counted?;
+        }
+        if end {
+            let bookmark = json!({
+                "kind": self.t.res.kind,
+                "apiVersion": self.t.res.api_version(),
+                "metadata": {"resourceVersion": rv.to_string(),
+                    "annotations": {"k8s.io/initial-events-end": "true"}},
+            });
+            event_line(&mut chunk, "BOOKMARK", &bookmark);
+        }
+        if !chunk.is_empty() {
+            self.tx
+                .send(Ok(Bytes::from(chunk)))
+                .await
+                .map_err(|_| End::Closed)?;
+        }
+        Ok(())
+    }
+
     async fn pump(
         &mut self,
         from: Option<u64>,
+        initial: bool,
         deadline: tokio::time::Instant,
         cut_at: Option<tokio::time::Instant>,
     ) -> End {
@@ -173,20 +258,19 @@ impl Stream {
         let mut last = match from {
             Some(rv) => rv,
             None => {
-                let (initial, rv) = {
+                // Shared objects, collected under the lock and written after it is released.
+                let (objects, rv) = {
                     let w = self.sh.world();
-                    let items: Vec<Value> = w
+                    let items: Vec<Arc<Value>> = w
                         .objects()
                         .list(self.t.res.group, self.t.res.kind)
                         .filter(|(k, v)| self.t.holds(k) && self.matches(v))
-                        .map(|(_, v)| (**v).clone())
+                        .map(|(_, v)| v.clone())
                         .collect();
                     (items, w.resource_version())
                 };
-                for obj in &initial {
-                    if let Err(e) = self.send("ADDED", obj).await {
-                        return e;
-                    }
+                if let Err(e) = self.send_initial(&objects, rv, initial).await {
+                    return e;
                 }
                 rv
             }
@@ -258,9 +342,71 @@ impl Stream {
     }
 }
 
+/// Appends one watch event line, `{"type":…,"object":…}` and a newline, serializing the object
+/// in place (no copy of it).
+fn event_line(out: &mut Vec<u8>, kind: &str, object: &Value) {
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    // A `Value` always serializes.
+    let _ = serde_json::to_writer(&mut *out, object);
+    out.extend_from_slice(b"}\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streaming_lists_are_validated_as_the_api_server_does() {
+        let q = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        };
+        let send = q(&[
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+        ]);
+        assert_eq!(initial_events(&send, true, true).ok(), Some(true));
+        let code = |r: Result<bool, ApiError>| r.err().map(|e| e.into_response().status());
+        let invalid = Some(StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            code(initial_events(&send, false, true)),
+            invalid,
+            "bookmarks required"
+        );
+        assert_eq!(
+            code(initial_events(&send, true, false)),
+            invalid,
+            "feature off"
+        );
+        let unmatched = q(&[("sendInitialEvents", "true")]);
+        assert_eq!(code(initial_events(&unmatched, true, true)), invalid);
+        let matched_only = q(&[("resourceVersionMatch", "NotOlderThan")]);
+        assert_eq!(code(initial_events(&matched_only, true, true)), invalid);
+        assert_eq!(initial_events(&q(&[]), true, false).ok(), Some(false));
+    }
+
+    #[test]
+    fn event_lines_are_the_events_json() {
+        let mut out = Vec::new();
+        event_line(&mut out, "ADDED", &json!({"metadata": {"name": "a"}}));
+        event_line(&mut out, "DELETED", &json!({"metadata": {"name": "b"}}));
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON event a line"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}),
+                json!({"type": "DELETED", "object": {"metadata": {"name": "b"}}})
+            ]
+        );
+    }
 
     #[test]
     fn a_deletion_carries_its_own_resource_version() {

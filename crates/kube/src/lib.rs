@@ -19,6 +19,7 @@ pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod slim;
 pub mod status;
 #[cfg(test)]
 mod test_api;

@@ -7,6 +7,10 @@
 //! allowed to read it (`403`) leaves it empty with a warning, and it counts as synced, since
 //! kube-scheduler too treats capacity as unknown (not as zero) when it has none.
 //!
+//! Pods come as a streaming list (a watch with `sendInitialEvents`) where the server serves
+//! one, in pages otherwise, decoded with only the fields the model reads ([`SlimPod`]). Each
+//! kind's stream is read on a task of its own, ahead of the conversion.
+//!
 //! Pods are converted to the model as they arrive (never held as JSON); other objects are
 //! cached as JSON without `metadata.managedFields` (and Nodes without their image list). A
 //! relist replaces the kind's objects at once (buffered from `Init` to `InitDone`). Watch
@@ -45,7 +49,7 @@ use k8s_openapi::api::storage::v1 as storage;
 use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::watcher::{self, Event, InitialListStrategy, watcher};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -55,6 +59,7 @@ use tokio::task::JoinHandle;
 use autoscaler_actuation::Informer;
 
 use crate::Clients;
+use crate::slim::SlimPod;
 
 /// The Cluster API kinds watched, when their group serves them.
 pub const CLUSTER_API_KINDS: [&str; 4] =
@@ -551,18 +556,19 @@ fn spawn_storage(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Cli
 
 /// Pods are converted to the model as they arrive and never held as JSON: a relist of 150,000
 /// pods buffered as JSON values until `InitDone` peaked at ~9 KB per pod (each small JSON object
-/// a B-tree map), against ~2 KB per converted pod.
+/// a B-tree map), against ~2 KB per converted pod. They are decoded as [`SlimPod`]s: only the
+/// fields the model reads.
 fn spawn_pods(
     tasks: &mut Vec<JoinHandle<()>>,
     shared: &Shared,
-    api: Api<api::Pod>,
+    api: Api<SlimPod>,
     config: watcher::Config,
 ) {
     let (group, kind) = (String::new(), "Pod".to_string());
     tasks.push(spawn_kind(
         shared,
         api,
-        config,
+        config.streaming_lists(),
         group,
         kind,
         OnNotFound::Missing,
@@ -572,8 +578,8 @@ fn spawn_pods(
 
 /// A Pod as the informer takes it: its key, and the model pod (`None` when it does not
 /// convert, with a warning). `None` for a pod without namespace or name.
-fn pod_entry(o: api::Pod) -> Option<(ObjectKey, Option<Pod>)> {
-    let (Some(namespace), Some(name)) = (&o.metadata.namespace, &o.metadata.name) else {
+fn pod_entry(o: SlimPod) -> Option<(ObjectKey, Option<Pod>)> {
+    let (Some(namespace), Some(name)) = (&o.meta().namespace, &o.meta().name) else {
         tracing::warn!("pod without namespace or name; skipped");
         return None;
     };
@@ -583,7 +589,8 @@ fn pod_entry(o: api::Pod) -> Option<(ObjectKey, Option<Pod>)> {
         namespace: namespace.clone(),
         name: name.clone(),
     };
-    let view = Pod::from_k8s(&o)
+    let view = o
+        .into_model()
         .inspect_err(|e| tracing::warn!(pod = %key.name, namespace = %key.namespace, error = %e, "pod not understood; left out"))
         .ok();
     Some((key, view))
@@ -709,10 +716,9 @@ where
     });
     let shared = shared.clone();
     tokio::spawn(async move {
-        let stream = watcher(api, config).default_backoff();
-        let mut stream = std::pin::pin!(stream);
+        let (mut events, _reader) = read_ahead(api, config, name.clone());
         let mut buffer = Vec::new();
-        while let Some(event) = stream.next().await {
+        while let Some(event) = events.recv().await {
             let changed = match event {
                 Ok(Event::Apply(o)) => {
                     encode(o).map(|(k, v)| T::apply(&mut shared.lock(), k, Some(v)))
@@ -748,6 +754,72 @@ where
             }
         }
     })
+}
+
+/// How many events a kind's reader may run ahead of their conversion: two list pages of 500.
+const READ_AHEAD: usize = 1_000;
+
+/// Aborts the task when dropped: the reader of a watch ends with the task that consumes it.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs the watcher of `api` on a task of its own, at most [`READ_AHEAD`] events ahead of the
+/// consumer, so that the next list page (or the next events of a streaming list) is fetched and
+/// decoded while this one is converted and cached: one task doing both left one core idle for
+/// most of a long list. Order is kept; the reader ends when the returned guard is dropped.
+///
+/// A streaming list (`sendInitialEvents`) that the server refuses (`422` or `400`: no
+/// `WatchList` feature, as in Kubernetes 1.33 by default and before 1.32) falls back to listing
+/// in pages, as client-go's reflector does.
+fn read_ahead<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+) -> (
+    tokio::sync::mpsc::Receiver<Result<Event<K>, watcher::Error>>,
+    AbortOnDrop,
+)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
+    let reader = tokio::spawn(async move {
+        let mut config = config;
+        loop {
+            let streaming = config.initial_list_strategy == InitialListStrategy::StreamingList;
+            let stream = watcher(api.clone(), config.clone()).default_backoff();
+            let mut stream = std::pin::pin!(stream);
+            let mut refused = false;
+            while let Some(event) = stream.next().await {
+                if streaming && refuses_streaming(&event) {
+                    refused = true;
+                    break;
+                }
+                if tx.send(event).await.is_err() {
+                    return;
+                }
+            }
+            if !refused {
+                return;
+            }
+            tracing::info!(
+                kind = %name,
+                "the API server does not serve streaming lists; listing in pages"
+            );
+            config.initial_list_strategy = InitialListStrategy::ListWatch;
+        }
+    });
+    (rx, AbortOnDrop(reader))
+}
+
+/// Whether the server refused to start a streaming list (`422`/`400` on the watch request).
+fn refuses_streaming<K>(event: &Result<Event<K>, watcher::Error>) -> bool {
+    matches!(event, Err(watcher::Error::WatchStartFailed(kube::Error::Api(s))) if s.code == 422 || s.code == 400)
 }
 
 /// A Node as cached: without its image list (never read, and often the bulk of a Node).
@@ -825,7 +897,8 @@ mod tests {
     fn pods_are_converted_on_arrival_and_never_cached_as_json() {
         let full: api::Pod = serde_json::from_value(rich_pod()).expect("valid pod");
         let want = Pod::from_k8s(&full).expect("converts");
-        let entry = pod_entry(full).expect("a pod with an identity");
+        let slim: SlimPod = serde_json::from_value(rich_pod()).expect("valid pod");
+        let entry = pod_entry(slim).expect("a pod with an identity");
         let mut informer = Informer::new();
         <Option<Pod> as Cached>::relist(&mut informer, "", "Pod", vec![entry]);
         assert_eq!(informer.pods().len(), 1);
@@ -883,6 +956,11 @@ mod tests {
                 assert_eq!(req.method(), http::Method::GET);
                 let uri = req.uri().to_string();
                 log.lock().expect("log").push(uri.clone());
+                // A server without streaming lists (as Kubernetes 1.33 by default).
+                if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                    continue;
+                }
                 if uri.contains("watch=true") {
                     open.push(send);
                     continue;
@@ -996,7 +1074,94 @@ mod tests {
         .expect("every kind watched");
         let mut got = got;
         got.sort();
+        // Pods first asked for a streaming list, refused; then listed in pages as the rest.
+        let streaming: Vec<String> = got
+            .iter()
+            .filter(|u| u.contains("sendInitialEvents=true"))
+            .cloned()
+            .collect();
+        assert_eq!(streaming.len(), 1, "{streaming:?}");
+        assert!(streaming[0].starts_with("/api/v1/pods?"), "{streaming:?}");
+        assert!(streaming[0].contains("resourceVersionMatch=NotOlderThan"));
+        got.retain(|u| !u.contains("sendInitialEvents=true"));
         assert_eq!(got, want);
+        drop(watches);
+        server.abort();
+    }
+
+    fn refuse(send: tower_test::mock::SendResponse<Response<Body>>, code: u16) {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "Invalid", "code": code,
+            "message": "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"});
+        send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&status).expect("json")))
+                .expect("response"),
+        );
+    }
+
+    #[tokio::test]
+    async fn pods_come_as_a_streaming_list_where_the_server_serves_one() {
+        let (client, mut handle) = mock();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let server = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let uri = req.uri().to_string();
+                log.lock().expect("log").push(uri.clone());
+                if uri.starts_with("/api/v1/pods?") && uri.contains("sendInitialEvents=true") {
+                    let pod = |name: &str| {
+                        json!({"type": "ADDED", "object": {"apiVersion": "v1",
+                        "kind": "Pod", "metadata": {"name": name, "namespace": "default",
+                            "resourceVersion": "5"},
+                        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+                            "resources": {"requests": {"cpu": "1"}}}]},
+                        "status": {"phase": "Running"}}})
+                    };
+                    let end = json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
+                        "kind": "Pod", "metadata": {"resourceVersion": "10",
+                            "annotations": {"k8s.io/initial-events-end": "true"}}}});
+                    let body: String = [pod("a"), pod("b"), end]
+                        .iter()
+                        .map(|e| format!("{e}\n"))
+                        .collect();
+                    send.send_response(
+                        Response::builder()
+                            .status(200)
+                            .body(Body::from(body.into_bytes()))
+                            .expect("response"),
+                    );
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                } else if uri.contains("watch=true") {
+                    open.push(send);
+                } else {
+                    reply(
+                        send,
+                        &json!({"apiVersion": "v1", "kind": "List",
+                            "metadata": {"resourceVersion": "10"}, "items": []}),
+                    );
+                }
+            }
+        });
+        let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+        let watches = start_with(&Clients::joined(client), &config, Vec::new());
+        tokio::time::timeout(Duration::from_secs(10), watches.wait_synced())
+            .await
+            .expect("synced");
+        {
+            let mut inf = watches.informer().lock().expect("informer");
+            let names: Vec<&str> = inf.pods().iter().map(|p| p.name.as_ref()).collect();
+            assert_eq!(names, ["a", "b"]);
+        }
+        let got = seen.lock().expect("log").clone();
+        assert!(
+            !got.iter()
+                .any(|u| u.starts_with("/api/v1/pods?") && u.contains("limit=")),
+            "pods were not listed in pages: {got:?}"
+        );
         drop(watches);
         server.abort();
     }
@@ -1010,6 +1175,10 @@ mod tests {
             while let Some((req, send)) = handle.next_request().await {
                 let uri = req.uri().to_string();
                 log.lock().expect("log").push(uri.clone());
+                if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                    continue;
+                }
                 if uri.contains("watch=true") {
                     open.push(send);
                     continue;
@@ -1196,6 +1365,10 @@ mod tests {
             let mut open = Vec::new();
             while let Some((req, send)) = handle.next_request().await {
                 let uri = req.uri().to_string();
+                if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
+                    continue;
+                }
                 if uri.contains("watch=true") {
                     open.push(send);
                 } else if uri.starts_with("/apis/batch/v1/jobs")
@@ -1304,6 +1477,8 @@ mod tests {
                     );
                 } else if path.starts_with("/apis/cluster.x-k8s.io/") && !capi {
                     not_found_reply(send);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1361,6 +1536,8 @@ mod tests {
                 let uri = req.uri().to_string();
                 if uri.starts_with("/apis/policy/v1/") {
                     not_found_reply(send);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1412,6 +1589,8 @@ mod tests {
                     refused.notify_one();
                 } else if uri.starts_with("/apis/storage.k8s.io/v1/csidrivers") {
                     status_reply(send, code);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
@@ -1481,6 +1660,8 @@ mod tests {
                 let uri = req.uri().to_string();
                 if uri.starts_with("/apis/storage.k8s.io/v1/csinodes") {
                     status_reply(send, 403);
+                } else if uri.contains("sendInitialEvents=true") {
+                    refuse(send, 422);
                 } else if uri.contains("watch=true") {
                     open.push(send);
                 } else {
