@@ -670,7 +670,12 @@ impl Term {
             let mut events = events_of(&view, &outcome);
             let max_total = self.autoscaler.options().scale_up.limits.max_nodes_total;
             events.extend(max_nodes_total_event(&view, &outcome, max_total));
-            crate::explain::log(&crate::explain::lines_of(&view, &outcome, now_ms));
+            crate::explain::log(&crate::explain::lines_of(
+                &view,
+                &outcome,
+                now_ms,
+                tracing::level_filters::LevelFilter::current(),
+            ));
             for r in &outcome.refused {
                 // A refusal is a bug of the decision; the action is not carried out.
                 tracing::error!(action = ?r.action, why = %r.why, "unsafe action refused");

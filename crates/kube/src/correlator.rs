@@ -14,9 +14,12 @@
 //! It is pure: the caller passes the time (milliseconds, any epoch); it performs no I/O and
 //! never reads a clock. Its memory is bounded (least recently used keys are forgotten).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::Hash;
+use std::num::NonZeroUsize;
 use std::time::Duration;
+
+use lru::LruCache;
 
 use crate::events::{EventSpec, Target};
 
@@ -133,51 +136,30 @@ impl Bucket {
     }
 }
 
-/// A map that forgets its least recently used key beyond `cap` entries.
+/// A map that forgets its least recently used key beyond `cap` entries, in constant time per
+/// use (a first loop may publish an event for each of tens of thousands of pending pods).
 #[derive(Clone, Debug)]
-struct Bounded<K, V> {
-    cap: usize,
-    map: HashMap<K, (V, u64)>,
-    tick: u64,
+struct Bounded<K: Hash + Eq, V> {
+    map: LruCache<K, V>,
 }
 
 impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
     fn new(cap: usize) -> Self {
         Bounded {
-            cap: cap.max(1),
-            map: HashMap::new(),
-            tick: 0,
+            map: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)),
         }
     }
 
     fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
-        self.tick += 1;
-        if !self.map.contains_key(key) && self.map.len() >= self.cap {
-            // O(n) only when full; n is the cache size.
-            if let Some(oldest) = self
-                .map
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
-            {
-                self.map.remove(&oldest);
-            }
-        }
-        let tick = self.tick;
-        let entry = self
-            .map
-            .entry(key.clone())
-            .or_insert_with(|| (make(), tick));
-        entry.1 = tick;
-        &mut entry.0
+        self.map.get_or_insert_mut(key.clone(), make)
     }
 
     fn get(&self, key: &K) -> Option<&V> {
-        self.map.get(key).map(|(v, _)| v)
+        self.map.peek(key)
     }
 
     fn remove(&mut self, key: &K) {
-        self.map.remove(key);
+        self.map.pop(key);
     }
 
     #[cfg(test)]
@@ -515,6 +497,29 @@ mod tests {
         assert!(again.create);
         assert_eq!(again.count, 1);
         assert_ne!(again.name, first.name);
+    }
+
+    /// The key forgotten beyond the cap is the one least recently used, not the oldest
+    /// inserted; reading with `get` does not count as a use.
+    #[test]
+    fn the_least_recently_used_key_is_forgotten() {
+        let mut b: Bounded<&str, u32> = Bounded::new(2);
+        *b.get_or_insert_with(&"a", || 1) += 0;
+        b.get_or_insert_with(&"b", || 2);
+        assert_eq!(*b.get_or_insert_with(&"a", || 9), 1, "a is kept and used");
+        assert_eq!(b.get(&"b"), Some(&2));
+        b.get_or_insert_with(&"c", || 3);
+        assert_eq!(
+            (b.get(&"a"), b.get(&"b"), b.get(&"c")),
+            (Some(&1), None, Some(&3))
+        );
+        b.remove(&"a");
+        assert_eq!(b.len(), 1);
+        assert_eq!(
+            Bounded::<u8, u8>::new(0).map.cap().get(),
+            1,
+            "a cap of 0 keeps one"
+        );
     }
 
     #[test]

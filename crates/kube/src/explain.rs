@@ -14,6 +14,7 @@ use autoscaler_core::names::SCALED_UP_GROUP;
 use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::{ClusterView, LoopOutcome};
 use tracing::Level;
+use tracing::level_filters::LevelFilter;
 
 /// Items named in one line before "(+N more)".
 const LIST_CAP: usize = 10;
@@ -39,8 +40,22 @@ fn capped_level(i: usize) -> Level {
     }
 }
 
-fn line(level: Level, message: String) -> Line {
-    Line { level, message }
+/// The lines of one loop, each formatted only if the log writes its level: a loop with tens
+/// of thousands of pending pods would otherwise format a reason per pod and group for nothing.
+struct Lines {
+    max: LevelFilter,
+    lines: Vec<Line>,
+}
+
+impl Lines {
+    fn push(&mut self, level: Level, message: impl FnOnce() -> String) {
+        if self.max >= level {
+            self.lines.push(Line {
+                level,
+                message: message(),
+            });
+        }
+    }
 }
 
 /// `a, b, c (+N more)`.
@@ -57,9 +72,18 @@ fn time(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
 }
 
-/// The lines of `outcome`, decided on `view` at `now_ms`.
-pub fn lines_of(view: &ClusterView<'_>, outcome: &LoopOutcome, now_ms: i64) -> Vec<Line> {
-    let mut out = Vec::new();
+/// The lines of `outcome`, decided on `view` at `now_ms`, at the levels `max` lets through
+/// (the others are not formatted).
+pub fn lines_of(
+    view: &ClusterView<'_>,
+    outcome: &LoopOutcome,
+    now_ms: i64,
+    max: LevelFilter,
+) -> Vec<Line> {
+    let mut out = Lines {
+        max,
+        lines: Vec::new(),
+    };
     scale_up_lines(view, outcome, &mut out);
     scale_down_lines(outcome, now_ms, &mut out);
     for e in &outcome.events {
@@ -68,15 +92,14 @@ pub fn lines_of(view: &ClusterView<'_>, outcome: &LoopOutcome, now_ms: i64) -> V
             continue;
         }
         let level = if e.warning { Level::WARN } else { Level::INFO };
-        out.push(line(
-            level,
-            format!("{} ({}): {}", e.reason, e.object, e.message),
-        ));
+        out.push(level, || {
+            format!("{} ({}): {}", e.reason, e.object, e.message)
+        });
     }
-    out
+    out.lines
 }
 
-fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Vec<Line>) {
+fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Lines) {
     let up = &outcome.scale_up.result;
     let groups = view.provider.node_groups();
     if !up.increases.is_empty() || !up.no_scale_up.is_empty() {
@@ -90,35 +113,31 @@ fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Vec<L
             })
             .collect::<Vec<_>>();
         let n = considered.len();
-        out.push(line(
-            Level::DEBUG,
-            format!("node groups considered: {}", capped(considered, n)),
-        ));
+        out.push(Level::DEBUG, || {
+            format!("node groups considered: {}", capped(considered, n))
+        });
     }
     if !up.increases.is_empty() {
         let plan = crate::events::increases_text(&up.increases, groups, true);
         let pods = capped(up.triggered.iter().map(|p| p.key()), up.triggered.len());
-        out.push(line(
-            Level::INFO,
+        out.push(Level::INFO, || {
             format!(
                 "Scale-up: final plan [{plan}] for {} pod(s): {pods}",
                 up.triggered.len()
-            ),
-        ));
+            )
+        });
     }
     for note in &up.notes {
-        out.push(line(Level::INFO, format!("Scale-up: {note}")));
+        out.push(Level::INFO, || format!("Scale-up: {note}"));
     }
     for (i, n) in up.no_scale_up.iter().enumerate() {
-        let reasons = n
-            .reasons
-            .iter()
-            .map(|(g, why)| format!("{g}: {why}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let level = capped_level(i);
-        out.push(line(
-            level,
+        out.push(capped_level(i), || {
+            let reasons = n
+                .reasons
+                .iter()
+                .map(|(g, why)| format!("{g}: {why}"))
+                .collect::<Vec<_>>()
+                .join("; ");
             format!(
                 "pod {} is unschedulable and triggers no scale-up: {}",
                 n.pod.key(),
@@ -127,19 +146,18 @@ fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Vec<L
                 } else {
                     &reasons
                 }
-            ),
-        ));
+            )
+        });
     }
     let aside = outcome.scale_up.set_aside.len();
     let fit = outcome.scale_up.fit_existing.len();
     if aside + fit > 0 {
-        out.push(line(
-            Level::DEBUG,
+        out.push(Level::DEBUG, || {
             format!(
                 "pending pods not needing a scale-up: {fit} fit existing or upcoming nodes, \
                  {aside} set aside"
-            ),
-        ));
+            )
+        });
     }
 }
 
@@ -158,7 +176,7 @@ fn waiting_text(w: &Waiting) -> String {
     }
 }
 
-fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Vec<Line>) {
+fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Lines) {
     let plan = &outcome.scale_down;
     for d in &plan.deletions {
         let message = if d.empty {
@@ -173,43 +191,41 @@ fn scale_down_lines(outcome: &LoopOutcome, now_ms: i64, out: &mut Vec<Line>) {
                 d.node, d.group
             )
         };
-        out.push(line(Level::INFO, message));
+        out.push(Level::INFO, || message);
         for (p, to) in &d.destinations {
-            out.push(line(
-                Level::DEBUG,
+            out.push(Level::DEBUG, || {
                 format!(
                     "Scale-down: pod {} of node {} fits on {to}",
                     p.key(),
                     d.node
-                ),
-            ));
+                )
+            });
         }
     }
     for (i, (node, since)) in plan.unneeded.iter().enumerate() {
-        let waiting = plan
-            .waiting
-            .iter()
-            .find(|(n, _)| n == node)
-            .map(|(_, w)| format!("; waits: {}", waiting_text(w)))
-            .unwrap_or_default();
-        let secs = now_ms.saturating_sub(*since).max(0) / 1000;
-        let age = if secs < 120 {
-            format!("{secs}s")
-        } else {
-            format!("{}m", secs / 60)
-        };
-        let level = capped_level(i);
-        out.push(line(
-            level,
+        out.push(capped_level(i), || {
+            let waiting = plan
+                .waiting
+                .iter()
+                .find(|(n, _)| n == node)
+                .map(|(_, w)| format!("; waits: {}", waiting_text(w)))
+                .unwrap_or_default();
+            let secs = now_ms.saturating_sub(*since).max(0) / 1000;
+            let age = if secs < 120 {
+                format!("{secs}s")
+            } else {
+                format!("{}m", secs / 60)
+            };
             format!(
                 "node {node} is unneeded since {} ({age} ago){waiting}",
                 time(*since)
-            ),
-        ));
+            )
+        });
     }
     for (i, (node, why)) in plan.unremovable.iter().enumerate() {
-        let level = capped_level(i);
-        out.push(line(level, format!("node {node} is not removable: {why}")));
+        out.push(capped_level(i), || {
+            format!("node {node} is not removable: {why}")
+        });
     }
 }
 
@@ -246,7 +262,7 @@ mod tests {
         let c = Cluster::new(3, 3).with_huge_pod();
         let view = c.view();
         let outcome = c.first_loop();
-        let lines = lines_of(&view, &outcome, 0);
+        let lines = lines_of(&view, &outcome, 0, LevelFilter::TRACE);
         let info = texts(&lines, Level::INFO);
         let plan = info
             .iter()
@@ -268,6 +284,21 @@ mod tests {
         );
         // The core's ScaledUpGroup event is not repeated as a line of its own.
         assert!(!lines.iter().any(|l| l.message.starts_with("ScaledUpGroup")));
+    }
+
+    /// Lines above the log's level are not produced (nor formatted); the rest are the same.
+    #[test]
+    fn lines_above_the_level_are_left_out() {
+        let c = Cluster::new(3, 3).with_huge_pod();
+        let view = c.view();
+        let outcome = c.first_loop();
+        let all = lines_of(&view, &outcome, 0, LevelFilter::TRACE);
+        let info = lines_of(&view, &outcome, 0, LevelFilter::INFO);
+        assert!(all.iter().any(|l| l.level == Level::DEBUG), "{all:#?}");
+        let kept: Vec<_> = all.into_iter().filter(|l| l.level <= Level::INFO).collect();
+        assert!(!kept.is_empty());
+        assert_eq!(info, kept);
+        assert!(lines_of(&view, &outcome, 0, LevelFilter::OFF).is_empty());
     }
 
     #[test]
