@@ -211,6 +211,21 @@ impl Informer {
     /// [`Informer::replace_kind`] for Pods already converted to the model (`None`: a listed pod
     /// that does not convert, which is dropped as [`Informer::apply_pod_model`] drops it).
     pub fn replace_pods(&mut self, pods: Vec<(ObjectKey, Option<Pod>)>) {
+        if self.pods.is_empty() {
+            // The first list: nothing is replaced, so the map is built at once from the list
+            // (which the API server sends in key order) instead of one search per pod.
+            let mut added = Vec::with_capacity(pods.len());
+            for (k, p) in pods {
+                if let Some(p) = p {
+                    self.new_unschedulable |= is_unschedulable(&p);
+                    added.push((k, Arc::new(p)));
+                }
+            }
+            // Sorted (stably: of equal keys the later entry is kept, as applying them in turn
+            // would keep it), then built in one pass.
+            self.pods = added.into_iter().collect();
+            return;
+        }
         let listed: rustc_hash::FxHashSet<&ObjectKey> = pods.iter().map(|(k, _)| k).collect();
         let gone: Vec<ObjectKey> = self
             .pods
@@ -503,6 +518,36 @@ mod tests {
         typed.replace_pods(vec![broken, model(&c)]);
         assert_eq!(listed(&mut json), listed(&mut typed));
         assert_eq!(listed(&mut typed), vec![("c".to_string(), true)]);
+    }
+
+    /// The first list (built at once) holds what applying its pods in turn holds: out of order,
+    /// a key listed twice keeps its later entry, a pod that does not convert is left out, and
+    /// an unschedulable pod wakes the loop.
+    #[test]
+    fn a_first_list_is_the_same_as_its_pods_applied_in_turn() {
+        let (a, b, c) = (pod("a", false), pod("b", false), pod("c", true));
+        let b_late = pod("b", true);
+        let list = vec![
+            model(&c),
+            model(&b),
+            (key("", "Pod", "default", "z"), None),
+            model(&a),
+            model(&b_late),
+        ];
+        let (mut built, mut applied) = (Informer::new(), Informer::new());
+        built.replace_pods(list.clone());
+        for (k, p) in list {
+            applied.apply_pod_model(k, p);
+        }
+        assert_eq!(listed(&mut built), listed(&mut applied));
+        assert_eq!(
+            listed(&mut built),
+            [("a", false), ("b", true), ("c", true)].map(|(n, u)| (n.to_string(), u))
+        );
+        assert!(built.take_new_unschedulable());
+        let mut calm = Informer::new();
+        calm.replace_pods(vec![model(&a)]);
+        assert!(!calm.take_new_unschedulable());
     }
 
     #[test]
