@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use autoscaler_core::Pod;
+use autoscaler_core::scale_up::reasons::GroupReasons;
 use autoscaler_core::{ClusterView, LoopOutcome};
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -172,6 +173,19 @@ impl EventSpec {
     }
 }
 
+/// `NotTriggerScaleUp`'s message: each group's reason.
+fn not_triggered_message(reasons: &GroupReasons) -> String {
+    if reasons.is_empty() {
+        return "pod didn't trigger scale-up: no node group can be grown".to_string();
+    }
+    let reasons = reasons
+        .iter()
+        .map(|(g, why)| format!("{g}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!("pod didn't trigger scale-up: {reasons}")
+}
+
 /// The events of one loop: `TriggeredScaleUp` on the pods a scale-up is for,
 /// `NotTriggerScaleUp` on pods no group helps (with each group's reason), `ScaleDown` on nodes
 /// being removed and the pods evicted from them, and on the status ConfigMap the core's events,
@@ -191,22 +205,17 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
             });
         }
     }
+    // Pods given the same reasons share them: each message is formatted once (tens of
+    // thousands of pending pods times a hundred groups would otherwise be formatted one by one).
+    let mut messages: rustc_hash::FxHashMap<usize, String> = rustc_hash::FxHashMap::default();
     for n in &up.no_scale_up {
-        let reasons = n
-            .reasons
-            .iter()
-            .map(|(g, why)| format!("{g}: {why}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let message = if reasons.is_empty() {
-            "pod didn't trigger scale-up: no node group can be grown".to_string()
-        } else {
-            format!("pod didn't trigger scale-up: {reasons}")
-        };
+        let message = messages
+            .entry(n.reasons.identity())
+            .or_insert_with(|| not_triggered_message(&n.reasons));
         out.push(EventSpec {
             target: Target::pod(&n.pod),
             reason: NOT_TRIGGER_SCALE_UP,
-            message,
+            message: message.clone(),
             warning: false,
         });
     }
@@ -579,6 +588,29 @@ mod tests {
         assert!(events.iter().any(|e| e.reason == SCALED_UP_GROUP
             && e.target == Target::StatusConfigMap
             && e.message.contains("ng")));
+    }
+
+    /// Each pod's `NotTriggerScaleUp` message is its own reasons', whether formatted for it or
+    /// taken from a pod given the same reasons.
+    #[test]
+    fn pods_sharing_reasons_get_their_own_reasons_message() {
+        let mut c = Cluster::new(3, 3).with_huge_pod().with_huge_pod();
+        let twin = c.pods.pop().expect("second huge pod");
+        let mut renamed = (*twin).clone();
+        renamed.name = "huge-2".into();
+        c.pods.push(std::sync::Arc::new(renamed));
+        let view = c.view();
+        let outcome = c.first_loop();
+        let events = events_of(&view, &outcome);
+        let not = &outcome.scale_up.result.no_scale_up;
+        assert!(not.len() >= 2, "{not:?}");
+        for n in not {
+            let e = events
+                .iter()
+                .find(|e| e.reason == NOT_TRIGGER_SCALE_UP && e.target == Target::pod(&n.pod))
+                .expect("an event per pod");
+            assert_eq!(e.message, not_triggered_message(&n.reasons));
+        }
     }
 
     type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;

@@ -51,6 +51,13 @@ impl GroupReasons {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// An identity shared by the reasons of pods the decision gave the same reasons at once
+    /// (equal reasons may still have different identities): a caller formatting the reasons of
+    /// many pods formats each identity once.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<u8>() as usize
+    }
 }
 
 impl std::ops::Index<&NodeGroupId> for GroupReasons {
