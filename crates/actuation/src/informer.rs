@@ -155,23 +155,29 @@ impl Informer {
     /// arrives, so no Pod is ever held as JSON: with 150,000 pods, buffering a relist as JSON
     /// peaked at ~9 KB per pod.
     pub fn apply_pod_model(&mut self, key: ObjectKey, view: Option<Pod>) {
+        self.apply_pod_shared(key, view.map(Arc::new));
+    }
+
+    /// [`Informer::apply_pod_model`] for a Pod converted straight into its `Arc`, as the live
+    /// watches convert it (the informer keeps that allocation; no copy of the pod is made).
+    pub fn apply_pod_shared(&mut self, key: ObjectKey, view: Option<Arc<Pod>>) {
         use std::collections::btree_map::Entry;
         // One search of the map per change (its keys compare four strings each).
         let old = match (self.pods.entry(key), view) {
             // An update that changes nothing the model holds keeps the pod's `Arc`, so the
             // snapshot cache does not see it as changed.
-            (Entry::Occupied(e), Some(p)) if **e.get() == p => return,
+            (Entry::Occupied(e), Some(p)) if **e.get() == *p => return,
             (Entry::Occupied(mut e), Some(p)) => {
                 if !is_unschedulable(e.get()) && is_unschedulable(&p) {
                     self.new_unschedulable = true;
                 }
-                Some(e.insert(Arc::new(p)))
+                Some(e.insert(p))
             }
             (Entry::Vacant(e), Some(p)) => {
                 if is_unschedulable(&p) {
                     self.new_unschedulable = true;
                 }
-                e.insert(Arc::new(p));
+                e.insert(p);
                 None
             }
             (Entry::Occupied(e), None) => Some(e.remove()),
@@ -210,7 +216,7 @@ impl Informer {
 
     /// [`Informer::replace_kind`] for Pods already converted to the model (`None`: a listed pod
     /// that does not convert, which is dropped as [`Informer::apply_pod_model`] drops it).
-    pub fn replace_pods(&mut self, pods: Vec<(ObjectKey, Option<Pod>)>) {
+    pub fn replace_pods(&mut self, pods: Vec<(ObjectKey, Option<Arc<Pod>>)>) {
         if self.pods.is_empty() {
             // The first list: nothing is replaced, so the map is built at once from the list
             // (which the API server sends in key order) instead of one search per pod.
@@ -218,7 +224,7 @@ impl Informer {
             for (k, p) in pods {
                 if let Some(p) = p {
                     self.new_unschedulable |= is_unschedulable(&p);
-                    added.push((k, Arc::new(p)));
+                    added.push((k, p));
                 }
             }
             // Sorted (stably: of equal keys the later entry is kept, as applying them in turn
@@ -238,7 +244,7 @@ impl Informer {
             self.apply_pod_model(k, None);
         }
         for (k, p) in pods {
-            self.apply_pod_model(k, p);
+            self.apply_pod_shared(k, p);
         }
     }
 
@@ -481,8 +487,8 @@ mod tests {
     }
 
     /// The same change through the model entry points, as the live Pod watch makes it.
-    fn model((k, v): &(ObjectKey, Arc<Value>)) -> (ObjectKey, Option<Pod>) {
-        (k.clone(), pod_view(v))
+    fn model((k, v): &(ObjectKey, Arc<Value>)) -> (ObjectKey, Option<Arc<Pod>>) {
+        (k.clone(), pod_view(v).map(Arc::new))
     }
 
     fn listed(i: &mut Informer) -> Vec<(String, bool)> {
@@ -505,10 +511,10 @@ mod tests {
         // A new unschedulable pod wakes the loop; an unchanged pod keeps its Arc.
         json.apply(c.0.clone(), Some(c.1.clone()));
         let (k, p) = model(&c);
-        typed.apply_pod_model(k, p);
+        typed.apply_pod_shared(k, p);
         assert!(typed.take_new_unschedulable());
         let (k, p) = model(&a);
-        typed.apply_pod_model(k, p);
+        typed.apply_pod_shared(k, p);
         assert!(Arc::ptr_eq(&kept, typed.pod("default", "a").expect("a")));
         assert_eq!(listed(&mut json), listed(&mut typed));
 
@@ -537,7 +543,7 @@ mod tests {
         let (mut built, mut applied) = (Informer::new(), Informer::new());
         built.replace_pods(list.clone());
         for (k, p) in list {
-            applied.apply_pod_model(k, p);
+            applied.apply_pod_shared(k, p);
         }
         assert_eq!(listed(&mut built), listed(&mut applied));
         assert_eq!(

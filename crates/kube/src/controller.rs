@@ -1313,12 +1313,15 @@ mod tests {
         let events = failure_events(&drain);
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0].reason, "ScaleDownFailed");
-        assert_eq!(events[0].message, "evicting web/p1: blocked");
+        assert_eq!(events[0].message, "evicting web/p1: blocked".into());
         assert!(
             matches!(&events[0].target, crate::events::Target::Node { name, .. } if name == "n1")
         );
         assert_eq!(events[1].reason, "ScaleDownFailed");
-        assert_eq!(events[1].message, "failed to delete pod for ScaleDown");
+        assert_eq!(
+            events[1].message,
+            "failed to delete pod for ScaleDown".into()
+        );
         assert!(matches!(&events[1].target,
             crate::events::Target::Pod { namespace, name, .. } if namespace == "web" && name == "p1"));
         let unregistered = Report::CorrectionFailed {
@@ -1335,7 +1338,7 @@ mod tests {
         assert!(events[0].warning);
         assert_eq!(
             events[0].message,
-            "Failed to remove unregistered instances i-1 of g: boom"
+            "Failed to remove unregistered instances i-1 of g: boom".into()
         );
         assert!(
             failure_events(&Report::ScaledUp {

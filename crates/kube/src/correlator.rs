@@ -17,6 +17,7 @@
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lru::LruCache;
@@ -80,7 +81,7 @@ impl DropReason {
 
 /// Identity of one published Event: object, reason, type and message (`None` for the combined
 /// event of similar ones).
-pub type EventKey = (Target, &'static str, bool, Option<String>);
+pub type EventKey = (Target, &'static str, bool, Option<Arc<str>>);
 
 /// What to write to the API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,7 +171,7 @@ impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
 
 #[derive(Clone, Debug)]
 struct Similar {
-    messages: HashSet<String>,
+    messages: HashSet<Arc<str>>,
     last_ms: i64,
 }
 
@@ -197,7 +198,7 @@ pub struct Correlator {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum SpamKey {
     Object(Target),
-    StatusMessage(String),
+    StatusMessage(Arc<str>),
 }
 
 impl Correlator {
@@ -245,7 +246,7 @@ impl Correlator {
     /// The message to show and the key to count under: the event's own until
     /// `max_similar` distinct messages of the same object, reason and type were seen within the
     /// window, then the combined one.
-    fn aggregate(&mut self, event: &EventSpec, now_ms: i64) -> (String, EventKey) {
+    fn aggregate(&mut self, event: &EventSpec, now_ms: i64) -> (Arc<str>, EventKey) {
         let window = i64::try_from(self.options.similar_window.as_millis()).unwrap_or(i64::MAX);
         let max = self.options.max_similar;
         let agg = (event.target.clone(), event.reason, event.warning);
@@ -261,7 +262,7 @@ impl Correlator {
         if !known && rec.messages.len() >= max {
             // Bounded: the set never grows past `max`; further messages are combined.
             return (
-                format!("{COMBINED_PREFIX}{}", event.message),
+                format!("{COMBINED_PREFIX}{}", event.message).into(),
                 (agg.0, agg.1, agg.2, None),
             );
         }
@@ -276,7 +277,7 @@ impl Correlator {
         &mut self,
         event: &EventSpec,
         key: EventKey,
-        message: String,
+        message: Arc<str>,
         now_ms: i64,
     ) -> Publish {
         if let Some(l) = self.logged.get(&key).cloned() {
@@ -285,7 +286,7 @@ impl Correlator {
             return Publish {
                 key,
                 name: l.name,
-                message,
+                message: message.to_string(),
                 count,
                 first_ms: l.first_ms,
                 create: false,
@@ -301,7 +302,7 @@ impl Correlator {
         Publish {
             key,
             name,
-            message,
+            message: message.to_string(),
             count: 1,
             first_ms: now_ms,
             create: true,

@@ -13,8 +13,8 @@
 //! writes the result as core/v1 Events, the kind upstream's recorder writes. What is dropped is
 //! counted; a failed write is logged and counted, never fatal.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use autoscaler_core::Pod;
 use autoscaler_core::scale_up::reasons::GroupReasons;
@@ -97,8 +97,9 @@ pub struct EventSpec {
     pub target: Target,
     /// Upstream's reason.
     pub reason: &'static str,
-    /// The message (truncated to the API's 1 kB limit when published).
-    pub message: String,
+    /// The message (truncated to the API's 1 kB limit when published); shared, since tens of
+    /// thousands of pods may get the same one in a loop.
+    pub message: Arc<str>,
     /// `Warning` rather than `Normal`.
     pub warning: bool,
 }
@@ -126,7 +127,7 @@ impl EventSpec {
                 uid: uid.to_string(),
             },
             reason: CONFIG_REJECTED,
-            message: format!("change refused, the previous configuration stays: {error}"),
+            message: format!("change refused, the previous configuration stays: {error}").into(),
             warning: true,
         }
     }
@@ -139,7 +140,8 @@ impl EventSpec {
             message: format!(
                 "Failed to remove unregistered instances {} of {group}: {error}",
                 instances.join(", ")
-            ),
+            )
+            .into(),
             warning: true,
         }
     }
@@ -154,7 +156,8 @@ impl EventSpec {
             reason: CLUSTER_AUTOSCALER_CLEANUP,
             message: format!(
                 "removed autoscaler taints left by a previous instance from node {node}"
-            ),
+            )
+            .into(),
             warning: false,
         }
     }
@@ -167,7 +170,7 @@ impl EventSpec {
                 uid: uid.to_string(),
             },
             reason: SCALE_DOWN_FAILED,
-            message,
+            message: message.into(),
             warning: true,
         }
     }
@@ -196,22 +199,23 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
     if !up.increases.is_empty() {
         let groups = view.provider.node_groups();
         let summary = increases_text(&up.increases, groups, false);
+        let message: Arc<str> = format!("pod triggered scale-up: [{summary}]").into();
         for p in &up.triggered {
             out.push(EventSpec {
                 target: Target::pod(p),
                 reason: TRIGGERED_SCALE_UP,
-                message: format!("pod triggered scale-up: [{summary}]"),
+                message: message.clone(),
                 warning: false,
             });
         }
     }
     // Pods given the same reasons share them: each message is formatted once (tens of
     // thousands of pending pods times a hundred groups would otherwise be formatted one by one).
-    let mut messages: rustc_hash::FxHashMap<usize, String> = rustc_hash::FxHashMap::default();
+    let mut messages: rustc_hash::FxHashMap<usize, Arc<str>> = rustc_hash::FxHashMap::default();
     for n in &up.no_scale_up {
         let message = messages
             .entry(n.reasons.identity())
-            .or_insert_with(|| not_triggered_message(&n.reasons));
+            .or_insert_with(|| not_triggered_message(&n.reasons).into());
         out.push(EventSpec {
             target: Target::pod(&n.pod),
             reason: NOT_TRIGGER_SCALE_UP,
@@ -223,7 +227,7 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
         out.push(EventSpec {
             target: Target::StatusConfigMap,
             reason: e.reason,
-            message: e.message.clone(),
+            message: e.message.clone().into(),
             warning: e.warning,
         });
     }
@@ -265,14 +269,14 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
         out.push(EventSpec {
             target: Target::StatusConfigMap,
             reason,
-            message,
+            message: message.into(),
             warning: false,
         });
         for p in &d.evict {
             out.push(EventSpec {
                 target: Target::pod(p),
                 reason: SCALE_DOWN,
-                message: format!("deleting pod for node scale down (node {})", d.node),
+                message: format!("deleting pod for node scale down (node {})", d.node).into(),
                 warning: false,
             });
         }
@@ -292,7 +296,7 @@ pub fn max_nodes_total_event(
     (reached && !outcome.scale_up.result.no_scale_up.is_empty()).then(|| EventSpec {
         target: Target::StatusConfigMap,
         reason: MAX_NODES_TOTAL_REACHED,
-        message: format!("Max total nodes in cluster reached: {max_nodes_total}"),
+        message: format!("Max total nodes in cluster reached: {max_nodes_total}").into(),
         warning: true,
     })
 }
@@ -573,7 +577,7 @@ mod tests {
         assert!(!triggered.is_empty());
         assert_eq!(
             triggered[0].message,
-            "pod triggered scale-up: [{ng 2->3 (max: 3)}]"
+            "pod triggered scale-up: [{ng 2->3 (max: 3)}]".into()
         );
         let not: Vec<&EventSpec> = events
             .iter()
@@ -609,7 +613,7 @@ mod tests {
                 .iter()
                 .find(|e| e.reason == NOT_TRIGGER_SCALE_UP && e.target == Target::pod(&n.pod))
                 .expect("an event per pod");
-            assert_eq!(e.message, not_triggered_message(&n.reasons));
+            assert_eq!(e.message, not_triggered_message(&n.reasons).into());
         }
     }
 
@@ -792,7 +796,7 @@ mod tests {
         assert_eq!(e.target, Target::StatusConfigMap);
         assert_eq!(
             e.message,
-            format!("Max total nodes in cluster reached: {nodes}")
+            format!("Max total nodes in cluster reached: {nodes}").into()
         );
         assert!(max_nodes_total_event(&view, &outcome, nodes + 1).is_none());
         assert!(

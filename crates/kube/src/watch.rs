@@ -578,7 +578,7 @@ fn spawn_pods(
 
 /// A Pod as the informer takes it: its key, and the model pod (`None` when it does not
 /// convert, with a warning). `None` for a pod without namespace or name.
-fn pod_entry(o: SlimPod) -> Option<(ObjectKey, Option<Pod>)> {
+fn pod_entry(o: SlimPod) -> Option<(ObjectKey, Option<Arc<Pod>>)> {
     let (Some(namespace), Some(name)) = (&o.meta().namespace, &o.meta().name) else {
         tracing::warn!("pod without namespace or name; skipped");
         return None;
@@ -591,6 +591,7 @@ fn pod_entry(o: SlimPod) -> Option<(ObjectKey, Option<Pod>)> {
     };
     let view = o
         .into_model()
+        .map(Arc::new)
         .inspect_err(|e| tracing::warn!(pod = %key.name, namespace = %key.namespace, error = %e, "pod not understood; left out"))
         .ok();
     Some((key, view))
@@ -614,10 +615,11 @@ impl Cached for Arc<Value> {
     }
 }
 
-/// Pods: converted (`None`: not convertible, dropped).
-impl Cached for Option<Pod> {
+/// Pods: converted, each into the allocation the informer keeps (`None`: not convertible,
+/// dropped).
+impl Cached for Option<Arc<Pod>> {
     fn apply(informer: &mut Informer, key: ObjectKey, object: Option<Self>) {
-        informer.apply_pod_model(key, object.flatten());
+        informer.apply_pod_shared(key, object.flatten());
     }
     fn relist(informer: &mut Informer, _: &str, _: &str, objects: Vec<(ObjectKey, Self)>) {
         informer.replace_pods(objects);
@@ -900,7 +902,7 @@ mod tests {
         let slim: SlimPod = serde_json::from_value(rich_pod()).expect("valid pod");
         let entry = pod_entry(slim).expect("a pod with an identity");
         let mut informer = Informer::new();
-        <Option<Pod> as Cached>::relist(&mut informer, "", "Pod", vec![entry]);
+        <Option<Arc<Pod>> as Cached>::relist(&mut informer, "", "Pod", vec![entry]);
         assert_eq!(informer.pods().len(), 1);
         assert_eq!(**informer.pod("ns", "p").expect("cached"), want);
         assert!(
