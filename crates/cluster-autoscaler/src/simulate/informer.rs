@@ -156,20 +156,7 @@ mod tests {
     #[test]
     fn the_informer_reads_what_read_objects_reads() {
         let mut w = World::new(WorldConfig::default());
-        let spec = NodeGroupSpec {
-            namespace: "default".into(),
-            name: "g".into(),
-            replicas: 2,
-            min_size: 0,
-            max_size: 5,
-            cpu: "4".into(),
-            memory: "16Gi".into(),
-            max_pods: 110,
-            gpu: None,
-            labels: Default::default(),
-            taints: Vec::new(),
-            delete_policy: Default::default(),
-        };
+        let spec = group_spec(2, 5);
         w.apply(spec.to_object("sim")).expect("group");
         let mut inf = Informer::new();
         for i in 0..5 {
