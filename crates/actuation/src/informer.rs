@@ -470,6 +470,8 @@ pub fn lock(informer: &std::sync::Mutex<Informer>) -> std::sync::MutexGuard<'_, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
     use serde_json::json;
 
     fn key(group: &str, kind: &str, namespace: &str, name: &str) -> ObjectKey {
@@ -739,13 +741,8 @@ mod tests {
                 "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}}}),
             );
             inf.apply(ms.0.clone(), Some(ms.1.clone()));
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut next = |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut next = |n: u64| rng.random_range(0..n);
             for step in 0..60 {
                 let i = next(4);
                 let before = inf.provider(&config);

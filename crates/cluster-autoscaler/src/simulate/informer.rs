@@ -82,6 +82,8 @@ mod tests {
     use autoscaler_core::Pod;
     use autoscaler_core::model::objects::read_objects;
     use autoscaler_world::{NodeGroupSpec, WorldConfig};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
     use serde_json::json;
 
     /// Syncing converts each Pod once per batch of changes, at its last one; the objects are
@@ -92,13 +94,8 @@ mod tests {
         w.apply(group_spec(1, 3).to_object("sim")).expect("group");
         let (mut batched, mut each) = (Informer::new(), Objects::new());
         let mut rv = 0;
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(0x2545_F491_4F6C_DD1D);
+        let mut next = |n: u64| rng.random_range(0..n);
         for step in 0..120 {
             match next(4) {
                 0 | 1 => {
