@@ -1135,16 +1135,8 @@ mod tests {
                             .body(Body::from(body.into_bytes()))
                             .expect("response"),
                     );
-                } else if uri.contains("sendInitialEvents=true") {
-                    refuse(send, 422);
-                } else if uri.contains("watch=true") {
-                    open.push(send);
                 } else {
-                    reply(
-                        send,
-                        &json!({"apiVersion": "v1", "kind": "List",
-                            "metadata": {"resourceVersion": "10"}, "items": []}),
-                    );
+                    answer_rest(&uri, send, &mut open, "10");
                 }
             }
         });
@@ -1169,6 +1161,25 @@ mod tests {
     }
 
     /// Answers every list with no items and holds watches open; returns the paths asked.
+    /// What a test server without the WatchList feature answers when no case of its own
+    /// applies: a streaming list is refused (422), a watch is held open in `open`, any other
+    /// list is empty at resource version `rv`.
+    fn answer_rest(uri: &str, send: Respond, open: &mut Vec<Respond>, rv: &str) {
+        if uri.contains("sendInitialEvents=true") {
+            refuse(send, 422);
+        } else if uri.contains("watch=true") {
+            open.push(send);
+        } else {
+            reply(
+                send,
+                &json!({"apiVersion": "v1", "kind": "List",
+                    "metadata": {"resourceVersion": rv}, "items": []}),
+            );
+        }
+    }
+
+    type Respond = tower_test::mock::SendResponse<Response<Body>>;
+
     fn empty_server(mut handle: Handle) -> (Arc<Mutex<Vec<String>>>, JoinHandle<()>) {
         let seen = Arc::new(Mutex::new(Vec::<String>::new()));
         let log = seen.clone();
@@ -1177,19 +1188,7 @@ mod tests {
             while let Some((req, send)) = handle.next_request().await {
                 let uri = req.uri().to_string();
                 log.lock().expect("log").push(uri.clone());
-                if uri.contains("sendInitialEvents=true") {
-                    refuse(send, 422);
-                    continue;
-                }
-                if uri.contains("watch=true") {
-                    open.push(send);
-                    continue;
-                }
-                reply(
-                    send,
-                    &json!({"apiVersion": "v1", "kind": "List",
-                        "metadata": {"resourceVersion": "1"}, "items": []}),
-                );
+                answer_rest(&uri, send, &mut open, "1");
             }
         });
         (seen, task)
@@ -1538,16 +1537,8 @@ mod tests {
                 let uri = req.uri().to_string();
                 if uri.starts_with("/apis/policy/v1/") {
                     not_found_reply(send);
-                } else if uri.contains("sendInitialEvents=true") {
-                    refuse(send, 422);
-                } else if uri.contains("watch=true") {
-                    open.push(send);
                 } else {
-                    reply(
-                        send,
-                        &json!({"apiVersion": "v1", "kind": "List",
-                        "metadata": {"resourceVersion": "1"}, "items": []}),
-                    );
+                    answer_rest(&uri, send, &mut open, "1");
                 }
             }
         });
@@ -1662,16 +1653,8 @@ mod tests {
                 let uri = req.uri().to_string();
                 if uri.starts_with("/apis/storage.k8s.io/v1/csinodes") {
                     status_reply(send, 403);
-                } else if uri.contains("sendInitialEvents=true") {
-                    refuse(send, 422);
-                } else if uri.contains("watch=true") {
-                    open.push(send);
                 } else {
-                    reply(
-                        send,
-                        &json!({"apiVersion": "v1", "kind": "List",
-                            "metadata": {"resourceVersion": "1"}, "items": []}),
-                    );
+                    answer_rest(&uri, send, &mut open, "1");
                 }
             }
         });
