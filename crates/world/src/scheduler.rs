@@ -98,7 +98,13 @@ impl Scheduler {
             };
             // (The plain model, in tests, treats no pod as monotone: nothing is reused.)
             let monotone = self.reuse && view.affinity.is_empty() && view.spread.is_empty();
-            if monotone && let Some(msg) = failed.get(&view.equivalence) {
+            // Anti-affinity is the last filter: while any pod has it, pods placed since a
+            // failure may make an earlier filter the one a node fails first, so the message is
+            // worked out afresh.
+            let same_message = monotone
+                && view.anti_affinity.is_empty()
+                && c.snapshot.anti_affinity_pod_count() == 0;
+            if same_message && let Some(msg) = failed.get(&view.equivalence) {
                 mark_unschedulable(c, &id, msg);
                 continue;
             }
@@ -122,13 +128,13 @@ impl Scheduler {
                     }
                 }
                 None => {
-                    let msg = if monotone && c.snapshot.anti_affinity_pod_count() == 0 {
+                    let msg = if same_message {
                         cached_failure_message(c, &view, node_ids, &mut self.verdicts)
                     } else {
                         failure_message(c, &view, node_ids)
                     };
                     mark_unschedulable(c, &id, &msg);
-                    if monotone {
+                    if same_message {
                         failed.insert(view.equivalence, msg);
                     }
                 }
@@ -155,9 +161,12 @@ impl Scheduler {
         if n == 0 {
             return found;
         }
-        let reuse_fits = c.snapshot.anti_affinity_pod_count() == 0;
+        // A fit depends on the node and its pods only while no pod, placed or this one, has
+        // anti-affinity: otherwise pods bound elsewhere in the topology domain change it without
+        // touching the node's stamp.
+        let reuse_fits = c.snapshot.anti_affinity_pod_count() == 0 && pod.anti_affinity.is_empty();
         // A verdict on a node whose stamp is unchanged since an earlier pass is that pass's:
-        // it depends on the class, the node and its pods only (no pod has anti-affinity, the
+        // it depends on the class, the node and its pods only (no anti-affinity as above, the
         // pod has no inter-pod terms, and no claims whose state lives outside the node).
         let across_passes = known.is_some() && reuse_fits && pod.volume_refs.is_empty();
         let mut verdicts = across_passes.then(|| self.verdicts.class(pod.equivalence));
@@ -678,6 +687,18 @@ mod tests {
             if rng.random_bool(0.2) {
                 p["spec"]["tolerations"] =
                     json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]);
+            }
+            // Pods labelled db, and pods that keep away from db pods in their zone (the db pods
+            // themselves have no terms: a fit then depends on pods on other nodes).
+            match rng.random_range(0..6) {
+                0 => p["metadata"]["labels"] = json!({"app": "db"}),
+                1 => {
+                    p["spec"]["affinity"] = json!({"podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [{
+                            "labelSelector": {"matchLabels": {"app": "db"}},
+                            "topologyKey": "topology.kubernetes.io/zone"}]}})
+                }
+                _ => {}
             }
             c.create_pod(p, Owner::None, None).unwrap();
         }
