@@ -86,34 +86,46 @@ pub(crate) fn serve(
 }
 
 /// Whether a watch asks for a streaming list (`sendInitialEvents=true`), validated as the API
-/// server validates it: only with `resourceVersionMatch=NotOlderThan` and bookmarks, and only
-/// where the `WatchList` feature is on (`422` otherwise, as a server without it answers).
-/// `resourceVersionMatch` without `sendInitialEvents` is refused on a watch.
+/// server validates watch options: `sendInitialEvents` (either value) only where the `WatchList`
+/// feature is on and with `resourceVersionMatch=NotOlderThan`; `resourceVersionMatch` only with
+/// `sendInitialEvents` and only `NotOlderThan`; bookmarks required for a streaming list. A
+/// refusal is `422`. The value is read as the API server converts a query boolean: only `0` and
+/// `false` (any case) are false.
 fn initial_events(
     query: &BTreeMap<String, String>,
     bookmarks: bool,
     watch_list: bool,
 ) -> Result<bool, ApiError> {
-    let send = query.get("sendInitialEvents").map(String::as_str);
-    let matching = query.get("resourceVersionMatch").map(String::as_str);
-    let invalid = |m: &str| Err(ApiError::invalid_params(m));
-    match (send, matching) {
-        (Some("true"), _) if !watch_list => invalid(
-            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
-        ),
-        (Some("true"), Some("NotOlderThan")) if bookmarks => Ok(true),
-        (Some("true"), Some("NotOlderThan")) => invalid(
-            "allowWatchBookmarks: Required value: allowWatchBookmarks must be true when sendInitialEvents is true",
-        ),
-        (Some("true"), _) => invalid(
-            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        ),
-        (_, Some(m)) if !m.is_empty() && watch_list && send.is_some() => Ok(false),
-        (_, Some(m)) if !m.is_empty() => invalid(
-            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-        ),
-        _ => Ok(false),
+    let send = query
+        .get("sendInitialEvents")
+        .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")));
+    let matching = query
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .filter(|m| !m.is_empty());
+    let invalid = |m: String| Err(ApiError::invalid_params(m));
+    if send.is_some() {
+        if !watch_list {
+            return invalid("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into());
+        }
+        if matching != Some("NotOlderThan") {
+            return invalid("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into());
+        }
     }
+    if let Some(m) = matching {
+        if send.is_none() {
+            return invalid("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".into());
+        }
+        if m != "NotOlderThan" {
+            return invalid(format!(
+                "resourceVersionMatch: Unsupported value: \"{m}\": supported values: \"NotOlderThan\""
+            ));
+        }
+    }
+    if send == Some(true) && !bookmarks {
+        return invalid("allowWatchBookmarks: Required value: allowWatchBookmarks must be true when sendInitialEvents is true".into());
+    }
+    Ok(send == Some(true))
 }
 
 /// How many bytes of initial events are sent as one chunk.
@@ -387,6 +399,25 @@ mod tests {
         let matched_only = q(&[("resourceVersionMatch", "NotOlderThan")]);
         assert_eq!(code(initial_events(&matched_only, true, true)), invalid);
         assert_eq!(initial_events(&q(&[]), true, false).ok(), Some(false));
+        // `false` is validated too, and any value but `0` or `false` reads as true.
+        let off = q(&[("sendInitialEvents", "false")]);
+        assert_eq!(code(initial_events(&off, true, true)), invalid);
+        let off_matched = q(&[
+            ("sendInitialEvents", "FALSE"),
+            ("resourceVersionMatch", "NotOlderThan"),
+        ]);
+        assert_eq!(initial_events(&off_matched, false, true).ok(), Some(false));
+        assert_eq!(code(initial_events(&off_matched, true, false)), invalid);
+        let odd = q(&[
+            ("sendInitialEvents", "yes"),
+            ("resourceVersionMatch", "NotOlderThan"),
+        ]);
+        assert_eq!(initial_events(&odd, true, true).ok(), Some(true));
+        let exact = q(&[
+            ("sendInitialEvents", "false"),
+            ("resourceVersionMatch", "Exact"),
+        ]);
+        assert_eq!(code(initial_events(&exact, true, true)), invalid);
     }
 
     #[test]
