@@ -78,10 +78,6 @@ fn is_storage(k: &ObjectKey) -> bool {
             ))
 }
 
-fn is_pod(k: &ObjectKey) -> bool {
-    k.group.is_empty() && k.kind == "Pod"
-}
-
 fn is_node(k: &ObjectKey) -> bool {
     k.group.is_empty() && k.kind == "Node"
 }
@@ -105,7 +101,7 @@ impl Informer {
     /// Applies one change: `object` is the object's new state, `None` when it was deleted.
     /// The caller vouches that `key` is the object's identity.
     pub fn apply(&mut self, key: ObjectKey, object: Option<Arc<Value>>) {
-        if is_pod(&key) {
+        if key.is_pod() {
             self.apply_pod(key, object.as_deref());
             return;
         }
@@ -207,7 +203,7 @@ impl Informer {
             self.apply(k, None);
         }
         for (k, v) in objects {
-            let unchanged = !is_pod(&k) && self.no_pods.get(&k).is_some_and(|held| **held == *v);
+            let unchanged = !k.is_pod() && self.no_pods.get(&k).is_some_and(|held| **held == *v);
             if !unchanged {
                 self.apply(k, Some(v));
             }

@@ -181,12 +181,16 @@ fn not_triggered_message(reasons: &GroupReasons) -> String {
     if reasons.is_empty() {
         return "pod didn't trigger scale-up: no node group can be grown".to_string();
     }
-    let reasons = reasons
+    format!("pod didn't trigger scale-up: {}", reasons_text(reasons))
+}
+
+/// Each group's reason, `group: reason` joined by `; ` (empty when no group gave one).
+pub(crate) fn reasons_text(reasons: &GroupReasons) -> String {
+    reasons
         .iter()
         .map(|(g, why)| format!("{g}: {why}"))
         .collect::<Vec<_>>()
-        .join("; ");
-    format!("pod didn't trigger scale-up: {reasons}")
+        .join("; ")
 }
 
 /// The events of one loop: `TriggeredScaleUp` on the pods a scale-up is for,

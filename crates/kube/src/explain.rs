@@ -132,12 +132,7 @@ fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Lines
     }
     for (i, n) in up.no_scale_up.iter().enumerate() {
         out.push(capped_level(i), || {
-            let reasons = n
-                .reasons
-                .iter()
-                .map(|(g, why)| format!("{g}: {why}"))
-                .collect::<Vec<_>>()
-                .join("; ");
+            let reasons = crate::events::reasons_text(&n.reasons);
             format!(
                 "pod {} is unschedulable and triggers no scale-up: {}",
                 n.pod.key(),

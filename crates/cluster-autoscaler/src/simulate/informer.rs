@@ -37,7 +37,7 @@ impl Informer {
         let last = last_pod_changes(events);
         for e in events {
             self.rv = e.rv;
-            if is_pod(&e.key) && last.get(&e.key) != Some(&e.rv) {
+            if e.key.is_pod() && last.get(&e.key) != Some(&e.rv) {
                 continue;
             }
             let object = (e.kind != WatchEventKind::Deleted).then(|| Arc::clone(&e.object));
@@ -51,13 +51,9 @@ impl Informer {
     }
 }
 
-fn is_pod(k: &ObjectKey) -> bool {
-    k.kind == "Pod" && k.group.is_empty()
-}
-
 /// The `resourceVersion` of each Pod's last change among `events`.
 fn last_pod_changes(events: &[WatchEvent]) -> FxHashMap<&ObjectKey, u64> {
-    let pods = events.iter().filter(|e| is_pod(&e.key));
+    let pods = events.iter().filter(|e| e.key.is_pod());
     pods.map(|e| (&e.key, e.rv)).collect()
 }
 

@@ -61,6 +61,13 @@ pub struct ObjectKey {
     pub name: String,
 }
 
+impl ObjectKey {
+    /// Whether this is a core-group Pod.
+    pub fn is_pod(&self) -> bool {
+        self.group.is_empty() && self.kind == "Pod"
+    }
+}
+
 impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.namespace.is_empty() {

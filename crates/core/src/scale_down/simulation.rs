@@ -102,10 +102,12 @@ impl Simulation<'_, '_, '_> {
         // Past the candidate limit a node with pods of its own is not simulated, guests or not:
         // said before looking for guests, which reads every pod of every remaining candidate.
         if own_moves && self.candidate_limit_reached() {
-            return Err(Self::limit_reached());
+            return Err(Unremovable::NotConsidered(
+                "non-empty candidate limit reached",
+            ));
         }
         let guests = self.guests(info);
-        self.check_bounds(own_moves, !guests.is_empty(), budget)?;
+        self.check_time(own_moves || !guests.is_empty(), budget)?;
         self.pass
             .input
             .limits
@@ -148,17 +150,10 @@ impl Simulation<'_, '_, '_> {
             .collect()
     }
 
-    /// Whether the pass may still simulate this candidate (candidate count and time bounds).
-    fn check_bounds(
-        &self,
-        own_moves: bool,
-        has_guests: bool,
-        budget: &mut dyn Budget,
-    ) -> Result<(), Unremovable> {
-        if own_moves && self.candidate_limit_reached() {
-            return Err(Self::limit_reached());
-        }
-        if (own_moves || has_guests) && budget.exhausted() {
+    /// Whether the pass may still simulate a candidate with pods to move (the time bound; the
+    /// candidate count is checked before its guests are looked for).
+    fn check_time(&self, moves: bool, budget: &mut dyn Budget) -> Result<(), Unremovable> {
+        if moves && budget.exhausted() {
             return Err(Unremovable::NotConsidered("scale-down simulation timeout"));
         }
         Ok(())
@@ -167,10 +162,6 @@ impl Simulation<'_, '_, '_> {
     /// Whether enough non-empty candidates were found or tried in this pass.
     fn candidate_limit_reached(&self) -> bool {
         self.found >= self.pass.opts.non_empty_candidates_count || self.tried >= self.max_tries
-    }
-
-    fn limit_reached() -> Unremovable {
-        Unremovable::NotConsidered("non-empty candidate limit reached")
     }
 
     /// Blocks a node evicting a pod whose budget has nothing left after the nodes chosen before.
