@@ -38,6 +38,16 @@
 //! then opens a node where a slower search would have reused one, i.e. it may overestimate,
 //! never place a pod where the predicates refuse it.
 //!
+//! # Pending pods read once
+//!
+//! A scale-up estimates the same pending pods for every group, round after round. What the packer
+//! reads of every pod (its equivalence class and its CPU and memory requests) is gathered once
+//! into [`PendingPods`], side by side: a pod whose class is already refused by a fresh node, or
+//! past the node cap, is counted without its own memory being fetched again, and groups whose
+//! templates have the same allocatable share one largest-first order. With 50,000 pending pods
+//! and 100 groups that is the difference between 5,000,000 scattered reads and a scan of two
+//! arrays.
+//!
 //! # Limits
 //!
 //! * `max_nodes`: once that many nodes are open, no more are opened. Later pods are still tried
@@ -48,6 +58,7 @@
 //!   is set.
 
 use crate::names::HOSTNAME_LABEL;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -158,12 +169,76 @@ pub fn estimate<B: Budget>(
     template: &NodeTemplate,
     limits: EstimatorLimits<B>,
 ) -> Result<Estimate, EstimateError> {
+    estimate_pending(snapshot, &mut PendingPods::new(pods), template, limits)
+}
+
+/// [`estimate`] for pods gathered once into [`PendingPods`], for callers that estimate the same
+/// pods for several templates. Pod indices in the answer are indices into
+/// [`PendingPods::pods`].
+pub fn estimate_pending<B: Budget>(
+    snapshot: &mut ClusterSnapshot,
+    pending: &mut PendingPods<'_>,
+    template: &NodeTemplate,
+    limits: EstimatorLimits<B>,
+) -> Result<Estimate, EstimateError> {
+    let order = pending.largest_first(&template.node);
     snapshot.fork();
-    let result = Packer::new(snapshot, pods, template, limits).run();
+    let result = Packer::new(snapshot, pending, template, limits).run(&order);
     let reverted = snapshot.revert();
     let estimate = result?;
     reverted?;
     Ok(estimate)
+}
+
+/// Pending pods as the estimator reads them (see the module documentation): the pods, and side
+/// by side each one's equivalence class, numbered from 0 in order of first appearance, and its
+/// CPU and memory requests; largest-first orders are kept per template allocatable.
+#[derive(Debug)]
+pub struct PendingPods<'a> {
+    pods: Cow<'a, [Arc<Pod>]>,
+    class: Vec<u32>,
+    classes: usize,
+    requests: Vec<(i64, i64)>,
+    /// Largest-first orders by the template's allocatable CPU and memory.
+    orders: FxHashMap<(i64, i64), Arc<[usize]>>,
+}
+
+impl<'a> PendingPods<'a> {
+    /// Gathers `pods` (borrowed, or owned when given a `Vec`), reading each pod once.
+    pub fn new(pods: impl Into<Cow<'a, [Arc<Pod>]>>) -> PendingPods<'a> {
+        let pods = pods.into();
+        let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut class = Vec::with_capacity(pods.len());
+        let mut requests = Vec::with_capacity(pods.len());
+        for pod in pods.iter() {
+            let next = ids.len() as u32;
+            class.push(*ids.entry(pod.equivalence).or_insert(next));
+            requests.push((pod.requests.cpu, pod.requests.memory));
+        }
+        PendingPods {
+            pods,
+            class,
+            classes: ids.len(),
+            requests,
+            orders: FxHashMap::default(),
+        }
+    }
+
+    /// The pods, in the order given.
+    pub fn pods(&self) -> &[Arc<Pod>] {
+        &self.pods
+    }
+
+    /// Indices of the pods, largest first by `cpu / template cpu + memory / template memory`
+    /// (the template's allocatable); ties keep the input order.
+    fn largest_first(&mut self, template: &Node) -> Arc<[usize]> {
+        let key = (template.allocatable.cpu, template.allocatable.memory);
+        let requests = &self.requests;
+        self.orders
+            .entry(key)
+            .or_insert_with(|| largest_first(requests, key).into())
+            .clone()
+    }
 }
 
 /// What an equivalence group remembers.
@@ -187,9 +262,12 @@ struct Opened {
 struct Packer<'a, B> {
     snapshot: &'a mut ClusterSnapshot,
     pods: &'a [Arc<Pod>],
+    /// Each pod's equivalence class.
+    class: &'a [u32],
     template: &'a NodeTemplate,
     limits: EstimatorLimits<B>,
-    groups: FxHashMap<u64, Group>,
+    /// By equivalence class, once a pod of the class was tried.
+    groups: Vec<Option<Group>>,
     opened: Vec<Opened>,
     /// Suffix of the next candidate node name.
     next_suffix: usize,
@@ -210,16 +288,19 @@ enum Trial {
 impl<'a, B: Budget> Packer<'a, B> {
     fn new(
         snapshot: &'a mut ClusterSnapshot,
-        pods: &'a [Arc<Pod>],
+        pending: &'a PendingPods<'_>,
         template: &'a NodeTemplate,
         limits: EstimatorLimits<B>,
     ) -> Self {
         Packer {
             snapshot,
-            pods,
+            pods: &pending.pods,
+            class: &pending.class,
             template,
             limits,
-            groups: FxHashMap::default(),
+            groups: std::iter::repeat_with(|| None)
+                .take(pending.classes)
+                .collect(),
             opened: Vec::new(),
             next_suffix: 0,
             unplaced: Vec::new(),
@@ -229,8 +310,7 @@ impl<'a, B: Budget> Packer<'a, B> {
         }
     }
 
-    fn run(mut self) -> Result<Estimate, EstimateError> {
-        let order = largest_first(self.pods, &self.template.node);
+    fn run(mut self, order: &[usize]) -> Result<Estimate, EstimateError> {
         for (pos, &i) in order.iter().enumerate() {
             if self.limits.budget.exhausted() {
                 self.limit_hit = Some(LimitHit::TimeBudget);
@@ -259,9 +339,12 @@ impl<'a, B: Budget> Packer<'a, B> {
 
     /// Places pod `i` on an opened node, a new node, or reports it.
     fn place(&mut self, i: usize) -> Result<(), EstimateError> {
+        // Only the pod's reference and class are read here: a pod whose class has nothing
+        // left to try is counted without fetching the pod itself.
         let pod = &self.pods[i];
         let snapshot = &mut *self.snapshot;
-        let group = self.groups.entry(pod.equivalence).or_insert_with(|| Group {
+        // Classes are numbered below `groups.len()` by construction.
+        let group = self.groups[self.class[i] as usize].get_or_insert_with(|| Group {
             prepared: snapshot.prepare(pod),
             cursor: 0,
             fresh_refusal: None,
@@ -347,16 +430,17 @@ fn try_fresh_node(
     }
 }
 
-/// Indices of `pods`, largest first by `cpu / template cpu + memory / template memory`; ties keep
-/// the input order.
-fn largest_first(pods: &[Arc<Pod>], template: &Node) -> Vec<usize> {
-    let cpu = template.allocatable.cpu.max(1) as f64;
-    let memory = template.allocatable.memory.max(1) as f64;
-    let scores: Vec<f64> = pods
+/// Indices of pods whose `(cpu, memory)` requests are `requests`, largest first by `cpu /
+/// template cpu + memory / template memory` (`allocatable` is the template's); ties keep the
+/// input order.
+fn largest_first(requests: &[(i64, i64)], allocatable: (i64, i64)) -> Vec<usize> {
+    let cpu = allocatable.0.max(1) as f64;
+    let memory = allocatable.1.max(1) as f64;
+    let scores: Vec<f64> = requests
         .iter()
-        .map(|p| p.requests.cpu as f64 / cpu + p.requests.memory as f64 / memory)
+        .map(|&(c, m)| c as f64 / cpu + m as f64 / memory)
         .collect();
-    let mut order: Vec<usize> = (0..pods.len()).collect();
+    let mut order: Vec<usize> = (0..requests.len()).collect();
     // Stable sort: equal scores stay in input order.
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     order
@@ -840,6 +924,32 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Pods gathered once and estimated for several templates in turn (two of the same
+        /// allocatable, sharing an order; node caps cutting some short) give each template the
+        /// estimate a fresh call gives.
+        #[test]
+        fn pods_gathered_once_estimate_as_fresh_ones(
+            specs in prop::collection::vec(spec(), 1..12),
+            caps in prop::collection::vec(prop::option::of(0usize..4), 4),
+        ) {
+            let ps = build_pods(&specs);
+            let templates = [
+                NodeBuilder::new("t0", 1000, 2 * GI).label("pool", "a").pods(8).build(),
+                NodeBuilder::new("t1", 1000, 2 * GI).label("pool", "b").pods(8).build(),
+                NodeBuilder::new("t2", 2000, 2 * GI).label("pool", "a").pods(8).build(),
+                NodeBuilder::new("t3", 1000, 2 * GI).label("pool", "a").pods(3).build(),
+            ];
+            let mut snap = existing_cluster();
+            let mut pending = PendingPods::new(&ps[..]);
+            for (node, max_nodes) in templates.into_iter().zip(caps) {
+                let t = NodeTemplate { node, daemonset_pods: Vec::new() };
+                let limits = || EstimatorLimits { max_nodes, budget: Unlimited };
+                let shared = estimate_pending(&mut snap, &mut pending, &t, limits());
+                let fresh = estimate(&mut snap, &ps, &t, limits());
+                prop_assert_eq!(shared, fresh);
+            }
+        }
 
         /// Every placement satisfies every predicate on the resulting cluster, no new node is
         /// empty, and unplaced pods indeed fit no fresh template node.

@@ -31,7 +31,9 @@ use crate::model::node_group::{NodeGroup, NodeGroupId};
 use crate::model::pod::Pod;
 use crate::model::resources::Resources;
 use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
-use crate::scale_up::estimator::{Estimate, EstimatorLimits, LimitHit, estimate};
+use crate::scale_up::estimator::{
+    Estimate, EstimatorLimits, LimitHit, PendingPods, estimate, estimate_pending,
+};
 use crate::scale_up::expander::{ExpanderChain, ExpanderContext, ExpansionOption};
 use crate::scale_up::reasons::{GroupReasons, Verdicts};
 use crate::scale_up::template::{GroupTemplate, NoTemplate};
@@ -251,8 +253,8 @@ struct Decision<'a, 'o> {
 
 /// One round's estimates and the options they give the expander.
 struct Round {
-    /// The pods of the round (the remaining ones).
-    pods: Vec<Arc<Pod>>,
+    /// The pods of the round (the remaining ones), gathered once for every group's estimate.
+    pending: PendingPods<'static>,
     /// Per group: its estimate, if it had one.
     estimates: Vec<Option<GroupEstimate>>,
     options: Vec<ExpansionOption>,
@@ -336,12 +338,13 @@ impl Decision<'_, '_> {
 
     /// Every group that may grow estimates the remaining pods; the others say why not.
     fn estimate_round(&mut self, snapshot: &mut ClusterSnapshot, budget: &mut dyn Budget) -> Round {
+        let pods: Vec<Arc<Pod>> = self
+            .remaining
+            .iter()
+            .map(|&i| self.input.pods[i].clone())
+            .collect();
         let mut round = Round {
-            pods: self
-                .remaining
-                .iter()
-                .map(|&i| self.input.pods[i].clone())
-                .collect(),
+            pending: PendingPods::new(pods),
             estimates: Vec::with_capacity(self.input.groups.len()),
             options: Vec::new(),
             option_group: Vec::new(),
@@ -377,7 +380,7 @@ impl Decision<'_, '_> {
                 max_nodes: Some(b.cap),
                 budget: || budget.exhausted(),
             };
-            let est = estimate(snapshot, &round.pods, &b.template.template, limits);
+            let est = estimate_pending(snapshot, &mut round.pending, &b.template.template, limits);
             est.map(|e| (b, e)).map_err(|e| e.to_string())
         });
         let (b, est) = match refused {
@@ -391,10 +394,12 @@ impl Decision<'_, '_> {
             }
         };
         if est.node_count > 0 {
-            round.options.push(option(g.group, &b, &est, &round.pods));
+            round
+                .options
+                .push(option(g.group, &b, &est, round.pending.pods()));
             round.option_group.push(gi);
         }
-        Some(self.record_estimate(gi, &est, b.cap_reason, round.pods.len()))
+        Some(self.record_estimate(gi, &est, b.cap_reason, round.pending.pods().len()))
     }
 
     /// The group's bounds in this round, or why it may not grow at all.
@@ -546,7 +551,7 @@ impl Decision<'_, '_> {
             let chosen = Chosen {
                 group: chosen_group,
                 pods,
-                round_pods: &round.pods,
+                round_pods: round.pending.pods(),
             };
             members.extend(similar_members(
                 snapshot,
