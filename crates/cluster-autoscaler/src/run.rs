@@ -393,6 +393,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         "starting cluster-autoscaler"
     );
     tracing::debug!(options = ?opts.controller, "options");
+    // Listing every object allocates and frees gigabytes at scale: keep freed memory for reuse
+    // until the first loop is done (the controller gives it back then).
+    autoscaler_kube::allocator::keep_freed_memory();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

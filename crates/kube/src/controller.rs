@@ -500,6 +500,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         gpus: Gpus::default(),
     };
     let mut next = Instant::now();
+    let mut first_loop = true;
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
@@ -533,6 +534,10 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         }
         let ok = term.one_loop(parts, config).await;
         let finished = Instant::now();
+        if std::mem::take(&mut first_loop) {
+            // What listing the caches and the first loop freed goes back to the system.
+            crate::allocator::return_freed_memory();
+        }
         if ok {
             parts.health.loop_succeeded(finished);
         } else {

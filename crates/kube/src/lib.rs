@@ -7,6 +7,7 @@
 //! effects, retries, timeouts and what happened to them.
 
 pub mod actuator;
+pub mod allocator;
 pub mod api_calls;
 pub mod compat;
 pub mod config_resource;
