@@ -230,6 +230,16 @@ struct Shared {
 }
 
 impl Shared {
+    fn new() -> Shared {
+        Shared {
+            informer: Arc::new(Mutex::new(Informer::new())),
+            pending: Arc::new(watch::Sender::new(BTreeSet::new())),
+            api_not_found: Arc::new(Notify::new()),
+            new_unschedulable: Arc::new(Notify::new()),
+            rediscover: Arc::new(Notify::new()),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Informer> {
         autoscaler_actuation::informer::lock(&self.informer)
     }
@@ -342,13 +352,7 @@ pub async fn start(clients: &Clients, config: WatchConfig) -> Result<Watches, Wa
 /// (from [`discover_clusterapi`], from the management cluster). Must be called within a tokio
 /// runtime.
 pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiResource>) -> Watches {
-    let shared = Shared {
-        informer: Arc::new(Mutex::new(Informer::new())),
-        pending: Arc::new(watch::Sender::new(BTreeSet::new())),
-        api_not_found: Arc::new(Notify::new()),
-        new_unschedulable: Arc::new(Notify::new()),
-        rediscover: Arc::new(Notify::new()),
-    };
+    let shared = Shared::new();
     let mut tasks = Vec::new();
     let all = watcher::Config::default;
     let c = &clients.workload;
@@ -565,15 +569,16 @@ fn spawn_pods(
     config: watcher::Config,
 ) {
     let (group, kind) = (String::new(), "Pod".to_string());
-    tasks.push(spawn_kind(
+    // The thread ends by itself once the reader's task is aborted.
+    let (reader, _thread) = spawn_kind_on_thread(
         shared,
         api,
         config.streaming_lists(),
         group,
         kind,
-        OnNotFound::Missing,
         pod_entry,
-    ));
+    );
+    tasks.push(reader);
 }
 
 /// A Pod as the informer takes it: its key, and the model pod (`None` when it does not
@@ -712,50 +717,138 @@ where
     T: Cached,
     F: Fn(K) -> Option<(ObjectKey, T)> + Send + 'static,
 {
-    let name = format!("{group}/{kind}");
-    shared.pending.send_modify(|p| {
-        p.insert(name.clone());
-    });
-    let shared = shared.clone();
+    let mut consumer = Consumer::new(shared, group, kind, on_404, encode);
+    let (mut events, reader) = read_ahead(api, config, consumer.name.clone());
     tokio::spawn(async move {
-        let (mut events, _reader) = read_ahead(api, config, name.clone());
-        let mut buffer = Vec::new();
+        let _reader = AbortOnDrop(reader);
         while let Some(event) = events.recv().await {
-            let changed = match event {
-                Ok(Event::Apply(o)) => {
-                    encode(o).map(|(k, v)| T::apply(&mut shared.lock(), k, Some(v)))
-                }
-                Ok(Event::Delete(o)) => {
-                    encode(o).map(|(k, _)| T::apply(&mut shared.lock(), k, None))
-                }
-                Ok(Event::Init) => {
-                    buffer.clear();
-                    None
-                }
-                Ok(Event::InitApply(o)) => {
-                    buffer.extend(encode(o));
-                    None
-                }
-                Ok(Event::InitDone) => {
-                    T::relist(
-                        &mut shared.lock(),
-                        &group,
-                        &kind,
-                        std::mem::take(&mut buffer),
-                    );
-                    shared.pending.send_if_modified(|p| p.remove(&name));
-                    Some(())
-                }
-                Err(e) => {
-                    watch_failed(&shared, &name, on_404, &e);
-                    None
-                }
-            };
-            if changed.is_some() && shared.lock().has_new_unschedulable() {
-                shared.new_unschedulable.notify_one();
-            }
+            consumer.take(event);
         }
     })
+}
+
+/// [`spawn_kind`] with the conversion on a thread of its own, for the kind whose list is
+/// large (Pods): a reader task and a consumer task woken by it run on the same runtime worker
+/// (tokio runs the woken task next on the waker's worker), so decoding and converting 450,000
+/// pods took turns on one core while the other waited. A plain thread, not the runtime's
+/// blocking pool: a blocking task that never ends would hold a paused test clock still.
+/// Returns the reader's task (aborting it closes the channel, which ends the thread) and the
+/// thread (`None` when none could be started: the conversion then runs as a task).
+fn spawn_kind_on_thread<K, T, F>(
+    shared: &Shared,
+    api: Api<K>,
+    config: watcher::Config,
+    group: String,
+    kind: String,
+    encode: F,
+) -> (JoinHandle<()>, Option<std::thread::JoinHandle<()>>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    T: Cached,
+    F: Fn(K) -> Option<(ObjectKey, T)> + Send + 'static,
+{
+    // The thread starts first, then receives its consumer: a failed start leaves both here.
+    type Work<T, F, K> = (Consumer<T, F>, Events<K>);
+    let (hand, receive) = std::sync::mpsc::sync_channel::<Work<T, F, K>>(1);
+    let thread = std::thread::Builder::new()
+        .name(format!("{kind}-conversion"))
+        .spawn(move || {
+            if let Ok((mut consumer, mut events)) = receive.recv() {
+                while let Some(event) = events.blocking_recv() {
+                    consumer.take(event);
+                }
+            }
+        });
+    let mut consumer = Consumer::new(shared, group, kind, OnNotFound::Missing, encode);
+    let (mut events, reader) = read_ahead(api, config, consumer.name.clone());
+    match thread {
+        Ok(thread) => {
+            // The thread waits for exactly this message, so the send cannot fail.
+            let _ = hand.send((consumer, events));
+            (reader, Some(thread))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no thread for the conversion; it shares the runtime");
+            let task = tokio::spawn(async move {
+                let _reader = AbortOnDrop(reader);
+                while let Some(event) = events.recv().await {
+                    consumer.take(event);
+                }
+            });
+            (task, None)
+        }
+    }
+}
+
+/// A kind's watch events as its reader hands them over.
+type Events<K> = tokio::sync::mpsc::Receiver<Result<Event<K>, watcher::Error>>;
+
+/// Takes one kind's watch events into the informer: changes one by one, a relist at once when
+/// its list is complete; marks the kind synced then.
+struct Consumer<T, F> {
+    shared: Shared,
+    group: String,
+    kind: String,
+    /// `group/kind`, as the sync state names it.
+    name: String,
+    on_404: OnNotFound,
+    encode: F,
+    /// The objects of a list in progress.
+    buffer: Vec<(ObjectKey, T)>,
+}
+
+impl<T: Cached, F> Consumer<T, F> {
+    fn new(shared: &Shared, group: String, kind: String, on_404: OnNotFound, encode: F) -> Self {
+        let name = format!("{group}/{kind}");
+        shared.pending.send_modify(|p| {
+            p.insert(name.clone());
+        });
+        Consumer {
+            shared: shared.clone(),
+            group,
+            kind,
+            name,
+            on_404,
+            encode,
+            buffer: Vec::new(),
+        }
+    }
+
+    fn take<K>(&mut self, event: Result<Event<K>, watcher::Error>)
+    where
+        F: Fn(K) -> Option<(ObjectKey, T)>,
+    {
+        let shared = &self.shared;
+        let changed = match event {
+            Ok(Event::Apply(o)) => {
+                (self.encode)(o).map(|(k, v)| T::apply(&mut shared.lock(), k, Some(v)))
+            }
+            Ok(Event::Delete(o)) => {
+                (self.encode)(o).map(|(k, _)| T::apply(&mut shared.lock(), k, None))
+            }
+            Ok(Event::Init) => {
+                self.buffer.clear();
+                None
+            }
+            Ok(Event::InitApply(o)) => {
+                self.buffer.extend((self.encode)(o));
+                None
+            }
+            Ok(Event::InitDone) => {
+                let objects = std::mem::take(&mut self.buffer);
+                T::relist(&mut shared.lock(), &self.group, &self.kind, objects);
+                shared.pending.send_if_modified(|p| p.remove(&self.name));
+                Some(())
+            }
+            Err(e) => {
+                watch_failed(shared, &self.name, self.on_404, &e);
+                None
+            }
+        };
+        if changed.is_some() && shared.lock().has_new_unschedulable() {
+            shared.new_unschedulable.notify_one();
+        }
+    }
 }
 
 /// How many events a kind's reader may run ahead of their conversion: two list pages of 500.
@@ -773,19 +866,13 @@ impl Drop for AbortOnDrop {
 /// Runs the watcher of `api` on a task of its own, at most [`READ_AHEAD`] events ahead of the
 /// consumer, so that the next list page (or the next events of a streaming list) is fetched and
 /// decoded while this one is converted and cached: one task doing both left one core idle for
-/// most of a long list. Order is kept; the reader ends when the returned guard is dropped.
+/// most of a long list. Order is kept; the caller aborts the returned task when its consumer
+/// ends.
 ///
 /// A streaming list (`sendInitialEvents`) that the server refuses (`422` or `400`: no
 /// `WatchList` feature, as in Kubernetes 1.33 by default and before 1.32) falls back to listing
 /// in pages, as client-go's reflector does.
-fn read_ahead<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    name: String,
-) -> (
-    tokio::sync::mpsc::Receiver<Result<Event<K>, watcher::Error>>,
-    AbortOnDrop,
-)
+fn read_ahead<K>(api: Api<K>, config: watcher::Config, name: String) -> (Events<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
@@ -816,7 +903,7 @@ where
             config.initial_list_strategy = InitialListStrategy::ListWatch;
         }
     });
-    (rx, AbortOnDrop(reader))
+    (rx, reader)
 }
 
 /// Whether the server refused to start a streaming list (`422`/`400` on the watch request).
@@ -1160,6 +1247,40 @@ mod tests {
         server.abort();
     }
 
+    /// The pods' conversion thread fills the informer and ends once its reader is aborted (as
+    /// dropping the watches does), instead of waiting on the channel forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pod_conversion_thread_syncs_and_ends_with_its_reader() {
+        let (client, handle) = mock();
+        let (_seen, server) = empty_server(handle);
+        let shared = Shared::new();
+        let (reader, thread) = spawn_kind_on_thread(
+            &shared,
+            Api::<SlimPod>::all(client),
+            watcher::Config::default(),
+            String::new(),
+            "Pod".into(),
+            pod_entry,
+        );
+        let mut pending = shared.pending.subscribe();
+        tokio::time::timeout(Duration::from_secs(10), pending.wait_for(|p| p.is_empty()))
+            .await
+            .expect("the empty pod list synced")
+            .expect("sync state");
+        reader.abort();
+        let thread = thread.expect("a thread of its own");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !thread.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the conversion thread ended"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        thread.join().expect("without a panic");
+        server.abort();
+    }
+
     /// Answers every list with no items and holds watches open; returns the paths asked.
     /// What a test server without the WatchList feature answers when no case of its own
     /// applies: a streaming list is refused (422), a watch is held open in `open`, any other
@@ -1398,11 +1519,11 @@ mod tests {
         // Let the first Job list fail and every other kind sync.
         jobs_failed.notified().await;
         jobs_failed.notified().await;
+        until("every other kind synced", || {
+            watches.unsynced().into_iter().collect::<Vec<_>>() == ["batch/Job"]
+        })
+        .await;
         assert!(!watches.is_synced());
-        assert_eq!(
-            watches.unsynced().into_iter().collect::<Vec<_>>(),
-            ["batch/Job"]
-        );
         jobs_ok.store(true, std::sync::atomic::Ordering::SeqCst);
         tokio::time::timeout(Duration::from_secs(600), watches.wait_synced())
             .await
@@ -1449,6 +1570,9 @@ mod tests {
             if cond() {
                 return;
             }
+            // The pods' conversion runs on a thread of its own, outside a paused clock: give
+            // it real time too.
+            std::thread::sleep(Duration::from_millis(2));
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("timed out waiting for {what}");
@@ -1547,10 +1671,10 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(60), watches.api_not_found().notified())
             .await
             .expect("signalled");
-        assert_eq!(
-            watches.unsynced().into_iter().collect::<Vec<_>>(),
-            ["policy/PodDisruptionBudget"]
-        );
+        until("every other kind synced", || {
+            watches.unsynced().into_iter().collect::<Vec<_>>() == ["policy/PodDisruptionBudget"]
+        })
+        .await;
         assert!(!watches.is_synced());
         drop(watches);
         server.abort();
