@@ -229,6 +229,23 @@ impl<'a> PendingPods<'a> {
         &self.pods
     }
 
+    /// The pods at positions `keep` (in that order), gathered from what was gathered here
+    /// without reading the pods again. Positions out of range are left out.
+    pub fn subset(&self, keep: &[usize]) -> PendingPods<'static> {
+        let keep: Vec<usize> = keep
+            .iter()
+            .copied()
+            .filter(|&i| i < self.pods.len())
+            .collect();
+        PendingPods {
+            pods: keep.iter().map(|&i| self.pods[i].clone()).collect(),
+            class: keep.iter().map(|&i| self.class[i]).collect(),
+            classes: self.classes,
+            requests: keep.iter().map(|&i| self.requests[i]).collect(),
+            orders: FxHashMap::default(),
+        }
+    }
+
     /// Indices of the pods, largest first by `cpu / template cpu + memory / template memory`
     /// (the template's allocatable); ties keep the input order.
     fn largest_first(&mut self, template: &Node) -> Arc<[usize]> {
@@ -949,6 +966,31 @@ mod tests {
                 let fresh = estimate(&mut snap, &ps, &t, limits());
                 prop_assert_eq!(shared, fresh);
             }
+        }
+
+        /// A subset of gathered pods estimates as the same pods gathered afresh.
+        #[test]
+        fn a_subset_estimates_as_its_pods_gathered_afresh(
+            specs in prop::collection::vec(spec(), 1..12),
+            keep in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+            max_nodes in prop::option::of(0usize..4),
+        ) {
+            let ps = build_pods(&specs);
+            let mut keep: Vec<usize> = keep.iter().map(|k| k.index(ps.len())).collect();
+            keep.sort_unstable();
+            keep.dedup();
+            let picked: Vec<Arc<Pod>> = keep.iter().map(|&i| ps[i].clone()).collect();
+            let t = NodeTemplate {
+                node: NodeBuilder::new("t", 1000, 2 * GI).label("pool", "a").pods(8).build(),
+                daemonset_pods: Vec::new(),
+            };
+            let limits = || EstimatorLimits { max_nodes, budget: Unlimited };
+            let mut snap = existing_cluster();
+            let mut subset = PendingPods::new(&ps[..]).subset(&keep);
+            prop_assert_eq!(subset.pods(), &picked[..]);
+            let from_subset = estimate_pending(&mut snap, &mut subset, &t, limits());
+            let fresh = estimate(&mut snap, &picked, &t, limits());
+            prop_assert_eq!(from_subset, fresh);
         }
 
         /// Every placement satisfies every predicate on the resulting cluster, no new node is

@@ -211,6 +211,7 @@ pub fn scale_up(
             input.pods.len(),
         ),
         remaining: (0..input.pods.len()).collect(),
+        gathered: PendingPods::new(input.pods.clone()),
         input,
         opts,
         added_total: 0,
@@ -249,6 +250,9 @@ struct Decision<'a, 'o> {
     reasons: Verdicts,
     /// Input pods no option helped yet.
     remaining: Vec<usize>,
+    /// The input pods as the estimator reads them, gathered once; each round takes its
+    /// remaining ones from here.
+    gathered: PendingPods<'static>,
 }
 
 /// One round's estimates and the options they give the expander.
@@ -338,13 +342,8 @@ impl Decision<'_, '_> {
 
     /// Every group that may grow estimates the remaining pods; the others say why not.
     fn estimate_round(&mut self, snapshot: &mut ClusterSnapshot, budget: &mut dyn Budget) -> Round {
-        let pods: Vec<Arc<Pod>> = self
-            .remaining
-            .iter()
-            .map(|&i| self.input.pods[i].clone())
-            .collect();
         let mut round = Round {
-            pending: PendingPods::new(pods),
+            pending: self.gathered.subset(&self.remaining),
             estimates: Vec::with_capacity(self.input.groups.len()),
             options: Vec::new(),
             option_group: Vec::new(),
