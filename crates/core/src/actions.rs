@@ -191,7 +191,7 @@ pub fn scale_down_actions(plan: &ScaleDownPlan, now_ms: i64) -> Vec<Action> {
                 .map(|p| PodEviction {
                     pod: PodRef {
                         namespace: p.namespace,
-                        name: p.name.clone(),
+                        name: p.name.as_arc().clone(),
                     },
                     grace_period_sec: eviction_grace_sec(p, d.grace_period_sec),
                 })

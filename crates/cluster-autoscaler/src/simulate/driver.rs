@@ -1078,7 +1078,7 @@ workloads:
             evict: vec![PodEviction {
                 pod: PodRef {
                     namespace: web.namespace,
-                    name: web.name.clone(),
+                    name: web.name.as_arc().clone(),
                 },
                 grace_period_sec,
             }],

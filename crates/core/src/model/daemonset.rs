@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use crate::model::intern::Sym;
 use crate::model::node::Node;
-use crate::model::pod::{ModelError, OwnerRef, Pod};
+use crate::model::pod::{ModelError, OwnerRef, Pod, PodName};
 use crate::model::taints::{TaintEffect, Toleration, TolerationOp};
 use crate::scheduling::predicates::check_node_static;
 
@@ -124,7 +124,7 @@ impl DaemonSet {
     pub fn pod_for_node(&self, node: &Node) -> Option<Pod> {
         check_node_static(&self.pod, node).ok()?;
         let mut pod = self.pod.clone();
-        pod.name = Arc::from(format!("{}-{}", self.name, node.name));
+        pod.name = PodName::from(format!("{}-{}", self.name, node.name));
         pod.uid = Arc::from(format!("{}-{}", self.pod.uid, node.name));
         pod.node_name = Some(node.name);
         pod.update_equivalence();

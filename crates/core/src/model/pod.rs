@@ -5,9 +5,13 @@
 //! and label keys resolved), so that no hot path ever looks at the API object again. Building a
 //! view never panics: malformed fields become a [`ModelError`] naming the pod and the field.
 
+mod name;
+
 use std::sync::Arc;
 
 use smallvec::SmallVec;
+
+pub use self::name::{PodName, text_hash};
 
 use crate::model::intern::Sym;
 use crate::model::labels::Labels;
@@ -179,8 +183,8 @@ pub struct Pod {
     /// The volumes backed by claims or inline CSI drivers (empty for most pods: the volume
     /// filters then cost nothing).
     pub volume_refs: Vec<VolumeRef>,
-    /// Name.
-    pub name: Arc<str>,
+    /// Name, with its hash (which the snapshot's name index reads instead of the text).
+    pub name: PodName,
     /// Hash of owner UID and every scheduling-relevant field: pods with equal keys are
     /// interchangeable for scheduling, so each equivalence group is checked once per node.
     pub equivalence: u64,
@@ -253,7 +257,7 @@ impl Pod {
     pub fn new(namespace: &str, name: &str) -> Pod {
         let mut p = Pod {
             namespace: Sym::new(namespace),
-            name: Arc::from(name),
+            name: PodName::from(name),
             uid: Arc::from(""),
             labels: Labels::new(),
             annotations: Vec::new(),

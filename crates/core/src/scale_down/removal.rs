@@ -59,7 +59,7 @@ pub fn try_remove(
     let moves = snapshot.tentatively(|s| place_all(s, node, to_move, (order, start), hints))?;
     for (pod, dest) in &moves {
         if let Some(info) = snapshot.node(*dest) {
-            hints.insert((pod.namespace, pod.name.clone()), info.node.name);
+            hints.insert((pod.namespace, pod.name.as_arc().clone()), info.node.name);
         }
     }
     Ok(moves)
@@ -95,7 +95,7 @@ fn place_all(
             p
         };
         let hinted = hints
-            .get(&(pod.namespace, pod.name.clone()))
+            .get(&(pod.namespace, pod.name.as_arc().clone()))
             .and_then(|n| snapshot.node_id(*n))
             .filter(|&id| snapshot.check(&pod, &prepared, id).is_ok());
         let dest = hinted.or_else(|| {

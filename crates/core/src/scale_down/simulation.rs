@@ -145,7 +145,10 @@ impl Simulation<'_, '_, '_> {
         }
         info.pods
             .iter()
-            .filter(|p| self.promised.contains_key(&(p.namespace, p.name.clone())))
+            .filter(|p| {
+                self.promised
+                    .contains_key(&(p.namespace, p.name.as_arc().clone()))
+            })
             .cloned()
             .collect()
     }
@@ -218,7 +221,7 @@ impl Simulation<'_, '_, '_> {
             let Some(dest) = snapshot.node(dest).map(|i| i.node.name) else {
                 continue;
             };
-            let key = (pod.namespace, pod.name.clone());
+            let key = (pod.namespace, pod.name.as_arc().clone());
             match self.promised.get(&key) {
                 Some(&(from, at)) => {
                     let slot = self

@@ -24,7 +24,7 @@ pub(super) fn record(
     let keep: FxHashSet<(Sym, Arc<str>)> = removable
         .iter()
         .flat_map(|r| r.destinations.iter())
-        .map(|(p, _)| (p.namespace, p.name.clone()))
+        .map(|(p, _)| (p.namespace, p.name.as_arc().clone()))
         .collect();
     state.hints.retain(|k, _| keep.contains(k));
     let names = || removable.iter().map(|r| r.cand.name);

@@ -65,7 +65,7 @@ use rustc_hash::FxHashMap;
 
 use crate::model::intern::Sym;
 use crate::model::node::Node;
-use crate::model::pod::Pod;
+use crate::model::pod::{Pod, PodName};
 use crate::scheduling::predicates::{Prepared, Unfit};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, SnapshotError};
 
@@ -490,7 +490,7 @@ fn node_from_template(template: &Node, name: Sym) -> Node {
 /// node) and bound to it.
 fn daemonset_pod_for(ds: &Pod, node: Sym) -> Pod {
     let mut pod = ds.clone();
-    pod.name = Arc::from(format!("{}-{}", ds.name, node));
+    pod.name = PodName::from(format!("{}-{}", ds.name, node));
     pod.node_name = Some(node);
     pod.update_equivalence();
     pod

@@ -14,7 +14,7 @@ use crate::model::daemonset::{DaemonSet, daemon_pods_for};
 use crate::model::intern::Sym;
 use crate::model::node::{Node, NodeCondition};
 use crate::model::node_group::NodeGroup;
-use crate::model::pod::Pod;
+use crate::model::pod::{Pod, PodName};
 use crate::model::taints::TaintConfig;
 use crate::names::HOSTNAME_LABEL;
 use crate::scale_up::estimator::NodeTemplate;
@@ -120,7 +120,7 @@ pub fn build_template(
     let mut pods = daemon_pods_for(daemonsets, &node);
     for m in mirror_pods {
         let mut p = (**m).clone();
-        p.name = Arc::from(format!("{}-{}", m.name, node.name));
+        p.name = PodName::from(format!("{}-{}", m.name, node.name));
         p.node_name = Some(node.name);
         p.update_equivalence();
         pods.push(Arc::new(p));

@@ -1937,7 +1937,7 @@ mod tests {
                     }),
                 _ => b,
             }
-            .with(|x| x.name = Arc::from(format!("e{p}")))
+            .with(|x| x.name = format!("e{p}").into())
             .arc()
         }
 

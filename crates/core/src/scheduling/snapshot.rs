@@ -37,7 +37,7 @@ use self::index::{NameIndex, PodsById, SelectorIndex, key_hash, pod_identity};
 use crate::model::intern::Sym;
 use crate::model::labels::Labels;
 use crate::model::node::Node;
-use crate::model::pod::{HostPort, Pod, VolumeRef};
+use crate::model::pod::{HostPort, Pod, VolumeRef, text_hash};
 use crate::model::resources::Resources;
 use crate::model::storage::Storage;
 use crate::scheduling::affinity::NamespaceLabels;
@@ -414,7 +414,7 @@ impl ClusterSnapshot {
         if self.slot(node).is_none() {
             return Err(SnapshotError::UnknownNode(format!("#{}", node.0)));
         }
-        let hash = key_hash(pod.namespace, &pod.name);
+        let hash = key_hash(pod.namespace, pod.name.text_hash());
         let slots = &self.slots;
         if !self
             .names
@@ -487,13 +487,15 @@ impl ClusterSnapshot {
 
     /// The pod `namespace/name` and the node it is on.
     pub fn pod(&self, namespace: Sym, name: &str) -> Option<(NodeId, &Arc<Pod>)> {
-        self.names.nodes(key_hash(namespace, name)).find_map(|id| {
-            let pods = &self.slot(id)?.pods;
-            let p = pods
-                .iter()
-                .find(|p| p.namespace == namespace && &*p.name == name)?;
-            Some((id, p))
-        })
+        self.names
+            .nodes(key_hash(namespace, text_hash(name)))
+            .find_map(|id| {
+                let pods = &self.slot(id)?.pods;
+                let p = pods
+                    .iter()
+                    .find(|p| p.namespace == namespace && &*p.name == name)?;
+                Some((id, p))
+            })
     }
 
     /// The selector index, built on first use.
@@ -762,7 +764,8 @@ impl ClusterSnapshot {
 
     /// Indexes `pod`, on `node`, by name and in every other index.
     fn index_pod(&mut self, node: NodeId, pod: &Arc<Pod>) {
-        self.names.insert(key_hash(pod.namespace, &pod.name), node);
+        self.names
+            .insert(key_hash(pod.namespace, pod.name.text_hash()), node);
         self.index_others(node, pod);
     }
 
@@ -784,7 +787,8 @@ impl ClusterSnapshot {
 
     /// Removes `pod`, which was on `node`, from every index.
     fn unindex_pod(&mut self, node: NodeId, pod: &Pod) {
-        self.names.remove(key_hash(pod.namespace, &pod.name), node);
+        self.names
+            .remove(key_hash(pod.namespace, pod.name.text_hash()), node);
         if let Some(n) = self.namespace_pods.get_mut(&pod.namespace) {
             *n -= 1;
             if *n == 0 {
@@ -1146,6 +1150,60 @@ mod tests {
         // The freed id is reused.
         let c = s.add_node(NodeBuilder::new("c", 1, 1).arc()).unwrap();
         assert_eq!(c, a);
+    }
+
+    /// Two names of namespace `default` whose index keys share their tag (the 32 bits the name
+    /// index keeps), found by searching: the index must tell such pods apart by their names.
+    fn colliding_names() -> (String, String) {
+        let ns = Sym::new("default");
+        let mut seen: FxHashMap<u32, String> = FxHashMap::default();
+        for i in 0.. {
+            let name = format!("p{i}");
+            let tag = (key_hash(ns, text_hash(&name)) >> 32) as u32;
+            if let Some(first) = seen.insert(tag, name.clone()) {
+                return (first, name);
+            }
+        }
+        unreachable!("the search ends at the first collision")
+    }
+
+    /// Pods whose keys collide are both held, found and removed by their own names, on one node
+    /// or two, and a duplicate of either is refused.
+    #[test]
+    fn pods_with_colliding_keys_stay_apart() {
+        let (x, y) = colliding_names();
+        let ns = Sym::new("default");
+        for same_node in [true, false] {
+            let mut s = ClusterSnapshot::new();
+            let a = s.add_node(NodeBuilder::new("a", 1000, GI).arc()).unwrap();
+            let b = s.add_node(NodeBuilder::new("b", 1000, GI).arc()).unwrap();
+            let on_y = if same_node { a } else { b };
+            s.add_pod(pod(&x), a).unwrap();
+            s.add_pod(pod(&y), on_y).unwrap();
+            assert_eq!(s.pod_count(), 2);
+            assert_eq!(
+                s.pod(ns, &x).map(|(n, p)| (n, p.name.to_string())),
+                Some((a, x.clone()))
+            );
+            assert_eq!(
+                s.pod(ns, &y).map(|(n, p)| (n, p.name.to_string())),
+                Some((on_y, y.clone()))
+            );
+            assert!(matches!(
+                s.add_pod(pod(&x), b),
+                Err(SnapshotError::DuplicatePod(_))
+            ));
+            assert!(matches!(
+                s.add_pod(pod(&y), a),
+                Err(SnapshotError::DuplicatePod(_))
+            ));
+            s.remove_pod(a, ns, &x).unwrap();
+            assert!(s.pod(ns, &x).is_none());
+            assert_eq!(s.pod(ns, &y).map(|(n, _)| n), Some(on_y));
+            s.add_pod(pod(&x), b).unwrap();
+            assert_eq!(s.pod(ns, &x).map(|(n, _)| n), Some(b));
+            check_indices(&s);
+        }
     }
 
     #[test]

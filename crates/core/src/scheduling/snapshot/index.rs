@@ -1,9 +1,10 @@
 //! The snapshot's pod indices: by name, for duplicate checks and lookups, and by namespace and
 //! label, for selectors.
 //!
-//! The name index holds no pod and no name: an entry is the hash of a pod's namespace and name
-//! with the node the pod is on, and the pod itself is found in that node's list. Growing the
-//! table rehashes stored hashes, never names, and entries need no reference counting. The
+//! The name index holds no pod and no name: an entry is 32 bits of the hash of a pod's
+//! namespace and name with the node the pod is on (8 bytes), and the pod itself is found in that
+//! node's list. Growing the table rehashes stored hashes, never names, and entries need no
+//! reference counting. The
 //! selector index is only built when a selector first asks (many loops never do) and is kept
 //! up to date from then on. These indices decide nothing; they must always answer exactly
 //! what a scan of the nodes' pod lists would.
@@ -18,22 +19,39 @@ use super::NodeId;
 use crate::model::intern::Sym;
 use crate::model::pod::Pod;
 
-/// The name index's key for the pod `namespace/name`.
-pub(super) fn key_hash(namespace: Sym, name: &str) -> u64 {
-    FxBuildHasher.hash_one((namespace, name))
+/// The name index's key for a pod of `namespace` whose name's text hashes to `name_hash`
+/// ([`PodName::text_hash`](crate::model::pod::PodName::text_hash), stored in the pod: the key
+/// is computed without reading the name's text).
+pub(super) fn key_hash(namespace: Sym, name_hash: u64) -> u64 {
+    FxBuildHasher.hash_one((namespace, name_hash))
 }
 
-/// Pods by the hash of their namespace and name: (hash, node) per pod, several entries per
-/// hash when names collide.
+/// Pods by the hash of their namespace and name: (tag, node) per pod, where the tag is 32 bits
+/// of the hash; several entries per tag when tags collide (which [`NameIndex::insert_new`]'s
+/// caller settles by comparing names). Entries are 8 bytes, so that the table, which every
+/// loaded pod writes to at a random place, takes half the cache it would with full hashes.
 #[derive(Debug, Default)]
 pub(super) struct NameIndex {
-    table: HashTable<(u64, NodeId)>,
+    table: HashTable<(u32, NodeId)>,
+}
+
+/// The tag kept for a pod whose key is `hash`.
+#[inline]
+fn tag(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+/// The table's hash of an entry with `tag`: computed from the tag alone, so that growing the
+/// table can rehash entries; a multiply spreads its bits to the top ones the table also uses.
+#[inline]
+fn tag_hash(tag: u32) -> u64 {
+    u64::from(tag).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 impl NameIndex {
     /// Room for `additional` more pods without growing.
     pub(super) fn reserve(&mut self, additional: usize) {
-        self.table.reserve(additional, |e| e.0);
+        self.table.reserve(additional, |e| tag_hash(e.0));
     }
 
     /// Pods the table has room for without growing.
@@ -48,7 +66,7 @@ impl NameIndex {
     }
 
     /// Adds a pod on `node` whose key is `hash`, unless `holds` says one of the nodes already
-    /// indexed under the same hash holds a pod of the same namespace and name (then nothing
+    /// indexed under the same tag holds a pod of the same namespace and name (then nothing
     /// changes and this returns false).
     pub(super) fn insert_new(
         &mut self,
@@ -56,13 +74,14 @@ impl NameIndex {
         node: NodeId,
         holds: impl Fn(NodeId) -> bool,
     ) -> bool {
+        let t = tag(hash);
         match self
             .table
-            .entry(hash, |e| e.0 == hash && holds(e.1), |e| e.0)
+            .entry(tag_hash(t), |e| e.0 == t && holds(e.1), |e| tag_hash(e.0))
         {
             hashbrown::hash_table::Entry::Occupied(_) => false,
             hashbrown::hash_table::Entry::Vacant(v) => {
-                v.insert((hash, node));
+                v.insert((t, node));
                 true
             }
         }
@@ -70,23 +89,27 @@ impl NameIndex {
 
     /// Adds a pod known not to be indexed yet.
     pub(super) fn insert(&mut self, hash: u64, node: NodeId) {
-        self.table.insert_unique(hash, (hash, node), |e| e.0);
+        let t = tag(hash);
+        self.table
+            .insert_unique(tag_hash(t), (t, node), |e| tag_hash(e.0));
     }
 
-    /// Removes one pod with key `hash` on `node` (two such pods, names colliding on one node,
+    /// Removes one pod with key `hash` on `node` (two such pods, tags colliding on one node,
     /// have equal entries: either may go).
     pub(super) fn remove(&mut self, hash: u64, node: NodeId) {
-        if let Ok(e) = self.table.find_entry(hash, |e| *e == (hash, node)) {
+        let t = tag(hash);
+        if let Ok(e) = self.table.find_entry(tag_hash(t), |e| *e == (t, node)) {
             e.remove();
         }
     }
 
-    /// The nodes of the pods whose key is `hash` (the pod sought is on one of them, if
+    /// The nodes of the pods whose key's tag is `hash`'s (the pod sought is on one of them, if
     /// indexed).
     pub(super) fn nodes(&self, hash: u64) -> impl Iterator<Item = NodeId> + '_ {
+        let t = tag(hash);
         self.table
-            .iter_hash(hash)
-            .filter(move |e| e.0 == hash)
+            .iter_hash(tag_hash(t))
+            .filter(move |e| e.0 == t)
             .map(|e| e.1)
     }
 }
@@ -196,10 +219,12 @@ mod tests {
     #[test]
     fn colliding_hashes_keep_separate_entries() {
         let mut index = NameIndex::default();
-        let h = 42;
+        // Keys that differ but share their tag (the upper 32 bits) collide like equal ones.
+        let h = 42 << 32;
+        let other = (42 << 32) | 7;
         // Two different pods whose keys collide, on nodes 1 and 2.
         assert!(index.insert_new(h, NodeId(1), |_| false));
-        assert!(index.insert_new(h, NodeId(2), |_| false));
+        assert!(index.insert_new(other, NodeId(2), |_| false));
         assert_eq!(index.len(), 2);
         let mut nodes: Vec<NodeId> = index.nodes(h).collect();
         nodes.sort();

@@ -1,8 +1,9 @@
 //! Asks the CPU for pods' memory a few pods ahead of their turn, for loops that visit every pod
 //! of a view once (the snapshot build).
 //!
-//! Each pod is an allocation of its own and its name another one: a loop that reads them in turn
-//! waits for memory at every pod. Requesting them ahead lets those fetches overlap. A prefetch
+//! Each pod is an allocation of its own: a loop that reads them in turn waits for memory at every
+//! pod. Requesting them ahead lets those fetches overlap (the name's text is not requested: the
+//! build reads the hash the name carries, never its text). A prefetch
 //! is only a hint: it never changes what the loop computes, only when memory arrives, and it
 //! never reads anything itself.
 
@@ -12,8 +13,7 @@ use mem_prefetch::prefetch_read_data;
 
 use crate::model::pod::Pod;
 
-/// How many pods ahead a pod's own lines are requested; its name's text is requested half as
-/// far ahead, once the pod's line holding the name's address has arrived.
+/// How many pods ahead a pod's own lines are requested.
 const AHEAD: usize = 8;
 
 /// `pods` with their positions, in order, each pod's memory requested [`AHEAD`] pods early.
@@ -22,27 +22,16 @@ pub fn prefetching(pods: &[Arc<Pod>]) -> impl Iterator<Item = (usize, &Arc<Pod>)
         if let Some(pod) = pods.get(i + AHEAD) {
             request_pod(pod);
         }
-        if let Some(pod) = pods.get(i + AHEAD / 2) {
-            request_name(pod);
-        }
     })
 }
 
 /// The pod's lines the build reads: those holding its first fields (after the reference
-/// counts), its host ports and lists, and its name's address (see the layout of [`Pod`]).
+/// counts), its host ports and lists, and its name's hash (see the layout of [`Pod`]).
 #[inline]
 fn request_pod(pod: &Pod) {
     prefetch_read_data::<_, 3>(&pod.namespace);
     prefetch_read_data::<_, 3>(&pod.host_ports);
     prefetch_read_data::<_, 3>(&pod.name);
-}
-
-/// The first bytes of the pod's name, which the name index hashes.
-#[inline]
-fn request_name(pod: &Pod) {
-    if let Some(first) = pod.name.as_bytes().first() {
-        prefetch_read_data::<_, 3>(first);
-    }
 }
 
 #[cfg(test)]
