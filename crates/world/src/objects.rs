@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use autoscaler_core::ObjectStore;
 use autoscaler_core::model::store::{ObjectKey, StoreError};
+use rustc_hash::FxHashMap;
 use serde_json::{Value, json};
 
 use crate::time::{SimTime, rfc3339};
@@ -47,6 +48,14 @@ pub struct VersionedStore {
     uids: u64,
     epoch_ms: i64,
     log: Vec<WatchEvent>,
+    /// Whether an edit may let go of the logged version it supersedes (see
+    /// [`VersionedStore::set_latest_only`]).
+    latest_only: bool,
+    /// What a log entry holds while its version is edited in place.
+    blank: Arc<Value>,
+    /// With `latest_only`: the `rv`s of the log entries that share an object edited in place,
+    /// by the object's address.
+    sharing: FxHashMap<usize, Vec<u64>>,
 }
 
 impl VersionedStore {
@@ -58,7 +67,19 @@ impl VersionedStore {
             uids: 0,
             epoch_ms,
             log: Vec::new(),
+            latest_only: false,
+            blank: Arc::new(Value::Null),
+            sharing: FxHashMap::default(),
         }
+    }
+
+    /// For a log whose one reader applies only each object's latest state (and forgets what
+    /// it read): an [`VersionedStore::edit`] of an object whose current version is still in
+    /// the log edits that version in place instead of copying it, and its entry then shows the
+    /// edited object. Each entry keeps its `rv`, kind and key, so such a reader gets the same
+    /// objects; a reader of every version (a watch stream) must leave this off, the default.
+    pub fn set_latest_only(&mut self, on: bool) {
+        self.latest_only = on;
     }
 
     /// The current (latest) `resourceVersion`.
@@ -87,6 +108,10 @@ impl VersionedStore {
     pub fn forget_upto(&mut self, rv: u64) {
         let at = self.log.partition_point(|e| e.rv <= rv);
         self.log.drain(..at);
+        self.sharing.retain(|_, rvs| {
+            rvs.retain(|&r| r > rv);
+            !rvs.is_empty()
+        });
     }
 
     /// The whole change log.
@@ -156,7 +181,8 @@ impl VersionedStore {
 
     /// Edits a stored object in place and logs the change as [`VersionedStore::put`] does,
     /// without the copy and the whole-object comparison of a read, modify and `put`: the
-    /// object is copied only while another holder (the change log, a reader) shares it.
+    /// object is copied only while another holder (the change log, a reader) shares it, the
+    /// log's entry of the current version excepted when [`VersionedStore::set_latest_only`].
     /// `edit` returns whether it changed the object; an edit that changed nothing writes
     /// nothing, as a no-op `put` does. Returns whether a change was written.
     pub fn edit(
@@ -168,12 +194,33 @@ impl VersionedStore {
         let Some(slot) = self.store.get_mut(key) else {
             return false;
         };
+        // The log's entries of the current version let go of it, so that it is not copied.
+        let addr = Arc::as_ptr(slot) as usize;
+        let entries = if self.latest_only {
+            logged_entries(&self.log, slot, self.sharing.get(&addr))
+        } else {
+            Vec::new()
+        };
+        for &i in &entries {
+            self.log[i].object = self.blank.clone();
+        }
         let obj = Arc::make_mut(slot);
-        if !edit(obj) {
+        let changed = edit(obj);
+        if changed {
+            self.rv += 1;
+            obj["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        }
+        for &i in &entries {
+            self.log[i].object = slot.clone();
+        }
+        if !changed {
             return false;
         }
-        self.rv += 1;
-        obj["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        if !entries.is_empty() {
+            let mut rvs: Vec<u64> = entries.iter().map(|&i| self.log[i].rv).collect();
+            rvs.push(self.rv);
+            self.sharing.insert(addr, rvs);
+        }
         let object = slot.clone();
         self.log.push(WatchEvent {
             rv: self.rv,
@@ -198,6 +245,29 @@ impl VersionedStore {
         });
         Some(old)
     }
+}
+
+/// The indexes of the log entries holding `obj` (the one of the version its metadata names,
+/// and those of `sharing`) if they and the store are its only holders, else none.
+fn logged_entries(log: &[WatchEvent], obj: &Arc<Value>, sharing: Option<&Vec<u64>>) -> Vec<usize> {
+    let own = obj
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.parse::<u64>().ok());
+    let mut found: Vec<usize> = (own.iter().chain(sharing.into_iter().flatten()))
+        .filter_map(|&rv| {
+            let i = log.partition_point(|e| e.rv < rv);
+            log.get(i)
+                .filter(|e| e.rv == rv && Arc::ptr_eq(&e.object, obj))
+                .map(|_| i)
+        })
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    if Arc::strong_count(obj) != found.len() + 1 {
+        found.clear();
+    }
+    found
 }
 
 /// The key of a namespaced or cluster-scoped object.
@@ -277,5 +347,63 @@ mod tests {
         assert_eq!(by_edit.resource_version(), 2);
         let missing = key("", "ConfigMap", "ns", "b");
         assert!(!by_edit.edit(&missing, 3_000, |_| true));
+    }
+
+    /// With `latest_only`, edits of a version still in the log are made in place; the log keeps
+    /// the same entries (versions, kinds, keys, times), each showing its object's latest state,
+    /// and the store is the one plain edits give.
+    #[test]
+    fn latest_only_edits_in_place_and_logs_the_same_changes() {
+        let (mut plain, mut latest) = (VersionedStore::new(0), VersionedStore::new(0));
+        latest.set_latest_only(true);
+        let cm = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "ns"}, "data": {"x": "0"}})
+        };
+        let (a, b) = (
+            key("", "ConfigMap", "ns", "a"),
+            key("", "ConfigMap", "ns", "b"),
+        );
+        for s in [&mut plain, &mut latest] {
+            s.put(cm("a"), 1_000).unwrap();
+            s.put(cm("b"), 1_000).unwrap();
+        }
+        let created = Arc::as_ptr(latest.get(&a).unwrap());
+        let set = |v: &'static str| {
+            move |o: &mut Value| {
+                let changed = o["data"]["x"] != v;
+                o["data"]["x"] = json!(v);
+                changed
+            }
+        };
+        let writes = [(&a, "1"), (&a, "1"), (&b, "1"), (&a, "2")];
+        for (t, (k, v)) in writes.into_iter().enumerate() {
+            let at = 2_000 + t as u64;
+            assert_eq!(plain.edit(k, at, set(v)), latest.edit(k, at, set(v)));
+        }
+        assert_eq!(
+            Arc::as_ptr(latest.get(&a).unwrap()),
+            created,
+            "never copied"
+        );
+        let objects = |s: &VersionedStore| {
+            let all = s.objects().iter();
+            all.map(|(k, o)| (k.clone(), (**o).clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(objects(&plain), objects(&latest));
+        let entry = |e: &WatchEvent| (e.rv, e.at, e.kind, e.key.clone());
+        let entries = |s: &VersionedStore| s.log().iter().map(entry).collect::<Vec<_>>();
+        assert_eq!(entries(&plain), entries(&latest));
+        for e in latest.log() {
+            assert!(Arc::ptr_eq(&e.object, latest.get(&e.key).unwrap()));
+        }
+        // Once the log forgot a version (its reader read it), the next edit is the plain one;
+        // a version another holder shares is copied.
+        latest.forget_upto(latest.resource_version());
+        let held = latest.get(&b).unwrap().clone();
+        assert!(latest.edit(&b, 9_000, set("3")));
+        assert_eq!(held["data"]["x"], "1", "a shared version is not changed");
+        assert_eq!(latest.log().len(), 1);
     }
 }
