@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use autoscaler_core::ObjectStore;
 use autoscaler_core::model::store::{ObjectKey, StoreError};
-use rustc_hash::FxHashMap;
 use serde_json::{Value, json};
 
 use crate::time::{SimTime, rfc3339};
@@ -53,9 +52,6 @@ pub struct VersionedStore {
     latest_only: bool,
     /// What a log entry holds while its version is edited in place.
     blank: Arc<Value>,
-    /// With `latest_only`: the `rv`s of the log entries that share an object edited in place,
-    /// by the object's address.
-    sharing: FxHashMap<usize, Vec<u64>>,
 }
 
 impl VersionedStore {
@@ -69,15 +65,16 @@ impl VersionedStore {
             log: Vec::new(),
             latest_only: false,
             blank: Arc::new(Value::Null),
-            sharing: FxHashMap::default(),
         }
     }
 
     /// For a log whose one reader applies only each object's latest state (and forgets what
     /// it read): an [`VersionedStore::edit`] of an object whose current version is still in
-    /// the log edits that version in place instead of copying it, and its entry then shows the
-    /// edited object. Each entry keeps its `rv`, kind and key, so such a reader gets the same
-    /// objects; a reader of every version (a watch stream) must leave this off, the default.
+    /// the log edits that version in place instead of copying it, and the entry of that
+    /// version, superseded, then carries `null` instead of an object. Each entry keeps its
+    /// `rv`, kind and key, and a later entry of the same object follows every superseded one,
+    /// so a reader that skips `null` entries gets the same objects; a reader of every version
+    /// (a watch stream) must leave this off, the default.
     pub fn set_latest_only(&mut self, on: bool) {
         self.latest_only = on;
     }
@@ -108,10 +105,6 @@ impl VersionedStore {
     pub fn forget_upto(&mut self, rv: u64) {
         let at = self.log.partition_point(|e| e.rv <= rv);
         self.log.drain(..at);
-        self.sharing.retain(|_, rvs| {
-            rvs.retain(|&r| r > rv);
-            !rvs.is_empty()
-        });
     }
 
     /// The whole change log.
@@ -194,33 +187,25 @@ impl VersionedStore {
         let Some(slot) = self.store.get_mut(key) else {
             return false;
         };
-        // The log's entries of the current version let go of it, so that it is not copied.
-        let addr = Arc::as_ptr(slot) as usize;
-        let entries = if self.latest_only {
-            logged_entries(&self.log, slot, self.sharing.get(&addr))
+        // The log's entry of the current version lets go of it, so that it is not copied.
+        let entry = if self.latest_only {
+            logged_entry(&self.log, slot)
         } else {
-            Vec::new()
+            None
         };
-        for &i in &entries {
+        if let Some(i) = entry {
             self.log[i].object = self.blank.clone();
         }
         let obj = Arc::make_mut(slot);
-        let changed = edit(obj);
-        if changed {
-            self.rv += 1;
-            obj["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
-        }
-        for &i in &entries {
-            self.log[i].object = slot.clone();
-        }
-        if !changed {
+        if !edit(obj) {
+            // Nothing superseded: the entry keeps its version.
+            if let Some(i) = entry {
+                self.log[i].object = slot.clone();
+            }
             return false;
         }
-        if !entries.is_empty() {
-            let mut rvs: Vec<u64> = entries.iter().map(|&i| self.log[i].rv).collect();
-            rvs.push(self.rv);
-            self.sharing.insert(addr, rvs);
-        }
+        self.rv += 1;
+        obj["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
         let object = slot.clone();
         self.log.push(WatchEvent {
             rv: self.rv,
@@ -247,27 +232,22 @@ impl VersionedStore {
     }
 }
 
-/// The indexes of the log entries holding `obj` (the one of the version its metadata names,
-/// and those of `sharing`) if they and the store are its only holders, else none.
-fn logged_entries(log: &[WatchEvent], obj: &Arc<Value>, sharing: Option<&Vec<u64>>) -> Vec<usize> {
-    let own = obj
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(|v| v.parse::<u64>().ok());
-    let mut found: Vec<usize> = (own.iter().chain(sharing.into_iter().flatten()))
-        .filter_map(|&rv| {
-            let i = log.partition_point(|e| e.rv < rv);
-            log.get(i)
-                .filter(|e| e.rv == rv && Arc::ptr_eq(&e.object, obj))
-                .map(|_| i)
-        })
-        .collect();
-    found.sort_unstable();
-    found.dedup();
-    if Arc::strong_count(obj) != found.len() + 1 {
-        found.clear();
+/// The index of the log entry holding `obj` (the entry of the version its metadata names),
+/// if that entry and the store are its only holders.
+fn logged_entry(log: &[WatchEvent], obj: &Arc<Value>) -> Option<usize> {
+    if Arc::strong_count(obj) != 2 {
+        return None;
     }
-    found
+    let rv: u64 = obj
+        .get("metadata")?
+        .get("resourceVersion")?
+        .as_str()?
+        .parse()
+        .ok()?;
+    let i = log.partition_point(|e| e.rv < rv);
+    log.get(i)
+        .filter(|e| e.rv == rv && Arc::ptr_eq(&e.object, obj))
+        .map(|_| i)
 }
 
 /// The key of a namespaced or cluster-scoped object.
@@ -350,7 +330,7 @@ mod tests {
     }
 
     /// With `latest_only`, edits of a version still in the log are made in place; the log keeps
-    /// the same entries (versions, kinds, keys, times), each showing its object's latest state,
+    /// the same entries (versions, kinds, keys, times), the superseded ones carrying `null`,
     /// and the store is the one plain edits give.
     #[test]
     fn latest_only_edits_in_place_and_logs_the_same_changes() {
@@ -395,7 +375,11 @@ mod tests {
         let entry = |e: &WatchEvent| (e.rv, e.at, e.kind, e.key.clone());
         let entries = |s: &VersionedStore| s.log().iter().map(entry).collect::<Vec<_>>();
         assert_eq!(entries(&plain), entries(&latest));
-        for e in latest.log() {
+        // rv 1 and 3 (a), 2 (b) were superseded; 4 (b) and 5 (a) hold the objects as stored.
+        let log = latest.log();
+        let superseded: Vec<bool> = log.iter().map(|e| e.object.is_null()).collect();
+        assert_eq!(superseded, [true, true, true, false, false]);
+        for e in &log[3..] {
             assert!(Arc::ptr_eq(&e.object, latest.get(&e.key).unwrap()));
         }
         // Once the log forgot a version (its reader read it), the next edit is the plain one;

@@ -179,9 +179,10 @@ impl World {
     }
 
     /// Lets edits of an object whose current version was not yet forgotten from the change log
-    /// be made in place, the log's entry then showing the edited object: for a single reader
-    /// that applies only each object's latest state, like the simulation's informer (see
-    /// `VersionedStore::set_latest_only`). Off by default: a watch stream needs every version.
+    /// be made in place, the superseded version's entry then carrying `null`: for a single
+    /// reader that applies only each object's latest state and skips such entries, like the
+    /// simulation's informer (see `VersionedStore::set_latest_only`). Off by default: a watch
+    /// stream needs every version.
     pub fn set_latest_only_log(&mut self, on: bool) {
         self.cluster.store.set_latest_only(on);
     }
