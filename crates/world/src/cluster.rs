@@ -11,7 +11,7 @@
 //! the pod generation). It must never read the real clock, never use unseeded randomness and
 //! never iterate a hash map where the order could leak into results.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use autoscaler_core::Node;
@@ -131,6 +131,13 @@ pub(crate) struct RemovedPod {
     pub replay: Option<(Arc<Value>, SimTime)>,
 }
 
+/// How many of the last touched nodes [`Cluster::touched_since`] remembers (few in tests, so
+/// that the scheduler's equivalence tests also run past what it remembers).
+#[cfg(not(test))]
+const TOUCHES_KEPT: usize = 1 << 16;
+#[cfg(test)]
+const TOUCHES_KEPT: usize = 6;
+
 /// The shared state of the world's controllers.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -159,6 +166,10 @@ pub(crate) struct Cluster {
     /// [`Cluster::touch_node`]), so that per-node scheduling verdicts can be reused.
     pub node_stamps: Vec<u64>,
     stamp_seq: u64,
+    /// The nodes given the last stamps, oldest first: the one at position `i` from the end got
+    /// stamp `stamp_seq - i` (at most [`TOUCHES_KEPT`] of them), so that what was derived from
+    /// every node at a stamp can be brought up to date from the nodes changed since.
+    touched: VecDeque<NodeId>,
     /// Bumped whenever a node is added, removed or edited (its object replaced), so that what
     /// is derived from the node list and labels can be kept while it stays the same.
     pub node_gen: u64,
@@ -191,6 +202,7 @@ impl Cluster {
             sched_epoch: 0,
             node_stamps: Vec::new(),
             stamp_seq: 0,
+            touched: VecDeque::new(),
             node_gen: 0,
             pod_gen: 0,
             removed: Vec::new(),
@@ -384,6 +396,17 @@ impl Cluster {
         }
         self.stamp_seq += 1;
         self.node_stamps[i] = self.stamp_seq;
+        if self.touched.len() == TOUCHES_KEPT {
+            self.touched.pop_front();
+        }
+        self.touched.push_back(id);
+    }
+
+    /// The nodes touched since stamp `stamp` (with repeats), or `None` if no longer known.
+    pub fn touched_since(&self, stamp: u64) -> Option<impl Iterator<Item = NodeId> + '_> {
+        let n = usize::try_from(self.stamp_seq.checked_sub(stamp)?).ok()?;
+        let len = self.touched.len();
+        (n <= len).then(|| self.touched.range(len - n..).copied())
     }
 
     /// The last stamp given by [`Cluster::touch_node`]: unchanged, no node nor its pods changed.
@@ -813,6 +836,32 @@ mod tests {
             "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
                 "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
                 "conditions": [{"type": "Ready", "status": "True"}]}})
+    }
+
+    #[test]
+    fn the_nodes_touched_since_a_stamp_are_known_while_remembered() {
+        let mut c = Cluster::new(0, 0);
+        c.register_node(node("n1"), None).unwrap();
+        c.register_node(node("n2"), None).unwrap();
+        let (n1, n2) = (c.nodes["n1"].id, c.nodes["n2"].id);
+        let at = c.last_stamp();
+        assert_eq!(c.touched_since(at).map(|t| t.count()), Some(0));
+        c.touch_node(n2);
+        c.touch_node(n1);
+        c.touch_node(n2);
+        let since: Vec<NodeId> = c.touched_since(at).unwrap().collect();
+        assert_eq!(since, [n2, n1, n2]);
+        assert_eq!(c.touched_since(at + 2).unwrap().collect::<Vec<_>>(), [n2]);
+        assert!(
+            c.touched_since(c.last_stamp() + 1).is_none(),
+            "a stamp not given yet"
+        );
+        for _ in 0..TOUCHES_KEPT {
+            c.touch_node(n1);
+        }
+        assert!(c.touched_since(at).is_none(), "forgotten");
+        let recent = c.last_stamp() - TOUCHES_KEPT as u64;
+        assert_eq!(c.touched_since(recent).unwrap().count(), TOUCHES_KEPT);
     }
 
     #[test]

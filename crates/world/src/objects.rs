@@ -47,6 +47,11 @@ pub struct VersionedStore {
     uids: u64,
     epoch_ms: i64,
     log: Vec<WatchEvent>,
+    /// Whether an edit may let go of the logged version it supersedes (see
+    /// [`VersionedStore::set_latest_only`]).
+    latest_only: bool,
+    /// What a log entry holds while its version is edited in place.
+    blank: Arc<Value>,
 }
 
 impl VersionedStore {
@@ -58,7 +63,20 @@ impl VersionedStore {
             uids: 0,
             epoch_ms,
             log: Vec::new(),
+            latest_only: false,
+            blank: Arc::new(Value::Null),
         }
+    }
+
+    /// For a log whose one reader applies only each object's latest state (and forgets what
+    /// it read): an [`VersionedStore::edit`] of an object whose current version is still in
+    /// the log edits that version in place instead of copying it, and the entry of that
+    /// version, superseded, then carries `null` instead of an object. Each entry keeps its
+    /// `rv`, kind and key, and a later entry of the same object follows every superseded one,
+    /// so a reader that skips `null` entries gets the same objects; a reader of every version
+    /// (a watch stream) must leave this off, the default.
+    pub fn set_latest_only(&mut self, on: bool) {
+        self.latest_only = on;
     }
 
     /// The current (latest) `resourceVersion`.
@@ -156,7 +174,8 @@ impl VersionedStore {
 
     /// Edits a stored object in place and logs the change as [`VersionedStore::put`] does,
     /// without the copy and the whole-object comparison of a read, modify and `put`: the
-    /// object is copied only while another holder (the change log, a reader) shares it.
+    /// object is copied only while another holder (the change log, a reader) shares it, the
+    /// log's entry of the current version excepted when [`VersionedStore::set_latest_only`].
     /// `edit` returns whether it changed the object; an edit that changed nothing writes
     /// nothing, as a no-op `put` does. Returns whether a change was written.
     pub fn edit(
@@ -168,8 +187,21 @@ impl VersionedStore {
         let Some(slot) = self.store.get_mut(key) else {
             return false;
         };
+        // The log's entry of the current version lets go of it, so that it is not copied.
+        let entry = if self.latest_only {
+            logged_entry(&self.log, slot)
+        } else {
+            None
+        };
+        if let Some(i) = entry {
+            self.log[i].object = self.blank.clone();
+        }
         let obj = Arc::make_mut(slot);
         if !edit(obj) {
+            // Nothing superseded: the entry keeps its version.
+            if let Some(i) = entry {
+                self.log[i].object = slot.clone();
+            }
             return false;
         }
         self.rv += 1;
@@ -198,6 +230,24 @@ impl VersionedStore {
         });
         Some(old)
     }
+}
+
+/// The index of the log entry holding `obj` (the entry of the version its metadata names),
+/// if that entry and the store are its only holders.
+fn logged_entry(log: &[WatchEvent], obj: &Arc<Value>) -> Option<usize> {
+    if Arc::strong_count(obj) != 2 {
+        return None;
+    }
+    let rv: u64 = obj
+        .get("metadata")?
+        .get("resourceVersion")?
+        .as_str()?
+        .parse()
+        .ok()?;
+    let i = log.partition_point(|e| e.rv < rv);
+    log.get(i)
+        .filter(|e| e.rv == rv && Arc::ptr_eq(&e.object, obj))
+        .map(|_| i)
 }
 
 /// The key of a namespaced or cluster-scoped object.
@@ -277,5 +327,67 @@ mod tests {
         assert_eq!(by_edit.resource_version(), 2);
         let missing = key("", "ConfigMap", "ns", "b");
         assert!(!by_edit.edit(&missing, 3_000, |_| true));
+    }
+
+    /// With `latest_only`, edits of a version still in the log are made in place; the log keeps
+    /// the same entries (versions, kinds, keys, times), the superseded ones carrying `null`,
+    /// and the store is the one plain edits give.
+    #[test]
+    fn latest_only_edits_in_place_and_logs_the_same_changes() {
+        let (mut plain, mut latest) = (VersionedStore::new(0), VersionedStore::new(0));
+        latest.set_latest_only(true);
+        let cm = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "ns"}, "data": {"x": "0"}})
+        };
+        let (a, b) = (
+            key("", "ConfigMap", "ns", "a"),
+            key("", "ConfigMap", "ns", "b"),
+        );
+        for s in [&mut plain, &mut latest] {
+            s.put(cm("a"), 1_000).unwrap();
+            s.put(cm("b"), 1_000).unwrap();
+        }
+        let created = Arc::as_ptr(latest.get(&a).unwrap());
+        let set = |v: &'static str| {
+            move |o: &mut Value| {
+                let changed = o["data"]["x"] != v;
+                o["data"]["x"] = json!(v);
+                changed
+            }
+        };
+        let writes = [(&a, "1"), (&a, "1"), (&b, "1"), (&a, "2")];
+        for (t, (k, v)) in writes.into_iter().enumerate() {
+            let at = 2_000 + t as u64;
+            assert_eq!(plain.edit(k, at, set(v)), latest.edit(k, at, set(v)));
+        }
+        assert_eq!(
+            Arc::as_ptr(latest.get(&a).unwrap()),
+            created,
+            "never copied"
+        );
+        let objects = |s: &VersionedStore| {
+            let all = s.objects().iter();
+            all.map(|(k, o)| (k.clone(), (**o).clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(objects(&plain), objects(&latest));
+        let entry = |e: &WatchEvent| (e.rv, e.at, e.kind, e.key.clone());
+        let entries = |s: &VersionedStore| s.log().iter().map(entry).collect::<Vec<_>>();
+        assert_eq!(entries(&plain), entries(&latest));
+        // rv 1 and 3 (a), 2 (b) were superseded; 4 (b) and 5 (a) hold the objects as stored.
+        let log = latest.log();
+        let superseded: Vec<bool> = log.iter().map(|e| e.object.is_null()).collect();
+        assert_eq!(superseded, [true, true, true, false, false]);
+        for e in &log[3..] {
+            assert!(Arc::ptr_eq(&e.object, latest.get(&e.key).unwrap()));
+        }
+        // Once the log forgot a version (its reader read it), the next edit is the plain one;
+        // a version another holder shares is copied.
+        latest.forget_upto(latest.resource_version());
+        let held = latest.get(&b).unwrap().clone();
+        assert!(latest.edit(&b, 9_000, set("3")));
+        assert_eq!(held["data"]["x"], "1", "a shared version is not changed");
+        assert_eq!(latest.log().len(), 1);
     }
 }

@@ -338,25 +338,73 @@ fn cached_failure_message_inner(
         return msg.clone();
     }
     let mut prepared = None;
-    let mut counts = vec![0usize; unfits.len()];
-    for &nid in nodes {
-        let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
-        if let Some(u) = class.verdict(unfits, (c, pod), &mut prepared, nid, stamp) {
-            if counts.len() <= u {
-                counts.resize(u + 1, 0);
-            }
-            counts[u] += 1;
+    // While the node list is the same, only the nodes changed since the last count can have
+    // another verdict: the count is brought up to date from them.
+    let mut tally = match class.tally.take() {
+        Some(t)
+            if t.at
+                .is_some_and(|(g, s)| g == c.node_gen && c.touched_since(s).is_some()) =>
+        {
+            t
         }
+        _ => Tally::default(),
+    };
+    let changed: Vec<NodeId> = match tally.at {
+        Some((_, stamp)) => c.touched_since(stamp).into_iter().flatten().collect(),
+        None => nodes.to_vec(),
+    };
+    for nid in changed {
+        let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
+        let verdict = class.verdict(unfits, (c, pod), &mut prepared, nid, stamp);
+        tally.count(nid, verdict.map_or(0, |u| u as u32 + 1));
     }
+    tally.at = Some(seen);
     let mut hist: BTreeMap<String, usize> = BTreeMap::new();
-    for (u, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+    for (u, &n) in tally.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
         for r in unfits[u].reasons() {
             *hist.entry(r).or_default() += n;
         }
     }
     let msg = fit_error(nodes.len(), hist);
     class.message = Some((seen, msg.clone()));
+    class.tally = Some(tally);
     msg
+}
+
+/// The verdicts one class's failure message counted, per node, and how many nodes gave each
+/// rejection.
+#[derive(Debug, Default)]
+struct Tally {
+    /// The `(Cluster::node_gen, Cluster::last_stamp)` counted at (`None`: nothing counted).
+    at: Option<(u64, u64)>,
+    /// By `NodeId`: 0 fits (or not counted), `u + 1` rejected for `unfits[u]`.
+    per_node: Vec<u32>,
+    /// By rejection index.
+    counts: Vec<usize>,
+}
+
+impl Tally {
+    /// Counts node `nid`'s verdict `v` (as in `per_node`) instead of the one counted before.
+    fn count(&mut self, nid: NodeId, v: u32) {
+        let i = nid.0 as usize;
+        if self.per_node.len() <= i {
+            self.per_node.resize(i + 1, 0);
+        }
+        let old = std::mem::replace(&mut self.per_node[i], v);
+        if old == v {
+            return;
+        }
+        if old > 0 {
+            self.counts[old as usize - 1] -= 1;
+        }
+        if v > 0 {
+            let u = v as usize - 1;
+            if self.counts.len() <= u {
+                self.counts.resize(u + 1, 0);
+            }
+            self.counts[u] += 1;
+        }
+    }
 }
 
 /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
@@ -436,6 +484,8 @@ struct ClassVerdicts {
     /// `u + 1`: rejected for `unfits[u]`).
     at: Vec<(u64, u32)>,
     message: Option<((u64, u64), String)>,
+    /// What `message` counted, kept to count again from the nodes changed since.
+    tally: Option<Tally>,
 }
 
 impl ClassVerdicts {

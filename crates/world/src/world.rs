@@ -178,6 +178,15 @@ impl World {
         self.cluster.store.events_since(rv)
     }
 
+    /// Lets edits of an object whose current version was not yet forgotten from the change log
+    /// be made in place, the superseded version's entry then carrying `null`: for a single
+    /// reader that applies only each object's latest state and skips such entries, like the
+    /// simulation's informer (see `VersionedStore::set_latest_only`). Off by default: a watch
+    /// stream needs every version.
+    pub fn set_latest_only_log(&mut self, on: bool) {
+        self.cluster.store.set_latest_only(on);
+    }
+
     /// Forgets the change log up to and including `rv`: [`World::events_since`] from an
     /// earlier version then starts after `rv`. For a single reader that has seen those changes.
     pub fn forget_events_upto(&mut self, rv: u64) {

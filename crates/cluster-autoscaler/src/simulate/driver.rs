@@ -280,6 +280,9 @@ impl<'a> Driver<'a> {
             scoring: scenario.scoring,
             ..WorldConfig::default()
         });
+        // The informer reads only each object's latest state, once a loop, and lets the world
+        // forget what it read: versions superseded in between need not be kept.
+        world.set_latest_only_log(true);
         let err = |what: String| move |source| DriverError::World { what, source };
         // Faults first: a fault from 0s applies to the Machines of the initial replicas too.
         for f in &scenario.faults {
