@@ -558,6 +558,9 @@ fn spawn_storage(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Cli
     );
 }
 
+/// How the sync state ([`Watches::sync_state`]) names the Pods.
+pub const PODS: &str = "/Pod";
+
 /// Pods are converted to the model as they arrive and never held as JSON: a relist of 150,000
 /// pods buffered as JSON values until `InitDone` peaked at ~9 KB per pod (each small JSON object
 /// a B-tree map), against ~2 KB per converted pod. They are decoded as [`SlimPod`]s: only the
@@ -569,6 +572,7 @@ fn spawn_pods(
     config: watcher::Config,
 ) {
     let (group, kind) = (String::new(), "Pod".to_string());
+    debug_assert_eq!(format!("{group}/{kind}"), PODS);
     // The thread ends by itself once the reader's task is aborted.
     let (reader, _thread) = spawn_kind_on_thread(
         shared,
