@@ -340,19 +340,13 @@ fn cached_failure_message_inner(
     let mut prepared = None;
     // While the node list is the same, only the nodes changed since the last count can have
     // another verdict: the count is brought up to date from them.
-    let mut tally = match class.tally.take() {
-        Some(t)
-            if t.at
-                .is_some_and(|(g, s)| g == c.node_gen && c.touched_since(s).is_some()) =>
-        {
-            t
-        }
-        _ => Tally::default(),
-    };
-    let changed: Vec<NodeId> = match tally.at {
-        Some((_, stamp)) => c.touched_since(stamp).into_iter().flatten().collect(),
-        None => nodes.to_vec(),
-    };
+    let caught_up = class.tally.take().and_then(|t| {
+        let (node_gen, stamp) = t.at?;
+        let touched = c.touched_since(stamp).filter(|_| node_gen == c.node_gen)?;
+        let changed: Vec<NodeId> = touched.collect();
+        Some((t, changed))
+    });
+    let (mut tally, changed) = caught_up.unwrap_or_else(|| (Tally::default(), nodes.to_vec()));
     for nid in changed {
         let stamp = c.node_stamps.get(nid.0 as usize).copied().unwrap_or(0);
         let verdict = class.verdict(unfits, (c, pod), &mut prepared, nid, stamp);

@@ -27,3 +27,19 @@ pub mod resources;
 pub mod storage;
 pub mod store;
 pub mod taints;
+
+use std::sync::Arc;
+
+/// The value of the annotation `key` among an object's `annotations` (node or pod). A scan that
+/// reads a key's text only when its length matches: objects have few annotations, and a binary
+/// search reads the text of every key it compares, each its own allocation (a cache miss apiece
+/// on a large cluster's objects).
+pub(crate) fn annotation<'a>(
+    annotations: &'a [(Arc<str>, Arc<str>)],
+    key: &str,
+) -> Option<&'a str> {
+    annotations
+        .iter()
+        .find(|(k, _)| k.len() == key.len() && k.as_ref() == key)
+        .map(|(_, v)| v.as_ref())
+}

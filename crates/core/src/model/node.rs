@@ -59,13 +59,7 @@ pub struct Node {
 impl Node {
     /// Value of the annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        // A scan that reads a key's text only when its length matches: a node has a few
-        // annotations, and a binary search reads the text of every key it compares (each a
-        // separate allocation: a cache miss apiece on a large cluster's nodes).
-        self.annotations
-            .iter()
-            .find(|(k, _)| k.len() == key.len() && k.as_ref() == key)
-            .map(|(_, v)| v.as_ref())
+        crate::model::annotation(&self.annotations, key)
     }
 
     /// Whether the `Ready` condition is `True`.

@@ -228,12 +228,7 @@ pub struct Pod {
 impl Pod {
     /// Value of the annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        // A scan that reads a key's text only when its length matches (as `Node::annotation`):
-        // a binary search reads the text of every key it compares, each its own allocation.
-        self.annotations
-            .iter()
-            .find(|(k, _)| k.len() == key.len() && k.as_ref() == key)
-            .map(|(_, v)| v.as_ref())
+        crate::model::annotation(&self.annotations, key)
     }
 
     /// Whether the pod has finished for good (`Succeeded` or `Failed`): it holds no resources

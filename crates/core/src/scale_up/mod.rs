@@ -199,19 +199,20 @@ struct Chosen<'c> {
 /// Decides the scale-up. `budget` bounds the time spent in bin-packing across all estimates.
 pub fn scale_up(
     snapshot: &mut ClusterSnapshot,
-    input: ScaleUpInput<'_>,
+    mut input: ScaleUpInput<'_>,
     opts: &ScaleUpOptions,
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> ScaleUpResult {
+    let pods = std::mem::take(&mut input.pods);
     let mut d = Decision {
         grown: vec![false; input.groups.len()],
         reasons: Verdicts::new(
             input.groups.iter().map(|g| g.group.id.clone()).collect(),
-            input.pods.len(),
+            pods.len(),
         ),
-        remaining: (0..input.pods.len()).collect(),
-        gathered: PendingPods::new(input.pods.clone()),
+        remaining: (0..pods.len()).collect(),
+        gathered: PendingPods::new(pods),
         input,
         opts,
         added_total: 0,
@@ -250,8 +251,8 @@ struct Decision<'a, 'o> {
     reasons: Verdicts,
     /// Input pods no option helped yet.
     remaining: Vec<usize>,
-    /// The input pods as the estimator reads them, gathered once; each round takes its
-    /// remaining ones from here.
+    /// The input pods (moved out of `input`, whose `pods` is left empty) as the estimator reads
+    /// them, gathered once; each round takes its remaining ones from here.
     gathered: PendingPods<'static>,
 }
 
@@ -574,7 +575,7 @@ impl Decision<'_, '_> {
         let mut next = Vec::with_capacity(self.remaining.len());
         for (k, &p) in self.remaining.iter().enumerate() {
             if h[k] {
-                self.result.triggered.push(self.input.pods[p].clone());
+                self.result.triggered.push(self.gathered.pods()[p].clone());
             } else {
                 next.push(p);
             }
@@ -602,7 +603,7 @@ impl Decision<'_, '_> {
         let reasons = self.reasons.finish(&self.remaining);
         for (&p, reasons) in self.remaining.iter().zip(reasons) {
             self.result.no_scale_up.push(NoScaleUp {
-                pod: self.input.pods[p].clone(),
+                pod: self.gathered.pods()[p].clone(),
                 reasons,
             });
         }
