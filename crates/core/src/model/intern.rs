@@ -4,8 +4,16 @@
 //!
 //! The interner only grows; it must never be used for unbounded, per-request strings (pod names,
 //! uids), only for the vocabulary of a cluster.
+//!
+//! Each thread keeps the symbols it interned last in a small table of its own ([`Recent`]),
+//! answered before the shared interner is asked: converting 450,000 listed pods interns ~20
+//! strings per pod out of a vocabulary of a few dozen (condition types, label keys, resource
+//! names), and the shared table's lookup (a hash, a shard lock, a probe) was 7% of the conversion
+//! thread's time.
 
+use std::cell::RefCell;
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
 use lasso::{Spur, ThreadedRodeo};
@@ -16,6 +24,47 @@ use lasso::{Spur, ThreadedRodeo};
 static INTERNER: LazyLock<ThreadedRodeo<Spur, ahash::RandomState>> =
     LazyLock::new(|| ThreadedRodeo::with_hasher(ahash::RandomState::new()));
 
+/// Slots of a thread's [`Recent`] table.
+const RECENT_SLOTS: usize = 256;
+
+/// A thread's last interned strings, one per slot chosen by the string's hash: a string whose
+/// slot holds another is interned through the shared table and takes the slot. Only a cache:
+/// every symbol in it is the shared interner's, so a miss or an eviction changes nothing but
+/// the time taken.
+struct Recent {
+    slots: Vec<Option<(&'static str, Sym)>>,
+}
+
+impl Recent {
+    fn new() -> Recent {
+        Recent {
+            slots: vec![None; RECENT_SLOTS],
+        }
+    }
+
+    fn slot(s: &str) -> usize {
+        // Not seeded: crafted strings colliding here only take turns in a slot.
+        let hash = rustc_hash::FxBuildHasher.hash_one(s);
+        (hash as usize) % RECENT_SLOTS
+    }
+
+    fn get_or_intern(&mut self, s: &str) -> Sym {
+        let slot = &mut self.slots[Recent::slot(s)];
+        match slot {
+            Some((text, sym)) if *text == s => *sym,
+            _ => {
+                let sym = Sym(INTERNER.get_or_intern(s));
+                *slot = Some((sym.as_str(), sym));
+                sym
+            }
+        }
+    }
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> = RefCell::new(Recent::new());
+}
+
 /// An interned string.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sym(Spur);
@@ -23,7 +72,10 @@ pub struct Sym(Spur);
 impl Sym {
     /// Interns `s`, returning its symbol (the same symbol for equal strings).
     pub fn new(s: &str) -> Sym {
-        Sym(INTERNER.get_or_intern(s))
+        // A thread being torn down (its table gone) asks the shared table directly.
+        RECENT
+            .try_with(|r| r.borrow_mut().get_or_intern(s))
+            .unwrap_or_else(|_| Sym(INTERNER.get_or_intern(s)))
     }
 
     /// The symbol of `s` if it was ever interned; `None` means no label, name or key with this
@@ -71,5 +123,28 @@ mod tests {
         assert_eq!(a.as_str(), "topology.kubernetes.io/zone");
         assert_eq!(Sym::lookup("topology.kubernetes.io/zone"), Some(a));
         assert_eq!(Sym::lookup("never-interned-\u{1F600}"), None);
+    }
+
+    /// Through the thread's table or not, and from any thread, equal strings get one symbol
+    /// and different strings different ones, also when they share a slot.
+    #[test]
+    // A second thread, with a table of its own, is what this checks (the shells intern from
+    // several threads).
+    #[allow(clippy::disallowed_methods)]
+    fn the_recent_table_answers_as_the_shared_interner() {
+        let words: Vec<String> = (0..4 * RECENT_SLOTS).map(|i| format!("w-{i}")).collect();
+        let first: Vec<Sym> = words.iter().map(|w| Sym::new(w)).collect();
+        // Again in reverse order, after evictions: the same symbols.
+        for (w, s) in words.iter().zip(&first).rev() {
+            assert_eq!(Sym::new(w), *s);
+            assert_eq!(s.as_str(), w);
+        }
+        let distinct: std::collections::HashSet<Sym> = first.iter().copied().collect();
+        assert_eq!(distinct.len(), words.len());
+        let elsewhere =
+            std::thread::spawn(move || words.iter().map(|w| Sym::new(w)).collect::<Vec<_>>())
+                .join()
+                .expect("thread");
+        assert_eq!(elsewhere, first);
     }
 }
