@@ -5,7 +5,7 @@
 //! The interner only grows; it must never be used for unbounded, per-request strings (pod names,
 //! uids), only for the vocabulary of a cluster.
 //!
-//! Each thread keeps the symbols it interned last in a small table of its own ([`Recent`]),
+//! Each thread keeps the symbols it interned last in a small table of its own,
 //! answered before the shared interner is asked: converting 450,000 listed pods interns ~20
 //! strings per pod out of a vocabulary of a few dozen (condition types, label keys, resource
 //! names), and the shared table's lookup (a hash, a shard lock, a probe) was 7% of the conversion
@@ -13,10 +13,11 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
 use lasso::{Spur, ThreadedRodeo};
+
+use super::recent::RecentTable;
 
 /// Hashed with aHash, seeded per process: as resistant to crafted collisions as the default
 /// SipHash (label values come from anyone who may create a pod), several times faster on the
@@ -24,45 +25,14 @@ use lasso::{Spur, ThreadedRodeo};
 static INTERNER: LazyLock<ThreadedRodeo<Spur, ahash::RandomState>> =
     LazyLock::new(|| ThreadedRodeo::with_hasher(ahash::RandomState::new()));
 
-/// Slots of a thread's [`Recent`] table.
+/// Slots of a thread's table of recent symbols.
 const RECENT_SLOTS: usize = 256;
 
-/// A thread's last interned strings, one per slot chosen by the string's hash: a string whose
-/// slot holds another is interned through the shared table and takes the slot. Only a cache:
-/// every symbol in it is the shared interner's, so a miss or an eviction changes nothing but
-/// the time taken.
-struct Recent {
-    slots: Vec<Option<(&'static str, Sym)>>,
-}
-
-impl Recent {
-    fn new() -> Recent {
-        Recent {
-            slots: vec![None; RECENT_SLOTS],
-        }
-    }
-
-    fn slot(s: &str) -> usize {
-        // Not seeded: crafted strings colliding here only take turns in a slot.
-        let hash = rustc_hash::FxBuildHasher.hash_one(s);
-        (hash as usize) % RECENT_SLOTS
-    }
-
-    fn get_or_intern(&mut self, s: &str) -> Sym {
-        let slot = &mut self.slots[Recent::slot(s)];
-        match slot {
-            Some((text, sym)) if *text == s => *sym,
-            _ => {
-                let sym = Sym(INTERNER.get_or_intern(s));
-                *slot = Some((sym.as_str(), sym));
-                sym
-            }
-        }
-    }
-}
-
 thread_local! {
-    static RECENT: RefCell<Recent> = RefCell::new(Recent::new());
+    /// The symbols this thread interned last (every one the shared interner's, so a miss or an
+    /// eviction changes nothing but the time taken).
+    static RECENT: RefCell<RecentTable<(&'static str, Sym)>> =
+        RefCell::new(RecentTable::new(RECENT_SLOTS));
 }
 
 /// An interned string.
@@ -74,7 +44,17 @@ impl Sym {
     pub fn new(s: &str) -> Sym {
         // A thread being torn down (its table gone) asks the shared table directly.
         RECENT
-            .try_with(|r| r.borrow_mut().get_or_intern(s))
+            .try_with(|r| {
+                r.borrow_mut().get_or_insert(
+                    s,
+                    |(text, _)| text,
+                    || {
+                        let sym = Sym(INTERNER.get_or_intern(s));
+                        (sym.as_str(), sym)
+                    },
+                )
+            })
+            .map(|(_, sym)| sym)
             .unwrap_or_else(|_| Sym(INTERNER.get_or_intern(s)))
     }
 

@@ -23,6 +23,7 @@ pub mod objects;
 pub mod pdb;
 pub mod pod;
 pub mod quantity;
+pub(crate) mod recent;
 pub mod resources;
 pub mod storage;
 pub mod store;
