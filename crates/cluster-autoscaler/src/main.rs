@@ -58,10 +58,11 @@ enum Command {
     Simulate(Box<simulate::SimulateArgs>),
     /// Time each phase of one loop on a synthetic cluster generated in memory.
     ///
-    /// Prints, per phase (snapshot build, filtering pending pods onto existing nodes, scale-up
-    /// decision, one group's bin-packing estimate, scale-down planning, the whole loop), the
-    /// median and maximum over --iterations and what it decided, then the peak RSS. The defaults
-    /// are the reference scenario of BENCHMARKS.md; build with --release to measure.
+    /// Prints, per phase (reading each pod once: the memory floor; snapshot build, filtering
+    /// pending pods onto existing nodes, scale-up decision, one group's bin-packing estimate,
+    /// scale-down planning, the whole loop), the median and maximum over --iterations and what
+    /// it decided, then the peak RSS. The defaults are the reference scenario of BENCHMARKS.md;
+    /// build with --release to measure.
     Bench(bench::BenchArgs),
     /// Print the table of upstream's flags and what this autoscaler does with each one
     /// (docs/flags.md), as Markdown.

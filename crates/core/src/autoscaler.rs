@@ -39,7 +39,9 @@ use crate::scale_up::template::{
 };
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
 use crate::scheduling::affinity::NamespaceLabels;
-use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo, SizeHints, prefetching};
+use crate::scheduling::snapshot::{
+    ClusterSnapshot, NodeId, NodeInfo, SizeHints, SnapshotError, prefetching,
+};
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -142,24 +144,22 @@ fn build_snapshot_with(
                     warnings.push(format!("Node {} skipped: {e}", node.name));
                 }
             }
-            for (i, pod) in prefetching(view.pods) {
-                let node = match pod.node_name {
-                    Some(node) if !pod.is_terminal() => node,
-                    _ => {
-                        outside(pod);
-                        continue;
-                    }
-                };
-                match snapshot.node_id(node) {
-                    Some(id) => match snapshot.add_pod(pod.clone(), id) {
-                        Ok(()) => placed(i, pod, id),
-                        Err(e) => warnings.push(format!("Pod {} skipped: {e}", pod.key())),
-                    },
-                    None => warnings.push(format!(
-                        "Pod {} skipped: its node {node} is not known",
-                        pod.key()
-                    )),
+            let pods = prefetching(view.pods).filter_map(|(i, pod)| match pod.node_name {
+                Some(node) if !pod.is_terminal() => Some((i, pod, node)),
+                _ => {
+                    outside(pod);
+                    None
                 }
+            });
+            let refused = snapshot.add_bound_pods(pods, |i, id| placed(i, &view.pods[i], id));
+            for (i, e) in refused {
+                let pod = &view.pods[i];
+                warnings.push(match (e, pod.node_name) {
+                    (SnapshotError::UnknownNode(_), Some(node)) => {
+                        format!("Pod {} skipped: its node {node} is not known", pod.key())
+                    }
+                    (e, _) => format!("Pod {} skipped: {e}", pod.key()),
+                });
             }
         })
     });

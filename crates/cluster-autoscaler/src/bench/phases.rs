@@ -1,12 +1,14 @@
 //! The phases of one loop, each run `iterations` times on the generated cluster and timed with
-//! the wall clock and the thread's CPU clock: snapshot build, filtering pending pods onto existing nodes, the scale-up
-//! decision, one group's bin-packing estimate, scale-down planning (two passes eleven minutes
+//! the wall clock and the thread's CPU clock: reading one field of every pod (the floor any
+//! phase that reads each pod pays), snapshot build, filtering pending pods onto existing nodes,
+//! the scale-up decision, one group's bin-packing estimate, scale-down planning (two passes eleven minutes
 //! apart, the second producing the deletion plan), and the whole `Autoscaler::run_once`.
 //!
 //! Each phase calls the core exactly as the loop does; none of them changes the generated
 //! objects, and every phase starts from the same state in every iteration.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use autoscaler_core::CloudProvider;
@@ -17,6 +19,7 @@ use autoscaler_core::Unlimited;
 use autoscaler_core::autoscaler::{build_snapshot, decide_scale_up_with_upcoming};
 use autoscaler_core::model::limits::ClusterTotals;
 use autoscaler_core::model::pdb::DisruptionBudgets;
+use autoscaler_core::model::pod::Pod;
 use autoscaler_core::scale_down::drain::NoControllerLookup;
 use autoscaler_core::scale_down::{ScaleDownInput, ScaleDownState, plan_scale_down};
 use autoscaler_core::scale_up::ScaleUpResult;
@@ -185,7 +188,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         pdbs: &[],
         storage: &cluster.storage,
     };
-    let mut results = Vec::new();
+    let mut results = vec![floor_phase(view.pods, n)];
 
     let ((samples, cpu), (mut snapshot, warnings)) = time(n, || {
         let mut warnings = Vec::new();
@@ -210,8 +213,20 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         decisions,
     });
 
+    // The scale-up reads only the pods the snapshot left out (those not bound to a node, or
+    // terminal), which the loop collects while it builds the snapshot; so do these phases.
+    let outside: Vec<Arc<Pod>> = cluster
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none() || p.is_terminal())
+        .cloned()
+        .collect();
+    let pending_view = ClusterView {
+        pods: &outside,
+        ..view
+    };
     let ((samples, cpu), placement) = time(n, || {
-        let selected = pending::select(&cluster.pods, NOW_MS, &options.scale_up.pending);
+        let selected = pending::select(&outside, NOW_MS, &options.scale_up.pending);
         snapshot.forked(|s| place_on_existing(s, selected.eligible))
     });
     results.push(PhaseResult {
@@ -229,7 +244,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         let mut rng = ChaCha8Rng::seed_from_u64(settings.seed);
         decide_scale_up_with_upcoming(
             &mut snapshot,
-            &view,
+            &pending_view,
             &options.scale_up,
             NOW_MS,
             &|_, _| None,
@@ -334,6 +349,27 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         ),
     });
     results
+}
+
+/// The least any phase that reads each pod pays: one field of every pod, in the view's order
+/// (the pods' own memory, one allocation each, as the informer made them). What it costs per
+/// pod at each size shows how much of a phase's growth is the memory it must read.
+fn floor_phase(pods: &[Arc<Pod>], iterations: usize) -> PhaseResult {
+    let ((samples, cpu), sum) = time(iterations, || {
+        std::hint::black_box(pods)
+            .iter()
+            .map(|p| p.requests.cpu)
+            .fold(0i64, i64::wrapping_add)
+    });
+    PhaseResult {
+        phase: "read each pod once (memory floor)",
+        samples,
+        cpu,
+        decisions: format!(
+            "{}, {sum} millicores requested",
+            count(pods.len() as u64, "pod")
+        ),
+    }
 }
 
 /// The bin-packing estimate of every pending pod onto new nodes of the first group (as if none
@@ -522,6 +558,11 @@ mod tests {
     #[test]
     fn reference_shape_fits_pending_on_the_light_nodes_and_finds_them_unneeded() {
         let r = run(shape(), 1000);
+        // 300 pods of 100m on the 10 light nodes, 1,200 of 500m, 100 pending of 1 CPU.
+        assert_eq!(
+            decisions(&r, "read each pod once"),
+            "1600 pods, 730000 millicores requested"
+        );
         assert_eq!(decisions(&r, "snapshot build"), "50 nodes, 1500 pods bound");
         // 10 light nodes with 13 CPU free: room for 130 pods of 1 CPU.
         assert_eq!(

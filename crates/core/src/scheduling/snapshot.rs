@@ -17,7 +17,9 @@
 //! lookups), by namespace and by (namespace, label key, value) for selectors (built when a
 //! selector first asks, then kept up to date), separately when they carry required
 //! anti-affinity terms, and by the claims they use (for `ReadWriteOncePod`). Loading a pod
-//! reads it once and copies nothing of it but its `Arc`. The snapshot also holds the view's
+//! reads it once and copies nothing of it but its `Arc`; a load in bulk
+//! ([`ClusterSnapshot::add_bound_pods`]) writes the name index after the pods are placed, in the
+//! table's order, as writes to a table larger than the caches are cheapest. The snapshot also holds the view's
 //! storage objects, which the volume filters read.
 //!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
@@ -434,6 +436,138 @@ impl ClusterSnapshot {
         self.record(Undo::AddedPod { node });
         self.bump(change);
         Ok(())
+    }
+
+    /// Places each of `pods`, given with a label of the caller's choosing (such as its place
+    /// in a list), on the node it names, as [`ClusterSnapshot::add_pod`] would one after
+    /// another: the same pods placed, in the same order on each node, the same ones refused (a
+    /// pod of an unknown node, a second pod of one namespace and name) with the same errors.
+    /// `placed` is told the label and node of each pod placed, in order; the refused ones'
+    /// labels and errors are returned, in order.
+    ///
+    /// For loading: on a snapshot without pods, outside any fork and unjournaled (see
+    /// [`ClusterSnapshot::unjournaled`]), the pods are put on their nodes first and their names
+    /// indexed after, in the name table's order rather than theirs (see `NameIndex::filled`);
+    /// otherwise each is added in turn.
+    pub fn add_bound_pods<'a>(
+        &mut self,
+        pods: impl IntoIterator<Item = (usize, &'a Arc<Pod>, Sym)>,
+        mut placed: impl FnMut(usize, NodeId),
+    ) -> Vec<(usize, SnapshotError)> {
+        let bulk = self.unjournaled
+            && self.logs.is_empty()
+            && self.names.len() == 0
+            && self.selectors.get().is_none();
+        if bulk {
+            return self.load_pods(pods, placed);
+        }
+        let mut refused = Vec::new();
+        for (label, pod, node) in pods {
+            let added = match self.node_id(node) {
+                Some(id) => self.add_pod(pod.clone(), id).map(|()| id),
+                None => Err(SnapshotError::UnknownNode(node.to_string())),
+            };
+            match added {
+                Ok(id) => placed(label, id),
+                Err(e) => refused.push((label, e)),
+            }
+        }
+        refused
+    }
+
+    /// [`ClusterSnapshot::add_bound_pods`] on a snapshot without pods, forks, journal or
+    /// selector index: the pods are put on their nodes and counted, those with anti-affinity
+    /// terms or claims (few) set apart; the name index is filled in the table's order, which
+    /// finds the duplicates; those are taken back off their nodes, and the pods set apart are
+    /// indexed once the duplicates are known.
+    fn load_pods<'a>(
+        &mut self,
+        pods: impl IntoIterator<Item = (usize, &'a Arc<Pod>, Sym)>,
+        mut placed: impl FnMut(usize, NodeId),
+    ) -> Vec<(usize, SnapshotError)> {
+        // (position in `pods`, label, error), sorted by position at the end.
+        let mut refused = Vec::new();
+        // (pod, position in `pods`, label)
+        let mut loaded: Vec<(&'a Arc<Pod>, usize, usize)> = Vec::new();
+        let mut keys: Vec<(u64, NodeId)> = Vec::new();
+        let mut apart = Vec::new();
+        for (at, (label, pod, node)) in pods.into_iter().enumerate() {
+            let Some(id) = self.node_id(node) else {
+                refused.push((at, label, SnapshotError::UnknownNode(node.to_string())));
+                continue;
+            };
+            if pod.anti_affinity.is_empty() && pod.volume_refs.is_empty() {
+                *self.namespace_pods.entry(pod.namespace).or_default() += 1;
+            } else {
+                apart.push(loaded.len());
+            }
+            keys.push((key_hash(pod.namespace, pod.name.text_hash()), id));
+            loaded.push((pod, at, label));
+            self.push(id, pod.clone());
+        }
+        let same = |i: usize, j: usize| {
+            let (a, b) = (loaded[i].0, loaded[j].0);
+            a.namespace == b.namespace && a.name == b.name
+        };
+        let (names, duplicates) = NameIndex::filled(self.names.capacity(), &keys, same);
+        self.names = names;
+        for &d in duplicates.iter().rev() {
+            let ((pod, at, label), node) = (loaded[d], keys[d].1);
+            self.take_back(node, pod);
+            refused.push((at, label, SnapshotError::DuplicatePod(pod.key())));
+        }
+        let mut duplicate = duplicates.iter().copied().peekable();
+        let mut added = 0u64;
+        for (i, &(_, _, label)) in loaded.iter().enumerate() {
+            if duplicate.next_if_eq(&i).is_some() {
+                continue;
+            }
+            added += 1;
+            placed(label, keys[i].1);
+        }
+        for &i in &apart {
+            if duplicates.binary_search(&i).is_err() {
+                let pod = loaded[i].0;
+                if !pod.anti_affinity.is_empty() {
+                    self.anti_epoch += 1;
+                }
+                self.index_others(keys[i].1, pod);
+            }
+        }
+        // What `add_pod` would have done to the version and journal, once per pod added.
+        if added > 0 {
+            self.version += added;
+            self.journal.clear();
+            self.journal_floor = self.version;
+        }
+        refused.sort_by_key(|r| r.0);
+        refused
+            .into_iter()
+            .map(|(_, label, e)| (label, e))
+            .collect()
+    }
+
+    /// Takes `pod` (the last pod on `node` that is this very `Arc`, loaded but refused by
+    /// [`ClusterSnapshot::load_pods`]) back off the node: its requests and, unless it was set
+    /// apart, its namespace's count.
+    fn take_back(&mut self, node: NodeId, pod: &Arc<Pod>) {
+        let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) else {
+            return;
+        };
+        let Some(at) = info.pods.iter().rposition(|p| Arc::ptr_eq(p, pod)) else {
+            return;
+        };
+        let pod = info.pods.remove(at);
+        info.unaccount(&pod);
+        if pod.anti_affinity.is_empty()
+            && pod.volume_refs.is_empty()
+            && let Some(n) = self.namespace_pods.get_mut(&pod.namespace)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.namespace_pods.remove(&pod.namespace);
+            }
+        }
     }
 
     /// Removes the pod `namespace/name` from `node` and returns it.
@@ -1206,6 +1340,129 @@ mod tests {
         }
     }
 
+    /// A pod for the load tests: `name` in namespace `ns`, with an anti-affinity term, a
+    /// claim or neither (`kind` 1, 2 or else).
+    fn load_pod(name: &str, ns: &str, kind: u8) -> Arc<Pod> {
+        let b = PodBuilder::new(name, 10, 1 << 20)
+            .namespace(ns)
+            .host_port(u16::from(kind) + 1);
+        match kind {
+            1 => b.anti_affinity("a", "b", "h"),
+            2 => b.claim("data"),
+            _ => b,
+        }
+        .arc()
+    }
+
+    /// What a snapshot counts per namespace and claim, and its counters, for `namespaces`.
+    fn counts(s: &ClusterSnapshot, namespaces: &[&str]) -> (Vec<(usize, u32)>, u64, u64) {
+        let per_namespace = namespaces
+            .iter()
+            .map(|ns| {
+                let ns = Sym::new(ns);
+                (
+                    s.pods_in_namespace_count(ns),
+                    s.claim_users(ns, &Arc::from("data")),
+                )
+            })
+            .collect();
+        (per_namespace, s.version(), s.anti_epoch())
+    }
+
+    /// Loads `pods` (pod, node name) onto nodes `n0..n<nodes>` one pod at a time with
+    /// `add_pod` and at once with `add_bound_pods` (loading in bulk); both must place, refuse
+    /// and count exactly alike.
+    fn assert_loads_alike(nodes: usize, pods: &[(Arc<Pod>, Sym)], namespaces: &[&str]) {
+        let fresh = || {
+            let mut s = ClusterSnapshot::new();
+            for n in 0..nodes {
+                s.add_node(NodeBuilder::new(&format!("n{n}"), 1000, GI).arc())
+                    .unwrap();
+            }
+            s
+        };
+        let mut one = fresh();
+        let (mut placed_one, mut refused_one) = (Vec::new(), Vec::new());
+        for (i, (pod, node)) in pods.iter().enumerate() {
+            let added = match one.node_id(*node) {
+                Some(id) => one.add_pod(pod.clone(), id).map(|()| id),
+                None => Err(SnapshotError::UnknownNode(node.to_string())),
+            };
+            match added {
+                Ok(id) => placed_one.push((i, id)),
+                Err(e) => refused_one.push((i, e)),
+            }
+        }
+        let mut bulk = fresh();
+        let mut placed_bulk = Vec::new();
+        let hints = SizeHints::count(pods.iter().map(|(p, _)| &**p));
+        let refused_bulk = bulk.with_size_hints(hints, |s| {
+            s.unjournaled(|s| {
+                let labelled = pods.iter().enumerate().map(|(i, (p, n))| (i, p, *n));
+                s.add_bound_pods(labelled, |i, id| placed_bulk.push((i, id)))
+            })
+        });
+        assert_eq!(placed_bulk, placed_one);
+        assert_eq!(refused_bulk, refused_one);
+        assert_eq!(picture(&bulk), picture(&one));
+        assert_eq!(counts(&bulk, namespaces), counts(&one, namespaces));
+        // Lookups by name find what the pod lists hold.
+        for (pod, _) in pods {
+            let find = |s: &ClusterSnapshot| {
+                s.pod(pod.namespace, &pod.name)
+                    .map(|(n, p)| (n, Arc::as_ptr(p)))
+            };
+            assert_eq!(find(&bulk), find(&one));
+        }
+    }
+
+    /// A load in bulk large enough to be written stretch by stretch, with duplicates (of
+    /// other objects and of the very same `Arc`, on one node and on two), names whose keys
+    /// share their tag, pods with anti-affinity terms and claims, and unknown nodes: the same
+    /// as loading one pod at a time.
+    #[test]
+    fn a_bulk_load_of_many_pods_places_and_refuses_as_one_at_a_time() {
+        let (x, y) = colliding_names();
+        let mut pods: Vec<(Arc<Pod>, Sym)> = Vec::new();
+        let node = |i: usize| Sym::new(&format!("n{}", i % 7));
+        for i in 0..9000 {
+            let ns = ["default", "kube-system", "team"][i % 3];
+            let pod = load_pod(&format!("p{}", i % 8500), ns, (i % 11) as u8);
+            pods.push((pod, node(i)));
+            if i % 1000 == 3 {
+                pods.push((pods[i / 2].0.clone(), node(i)));
+                pods.push((pods[i / 3].0.clone(), pods[i / 3].1));
+            }
+        }
+        pods.push((load_pod(&x, "default", 1), node(1)));
+        pods.push((load_pod(&y, "default", 0), node(1)));
+        pods.push((load_pod(&y, "default", 2), node(2)));
+        pods.push((load_pod("lost", "default", 0), Sym::new("nowhere")));
+        pods.push((load_pod(&x, "default", 0), node(3)));
+        assert_loads_alike(7, &pods, &["default", "kube-system", "team"]);
+    }
+
+    /// A snapshot that already holds pods, or is forked, adds them one at a time, with the
+    /// same outcome.
+    #[test]
+    fn adding_bound_pods_to_a_loaded_or_forked_snapshot_adds_them_in_turn() {
+        let mut s = ClusterSnapshot::new();
+        let a = s.add_node(NodeBuilder::new("a", 1000, GI).arc()).unwrap();
+        s.add_pod(pod("p0"), a).unwrap();
+        let (p0, p1) = (pod("p0"), pod("p1"));
+        let pods = [(0, &p0, Sym::new("a")), (1, &p1, Sym::new("a"))];
+        let mut placed = Vec::new();
+        let refused = s.unjournaled(|s| s.add_bound_pods(pods, |i, id| placed.push((i, id))));
+        assert_eq!(placed, [(1, a)]);
+        assert!(matches!(refused[..], [(0, SnapshotError::DuplicatePod(_))]));
+        s.fork();
+        let p2 = pod("p2");
+        let refused = s.add_bound_pods([(7, &p2, Sym::new("b"))], |_, _| panic!("no node b"));
+        assert_eq!(refused, [(7, SnapshotError::UnknownNode("b".into()))]);
+        assert_eq!(s.changes_since(s.version()).map(<[_]>::len), Some(0));
+        check_indices(&s);
+    }
+
     #[test]
     fn errors() {
         let mut s = ClusterSnapshot::new();
@@ -1563,6 +1820,27 @@ mod tests {
         }
 
         proptest! {
+            /// Random pods (names from a few, so that some repeat; some the very same `Arc`;
+            /// some with anti-affinity terms or claims; some on unknown nodes) loaded in bulk
+            /// and one at a time come out alike.
+            #[test]
+            fn random_bulk_loads_match_adding_one_at_a_time(
+                picks in proptest::collection::vec((0u8..24, 0u8..3, 0u8..4, 0u8..6, any::<bool>()), 0..120)
+            ) {
+                let namespaces = ["default", "a", "b"];
+                let mut pods: Vec<(Arc<Pod>, Sym)> = Vec::new();
+                for (name, ns, kind, node, again) in picks {
+                    let node = Sym::new(&format!("n{node}"));
+                    let pod = match pods.last() {
+                        Some((last, _)) if again => last.clone(),
+                        _ => super::load_pod(&format!("p{name}"), namespaces[usize::from(ns)], kind),
+                    };
+                    pods.push((pod, node));
+                }
+                // Nodes n0..n4: n5 is unknown.
+                super::assert_loads_alike(5, &pods, &namespaces);
+            }
+
             /// Random changes, forks, reverts and commits on two snapshots: `lazy` builds its
             /// selector index only when an `Op::Select` asks, `eager` at every step. Both
             /// always look the same, every index equals a scan of the pod lists (checked by

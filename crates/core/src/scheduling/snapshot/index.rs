@@ -35,6 +35,14 @@ pub(super) struct NameIndex {
     table: HashTable<(u32, NodeId)>,
 }
 
+/// Stretches of the table a batch's writes are grouped by (see [`NameIndex::insert_many`]):
+/// with a million buckets (a cluster of half a million pods), each is 4,096 buckets, 36 KiB of
+/// entries and control bytes.
+const STRETCHES: usize = 256;
+
+/// Batches shorter than this are written in their own order.
+const SMALL_BATCH: usize = 4096;
+
 /// The tag kept for a pod whose key is `hash`.
 #[inline]
 fn tag(hash: u64) -> u32 {
@@ -55,7 +63,6 @@ impl NameIndex {
     }
 
     /// Pods the table has room for without growing.
-    #[cfg(test)]
     pub(super) fn capacity(&self) -> usize {
         self.table.capacity()
     }
@@ -85,6 +92,82 @@ impl NameIndex {
                 true
             }
         }
+    }
+
+    /// An index of the pods `keys` (the key and node of each), with room for `capacity`
+    /// pods, and the positions, ascending, of those refused as duplicates: pod `i` is refused
+    /// when `same(i, j)` says an earlier pod `j` has its namespace and name. The same pods are
+    /// refused and the same entries made as by [`NameIndex::insert_new`] for each pod in turn
+    /// on an empty index (there, the pod refused is the one that finds an earlier one held).
+    ///
+    /// The entries are written in the order of the table's buckets, not of `keys`: the table
+    /// of a large cluster outgrows the caches, and each write in list order would wait for
+    /// memory at a random place in it. Grouping the writes by stretch of the table (a stable
+    /// counting sort on the upper bits of each entry's home bucket) keeps each stretch cached
+    /// while it is written, and keeps the pods of one tag, which share a stretch, in their
+    /// order: an earlier duplicate is always met first.
+    pub(super) fn filled(
+        capacity: usize,
+        keys: &[(u64, NodeId)],
+        same: impl Fn(usize, usize) -> bool,
+    ) -> (NameIndex, Vec<usize>) {
+        let mut index = NameIndex::default();
+        index.reserve(capacity.max(keys.len()));
+        let mut refused = Vec::new();
+        let (order, stretches) = index.bucket_order(keys);
+        for range in stretches.windows(2) {
+            let within = &order[range[0]..range[1]];
+            for (k, &(i, t, node)) in within.iter().enumerate() {
+                let h = tag_hash(t);
+                // A tag already held is a duplicate only if an earlier pod of this stretch
+                // (all earlier pods of the tag are there) has the same namespace and name.
+                let duplicate = index.table.find(h, |e| e.0 == t).is_some()
+                    && within[..k]
+                        .iter()
+                        .rev()
+                        .any(|&(j, u, _)| u == t && same(i, j));
+                if duplicate {
+                    refused.push(i);
+                } else {
+                    index.table.insert_unique(h, (t, node), |e| tag_hash(e.0));
+                }
+            }
+        }
+        refused.sort_unstable();
+        (index, refused)
+    }
+
+    /// Each of `keys` as (position, tag, node), grouped by the stretch of the table (one of
+    /// up to [`STRETCHES`]) its home bucket lies in, in their order within each stretch; and
+    /// where each stretch starts in that list, with its end last. Copied, so that the writes
+    /// read them in turn. Small batches, whose writes stay cached anyway, are one stretch.
+    fn bucket_order(&self, keys: &[(u64, NodeId)]) -> (Vec<(usize, u32, NodeId)>, Vec<usize>) {
+        let entry = |i: usize| (i, tag(keys[i].0), keys[i].1);
+        // hashbrown's table has a power-of-two number of buckets and holds up to 7/8 of them;
+        // an entry's home bucket is the low bits of its hash. Were the count guessed wrong,
+        // writes would only be less local, never different.
+        let buckets = (self.table.capacity() / 7 * 8).next_power_of_two().max(1);
+        if keys.len() < SMALL_BATCH || buckets <= STRETCHES {
+            return ((0..keys.len()).map(entry).collect(), vec![0, keys.len()]);
+        }
+        let shift = buckets.trailing_zeros() - STRETCHES.trailing_zeros();
+        // The home bucket's upper bits (truncating the hash to usize keeps its low bits).
+        let stretch = |hash: u64| ((tag_hash(tag(hash)) as usize) & (buckets - 1)) >> shift;
+        let mut starts = vec![0usize; STRETCHES + 1];
+        for &(hash, _) in keys {
+            starts[stretch(hash) + 1] += 1;
+        }
+        for s in 1..starts.len() {
+            starts[s] += starts[s - 1];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![(0, 0, NodeId(0)); keys.len()];
+        for (i, &(hash, _)) in keys.iter().enumerate() {
+            let at = &mut next[stretch(hash)];
+            order[*at] = entry(i);
+            *at += 1;
+        }
+        (order, starts)
     }
 
     /// Adds a pod known not to be indexed yet.
@@ -213,6 +296,48 @@ fn remove_from<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, PodsById>, key: K
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An index filled at once holds the entries, and refuses the pods, that inserting each
+    /// pod in turn does, whether the batch is written in its order (small) or stretch by
+    /// stretch (large); tags collide (keys drawn from few tags), and so do keys.
+    #[test]
+    fn filled_at_once_as_inserted_in_turn() {
+        for (pods, tags) in [(50, 20u64), (10_000, 3_000), (20_000, 50_000)] {
+            // Pod i's key: a tag from few, low bits from its name (`i % 7_000`, so names
+            // repeat); its node from its position.
+            let name = |i: usize| (i % 7_000) as u64;
+            let key = |i: usize| ((name(i) * 2_654_435_761 % tags) << 32) | name(i);
+            let keys: Vec<(u64, NodeId)> = (0..pods)
+                .map(|i| (key(i), NodeId((i % 13) as u32)))
+                .collect();
+            let same = |i: usize, j: usize| name(i) == name(j);
+            let (filled, refused) = NameIndex::filled(0, &keys, same);
+            let mut one = NameIndex::default();
+            let mut refused_one = Vec::new();
+            for (i, &(k, node)) in keys.iter().enumerate() {
+                // Node n holds an earlier pod of i's name.
+                let holds = |n: NodeId| {
+                    keys[..i]
+                        .iter()
+                        .enumerate()
+                        .any(|(j, e)| e.1 == n && same(i, j) && e.0 == k)
+                };
+                if !one.insert_new(k, node, holds) {
+                    refused_one.push(i);
+                }
+            }
+            assert_eq!(refused, refused_one, "{pods} pods");
+            assert_eq!(filled.len(), one.len());
+            for &(k, _) in &keys {
+                let nodes = |index: &NameIndex| {
+                    let mut v: Vec<NodeId> = index.nodes(k).collect();
+                    v.sort();
+                    v
+                };
+                assert_eq!(nodes(&filled), nodes(&one));
+            }
+        }
+    }
 
     /// Colliding keys stay apart: each is found on its own node only, and removing one leaves
     /// the other.
