@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
 
-use self::index::{NameIndex, PodsById, SelectorIndex, key_hash, pod_identity};
+use self::index::{NameIndex, PodsById, SelectorIndex, key_hash, pod_identity, tag};
 
 use crate::model::intern::Sym;
 use crate::model::labels::Labels;
@@ -485,15 +485,17 @@ impl ClusterSnapshot {
         pods: impl IntoIterator<Item = (usize, &'a Arc<Pod>, Sym)>,
         mut placed: impl FnMut(usize, NodeId),
     ) -> Vec<(usize, SnapshotError)> {
-        // (position in `pods`, label, error), sorted by position at the end.
+        // (order, label, error), sorted by order at the end: a pod refused for its node comes
+        // before the pod loaded next, (n, false), a duplicate in place of loaded pod n, (n, true).
         let mut refused = Vec::new();
-        // (pod, position in `pods`, label)
-        let mut loaded: Vec<(&'a Arc<Pod>, usize, usize)> = Vec::new();
-        let mut keys: Vec<(u64, NodeId)> = Vec::new();
+        let mut loaded: Vec<(&'a Arc<Pod>, usize)> = Vec::new();
+        // The tag of each loaded pod's key, and its node.
+        let mut keys: Vec<(u32, NodeId)> = Vec::new();
         let mut apart = Vec::new();
-        for (at, (label, pod, node)) in pods.into_iter().enumerate() {
+        for (label, pod, node) in pods {
             let Some(id) = self.node_id(node) else {
-                refused.push((at, label, SnapshotError::UnknownNode(node.to_string())));
+                let order = (loaded.len(), false);
+                refused.push((order, label, SnapshotError::UnknownNode(node.to_string())));
                 continue;
             };
             if pod.anti_affinity.is_empty() && pod.volume_refs.is_empty() {
@@ -501,8 +503,8 @@ impl ClusterSnapshot {
             } else {
                 apart.push(loaded.len());
             }
-            keys.push((key_hash(pod.namespace, pod.name.text_hash()), id));
-            loaded.push((pod, at, label));
+            keys.push((tag(key_hash(pod.namespace, pod.name.text_hash())), id));
+            loaded.push((pod, label));
             self.push(id, pod.clone());
         }
         let same = |i: usize, j: usize| {
@@ -512,13 +514,13 @@ impl ClusterSnapshot {
         let (names, duplicates) = NameIndex::filled(self.names.capacity(), &keys, same);
         self.names = names;
         for &d in duplicates.iter().rev() {
-            let ((pod, at, label), node) = (loaded[d], keys[d].1);
+            let ((pod, label), node) = (loaded[d], keys[d].1);
             self.take_back(node, pod);
-            refused.push((at, label, SnapshotError::DuplicatePod(pod.key())));
+            refused.push(((d, true), label, SnapshotError::DuplicatePod(pod.key())));
         }
         let mut duplicate = duplicates.iter().copied().peekable();
         let mut added = 0u64;
-        for (i, &(_, _, label)) in loaded.iter().enumerate() {
+        for (i, &(_, label)) in loaded.iter().enumerate() {
             if duplicate.next_if_eq(&i).is_some() {
                 continue;
             }

@@ -45,7 +45,7 @@ const SMALL_BATCH: usize = 4096;
 
 /// The tag kept for a pod whose key is `hash`.
 #[inline]
-fn tag(hash: u64) -> u32 {
+pub(super) fn tag(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
@@ -94,13 +94,14 @@ impl NameIndex {
         }
     }
 
-    /// An index of the pods `keys` (the key and node of each), with room for `capacity`
-    /// pods, and the positions, ascending, of those refused as duplicates: pod `i` is refused
-    /// when `same(i, j)` says an earlier pod `j` has its namespace and name. The same pods are
-    /// refused and the same entries made as by [`NameIndex::insert_new`] for each pod in turn
-    /// on an empty index (there, the pod refused is the one that finds an earlier one held).
+    /// An index of the pods `tags` (the [`tag`] of each one's key, and its node), with room for
+    /// `capacity` pods, and the positions, ascending, of those refused as duplicates: pod `i`
+    /// is refused when `same(i, j)` says an earlier pod `j` has its namespace and name. The
+    /// same pods are refused and the same entries made as by [`NameIndex::insert_new`] for
+    /// each pod in turn on an empty index (there, the pod refused is the one that finds an
+    /// earlier one held).
     ///
-    /// The entries are written in the order of the table's buckets, not of `keys`: the table
+    /// The entries are written in the order of the table's buckets, not of `tags`: the table
     /// of a large cluster outgrows the caches, and each write in list order would wait for
     /// memory at a random place in it. Grouping the writes by stretch of the table (a stable
     /// counting sort on the upper bits of each entry's home bucket) keeps each stretch cached
@@ -108,13 +109,13 @@ impl NameIndex {
     /// order: an earlier duplicate is always met first.
     pub(super) fn filled(
         capacity: usize,
-        keys: &[(u64, NodeId)],
+        tags: &[(u32, NodeId)],
         same: impl Fn(usize, usize) -> bool,
     ) -> (NameIndex, Vec<usize>) {
         let mut index = NameIndex::default();
-        index.reserve(capacity.max(keys.len()));
+        index.reserve(capacity.max(tags.len()));
         let mut refused = Vec::new();
-        let (order, stretches) = index.bucket_order(keys);
+        let (order, stretches) = index.bucket_order(tags);
         for range in stretches.windows(2) {
             let within = &order[range[0]..range[1]];
             for (k, &(i, t, node)) in within.iter().enumerate() {
@@ -137,33 +138,33 @@ impl NameIndex {
         (index, refused)
     }
 
-    /// Each of `keys` as (position, tag, node), grouped by the stretch of the table (one of
+    /// Each of `tags` as (position, tag, node), grouped by the stretch of the table (one of
     /// up to [`STRETCHES`]) its home bucket lies in, in their order within each stretch; and
     /// where each stretch starts in that list, with its end last. Copied, so that the writes
     /// read them in turn. Small batches, whose writes stay cached anyway, are one stretch.
-    fn bucket_order(&self, keys: &[(u64, NodeId)]) -> (Vec<(usize, u32, NodeId)>, Vec<usize>) {
-        let entry = |i: usize| (i, tag(keys[i].0), keys[i].1);
+    fn bucket_order(&self, tags: &[(u32, NodeId)]) -> (Vec<(usize, u32, NodeId)>, Vec<usize>) {
+        let entry = |i: usize| (i, tags[i].0, tags[i].1);
         // hashbrown's table has a power-of-two number of buckets and holds up to 7/8 of them;
         // an entry's home bucket is the low bits of its hash. Were the count guessed wrong,
         // writes would only be less local, never different.
         let buckets = (self.table.capacity() / 7 * 8).next_power_of_two().max(1);
-        if keys.len() < SMALL_BATCH || buckets <= STRETCHES {
-            return ((0..keys.len()).map(entry).collect(), vec![0, keys.len()]);
+        if tags.len() < SMALL_BATCH || buckets <= STRETCHES {
+            return ((0..tags.len()).map(entry).collect(), vec![0, tags.len()]);
         }
         let shift = buckets.trailing_zeros() - STRETCHES.trailing_zeros();
         // The home bucket's upper bits (truncating the hash to usize keeps its low bits).
-        let stretch = |hash: u64| ((tag_hash(tag(hash)) as usize) & (buckets - 1)) >> shift;
+        let stretch = |t: u32| ((tag_hash(t) as usize) & (buckets - 1)) >> shift;
         let mut starts = vec![0usize; STRETCHES + 1];
-        for &(hash, _) in keys {
-            starts[stretch(hash) + 1] += 1;
+        for &(t, _) in tags {
+            starts[stretch(t) + 1] += 1;
         }
         for s in 1..starts.len() {
             starts[s] += starts[s - 1];
         }
         let mut next = starts.clone();
-        let mut order = vec![(0, 0, NodeId(0)); keys.len()];
-        for (i, &(hash, _)) in keys.iter().enumerate() {
-            let at = &mut next[stretch(hash)];
+        let mut order = vec![(0, 0, NodeId(0)); tags.len()];
+        for (i, &(t, _)) in tags.iter().enumerate() {
+            let at = &mut next[stretch(t)];
             order[*at] = entry(i);
             *at += 1;
         }
@@ -311,7 +312,8 @@ mod tests {
                 .map(|i| (key(i), NodeId((i % 13) as u32)))
                 .collect();
             let same = |i: usize, j: usize| name(i) == name(j);
-            let (filled, refused) = NameIndex::filled(0, &keys, same);
+            let tags: Vec<(u32, NodeId)> = keys.iter().map(|&(k, n)| (tag(k), n)).collect();
+            let (filled, refused) = NameIndex::filled(0, &tags, same);
             let mut one = NameIndex::default();
             let mut refused_one = Vec::new();
             for (i, &(k, node)) in keys.iter().enumerate() {
