@@ -59,6 +59,7 @@
 
 use crate::names::HOSTNAME_LABEL;
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -288,6 +289,8 @@ struct Packer<'a, B> {
     opened: Vec<Opened>,
     /// Suffix of the next candidate node name.
     next_suffix: usize,
+    /// `template-<template name>-`, the start of every candidate node name.
+    name_prefix: String,
     unplaced: Vec<(usize, Unfit)>,
     skipped: Vec<usize>,
     limit_hit: Option<LimitHit>,
@@ -320,6 +323,7 @@ impl<'a, B: Budget> Packer<'a, B> {
                 .collect(),
             opened: Vec::new(),
             next_suffix: 0,
+            name_prefix: format!("template-{}-", template.node.name),
             unplaced: Vec::new(),
             skipped: Vec::new(),
             limit_hit: None,
@@ -393,7 +397,7 @@ impl<'a, B: Budget> Packer<'a, B> {
             return Ok(());
         }
 
-        let name = free_name(snapshot, &self.template.node, &mut self.next_suffix);
+        let name = free_name(snapshot, &self.name_prefix, &mut self.next_suffix);
         snapshot.fork();
         self.checks += 1;
         let trial = try_fresh_node(snapshot, self.template, name, pod, i, &mut group.prepared);
@@ -463,15 +467,21 @@ fn largest_first(requests: &[(i64, i64)], allocatable: (i64, i64)) -> Vec<usize>
     order
 }
 
-/// The first name `template-<template name>-<i>` (from `*suffix` on) that no node of the snapshot
-/// has; `*suffix` is advanced past taken names.
-fn free_name(snapshot: &ClusterSnapshot, template: &Node, suffix: &mut usize) -> Sym {
+/// The first name `<prefix><i>` (from `*suffix` on) that no node of the snapshot has; `*suffix`
+/// is advanced past taken names. The prefix is `template-<template name>-`, written once per
+/// estimate: a large scale-up tries thousands of names.
+fn free_name(snapshot: &ClusterSnapshot, prefix: &str, suffix: &mut usize) -> Sym {
+    let mut text = String::with_capacity(prefix.len() + 8);
     loop {
-        let text = format!("template-{}-{}", template.name, *suffix);
-        // A name that was never interned cannot belong to any node.
+        text.clear();
+        text.push_str(prefix);
+        let _ = write!(text, "{}", *suffix);
+        // A name that was never interned cannot belong to any node; one that was is looked up
+        // once, not again to intern it.
         match Sym::lookup(&text) {
             Some(sym) if snapshot.node_id(sym).is_some() => *suffix += 1,
-            _ => return Sym::new(&text),
+            Some(sym) => return sym,
+            None => return Sym::new(&text),
         }
     }
 }
