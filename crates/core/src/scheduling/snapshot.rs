@@ -488,12 +488,9 @@ impl ClusterSnapshot {
         // (order, label, error), sorted by order at the end: a pod refused for its node comes
         // before the pod loaded next, (n, false), a duplicate in place of loaded pod n, (n, true).
         let mut refused = Vec::new();
-        let pods = pods.into_iter();
-        // Sized once (a filtered list says how many it may hold), not grown by copying.
-        let room = pods.size_hint().1.unwrap_or(0);
-        let mut loaded: Vec<(&'a Arc<Pod>, usize)> = Vec::with_capacity(room);
+        let mut loaded: Vec<(&'a Arc<Pod>, usize)> = Vec::new();
         // The tag of each loaded pod's key, and its node.
-        let mut keys: Vec<(u32, NodeId)> = Vec::with_capacity(room);
+        let mut keys: Vec<(u32, NodeId)> = Vec::new();
         let mut apart = Vec::new();
         for (label, pod, node) in pods {
             let Some(id) = self.node_id(node) else {
@@ -514,9 +511,9 @@ impl ClusterSnapshot {
             let (a, b) = (loaded[i].0, loaded[j].0);
             a.namespace == b.namespace && a.name == b.name
         };
-        // The empty index (sized by the hints) goes before its filled successor is made.
-        let room = std::mem::take(&mut self.names).capacity();
-        let (names, duplicates) = NameIndex::filled(room, &keys, same);
+        // A table of its own, the hinted empty one dropped after: filling that one in place,
+        // or dropping it first, measured slower at a thousand nodes (see BENCHMARKS.md).
+        let (names, duplicates) = NameIndex::filled(self.names.capacity(), &keys, same);
         self.names = names;
         for &d in duplicates.iter().rev() {
             let ((pod, label), node) = (loaded[d], keys[d].1);
