@@ -1,8 +1,9 @@
 //! The phases of one loop, each run `iterations` times on the generated cluster and timed with
 //! the wall clock and the thread's CPU clock: reading one field of every pod (the floor any
 //! phase that reads each pod pays), snapshot build, filtering pending pods onto existing nodes,
-//! the scale-up decision, one group's bin-packing estimate, scale-down planning (two passes eleven minutes
-//! apart, the second producing the deletion plan), and the whole `Autoscaler::run_once`.
+//! the scale-up decision, one group's bin-packing estimate, scale-down planning (two passes
+//! eleven minutes apart, the second producing the deletion plan), and the whole
+//! `Autoscaler::run_once`.
 //!
 //! Each phase calls the core exactly as the loop does; none of them changes the generated
 //! objects, and every phase starts from the same state in every iteration.

@@ -14,13 +14,12 @@
 //! namespace-label change clears the journal: state prepared before it is recomputed in full.
 //!
 //! Pods are indexed by namespace and name (a table of name hashes, for duplicate checks and
-//! lookups), by namespace and by (namespace, label key, value) for selectors (built when a
-//! selector first asks, then kept up to date), separately when they carry required
-//! anti-affinity terms, and by the claims they use (for `ReadWriteOncePod`). Loading a pod
-//! reads it once and copies nothing of it but its `Arc`; a load in bulk
-//! ([`ClusterSnapshot::add_bound_pods`]) writes the name index after the pods are placed, in the
-//! table's order, as writes to a table larger than the caches are cheapest. The snapshot also holds the view's
-//! storage objects, which the volume filters read.
+//! lookups), by namespace and by (namespace, label key, value) for selectors (built when a selector
+//! first asks, then kept up to date), separately when they carry required anti-affinity terms, and
+//! by the claims they use (for `ReadWriteOncePod`). Loading a pod reads it once and copies nothing
+//! of it but its `Arc`; a load in bulk ([`ClusterSnapshot::add_bound_pods`]) writes the name index
+//! after the pods are placed, in the table's order, as writes to a table larger than the caches are
+//! cheapest. The snapshot also holds the view's storage objects, which the volume filters read.
 //!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
@@ -1829,7 +1828,10 @@ mod tests {
             /// and one at a time come out alike.
             #[test]
             fn random_bulk_loads_match_adding_one_at_a_time(
-                picks in proptest::collection::vec((0u8..24, 0u8..3, 0u8..4, 0u8..6, any::<bool>()), 0..120)
+                picks in proptest::collection::vec(
+                    (0u8..24, 0u8..3, 0u8..4, 0u8..6, any::<bool>()),
+                    0..120,
+                )
             ) {
                 let namespaces = ["default", "a", "b"];
                 let mut pods: Vec<(Arc<Pod>, Sym)> = Vec::new();
