@@ -117,6 +117,18 @@ impl NodeInfo {
         }
     }
 
+    /// The sums counted again from the pods, in their order, as adding them one by one
+    /// would.
+    fn recount(&mut self) {
+        let pods = std::mem::take(&mut self.pods);
+        self.requested = Resources::default();
+        self.ports.clear();
+        for pod in &pods {
+            self.account(pod);
+        }
+        self.pods = pods;
+    }
+
     fn unaccount(&mut self, pod: &Pod) {
         self.requested.sub(&pod.requests);
         for hp in &pod.host_ports {
@@ -514,10 +526,12 @@ impl ClusterSnapshot {
         // or dropping it first, measured slower at a thousand nodes (see BENCHMARKS.md).
         let (names, duplicates) = NameIndex::filled(self.names.capacity(), &keys, same);
         self.names = names;
-        for &d in duplicates.iter().rev() {
-            let ((pod, label), node) = (loaded[d], keys[d].1);
-            self.take_back(node, pod);
+        for &d in &duplicates {
+            let (pod, label) = loaded[d];
             refused.push(((d, true), label, SnapshotError::DuplicatePod(pod.key())));
+        }
+        if !duplicates.is_empty() {
+            self.take_back(&loaded, &keys, &duplicates);
         }
         let mut duplicate = duplicates.iter().copied().peekable();
         let mut added = 0u64;
@@ -550,25 +564,56 @@ impl ClusterSnapshot {
             .collect()
     }
 
-    /// Takes `pod` (the last pod on `node` that is this very `Arc`, loaded but refused by
-    /// [`ClusterSnapshot::load_pods`]) back off the node: its requests and, unless it was set
-    /// apart, its namespace's count.
-    fn take_back(&mut self, node: NodeId, pod: &Arc<Pod>) {
-        let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) else {
-            return;
-        };
-        let Some(at) = info.pods.iter().rposition(|p| Arc::ptr_eq(p, pod)) else {
-            return;
-        };
-        let pod = info.pods.remove(at);
-        info.unaccount(&pod);
-        if pod.anti_affinity.is_empty()
-            && pod.volume_refs.is_empty()
-            && let Some(n) = self.namespace_pods.get_mut(&pod.namespace)
-        {
+    /// Takes the pods `loaded[d]` for each `d` of `duplicates` (ascending), put on their nodes
+    /// by [`ClusterSnapshot::load_pods`] but refused, back off them: out of the nodes' lists
+    /// and, unless set apart, their namespaces' counts. Each node that held one has its sums
+    /// counted again from the pods it keeps, in order: sums stop at the largest value rather
+    /// than overflow, so subtracting a pod does not always undo adding it. Linear in the pods
+    /// of those nodes, however many duplicates there are.
+    fn take_back(
+        &mut self,
+        loaded: &[(&Arc<Pod>, usize)],
+        keys: &[(u32, NodeId)],
+        duplicates: &[usize],
+    ) {
+        // The snapshot held no pods before the load, so a node's list is the loaded pods on it,
+        // in order: the n-th loaded pod on a node is at position n of its list.
+        let mut next = vec![0usize; self.slots.len()];
+        let mut refused: FxHashMap<NodeId, Vec<usize>> = FxHashMap::default();
+        let mut duplicate = duplicates.iter().copied().peekable();
+        for (i, &(_, node)) in keys.iter().enumerate() {
+            let Some(at) = next.get_mut(node.idx()) else {
+                continue;
+            };
+            if duplicate.next_if_eq(&i).is_some() {
+                refused.entry(node).or_default().push(*at);
+                let pod = loaded[i].0;
+                if pod.anti_affinity.is_empty() && pod.volume_refs.is_empty() {
+                    self.uncount_namespace(pod.namespace);
+                }
+            }
+            *at += 1;
+        }
+        for (node, positions) in refused {
+            if let Some(info) = self.slots.get_mut(node.idx()).and_then(Option::as_mut) {
+                let mut at = 0;
+                let mut gone = positions.iter().copied().peekable();
+                info.pods.retain(|_| {
+                    let keep = gone.next_if_eq(&at).is_none();
+                    at += 1;
+                    keep
+                });
+                info.recount();
+            }
+        }
+    }
+
+    /// One pod fewer in `namespace`'s count (and no entry once none is left).
+    fn uncount_namespace(&mut self, namespace: Sym) {
+        if let Some(n) = self.namespace_pods.get_mut(&namespace) {
             *n -= 1;
             if *n == 0 {
-                self.namespace_pods.remove(&pod.namespace);
+                self.namespace_pods.remove(&namespace);
             }
         }
     }
@@ -1443,6 +1488,26 @@ mod tests {
         pods.push((load_pod("lost", "default", 0), Sym::new("nowhere")));
         pods.push((load_pod(&x, "default", 0), node(3)));
         assert_loads_alike(7, &pods, &["default", "kube-system", "team"]);
+    }
+
+    /// Duplicates taken back off a node whose sums stopped at the largest value leave the sums
+    /// adding the pods in turn leaves (subtracting a pod does not undo adding it there); and
+    /// many duplicates on one node are taken back in one pass.
+    #[test]
+    fn duplicates_taken_back_leave_capped_sums_and_many_go_at_once() {
+        let huge = PodBuilder::new("a", i64::MAX, 1).arc();
+        let n0 = Sym::new("n0");
+        assert_loads_alike(1, &[(huge.clone(), n0), (huge, n0)], &["default"]);
+        let big = |name: &str| PodBuilder::new(name, 1, 4_000_000_000_000_000_000).arc();
+        let pods = [big("a"), big("b"), big("c"), big("a")].map(|p| (p, n0));
+        assert_loads_alike(1, &pods, &["default"]);
+        let mut many: Vec<(Arc<Pod>, Sym)> = Vec::new();
+        let one = load_pod("same", "default", 0);
+        for i in 0..6000 {
+            many.push((load_pod(&format!("p{i}"), "default", (i % 3) as u8), n0));
+            many.push((one.clone(), n0));
+        }
+        assert_loads_alike(1, &many, &["default"]);
     }
 
     /// A snapshot that already holds pods, or is forked, adds them one at a time, with the

@@ -35,7 +35,7 @@ pub(super) struct NameIndex {
     table: HashTable<(u32, NodeId)>,
 }
 
-/// Stretches of the table a batch's writes are grouped by (see [`NameIndex::insert_many`]):
+/// Stretches of the table a batch's writes are grouped by (see [`NameIndex::filled`]):
 /// with a million buckets (a cluster of half a million pods), each is 4,096 buckets, 36 KiB of
 /// entries and control bytes.
 const STRETCHES: usize = 256;
