@@ -971,12 +971,7 @@ impl ClusterSnapshot {
     fn unindex_pod(&mut self, node: NodeId, pod: &Pod) {
         self.names
             .remove(key_hash(pod.namespace, pod.name.text_hash()), node);
-        if let Some(n) = self.namespace_pods.get_mut(&pod.namespace) {
-            *n -= 1;
-            if *n == 0 {
-                self.namespace_pods.remove(&pod.namespace);
-            }
-        }
+        self.uncount_namespace(pod.namespace);
         if let Some(index) = self.selectors.get_mut() {
             index.remove(pod);
         }
