@@ -347,6 +347,8 @@ fn every_values_case_is_documented_and_its_args_pass_validation() {
             docs.contains(&format!("ci/{case}")),
             "docs/install.md does not mention the values case ci/{case}"
         );
+    }
+    for case in values_cases() {
         let ns = if case.starts_with("openshift") {
             "openshift-machine-api"
         } else {
@@ -543,6 +545,40 @@ fn openshift_values_render_the_openshift_overlay() {
             );
         }
     }
+}
+
+/// `extraArgs` as upstream's chart reads them: a name's part from its first `_` on is dropped
+/// (a flag given twice), and whole numbers from a values file stay whole (Helm reads them as
+/// floating point, which would print 1000000 as 1e+06).
+#[test]
+fn extra_args_repeat_flags_and_keep_whole_numbers() {
+    let tmp = std::env::temp_dir().join(format!("ca-chart-values-{}.yaml", std::process::id()));
+    std::fs::write(
+        &tmp,
+        "extraArgs:\n  max-nodes-total: 1000000\n  scale-down-utilization-threshold: 0.5\n  \
+         balancing-ignore-label_1: example.com/a\n  balancing-ignore-label_2: example.com/b\n",
+    )
+    .expect("values file");
+    let out = helm_template_output(None, NAMESPACE, &["--values", &tmp.display().to_string()]);
+    let _ = std::fs::remove_file(&tmp);
+    let Some(out) = out else { return };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs = parse_docs(&String::from_utf8(out.stdout).expect("utf-8"), "extraArgs");
+    let a = args(container(&docs));
+    for expected in [
+        "--max-nodes-total=1000000",
+        "--scale-down-utilization-threshold=0.5",
+        "--balancing-ignore-label=example.com/a",
+        "--balancing-ignore-label=example.com/b",
+        "--scan-interval=10s",
+    ] {
+        assert!(a.iter().any(|x| x == expected), "{expected} not in {a:?}");
+    }
+    validate_args(&a, "extraArgs");
 }
 
 #[test]
