@@ -10,9 +10,13 @@
 //!   and every metric they name is one a run of the binary exposes on `/metrics`, with the label
 //!   values they match on.
 //!
-//! Rendering needs `helm` (and `kubectl` for the Kustomize side) on the PATH. Without them these
-//! tests say so and pass, unless `REQUIRE_HELM` (`REQUIRE_KUBECTL`) is set, as CI (`.ci/run`,
-//! which installs both) sets them: there a missing tool fails them.
+//! - `promtool` accepts the rules, and their unit tests (`tests/alerts/rules_test.yaml`: each
+//!   alert fires on the series that should fire it, and not on the near misses) pass.
+//!
+//! Rendering needs `helm` (and `kubectl` for the Kustomize side) on the PATH, the rule checks
+//! `promtool`. Without them these tests say so and pass, unless `REQUIRE_HELM`
+//! (`REQUIRE_KUBECTL`, `REQUIRE_PROMTOOL`) is set, as CI (`.ci/run`, which installs all three)
+//! sets them: there a missing tool fails them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -904,6 +908,28 @@ fn alerts_and_dashboard_parse_and_read_metrics_the_binary_exposes() {
     for (what, s) in &checks {
         let lacking = missing(&exposed, s);
         assert!(lacking.is_empty(), "{what}: {lacking:?}");
+    }
+}
+
+/// `promtool` (Prometheus's own checker) accepts the rules, and each alert fires on the series of
+/// `tests/alerts/rules_test.yaml` that should fire it and on none of the near misses there.
+#[test]
+fn alert_rules_pass_promtool_and_their_unit_tests() {
+    let rules = chart().join("files/prometheus-rules.yaml");
+    let unit_tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/alerts/rules_test.yaml");
+    for args in [
+        ["check", "rules", &rules.display().to_string()],
+        ["test", "rules", &unit_tests.display().to_string()],
+    ] {
+        let Some(out) = run_tool("promtool", "REQUIRE_PROMTOOL", &args) else {
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
