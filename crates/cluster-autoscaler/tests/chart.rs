@@ -9,7 +9,6 @@
 //!   dashboard's queries (chart and `deploy/grafana-dashboard.json`, equal too) parse as PromQL,
 //!   and every metric they name is one a run of the binary exposes on `/metrics`, with the label
 //!   values they match on.
-//!
 //! - `promtool` accepts the rules, and their unit tests (`tests/alerts/rules_test.yaml`: each
 //!   alert fires on the series that should fire it, and not on the near misses) pass.
 //!
@@ -423,7 +422,6 @@ fn management_workload_values_render_the_workload_overlay() {
     let Some(kust) = kustomize("kustomize/management-workload/workload") else {
         return;
     };
-    // Volume names differ in nothing but what the values call them.
     assert_same_pod(&chart, &kust, "management-workload values vs overlay");
     let a = args(container(&chart));
     assert_eq!(
