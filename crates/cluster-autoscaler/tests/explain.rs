@@ -319,3 +319,61 @@ fn plan_without_a_source_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// An idle node above its group's min size is unneeded, then removed: upstream's
+/// `node_removal_latency_seconds{deleted="true"}` observes it once, with at least the unneeded
+/// time; `pending_node_deletions` is back to 0 once it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_node_is_observed_in_the_removal_latency() {
+    let mut w = World::new(WorldConfig {
+        default_delay: ProvisioningDelay {
+            min_ms: 1_000,
+            max_ms: 2_000,
+        },
+        ..WorldConfig::default()
+    });
+    w.add_node_group(&NodeGroupSpec {
+        namespace: NS.into(),
+        name: MD.into(),
+        replicas: 1,
+        min_size: 0,
+        max_size: 3,
+        cpu: "4".into(),
+        memory: "16Gi".into(),
+        max_pods: 110,
+        ..Default::default()
+    })
+    .expect("node group");
+    let h = Facade::start(
+        w,
+        FacadeOptions {
+            speed: 10.0,
+            ..FacadeOptions::default()
+        },
+    )
+    .await
+    .expect("facade");
+    wait_for("the group's node", Duration::from_secs(30), || {
+        group_nodes(&h).len() == 1
+    })
+    .await;
+    let ca = start(h.kubeconfig_path(), "ca-latency", &[]);
+    let count = "cluster_autoscaler_node_removal_latency_seconds_count";
+    wait_for(
+        "the node removed and observed",
+        Duration::from_secs(40),
+        || group_nodes(&h).is_empty() && ca.metric_where(count, "deleted=\"true\"") == 1.0,
+    )
+    .await;
+    let sum = ca.metric_where(
+        "cluster_autoscaler_node_removal_latency_seconds_sum",
+        "deleted=\"true\"",
+    );
+    assert!(sum >= 3.0, "at least --scale-down-unneeded-time: {sum}");
+    assert_eq!(ca.metric_where(count, "deleted=\"false\""), 0.0);
+    wait_for("no deletion pending", Duration::from_secs(10), || {
+        ca.metric("cluster_autoscaler_pending_node_deletions") == 0.0
+    })
+    .await;
+    h.shutdown().await;
+}
