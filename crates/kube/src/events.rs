@@ -315,10 +315,12 @@ pub fn max_nodes_total_event(
 /// 5 minutes, and one every 5 minutes per node is the most a large cluster should write.
 pub const NO_SCALE_DOWN_REPEAT_MS: i64 = 5 * 60 * 1000;
 
-/// The reason class of an unneeded node that is kept, by upstream's names of unremovable
-/// reasons where upstream has one (`ScaleDownInCooldown` is ours).
-pub fn waiting_class(w: &Waiting) -> &'static str {
+/// The reason class of an unneeded node that is kept (`ready`: whether the node is ready), by
+/// upstream's names of unremovable reasons where upstream has one (`ScaleDownInCooldown` is
+/// ours: upstream does not look at single nodes during the cool-down).
+pub fn waiting_class(w: &Waiting, ready: bool) -> &'static str {
     match w {
+        Waiting::UnneededTime { .. } if !ready => "NotUnreadyLongEnough",
         Waiting::UnneededTime { .. } => "NotUnneededLongEnough",
         Waiting::MinSize => "NodeGroupMinSizeReached",
         Waiting::Limit(_) => "MinimalResourceLimitExceeded",
@@ -347,11 +349,8 @@ impl NoScaleDownEvents {
         now_ms: i64,
     ) -> Vec<EventSpec> {
         let down = &outcome.scale_down;
-        let uids: rustc_hash::FxHashMap<&str, &str> = view
-            .nodes
-            .iter()
-            .map(|n| (n.name.as_str(), n.uid.as_ref()))
-            .collect();
+        let nodes: rustc_hash::FxHashMap<&str, &autoscaler_core::Node> =
+            view.nodes.iter().map(|n| (n.name.as_str(), &**n)).collect();
         let mut seen = rustc_hash::FxHashMap::default();
         let mut out = Vec::new();
         let not_removed = down
@@ -362,7 +361,8 @@ impl NoScaleDownEvents {
                 (n.as_str(), class, format!("{class}: {why}"))
             })
             .chain(down.waiting.iter().map(|(n, w)| {
-                let class = waiting_class(w);
+                let ready = nodes.get(n.as_str()).is_none_or(|n| n.is_ready());
+                let class = waiting_class(w, ready);
                 let detail = crate::plan::unneeded_status(Some(w), now_ms);
                 (n.as_str(), class, format!("{class}: {detail}"))
             }));
@@ -375,7 +375,10 @@ impl NoScaleDownEvents {
                 out.push(EventSpec {
                     target: Target::Node {
                         name: node.to_string(),
-                        uid: uids.get(node).map(|u| u.to_string()).unwrap_or_default(),
+                        uid: nodes
+                            .get(node)
+                            .map(|n| n.uid.to_string())
+                            .unwrap_or_default(),
                     },
                     reason: NO_SCALE_DOWN,
                     message: format!("node is not removed: {message}").into(),

@@ -125,6 +125,31 @@ pub fn unremovable_label(u: &Unremovable) -> &'static str {
     }
 }
 
+/// The reason of every node a loop does not remove, as upstream counts them: the unremovable
+/// nodes, and the unneeded nodes it keeps (not unneeded long enough, min size, limits,
+/// parallelism), which upstream counts under their reason too; not those kept by the cool-down,
+/// when upstream looks at no single node.
+pub fn unremovable_reasons<'a>(
+    view: &ClusterView<'a>,
+    plan: &'a autoscaler_core::scale_down::ScaleDownPlan,
+) -> impl Iterator<Item = (autoscaler_core::Sym, &'static str)> + 'a {
+    let ready: rustc_hash::FxHashMap<autoscaler_core::Sym, bool> = if plan.waiting.is_empty() {
+        Default::default()
+    } else {
+        view.nodes.iter().map(|n| (n.name, n.is_ready())).collect()
+    };
+    (plan.unremovable.iter())
+        .map(|(n, why)| (*n, unremovable_label(why)))
+        .chain(
+            (plan.waiting.iter())
+                .filter(|(_, w)| !matches!(w, Waiting::Cooldown(_)))
+                .map(move |(n, w)| {
+                    let r = ready.get(n).copied().unwrap_or(true);
+                    (*n, crate::events::waiting_class(w, r))
+                }),
+        )
+}
+
 /// The autoscaler's metrics in one registry. Every method takes `&self` (atomics), so one
 /// `Arc<Metrics>` is shared by the loop and the HTTP server.
 #[derive(Debug)]
@@ -548,9 +573,9 @@ impl Metrics {
         let plan = &outcome.scale_down;
         self.unneeded_nodes_count.set(count(plan.unneeded.len()));
         self.unremovable_nodes_count.clear();
-        for (_, why) in &plan.unremovable {
+        for (_, reason) in unremovable_reasons(view, plan) {
             self.unremovable_nodes_count
-                .get_or_create(&label("reason", unremovable_label(why)))
+                .get_or_create(&label("reason", reason))
                 .inc();
         }
         let cooldown = plan
@@ -1216,6 +1241,30 @@ mod tests {
             p.samples[&format!("{c}skipped_pods_count{{reason=too_young}}")],
             0.0
         );
+    }
+
+    /// `unremovable_nodes_count{reason}` counts, as upstream does, the unneeded nodes a loop
+    /// keeps under their reason (`NotUnneededLongEnough`, `NodeGroupMinSizeReached`, ...) besides
+    /// the unremovable ones; not those kept by the cool-down.
+    #[test]
+    fn unneeded_nodes_kept_are_counted_as_unremovable_by_their_reason() {
+        use autoscaler_core::scale_down::Unremovable;
+        let (c, mut outcome) = scaled_up_loop();
+        let (n1, n2) = (c.nodes[0].name, c.nodes[1].name);
+        let plan = &mut outcome.scale_down;
+        plan.unremovable = vec![(n1, Unremovable::MinSizeReached)];
+        plan.waiting = vec![(n2, Waiting::UnneededTime { deletable_at_ms: 1 })];
+        let m = Metrics::new();
+        m.observe_outcome(&c.view(), &outcome);
+        let s = parse(&m.encode()).expect("parses").samples;
+        let c = "cluster_autoscaler_unremovable_nodes_count";
+        assert_eq!(s[&format!("{c}{{reason=NodeGroupMinSizeReached}}")], 1.0);
+        assert_eq!(s[&format!("{c}{{reason=NotUnneededLongEnough}}")], 1.0);
+        outcome.scale_down.waiting = vec![(n2, Waiting::Cooldown("after a scale-up".into()))];
+        m.observe_outcome(&scaled_up_loop().0.view(), &outcome);
+        let s = parse(&m.encode()).expect("parses").samples;
+        assert!(!s.contains_key(&format!("{c}{{reason=NotUnneededLongEnough}}")));
+        assert_eq!(s[&format!("{c}{{reason=NodeGroupMinSizeReached}}")], 1.0);
     }
 
     /// `node_removal_latency_seconds{deleted}`: a node unneeded in one loop and gone (or tainted

@@ -145,8 +145,8 @@ struct ScaleDown {
     status: &'static str,
     #[serde(skip_serializing_if = "is_zero")]
     candidates: usize,
-    /// Ours (upstream's layout has no such field): the nodes this loop found not removable,
-    /// counted by upstream's reason (`unremovable_nodes_count{reason}`'s labels).
+    /// Ours (upstream's layout has no such field): the nodes this loop does not remove,
+    /// counted by upstream's reason, as `unremovable_nodes_count{reason}` counts them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     unremovable_nodes: BTreeMap<&'static str, usize>,
     last_probe_time: String,
@@ -277,11 +277,10 @@ pub fn status_yaml(
     // Unremovable nodes by reason, cluster-wide and per group index.
     let mut unremovable_all: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut unremovable = vec![BTreeMap::<&'static str, usize>::new(); st.groups.len()];
-    for (name, why) in &outcome.scale_down.unremovable {
-        let reason = crate::metrics::unremovable_label(why);
+    for (name, reason) in crate::metrics::unremovable_reasons(view, &outcome.scale_down) {
         *unremovable_all.entry(reason).or_default() += 1;
         if let Some(g) = by_name
-            .get(name)
+            .get(&name)
             .and_then(|n| view.provider.node_group_of(n))
             && let Some(u) = unremovable.get_mut(g)
         {
@@ -550,14 +549,15 @@ mod tests {
         assert_eq!(h["lastTransitionTime"], "2023-11-14T22:13:20Z");
     }
 
-    /// The nodes not removable are counted by upstream's reason, cluster-wide and in their
-    /// group (ours, beside upstream's `candidates`); none: no field.
+    /// The nodes not removed are counted by upstream's reason, cluster-wide and in their group
+    /// (ours, beside upstream's `candidates`); none: no field.
     #[test]
     fn unremovable_nodes_are_counted_by_reason_cluster_wide_and_per_group() {
         let c = Cluster::new(10, 0);
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let out = c.run(&mut a, T0);
-        // n1 runs a 3.5-CPU pod on 4 CPUs: above the 0.5 threshold.
+        // n1 runs a 3.5-CPU pod on 4 CPUs: above the 0.5 threshold; n2 is empty, unneeded
+        // since now: kept until --scale-down-unneeded-time passes.
         assert_eq!(out.scale_down.unremovable.len(), 1, "{:?}", out.scale_down);
         let y = parse(&status_yaml(
             &c.view(),
@@ -565,11 +565,12 @@ mod tests {
             T0,
             &mut Transitions::default(),
         ));
-        let counts = json!({"NotUnderutilized": 1});
+        let counts = json!({"NotUnderutilized": 1, "NotUnneededLongEnough": 1});
         assert_eq!(y["clusterWide"]["scaleDown"]["unremovableNodes"], counts);
         assert_eq!(y["nodeGroups"][0]["scaleDown"]["unremovableNodes"], counts);
         let mut none = out;
         none.scale_down.unremovable.clear();
+        none.scale_down.waiting.clear();
         let y = parse(&status_yaml(
             &c.view(),
             &none,
