@@ -571,7 +571,12 @@ pub fn markdown(cmd: &Command) -> String {
          that asks for it, it is accepted and said at start and under `unsupportedSettings` \
          in the status ConfigMap). A bad value stops the binary with exit code 2, naming the \
          flag.\n\n\
-         Flags of this autoscaler only: `--config FILE` (a `ClusterAutoscaler` resource).\n",
+         Flags of this autoscaler only: `--config FILE` (a `ClusterAutoscaler` resource), \
+         `--enable-explain-endpoint` (serve the last loop's plan at `/explain` on `--address`, \
+         the JSON document `plan --output json` prints) and `--emit-unremovable-node-events` \
+         (a `NoScaleDown` event on each node not removed, with why; again when the reason \
+         changes, else at most every 5 minutes per node); both off by default. See \
+         docs/troubleshooting.md.\n",
     );
     let sections = [
         (Source::Autoscaling, "Autoscaling"),
@@ -620,7 +625,11 @@ mod tests {
     use clap::{CommandFactory, Parser};
 
     /// Flags of this autoscaler that upstream does not have.
-    const OURS: &[&str] = &["config"];
+    const OURS: &[&str] = &[
+        "config",
+        "enable-explain-endpoint",
+        "emit-unremovable-node-events",
+    ];
 
     #[derive(Debug, Parser)]
     struct TestCli {

@@ -166,6 +166,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub emit_per_nodegroup_metrics: Option<bool>,
+    /// Serve the last loop's plan (the document `plan --output json` prints) at `/explain` on
+    /// `--address`, when this replica leads. Ours, not upstream's [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub enable_explain_endpoint: Option<bool>,
+    /// Put a `NoScaleDown` event on each node a loop does not remove, saying why (the reason
+    /// class and the detail `plan` prints); again when the reason changes, else at most every
+    /// 5 minutes per node. Ours, not upstream's [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub emit_unremovable_node_events: Option<bool>,
     /// The other upstream flags this autoscaler does not implement (see [`crate::flags`]).
     #[command(flatten)]
     pub compat: crate::flags::CompatArgs,
@@ -755,6 +766,11 @@ impl RunOptions {
         set(
             &mut c.emit_per_nodegroup_metrics,
             args.emit_per_nodegroup_metrics,
+        );
+        set(&mut c.enable_explain_endpoint, args.enable_explain_endpoint);
+        set(
+            &mut c.emit_unremovable_node_events,
+            args.emit_unremovable_node_events,
         );
         c.identity = identity(env);
 

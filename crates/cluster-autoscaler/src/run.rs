@@ -271,6 +271,17 @@ fn build_client(mut config: kube::Config, what: &str) -> Result<kube::Client, Cl
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
 }
 
+/// The workload and management clients `run` would build for `opts` (`--kubeconfig` or
+/// `KUBECONFIG`, `--cloud-config`), for `plan` on a live cluster; errors exit 2.
+pub async fn clients_of(opts: &RunOptions) -> Result<autoscaler_kube::Clients, CliError> {
+    let kubeconfig = match (&opts.kubeconfig, single_kubeconfig_env()) {
+        (Some(path), _) => Some(Kubeconfig::read("--kubeconfig", path.clone())?),
+        (None, Some(path)) => Some(Kubeconfig::read("KUBECONFIG", path)?),
+        (None, None) => None,
+    };
+    clients(kubeconfig, Management::read(&opts.management)?).await
+}
+
 /// The decision's options for one version of the cluster's `ClusterAutoscaler` (`None`: absent
 /// or deleted), with the flags over it: the options and what to warn about, or why the version
 /// is refused.

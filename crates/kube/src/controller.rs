@@ -24,11 +24,14 @@ use tokio::time::Instant;
 use crate::Clients;
 use crate::actuator::Actuator;
 use crate::correlator::{CorrelatorOptions, DropReason};
-use crate::events::{EventSink, EventSpec, PublishStats, events_of, max_nodes_total_event};
+use crate::events::{
+    EventSink, EventSpec, NoScaleDownEvents, PublishStats, events_of, max_nodes_total_event,
+};
 use crate::execute::Executor;
 use crate::health::Health;
 use crate::leader::{self, LeaderConfig};
 use crate::metrics::{FailedScaleUpReason, GpuLabels, Metrics, ScaleDownReason};
+use crate::server::LastPlan;
 use crate::status::{
     Transitions, status_time, status_yaml, with_unsupported_settings, write_status,
 };
@@ -90,6 +93,11 @@ pub struct ControllerConfig {
     /// `--node-deletion-delay-timeout` (2m): the longest a deletion waits for the node's
     /// `delay-deletion.cluster-autoscaler.kubernetes.io/*` annotations to go.
     pub node_deletion_delay_timeout: Duration,
+    /// `--enable-explain-endpoint` (ours, false): serve the last loop's plan at `/explain`.
+    pub enable_explain_endpoint: bool,
+    /// `--emit-unremovable-node-events` (ours, false): `NoScaleDown` events on the nodes not
+    /// removed, with why (see [`NoScaleDownEvents`]).
+    pub emit_unremovable_node_events: bool,
 }
 
 impl ControllerConfig {
@@ -129,6 +137,8 @@ impl Default for ControllerConfig {
             cordon_node_before_terminating: true,
             node_delete_delay_after_taint: Duration::from_secs(5),
             node_deletion_delay_timeout: Duration::from_secs(120),
+            enable_explain_endpoint: false,
+            emit_unremovable_node_events: false,
         }
     }
 }
@@ -173,6 +183,8 @@ pub struct Parts {
     /// resource, watched by the binary): each loop takes the latest; `None` keeps
     /// [`ControllerConfig::autoscaler`].
     pub options: Option<watch::Receiver<AutoscalerOptions>>,
+    /// Where each loop leaves its plan for `/explain` (`--enable-explain-endpoint`).
+    pub explain: Option<Arc<LastPlan>>,
 }
 
 /// Runs the controller until the process is told to stop (SIGTERM / Ctrl-C). The workload
@@ -204,12 +216,20 @@ pub async fn run_with_options(
                 address: config.address,
                 source,
             })?;
-    tracing::info!(address = %config.address, "serving /metrics and /health-check");
+    let explain = config
+        .enable_explain_endpoint
+        .then(|| Arc::new(LastPlan::default()));
+    tracing::info!(
+        address = %config.address,
+        explain = explain.is_some(),
+        "serving /metrics and /health-check"
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(crate::server::serve(
         listener,
         metrics.clone(),
         health.clone(),
+        explain.clone(),
         stopped(stop_rx.clone()),
     ));
     let watch_config = WatchConfig {
@@ -252,6 +272,7 @@ pub async fn run_with_options(
         metrics,
         health,
         options,
+        explain,
     };
     let leadership = config.leader_elect.then(|| {
         leader::spawn(
@@ -516,6 +537,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         events,
         transitions: Transitions::default(),
         gpus: Gpus::default(),
+        no_scale_down: NoScaleDownEvents::default(),
     };
     let mut next = Instant::now();
     let mut first_loop = true;
@@ -583,6 +605,8 @@ struct Term {
     transitions: Transitions,
     /// The GPUs of the groups and nodes of the last loop, to label the GPU counters.
     gpus: Gpus,
+    /// What `NoScaleDown` events said about which node (`--emit-unremovable-node-events`).
+    no_scale_down: NoScaleDownEvents,
 }
 
 /// The GPU of each node group (from a registered node of the group, else the provider's
@@ -679,6 +703,10 @@ impl Term {
                     .function_duration(phase.label(), took.as_secs_f64());
             }
             parts.metrics.observe_outcome(&view, &outcome);
+            parts
+                .metrics
+                .observe_limits(&self.autoscaler.options().scale_up.limits);
+            parts.metrics.observe_removals(&view, &outcome, now_ms);
             let bypassed = &config.autoscaler.scale_up.pending.bypassed_schedulers;
             if !bypassed.is_empty() {
                 let unprocessed = pods.iter().filter(|p| is_unprocessed(p, bypassed)).count();
@@ -693,6 +721,19 @@ impl Term {
             let mut events = events_of(&view, &outcome);
             let max_total = self.autoscaler.options().scale_up.limits.max_nodes_total;
             events.extend(max_nodes_total_event(&view, &outcome, max_total));
+            if config.emit_unremovable_node_events {
+                events.extend(self.no_scale_down.events_of(&view, &outcome, now_ms));
+            }
+            if let Some(last) = &parts.explain {
+                // The document `plan --output json` prints for the same loop.
+                last.set(crate::plan::json_text(&crate::plan::Explained {
+                    view: &view,
+                    outcome: &outcome,
+                    provider_warnings: &[],
+                    now_ms,
+                    show_nodes: crate::plan::SHOW_NODES,
+                }));
+            }
             crate::explain::log(&crate::explain::lines_of(
                 &view,
                 &outcome,
@@ -1133,6 +1174,7 @@ mod tests {
                 Duration::from_secs(900),
             )),
             options: None,
+            explain: None,
         };
         (parts, unsynced_tx)
     }

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use autoscaler_core::Pod;
+use autoscaler_core::scale_down::Waiting;
 use autoscaler_core::scale_up::reasons::GroupReasons;
 use autoscaler_core::{ClusterView, LoopOutcome};
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, EventSource, ObjectReference};
@@ -42,6 +43,10 @@ pub const DELETE_UNREGISTERED_FAILED: &str = "DeleteUnregisteredFailed";
 pub const MAX_NODES_TOTAL_REACHED: &str = "MaxNodesTotalReached";
 /// Reason: a taint left by a previous instance was removed at start (on the node).
 pub const CLUSTER_AUTOSCALER_CLEANUP: &str = "ClusterAutoscalerCleanup";
+
+/// Reason: a node is not removed, with the reason class and why (on the node; ours, off by
+/// default: upstream has no event per unremovable node). See [`NoScaleDownEvents`].
+pub const NO_SCALE_DOWN: &str = "NoScaleDown";
 
 /// Reason: a change of OpenShift's `ClusterAutoscaler` resource was refused (on that object).
 /// Upstream never reads the resource, so it has no reason of its own for this.
@@ -305,6 +310,93 @@ pub fn max_nodes_total_event(
     })
 }
 
+/// How often a node that stays not removable for the same reason class gets its
+/// [`NO_SCALE_DOWN`] event again: client-go's spam filter refills one event per object every
+/// 5 minutes, and one every 5 minutes per node is the most a large cluster should write.
+pub const NO_SCALE_DOWN_REPEAT_MS: i64 = 5 * 60 * 1000;
+
+/// The reason class of an unneeded node that is kept (`ready`: whether the node is ready), by
+/// upstream's names of unremovable reasons where upstream has one (`ScaleDownInCooldown` is
+/// ours: upstream does not look at single nodes during the cool-down).
+pub fn waiting_class(w: &Waiting, ready: bool) -> &'static str {
+    match w {
+        Waiting::UnneededTime { .. } if !ready => "NotUnreadyLongEnough",
+        Waiting::UnneededTime { .. } => "NotUnneededLongEnough",
+        Waiting::MinSize => "NodeGroupMinSizeReached",
+        Waiting::Limit(_) => "MinimalResourceLimitExceeded",
+        Waiting::Parallelism => "NodeGroupMaxDeletionCountReached",
+        Waiting::Cooldown(_) => "ScaleDownInCooldown",
+    }
+}
+
+/// `NoScaleDown` events on the nodes a loop does not remove, with the reason class and the
+/// detail `plan` prints: one when a node's class changes, and again at most every
+/// [`NO_SCALE_DOWN_REPEAT_MS`] while it stays (so 15,000 unremovable nodes do not write 15,000
+/// events each loop). Pure: it remembers only what it said about which node and when.
+#[derive(Debug, Default)]
+pub struct NoScaleDownEvents {
+    /// Node to (class, when its event was last given).
+    said: rustc_hash::FxHashMap<String, (&'static str, i64)>,
+}
+
+impl NoScaleDownEvents {
+    /// The events for `outcome` (decided on `view`) at `now_ms`: for each node not removable,
+    /// and each unneeded node kept, whose class is new or whose last event is old enough.
+    pub fn events_of(
+        &mut self,
+        view: &ClusterView<'_>,
+        outcome: &LoopOutcome,
+        now_ms: i64,
+    ) -> Vec<EventSpec> {
+        let down = &outcome.scale_down;
+        let nodes: rustc_hash::FxHashMap<&str, &autoscaler_core::Node> =
+            view.nodes.iter().map(|n| (n.name.as_str(), &**n)).collect();
+        let mut seen = rustc_hash::FxHashMap::default();
+        let mut out = Vec::new();
+        let not_removed = down
+            .unremovable
+            .iter()
+            .map(|(n, why)| {
+                let class = crate::metrics::unremovable_label(why);
+                (n.as_str(), class, format!("{class}: {why}"))
+            })
+            .chain(down.waiting.iter().map(|(n, w)| {
+                let ready = nodes.get(n.as_str()).is_none_or(|n| n.is_ready());
+                let class = waiting_class(w, ready);
+                let detail = crate::plan::unneeded_status(Some(w), now_ms);
+                (n.as_str(), class, format!("{class}: {detail}"))
+            }));
+        for (node, class, message) in not_removed {
+            let due = match self.said.get(node) {
+                Some((c, at)) => *c != class || now_ms - at >= NO_SCALE_DOWN_REPEAT_MS,
+                None => true,
+            };
+            let at = if due {
+                out.push(EventSpec {
+                    target: Target::Node {
+                        name: node.to_string(),
+                        uid: nodes
+                            .get(node)
+                            .map(|n| n.uid.to_string())
+                            .unwrap_or_default(),
+                    },
+                    reason: NO_SCALE_DOWN,
+                    message: format!("node is not removed: {message}").into(),
+                    warning: false,
+                });
+                now_ms
+            } else {
+                self.said.get(node).map_or(now_ms, |(_, at)| *at)
+            };
+            seen.insert(node.to_string(), (class, at));
+        }
+        // A node removable again (or gone) is forgotten: if it becomes unremovable later, that
+        // is said at once.
+        self.said = seen;
+        out
+    }
+}
+
 /// What one [`EventSink::publish`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PublishStats {
@@ -560,6 +652,95 @@ pub(crate) fn increases_text(
 mod tests {
     use super::*;
     use crate::test_cluster::Cluster;
+
+    /// `NoScaleDown` on each node not removed, with the class and the detail `plan` prints;
+    /// again only when the class changes or after the repeat interval; a node that leaves the
+    /// list and comes back is said again at once.
+    #[test]
+    fn nodes_not_removed_get_a_no_scale_down_event_when_their_reason_changes_or_ages() {
+        use autoscaler_core::scale_down::Unremovable;
+        let c = Cluster::new(10, 0);
+        let view = c.view();
+        let mut outcome = c.first_loop();
+        let (n1, n2) = (c.nodes[0].name, c.nodes[1].name);
+        outcome.scale_down.unneeded = vec![(n2, 0)];
+        outcome.scale_down.unremovable = vec![(
+            n1,
+            Unremovable::NotUnderutilized {
+                utilization: 0.875,
+                threshold: 0.5,
+            },
+        )];
+        outcome.scale_down.waiting = vec![(
+            n2,
+            Waiting::UnneededTime {
+                deletable_at_ms: 600_000,
+            },
+        )];
+        let mut e = NoScaleDownEvents::default();
+        let first = e.events_of(&view, &outcome, 0);
+        let lines: Vec<String> = first
+            .iter()
+            .map(|s| match &s.target {
+                Target::Node { name, uid } => {
+                    assert_eq!(
+                        uid.as_str(),
+                        view.nodes
+                            .iter()
+                            .find(|n| n.name.as_str() == name)
+                            .map(|n| n.uid.as_ref())
+                            .unwrap_or("?")
+                    );
+                    format!("{} {name}: {}", s.reason, s.message)
+                }
+                other => panic!("not on a node: {other:?}"),
+            })
+            .collect();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("NoScaleDown n1: node is not removed: NotUnderutilized: "),
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines[1],
+            "NoScaleDown n2: node is not removed: NotUnneededLongEnough: unneeded; deletable \
+             after 10m0s"
+        );
+        // A minute later, same classes: nothing new.
+        assert!(e.events_of(&view, &outcome, 60_000).is_empty());
+        // n2's class changes: only n2.
+        outcome.scale_down.waiting = vec![(n2, Waiting::MinSize)];
+        let changed = e.events_of(&view, &outcome, 120_000);
+        assert_eq!(changed.len(), 1);
+        assert!(
+            changed[0]
+                .message
+                .contains("NodeGroupMinSizeReached: unneeded; kept: node group min size"),
+            "{changed:?}"
+        );
+        // The interval after n1's event: n1 again, n2 (said at 120 s) not yet.
+        let aged = e.events_of(&view, &outcome, NO_SCALE_DOWN_REPEAT_MS);
+        assert_eq!(aged.len(), 1);
+        assert_eq!(
+            aged[0].target,
+            Target::Node {
+                name: "n1".into(),
+                uid: c.nodes[0].uid.to_string()
+            }
+        );
+        // n1 removable for a loop, then not again: said at once.
+        let unremovable = std::mem::take(&mut outcome.scale_down.unremovable);
+        assert!(
+            e.events_of(&view, &outcome, NO_SCALE_DOWN_REPEAT_MS + 1)
+                .is_empty()
+        );
+        outcome.scale_down.unremovable = unremovable;
+        assert_eq!(
+            e.events_of(&view, &outcome, NO_SCALE_DOWN_REPEAT_MS + 2)
+                .len(),
+            1
+        );
+    }
 
     use autoscaler_core::names::SCALED_UP_GROUP;
     use http::{Method, Request, Response, StatusCode};

@@ -19,6 +19,7 @@ pub mod explain;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod plan;
 pub mod server;
 pub mod slim;
 pub mod status;

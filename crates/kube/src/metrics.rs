@@ -12,12 +12,13 @@
 //! `skipped_scale_events_count`) are exposed as gauges holding the running total, so their
 //! series names stay upstream's (OpenMetrics requires a counter's samples to end in `_total`).
 
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
-use autoscaler_core::model::limits::ClusterTotals;
+use autoscaler_core::model::limits::{ClusterTotals, ResourceLimits};
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::scale_down::{Unremovable, Waiting};
-use autoscaler_core::scale_up::pending::is_unschedulable;
+use autoscaler_core::scale_up::pending::{SetAside, is_unschedulable};
 use autoscaler_core::{ClusterStatus, ClusterView, LoopOutcome, Node};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -41,6 +42,12 @@ type HistogramFn = fn() -> Histogram;
 /// Upstream's buckets for `function_duration_seconds`: 0.01 s growing by 1.5x, 30 buckets.
 fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.01, 1.5, 30))
+}
+
+/// Upstream's buckets for `node_removal_latency_seconds`: 1 s growing by 1.5x, 19 buckets
+/// (about 25 minutes).
+fn removal_latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 1.5, 19))
 }
 
 /// Why nodes were removed (`scaled_down_nodes_total{reason}`).
@@ -98,8 +105,9 @@ impl FailedScaleUpReason {
     }
 }
 
-/// Upstream's `unremovable_nodes_count{reason}` label for a core reason.
-fn unremovable_label(u: &Unremovable) -> &'static str {
+/// Upstream's `unremovable_nodes_count{reason}` label for a core reason (also the reason class
+/// of the status ConfigMap's counts and of the `NoScaleDown` node events).
+pub fn unremovable_label(u: &Unremovable) -> &'static str {
     match u {
         Unremovable::NotAutoscaled => "NotAutoscaled",
         Unremovable::ScaleDownDisabledAnnotation => "ScaleDownDisabledAnnotation",
@@ -115,6 +123,31 @@ fn unremovable_label(u: &Unremovable) -> &'static str {
         Unremovable::MinimalResourceLimit(_) => "MinimalResourceLimitExceeded",
         Unremovable::NotConsidered(_) => "NotUnneededOtherReason",
     }
+}
+
+/// The reason of every node a loop does not remove, as upstream counts them: the unremovable
+/// nodes, and the unneeded nodes it keeps (not unneeded long enough, min size, limits,
+/// parallelism), which upstream counts under their reason too; not those kept by the cool-down,
+/// when upstream looks at no single node.
+pub fn unremovable_reasons<'a>(
+    view: &ClusterView<'a>,
+    plan: &'a autoscaler_core::scale_down::ScaleDownPlan,
+) -> impl Iterator<Item = (autoscaler_core::Sym, &'static str)> + 'a {
+    let ready: rustc_hash::FxHashMap<autoscaler_core::Sym, bool> = if plan.waiting.is_empty() {
+        Default::default()
+    } else {
+        view.nodes.iter().map(|n| (n.name, n.is_ready())).collect()
+    };
+    (plan.unremovable.iter())
+        .map(|(n, why)| (*n, unremovable_label(why)))
+        .chain(
+            (plan.waiting.iter())
+                .filter(|(_, w)| !matches!(w, Waiting::Cooldown(_)))
+                .map(move |(n, w)| {
+                    let r = ready.get(n).copied().unwrap_or(true);
+                    (*n, crate::events::waiting_class(w, r))
+                }),
+        )
 }
 
 /// The autoscaler's metrics in one registry. Every method takes `&self` (atomics), so one
@@ -150,6 +183,14 @@ pub struct Metrics {
     old_unregistered_nodes_removed_count: Gauge,
     skipped_scale_events_count: Family<Labels, Gauge>,
     events_dropped_total: Family<Labels, Counter>,
+    cpu_limits_cores: Family<Labels, Gauge>,
+    memory_limits_bytes: Family<Labels, Gauge>,
+    pending_node_deletions: Gauge,
+    skipped_pods_count: Family<Labels, Gauge>,
+    node_removal_latency_seconds: Family<Labels, Histogram, HistogramFn>,
+    /// The unneeded nodes of the last loop and since when (ms), for
+    /// `node_removal_latency_seconds`.
+    unneeded_since: Mutex<rustc_hash::FxHashMap<String, i64>>,
     /// `--emit-per-nodegroup-metrics`: the per-group gauges are registered and set.
     per_node_group: bool,
 }
@@ -199,6 +240,25 @@ fn label(name: &'static str, value: &str) -> Labels {
     vec![(name, value.to_string())]
 }
 
+/// `skipped_pods_count`'s `reason` values (ours: upstream's label values are not published).
+const SKIPPED_REASONS: [&str; 3] = ["expendable", "too_young", "nominated"];
+
+fn skipped_index(why: &SetAside) -> usize {
+    match why {
+        SetAside::Expendable { .. } => 0,
+        SetAside::TooYoung { .. } => 1,
+        SetAside::Nominated { .. } => 2,
+    }
+}
+
+/// Whether a node is on its way out: deleted, or tainted for deletion by the autoscaler.
+fn being_deleted(n: &Node) -> bool {
+    n.deletion_ms.is_some()
+        || n.taints
+            .iter()
+            .any(|t| t.key.as_str() == TO_BE_DELETED_TAINT)
+}
+
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -246,6 +306,14 @@ impl Metrics {
             old_unregistered_nodes_removed_count: Gauge::default(),
             skipped_scale_events_count: Family::default(),
             events_dropped_total: Family::default(),
+            cpu_limits_cores: Family::default(),
+            memory_limits_bytes: Family::default(),
+            pending_node_deletions: Gauge::default(),
+            skipped_pods_count: Family::default(),
+            node_removal_latency_seconds: Family::new_with_constructor(
+                removal_latency_histogram as HistogramFn,
+            ),
+            unneeded_since: Mutex::default(),
             per_node_group,
             registry: Registry::default(),
         };
@@ -284,6 +352,16 @@ impl Metrics {
             "cluster_memory_current_bytes",
             "Current number of bytes of memory in the cluster, minus deleting nodes",
             m.cluster_memory_current_bytes.clone(),
+        );
+        r.register(
+            "cpu_limits_cores",
+            "Minimum and maximum number of cores in the cluster",
+            m.cpu_limits_cores.clone(),
+        );
+        r.register(
+            "memory_limits_bytes",
+            "Minimum and maximum number of bytes of memory in cluster",
+            m.memory_limits_bytes.clone(),
         );
         if per_node_group {
             m.register_per_node_group(r);
@@ -362,6 +440,22 @@ impl Metrics {
             "skipped_scale_events_count",
             "Count of scaling events that the CA has chosen to skip",
             m.skipped_scale_events_count.clone(),
+        );
+        r.register(
+            "pending_node_deletions",
+            "Number of nodes that haven't been removed or aborted after finished scale-down phase",
+            m.pending_node_deletions.clone(),
+        );
+        r.register(
+            "skipped_pods_count",
+            "Number of pending pods left out of the loop's scale-up simulation, by reason",
+            m.skipped_pods_count.clone(),
+        );
+        r.register(
+            "node_removal_latency_seconds",
+            "Latency from when an unneeded node is eligible for scale down until it is removed \
+             (deleted=true) or it became needed again (deleted=false)",
+            m.node_removal_latency_seconds.clone(),
         );
         // Not upstream's: upstream's recorder drops silently.
         r.register(
@@ -479,9 +573,9 @@ impl Metrics {
         let plan = &outcome.scale_down;
         self.unneeded_nodes_count.set(count(plan.unneeded.len()));
         self.unremovable_nodes_count.clear();
-        for (_, why) in &plan.unremovable {
+        for (_, reason) in unremovable_reasons(view, plan) {
             self.unremovable_nodes_count
-                .get_or_create(&label("reason", unremovable_label(why)))
+                .get_or_create(&label("reason", reason))
                 .inc();
         }
         let cooldown = plan
@@ -489,6 +583,67 @@ impl Metrics {
             .iter()
             .any(|(_, w)| matches!(w, Waiting::Cooldown(_)));
         self.scale_down_in_cooldown.set(i64::from(cooldown));
+        self.pending_node_deletions.set(count(status.being_deleted));
+
+        let mut skipped = [0usize; 3];
+        for (_, why) in &outcome.scale_up.set_aside {
+            skipped[skipped_index(why)] += 1;
+        }
+        for (reason, n) in SKIPPED_REASONS.iter().zip(skipped) {
+            self.skipped_pods_count
+                .get_or_create(&label("reason", reason))
+                .set(count(n));
+        }
+    }
+
+    /// Sets `cpu_limits_cores` and `memory_limits_bytes` (`direction` `minimum` / `maximum`)
+    /// from the cluster-wide limits the loop decides with (`--cores-total`, `--memory-total`).
+    pub fn observe_limits(&self, limits: &ResourceLimits) {
+        for (direction, cores, bytes) in [
+            ("minimum", limits.cpu.min(), limits.memory.min()),
+            ("maximum", limits.cpu.max(), limits.memory.max()),
+        ] {
+            self.cpu_limits_cores
+                .get_or_create(&label("direction", direction))
+                .set(cores / 1000);
+            self.memory_limits_bytes
+                .get_or_create(&label("direction", direction))
+                .set(bytes);
+        }
+    }
+
+    /// Observes `node_removal_latency_seconds` for the nodes that were unneeded in the previous
+    /// loop and are not any more: `deleted="true"` when the node is gone or being deleted,
+    /// `"false"` when it became needed again; the time since it became unneeded. `now_ms` is the
+    /// loop's decision time.
+    pub fn observe_removals(&self, view: &ClusterView<'_>, outcome: &LoopOutcome, now_ms: i64) {
+        let now: rustc_hash::FxHashMap<String, i64> = outcome
+            .scale_down
+            .unneeded
+            .iter()
+            .map(|(n, since)| (n.as_str().to_string(), *since))
+            .collect();
+        let mut previous = self
+            .unneeded_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<(&String, i64)> = previous
+            .iter()
+            .filter(|(n, _)| !now.contains_key(*n))
+            .map(|(n, since)| (n, *since))
+            .collect();
+        if !gone.is_empty() {
+            let live: rustc_hash::FxHashMap<&str, &Node> =
+                view.nodes.iter().map(|n| (n.name.as_str(), &**n)).collect();
+            for (name, since) in gone {
+                let deleted = live.get(name.as_str()).is_none_or(|n| being_deleted(n));
+                let secs = now_ms.saturating_sub(since).max(0) as f64 / 1000.0;
+                self.node_removal_latency_seconds
+                    .get_or_create(&label("deleted", if deleted { "true" } else { "false" }))
+                    .observe(secs);
+            }
+        }
+        *previous = now;
     }
 
     /// Sets the per-group gauges. The families are rebuilt so groups that disappeared and
@@ -1021,6 +1176,152 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("reason=\"rate_limit\""), "{text}");
+    }
+
+    /// Upstream's `cpu_limits_cores`, `memory_limits_bytes`, `pending_node_deletions` and
+    /// `skipped_pods_count`: exposed with upstream's names, labels and units, and set from the
+    /// limits and the loop.
+    #[test]
+    fn limits_pending_deletions_and_skipped_pods_are_exposed_and_move() {
+        let (c, mut outcome) = scaled_up_loop();
+        let view = c.view();
+        let m = Metrics::new();
+        m.observe_limits(&ResourceLimits::default());
+        outcome.status.being_deleted = 2;
+        let pod = c.pods[1].clone();
+        outcome.scale_up.set_aside = vec![
+            (pod.clone(), SetAside::TooYoung { eligible_at_ms: 5 }),
+            (pod.clone(), SetAside::TooYoung { eligible_at_ms: 6 }),
+            (
+                pod,
+                SetAside::Expendable {
+                    priority: -20,
+                    cutoff: -10,
+                },
+            ),
+        ];
+        m.observe_outcome(&view, &outcome);
+        let text = m.encode();
+        let p = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let c = "cluster_autoscaler_";
+        for (k, v) in [
+            ("cpu_limits_cores{direction=minimum}", 0.0),
+            ("cpu_limits_cores{direction=maximum}", 320_000.0),
+            ("memory_limits_bytes{direction=minimum}", 0.0),
+            (
+                "memory_limits_bytes{direction=maximum}",
+                (6_400_000 * GI) as f64,
+            ),
+            ("pending_node_deletions{}", 2.0),
+            ("skipped_pods_count{reason=too_young}", 2.0),
+            ("skipped_pods_count{reason=expendable}", 1.0),
+            ("skipped_pods_count{reason=nominated}", 0.0),
+        ] {
+            let key = format!("{c}{k}");
+            assert_eq!(p.samples.get(&key).copied(), Some(v), "{key} in\n{text}");
+        }
+        for family in [
+            "cpu_limits_cores",
+            "memory_limits_bytes",
+            "pending_node_deletions",
+            "skipped_pods_count",
+        ] {
+            assert_eq!(
+                p.types.get(&format!("{c}{family}")).map(String::as_str),
+                Some("gauge")
+            );
+        }
+        // The next loop: nothing set aside, nothing being deleted.
+        outcome.scale_up.set_aside.clear();
+        outcome.status.being_deleted = 0;
+        m.observe_outcome(&view, &outcome);
+        let p = parse(&m.encode()).expect("parses");
+        assert_eq!(p.samples[&format!("{c}pending_node_deletions{{}}")], 0.0);
+        assert_eq!(
+            p.samples[&format!("{c}skipped_pods_count{{reason=too_young}}")],
+            0.0
+        );
+    }
+
+    /// `unremovable_nodes_count{reason}` counts, as upstream does, the unneeded nodes a loop
+    /// keeps under their reason (`NotUnneededLongEnough`, `NodeGroupMinSizeReached`, ...) besides
+    /// the unremovable ones; not those kept by the cool-down.
+    #[test]
+    fn unneeded_nodes_kept_are_counted_as_unremovable_by_their_reason() {
+        use autoscaler_core::scale_down::Unremovable;
+        let (c, mut outcome) = scaled_up_loop();
+        let (n1, n2) = (c.nodes[0].name, c.nodes[1].name);
+        let plan = &mut outcome.scale_down;
+        plan.unremovable = vec![(n1, Unremovable::MinSizeReached)];
+        plan.waiting = vec![(n2, Waiting::UnneededTime { deletable_at_ms: 1 })];
+        let m = Metrics::new();
+        m.observe_outcome(&c.view(), &outcome);
+        let s = parse(&m.encode()).expect("parses").samples;
+        let c = "cluster_autoscaler_unremovable_nodes_count";
+        assert_eq!(s[&format!("{c}{{reason=NodeGroupMinSizeReached}}")], 1.0);
+        assert_eq!(s[&format!("{c}{{reason=NotUnneededLongEnough}}")], 1.0);
+        outcome.scale_down.waiting = vec![(n2, Waiting::Cooldown("after a scale-up".into()))];
+        m.observe_outcome(&scaled_up_loop().0.view(), &outcome);
+        let s = parse(&m.encode()).expect("parses").samples;
+        assert!(!s.contains_key(&format!("{c}{{reason=NotUnneededLongEnough}}")));
+        assert_eq!(s[&format!("{c}{{reason=NodeGroupMinSizeReached}}")], 1.0);
+    }
+
+    /// `node_removal_latency_seconds{deleted}`: a node unneeded in one loop and gone (or tainted
+    /// for deletion) in the next is observed as deleted, one that became needed again as not,
+    /// each with the time since it became unneeded.
+    #[test]
+    fn removal_latency_is_observed_when_a_node_stops_being_unneeded() {
+        let (mut c, mut outcome) = scaled_up_loop();
+        let m = Metrics::new();
+        let (n1, n2) = (c.nodes[0].name, c.nodes[1].name);
+        outcome.scale_down.unneeded = vec![(n1, 1_000), (n2, 2_000)];
+        m.observe_removals(&c.view(), &outcome, 5_000);
+        let hist = |m: &Metrics| parse(&m.encode()).expect("parses").samples;
+        assert!(
+            !hist(&m)
+                .keys()
+                .any(|k| k.starts_with("cluster_autoscaler_node_removal_latency_seconds_count")),
+            "nothing observed while both stay unneeded"
+        );
+        // n1 is removed, n2 stays and is needed again.
+        c.nodes.remove(0);
+        outcome.scale_down.unneeded.clear();
+        m.observe_removals(&c.view(), &outcome, 31_000);
+        let s = hist(&m);
+        let c = "cluster_autoscaler_node_removal_latency_seconds";
+        assert_eq!(s[&format!("{c}_count{{deleted=true}}")], 1.0);
+        assert_eq!(s[&format!("{c}_sum{{deleted=true}}")], 30.0);
+        assert_eq!(s[&format!("{c}_count{{deleted=false}}")], 1.0);
+        assert_eq!(s[&format!("{c}_sum{{deleted=false}}")], 29.0);
+        // Upstream's buckets: 1 s growing by 1.5x.
+        assert_eq!(
+            s[&format!("{c}_bucket{{deleted=true,le=25.62890625}}")],
+            0.0
+        );
+        assert_eq!(
+            s[&format!("{c}_bucket{{deleted=true,le=38.443359375}}")],
+            1.0
+        );
+        // Observed once: the next loop has nothing more to say about them.
+        m.observe_removals(&view_without_nodes(), &outcome, 60_000);
+        assert_eq!(hist(&m)[&format!("{c}_count{{deleted=true}}")], 1.0);
+    }
+
+    fn view_without_nodes() -> ClusterView<'static> {
+        static PROVIDER: std::sync::LazyLock<autoscaler_core::model::node_group::StaticProvider> =
+            std::sync::LazyLock::new(|| {
+                autoscaler_core::model::node_group::StaticProvider::new(Vec::new())
+            });
+        ClusterView {
+            nodes: &[],
+            pods: &[],
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &*PROVIDER,
+            pdbs: &[],
+            storage: autoscaler_core::model::storage::Storage::none(),
+        }
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! The HTTP endpoint on `--address`: `GET /metrics` (Prometheus / OpenMetrics text) and
-//! `GET /health-check` (200 `OK`, or 500 with the reason, for the liveness probe).
+//! The HTTP endpoint on `--address`: `GET /metrics` (Prometheus / OpenMetrics text),
+//! `GET /health-check` (200 `OK`, or 500 with the reason, for the liveness probe) and, with
+//! `--enable-explain-endpoint` (ours), `GET /explain`: the last loop's plan as one JSON
+//! document, the one `plan --output json` prints.
 //!
-//! It only reads [`Metrics`] and [`Health`]; it never changes the autoscaler's state.
+//! It only reads [`Metrics`], [`Health`] and [`LastPlan`]; it never changes the autoscaler's
+//! state.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -15,10 +18,27 @@ use axum::routing::get;
 use crate::health::Health;
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
+/// The last loop's plan document, as `/explain` serves it (set by the leader after each loop).
+#[derive(Debug, Default)]
+pub struct LastPlan(Mutex<Option<Arc<str>>>);
+
+impl LastPlan {
+    /// Replaces the document.
+    pub fn set(&self, json: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(json.into());
+    }
+
+    /// The document, once a loop has run.
+    pub fn get(&self) -> Option<Arc<str>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 #[derive(Clone)]
 struct Shared {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    explain: Option<Arc<LastPlan>>,
 }
 
 async fn metrics(State(s): State<Shared>) -> Response {
@@ -32,22 +52,52 @@ async fn health_check(State(s): State<Shared>) -> Response {
     }
 }
 
-/// The routes, for [`serve`] and tests.
-pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
-    Router::new()
-        .route("/metrics", get(self::metrics))
-        .route("/health-check", get(health_check))
-        .with_state(Shared { metrics, health })
+async fn explain(State(s): State<Shared>) -> Response {
+    match s.explain.as_ref().and_then(|e| e.get()) {
+        Some(doc) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            doc.to_string(),
+        )
+            .into_response(),
+        // The route exists only with the flag; before the first loop of a leader there is
+        // nothing to explain yet (a standby replica never has).
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no loop has run here yet (only the leader runs loops)\n",
+        )
+            .into_response(),
+    }
 }
 
-/// Serves `/metrics` and `/health-check` on `listener` until `shutdown` completes.
+/// The routes, for [`serve`] and tests: `/explain` only when `explain` is given.
+pub fn router(
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    explain: Option<Arc<LastPlan>>,
+) -> Router {
+    let mut r = Router::new()
+        .route("/metrics", get(self::metrics))
+        .route("/health-check", get(health_check));
+    if explain.is_some() {
+        r = r.route("/explain", get(self::explain));
+    }
+    r.with_state(Shared {
+        metrics,
+        health,
+        explain,
+    })
+}
+
+/// Serves `/metrics`, `/health-check` and (when given) `/explain` on `listener` until
+/// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    explain: Option<Arc<LastPlan>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics, health))
+    axum::serve(listener, router(metrics, health, explain))
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -96,15 +146,46 @@ mod tests {
     async fn start(
         health: Arc<Health>,
     ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+        start_with(health, None).await
+    }
+
+    async fn start_with(
+        health: Arc<Health>,
+        explain: Option<Arc<LastPlan>>,
+    ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let metrics = Arc::new(Metrics::new());
         metrics.scaled_up(3);
-        tokio::spawn(serve(listener, metrics, health, async {
+        tokio::spawn(serve(listener, metrics, health, explain, async {
             let _ = rx.await;
         }));
         (addr, tx)
+    }
+
+    /// `/explain` exists only with the flag; it says so before the first loop, then serves
+    /// the last document as JSON.
+    #[tokio::test]
+    async fn explain_is_served_only_when_enabled_and_after_a_loop() {
+        let health = || {
+            Arc::new(Health::new(
+                Duration::from_secs(600),
+                Duration::from_secs(900),
+            ))
+        };
+        let (addr, _stop) = start(health()).await;
+        assert_eq!(request(addr, "/explain").await.0, 404);
+
+        let plan = Arc::new(LastPlan::default());
+        let (addr, _stop2) = start_with(health(), Some(plan.clone())).await;
+        let (status, _, body) = request(addr, "/explain").await;
+        assert_eq!(status, 503);
+        assert!(body.contains("no loop has run"), "{body}");
+        plan.set("{\"now_ms\": 1}\n".into());
+        let (status, head, body) = request(addr, "/explain").await;
+        assert_eq!((status, body.as_str()), (200, "{\"now_ms\": 1}\n"));
+        assert!(head.contains("content-type: application/json"), "{head}");
     }
 
     #[tokio::test]

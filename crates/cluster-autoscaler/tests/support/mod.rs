@@ -44,8 +44,9 @@ impl Autoscaler {
         ));
         let log = std::fs::File::create(&stderr).expect("log file");
         let started = Instant::now();
+        let binary = binary();
         let mut words = wrapper.to_vec();
-        words.push(env!("CARGO_BIN_EXE_cluster-autoscaler"));
+        words.push(binary.to_str().expect("UTF-8 binary path"));
         let child = Command::new(words[0])
             .args(&words[1..])
             .arg("run")
@@ -121,6 +122,15 @@ impl Drop for Autoscaler {
             );
         }
     }
+}
+
+/// The binary under test: the one cargo built for this test, or `CLUSTER_AUTOSCALER_BIN` when
+/// set (a copy kept apart when several checkouts build into one shared target directory, where
+/// another build may replace the binary while the tests run).
+pub fn binary() -> PathBuf {
+    std::env::var_os("CLUSTER_AUTOSCALER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cluster-autoscaler")))
 }
 
 /// The last 12,000 bytes of `s` (on a character boundary), for printing a process's log.
