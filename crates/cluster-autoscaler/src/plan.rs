@@ -91,9 +91,12 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     }
     let options = &opts.controller.autoscaler;
     let namespace = &opts.controller.namespace;
-    let text = std::fs::read_to_string(&args.snapshot)
-        .with_context(|| format!("cannot read snapshot file {}", args.snapshot.display()))
-        .map_err(CliError::usage)?;
+    let text = crate::bounded_file::read_bounded_text(
+        &args.snapshot,
+        crate::bounded_file::SNAPSHOT_LIMIT,
+        "snapshot file",
+    )
+    .map_err(|e| CliError::usage(e.into()))?;
     let report = match args.output {
         OutputFormat::Text => {
             plan_text(&text, &config, options, namespace, now_ms, args.show_nodes)
