@@ -190,6 +190,11 @@ pub fn run_plugin(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+    if !interactive {
+        // Its own process group, so that killing it also kills what it started (a plugin is
+        // often a script); an interactive one stays in the terminal's foreground group.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| fail(format!("cannot start: {e}")))?;
@@ -251,8 +256,13 @@ pub fn run_plugin(
     parse_credential(&out, exec.api_version.as_deref()).map_err(fail)
 }
 
-/// Kills and reaps a child (it may have exited already).
+/// Kills and reaps a child (it may have exited already), and the process group it leads if
+/// it leads one.
 fn kill(child: &mut std::process::Child) {
+    let pid = rustix::process::Pid::from_child(child);
+    if rustix::process::getpgid(Some(pid)) == Ok(pid) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -602,6 +612,23 @@ mod tests {
             took >= Duration::from_secs(2) && took < Duration::from_secs(10),
             "{took:?}"
         );
+        // A script whose child holds its output open: both are killed, nothing lingers.
+        let pidfile =
+            std::env::temp_dir().join(format!("ca-exec-grandchild-{}", std::process::id()));
+        let p = script(
+            "grandchild.sh",
+            &format!("sleep 1000 &\necho $! > {}\nwait", pidfile.display()),
+        );
+        let e = run_plugin("admin", &exec(&p), SMALL)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("within 2 s"), "{e}");
+        std::thread::sleep(Duration::from_millis(200));
+        let pid = std::fs::read_to_string(&pidfile).unwrap();
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        // Gone, or a zombie waiting for its reaper.
+        assert!(stat.is_empty() || stat.contains(") Z "), "{stat}");
         // One that closes its output and goes on running is killed too.
         let p = script("lingers.sh", "exec >&-; exec sleep 1000");
         let e = run_plugin("admin", &exec(&p), SMALL)
