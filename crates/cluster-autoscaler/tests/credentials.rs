@@ -156,3 +156,85 @@ fn an_exec_plugin_that_writes_without_end_is_stopped_at_its_limit() {
     );
     assert!(start.elapsed() < std::time::Duration::from_secs(30));
 }
+
+/// The `Authorization` header of the first request the binary sends with kubeconfig `kc` (a
+/// plain-HTTP listener stands in for the API server and answers nothing).
+fn first_authorization(kc: &std::path::Path) -> String {
+    use std::io::{BufRead, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let text = std::fs::read_to_string(kc)
+        .unwrap()
+        .replace("PORT", &port.to_string());
+    std::fs::write(kc, text).unwrap();
+    let mut child = bin()
+        .args([
+            "run",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--address=127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Never wait without end: a binary that does not connect fails the test.
+    listener.set_nonblocking(true).unwrap();
+    let start = std::time::Instant::now();
+    let stream = loop {
+        match listener.accept() {
+            Ok((stream, _)) => break stream,
+            Err(_) if start.elapsed() < std::time::Duration::from_secs(30) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("no request within 30 s: {e}");
+            }
+        }
+    };
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut auth = String::new();
+    for line in BufReader::new(stream).lines() {
+        let line = line.unwrap();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("authorization: ") {
+            auth = v.to_string();
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    auth
+}
+
+#[test]
+fn requests_carry_the_token_of_the_exec_plugin_and_of_the_token_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir();
+    let plugin = dir.join("token-plugin.sh");
+    std::fs::write(
+        &plugin,
+        "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\
+         \"kind\":\"ExecCredential\",\"status\":{\"token\":\"from-plugin\"}}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = "{server: 'http://127.0.0.1:PORT'}";
+    let kc = kubeconfig(
+        "exec-good.yaml",
+        server,
+        // Relative to the kubeconfig's directory, as client-go resolves it.
+        "{exec: {apiVersion: client.authentication.k8s.io/v1, command: ./token-plugin.sh, \
+         interactiveMode: Never}}",
+    );
+    assert_eq!(first_authorization(&kc), "Bearer from-plugin");
+    std::fs::write(dir.join("token"), "from-file\n").unwrap();
+    let kc = kubeconfig("token-file.yaml", server, "{tokenFile: token}");
+    assert_eq!(first_authorization(&kc), "Bearer from-file");
+}
