@@ -104,6 +104,17 @@ fn err(field: String, why: impl Into<String>) -> FieldError {
 }
 
 fn check_cluster(c: &mut Cluster, at: &str) -> Result<(), FieldError> {
+    if let Some(proxy) = c.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+        let field = format!("{at}.proxy-url");
+        proxy
+            .parse::<http::Uri>()
+            .map_err(|e| err(field.clone(), format!("invalid URL: {e}")))?;
+        // The client is built without proxy support: say so here, with the field.
+        return Err(err(
+            field,
+            "proxies are not supported; reach the server directly",
+        ));
+    }
     match (&c.certificate_authority_data, &c.certificate_authority) {
         (Some(data), _) => {
             let field = format!("{at}.certificate-authority-data");
@@ -397,6 +408,18 @@ mod tests {
                 "{tokenFile: /dev/urandom}".to_string(),
                 "users[1] (u).user.tokenFile",
                 "1 MiB",
+            ),
+            (
+                "{server: 'https://x', proxy-url: 'http://proxy:3128'}".to_string(),
+                "{token: t}".to_string(),
+                "clusters[1] (c).cluster.proxy-url",
+                "not supported",
+            ),
+            (
+                "{server: 'https://x', proxy-url: 'http://a b'}".to_string(),
+                "{token: t}".to_string(),
+                "clusters[1] (c).cluster.proxy-url",
+                "invalid URL",
             ),
             (
                 SERVER.to_string(),
