@@ -153,6 +153,15 @@ fn check_user(u: &mut AuthInfo, at: &str) -> Result<(), FieldError> {
             )
         })
     };
+    // The client sends these tokens of an auth-provider (oidc, gcp) as they are.
+    if let Some(provider) = &u.auth_provider {
+        for key in ["id-token", "access-token"] {
+            if let Some(token) = provider.config.get(key) {
+                exec_plugin::bearer(token)
+                    .map_err(|why| err(format!("{at}.auth-provider.config.{key}"), why))?;
+            }
+        }
+    }
     if let Some(v) = &u.impersonate {
         header(v, format!("{at}.as"))?;
     }
@@ -317,6 +326,10 @@ mod tests {
             (r#"{token: "a\u0001b"}"#, "users[1] (u).user.token"),
             (r#"{token: "abc\n"}"#, "users[1] (u).user.token"),
             (r#"{token: t, as: "x\ty\u007f"}"#, "users[1] (u).user.as"),
+            (
+                r#"{auth-provider: {name: oidc, config: {id-token: "a\u0002"}}}"#,
+                "users[1] (u).user.auth-provider.config.id-token",
+            ),
             (r#"{token: t, as-uid: "\r"}"#, "users[1] (u).user.as-uid"),
             (
                 r#"{token: t, as-groups: [ok, "b\u0000"]}"#,

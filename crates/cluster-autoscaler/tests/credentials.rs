@@ -100,6 +100,11 @@ fn impersonation_and_certificates_that_cannot_be_used_are_refused_naming_the_fie
         ),
         (
             SERVER,
+            r#"{auth-provider: {name: oidc, config: {id-token: "a\u0002"}}}"#,
+            "users[0] (u).user.auth-provider.config.id-token",
+        ),
+        (
+            SERVER,
             r#"{token: t, as-groups: [a, "b\u0007"]}"#,
             "users[0] (u).user.as-groups[1]",
         ),
