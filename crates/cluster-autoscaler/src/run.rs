@@ -687,6 +687,25 @@ mod tests {
     }
 
     #[test]
+    fn kubeconfigs_are_read_in_utf8_and_utf16_with_byte_order_marks() {
+        let text = "kind: Config # ü\n";
+        let le: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain(text.encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        let be: Vec<u8> = [0xFE, 0xFF]
+            .into_iter()
+            .chain(text.encode_utf16().flat_map(u16::to_be_bytes))
+            .collect();
+        let bom: Vec<u8> = [0xEF, 0xBB, 0xBF].into_iter().chain(text.bytes()).collect();
+        for bytes in [text.as_bytes().to_vec(), le, be, bom] {
+            assert_eq!(kubeconfig_text(bytes).as_deref(), Ok(text));
+        }
+        assert!(kubeconfig_text(vec![0xFF, 0xFE, 0x00, 0xD8]).is_err());
+        assert!(kubeconfig_text(vec![0x80]).is_err());
+    }
+
+    #[test]
     fn server_urls_need_http_scheme_host_and_valid_port() {
         for ok in [
             "https://127.0.0.1:6443",
