@@ -33,14 +33,10 @@ fn origin(path: &std::path::Path) -> String {
 /// Why the config file was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
-    /// The file cannot be read.
-    #[error("cannot read config file {path}: {error}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why (part of the message, not a separate cause, so it prints once).
-        error: std::io::Error,
-    },
+    /// The file cannot be read, or is larger than [`crate::bounded_file::CONFIG_LIMIT`] (the
+    /// message names the file once and the cause once).
+    #[error(transparent)]
+    Read(crate::bounded_file::FileError),
     /// The file is not a `ClusterAutoscaler` resource (YAML syntax, unknown field, wrong type).
     #[error("{}: {message}", origin(path))]
     Parse {
@@ -201,10 +197,12 @@ pub struct ScaleDownSpec {
 
 /// Reads and parses the resource in `path`.
 pub fn load(path: &Path) -> Result<ClusterAutoscalerResource, ConfigFileError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigFileError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    let text = crate::bounded_file::read_bounded_text(
+        path,
+        crate::bounded_file::CONFIG_LIMIT,
+        "config file",
+    )
+    .map_err(ConfigFileError::Read)?;
     let mut r = parse(&text).map_err(|e| e.at(path))?;
     r.path = path.to_path_buf();
     Ok(r)

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bounded_file;
 mod config;
+mod credentials;
+mod exec_plugin;
 mod flags;
 #[cfg(test)]
 mod fuzz;

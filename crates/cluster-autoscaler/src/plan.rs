@@ -104,9 +104,12 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         print!("{report}");
         return Ok(());
     };
-    let text = std::fs::read_to_string(snapshot)
-        .with_context(|| format!("cannot read snapshot file {}", snapshot.display()))
-        .map_err(CliError::usage)?;
+    let text = crate::bounded_file::read_bounded_text(
+        snapshot,
+        crate::bounded_file::SNAPSHOT_LIMIT,
+        "snapshot file",
+    )
+    .map_err(|e| CliError::usage(e.into()))?;
     let report = match args.output {
         OutputFormat::Text => {
             plan_text(&text, &config, options, namespace, now_ms, args.show_nodes)

@@ -26,6 +26,7 @@ use autoscaler_kube::controller;
 use tracing_subscriber::EnvFilter;
 
 use crate::CliError;
+use crate::exec_plugin::RefreshingToken;
 use crate::options::{LogFormat, ManagementCluster, RunArgs, RunOptions};
 
 /// The autoscaler's own crates (their `tracing` targets).
@@ -86,43 +87,104 @@ fn init_logging(verbosity: u8, format: LogFormat) {
 
 /// A kubeconfig read at start, with where its path came from, for error messages.
 struct Kubeconfig {
-    /// `--kubeconfig` or `KUBECONFIG`.
+    /// `--kubeconfig`, `--cloud-config`, `KUBECONFIG` or `~/.kube/config`.
     origin: &'static str,
+    /// The file (for `KUBECONFIG`, its value).
     path: PathBuf,
     kc: kube::config::Kubeconfig,
 }
 
 impl Kubeconfig {
-    /// Reads and parses a kubeconfig file and checks the server of its current context; errors
-    /// name the origin, the path and the field (exit 2).
+    /// Reads and parses a kubeconfig file, checks the server and credentials of its current
+    /// context and reads the files it names; errors name the origin, the path and the field
+    /// (exit 2).
     fn read(origin: &'static str, path: PathBuf) -> Result<Kubeconfig, CliError> {
-        let kc = read_kubeconfig(origin, &path)?;
+        let mut kc = parse_kubeconfig(origin, &path)?;
+        check_kubeconfig(origin, &path, &mut kc)?;
         Ok(Kubeconfig { origin, path, kc })
     }
 }
 
-/// See [`Kubeconfig::read`].
-fn read_kubeconfig(origin: &str, path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
+/// Reads (bounded) and parses one kubeconfig file, its relative paths made absolute.
+fn parse_kubeconfig(origin: &str, path: &Path) -> Result<kube::config::Kubeconfig, CliError> {
     let usage = |msg: String| CliError::usage(anyhow!("{origin} {}: {msg}", path.display()));
-    // Read it once ourselves: kube's own error quotes the path twice and repeats the cause.
-    let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read: {e}")))?;
+    // Read once, here: kube's reader has no size limit.
+    let bytes =
+        crate::bounded_file::read_bounded(path, crate::bounded_file::KUBECONFIG_LIMIT, origin)
+            .map_err(|e| CliError::usage(e.into()))?;
+    let text = kubeconfig_text(bytes).map_err(|e| usage(e.into()))?;
     autoscaler_core::yaml_depth::check_depth(&text).map_err(|e| usage(e.to_string()))?;
-    let kc = kube::config::Kubeconfig::read_from(path)
+    let mut kc = kube::config::Kubeconfig::from_yaml(&text)
         .map_err(|e| usage(format!("cannot parse kubeconfig: {e}")))?;
-    if let Some((field, server)) = current_server(&kc) {
-        check_server_url(server).map_err(|e| usage(format!("{field}: {e}")))?;
+    if let Some(dir) = path.parent() {
+        crate::credentials::resolve_relative(&mut kc, dir);
     }
     Ok(kc)
 }
 
-/// `KUBECONFIG` when it names one existing file (kube reads it first when inferring): read and
-/// checked here like `--kubeconfig`, so its errors name it once. A list of files, or a file that
-/// is not there (kube then falls back to the in-cluster configuration), is left to kube.
-fn single_kubeconfig_env() -> Option<PathBuf> {
-    let value = std::env::var_os("KUBECONFIG")?;
-    let mut paths = std::env::split_paths(&value).filter(|p| !p.as_os_str().is_empty());
-    let first = paths.next()?;
-    (paths.next().is_none() && first.is_file()).then_some(first)
+/// A kubeconfig's text: UTF-8, with or without a byte-order mark, or UTF-16 with one (the
+/// encodings kube's reader takes).
+fn kubeconfig_text(bytes: Vec<u8>) -> Result<String, &'static str> {
+    let utf16 = |b: &[u8], f: fn([u8; 2]) -> u16| {
+        let units: Vec<u16> = b
+            .chunks(2)
+            .map(|c| f([c[0], *c.get(1).unwrap_or(&0)]))
+            .collect();
+        String::from_utf16(&units).map_err(|_| "not UTF-16 text")
+    };
+    match bytes.as_slice() {
+        [0xFF, 0xFE, rest @ ..] => utf16(rest, u16::from_le_bytes),
+        [0xFE, 0xFF, rest @ ..] => utf16(rest, u16::from_be_bytes),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => {
+            String::from_utf8(rest.to_vec()).map_err(|_| "not UTF-8 text")
+        }
+        _ => String::from_utf8(bytes).map_err(|_| "not UTF-8 text"),
+    }
+}
+
+/// Checks the current context's server and credentials (see [`crate::credentials`]).
+fn check_kubeconfig(
+    origin: &str,
+    path: &Path,
+    kc: &mut kube::config::Kubeconfig,
+) -> Result<(), CliError> {
+    let usage = |msg: String| CliError::usage(anyhow!("{origin} {}: {msg}", path.display()));
+    if let Some((field, server)) = current_server(kc) {
+        check_server_url(server).map_err(|e| usage(format!("{field}: {e}")))?;
+    }
+    crate::credentials::check(kc).map_err(|e| usage(e.to_string()))
+}
+
+/// The kubeconfig kube would infer without `--kubeconfig`: the files of `KUBECONFIG` that
+/// exist (merged, the first to set a value wins), else `~/.kube/config` if it exists; read and
+/// checked here like `--kubeconfig`. `None`: the in-cluster configuration.
+fn inferred_kubeconfig() -> Result<Option<Kubeconfig>, CliError> {
+    if let Some(value) = std::env::var_os("KUBECONFIG") {
+        let paths: Vec<PathBuf> = std::env::split_paths(&value)
+            .filter(|p| !p.as_os_str().is_empty() && p.exists())
+            .collect();
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let path = PathBuf::from(&value);
+        let mut merged = kube::config::Kubeconfig::default();
+        for p in &paths {
+            let kc = parse_kubeconfig("KUBECONFIG", p)?;
+            merged = merged
+                .merge(kc)
+                .map_err(|e| CliError::usage(anyhow!("KUBECONFIG {}: {e}", path.display())))?;
+        }
+        check_kubeconfig("KUBECONFIG", &path, &mut merged)?;
+        return Ok(Some(Kubeconfig {
+            origin: "KUBECONFIG",
+            path,
+            kc: merged,
+        }));
+    }
+    match std::env::home_dir().map(|h| h.join(".kube").join("config")) {
+        Some(p) if p.exists() => Kubeconfig::read("~/.kube/config", p).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// The field path and value of the current context's cluster server, when the kubeconfig names
@@ -217,16 +279,13 @@ async fn clients(
     let management = match management {
         Management::Workload => workload.clone(),
         Management::Kubeconfig(k) => client(Some(*k)).await?,
-        Management::InCluster => {
-            let config = kube::Config::incluster().map_err(|e| {
-                CliError::usage(anyhow!(
-                    "--clusterapi-cloud-config-authoritative without --cloud-config reads the \
-                     Cluster API objects from the cluster the autoscaler runs in, but there is \
-                     no in-cluster configuration: {e}; give --cloud-config"
-                ))
-            })?;
-            build_client(config, "in-cluster configuration")?
-        }
+        Management::InCluster => in_cluster().await.map_err(|e| {
+            CliError::usage(anyhow!(
+                "--clusterapi-cloud-config-authoritative without --cloud-config reads the \
+                 Cluster API objects from the cluster the autoscaler runs in, but there is \
+                 no in-cluster configuration: {e}; give --cloud-config"
+            ))
+        })??,
     };
     Ok(autoscaler_kube::Clients {
         workload,
@@ -234,50 +293,131 @@ async fn clients(
     })
 }
 
-/// Builds the client: from `kubeconfig` when given, else in-cluster / `KUBECONFIG` /
-/// `~/.kube/config` (kube's inference). Errors are configuration errors (exit 2).
+/// The in-cluster client, its service-account files checked first (bounded). The outer error:
+/// there is no usable in-cluster configuration; the inner one: the client cannot be built.
+async fn in_cluster() -> Result<Result<kube::Client, CliError>, anyhow::Error> {
+    let dir = crate::credentials::service_account_dir();
+    crate::credentials::check_service_account(&dir)?;
+    let config = kube::Config::incluster()?;
+    Ok(build_client(config, "in-cluster configuration", "the service account").await)
+}
+
+/// Builds the client: from `kubeconfig` when given, else the in-cluster configuration.
+/// Errors are configuration errors (exit 2).
 async fn client(kubeconfig: Option<Kubeconfig>) -> Result<kube::Client, CliError> {
-    let config = match kubeconfig {
+    match kubeconfig {
         Some(Kubeconfig { origin, path, kc }) => {
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| {
-                    CliError::usage(anyhow!(
-                        "{origin} {}: unusable kubeconfig: {e}",
-                        path.display()
-                    ))
-                })?
+            let user = kc
+                .current_context
+                .as_deref()
+                .and_then(|name| kc.contexts.iter().find(|c| c.name == name))
+                .and_then(|c| c.context.as_ref()?.user.clone())
+                .unwrap_or_default();
+            let config = kube::Config::from_custom_kubeconfig(
+                kc,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| {
+                CliError::usage(anyhow!(
+                    "{origin} {}: unusable kubeconfig: {e}",
+                    path.display()
+                ))
+            })?;
+            build_client(config, &format!("{origin} {}", path.display()), &user).await
         }
-        None => kube::Config::infer().await.map_err(|e| {
+        None => in_cluster().await.map_err(|e| {
             CliError::usage(anyhow!(
                 "no Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config): {e}; \
                  use --kubeconfig"
             ))
         })?,
-    };
-    build_client(config, "Kubernetes configuration")
+    }
 }
 
-/// The client of `config`, without kube's own retries; its server URL checked (`what` names
-/// the configuration in the error).
-fn build_client(mut config: kube::Config, what: &str) -> Result<kube::Client, CliError> {
+/// The client of `config`, without kube's own retries; its server URL checked, and its token
+/// file or exec plugin taken over by [`crate::exec_plugin`] (`what` names the configuration
+/// in errors, `user` the kubeconfig user).
+async fn build_client(
+    mut config: kube::Config,
+    what: &str,
+    user: &str,
+) -> Result<kube::Client, CliError> {
     // The shell owns its retries: kube's built-in retry of 429 would hold a PDB-refused
     // eviction inside the client for minutes, past `--max-pod-eviction-time`.
     config.default_retry = false;
     // The inferred configuration may come from a file we did not read: check its URL too.
     check_server_url(&config.cluster_url.to_string())
         .map_err(|e| CliError::usage(anyhow!("{what}: server: {e}")))?;
-    kube::Client::try_from(config)
-        .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
+    let token = refreshing_token(&mut config, user)
+        .await
+        .map_err(|e| CliError::usage(anyhow!("{what}: {e}")))?;
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))?;
+    Ok(match token {
+        Some(t) => {
+            let layer = t.layer();
+            t.spawn();
+            builder.with_layer(&layer).build()
+        }
+        None => builder.build(),
+    })
+}
+
+/// Takes the token file or exec plugin the client would use out of `config`: a token file
+/// becomes a [`RefreshingToken`]; a plugin is run now, its token becomes one, its client
+/// certificate and key go into `config` (read once, as the client does).
+async fn refreshing_token(
+    config: &mut kube::Config,
+    user: &str,
+) -> Result<Option<RefreshingToken>, anyhow::Error> {
+    use crate::exec_plugin::{Credential, ExecLimits, run_plugin};
+    let auth = &mut config.auth_info;
+    // The client's order: auth-provider, basic, token, tokenFile, exec.
+    if auth.auth_provider.is_some()
+        || (auth.username.is_some() && auth.password.is_some())
+        || auth.token.is_some()
+    {
+        return Ok(None);
+    }
+    if let Some(path) = auth.token_file.take() {
+        auth.exec = None;
+        return Ok(Some(RefreshingToken::file(path.into())?));
+    }
+    let Some(exec) = auth.exec.take() else {
+        return Ok(None);
+    };
+    let limits = ExecLimits::default();
+    let (u, e) = (user.to_string(), exec.clone());
+    let credential = tokio::task::spawn_blocking(move || run_plugin(&u, &e, limits)).await??;
+    match credential {
+        Credential::Token { token, expires } => Ok(Some(RefreshingToken::exec(
+            user, exec, limits, &token, expires,
+        )?)),
+        Credential::Certificate { certificate, key } => {
+            use base64::Engine;
+            let at = format!("the ExecCredential of kubeconfig user {user:?}");
+            crate::credentials::certificates(
+                certificate.as_bytes(),
+                "status.clientCertificateData",
+            )
+            .and_then(|()| crate::credentials::private_key(key.as_bytes(), "status.clientKeyData"))
+            .map_err(|e| anyhow!("{at}: {e}"))?;
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let auth = &mut config.auth_info;
+            auth.client_certificate_data = Some(b64.encode(certificate));
+            auth.client_key_data = Some(b64.encode(key).into());
+            Ok(None)
+        }
+    }
 }
 
 /// The workload and management clients `run` would build for `opts` (`--kubeconfig` or
 /// `KUBECONFIG`, `--cloud-config`), for `plan` on a live cluster; errors exit 2.
 pub async fn clients_of(opts: &RunOptions) -> Result<autoscaler_kube::Clients, CliError> {
-    let kubeconfig = match (&opts.kubeconfig, single_kubeconfig_env()) {
-        (Some(path), _) => Some(Kubeconfig::read("--kubeconfig", path.clone())?),
-        (None, Some(path)) => Some(Kubeconfig::read("KUBECONFIG", path)?),
-        (None, None) => None,
+    let kubeconfig = match &opts.kubeconfig {
+        Some(path) => Some(Kubeconfig::read("--kubeconfig", path.clone())?),
+        None => inferred_kubeconfig()?,
     };
     clients(kubeconfig, Management::read(&opts.management)?).await
 }
@@ -387,10 +527,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let opts = RunOptions::from_args(args, &|k| std::env::var(k).ok())
         .map_err(|e| CliError::usage(e.into()))?;
     // Read the kubeconfig before anything starts, so a bad path fails at once with exit 2.
-    let kubeconfig = match (&opts.kubeconfig, single_kubeconfig_env()) {
-        (Some(path), _) => Some(Kubeconfig::read("--kubeconfig", path.clone())?),
-        (None, Some(path)) => Some(Kubeconfig::read("KUBECONFIG", path)?),
-        (None, None) => None,
+    let kubeconfig = match &opts.kubeconfig {
+        Some(path) => Some(Kubeconfig::read("--kubeconfig", path.clone())?),
+        None => inferred_kubeconfig()?,
     };
     let management = Management::read(&opts.management)?;
     init_logging(opts.verbosity, opts.logging_format);
@@ -555,6 +694,25 @@ mod tests {
         for v in 0..=10 {
             assert!(EnvFilter::try_new(log_filter(v)).is_ok(), "{v}");
         }
+    }
+
+    #[test]
+    fn kubeconfigs_are_read_in_utf8_and_utf16_with_byte_order_marks() {
+        let text = "kind: Config # ü\n";
+        let le: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain(text.encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        let be: Vec<u8> = [0xFE, 0xFF]
+            .into_iter()
+            .chain(text.encode_utf16().flat_map(u16::to_be_bytes))
+            .collect();
+        let bom: Vec<u8> = [0xEF, 0xBB, 0xBF].into_iter().chain(text.bytes()).collect();
+        for bytes in [text.as_bytes().to_vec(), le, be, bom] {
+            assert_eq!(kubeconfig_text(bytes).as_deref(), Ok(text));
+        }
+        assert!(kubeconfig_text(vec![0xFF, 0xFE, 0x00, 0xD8]).is_err());
+        assert!(kubeconfig_text(vec![0x80]).is_err());
     }
 
     #[test]

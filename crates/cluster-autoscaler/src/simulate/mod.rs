@@ -64,9 +64,12 @@ pub struct SimulateArgs {
 pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
     let (text, base, label) = match &args.scenario {
         Some(p) => (
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read scenario {}", p.display()))
-                .map_err(CliError::usage)?,
+            crate::bounded_file::read_bounded_text(
+                p,
+                crate::bounded_file::SCENARIO_LIMIT,
+                "scenario",
+            )
+            .map_err(|e| CliError::usage(e.into()))?,
             p.parent().map(Path::to_path_buf).unwrap_or_default(),
             p.display().to_string(),
         ),

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::scenario::TimedPod;
+use crate::bounded_file::{LineBounded, TRACE_LINE_LIMIT};
 use autoscaler_core::names::SAFE_TO_EVICT_ANNOTATION;
 use autoscaler_world::SimTime;
 
@@ -87,11 +88,15 @@ pub struct TraceSource {
 
 impl TraceSource {
     /// Opens the file and checks its header.
-    pub fn open(&self) -> Result<TraceReader<std::io::BufReader<std::fs::File>>, String> {
+    pub fn open(&self) -> Result<TraceReader<TraceFile>, String> {
         let f = std::fs::File::open(&self.path).map_err(|e| e.to_string())?;
-        TraceReader::new(std::io::BufReader::new(f), self.options.clone())
+        let lines = LineBounded::new(std::io::BufReader::new(f), TRACE_LINE_LIMIT);
+        TraceReader::new(lines, self.options.clone())
     }
 }
+
+/// A trace file, read line by line with a bound on each line's length.
+pub type TraceFile = LineBounded<std::io::BufReader<std::fs::File>>;
 
 const HEADER: &str = "name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority";
 
@@ -339,11 +344,7 @@ pub fn replay(text: &str, o: &ReplayOptions) -> Result<Vec<TimedPod>, String> {
 /// stable sort of all the traces' pods by time would put them).
 #[derive(Debug)]
 pub struct TraceFeed {
-    traces: Vec<(
-        PathBuf,
-        TraceReader<std::io::BufReader<std::fs::File>>,
-        Option<TimedPod>,
-    )>,
+    traces: Vec<(PathBuf, TraceReader<TraceFile>, Option<TimedPod>)>,
 }
 
 /// A trace that could not be read during a run.
