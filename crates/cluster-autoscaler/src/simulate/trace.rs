@@ -95,6 +95,10 @@ impl TraceSource {
 
 const HEADER: &str = "name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority";
 
+/// The longest line a trace may have, line break excluded: a row is about a hundred bytes, and
+/// a line that never ends must not be read until memory runs out.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// A DNS-1123 name from a trace name.
 fn pod_name(raw: &str) -> String {
     let mut s: String = raw
@@ -253,15 +257,24 @@ impl<R: BufRead> TraceReader<R> {
         }
     }
 
-    /// The next line (without its line break), or `None` at the end of the file.
+    /// The next line (without its line break), or `None` at the end of the file; a line
+    /// longer than [`MAX_LINE_BYTES`] is refused once that much of it is read.
     fn read_line(&mut self) -> Result<Option<&str>, String> {
+        use std::io::Read;
         self.buf.clear();
-        let n = self
-            .src
+        let most = MAX_LINE_BYTES as u64 + 1;
+        let n = (&mut self.src)
+            .take(most)
             .read_line(&mut self.buf)
             .map_err(|e| format!("line {}: {e}", self.line + 1))?;
         if n == 0 {
             return Ok(None);
+        }
+        if n > MAX_LINE_BYTES && !self.buf.ends_with('\n') {
+            return Err(format!(
+                "line {}: longer than {MAX_LINE_BYTES} bytes",
+                self.line + 1
+            ));
         }
         self.line += 1;
         Ok(Some(self.buf.trim_end_matches(['\n', '\r'])))
@@ -443,6 +456,26 @@ mod tests {
         Pod_A,0,100,1500,2048,1,T4,100\n\
         pod-b,10,50,500,512,0,,0\n\
         pod-c,20,5,500,512,0,,50\n";
+
+    /// A line without end (a device, a broken file) is refused once it passes the bound,
+    /// naming the line, instead of being read until memory runs out.
+    #[test]
+    fn a_line_without_end_is_refused() {
+        use std::io::Read;
+        let endless = std::io::BufReader::new(std::io::repeat(b'a'));
+        let e = TraceReader::new(endless, opts()).unwrap_err();
+        assert_eq!(e, format!("line 1: longer than {MAX_LINE_BYTES} bytes"));
+        let header = format!("{HEADER}\npod-a,0,1,1,1,0,,0\n");
+        let rows = header.as_bytes().chain(std::io::repeat(b'7'));
+        let mut r = TraceReader::new(std::io::BufReader::new(rows), opts()).unwrap();
+        assert!(r.next_pod().unwrap().is_some());
+        let e = r.next_pod().unwrap_err();
+        assert_eq!(e, format!("line 3: longer than {MAX_LINE_BYTES} bytes"));
+        // A line of exactly the bound is read.
+        let long = format!("{HEADER}\n{}\n", "x".repeat(MAX_LINE_BYTES));
+        let e = replay(&long, &opts()).unwrap_err();
+        assert!(e.starts_with("line 2: 1 columns"), "{e}");
+    }
 
     #[test]
     fn rows_become_pods_at_their_arrival() {
