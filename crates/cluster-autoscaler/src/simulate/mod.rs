@@ -6,6 +6,7 @@
 //! the report, so that the same scenario and seed give a byte-identical report.
 
 pub mod bound;
+pub mod cost;
 pub mod driver;
 pub mod informer;
 pub mod report;
@@ -100,6 +101,14 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
         s.duration = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
         scenario::check_loops(s.duration, s.scan_interval)
             .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
+        let flag = |e: ScenarioError| match e {
+            ScenarioError::Invalid { field, message } if field == "--duration" => {
+                CliError::usage(anyhow!("--duration {d:?}: {message}"))
+            }
+            e => CliError::usage(anyhow!("scenario {label} with --duration {d:?}: {e}")),
+        };
+        cost::check(&s, "--duration").map_err(flag)?;
+        cost::check_starts(&s, &[]).map_err(flag)?;
         // Memory for samples stays bounded whatever the duration: coarsen them if needed.
         s.sample_interval = s
             .sample_interval

@@ -571,11 +571,14 @@ mod tests {
         );
     }
 
-    /// A source that fails the test if a line past `max_line` is read.
+    /// A source that fails the test if a line past `max_line` is read: it takes a line from
+    /// its text only when the one before is consumed.
     struct Guarded<'a> {
         lines: std::str::Lines<'a>,
         read: usize,
         max_line: usize,
+        current: Vec<u8>,
+        pos: usize,
     }
 
     impl std::io::Read for Guarded<'_> {
@@ -586,18 +589,19 @@ mod tests {
 
     impl BufRead for Guarded<'_> {
         fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-            unreachable!("read line by line")
+            if self.pos == self.current.len() {
+                let Some(l) = self.lines.next() else {
+                    return Ok(&[]);
+                };
+                self.read += 1;
+                assert!(self.read <= self.max_line, "line {} read", self.read);
+                self.current = format!("{l}\n").into_bytes();
+                self.pos = 0;
+            }
+            Ok(&self.current[self.pos..])
         }
-        fn consume(&mut self, _: usize) {}
-        fn read_line(&mut self, buf: &mut String) -> std::io::Result<usize> {
-            let Some(l) = self.lines.next() else {
-                return Ok(0);
-            };
-            self.read += 1;
-            assert!(self.read <= self.max_line, "line {} read", self.read);
-            buf.push_str(l);
-            buf.push('\n');
-            Ok(l.len() + 1)
+        fn consume(&mut self, n: usize) {
+            self.pos += n;
         }
     }
 
@@ -609,6 +613,8 @@ mod tests {
             lines: text.lines(),
             read: 0,
             max_line: 5,
+            current: Vec::new(),
+            pos: 0,
         };
         let o = ReplayOptions {
             horizon_ms: 30_000,
