@@ -16,7 +16,8 @@ pub const MAX_PODS_AT_ONCE: u64 = 100_000;
 /// The most nodes a run may hold at once (Kubernetes documents 5,000 per cluster).
 pub const MAX_NODES_AT_ONCE: u64 = 20_000;
 /// The most work a run may do: loops times the objects (pods and nodes) each loop may read.
-/// The examples' largest, the three-zone Azure replay, is about 1.8e8.
+/// The examples' largest, the three-zone Azure replay (84 h at 10 s, 3,000 possible nodes), is
+/// about 9e7.
 pub const MAX_WORK: u64 = 400_000_000;
 /// The most pods a run's Deployments and Jobs may start (replacements of pods whose lifetime
 /// ended included).
