@@ -9,9 +9,9 @@
 
 use super::scenario::{MAX_INITIAL_NODES, Scenario, ScenarioError, WorkloadFile};
 
-/// The most pods a run may hold at once: a simulated pod takes about 14 KB with the informer's
-/// and the decision's copies, so this keeps a run near 1.5 GB (Kubernetes documents 150,000
-/// pods per cluster).
+/// The most pods a run may hold at once: a simulated pod takes about 12 KB with the informer's
+/// and the decision's copies (200,000 pending pods took 2.5 GB), so this keeps a run near
+/// 1.3 GB (Kubernetes documents 150,000 pods per cluster).
 pub const MAX_PODS_AT_ONCE: u64 = 100_000;
 /// The most nodes a run may hold at once (Kubernetes documents 5,000 per cluster).
 pub const MAX_NODES_AT_ONCE: u64 = 20_000;
