@@ -369,9 +369,8 @@ fn hostile_scenarios_are_refused_within_bounds() {
             "field `node_groups[0].name`",
         ),
         (
-            format!(
-                "name: x\nduration: 1h\nnode_groups: [{{name: a, min: 0, max: 2, cpu: '-4', memory: 16Gi}}]\n"
-            ),
+            "name: x\nduration: 1h\nnode_groups: [{name: a, min: 0, max: 2, cpu: '-4', memory: 16Gi}]\n"
+                .to_string(),
             "field `node_groups[0].cpu`",
         ),
         (

@@ -434,8 +434,8 @@ impl Scanner {
                     let len = bytes[pos + 1..]
                         .iter()
                         .position(|&c| {
-                            matches!(c, b' ' | b'\t')
-                                || (!tag && !(c.is_ascii_alphanumeric() || c == b'-' || c == b'_'))
+                            let name_char = c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+                            matches!(c, b' ' | b'\t') || !(tag || name_char)
                         })
                         .unwrap_or(bytes.len() - pos - 1);
                     pos += len;
