@@ -697,6 +697,9 @@ impl Scenario {
         if f.node_groups.is_empty() {
             return Err(invalid("node_groups", "at least one node group is needed"));
         }
+        for (i, o) in f.objects.iter().enumerate() {
+            check_object(&format!("objects[{i}]"), o)?;
+        }
         let mut groups = Vec::new();
         for (i, g) in f.node_groups.iter().enumerate() {
             groups.push(group(&format!("node_groups[{i}]"), g)?);
@@ -1142,6 +1145,97 @@ fn check_name(field: &str, name: &str, rule: NameRule) -> Result<(), ScenarioErr
         Ok(())
     } else {
         Err(invalid(field, format!("{} is not {what}", shown(name))))
+    }
+}
+
+/// Reads `value` as the Kubernetes type `T`, naming the field at fault under `field`.
+fn typed<T: serde::de::DeserializeOwned>(field: &str, value: &Value) -> Result<T, ScenarioError> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let at = e.path().to_string();
+        let at = if at == "." {
+            String::new()
+        } else {
+            format!(".{at}")
+        };
+        invalid(format!("{field}{at}"), e.into_inner().to_string())
+    })
+}
+
+/// Checks an object of `objects:` as the API server would before storing it: `apiVersion` and
+/// `kind` given, its name and namespace valid names, the kinds the world runs read as their
+/// Kubernetes types, and a PodDisruptionBudget's counts not negative nor past 100%.
+fn check_object(field: &str, o: &Value) -> Result<(), ScenarioError> {
+    use k8s_openapi::api::{apps, batch, core::v1 as core, policy, scheduling, storage};
+    let text = |path: &str| o.pointer(path).and_then(Value::as_str);
+    let (Some(api), Some(kind)) = (text("/apiVersion"), text("/kind")) else {
+        return Err(invalid(field, "apiVersion and kind must be strings"));
+    };
+    let Some(name) = text("/metadata/name") else {
+        return Err(invalid(
+            format!("{field}.metadata.name"),
+            "must be a string",
+        ));
+    };
+    let rule = if kind == "Namespace" {
+        NameRule::Label
+    } else {
+        NameRule::Subdomain
+    };
+    check_name(&format!("{field}.metadata.name"), name, rule)?;
+    if let Some(ns) = o.pointer("/metadata/namespace") {
+        let ns = ns.as_str().unwrap_or("");
+        check_name(&format!("{field}.metadata.namespace"), ns, NameRule::Label)?;
+    }
+    match (api, kind) {
+        ("v1", "Namespace") => typed::<core::Namespace>(field, o).map(drop),
+        ("v1", "Pod") => typed::<core::Pod>(field, o).map(drop),
+        ("v1", "Node") => typed::<core::Node>(field, o).map(drop),
+        ("v1", "ConfigMap") => typed::<core::ConfigMap>(field, o).map(drop),
+        ("v1", "PersistentVolumeClaim") => typed::<core::PersistentVolumeClaim>(field, o).map(drop),
+        ("v1", "PersistentVolume") => typed::<core::PersistentVolume>(field, o).map(drop),
+        ("apps/v1", "ReplicaSet") => typed::<apps::v1::ReplicaSet>(field, o).map(drop),
+        ("apps/v1", "StatefulSet") => typed::<apps::v1::StatefulSet>(field, o).map(drop),
+        ("apps/v1", "DaemonSet") => typed::<apps::v1::DaemonSet>(field, o).map(drop),
+        ("batch/v1", "Job") => typed::<batch::v1::Job>(field, o).map(drop),
+        ("storage.k8s.io/v1", "StorageClass") => {
+            typed::<storage::v1::StorageClass>(field, o).map(drop)
+        }
+        ("scheduling.k8s.io/v1", "PriorityClass") => {
+            typed::<scheduling::v1::PriorityClass>(field, o).map(drop)
+        }
+        ("policy/v1", "PodDisruptionBudget") => {
+            let pdb = typed::<policy::v1::PodDisruptionBudget>(field, o)?;
+            let spec = pdb.spec.unwrap_or_default();
+            for (key, v) in [
+                ("minAvailable", spec.min_available),
+                ("maxUnavailable", spec.max_unavailable),
+            ] {
+                check_count_or_percent(&format!("{field}.spec.{key}"), v.as_ref())?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A PodDisruptionBudget's `minAvailable` or `maxUnavailable`: a count of at least 0, or a
+/// percentage from 0% to 100%.
+fn check_count_or_percent(
+    field: &str,
+    v: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
+) -> Result<(), ScenarioError> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    match v {
+        None => Ok(()),
+        Some(IntOrString::Int(n)) if *n < 0 => Err(invalid(field, format!("{n} is negative"))),
+        Some(IntOrString::Int(_)) => Ok(()),
+        Some(IntOrString::String(s)) => match s.strip_suffix('%').map(str::parse::<u32>) {
+            Some(Ok(p)) if p <= 100 => Ok(()),
+            _ => Err(invalid(
+                field,
+                format!("{s:?} is not a percentage from 0% to 100%"),
+            )),
+        },
     }
 }
 
@@ -2320,6 +2414,37 @@ workloads:
                 "",
                 "node_groups[0].csi.driver",
             ),
+            (
+                "",
+                "objects: [{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: b, namespace: default}, spec: {minAvailable: -3}}]",
+                "objects[0].spec.minAvailable",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: b, namespace: default}, spec: {maxUnavailable: 200%}}]",
+                "objects[0].spec.maxUnavailable",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: b, namespace: default}, spec: {minAvailable: [1]}}]",
+                "objects[0].spec.minAvailable",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: v1, kind: Namespace, metadata: {name: Bad_NS}}]",
+                "objects[0].metadata.name",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: a.b}}]",
+                "objects[0].metadata.namespace",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: default}, spec: {containers: x}}]",
+                "objects[0].spec.containers",
+            ),
+            ("", "objects: [{kind: ConfigMap}]", "objects[0]"),
             (
                 ", gpu: {resource: cpu, count: 1}",
                 "",
