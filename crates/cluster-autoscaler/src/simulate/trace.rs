@@ -357,6 +357,8 @@ pub struct TraceFeed {
         TraceReader<std::io::BufReader<std::fs::File>>,
         Option<TimedPod>,
     )>,
+    /// The trace of the pod [`TraceFeed::next_due`] gave last.
+    last: Option<usize>,
 }
 
 /// A trace that could not be read during a run.
@@ -382,7 +384,7 @@ impl TraceFeed {
             let next = r.next_pod().map_err(err)?;
             traces.push((s.path.clone(), r, next));
         }
-        Ok(TraceFeed { traces })
+        Ok(TraceFeed { traces, last: None })
     }
 
     /// Whether there is no trace at all.
@@ -405,6 +407,7 @@ impl TraceFeed {
         let Some((_, i)) = best else {
             return Ok(None);
         };
+        self.last = Some(i);
         let (path, reader, next) = &mut self.traces[i];
         let pod = next.take();
         *next = reader.next_pod().map_err(|message| TraceError {
@@ -412,6 +415,11 @@ impl TraceFeed {
             message,
         })?;
         Ok(pod)
+    }
+
+    /// The file of the trace whose pod [`TraceFeed::next_due`] gave last.
+    pub fn last_path(&self) -> Option<&Path> {
+        self.last.map(|i| self.traces[i].0.as_path())
     }
 
     /// When the earliest pending pod is due.
