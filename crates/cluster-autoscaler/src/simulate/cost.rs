@@ -4,8 +4,9 @@
 //! hours) is refused at once, naming the fields, instead of running out of memory or for hours.
 //!
 //! It decides only whether a validated scenario may run; it never runs anything. Trace rows are
-//! read during the run, so a trace counts for its `limit` when it gives one; the nodes it may ask
-//! for are its groups' `max`.
+//! read during the run, so a trace counts for its `limit` when it gives one (the driver stops a run
+//! whose pods alive at once pass [`MAX_PODS_AT_ONCE`]); the nodes it may ask for are its groups'
+//! `max`.
 
 use super::scenario::{MAX_INITIAL_NODES, Scenario, ScenarioError, WorkloadFile};
 
