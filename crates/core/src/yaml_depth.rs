@@ -574,6 +574,8 @@ mod tests {
         let deep = "[".repeat(1000);
         for br in ["\r", "\u{85}", "\u{2028}", "\u{2029}"] {
             assert!(too_deep(&format!("name: x{br}duration: {deep}")), "{br:?}");
+            // A comment ends at the break: what follows is read.
+            assert!(too_deep(&format!("# note{br}duration: {deep}")), "{br:?}");
         }
     }
 

@@ -1023,8 +1023,14 @@ fn stateful_set(field: &str, f: &StatefulSetFile) -> Result<StatefulSetSpec, Sce
             ));
         }
         let size = c.size.clone().unwrap_or_else(|| "1Gi".into());
-        autoscaler_core::model::quantity::parse(&size)
+        let q = autoscaler_core::model::quantity::parse(&size)
             .map_err(|e| invalid(format!("{at}.size"), e.to_string()))?;
+        if q.as_nanos() < 0 {
+            return Err(invalid(
+                format!("{at}.size"),
+                format!("{size:?} is negative"),
+            ));
+        }
         const MODES: [&str; 4] = [
             "ReadWriteOnce",
             "ReadOnlyMany",
@@ -2445,6 +2451,11 @@ workloads:
                 "objects[0].spec.containers",
             ),
             ("", "objects: [{kind: ConfigMap}]", "objects[0]"),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 1, volume_claims: [{name: d, size: -1Gi}]}]",
+                "workloads[0].volume_claims[0].size",
+            ),
             (
                 ", gpu: {resource: cpu, count: 1}",
                 "",
