@@ -5,10 +5,10 @@
 //! out.
 //!
 //! It decides nothing about a file's content, and it must never read more than its limit (plus
-//! one byte, to tell "exactly the limit" from "more"). Files read as a stream (trace CSVs) are
-//! bounded per line by [`LineBounded`].
+//! one byte, to tell "exactly the limit" from "more"). Trace CSVs are read as a stream, a line at a time;
+//! their parser bounds each line.
 
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 const MIB: u64 = 1024 * 1024;
@@ -29,9 +29,6 @@ pub const SCENARIO_LIMIT: u64 = 64 * MIB;
 /// A `plan --snapshot` file: a cluster's objects as YAML. A 15,000-node cluster with 30 pods
 /// per node is some hundreds of MiB; parsing takes a few times the file in memory.
 pub const SNAPSHOT_LIMIT: u64 = 1024 * MIB;
-/// One line of a trace CSV (a row is eight short columns).
-pub const TRACE_LINE_LIMIT: u64 = 64 * 1024;
-
 /// Why a file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
@@ -114,67 +111,6 @@ pub fn read_bounded_text(path: &Path, limit: u64, what: &str) -> Result<String, 
     })
 }
 
-/// A line-by-line reader whose `read_line` refuses a line longer than its limit (an
-/// `InvalidData` error naming the limit) after reading at most the limit plus one buffer.
-#[derive(Debug)]
-pub struct LineBounded<R> {
-    inner: R,
-    limit: u64,
-}
-
-impl<R: BufRead> LineBounded<R> {
-    /// `inner`, with lines of at most `limit` bytes (line break included).
-    pub fn new(inner: R, limit: u64) -> LineBounded<R> {
-        LineBounded { inner, limit }
-    }
-}
-
-impl<R: BufRead> Read for LineBounded<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.inner.read(buf)
-    }
-}
-
-impl<R: BufRead> BufRead for LineBounded<R> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        self.inner.fill_buf()
-    }
-
-    fn consume(&mut self, amt: usize) {
-        self.inner.consume(amt)
-    }
-
-    fn read_line(&mut self, buf: &mut String) -> std::io::Result<usize> {
-        let mut line = Vec::new();
-        loop {
-            let chunk = self.inner.fill_buf()?;
-            if chunk.is_empty() {
-                break;
-            }
-            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i + 1, true),
-                None => (chunk.len(), false),
-            };
-            if (line.len() + take) as u64 > self.limit {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("line longer than {}", size(self.limit)),
-                ));
-            }
-            line.extend_from_slice(&chunk[..take]);
-            self.inner.consume(take);
-            if done {
-                break;
-            }
-        }
-        let text = std::str::from_utf8(&line).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8: {e}"))
-        })?;
-        buf.push_str(text);
-        Ok(line.len())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,34 +168,5 @@ mod tests {
         assert_eq!(size(1024 * MIB), "1024 MiB");
         assert_eq!(size(64 * 1024), "64 KiB");
         assert_eq!(size(1000), "1000 bytes");
-    }
-
-    #[test]
-    fn lines_longer_than_the_limit_are_refused_and_shorter_ones_read_whole() {
-        let text = "short\nexactly-10\nthis one is too long\n";
-        // A small buffer, so a line spans several fills.
-        let mut r = LineBounded::new(std::io::BufReader::with_capacity(4, text.as_bytes()), 11);
-        let mut buf = String::new();
-        assert_eq!(r.read_line(&mut buf).unwrap(), 6);
-        assert_eq!(buf, "short\n");
-        buf.clear();
-        assert_eq!(r.read_line(&mut buf).unwrap(), 11);
-        assert_eq!(buf, "exactly-10\n");
-        buf.clear();
-        let e = r.read_line(&mut buf).unwrap_err();
-        assert!(e.to_string().contains("longer than 11 bytes"), "{e}");
-        // /dev/zero has no line break at all.
-        let zero = std::io::BufReader::new(std::fs::File::open("/dev/zero").unwrap());
-        let e = LineBounded::new(zero, 1024)
-            .read_line(&mut String::new())
-            .unwrap_err();
-        assert!(e.to_string().contains("1 KiB"), "{e}");
-        // The last line needs no line break.
-        let mut r = LineBounded::new("a\nb".as_bytes(), 4);
-        let mut buf = String::new();
-        r.read_line(&mut buf).unwrap();
-        r.read_line(&mut buf).unwrap();
-        assert_eq!(buf, "a\nb");
-        assert_eq!(r.read_line(&mut buf).unwrap(), 0);
     }
 }

@@ -282,7 +282,7 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_text_in_every_reader(text in "[\\[\\]{}:,\\-?|>'\"#&*!%@` \na-z0-9]{0,400}") {
+    fn arbitrary_text_in_every_reader(text in "[\\[\\]{}:,\\-?|>'\"#&*!%@` \n\ra-z0-9]{0,400}") {
         let config = ClusterApiConfig::from_env_and_flag(None, None).expect("default config");
         let _ = bounded("plan", &text, || crate::plan::plan_text(&text, &config, &Default::default(), "kube-system", 0, 3));
         let _ = bounded("scenario", &text, || {
@@ -312,6 +312,84 @@ fn the_reproducers_of_the_issue_stay_bounded() {
         crate::simulate::scenario::Scenario::parse(&deep, std::path::Path::new("."))
     });
     assert!(scenario.is_err());
+}
+
+/// The hostile scenarios of issue 34: each is refused (an error naming its field) within the
+/// time and memory bounds, none runs.
+#[test]
+fn hostile_scenarios_are_refused_within_bounds() {
+    let deep = "[".repeat(100_000);
+    let object = (0..100).map(|i| format!("k{i}: v{i}")).collect::<Vec<_>>();
+    let object = format!("{{{}}}", object.join(", "));
+    let group = "node_groups: [{name: a, min: 20, max: 20, cpu: '4', memory: 16Gi}]";
+    let cases = [
+        // A stray quote in a plain scalar once hid the next line from the nesting guard.
+        (
+            format!("name: x 'y\nduration: {deep}\n"),
+            "nested more than",
+        ),
+        (format!("name: x\rduration: {deep}\n"), "nested more than"),
+        (
+            format!("name: x\n  'y\nduration: {deep}\n"),
+            "nested more than",
+        ),
+        (format!("- k: |\n  {deep}\n"), "nested more than"),
+        // 25,000 aliases of a 100-value object: 2.5 million values from 125 KB.
+        (
+            format!(
+                "name: x\nduration: 1h\n{group}\nobjects:\n- &a {object}\n{}",
+                "- *a\n".repeat(25_000)
+            ),
+            "aliases expand",
+        ),
+        (
+            format!(
+                "name: x\nduration: 1h\n{group}\nworkloads: [{{kind: deployment, name: d, replicas: 200000}}]\n"
+            ),
+            "field `workloads`",
+        ),
+        (
+            format!(
+                "name: x\nduration: 1h\n{group}\nworkloads: [{{kind: deployment, name: d, replicas: 10, pod_lifetime: 1ms}}]\n"
+            ),
+            "field `workloads[0].pod_lifetime`",
+        ),
+        (
+            format!(
+                "name: x\nduration: 1h\n{group}\nfaults: [{{group: a, from: 1m, to: 2m, kind: replicas-changed, delta: {}}}]\n",
+                i64::MAX
+            ),
+            "field `faults[0].delta`",
+        ),
+        (
+            format!(
+                "name: x\nduration: 1h\nnode_groups: [{{name: {}, min: 0, max: 2, cpu: '4', memory: 16Gi}}]\n",
+                "a".repeat(1 << 20)
+            ),
+            "field `node_groups[0].name`",
+        ),
+        (
+            "name: x\nduration: 1h\nnode_groups: [{name: a, min: 0, max: 2, cpu: '-4', memory: 16Gi}]\n"
+                .to_string(),
+            "field `node_groups[0].cpu`",
+        ),
+        (
+            format!(
+                "name: x\nduration: 1h\n{group}\nworkloads: [{{kind: deployment, name: d, replicas: 1, pod: {{spec: {{containers: x}}}}}}]\n"
+            ),
+            "field `workloads[0].pod.spec.containers`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let shown = &text[..text.len().min(200)];
+        let e = bounded("scenario", shown, || {
+            crate::simulate::scenario::Scenario::parse(&text, std::path::Path::new("."))
+        })
+        .map(|_| ())
+        .expect_err(shown)
+        .to_string();
+        assert!(e.contains(expected), "{shown}: {e}");
+    }
 }
 
 /// How many of `n` generated inputs `accept` takes: the generators must reach past the parsers

@@ -87,7 +87,7 @@ struct RunCommand {
 fn main() -> ExitCode {
     // Flags only mean `run`, and Go's single-dash long flags are accepted (see normalize_args).
     let argv = options::normalize_args(std::env::args_os().collect());
-    let cli = match Cli::try_parse_from(argv) {
+    let cli = match parse(argv) {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints help/version to stdout with success, usage errors to stderr.
@@ -119,6 +119,41 @@ fn main() -> ExitCode {
     }
 }
 
+/// The command line, read with [`command`].
+fn parse(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    command()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+}
+
+/// The command line's definition, where every duration flag takes a value starting with `-`:
+/// `--duration -1s` is then refused by the flag's own check, naming the flag, rather than read
+/// as an unknown argument `-1`.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, |s| {
+            s.mut_args(|a| {
+                let duration = a
+                    .get_value_names()
+                    .is_some_and(|v| v.iter().any(|n| n == "DURATION"));
+                if duration {
+                    a.allow_hyphen_values(true)
+                } else {
+                    a
+                }
+            })
+        });
+    }
+    cmd
+}
+
 /// docs/flags.md: the flag registry with the help of `run`'s flags.
 fn flags_markdown() -> String {
     use clap::CommandFactory;
@@ -137,14 +172,10 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// Bad usage or bad input (a flag, a file, an object): exit code 2.
+    /// Bad usage or bad input (a flag, a file, an object, an output path that cannot be
+    /// written): exit code 2.
     pub fn usage(error: anyhow::Error) -> CliError {
         CliError { code: 2, error }
-    }
-
-    /// A failure to write output: exit code 1.
-    pub fn io(error: anyhow::Error) -> CliError {
-        CliError { code: 1, error }
     }
 
     /// A failure while running (the controller stopped with an error): exit code 1.
@@ -170,6 +201,32 @@ mod tests {
 
     /// docs/flags.md is generated from the registry; it fails when stale. Regenerate with
     /// `UPDATE_FLAGS_DOC=1 cargo test -p cluster-autoscaler flags_doc_is_current`.
+    /// A negative duration is refused by its flag, by name, in every subcommand.
+    #[test]
+    fn negative_durations_name_their_flag() {
+        for argv in [
+            &["ca", "run", "--scan-interval", "-1s"][..],
+            &["ca", "simulate", "--max-node-provision-time", "-5m"],
+            &["ca", "plan", "--scale-down-unneeded-time", "-1h"],
+        ] {
+            let flag = argv[2];
+            let e = parse(argv.iter().map(std::ffi::OsString::from).collect())
+                .expect_err("negative duration");
+            let text = e.to_string();
+            assert!(text.contains(flag) && text.contains(argv[3]), "{text}");
+            assert!(!text.contains("unexpected argument"), "{text}");
+        }
+        // simulate's own `--duration` is read later, by `simulate::load`, which names it.
+        let argv = ["ca", "simulate", "--duration", "-1s"];
+        let cli = parse(argv.iter().map(std::ffi::OsString::from).collect()).expect("parses");
+        let Command::Simulate(args) = cli.command else {
+            panic!("simulate")
+        };
+        let e = simulate::load(&args).expect_err("negative duration");
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("--duration \"-1s\""), "{e}");
+    }
+
     #[test]
     fn flags_doc_is_current() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/flags.md");

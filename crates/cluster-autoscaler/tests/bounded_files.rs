@@ -93,7 +93,7 @@ fn scenario_and_trace_that_never_end_are_refused_at_their_limits() {
     );
     refused(
         &["simulate", s.to_str().unwrap()],
-        &["/dev/zero", "line longer than 64 KiB"],
+        &["/dev/zero", "longer than 65536 bytes"],
     );
 }
 

@@ -480,13 +480,35 @@ fn simulate_raw(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
 #[test]
 fn bad_outputs_and_snapshot_times_are_refused_before_the_run() {
     // The default scenario runs for seconds; these must fail at once.
-    let (code, err, took) = simulate_raw(&["--report", "/nonexistent/dir/report.json"]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("--report /nonexistent/dir/report.json"),
-        "{err}"
-    );
-    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    // An output that cannot be created is bad input, as a bad flag is: exit 2, naming both.
+    for flag in ["--report", "--plot"] {
+        let (code, err, took) = simulate_raw(&[flag, "/nonexistent/dir/out"]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(&format!("{flag} /nonexistent/dir/out")),
+            "{err}"
+        );
+        assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    }
+    let (code, err, _) = simulate_raw(&[
+        "--snapshot-at",
+        "1m",
+        "--snapshot-out",
+        "/nonexistent/dir/out",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--snapshot-out /nonexistent/dir/out"), "{err}");
+    // A negative duration is the flag's to refuse, by name (not an unknown argument `-1`).
+    for flag in ["--duration", "--snapshot-at", "--scan-interval"] {
+        let mut args = vec![flag, "-1s"];
+        if flag == "--snapshot-at" {
+            args.extend(["--snapshot-out", "/dev/null"]);
+        }
+        let (code, err, _) = simulate_raw(&args);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(flag) && err.contains("-1s"), "{flag}: {err}");
+        assert!(!err.contains("unexpected argument"), "{flag}: {err}");
+    }
     let (code, err, took) = simulate_raw(&["--snapshot-at", "100h", "--snapshot-out", "/dev/null"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--snapshot-at \"100h\""), "{err}");
@@ -511,8 +533,8 @@ fn one_unwritable_output_does_not_drop_the_others() {
         "--report",
         report.to_str().unwrap(),
     ]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("/dev/full"), "{err}");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--plot /dev/full: cannot write"), "{err}");
     let text = std::fs::read_to_string(&report).expect("the report is written");
     assert!(text.starts_with('{'), "{text}");
     let _ = std::fs::remove_dir_all(&dir);

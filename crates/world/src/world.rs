@@ -600,6 +600,11 @@ impl World {
         self.cluster.non_daemon_pods_on(node)
     }
 
+    /// Number of live pods, terminating ones included.
+    pub fn live_pod_count(&self) -> usize {
+        self.cluster.pods.len()
+    }
+
     /// Number of live pods not bound to a node.
     pub fn pending_count(&self) -> usize {
         self.cluster.pending.len()

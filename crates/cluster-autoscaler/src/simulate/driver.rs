@@ -9,6 +9,7 @@
 //! the real clock.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use autoscaler_actuation::{
     Actuation, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply, Report,
@@ -240,6 +241,8 @@ pub struct SnapshotTaken {
 /// The driver: a world, the autoscaler and what is in flight.
 pub struct Driver<'a> {
     scenario: &'a Scenario,
+    /// The most pods a run may hold at once ([`super::cost::MAX_PODS_AT_ONCE`]).
+    max_pods_at_once: u64,
     world: World,
     autoscaler: Autoscaler,
     options: AutoscalerOptions,
@@ -329,6 +332,7 @@ impl<'a> Driver<'a> {
         let options = scenario.options.clone();
         Ok(Driver {
             scenario,
+            max_pods_at_once: super::cost::MAX_PODS_AT_ONCE,
             world,
             autoscaler: Autoscaler::new(options.clone()),
             options,
@@ -389,6 +393,7 @@ impl<'a> Driver<'a> {
                             if let Err(e) = add_trace_pod(&mut self.world, p) {
                                 self.error(format!("trace pod: {e}"));
                             }
+                            check_pods_at_once(&self.world, &pods, self.max_pods_at_once)?;
                         }
                     }
                     _ => break,
@@ -974,6 +979,21 @@ fn world_error(e: &WorldError) -> ActionError {
 
 /// Adds a trace pod: one naming a Job or ReplicaSet is replaced as that controller would
 /// replace it when evicted (a Job's starts over, a ReplicaSet's runs the time it had left).
+/// Stops a run whose traces bring more pods at once than a run may hold (a trace's rows are
+/// not counted before the run: see `super::cost`), naming the trace that passed the bound.
+fn check_pods_at_once(world: &World, pods: &TraceFeed, most: u64) -> Result<(), TraceError> {
+    if world.live_pod_count() as u64 <= most {
+        return Ok(());
+    }
+    Err(TraceError {
+        path: pods.last_path().map(Path::to_path_buf).unwrap_or_default(),
+        message: format!(
+            "more than {most} pods alive at once, the most a run may hold: give the trace a \
+             `limit`, a larger `sample`, or a shorter `duration`"
+        ),
+    })
+}
+
 fn add_trace_pod(world: &mut World, p: TimedPod) -> Result<(), WorldError> {
     let kind = p
         .object
@@ -1011,6 +1031,35 @@ objects:
 workloads:
   - {kind: deployment, name: web, replicas: 1, pod: {cpu: 500m, memory: 1Gi}}
 "#;
+
+    /// A trace's rows are not counted before the run: the run stops once its pods alive at once
+    /// pass the bound, naming the trace, instead of growing until memory runs out.
+    #[test]
+    fn a_trace_bringing_too_many_pods_at_once_stops_the_run() {
+        let dir = std::env::temp_dir().join(format!("ca-trace-{}-at-once", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut csv =
+            String::from("name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority\n");
+        for i in 0..10 {
+            csv.push_str(&format!("p{i},{i},100000,100,100,0,,0\n"));
+        }
+        std::fs::write(dir.join("t.csv"), csv).expect("write");
+        let text = "name: t\nduration: 1m\nnode_groups: [{name: a, min: 0, max: 1, cpu: '1', \
+                    memory: 1Gi}]\nworkloads: [{kind: trace, file: t.csv}]\n";
+        let s = Scenario::parse(text, &dir).expect("scenario");
+        let mut d = Driver::new(&s).expect("world");
+        d.max_pods_at_once = 5;
+        let e = d.run(&mut |_| {}).expect_err("too many pods at once");
+        assert!(e.path.ends_with("t.csv"), "{e}");
+        assert!(
+            e.message.starts_with("more than 5 pods alive at once"),
+            "{e}"
+        );
+        // Within the bound, the same trace runs.
+        let d = Driver::new(&s).expect("world");
+        assert!(d.run(&mut |_| {}).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Drains the web pod's node at 5m and steps the drains every 10 s (as the loops do): how
     /// long after the start the drain gave up.

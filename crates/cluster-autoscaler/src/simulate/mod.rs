@@ -6,6 +6,7 @@
 //! the report, so that the same scenario and seed give a byte-identical report.
 
 pub mod bound;
+pub mod cost;
 pub mod driver;
 pub mod informer;
 pub mod report;
@@ -37,7 +38,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Override the scenario's duration (e.g. `30m`).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub duration: Option<String>,
     /// Override the scenario's seed.
     #[arg(long)]
@@ -47,7 +48,12 @@ pub struct SimulateArgs {
     pub quiet: bool,
     /// Virtual time (e.g. `25m`) of the loop whose input `--snapshot-out` writes: the first loop
     /// at or after it.
-    #[arg(long, value_name = "DURATION", requires = "snapshot_out")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "snapshot_out",
+        allow_hyphen_values = true
+    )]
     pub snapshot_at: Option<String>,
     /// Write the world's objects, as the loop at `--snapshot-at` read them, as multi-document
     /// YAML (for `plan --snapshot`); a comment header gives the loop's clock (`plan --now`) and
@@ -98,6 +104,14 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
         s.duration = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
         scenario::check_loops(s.duration, s.scan_interval)
             .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
+        let flag = |e: ScenarioError| match e {
+            ScenarioError::Invalid { field, message } if field == "--duration" => {
+                CliError::usage(anyhow!("--duration {d:?}: {message}"))
+            }
+            e => CliError::usage(anyhow!("scenario {label} with --duration {d:?}: {e}")),
+        };
+        cost::check(&s, "--duration").map_err(flag)?;
+        cost::check_starts(&s, &[]).map_err(flag)?;
         // Memory for samples stays bounded whatever the duration: coarsen them if needed.
         s.sample_interval = s
             .sample_interval
@@ -129,8 +143,11 @@ fn snapshot_at(args: &SimulateArgs, s: &Scenario) -> Result<Option<u64>, CliErro
 }
 
 /// Creates every output file before the run, so an unwritable path is reported at once rather
-/// than after the whole run.
-fn open_outputs(args: &SimulateArgs) -> Result<Vec<(PathBuf, std::fs::File)>, CliError> {
+/// than after the whole run: a path that cannot be written is bad input (exit 2), named with
+/// its flag.
+fn open_outputs(
+    args: &SimulateArgs,
+) -> Result<Vec<(&'static str, PathBuf, std::fs::File)>, CliError> {
     let mut files = Vec::new();
     for (flag, p) in [
         ("--snapshot-out", &args.snapshot_out),
@@ -140,8 +157,8 @@ fn open_outputs(args: &SimulateArgs) -> Result<Vec<(PathBuf, std::fs::File)>, Cl
         if let Some(p) = p {
             let f = std::fs::File::create(p)
                 .with_context(|| format!("{flag} {}: cannot create", p.display()))
-                .map_err(CliError::io)?;
-            files.push((p.clone(), f));
+                .map_err(CliError::usage)?;
+            files.push((flag, p.clone(), f));
         }
     }
     Ok(files)
@@ -149,18 +166,18 @@ fn open_outputs(args: &SimulateArgs) -> Result<Vec<(PathBuf, std::fs::File)>, Cl
 
 /// Writes `text` to an output opened by [`open_outputs`].
 fn write_output(
-    files: &mut [(PathBuf, std::fs::File)],
+    files: &mut [(&'static str, PathBuf, std::fs::File)],
     path: &Path,
     text: &str,
 ) -> Result<(), CliError> {
     use std::io::Write;
-    let Some((_, f)) = files.iter_mut().find(|(p, _)| p == path) else {
+    let Some((flag, _, f)) = files.iter_mut().find(|(_, p, _)| p == path) else {
         return Ok(());
     };
     f.write_all(text.as_bytes())
         .and_then(|()| f.flush())
-        .with_context(|| format!("cannot write {}", path.display()))
-        .map_err(CliError::io)
+        .with_context(|| format!("{flag} {}: cannot write", path.display()))
+        .map_err(CliError::usage)
 }
 
 /// Runs `simulate`.

@@ -697,6 +697,9 @@ impl Scenario {
         if f.node_groups.is_empty() {
             return Err(invalid("node_groups", "at least one node group is needed"));
         }
+        for (i, o) in f.objects.iter().enumerate() {
+            check_object(&format!("objects[{i}]"), o)?;
+        }
         let mut groups = Vec::new();
         for (i, g) in f.node_groups.iter().enumerate() {
             groups.push(group(&format!("node_groups[{i}]"), g)?);
@@ -735,11 +738,13 @@ impl Scenario {
                 },
                 "never-registers" => FaultKind::NeverRegisters,
                 "scale-api-error" => FaultKind::ScaleApiError,
-                "replicas-changed" => FaultKind::ReplicasChanged {
-                    delta: x.delta.ok_or_else(|| {
+                "replicas-changed" => {
+                    let delta = x.delta.ok_or_else(|| {
                         invalid(format!("{field}.delta"), "replicas-changed needs a delta")
-                    })?,
-                },
+                    })?;
+                    super::cost::check_delta(&format!("{field}.delta"), delta)?;
+                    FaultKind::ReplicasChanged { delta }
+                }
                 "rollout" => FaultKind::Rollout,
                 "nodes-not-ready" => FaultKind::NodesNotReady {
                     count: x.count.ok_or_else(|| {
@@ -800,6 +805,8 @@ impl Scenario {
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
         }
+        super::cost::check(&s, "duration")?;
+        super::cost::check_starts(&s, &f.workloads)?;
         Ok(s)
     }
 
@@ -809,6 +816,17 @@ impl Scenario {
         w: &WorkloadFile,
         base: &Path,
     ) -> Result<(), ScenarioError> {
+        let (name, namespace) = match w {
+            WorkloadFile::Deployment(d) => (Some(&d.name), &d.namespace),
+            WorkloadFile::Job(j) => (Some(&j.name), &j.namespace),
+            WorkloadFile::DaemonSet(d) => (Some(&d.name), &d.namespace),
+            WorkloadFile::StatefulSet(s) => (Some(&s.name), &s.namespace),
+            WorkloadFile::Trace(t) => (t.name.as_ref(), &t.namespace),
+        };
+        if let Some(name) = name {
+            check_name(&format!("{field}.name"), name, NameRule::Subdomain)?;
+        }
+        check_name(&format!("{field}.namespace"), namespace, NameRule::Label)?;
         match w {
             WorkloadFile::Deployment(DeploymentFile {
                 name,
@@ -1005,8 +1023,14 @@ fn stateful_set(field: &str, f: &StatefulSetFile) -> Result<StatefulSetSpec, Sce
             ));
         }
         let size = c.size.clone().unwrap_or_else(|| "1Gi".into());
-        autoscaler_core::model::quantity::parse(&size)
+        let q = autoscaler_core::model::quantity::parse(&size)
             .map_err(|e| invalid(format!("{at}.size"), e.to_string()))?;
+        if q.as_nanos() < 0 {
+            return Err(invalid(
+                format!("{at}.size"),
+                format!("{size:?} is negative"),
+            ));
+        }
         const MODES: [&str; 4] = [
             "ReadWriteOnce",
             "ReadOnlyMany",
@@ -1052,19 +1076,216 @@ fn pod_count(field: &str, n: u32) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// A CPU and memory amount the model can hold (millicores and bytes in 64 bits).
+/// A CPU and memory amount the model can hold (millicores and bytes in 64 bits), not negative.
 fn cpu_memory(field: &str, cpu: &str, memory: &str) -> Result<(), ScenarioError> {
     let bad = |name: &str, e: String| invalid(format!("{field}.{name}"), e);
-    autoscaler_core::model::quantity::parse(cpu)
+    let milli = autoscaler_core::model::quantity::parse(cpu)
         .and_then(|q| q.to_milli_ceil())
         .map_err(|e| bad("cpu", e.to_string()))?;
-    autoscaler_core::model::quantity::parse(memory)
+    let bytes = autoscaler_core::model::quantity::parse(memory)
         .and_then(|q| q.to_units_ceil())
         .map_err(|e| bad("memory", e.to_string()))?;
+    if milli < 0 {
+        return Err(bad("cpu", format!("{cpu:?} is negative")));
+    }
+    if bytes < 0 {
+        return Err(bad("memory", format!("{memory:?} is negative")));
+    }
     Ok(())
 }
 
+/// Which Kubernetes name rule an object's name follows.
+#[derive(Clone, Copy)]
+enum NameRule {
+    /// A DNS-1123 subdomain, at most 253 characters (most objects' names).
+    Subdomain,
+    /// A DNS-1123 label, at most 63 characters (namespaces).
+    Label,
+    /// A DNS-1123 subdomain of at most 63 characters (CSI driver names).
+    ShortSubdomain,
+}
+
+/// A name as an error shows it: a long one cut, with its length.
+fn shown(name: &str) -> String {
+    match name.char_indices().nth(40) {
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &name[..cut], name.len()),
+        None => format!("{name:?}"),
+    }
+}
+
+/// Checks an object name by its kind's rule, as the API server would; the error names the
+/// field.
+fn check_name(field: &str, name: &str, rule: NameRule) -> Result<(), ScenarioError> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let (ok, what) = match rule {
+        NameRule::Label => (
+            name.len() <= 63 && label_ok(name),
+            "a DNS-1123 label (at most 63 lowercase letters, digits and '-', starting and \
+             ending with a letter or digit)",
+        ),
+        NameRule::Subdomain | NameRule::ShortSubdomain => {
+            let most = if matches!(rule, NameRule::Subdomain) {
+                253
+            } else {
+                63
+            };
+            (
+                name.len() <= most && name.split('.').all(label_ok),
+                if most == 253 {
+                    "a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' and '.', \
+                     each part starting and ending with a letter or digit)"
+                } else {
+                    "a DNS-1123 subdomain of at most 63 characters (lowercase letters, digits, \
+                     '-' and '.', each part starting and ending with a letter or digit)"
+                },
+            )
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(field, format!("{} is not {what}", shown(name))))
+    }
+}
+
+/// Reads `value` as the Kubernetes type `T`, naming the field at fault under `field`.
+fn typed<T: serde::de::DeserializeOwned>(field: &str, value: &Value) -> Result<T, ScenarioError> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let at = e.path().to_string();
+        let at = if at == "." {
+            String::new()
+        } else {
+            format!(".{at}")
+        };
+        invalid(format!("{field}{at}"), e.into_inner().to_string())
+    })
+}
+
+/// Checks an object of `objects:` as the API server would before storing it: `apiVersion` and
+/// `kind` given, its name and namespace valid names, the kinds the world runs read as their
+/// Kubernetes types, and a PodDisruptionBudget's counts not negative nor past 100%.
+fn check_object(field: &str, o: &Value) -> Result<(), ScenarioError> {
+    use k8s_openapi::api::{apps, batch, core::v1 as core, policy, scheduling, storage};
+    let text = |path: &str| o.pointer(path).and_then(Value::as_str);
+    let (Some(api), Some(kind)) = (text("/apiVersion"), text("/kind")) else {
+        return Err(invalid(field, "apiVersion and kind must be strings"));
+    };
+    let Some(name) = text("/metadata/name") else {
+        return Err(invalid(
+            format!("{field}.metadata.name"),
+            "must be a string",
+        ));
+    };
+    let rule = if kind == "Namespace" {
+        NameRule::Label
+    } else {
+        NameRule::Subdomain
+    };
+    check_name(&format!("{field}.metadata.name"), name, rule)?;
+    if let Some(ns) = o.pointer("/metadata/namespace") {
+        let ns = ns.as_str().unwrap_or("");
+        check_name(&format!("{field}.metadata.namespace"), ns, NameRule::Label)?;
+    }
+    match (api, kind) {
+        ("v1", "Namespace") => typed::<core::Namespace>(field, o).map(drop),
+        ("v1", "Pod") => typed::<core::Pod>(field, o).map(drop),
+        ("v1", "Node") => typed::<core::Node>(field, o).map(drop),
+        ("v1", "ConfigMap") => typed::<core::ConfigMap>(field, o).map(drop),
+        ("v1", "PersistentVolumeClaim") => typed::<core::PersistentVolumeClaim>(field, o).map(drop),
+        ("v1", "PersistentVolume") => typed::<core::PersistentVolume>(field, o).map(drop),
+        ("apps/v1", "ReplicaSet") => typed::<apps::v1::ReplicaSet>(field, o).map(drop),
+        ("apps/v1", "StatefulSet") => typed::<apps::v1::StatefulSet>(field, o).map(drop),
+        ("apps/v1", "DaemonSet") => typed::<apps::v1::DaemonSet>(field, o).map(drop),
+        ("batch/v1", "Job") => typed::<batch::v1::Job>(field, o).map(drop),
+        ("storage.k8s.io/v1", "StorageClass") => {
+            typed::<storage::v1::StorageClass>(field, o).map(drop)
+        }
+        ("scheduling.k8s.io/v1", "PriorityClass") => {
+            typed::<scheduling::v1::PriorityClass>(field, o).map(drop)
+        }
+        ("policy/v1", "PodDisruptionBudget") => {
+            let pdb = typed::<policy::v1::PodDisruptionBudget>(field, o)?;
+            let spec = pdb.spec.unwrap_or_default();
+            for (key, v) in [
+                ("minAvailable", spec.min_available),
+                ("maxUnavailable", spec.max_unavailable),
+            ] {
+                check_count_or_percent(&format!("{field}.spec.{key}"), v.as_ref())?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A PodDisruptionBudget's `minAvailable` or `maxUnavailable`: a count of at least 0, or a
+/// percentage from 0% to 100%.
+fn check_count_or_percent(
+    field: &str,
+    v: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
+) -> Result<(), ScenarioError> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    match v {
+        None => Ok(()),
+        Some(IntOrString::Int(n)) if *n < 0 => Err(invalid(field, format!("{n} is negative"))),
+        Some(IntOrString::Int(_)) => Ok(()),
+        Some(IntOrString::String(s)) => match s.strip_suffix('%').map(str::parse::<u32>) {
+            Some(Ok(p)) if p <= 100 => Ok(()),
+            _ => Err(invalid(
+                field,
+                format!("{s:?} is not a percentage from 0% to 100%"),
+            )),
+        },
+    }
+}
+
+/// Checks labels (keys qualified names, values label values); `field` names the map.
+fn check_labels(field: &str, labels: &BTreeMap<String, String>) -> Result<(), ScenarioError> {
+    for (k, v) in labels {
+        autoscaler_core::model::labels::check_qualified_name(k)
+            .map_err(|e| invalid(format!("{field}.{k}"), e))?;
+        check_label_value(&format!("{field}.{k}"), v)?;
+    }
+    Ok(())
+}
+
+/// A label value: at most 63 alphanumerics, '-', '_' and '.', alphanumeric at both ends, or
+/// empty.
+fn check_label_value(field: &str, v: &str) -> Result<(), ScenarioError> {
+    let inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ok = v.is_empty()
+        || (v.len() <= 63
+            && v.chars().all(inner)
+            && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && v.ends_with(|c: char| c.is_ascii_alphanumeric()));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            field,
+            format!(
+                "{} is not a label value (at most 63 letters, digits, '-', '_' and '.', \
+                 starting and ending with a letter or digit)",
+                shown(v)
+            ),
+        ))
+    }
+}
+
 fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
+    check_name(&format!("{field}.name"), &g.name, NameRule::Subdomain)?;
+    check_name(&format!("{field}.namespace"), &g.namespace, NameRule::Label)?;
+    check_labels(&format!("{field}.labels"), &g.labels)?;
+    for k in g.annotations.keys() {
+        autoscaler_core::model::labels::check_qualified_name(k)
+            .map_err(|e| invalid(format!("{field}.annotations"), e))?;
+    }
     if g.max == 0 || g.min > g.max {
         return Err(invalid(
             format!("{field}.max"),
@@ -1148,8 +1369,13 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
             .transpose()?,
         csi: match &g.csi {
             None => None,
-            Some(c) if c.driver.is_empty() => {
-                return Err(invalid(format!("{field}.csi.driver"), "must not be empty"));
+            Some(c) if check_name("", &c.driver, NameRule::ShortSubdomain).is_err() => {
+                return Err(check_name(
+                    &format!("{field}.csi.driver"),
+                    &c.driver,
+                    NameRule::ShortSubdomain,
+                )
+                .unwrap_err());
             }
             Some(c) => Some(CsiSpec {
                 driver: c.driver.clone(),
@@ -1170,7 +1396,10 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
             .map_err(|e| invalid(format!("{field}.gpu_resource"), e))?;
         t = t.request(&res, &p.gpu.to_string());
     }
+    check_labels(&format!("{field}.labels"), &p.labels)?;
+    check_labels(&format!("{field}.node_selector"), &p.node_selector)?;
     if p.labels.is_empty() {
+        check_label_value(&format!("{field}.labels (default app: <name>)"), name)?;
         t = t.label("app", name);
     }
     for (k, v) in &p.labels {
@@ -1193,6 +1422,31 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
             t.spec[k] = v.clone();
         }
     }
+    // The spec must be a pod spec (`containers: "x"` is not): checked as the API server would
+    // read it, naming the field.
+    serde_path_to_error::deserialize::<_, k8s_openapi::api::core::v1::PodSpec>(&t.spec).map_err(
+        |e| {
+            let at = e.path().to_string();
+            let at = if at == "." {
+                String::new()
+            } else {
+                format!(".{at}")
+            };
+            // Where the user wrote it: under `spec`, or `tolerations`.
+            let written = p.spec.as_ref().and_then(Value::as_object).is_some_and(|o| {
+                o.keys().any(|k| {
+                    at.strip_prefix('.')
+                        .is_some_and(|a| a.split(['.', '[']).next() == Some(k.as_str()))
+                })
+            });
+            let path = if written || at.is_empty() {
+                format!("{field}.spec{at}")
+            } else {
+                format!("{field}{at}")
+            };
+            invalid(path, e.into_inner().to_string())
+        },
+    )?;
     Ok(t)
 }
 
@@ -1457,7 +1711,11 @@ mod tests {
     /// The error of a scenario with one group (`group`: more fields of its flow mapping) and
     /// `extra` top-level text.
     fn refused(group: &str, extra: &str) -> String {
-        let mut fields = String::from("name: a, min: 0");
+        let mut fields = String::from(if group.contains(" name:") {
+            "min: 0"
+        } else {
+            "name: a, min: 0"
+        });
         for (key, default) in [
             ("max:", "max: 2"),
             ("cpu:", "cpu: '4'"),
@@ -2108,7 +2366,96 @@ workloads:
 
     #[test]
     fn wrong_values_are_refused_with_their_field() {
+        let long = "a".repeat(1 << 20);
+        let long_group = format!(", name: {long}");
         for (group, extra, field) in [
+            (", cpu: '-4'", "", "node_groups[0].cpu"),
+            (", memory: -16Gi", "", "node_groups[0].memory"),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, pod: {cpu: '-100m'}}]",
+                "workloads[0].pod.cpu",
+            ),
+            (
+                "",
+                "workloads: [{kind: job, name: j, completions: 1, duration: 1m, pod: {memory: -1Mi}}]",
+                "workloads[0].pod.memory",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, pod: {spec: {containers: x}}}]",
+                "workloads[0].pod.spec.containers",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, pod: {tolerations: [{effect: 5}]}}]",
+                "workloads[0].pod.tolerations[0].effect",
+            ),
+            (long_group.as_str(), "", "node_groups[0].name"),
+            (", name: Big_Group", "", "node_groups[0].name"),
+            (", namespace: a.b", "", "node_groups[0].namespace"),
+            (", labels: {pool: 'a b'}", "", "node_groups[0].labels.pool"),
+            (
+                ", labels: {'bad key': x}",
+                "",
+                "node_groups[0].labels.bad key",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: D, replicas: 1}]",
+                "workloads[0].name",
+            ),
+            (
+                "",
+                "workloads: [{kind: daemon-set, name: ds, namespace: kube_system}]",
+                "workloads[0].namespace",
+            ),
+            (
+                "",
+                "workloads: [{kind: deployment, name: d, replicas: 1, pod: {node_selector: {pool: '-x'}}}]",
+                "workloads[0].pod.node_selector.pool",
+            ),
+            (
+                ", csi: {driver: 'Disk CSI'}",
+                "",
+                "node_groups[0].csi.driver",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: b, namespace: default}, spec: {minAvailable: -3}}]",
+                "objects[0].spec.minAvailable",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: b, namespace: default}, spec: {maxUnavailable: 200%}}]",
+                "objects[0].spec.maxUnavailable",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: b, namespace: default}, spec: {minAvailable: [1]}}]",
+                "objects[0].spec.minAvailable",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: v1, kind: Namespace, metadata: {name: Bad_NS}}]",
+                "objects[0].metadata.name",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: a.b}}]",
+                "objects[0].metadata.namespace",
+            ),
+            (
+                "",
+                "objects: [{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: default}, spec: {containers: x}}]",
+                "objects[0].spec.containers",
+            ),
+            ("", "objects: [{kind: ConfigMap}]", "objects[0]"),
+            (
+                "",
+                "workloads: [{kind: stateful-set, name: s, replicas: 1, volume_claims: [{name: d, size: -1Gi}]}]",
+                "workloads[0].volume_claims[0].size",
+            ),
             (
                 ", gpu: {resource: cpu, count: 1}",
                 "",
@@ -2189,6 +2536,8 @@ workloads:
                 e.starts_with(&format!("field `{field}`")),
                 "{group} {extra}: {e}"
             );
+            // A 1 MiB name is named by its field and length, not printed whole.
+            assert!(e.len() < 1000, "{e}");
         }
         // A key written twice in an object is refused, as in snapshots.
         let e = refused(

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::scenario::TimedPod;
-use crate::bounded_file::{LineBounded, TRACE_LINE_LIMIT};
 use autoscaler_core::names::SAFE_TO_EVICT_ANNOTATION;
 use autoscaler_world::SimTime;
 
@@ -88,17 +87,17 @@ pub struct TraceSource {
 
 impl TraceSource {
     /// Opens the file and checks its header.
-    pub fn open(&self) -> Result<TraceReader<TraceFile>, String> {
+    pub fn open(&self) -> Result<TraceReader<std::io::BufReader<std::fs::File>>, String> {
         let f = std::fs::File::open(&self.path).map_err(|e| e.to_string())?;
-        let lines = LineBounded::new(std::io::BufReader::new(f), TRACE_LINE_LIMIT);
-        TraceReader::new(lines, self.options.clone())
+        TraceReader::new(std::io::BufReader::new(f), self.options.clone())
     }
 }
 
-/// A trace file, read line by line with a bound on each line's length.
-pub type TraceFile = LineBounded<std::io::BufReader<std::fs::File>>;
-
 const HEADER: &str = "name,arrival_s,duration_s,cpu_milli,memory_mib,gpu,gpu_model,priority";
+
+/// The longest line a trace may have, line break excluded: a row is about a hundred bytes, and
+/// a line that never ends must not be read until memory runs out.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// A DNS-1123 name from a trace name.
 fn pod_name(raw: &str) -> String {
@@ -258,15 +257,24 @@ impl<R: BufRead> TraceReader<R> {
         }
     }
 
-    /// The next line (without its line break), or `None` at the end of the file.
+    /// The next line (without its line break), or `None` at the end of the file; a line
+    /// longer than [`MAX_LINE_BYTES`] is refused once that much of it is read.
     fn read_line(&mut self) -> Result<Option<&str>, String> {
+        use std::io::Read;
         self.buf.clear();
-        let n = self
-            .src
+        let most = MAX_LINE_BYTES as u64 + 1;
+        let n = (&mut self.src)
+            .take(most)
             .read_line(&mut self.buf)
             .map_err(|e| format!("line {}: {e}", self.line + 1))?;
         if n == 0 {
             return Ok(None);
+        }
+        if n > MAX_LINE_BYTES && !self.buf.ends_with('\n') {
+            return Err(format!(
+                "line {}: longer than {MAX_LINE_BYTES} bytes",
+                self.line + 1
+            ));
         }
         self.line += 1;
         Ok(Some(self.buf.trim_end_matches(['\n', '\r'])))
@@ -344,7 +352,13 @@ pub fn replay(text: &str, o: &ReplayOptions) -> Result<Vec<TimedPod>, String> {
 /// stable sort of all the traces' pods by time would put them).
 #[derive(Debug)]
 pub struct TraceFeed {
-    traces: Vec<(PathBuf, TraceReader<TraceFile>, Option<TimedPod>)>,
+    traces: Vec<(
+        PathBuf,
+        TraceReader<std::io::BufReader<std::fs::File>>,
+        Option<TimedPod>,
+    )>,
+    /// The trace of the pod [`TraceFeed::next_due`] gave last.
+    last: Option<usize>,
 }
 
 /// A trace that could not be read during a run.
@@ -370,7 +384,7 @@ impl TraceFeed {
             let next = r.next_pod().map_err(err)?;
             traces.push((s.path.clone(), r, next));
         }
-        Ok(TraceFeed { traces })
+        Ok(TraceFeed { traces, last: None })
     }
 
     /// Whether there is no trace at all.
@@ -393,6 +407,7 @@ impl TraceFeed {
         let Some((_, i)) = best else {
             return Ok(None);
         };
+        self.last = Some(i);
         let (path, reader, next) = &mut self.traces[i];
         let pod = next.take();
         *next = reader.next_pod().map_err(|message| TraceError {
@@ -400,6 +415,11 @@ impl TraceFeed {
             message,
         })?;
         Ok(pod)
+    }
+
+    /// The file of the trace whose pod [`TraceFeed::next_due`] gave last.
+    pub fn last_path(&self) -> Option<&Path> {
+        self.last.map(|i| self.traces[i].0.as_path())
     }
 
     /// When the earliest pending pod is due.
@@ -444,6 +464,26 @@ mod tests {
         Pod_A,0,100,1500,2048,1,T4,100\n\
         pod-b,10,50,500,512,0,,0\n\
         pod-c,20,5,500,512,0,,50\n";
+
+    /// A line without end (a device, a broken file) is refused once it passes the bound,
+    /// naming the line, instead of being read until memory runs out.
+    #[test]
+    fn a_line_without_end_is_refused() {
+        use std::io::Read;
+        let endless = std::io::BufReader::new(std::io::repeat(b'a'));
+        let e = TraceReader::new(endless, opts()).unwrap_err();
+        assert_eq!(e, format!("line 1: longer than {MAX_LINE_BYTES} bytes"));
+        let header = format!("{HEADER}\npod-a,0,1,1,1,0,,0\n");
+        let rows = header.as_bytes().chain(std::io::repeat(b'7'));
+        let mut r = TraceReader::new(std::io::BufReader::new(rows), opts()).unwrap();
+        assert!(r.next_pod().unwrap().is_some());
+        let e = r.next_pod().unwrap_err();
+        assert_eq!(e, format!("line 3: longer than {MAX_LINE_BYTES} bytes"));
+        // A line of exactly the bound is read.
+        let long = format!("{HEADER}\n{}\n", "x".repeat(MAX_LINE_BYTES));
+        let e = replay(&long, &opts()).unwrap_err();
+        assert!(e.starts_with("line 2: 1 columns"), "{e}");
+    }
 
     #[test]
     fn rows_become_pods_at_their_arrival() {
@@ -539,11 +579,14 @@ mod tests {
         );
     }
 
-    /// A source that fails the test if a line past `max_line` is read.
+    /// A source that fails the test if a line past `max_line` is read: it takes a line from
+    /// its text only when the one before is consumed.
     struct Guarded<'a> {
         lines: std::str::Lines<'a>,
         read: usize,
         max_line: usize,
+        current: Vec<u8>,
+        pos: usize,
     }
 
     impl std::io::Read for Guarded<'_> {
@@ -554,18 +597,19 @@ mod tests {
 
     impl BufRead for Guarded<'_> {
         fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-            unreachable!("read line by line")
+            if self.pos == self.current.len() {
+                let Some(l) = self.lines.next() else {
+                    return Ok(&[]);
+                };
+                self.read += 1;
+                assert!(self.read <= self.max_line, "line {} read", self.read);
+                self.current = format!("{l}\n").into_bytes();
+                self.pos = 0;
+            }
+            Ok(&self.current[self.pos..])
         }
-        fn consume(&mut self, _: usize) {}
-        fn read_line(&mut self, buf: &mut String) -> std::io::Result<usize> {
-            let Some(l) = self.lines.next() else {
-                return Ok(0);
-            };
-            self.read += 1;
-            assert!(self.read <= self.max_line, "line {} read", self.read);
-            buf.push_str(l);
-            buf.push('\n');
-            Ok(l.len() + 1)
+        fn consume(&mut self, n: usize) {
+            self.pos += n;
         }
     }
 
@@ -577,6 +621,8 @@ mod tests {
             lines: text.lines(),
             read: 0,
             max_line: 5,
+            current: Vec::new(),
+            pos: 0,
         };
         let o = ReplayOptions {
             horizon_ms: 30_000,
