@@ -341,7 +341,7 @@ impl<'a> Driver<'a> {
             actuation: Actuation::new(scenario.actuation.clone()),
             log,
             seen_failed: BTreeSet::new(),
-            informer: Informer::new(),
+            informer: Informer::lagging(scenario.watch_lag_ms, scenario.seed),
             snapshot_at: None,
             snapshot: None,
             said: BTreeMap::new(),
