@@ -42,7 +42,7 @@ fn scenario(seed: u64, views: Views) -> String {
     let _ = writeln!(s, "name: safety-{seed}\nduration: 90m\nseed: {seed}");
     if views == Views::Stale {
         // Its own generator: the rest of the scenario is the one of the current views.
-        let mut lag = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_1A6);
+        let mut lag = ChaCha8Rng::seed_from_u64(seed ^ 0x05EE_D1A6);
         let _ = writeln!(s, "watch_lag: {}", dur(&mut lag, 1, 5));
     }
     let _ = writeln!(s, "machine_set_sync: {}", dur(&mut rng, 0, 45));

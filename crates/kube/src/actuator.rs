@@ -79,7 +79,7 @@ pub enum ActuationError {
         object: ObjectKey,
         /// Why it is not written.
         #[source]
-        source: RebaseError,
+        source: Box<RebaseError>,
     },
     /// The scalable resource kept changing under the write.
     #[error("{object}: replicas still conflicting after {attempts} attempts")]
@@ -353,7 +353,7 @@ impl Actuator {
                         base.rebase(replicas, now)
                             .map_err(|source| ActuationError::Rebase {
                                 object: key.clone(),
-                                source,
+                                source: Box::new(source),
                             })?;
                     version = scale.metadata.resource_version;
                     tracing::debug!(%key, attempt, now, target, "conflict setting replicas: read again");
