@@ -39,6 +39,17 @@ pub struct ActuationOptions {
     node_deletion_delay_timeout_ms: i64,
 }
 
+/// Why a node is not deleted after all: a pod the decision did not see is on it.
+fn not_empty(node: Sym, pod: &autoscaler_core::PodRef) -> ActionError {
+    ActionError::new(
+        autoscaler_core::ErrorClass::Conflict,
+        format!(
+            "node {node} is not deleted: pod {}/{} is on it, which the view did not show when its removal was decided",
+            pod.namespace, pod.name
+        ),
+    )
+}
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -352,8 +363,28 @@ impl Actuation {
                 if timed_out {
                     self.delay_timed_out(held.nodes.clone());
                 }
+                // A pod the view did not show when the deletion was decided (watch events
+                // arrive late) may be on a node: that node is not deleted.
+                let mut out = Vec::new();
+                let left = lookup.pods_left_on(&held.nodes);
+                let mut nodes = Vec::new();
+                for &name in &held.nodes {
+                    match left.iter().find(|(n, _)| *n == name) {
+                        Some((_, pod)) => {
+                            let error = not_empty(name, pod);
+                            let group = held.group.clone();
+                            out.extend(self.deletion_failed(group, vec![name], error, 0));
+                        }
+                        None => nodes.push(name),
+                    }
+                }
+                let empty: Vec<_> = views
+                    .into_iter()
+                    .filter(|v| nodes.contains(&v.name))
+                    .collect();
                 let provider = lookup.provider();
-                self.delete(&provider, held.group, held.nodes, &views, true, 0)
+                out.extend(self.delete(&provider, held.group, nodes, &empty, true, 0));
+                out
             }
         }
     }
@@ -670,6 +701,11 @@ impl Actuation {
             }
             Release::Go { timed_out: true } => self.delay_timed_out(vec![node]),
             Release::Go { timed_out: false } => {}
+        }
+        // A pod the drain did not know of (the view did not show it when the drain started).
+        if let Some((_, pod)) = lookup.pods_left_on(&[node]).first() {
+            self.give_up(i, not_empty(node, pod), out);
+            return;
         }
         let d = &mut self.drains[i];
         d.phase = Phase::Deleting;
@@ -1007,6 +1043,9 @@ mod tests {
         fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {
             self.inner.pod_on_node(pod, node)
         }
+        fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
+            self.inner.pods_left_on(nodes)
+        }
     }
 
     fn held(f: &mut Fixture, annotated: bool) -> Annotated<'_> {
@@ -1038,6 +1077,8 @@ mod tests {
     #[test]
     fn an_empty_node_is_deleted_only_after_the_delay_after_its_taint() {
         let mut f = Fixture::new();
+        // general-b is empty.
+        f.gone("web-2");
         let mut a = Actuation::default();
         assert!(
             a.start(delete_empty("general-b"), &mut f.lookup(), 0)
@@ -1064,6 +1105,8 @@ mod tests {
     #[test]
     fn a_delay_deletion_annotation_holds_the_deletion_until_removed_or_timed_out() {
         let mut f = Fixture::new();
+        // general-b is empty.
+        f.gone("web-2");
         let mut a = immediate();
         assert!(
             a.start(delete_empty("general-b"), &mut held(&mut f, true), 0)
@@ -1126,6 +1169,8 @@ mod tests {
                 .collect()
         };
         let mut f = Fixture::new();
+        // general-b is empty.
+        f.gone("web-2");
         let hard = Action::AddTaint {
             node: Sym::new("general-b"),
             taint: autoscaler_core::actions::to_be_deleted_taint(0),
@@ -1207,8 +1252,63 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_the_decision_did_not_see_keeps_its_node() {
+        // general-b looked empty when its deletion was decided; web-2 (bound before the
+        // taint, its watch event late) is there when the deletion would go.
+        let mut f = Fixture::new();
+        let mut a = Actuation::default();
+        f.gone("web-2");
+        assert!(
+            a.start(delete_empty("general-b"), &mut f.lookup(), 0)
+                .is_empty()
+        );
+        let mut late = Fixture::new();
+        let e = a.step(&mut late.lookup(), 5_000);
+        assert!(!deletes(&e), "{e:?}");
+        assert!(
+            matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { node } if node.as_str() == "general-b")),
+            "{e:?}"
+        );
+        let reports = a.take_reports();
+        let [r @ Report::DeleteFailed { nodes, error, .. }] = reports.as_slice() else {
+            panic!("{reports:?}")
+        };
+        assert_eq!(nodes, &[Sym::new("general-b")]);
+        assert!(error.message.contains("default/web-2"), "{}", error.message);
+        assert_eq!(
+            r.outcomes(),
+            [Outcome::NodeDeletionFailed {
+                node: Sym::new("general-b")
+            }]
+        );
+        assert!(a.in_flight(&late.lookup().provider()).empty == 0);
+        // A drain gives up on a pod it did not know of, once its own are gone.
+        let mut a = immediate();
+        let mut f = Fixture::new();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        let e = a.step(&mut f.lookup(), 0);
+        a.reply(e[0].ticket(), Reply::Gone, &mut f.lookup(), 0);
+        f.gone("web-1");
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "late", "namespace": "default",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web", "uid": "rs-web", "controller": true}]},
+            "spec": {"nodeName": "general-a",
+                "containers": [{"name": "web", "image": "nginx"}]}});
+        let key = ObjectStore::key_of(&pod, "t").unwrap();
+        f.informer.apply(key, Some(Arc::new(pod)));
+        let e = a.step(&mut f.lookup(), 1_000);
+        assert!(!deletes(&e), "{e:?}");
+        assert!(!a.is_draining("general-a"));
+        assert!(a.take_reports().iter().any(|r| matches!(r,
+            Report::DrainFailed { error, .. } if error.message.contains("default/late"))));
+    }
+
+    #[test]
     fn a_failed_deletion_untaints_and_is_a_failed_deletion_for_the_core() {
         let mut f = Fixture::new();
+        // general-b is empty.
+        f.gone("web-2");
         let mut a = immediate();
         let action = Action::DeleteEmptyNodes {
             group: NodeGroupId::from(GENERAL),

@@ -21,6 +21,7 @@ use autoscaler_core::Sym;
 use autoscaler_core::model::objects::{ClusterObjects, read_objects_but_storage};
 use autoscaler_core::model::storage::Storage;
 use autoscaler_core::model::store::ObjectKey;
+use autoscaler_core::names::MIRROR_POD_ANNOTATION;
 use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use autoscaler_core::scale_up::pending::is_unschedulable;
 use k8s_openapi::api::core::v1 as api;
@@ -42,6 +43,8 @@ pub struct Informer {
     machines_changed: BTreeSet<ObjectKey>,
     /// Whether a pod became unschedulable since the last [`Informer::take_new_unschedulable`].
     new_unschedulable: bool,
+    /// Whether a node group may have appeared since the last [`Informer::take_new_group`].
+    new_group: bool,
     /// Nodes, converted, in store order.
     nodes: BTreeMap<ObjectKey, Arc<Node>>,
     /// Every object but Pods (Nodes included): what the provider discovers groups from.
@@ -76,6 +79,28 @@ fn is_storage(k: &ObjectKey) -> bool {
                 k.kind.as_str(),
                 "PersistentVolumeClaim" | "PersistentVolume"
             ))
+}
+
+/// Whether the object may make a node group: a MachineDeployment, MachineSet or MachinePool
+/// with both size annotations (of any API group's prefix), or an OpenShift MachineAutoscaler.
+/// A group discovered late (a resource created or annotated, its kinds installed after start)
+/// is worth a loop at once, as new unschedulable pods are.
+fn may_be_group(k: &ObjectKey, v: &Value) -> bool {
+    if k.group.is_empty() {
+        return false;
+    }
+    match k.kind.as_str() {
+        "MachineAutoscaler" => true,
+        "MachineDeployment" | "MachineSet" | "MachinePool" => v
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| {
+                let has = |suffix: &str| a.keys().any(|k| k.ends_with(suffix));
+                has("/cluster-api-autoscaler-node-group-min-size")
+                    && has("/cluster-api-autoscaler-node-group-max-size")
+            }),
+        _ => false,
+    }
 }
 
 fn is_node(k: &ObjectKey) -> bool {
@@ -117,6 +142,13 @@ impl Informer {
         }
         if !key.group.is_empty() || (is_node(&key) && self.discovery.reads_node(&key.name)) {
             self.discovery_version += 1;
+        }
+        if let Some(new) = object.as_deref()
+            && !self.new_group
+            && may_be_group(&key, new)
+        {
+            let before = self.no_pods.get(&key);
+            self.new_group = !before.is_some_and(|old| may_be_group(&key, old));
         }
         if !is_node(&key) {
             self.rest_version += 1;
@@ -259,9 +291,23 @@ impl Informer {
     }
 
     /// Whether a pod became unschedulable since the last [`Informer::take_new_unschedulable`]
-    /// (without clearing it: the watches use it to signal the controller).
+    /// (without clearing it).
     pub fn has_new_unschedulable(&self) -> bool {
         self.new_unschedulable
+    }
+
+    /// Whether a node group may have appeared (a scalable resource created with its size
+    /// annotations, or given them; a MachineAutoscaler created) since the last call; the
+    /// controller runs a loop early for it.
+    pub fn take_new_group(&mut self) -> bool {
+        std::mem::take(&mut self.new_group)
+    }
+
+    /// Whether a loop is wanted early: a pod became unschedulable or a node group may have
+    /// appeared since the controller last took them (without clearing either: the watches use
+    /// it to signal the controller).
+    pub fn has_news(&self) -> bool {
+        self.new_unschedulable || self.new_group
     }
 
     /// The Cluster API provider discovered from the objects (rediscovered only when an object
@@ -383,6 +429,29 @@ impl Informer {
         })
     }
 
+    /// The pods on any of `nodes` that deleting it would take along: not finished, neither a
+    /// DaemonSet's nor a mirror pod (one pass over the pods, for the few nodes of a deletion).
+    pub fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
+        self.pods
+            .values()
+            .filter_map(|p| {
+                let node = p.node_name.filter(|n| nodes.contains(n))?;
+                let daemon = p
+                    .owner
+                    .as_ref()
+                    .is_some_and(|o| o.kind.as_str() == "DaemonSet");
+                let mirror = p.annotation(MIRROR_POD_ANNOTATION).is_some();
+                (!p.is_terminal() && !daemon && !mirror).then(|| {
+                    let pod = PodRef {
+                        namespace: p.namespace,
+                        name: p.name.as_arc().clone(),
+                    };
+                    (node, pod)
+                })
+            })
+            .collect()
+    }
+
     /// The node named, converted.
     pub fn node(&self, name: &str) -> Option<&Arc<Node>> {
         self.nodes.get(&ObjectKey {
@@ -440,6 +509,9 @@ pub trait ClusterLookup {
     fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>>;
     /// Whether `pod` is still on `node` and not finished.
     fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool;
+    /// The pods on any of `nodes` that deleting it would take along (not finished, neither a
+    /// DaemonSet's nor a mirror pod), with their node.
+    fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)>;
 }
 
 /// The [`ClusterLookup`] of an informer, with the provider configuration to discover with.
@@ -473,6 +545,10 @@ impl ClusterLookup for InformerLookup<'_> {
         self.informer
             .pod(pod.namespace.as_str(), &pod.name)
             .is_some_and(|p| p.node_name.is_some_and(|n| n.as_str() == node) && !p.is_terminal())
+    }
+
+    fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
+        self.informer.pods_left_on(nodes)
     }
 }
 
@@ -892,6 +968,39 @@ mod tests {
         assert!(!inf.take_new_unschedulable());
         inf.replace_kind("", "Pod", vec![pod("a", true)]);
         assert!(inf.take_new_unschedulable());
+    }
+
+    #[test]
+    fn a_resource_created_or_annotated_as_a_group_raises_the_new_group_flag() {
+        let ann = json!({
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3"});
+        let md = |annotations: Value, replicas: i64| {
+            obj(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": "late", "namespace": "default", "annotations": annotations},
+                "spec": {"replicas": replicas}}),
+            )
+        };
+        let mut inf = Informer::new();
+        let (k, v) = md(json!({}), 1);
+        inf.apply(k, Some(v));
+        assert!(!inf.has_news() && !inf.take_new_group(), "not a group yet");
+        let (k, v) = md(ann.clone(), 1);
+        inf.apply(k, Some(v));
+        assert!(inf.has_news(), "annotated: a group appeared");
+        assert!(inf.take_new_group());
+        assert!(!inf.take_new_group() && !inf.has_news(), "taken");
+        let (k, v) = md(ann.clone(), 2);
+        inf.apply(k, Some(v));
+        assert!(
+            !inf.take_new_group(),
+            "a resize of a known group is no news"
+        );
+        // Listed for the first time (its kind installed after start): news.
+        let mut late = Informer::new();
+        late.replace_kind("cluster.x-k8s.io", "MachineDeployment", vec![md(ann, 1)]);
+        assert!(late.take_new_group());
     }
 
     #[test]

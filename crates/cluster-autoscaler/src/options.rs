@@ -638,11 +638,16 @@ fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_dns_label)
 }
 
-/// The Lease holder identity: `POD_NAME`, else `HOSTNAME`, else the kernel's host name (upstream
-/// uses the host name, which in a pod is the pod's name).
+/// The Lease holder identity: `POD_NAME` as it is (a pod's name is unique in its namespace,
+/// where the Lease is), else the host name (`HOSTNAME`, else the kernel's) followed by `_` and a
+/// random suffix drawn once per process. Upstream uses the bare host name, so two replicas on
+/// hosts of the same name (host networking, or outside a pod) both think they hold the Lease;
+/// the suffix is the deviation kube-controller-manager and kube-scheduler make (`_` and a UUID).
 fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
-    env("POD_NAME")
-        .or_else(|| env("HOSTNAME"))
+    if let Some(pod) = env("POD_NAME").filter(|s| !s.trim().is_empty()) {
+        return pod;
+    }
+    let host = env("HOSTNAME")
         .filter(|s| !s.trim().is_empty())
         .or_else(|| {
             std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -650,7 +655,15 @@ fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
         })
-        .unwrap_or_else(|| format!("cluster-autoscaler-{}", std::process::id()))
+        .unwrap_or_else(|| "cluster-autoscaler".to_string());
+    format!("{host}_{}", random_suffix())
+}
+
+/// 32 random hexadecimal digits (128 bits, as many as a UUID's), from the thread's generator
+/// (seeded by the operating system).
+fn random_suffix() -> String {
+    let bits: u128 = rand::random();
+    format!("{bits:032x}")
 }
 
 impl RunOptions {
@@ -2049,6 +2062,36 @@ mod tests {
         let bad = |k: &str| (k == "CAPI_GROUP").then(|| "Not A Group".to_string());
         let e = RunOptions::build(&parse(&[]).unwrap(), None, &bad).unwrap_err();
         assert!(e.to_string().contains("CAPI_GROUP"), "{e}");
+    }
+
+    #[test]
+    fn without_pod_name_two_processes_on_hosts_of_the_same_name_have_distinct_identities() {
+        let host = |k: &str| (k == "HOSTNAME").then(|| "node-a".to_string());
+        let built = || {
+            RunOptions::build(&parse(&[]).unwrap(), None, &host)
+                .unwrap()
+                .controller
+                .identity
+        };
+        let (a, b) = (built(), built());
+        assert_ne!(a, b, "two replicas would both hold the Lease");
+        for id in [&a, &b] {
+            let suffix = id.strip_prefix("node-a_").unwrap_or_else(|| panic!("{id}"));
+            assert_eq!(suffix.len(), 32, "{id}");
+            assert!(suffix.bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
+        }
+        // An empty POD_NAME is no name: the host name and a suffix.
+        let empty = |k: &str| match k {
+            "POD_NAME" => Some(String::new()),
+            "HOSTNAME" => Some("node-a".to_string()),
+            _ => None,
+        };
+        let o = RunOptions::build(&parse(&[]).unwrap(), None, &empty).unwrap();
+        assert!(
+            o.controller.identity.starts_with("node-a_"),
+            "{}",
+            o.controller.identity
+        );
     }
 
     #[test]

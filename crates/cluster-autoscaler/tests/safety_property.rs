@@ -4,8 +4,16 @@
 //! the autoscaler) run through `simulate`, whose checks of every loop must find no violation of
 //! the safety invariants and no PodDisruptionBudget broken.
 //!
+//! The same runs on stale views: every change reaches the autoscaler's view a random delay
+//! late (one object's changes in order, as late watch events), so it decides and writes on
+//! objects of different ages; the invariants are the same. The lag stays within
+//! `--node-delete-delay-after-taint` (5 s): a node is deleted only if the view shows no pod on
+//! it that long after its taint, so a pod bound before the taint and seen later than that
+//! would go with its node (as upstream, whose view is its informer's too).
+//!
 //! `SAFETY_SEEDS=N` sets how many seeds run (default 100, which keeps this test well under two
-//! minutes on two cores); `cargo test --test safety_property -- --ignored` runs 2,000.
+//! minutes on two cores; 30 with stale views); `cargo test --test safety_property -- --ignored`
+//! runs 2,000 of each.
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -18,11 +26,25 @@ fn dur(rng: &mut ChaCha8Rng, lo_s: u64, hi_s: u64) -> String {
     format!("{}s", rng.random_range(lo_s..=hi_s))
 }
 
+/// The views a run decides on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Views {
+    /// Up to date at each decision.
+    Current,
+    /// Each change arrives late, by up to a random maximum for the run.
+    Stale,
+}
+
 /// A random scenario for `seed`.
-fn scenario(seed: u64) -> String {
+fn scenario(seed: u64, views: Views) -> String {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut s = String::new();
     let _ = writeln!(s, "name: safety-{seed}\nduration: 90m\nseed: {seed}");
+    if views == Views::Stale {
+        // Its own generator: the rest of the scenario is the one of the current views.
+        let mut lag = ChaCha8Rng::seed_from_u64(seed ^ 0x05EE_D1A6);
+        let _ = writeln!(s, "watch_lag: {}", dur(&mut lag, 1, 5));
+    }
     let _ = writeln!(s, "machine_set_sync: {}", dur(&mut rng, 0, 45));
     let _ = writeln!(s, "machine_deletion: {}", dur(&mut rng, 0, 90));
     let _ = writeln!(s, "options:\n  scan-interval: 10s");
@@ -106,11 +128,12 @@ fn scenario(seed: u64) -> String {
 }
 
 /// Runs `simulate` on the scenario of `seed` and returns its report.
-fn run(seed: u64) -> Value {
-    let dir = std::env::temp_dir().join(format!("ca-safety-{}-{seed}", std::process::id()));
+fn run(seed: u64, views: Views) -> Value {
+    let dir =
+        std::env::temp_dir().join(format!("ca-safety-{}-{seed}-{views:?}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (file, report) = (dir.join("s.yaml"), dir.join("r.json"));
-    std::fs::write(&file, scenario(seed)).expect("write scenario");
+    std::fs::write(&file, scenario(seed, views)).expect("write scenario");
     let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
         .args(["simulate", "--quiet", "--report"])
         .arg(&report)
@@ -121,7 +144,7 @@ fn run(seed: u64) -> Value {
         out.status.success(),
         "seed {seed}: {}\n{}",
         String::from_utf8_lossy(&out.stderr),
-        scenario(seed)
+        scenario(seed, views)
     );
     let text = std::fs::read_to_string(&report).expect("report");
     let _ = std::fs::remove_dir_all(&dir);
@@ -129,7 +152,7 @@ fn run(seed: u64) -> Value {
 }
 
 /// Runs `seeds` on two threads and fails with every seed that broke an invariant.
-fn check(seeds: &[u64]) {
+fn check(seeds: &[u64], views: Views) {
     let started = std::time::Instant::now();
     let failures = std::sync::Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicU64::new(0);
@@ -141,7 +164,7 @@ fn check(seeds: &[u64]) {
                     let Some(&seed) = seeds.get(i as usize) else {
                         break;
                     };
-                    let r = run(seed);
+                    let r = run(seed, views);
                     let safety = r["safety_violations"].as_u64().unwrap_or(u64::MAX);
                     let pdb = r["pdb_violations"].as_u64().unwrap_or(u64::MAX);
                     assert!(
@@ -152,7 +175,7 @@ fn check(seeds: &[u64]) {
                         failures.lock().unwrap().push(format!(
                             "seed {seed}: {safety} safety, {pdb} PDB violation(s): {}\n{}",
                             r["safety_violation_samples"],
-                            scenario(seed)
+                            scenario(seed, views)
                         ));
                     }
                 }
@@ -169,13 +192,22 @@ fn check(seeds: &[u64]) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[test]
-fn random_faults_never_break_the_safety_invariants() {
-    let seeds = std::env::var("SAFETY_SEEDS")
+fn seeds(default: u64) -> Vec<u64> {
+    let n = std::env::var("SAFETY_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
-    check(&(0..seeds).collect::<Vec<_>>());
+        .unwrap_or(default);
+    (0..n).collect()
+}
+
+#[test]
+fn random_faults_never_break_the_safety_invariants() {
+    check(&seeds(100), Views::Current);
+}
+
+#[test]
+fn random_faults_on_stale_views_never_break_the_safety_invariants() {
+    check(&seeds(30), Views::Stale);
 }
 
 /// Seeds beyond the default range that once found a defect, kept so it stays fixed.
@@ -183,17 +215,31 @@ fn random_faults_never_break_the_safety_invariants() {
 /// decrease let the set pick it again, which the world counted as a new careless deletion.
 #[test]
 fn seeds_that_once_failed_still_hold() {
-    check(&[229]);
+    check(&[229], Views::Current);
 }
 
 #[test]
 #[ignore = "long: 2,000 seeds"]
 fn random_faults_never_break_the_safety_invariants_long() {
-    check(&(0..2_000).collect::<Vec<_>>());
+    check(&(0..2_000).collect::<Vec<_>>(), Views::Current);
+}
+
+#[test]
+#[ignore = "long: 2,000 seeds"]
+fn random_faults_on_stale_views_never_break_the_safety_invariants_long() {
+    check(&(0..2_000).collect::<Vec<_>>(), Views::Stale);
 }
 
 #[test]
 fn scenarios_are_random_per_seed_and_the_same_for_a_seed() {
-    assert_eq!(scenario(7), scenario(7));
-    assert_ne!(scenario(7), scenario(8));
+    assert_eq!(scenario(7, Views::Current), scenario(7, Views::Current));
+    assert_ne!(scenario(7, Views::Current), scenario(8, Views::Current));
+    let stale = scenario(7, Views::Stale);
+    assert!(stale.contains("watch_lag: "), "{stale}");
+    // The same scenario, only late.
+    let same: Vec<&str> = stale
+        .lines()
+        .filter(|l| !l.starts_with("watch_lag"))
+        .collect();
+    assert_eq!(same.join("\n") + "\n", scenario(7, Views::Current));
 }

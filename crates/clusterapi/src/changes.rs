@@ -21,7 +21,8 @@ pub const DELETE_MACHINE_VALUE: &str = "cluster-autoscaler";
 /// One change to one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ObjectChange {
-    /// Set `spec.replicas` of a scalable resource (the live shell patches its scale subresource).
+    /// Set `spec.replicas` of a scalable resource (the live shell patches its scale subresource),
+    /// on the condition that the resource is still the version the count was decided from.
     SetReplicas {
         /// The MachineDeployment, MachineSet or MachinePool.
         key: ObjectKey,
@@ -29,6 +30,9 @@ pub enum ObjectChange {
         api_version: String,
         /// New replica count.
         replicas: i64,
+        /// What the count was decided from: the precondition, and how to decide again on a
+        /// conflict.
+        base: ReplicasBase,
     },
     /// Set an annotation on a Machine.
     AnnotateMachine {
@@ -59,6 +63,93 @@ pub enum ObjectChange {
         /// Annotation key.
         annotation: String,
     },
+}
+
+/// What a new replica count was decided from. The write carries `resource_version` as a
+/// precondition (as client-go's scale client sends the Scale it read), so a change someone else
+/// made in between is never overwritten: the API server answers 409 Conflict, and the writer
+/// reads the resource again and asks [`ReplicasBase::rebase`] what to write now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicasBase {
+    /// `metadata.resourceVersion` of the resource as seen; `None` (no precondition) only when
+    /// the object seen had none.
+    pub resource_version: Option<String>,
+    /// `spec.replicas` as seen.
+    pub replicas: i64,
+    /// The group's min size as seen.
+    pub min: i64,
+    /// The group's max size as seen.
+    pub max: i64,
+}
+
+/// Why a replica count decided from an older version of its resource is not written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RebaseError {
+    /// A decrease whose replicas someone else changed: it went with delete-machine marks (or
+    /// no Machine may go), which the other change may already have used up.
+    #[error(
+        "replicas changed from {seen} to {now} since the decrease to {target} was decided; it is decided again from the new count"
+    )]
+    Decrease {
+        /// Replicas the decision saw.
+        seen: i64,
+        /// Replicas now.
+        now: i64,
+        /// The count decided.
+        target: i64,
+    },
+    /// An increase that on the new count would leave min..max.
+    #[error(
+        "replicas changed from {seen} to {now} since the increase by {delta} was decided, which would now make {target}, outside {min}..{max}"
+    )]
+    OutOfBounds {
+        /// Replicas the decision saw.
+        seen: i64,
+        /// Replicas now.
+        now: i64,
+        /// The increase decided.
+        delta: i64,
+        /// What it would make now.
+        target: i64,
+        /// Min size.
+        min: i64,
+        /// Max size.
+        max: i64,
+    },
+}
+
+impl ReplicasBase {
+    /// The count to write for a decided `target` now that the resource has `now` replicas (read
+    /// again after a conflict). Only the version moved (`now` is what the decision saw): the
+    /// same `target`. An increase whose base someone else changed is the same increase on the
+    /// new count, whole or not at all (never part of an atomic scale-up), within min..max. A
+    /// decrease is never re-applied on another count: the Machines its marks chose may already
+    /// be gone with the other change, so a further decrease would take one more.
+    pub fn rebase(&self, target: i64, now: i64) -> Result<i64, RebaseError> {
+        if now == self.replicas {
+            return Ok(target);
+        }
+        let delta = target.saturating_sub(self.replicas);
+        if delta <= 0 {
+            return Err(RebaseError::Decrease {
+                seen: self.replicas,
+                now,
+                target,
+            });
+        }
+        let rebased = now.saturating_add(delta);
+        if rebased > self.max || rebased < self.min {
+            return Err(RebaseError::OutOfBounds {
+                seen: self.replicas,
+                now,
+                delta,
+                target: rebased,
+                min: self.min,
+                max: self.max,
+            });
+        }
+        Ok(rebased)
+    }
 }
 
 /// Why a resize was refused.
@@ -139,6 +230,14 @@ pub enum ApplyError {
         /// The field.
         field: &'static str,
     },
+    /// A replica count decided from another version of its resource.
+    #[error("{key}: the object has changed since version {wanted} the change was decided from")]
+    Conflict {
+        /// The object.
+        key: ObjectKey,
+        /// The version the change was decided from.
+        wanted: String,
+    },
 }
 
 fn delta_i64(delta: usize) -> i64 {
@@ -158,6 +257,12 @@ impl ClusterApiProvider {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
             replicas,
+            base: ReplicasBase {
+                resource_version: r.resource_version.clone(),
+                replicas: r.replicas,
+                min: delta_i64(r.min_size),
+                max: delta_i64(r.max_size),
+            },
         }
     }
 
@@ -398,6 +503,25 @@ pub fn apply(store: &mut ObjectStore, changes: &[ObjectChange]) -> Result<(), Ap
             .get(key)
             .map(|o| (**o).clone())
             .ok_or_else(|| ApplyError::NotFound { key: key.clone() })?;
+        if let ObjectChange::SetReplicas {
+            base:
+                ReplicasBase {
+                    resource_version: Some(wanted),
+                    ..
+                },
+            ..
+        } = c
+        {
+            let stored = obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str);
+            if stored.is_some_and(|rv| rv != wanted) {
+                return Err(ApplyError::Conflict {
+                    key: key.clone(),
+                    wanted: wanted.clone(),
+                });
+            }
+        }
         let malformed = || ApplyError::Malformed {
             key: key.clone(),
             field,
@@ -448,6 +572,89 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn base(replicas: i64) -> ReplicasBase {
+        ReplicasBase {
+            resource_version: Some("7".into()),
+            replicas,
+            min: 1,
+            max: 5,
+        }
+    }
+
+    #[test]
+    fn a_conflict_keeps_a_count_whose_base_did_not_move() {
+        assert_eq!(base(2).rebase(4, 2), Ok(4));
+        assert_eq!(base(3).rebase(1, 3), Ok(1));
+    }
+
+    #[test]
+    fn an_increase_is_reapplied_whole_on_the_new_count_within_the_bounds() {
+        // +2 decided on 2; someone else made it 3: +2 on 3.
+        assert_eq!(base(2).rebase(4, 3), Ok(5));
+        // ... made it 1 (a scale-down of theirs): still +2.
+        assert_eq!(base(2).rebase(4, 1), Ok(3));
+        // +2 on 4 would be 6 > max 5: nothing, not +1.
+        assert_eq!(
+            base(2).rebase(4, 4),
+            Err(RebaseError::OutOfBounds {
+                seen: 2,
+                now: 4,
+                delta: 2,
+                target: 6,
+                min: 1,
+                max: 5
+            })
+        );
+    }
+
+    #[test]
+    fn a_decrease_is_never_reapplied_on_another_count() {
+        let e = base(3).rebase(2, 2).unwrap_err();
+        assert_eq!(
+            e,
+            RebaseError::Decrease {
+                seen: 3,
+                now: 2,
+                target: 2
+            }
+        );
+        assert!(e.to_string().contains("from 3 to 2"), "{e}");
+        assert!(base(3).rebase(2, 4).is_err());
+    }
+
+    #[test]
+    fn apply_refuses_a_count_decided_from_another_version() {
+        let mut s = ObjectStore::new();
+        let key = s
+            .insert(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                       "metadata": {"name": "md", "namespace": "ns", "resourceVersion": "8"},
+                       "spec": {"replicas": 2}}),
+                "t",
+            )
+            .unwrap();
+        let set = |rv: &str| ObjectChange::SetReplicas {
+            key: key.clone(),
+            api_version: String::new(),
+            replicas: 3,
+            base: ReplicasBase {
+                resource_version: Some(rv.into()),
+                ..base(2)
+            },
+        };
+        let e = apply(&mut s, &[set("7")]).unwrap_err();
+        assert!(matches!(e, ApplyError::Conflict { .. }), "{e}");
+        assert_eq!(
+            s.get(&key).unwrap().pointer("/spec/replicas"),
+            Some(&json!(2))
+        );
+        apply(&mut s, &[set("8")]).unwrap();
+        assert_eq!(
+            s.get(&key).unwrap().pointer("/spec/replicas"),
+            Some(&json!(3))
+        );
+    }
+
     #[test]
     fn apply_edits_json_and_names_missing_objects() {
         let mut s = ObjectStore::new();
@@ -468,6 +675,10 @@ mod tests {
             key: key.clone(),
             api_version: String::new(),
             replicas: 4,
+            base: ReplicasBase {
+                resource_version: None,
+                ..base(3)
+            },
         };
         apply(&mut s, &[annotate, resize]).unwrap();
         let obj = s.get(&key).unwrap();
@@ -494,6 +705,7 @@ mod tests {
                 key: missing,
                 api_version: String::new(),
                 replicas: 1,
+                base: base(2),
             }],
         )
         .unwrap_err();

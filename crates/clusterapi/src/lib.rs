@@ -18,7 +18,7 @@ pub mod changes;
 pub mod config;
 pub mod provider;
 
-pub use changes::{ApplyError, ObjectChange, ProviderError, apply};
+pub use changes::{ApplyError, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply};
 pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
 pub use provider::{
     BoundsSource, ClusterApiProvider, DiscoveryCache, MachineInfo, ScalableResource, placeholder_id,

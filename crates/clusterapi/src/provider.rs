@@ -113,6 +113,8 @@ pub struct ScalableResource {
     pub max_size: usize,
     /// `spec.replicas`.
     pub replicas: i64,
+    /// `metadata.resourceVersion`, the precondition of a replica change decided from it.
+    pub resource_version: Option<String>,
     /// Where min and max came from.
     pub bounds_from: BoundsSource,
     /// Its Machines (shared with the discovery cache while a Machine is unchanged).
@@ -535,6 +537,10 @@ impl ClusterApiProvider {
                 min_size,
                 max_size,
                 replicas,
+                resource_version: obj
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 bounds_from,
                 machines: machine_infos,
             },

@@ -300,7 +300,17 @@ fn delete_nodes_marks_machines_then_lowers_replicas() {
 
 #[test]
 fn resizes_are_refused_at_the_limits_and_for_foreign_nodes() {
-    let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
+    // The count goes with the version it was decided from.
+    let mut s = store(CAPI);
+    let md_key = s
+        .iter()
+        .map(|(k, _)| k.clone())
+        .find(|k| k.kind == "MachineDeployment" && k.name == "md-workers")
+        .expect("md-workers");
+    let mut versioned = (**s.get(&md_key).unwrap()).clone();
+    versioned["metadata"]["resourceVersion"] = json!("41");
+    s.insert(versioned, "t").unwrap();
+    let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
     let md = "MachineDeployment/default/md-workers";
     let ms = "MachineSet/other/ms-standalone";
     assert_eq!(
@@ -308,7 +318,13 @@ fn resizes_are_refused_at_the_limits_and_for_foreign_nodes() {
         [ObjectChange::SetReplicas {
             key: p.resource(md).unwrap().key.clone(),
             api_version: "cluster.x-k8s.io/v1beta1".into(),
-            replicas: 5
+            replicas: 5,
+            base: autoscaler_clusterapi::ReplicasBase {
+                resource_version: Some("41".into()),
+                replicas: 3,
+                min: 1,
+                max: 5,
+            },
         }]
     );
     let e = p.increase_size(md, 3).unwrap_err();

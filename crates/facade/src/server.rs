@@ -394,6 +394,7 @@ fn world_error(t: &Target, e: WorldError) -> ApiError {
         WorldError::NotFound(_) => ApiError::not_found(&res, &name),
         WorldError::AlreadyExists(_) => ApiError::already_exists(&res, &name),
         WorldError::ScaleApi { .. } => ApiError::internal(e.to_string()),
+        WorldError::Conflict { .. } => ApiError::conflict(&res, &name, &e.to_string()),
         WorldError::Store(_) | WorldError::Invalid { .. } => {
             ApiError::invalid(&res, &name, e.to_string())
         }

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use autoscaler_clusterapi::changes::ObjectChange;
+use autoscaler_clusterapi::changes::{ObjectChange, RebaseError, ReplicasBase};
 use autoscaler_core::Taint;
 use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
@@ -71,6 +71,24 @@ pub enum ActuationError {
         #[source]
         source: Box<ActuationError>,
     },
+    /// A replica count decided from an older version of its resource, which on the current
+    /// count is not written.
+    #[error("{object}: {source}")]
+    Rebase {
+        /// The scalable resource.
+        object: ObjectKey,
+        /// Why it is not written.
+        #[source]
+        source: Box<RebaseError>,
+    },
+    /// The scalable resource kept changing under the write.
+    #[error("{object}: replicas still conflicting after {attempts} attempts")]
+    ScaleConflict {
+        /// The scalable resource.
+        object: ObjectKey,
+        /// Writes tried.
+        attempts: u32,
+    },
     /// The node kept changing under the write.
     #[error("node {node}: still conflicting after {attempts} attempts")]
     Conflict {
@@ -116,7 +134,9 @@ impl ActuationError {
                 None => ErrorClass::Unavailable,
             },
             ActuationError::Change { source, .. } => source.class(),
-            ActuationError::Conflict { .. } => ErrorClass::Conflict,
+            ActuationError::Conflict { .. }
+            | ActuationError::Rebase { .. }
+            | ActuationError::ScaleConflict { .. } => ErrorClass::Conflict,
             ActuationError::EvictionBlocked { .. } => ErrorClass::Unavailable,
         }
     }
@@ -246,12 +266,10 @@ impl Actuator {
                 key,
                 api_version,
                 replicas,
+                base,
             } => {
                 let api = self.object_api(key, api_version)?;
-                let patch = Patch::Merge(json!({ "spec": { "replicas": replicas } }));
-                api.patch_scale(&key.name, &merge, &patch)
-                    .await
-                    .map_err(api_err(format!("set replicas of {key} to {replicas}")))?;
+                self.set_replicas(&api, key, *replicas, base).await?;
             }
             ObjectChange::AnnotateMachine {
                 key,
@@ -295,6 +313,58 @@ impl Actuator {
         }
         tracing::debug!(?change, "applied");
         Ok(())
+    }
+
+    /// Writes `replicas` through the scale subresource with the resourceVersion it was decided
+    /// from as a precondition (a JSON merge patch carrying `metadata.resourceVersion`, which the
+    /// API server checks as it checks an update's). On 409 Conflict it reads the Scale again
+    /// and writes what [`ReplicasBase::rebase`] gives for the fresh count with the fresh version,
+    /// up to [`CONFLICT_ATTEMPTS`] writes; a count it refuses is [`ActuationError::Rebase`].
+    async fn set_replicas(
+        &self,
+        api: &Api<DynamicObject>,
+        key: &ObjectKey,
+        replicas: i64,
+        base: &ReplicasBase,
+    ) -> Result<(), ActuationError> {
+        let mut target = replicas;
+        let mut version = base.resource_version.clone();
+        for attempt in 1..=CONFLICT_ATTEMPTS {
+            let mut body = json!({ "spec": { "replicas": target } });
+            if let Some(rv) = &version {
+                body["metadata"] = json!({ "resourceVersion": rv });
+            }
+            let call = || format!("set replicas of {key} to {target}");
+            match api
+                .patch_scale(&key.name, &PatchParams::default(), &Patch::Merge(body))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if status_code(&e) == Some(409) => {
+                    if attempt == CONFLICT_ATTEMPTS {
+                        break;
+                    }
+                    let scale = api
+                        .get_scale(&key.name)
+                        .await
+                        .map_err(api_err(format!("get scale of {key}")))?;
+                    let now = scale.spec.and_then(|s| s.replicas).map_or(0, i64::from);
+                    target =
+                        base.rebase(replicas, now)
+                            .map_err(|source| ActuationError::Rebase {
+                                object: key.clone(),
+                                source: Box::new(source),
+                            })?;
+                    version = scale.metadata.resource_version;
+                    tracing::debug!(%key, attempt, now, target, "conflict setting replicas: read again");
+                }
+                Err(e) => return Err(api_err(call())(e)),
+            }
+        }
+        Err(ActuationError::ScaleConflict {
+            object: key.clone(),
+            attempts: CONFLICT_ATTEMPTS,
+        })
     }
 
     /// Applies `changes` in order, stopping at the first failure, which is reported with its
@@ -388,8 +458,19 @@ impl Actuator {
         node: &str,
         unschedulable: bool,
     ) -> Result<bool, ActuationError> {
-        self.edit_node(node, None, |obj| Ok(set_cordon(obj, unschedulable)))
-            .await
+        let written = self
+            .edit_node(node, None, |obj| Ok(set_cordon(obj, unschedulable)))
+            .await?;
+        if written {
+            // Upstream cordons in the write that adds its taint, logged at V(1).
+            let what = if unschedulable {
+                "cordoned"
+            } else {
+                "uncordoned"
+            };
+            tracing::info!(node, "{what} the node");
+        }
+        Ok(written)
     }
 
     /// Puts `taint` on `node`. A taint with the same key and effect already there is kept as it
@@ -399,28 +480,40 @@ impl Actuator {
         let key = taint.key.as_str();
         let effect = taint.effect.as_str();
         let new = taint_json(taint);
-        self.edit_taints(node, None, |taints| {
-            if taints.iter().any(|t| {
-                taint_key(t) == Some(key) && t.get("effect").and_then(Value::as_str) == Some(effect)
-            }) {
-                return false;
-            }
-            taints.retain(|t| taint_key(t) != Some(key));
-            taints.push(new.clone());
-            true
-        })
-        .await
+        let written = self
+            .edit_taints(node, None, |taints| {
+                if taints.iter().any(|t| {
+                    taint_key(t) == Some(key)
+                        && t.get("effect").and_then(Value::as_str) == Some(effect)
+                }) {
+                    return false;
+                }
+                taints.retain(|t| taint_key(t) != Some(key));
+                taints.push(new.clone());
+                true
+            })
+            .await?;
+        if written {
+            // Upstream's level for the same line (V(1)).
+            tracing::info!(node, taint = key, effect, "added the taint to the node");
+        }
+        Ok(written)
     }
 
     /// Removes every taint with `key` from `node`. Returns whether the node was written (false
     /// when it had no such taint or is gone).
     pub async fn remove_taint(&self, node: &str, key: &str) -> Result<bool, ActuationError> {
-        self.edit_taints(node, None, |taints| {
-            let before = taints.len();
-            taints.retain(|t| taint_key(t) != Some(key));
-            taints.len() != before
-        })
-        .await
+        let written = self
+            .edit_taints(node, None, |taints| {
+                let before = taints.len();
+                taints.retain(|t| taint_key(t) != Some(key));
+                taints.len() != before
+            })
+            .await?;
+        if written {
+            tracing::info!(node, taint = key, "removed the taint from the node");
+        }
+        Ok(written)
     }
 
     /// Asks the Eviction API to evict the pod with `grace_period_sec`. A refusal (429, a
@@ -452,7 +545,16 @@ impl Actuator {
                 .map_err(|e| api_err(call())(kube::Error::BuildRequest(e)))?;
             // Any success status will do; the body (a Status) says nothing more.
             match self.client.request_text(req).await {
-                Ok(_) => return Ok(Eviction::Evicted { refusals }),
+                Ok(_) => {
+                    tracing::debug!(
+                        namespace,
+                        pod,
+                        grace_period_sec,
+                        refusals,
+                        "evicted the pod"
+                    );
+                    return Ok(Eviction::Evicted { refusals });
+                }
                 Err(e) if status_code(&e) == Some(404) => return Ok(Eviction::AlreadyGone),
                 Err(kube::Error::Api(status)) if status.code == 429 => {
                     refusals += 1;
@@ -736,6 +838,143 @@ mod tests {
         }
     }
 
+    /// A change decided from an object without a resourceVersion: no precondition.
+    fn unconditional() -> ReplicasBase {
+        ReplicasBase {
+            resource_version: None,
+            replicas: 0,
+            min: 0,
+            max: 10,
+        }
+    }
+
+    fn scale_at(name: &str, replicas: i64, rv: &str) -> Value {
+        let mut s = scale(name, replicas);
+        s["metadata"]["resourceVersion"] = json!(rv);
+        s
+    }
+
+    const MD_SCALE: &str =
+        "/apis/cluster.x-k8s.io/v1beta1/namespaces/ns/machinedeployments/md/scale";
+
+    fn resize(replicas: i64, seen: i64) -> ObjectChange {
+        ObjectChange::SetReplicas {
+            key: key("cluster.x-k8s.io", "MachineDeployment", "md"),
+            api_version: "cluster.x-k8s.io/v1beta1".into(),
+            replicas,
+            base: ReplicasBase {
+                resource_version: Some("7".into()),
+                replicas: seen,
+                min: 1,
+                max: 5,
+            },
+        }
+    }
+
+    fn conflict() -> Value {
+        status(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on machinedeployments.cluster.x-k8s.io \"md\": the object has been modified",
+        )
+    }
+
+    #[tokio::test]
+    async fn replicas_carry_their_version_and_an_increase_is_reapplied_on_a_conflict() {
+        let (act, server) = mock(vec![
+            // +2 decided on 2 at version 7; someone else made it 3 meanwhile.
+            ex(
+                Method::PATCH,
+                &format!("{MD_SCALE}?"),
+                Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"replicas": 4}})),
+                409,
+                conflict(),
+            ),
+            ex(Method::GET, MD_SCALE, None, 200, scale_at("md", 3, "9")),
+            ex(
+                Method::PATCH,
+                &format!("{MD_SCALE}?"),
+                Some(json!({"metadata": {"resourceVersion": "9"}, "spec": {"replicas": 5}})),
+                200,
+                scale_at("md", 5, "10"),
+            ),
+        ]);
+        let r = act.apply_change(&resize(4, 2)).await;
+        finish(act, server).await;
+        r.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_conflict_that_leaves_no_valid_count_writes_nothing_more() {
+        let (act, server) = mock(vec![
+            // -1 decided on 3 (a marked Machine); someone else lowered it to 2 meanwhile.
+            ex(
+                Method::PATCH,
+                &format!("{MD_SCALE}?"),
+                Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"replicas": 2}})),
+                409,
+                conflict(),
+            ),
+            ex(Method::GET, MD_SCALE, None, 200, scale_at("md", 2, "8")),
+            // +2 decided on 2; the max of 5 is reached on the new count of 4: not +1.
+            ex(
+                Method::PATCH,
+                &format!("{MD_SCALE}?"),
+                Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"replicas": 4}})),
+                409,
+                conflict(),
+            ),
+            ex(Method::GET, MD_SCALE, None, 200, scale_at("md", 4, "8")),
+        ]);
+        let decrease = act.apply_change(&resize(2, 3)).await;
+        let increase = act.apply_change(&resize(4, 2)).await;
+        finish(act, server).await;
+        for (r, says) in [(decrease, "from 3 to 2"), (increase, "outside 1..5")] {
+            let e = r.unwrap_err();
+            assert!(matches!(e, ActuationError::Rebase { .. }), "{e}");
+            assert_eq!(e.class(), ErrorClass::Conflict);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn replicas_give_up_after_repeated_conflicts() {
+        let mut script = Vec::new();
+        for attempt in 0..CONFLICT_ATTEMPTS {
+            let rv = if attempt == 0 {
+                "7".to_string()
+            } else {
+                format!("{}", 7 + attempt)
+            };
+            script.push(ex(
+                Method::PATCH,
+                &format!("{MD_SCALE}?"),
+                Some(json!({"metadata": {"resourceVersion": rv}, "spec": {"replicas": 4}})),
+                409,
+                conflict(),
+            ));
+            if attempt + 1 < CONFLICT_ATTEMPTS {
+                // Only the version moves (a status write): the same count, the new version.
+                let next = format!("{}", 8 + attempt);
+                script.push(ex(
+                    Method::GET,
+                    MD_SCALE,
+                    None,
+                    200,
+                    scale_at("md", 2, &next),
+                ));
+            }
+        }
+        let (act, server) = mock(script);
+        let r = act.apply_change(&resize(4, 2)).await;
+        finish(act, server).await;
+        let e = r.unwrap_err();
+        assert!(
+            matches!(e, ActuationError::ScaleConflict { attempts, .. } if attempts == CONFLICT_ATTEMPTS),
+            "{e}"
+        );
+    }
+
     #[tokio::test]
     async fn set_replicas_patches_the_scale_subresource() {
         let (act, server) = mock(vec![
@@ -772,6 +1011,7 @@ mod tests {
             key: key(group, kind, name),
             api_version: format!("{group}/v1beta1"),
             replicas,
+            base: unconditional(),
         };
         let r = act
             .apply_changes(&[
@@ -885,11 +1125,13 @@ mod tests {
                     key: ms.clone(),
                     api_version: v.clone(),
                     replicas: 1,
+                    base: unconditional(),
                 },
                 ObjectChange::SetReplicas {
                     key: ms.clone(),
                     api_version: v,
                     replicas: 2,
+                    base: unconditional(),
                 },
             ])
             .await;
@@ -920,6 +1162,7 @@ mod tests {
                 key: key("cluster.x-k8s.io", "MachineSet", "ms"),
                 api_version: "v1beta1".into(),
                 replicas: 1,
+                base: unconditional(),
             })
             .await;
         let r2 = act
@@ -975,6 +1218,7 @@ mod tests {
                 key: key("cluster.x-k8s.io", "MachineDeployment", "md"),
                 api_version: "cluster.x-k8s.io/v1beta1".into(),
                 replicas: 3,
+                base: unconditional(),
             })
             .await;
         let tainted = act.add_taint("n1", &to_be_deleted("1700000000")).await;
@@ -1212,6 +1456,118 @@ mod tests {
         assert_eq!(Instant::now() - start, Duration::from_secs(3));
         finish(act, server).await;
         assert_eq!(r.unwrap(), Eviction::Evicted { refusals: 2 });
+    }
+
+    /// A log writer into a shared buffer, for the tests of what is logged.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    #[tokio::test]
+    async fn taints_cordons_and_evictions_applied_are_logged_at_v2() {
+        let log = Captured::default();
+        let writer = log.clone();
+        // --v=2 is the debug level.
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let ours = json!({"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"});
+        let (act, server) = mock(vec![
+            ex(
+                Method::GET,
+                "/api/v1/nodes/n1",
+                None,
+                200,
+                node("n1", "4", json!([])),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/n1?",
+                Some(node("n1", "4", json!([ours]))),
+                200,
+                node("n1", "5", json!([ours])),
+            ),
+            ex(
+                Method::GET,
+                "/api/v1/nodes/a",
+                None,
+                200,
+                cordoned("a", "1", json!([]), false, false),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/a?",
+                Some(cordoned("a", "1", json!([]), true, true)),
+                200,
+                cordoned("a", "2", json!([]), true, true),
+            ),
+            ex(
+                Method::POST,
+                EVICT_URI,
+                Some(eviction_body(30)),
+                201,
+                accepted(),
+            ),
+            ex(
+                Method::GET,
+                "/api/v1/nodes/n1",
+                None,
+                200,
+                node("n1", "5", json!([ours])),
+            ),
+            ex(
+                Method::PUT,
+                "/api/v1/nodes/n1?",
+                Some(json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "n1", "resourceVersion": "5"},
+                    "spec": {"providerID": "test:///n1"}})),
+                200,
+                node("n1", "6", json!([])),
+            ),
+        ]);
+        assert!(act.add_taint("n1", &to_be_deleted("1")).await.unwrap());
+        assert!(act.set_unschedulable("a", true).await.unwrap());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        act.evict("ns", "p", 30, deadline).await.unwrap();
+        assert!(act.remove_taint("n1", TO_BE_DELETED_TAINT).await.unwrap());
+        finish(act, server).await;
+        let text = log.text();
+        let line = |needle: &str| {
+            text.lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+                .to_string()
+        };
+        let added = line("added the taint");
+        assert!(
+            added.contains("node=\"n1\"") && added.contains(TO_BE_DELETED_TAINT),
+            "{added}"
+        );
+        assert!(line("cordoned the node").contains("node=\"a\""));
+        let evicted = line("evicted the pod");
+        assert!(
+            evicted.contains("DEBUG") && evicted.contains("pod=\"p\""),
+            "{evicted}"
+        );
+        assert!(line("removed the taint").contains("node=\"n1\""));
     }
 
     #[tokio::test(start_paused = true)]

@@ -665,8 +665,10 @@ impl Term {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let (provider, objects, pods, priorities) = {
             let mut inf = autoscaler_actuation::informer::lock(&parts.informer);
-            // This loop sees every pod that became unschedulable so far.
+            // This loop sees every pod that became unschedulable and every group that
+            // appeared so far.
             inf.take_new_unschedulable();
+            inf.take_new_group();
             let refresh = Instant::now();
             let provider = inf.provider(&config.clusterapi);
             parts

@@ -74,6 +74,10 @@ impl ClusterLookup for Pinned<'_, '_> {
     fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {
         self.inner.pod_on_node(pod, node)
     }
+
+    fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
+        self.inner.pods_left_on(nodes)
+    }
 }
 
 /// What woke the executor up.

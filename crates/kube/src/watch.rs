@@ -849,7 +849,7 @@ impl<T: Cached, F> Consumer<T, F> {
                 None
             }
         };
-        if changed.is_some() && shared.lock().has_new_unschedulable() {
+        if changed.is_some() && shared.lock().has_news() {
             shared.new_unschedulable.notify_one();
         }
     }

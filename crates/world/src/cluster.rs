@@ -48,6 +48,19 @@ pub enum WorldError {
         /// The MachineDeployment.
         group: String,
     },
+    /// A write carried a `resourceVersion` precondition the object no longer has (the API
+    /// server's 409 Conflict).
+    #[error(
+        "{object}: the object has been modified (version {wanted} asked for, {stored} stored); apply your changes to the latest version and try again"
+    )]
+    Conflict {
+        /// The object.
+        object: String,
+        /// The version the write was made against.
+        wanted: String,
+        /// The version stored.
+        stored: String,
+    },
     /// The object lacks its identity fields.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -654,6 +654,38 @@ impl World {
         machines.set_replicas(c, &mut peers, (namespace, md), n)
     }
 
+    /// [`World::set_replicas`] on the condition that the MachineDeployment is still at
+    /// `resource_version` (a scale write carrying it, as the autoscaler sends): at any other
+    /// version it is [`WorldError::Conflict`] and nothing changes, as the API server answers
+    /// 409. `None` is no precondition.
+    pub fn set_replicas_at(
+        &mut self,
+        namespace: &str,
+        md: &str,
+        n: u32,
+        resource_version: Option<&str>,
+    ) -> Result<(), WorldError> {
+        if let Some(wanted) = resource_version {
+            let k = crate::objects::key(machines::CAPI_GROUP, "MachineDeployment", namespace, md);
+            let stored = self
+                .objects()
+                .get(&k)
+                .ok_or_else(|| WorldError::NotFound(k.to_string()))?
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if stored != wanted {
+                return Err(WorldError::Conflict {
+                    object: k.to_string(),
+                    wanted: wanted.to_string(),
+                    stored,
+                });
+            }
+        }
+        self.set_replicas(namespace, md, n)
+    }
+
     /// Machines the set deleted although they were healthy and unmarked, oldest first.
     pub fn unmarked_healthy_deletions(&self) -> &[UnmarkedDeletion] {
         self.machines.unmarked_healthy_deletions()
@@ -800,6 +832,41 @@ mod api_tests {
             0
         );
         assert!(w.oldest_logged_version().is_some());
+    }
+
+    #[test]
+    fn a_scale_write_against_an_older_version_conflicts_and_changes_nothing() {
+        let mut w = World::new(WorldConfig::default());
+        let spec = NodeGroupSpec {
+            namespace: "capi".into(),
+            name: "md".into(),
+            replicas: 1,
+            max_size: 5,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            max_pods: 10,
+            ..Default::default()
+        };
+        w.add_node_group(&spec).unwrap();
+        let k = key("cluster.x-k8s.io", "MachineDeployment", "capi", "md");
+        let rv = |w: &World| {
+            w.objects().get(&k).unwrap()["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let seen = rv(&w);
+        // Someone else scales it in between.
+        w.set_replicas("capi", "md", 2).unwrap();
+        let e = w.set_replicas_at("capi", "md", 3, Some(&seen)).unwrap_err();
+        assert!(matches!(e, WorldError::Conflict { .. }), "{e}");
+        let replicas = |w: &World| w.objects().get(&k).unwrap()["spec"]["replicas"].clone();
+        assert_eq!(replicas(&w), json!(2));
+        let now = rv(&w);
+        w.set_replicas_at("capi", "md", 3, Some(&now)).unwrap();
+        assert_eq!(replicas(&w), json!(3));
+        w.set_replicas_at("capi", "md", 4, None).unwrap();
+        assert_eq!(replicas(&w), json!(4));
     }
 
     #[test]

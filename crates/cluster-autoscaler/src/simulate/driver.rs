@@ -14,11 +14,12 @@ use std::path::Path;
 use autoscaler_actuation::{
     Actuation, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply, Report,
 };
-use autoscaler_clusterapi::changes::ObjectChange;
+use autoscaler_clusterapi::changes::{ObjectChange, ReplicasBase};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
 use autoscaler_core::Unlimited;
+use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 use autoscaler_core::names::{
     CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
@@ -344,7 +345,7 @@ impl<'a> Driver<'a> {
             actuation: Actuation::new(scenario.actuation.clone()),
             log,
             seen_failed: BTreeSet::new(),
-            informer: Informer::new(),
+            informer: Informer::lagging(scenario.watch_lag_ms, scenario.seed),
             snapshot_at: None,
             snapshot: None,
             said: BTreeMap::new(),
@@ -658,14 +659,57 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// Sets replicas as the live actuator does: with the version they were decided from as a
+    /// precondition; on a conflict the MachineDeployment is read again and the count
+    /// [`ReplicasBase::rebase`] gives for it is written with the fresh version (nothing else
+    /// writes in between here, so one retry settles it). A count it refuses fails with the
+    /// world's conflict.
+    fn set_replicas(
+        &mut self,
+        key: &ObjectKey,
+        replicas: i64,
+        base: &ReplicasBase,
+    ) -> Result<(), WorldError> {
+        let count = |r: i64| u32::try_from(r.max(0)).unwrap_or(u32::MAX);
+        let rv = base.resource_version.as_deref();
+        let conflict =
+            match self
+                .world
+                .set_replicas_at(&key.namespace, &key.name, count(replicas), rv)
+            {
+                Err(e @ WorldError::Conflict { .. }) => e,
+                other => return other,
+            };
+        let fresh = self
+            .world
+            .objects()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| WorldError::NotFound(key.to_string()))?;
+        let now = fresh
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let Ok(target) = base.rebase(replicas, now) else {
+            return Err(conflict);
+        };
+        let rv = fresh
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        self.world
+            .set_replicas_at(&key.namespace, &key.name, count(target), rv)
+    }
+
     /// Applies provider changes to the world.
     fn apply_changes(&mut self, changes: Vec<ObjectChange>) -> Result<(), WorldError> {
         for c in changes {
             match c {
-                ObjectChange::SetReplicas { key, replicas, .. } => {
-                    let n = u32::try_from(replicas.max(0)).unwrap_or(u32::MAX);
-                    self.world.set_replicas(&key.namespace, &key.name, n)?;
-                }
+                ObjectChange::SetReplicas {
+                    key,
+                    replicas,
+                    base,
+                    ..
+                } => self.set_replicas(&key, replicas, &base)?,
                 ObjectChange::AnnotateMachine {
                     key,
                     annotation,
@@ -971,6 +1015,7 @@ fn world_error(e: &WorldError) -> ActionError {
         WorldError::NotFound(_) => ErrorClass::NotFound,
         WorldError::AlreadyExists(_) => ErrorClass::Conflict,
         WorldError::ScaleApi { .. } => ErrorClass::Unavailable,
+        WorldError::Conflict { .. } => ErrorClass::Conflict,
         WorldError::Invalid { .. } => ErrorClass::Invalid,
         _ => ErrorClass::Other,
     };

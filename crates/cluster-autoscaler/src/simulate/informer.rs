@@ -3,14 +3,22 @@
 //! [`autoscaler_actuation::Informer`]; this feeds it the world's changes and remembers the
 //! last `resourceVersion` applied.
 //!
+//! With a watch lag (the scenario's `watch_lag`), each change reaches the view a random delay
+//! after it happened, one object's changes in their order, as a live informer's watches of
+//! different kinds deliver late and independently: the view then mixes objects of different
+//! ages, and the autoscaler decides and writes on it.
+//!
 //! It decides nothing and never writes to the world.
 
 use std::sync::Arc;
 
 use autoscaler_actuation::Informer as Objects;
 use autoscaler_core::model::store::ObjectKey;
-use autoscaler_world::{WatchEvent, WatchEventKind, World};
+use autoscaler_world::{SimTime, WatchEvent, WatchEventKind, World};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
+use serde_json::Value;
 
 /// The converted objects, kept in step with the world's watch log.
 #[derive(Debug, Default)]
@@ -19,12 +27,69 @@ pub struct Informer {
     rv: u64,
     /// The objects, converted.
     objects: Objects,
+    /// Late delivery of the changes, if any.
+    lag: Option<Lag>,
+}
+
+/// Changes read from the world and not delivered yet.
+#[derive(Debug)]
+struct Lag {
+    /// The longest delay of a change.
+    max_ms: SimTime,
+    rng: ChaCha8Rng,
+    /// (due, resourceVersion, object, its new state or `None` when deleted).
+    pending: Vec<(SimTime, u64, ObjectKey, Option<Arc<Value>>)>,
+    /// When each object's last pending change is due: a later one is never due before it.
+    due: FxHashMap<ObjectKey, SimTime>,
 }
 
 impl Informer {
-    /// An informer that has seen nothing yet.
+    /// An informer that has seen nothing yet, without lag.
+    #[cfg(test)]
     pub fn new() -> Informer {
         Informer::default()
+    }
+
+    /// An informer whose changes each arrive a delay drawn uniformly from 0 to `max_ms` after
+    /// they happened (with `seed`); `max_ms` 0 is [`Informer::new`].
+    pub fn lagging(max_ms: SimTime, seed: u64) -> Informer {
+        let lag = (max_ms > 0).then(|| Lag {
+            max_ms,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            pending: Vec::new(),
+            due: FxHashMap::default(),
+        });
+        Informer {
+            lag,
+            ..Informer::default()
+        }
+    }
+
+    /// Reads every change the world logged since the last sync and delivers those due by the
+    /// world's time, in the order they fall due.
+    fn sync_late(&mut self, world: &World) {
+        let Some(lag) = &mut self.lag else {
+            return;
+        };
+        for e in world.events_since(self.rv) {
+            self.rv = e.rv;
+            if e.kind != WatchEventKind::Deleted && e.object.is_null() {
+                continue;
+            }
+            let delay = lag.rng.random_range(0..=lag.max_ms);
+            let after = lag.due.get(&e.key).copied().unwrap_or(SimTime::MIN);
+            let due = e.at.saturating_add(delay).max(after);
+            lag.due.insert(e.key.clone(), due);
+            let object = (e.kind != WatchEventKind::Deleted).then(|| Arc::clone(&e.object));
+            lag.pending.push((due, e.rv, e.key.clone(), object));
+        }
+        let now = world.now();
+        lag.pending.sort_by_key(|p| (p.0, p.1));
+        let ready = lag.pending.partition_point(|p| p.0 <= now);
+        for (_, _, key, object) in lag.pending.drain(..ready) {
+            self.objects.apply(key, object);
+        }
+        lag.due.retain(|_, due| *due > now);
     }
 
     /// Applies every change the world logged since the last sync. A Pod changed more than once
@@ -33,6 +98,10 @@ impl Informer {
     /// informer's main cost (a pending pod is created and marked unschedulable in one
     /// scheduler pass, and marked again whenever its message changes).
     pub fn sync(&mut self, world: &World) {
+        if self.lag.is_some() {
+            self.sync_late(world);
+            return;
+        }
         let events = world.events_since(self.rv);
         let last = last_pod_changes(events);
         for e in events {
@@ -85,6 +154,47 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use serde_json::json;
+
+    /// With a lag, a change is seen only once its delay passed, one object's changes in order,
+    /// and every change is seen once the longest delay passed.
+    #[test]
+    fn a_lagging_informer_sees_each_change_late_and_in_order() {
+        let mut w = World::new(WorldConfig::default());
+        w.apply(group_spec(1, 3).to_object("sim")).expect("group");
+        let mut late = Informer::lagging(20_000, 7);
+        let mut now = Informer::new();
+        let md = |i: &Informer| {
+            i.store()
+                .list("cluster.x-k8s.io", "MachineDeployment")
+                .map(|(_, o)| o["spec"]["replicas"].as_i64())
+                .collect::<Vec<_>>()
+        };
+        late.sync(&w);
+        now.sync(&w);
+        let mut seen = Vec::new();
+        w.set_replicas("default", "g", 2).expect("scale");
+        w.set_replicas("default", "g", 3).expect("scale");
+        for t in (0..=25_000).step_by(1_000) {
+            w.step_until(t);
+            late.sync(&w);
+            now.sync(&w);
+            let r = md(&late);
+            if seen.last() != Some(&r) {
+                seen.push(r);
+            }
+        }
+        assert_eq!(md(&now), [Some(3)]);
+        assert_eq!(md(&late), [Some(3)], "every change arrives within the lag");
+        // Seen in order: never 3 then 2.
+        let counts: Vec<i64> = seen
+            .iter()
+            .filter_map(|r| r.first().copied().flatten())
+            .collect();
+        assert!(counts.windows(2).all(|p| p[0] <= p[1]), "{counts:?}");
+        let mut never = Informer::lagging(0, 7);
+        never.sync(&w);
+        assert_eq!(md(&never), [Some(3)], "no lag: at once");
+    }
 
     /// Syncing converts each Pod once per batch of changes, at its last one, from a world whose
     /// log keeps only the latest versions (as the driver's does) and forgets what was read; the

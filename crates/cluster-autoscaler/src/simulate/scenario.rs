@@ -116,6 +116,9 @@ pub struct ScenarioFile {
     /// How long a deleted Machine's instance takes to terminate after its drain (default 0s).
     #[serde(default)]
     pub machine_deletion: Option<String>,
+    /// The longest delay of a change on its way to the autoscaler's view (default 0s: at once).
+    #[serde(default)]
+    pub watch_lag: Option<String>,
     /// Autoscaler options, by flag name.
     #[serde(default)]
     pub options: OptionsFile,
@@ -597,6 +600,8 @@ pub struct Scenario {
     pub machine_set_sync_ms: SimTime,
     /// How long a deleted Machine takes to terminate after its drain.
     pub machine_deletion_ms: SimTime,
+    /// The longest delay of a change on its way to the autoscaler's view.
+    pub watch_lag_ms: SimTime,
     /// How the world's scheduler scores nodes' resource fit.
     pub scoring: Scoring,
     /// Autoscaler options.
@@ -787,6 +792,16 @@ impl Scenario {
             },
             machine_deletion_ms: match &f.machine_deletion {
                 Some(t) => ms("machine_deletion", t)?,
+                None => 0,
+            },
+            watch_lag_ms: match &f.watch_lag {
+                // Every change waits in memory until it is due: an hour bounds that.
+                Some(t) => match ms("watch_lag", t)? {
+                    lag if lag > 3_600_000 => {
+                        return Err(invalid("watch_lag", "must be at most 1h"));
+                    }
+                    lag => lag,
+                },
                 None => 0,
             },
             scoring: f.scheduler.scoring,

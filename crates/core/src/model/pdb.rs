@@ -162,7 +162,7 @@ impl PodDisruptionBudget {
     }
 
     /// A short explanation of the budget's spec and status, e.g.
-    /// `minAvailable 2, 0 disruptions allowed`.
+    /// `minAvailable 2, it allows 1 disruption now`.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(m) = self.min_available {
@@ -174,9 +174,17 @@ impl PodDisruptionBudget {
         if self.stale {
             parts.push("status not yet updated for the latest spec".to_string());
         }
-        parts.push(format!("{} disruptions allowed", self.disruptions_allowed));
+        parts.push(format!(
+            "it allows {} now",
+            disruptions(i64::from(self.disruptions_allowed))
+        ));
         parts.join(", ")
     }
+}
+
+/// `1 disruption`, `2 disruptions`.
+fn disruptions(n: i64) -> String {
+    format!("{n} disruption{}", if n == 1 { "" } else { "s" })
 }
 
 impl TryFrom<&policy::PodDisruptionBudget> for PodDisruptionBudget {
@@ -270,6 +278,24 @@ impl DisruptionBudgets {
     /// Disruptions budget `pdb` still allows in this loop (0 for an unknown index).
     pub fn remaining(&self, pdb: usize) -> i64 {
         self.remaining.get(pdb).copied().unwrap_or(0)
+    }
+
+    /// Why budget `pdb` allows no further disruption in this pass: its spec, what its status
+    /// allows now, and how many of those the nodes removed earlier in this pass take, e.g.
+    /// `minAvailable 2, it allows 1 disruption now; nodes removed earlier in this pass take 1`.
+    pub fn exhausted_detail(&self, pdb: usize) -> String {
+        let Some(p) = self.pdbs.get(pdb) else {
+            return String::new();
+        };
+        let taken = i64::from(p.disruptions_allowed) - self.remaining(pdb);
+        if taken > 0 {
+            format!(
+                "{}; nodes removed earlier in this pass take {taken}",
+                p.describe()
+            )
+        } else {
+            p.describe()
+        }
     }
 
     /// Indices of the budgets covering `pod`.
@@ -394,6 +420,44 @@ mod tests {
         other_ns.namespace = Sym::new("default");
         assert!(!p.matches(&other_ns), "another namespace is never covered");
         assert!(p.describe().contains("minAvailable 50%"));
+    }
+
+    #[test]
+    fn an_exhausted_budget_says_what_it_allows_now_and_what_earlier_removals_took() {
+        let p = parse(json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 1}
+        }))
+        .expect("valid pdb");
+        let mut b = DisruptionBudgets::new(vec![p]);
+        let web = pod("a", &[("app", "web")]);
+        assert_eq!(
+            b.exhausted_detail(0),
+            "minAvailable 2, it allows 1 disruption now"
+        );
+        b.commit(&[&web]);
+        assert_eq!(b.exhausted_for(&web), Some(0));
+        let detail = b.exhausted_detail(0);
+        assert_eq!(
+            detail,
+            "minAvailable 2, it allows 1 disruption now; \
+             nodes removed earlier in this pass take 1"
+        );
+        assert!(!detail.contains("disruptions allowed"), "{detail}");
+        let none = parse(json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 0}
+        }))
+        .expect("valid pdb");
+        let b = DisruptionBudgets::new(vec![none]);
+        assert_eq!(
+            b.exhausted_detail(0),
+            "maxUnavailable 0, it allows 0 disruptions now"
+        );
     }
 
     #[test]

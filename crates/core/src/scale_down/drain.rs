@@ -479,11 +479,7 @@ fn pdb_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
     let pdb = ctx.budgets.pdbs().get(i)?;
     Some(BlockReason::NotEnoughPdb {
         pdb: pdb.key(),
-        detail: format!(
-            "{}; {} left in this loop",
-            pdb.describe(),
-            ctx.budgets.remaining(i).max(0)
-        ),
+        detail: ctx.budgets.exhausted_detail(i),
     })
 }
 

@@ -361,7 +361,8 @@ struct Pass<'a, 'i> {
     ids: Vec<NodeId>,
 }
 
-/// Plans one scale-down pass at `now_ms`. The snapshot is left as found. `budget` bounds the
+/// Plans one scale-down pass at `now_ms` (an empty plan while scale-down is disabled). The
+/// snapshot is left as found. `budget` bounds the
 /// removal simulation (`--scale-down-simulation-timeout`).
 pub fn plan_scale_down(
     snapshot: &mut ClusterSnapshot,
@@ -372,6 +373,11 @@ pub fn plan_scale_down(
     budget: &mut dyn Budget,
 ) -> ScaleDownPlan {
     let mut plan = ScaleDownPlan::default();
+    // `--scale-down-enabled=false`: no scale-down step at all, as upstream, which then neither
+    // looks for unneeded nodes nor soft-taints (or untaints) any.
+    if !opts.enabled {
+        return plan;
+    }
     let mut pass = Pass {
         ids: snapshot.node_ids().collect(),
         input,

@@ -176,20 +176,11 @@ impl Simulation<'_, '_, '_> {
         else {
             return Ok(());
         };
-        let budget = &budgets.pdbs()[pdb];
-        let detail = if budgets.remaining(pdb) < i64::from(budget.disruptions_allowed) {
-            format!(
-                "{}; its remaining disruptions are promised to nodes removed earlier in this pass",
-                budget.describe()
-            )
-        } else {
-            budget.describe()
-        };
         Err(Unremovable::PodBlocks(Blocked {
             pod: pod.key(),
             reason: BlockReason::NotEnoughPdb {
-                pdb: budget.key(),
-                detail,
+                pdb: budgets.pdbs()[pdb].key(),
+                detail: budgets.exhausted_detail(pdb),
             },
         }))
     }

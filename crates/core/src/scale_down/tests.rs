@@ -396,6 +396,35 @@ fn delays_and_the_enable_switch_hold_deletions() {
 }
 
 #[test]
+fn scale_down_disabled_neither_finds_unneeded_nodes_nor_soft_taints() {
+    let mut w = world(
+        0,
+        vec![
+            (node("off-a", 4000), vec![]),
+            (
+                node("off-b", 4000).taint(
+                    DELETION_CANDIDATE_TAINT,
+                    "1",
+                    crate::model::taints::TaintEffect::PreferNoSchedule,
+                ),
+                vec![rs_pod("busy", 3500)],
+            ),
+        ],
+    );
+    let off = ScaleDownOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let mut state = ScaleDownState::default();
+    for now in [0, 30 * MIN] {
+        let p = plan_at(&mut w, &mut state, &off, now);
+        assert!(p.soft_taint.is_empty(), "{:?}", p.soft_taint);
+        assert!(p.soft_untaint.is_empty(), "{:?}", p.soft_untaint);
+        assert!(p.unneeded.is_empty() && p.deletions.is_empty(), "{p:?}");
+    }
+}
+
+#[test]
 fn soft_taints_follow_unneeded_status() {
     let mut w = world(
         0,
