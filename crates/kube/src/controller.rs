@@ -29,6 +29,7 @@ use crate::execute::Executor;
 use crate::health::Health;
 use crate::leader::{self, LeaderConfig};
 use crate::metrics::{FailedScaleUpReason, GpuLabels, Metrics, ScaleDownReason};
+use crate::skipped::SkippedObjects;
 use crate::status::{
     Transitions, status_time, status_yaml, with_unsupported_settings, write_status,
 };
@@ -167,6 +168,8 @@ pub struct Parts {
     pub unschedulable: Arc<Notify>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// The objects left out of the view (named in warnings and the status).
+    pub skipped: Arc<SkippedObjects>,
     /// Health.
     pub health: Arc<Health>,
     /// The decision's options when they can change while running (the `ClusterAutoscaler`
@@ -214,6 +217,7 @@ pub async fn run_with_options(
     ));
     let watch_config = WatchConfig {
         rediscover_while_unserved: config.scan_interval,
+        skipped: Arc::new(SkippedObjects::new(Some(metrics.clone()))),
         ..WatchConfig::new(&config.namespace, config.clusterapi.clone())
     };
     // An API server that is not reachable yet (or a discovery error) is retried, not fatal:
@@ -250,6 +254,7 @@ pub async fn run_with_options(
         unsynced: watches.sync_state(),
         unschedulable: watches.new_unschedulable().clone(),
         metrics,
+        skipped: watch_config.skipped.clone(),
         health,
         options,
     };
@@ -626,6 +631,17 @@ impl Gpus {
     }
 }
 
+/// Names the objects the provider's discovery left out (`...; not autoscaled`, listed as
+/// skipped) or used in part (an annotation ignored, ...), each warning rate-limited.
+fn note_provider_warnings(skipped: &SkippedObjects, warnings: &[String]) {
+    let (left_out, in_part): (Vec<String>, Vec<String>) =
+        (warnings.iter().cloned()).partition(|w| w.ends_with("; not autoscaled"));
+    skipped.conversion_warnings("provider", &left_out);
+    for w in &in_part {
+        skipped.noted("provider", w);
+    }
+}
+
 /// The loop's phase clock: time since the loop started.
 struct LoopClock(Instant);
 
@@ -648,6 +664,7 @@ impl Term {
             parts
                 .metrics
                 .function_duration("cloudProviderRefresh", refresh.elapsed().as_secs_f64());
+            note_provider_warnings(&parts.skipped, &inf.provider_warnings());
             let objects = inf.objects_without_pods();
             let pods = inf.pods().clone();
             let priorities = inf.priority_text(&config.namespace);
@@ -689,7 +706,8 @@ impl Term {
             let status = config
                 .write_status_configmap
                 .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions))
-                .map(|yaml| with_unsupported_settings(yaml, &config.unsupported_settings));
+                .map(|yaml| with_unsupported_settings(yaml, &config.unsupported_settings))
+                .map(|yaml| parts.skipped.with_status_section(yaml));
             let mut events = events_of(&view, &outcome);
             let max_total = self.autoscaler.options().scale_up.limits.max_nodes_total;
             events.extend(max_nodes_total_event(&view, &outcome, max_total));
@@ -1128,6 +1146,7 @@ mod tests {
             unsynced,
             unschedulable: Arc::new(Notify::new()),
             metrics: Arc::new(Metrics::new()),
+            skipped: Arc::new(SkippedObjects::default()),
             health: Arc::new(Health::new(
                 Duration::from_secs(600),
                 Duration::from_secs(900),
