@@ -47,11 +47,13 @@ pub fn log_filter(verbosity: u8) -> String {
         _ => "trace",
     };
     // The client's request spans and events ("requesting", "stream closed", "failed with
-    // error") live in this module.
+    // error") live in the builder module. Below `--v=8` the client's own warnings are off
+    // too: one is the whole response body that did not decode, at each retry (the watches
+    // log the error, cut, naming the kind).
     let client = if verbosity >= 8 {
         "kube_client=debug"
     } else {
-        "kube_client::client::builder=off"
+        "kube_client::client::builder=off,kube_client::client=error"
     };
     let mut filter = format!("info,{client}");
     if own != "info" {
@@ -267,7 +269,8 @@ fn build_client(mut config: kube::Config, what: &str) -> Result<kube::Client, Cl
     // The inferred configuration may come from a file we did not read: check its URL too.
     check_server_url(&config.cluster_url.to_string())
         .map_err(|e| CliError::usage(anyhow!("{what}: server: {e}")))?;
-    kube::Client::try_from(config)
+    // Every response body bounded: a watch line or a list without end is an error and a retry.
+    autoscaler_kube::bounded::client(config, autoscaler_kube::bounded::ReadLimits::default())
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))
 }
 
@@ -523,11 +526,14 @@ mod tests {
 
     #[test]
     fn verbosity_maps_to_tracing_levels() {
-        assert_eq!(log_filter(0), "info,kube_client::client::builder=off");
+        assert_eq!(
+            log_filter(0),
+            "info,kube_client::client::builder=off,kube_client::client=error"
+        );
         assert_eq!(log_filter(1), log_filter(0));
         let v4 = log_filter(4);
         assert!(
-            v4.starts_with("info,kube_client::client::builder=off,"),
+            v4.starts_with("info,kube_client::client::builder=off,kube_client::client=error,"),
             "{v4}"
         );
         assert!(v4.contains("autoscaler_kube=debug"), "{v4}");

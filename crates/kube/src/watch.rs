@@ -2420,6 +2420,13 @@ mod tests {
             assert_eq!(typed.storage_class_name, "zonal");
         }
         let seen = seen.lock().expect("log").clone();
+        // RBAC grants every version of the resource: the calls are the declared ones.
+        for uri in &seen {
+            assert!(
+                crate::api_calls::is_declared(&http::Method::GET, uri),
+                "{uri} is not declared"
+            );
+        }
         assert!(
             !seen
                 .iter()
