@@ -155,9 +155,24 @@ impl<B> BoundedBody<B> {
     fn count(&mut self, data: &[u8]) -> Result<(), TooLarge> {
         let (what, limit) = match self.limit {
             Limit::Line(limit) => {
-                self.count = match memchr_last(data) {
-                    Some(at) => (data.len() - at - 1) as u64,
-                    None => self.count.saturating_add(data.len() as u64),
+                // Every line ending in this chunk is checked (the first one continues the
+                // count of the chunks before); the rest starts the next count.
+                let mut start = 0;
+                for end in newlines(data) {
+                    let mut line = (end - start) as u64;
+                    if start == 0 {
+                        line = line.saturating_add(self.count);
+                    }
+                    if line > limit {
+                        return Err(self.too_large("a watch line", limit));
+                    }
+                    start = end + 1;
+                }
+                let rest = (data.len() - start) as u64;
+                self.count = if start == 0 {
+                    self.count.saturating_add(rest)
+                } else {
+                    rest
                 };
                 ("a watch line", limit)
             }
@@ -167,19 +182,23 @@ impl<B> BoundedBody<B> {
             }
         };
         if self.count > limit {
-            return Err(TooLarge {
-                what,
-                path: self.path.clone(),
-                limit,
-            });
+            return Err(self.too_large(what, limit));
         }
         Ok(())
     }
+
+    fn too_large(&self, what: &'static str, limit: u64) -> TooLarge {
+        TooLarge {
+            what,
+            path: self.path.clone(),
+            limit,
+        }
+    }
 }
 
-/// The position of the last newline in `data`.
-fn memchr_last(data: &[u8]) -> Option<usize> {
-    data.iter().rposition(|b| *b == b'\n')
+/// The positions of the newlines in `data`.
+fn newlines(data: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    (data.iter().enumerate()).filter_map(|(i, b)| (*b == b'\n').then_some(i))
 }
 
 impl<B> Body for BoundedBody<B>
@@ -254,6 +273,11 @@ mod tests {
         );
         let got = ok.collect().await.expect("short lines pass").to_bytes();
         assert_eq!(&got[..], b"{\"a\":1}\n{\"b\":2}\n{}\n");
+        // A long line ending inside a chunk, after a short one (found by the fuzz suite).
+        let inside = body(vec![b"{}\n{\"a\":\"xxxxxxxx\"}\n{}"], Limit::Line(8));
+        assert!(inside.collect().await.is_err());
+        let across = body(vec![b"{\"a\":\"xx", b"xxxxx\"}\n"], Limit::Line(8));
+        assert!(across.collect().await.is_err());
         let endless = body(vec![b"{\"a\":", b"\"xxxx", b"xxxx"], Limit::Line(8));
         let e = endless.collect().await.expect_err("cut off");
         assert_eq!(
