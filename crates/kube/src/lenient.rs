@@ -117,7 +117,8 @@ pub fn truncate(s: &str, max: usize) -> String {
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // Only text that is not JSON at all fails here (and then the whole page is unreadable).
-        let raw = Box::<RawValue>::deserialize(d)?;
+        // Borrowed: kube decodes lists and watch lines from a `str`, so the text is not copied.
+        let raw = <&RawValue>::deserialize(d)?;
         Ok(Decoded::from_text(raw.get()))
     }
 }
