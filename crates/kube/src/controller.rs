@@ -982,6 +982,40 @@ fn count_drops(parts: &Parts, stats: &PublishStats) {
 mod tests {
     use super::*;
     use crate::test_api::{Mock, Seen, client, next, respond};
+
+    #[test]
+    fn groups_the_provider_refuses_are_listed_as_skipped_and_partial_use_only_warned() {
+        let skipped = SkippedObjects::default();
+        let config = autoscaler_clusterapi::ClusterApiConfig::default();
+        let mut store = ObjectStore::default();
+        let md = |name: &str, min: &str, max: &str| {
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": name, "namespace": "ns", "annotations": {
+                    config.min_size_key(): min, config.max_size_key(): max,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels": "not a label"}},
+                "spec": {"replicas": 1, "clusterName": "c",
+                    "selector": {"matchLabels": {"a": "b"}},
+                    "template": {"spec": {"clusterName": "c"}}}})
+        };
+        store.insert(md("bad", "5", "2"), "test").expect("object");
+        store.insert(md("good", "0", "3"), "test").expect("object");
+        let (_, warnings) = autoscaler_clusterapi::ClusterApiProvider::discover(&store, &config);
+        note_provider_warnings(&skipped, &warnings);
+        let (count, objects) = skipped.summary();
+        assert_eq!(count, 1, "{objects:?} from {warnings:?}");
+        assert!(
+            objects[0].starts_with("MachineDeployment ns/bad: "),
+            "{objects:?}"
+        );
+        // Used in part (a label annotation ignored): warned, once, but not listed.
+        let partial: Vec<&String> = (warnings.iter())
+            .filter(|w| !w.ends_with("; not autoscaled"))
+            .collect();
+        assert!(!partial.is_empty(), "{warnings:?}");
+        for w in partial {
+            assert!(!skipped.noted("provider", w), "warned again: {w}");
+        }
+    }
     use autoscaler_core::ObjectStore;
     use http::Method;
     use serde_json::{Value, json};
