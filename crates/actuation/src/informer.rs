@@ -58,6 +58,9 @@ pub struct Informer {
     discovery_version: u64,
     /// The provider discovered at `discovery_version`.
     provider: Option<(u64, Arc<ClusterApiProvider>)>,
+    /// The warnings of that discovery (objects left out or used in part), for the shell to
+    /// name them.
+    provider_warnings: Arc<Vec<String>>,
     /// What discovery read from each Machine, so that rediscovery reads only those changed.
     discovery: DiscoveryCache,
     /// Bumped whenever `rest` changes.
@@ -316,13 +319,20 @@ impl Informer {
         match &self.provider {
             Some((v, p)) if *v == self.discovery_version && p.config() == config => p.clone(),
             _ => {
-                let (p, _) =
+                let (p, warnings) =
                     ClusterApiProvider::discover_cached(&self.no_pods, config, &mut self.discovery);
+                self.provider_warnings = Arc::new(warnings);
                 let p = Arc::new(p);
                 self.provider = Some((self.discovery_version, p.clone()));
                 p
             }
         }
+    }
+
+    /// The warnings of the discovery [`Informer::provider`] last made (each names its object:
+    /// `MachineDeployment ns/md: ...`).
+    pub fn provider_warnings(&self) -> Arc<Vec<String>> {
+        self.provider_warnings.clone()
     }
 
     /// Discovers the provider and reads the objects other than pods, so that the next

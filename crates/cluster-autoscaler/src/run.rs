@@ -48,11 +48,13 @@ pub fn log_filter(verbosity: u8) -> String {
         _ => "trace",
     };
     // The client's request spans and events ("requesting", "stream closed", "failed with
-    // error") live in this module.
+    // error") live in the builder module. Below `--v=8` the client's own warnings are off
+    // too: one is the whole response body that did not decode, at each retry (the watches
+    // log the error, cut, naming the kind).
     let client = if verbosity >= 8 {
         "kube_client=debug"
     } else {
-        "kube_client::client::builder=off"
+        "kube_client::client::builder=off,kube_client::client=error"
     };
     let mut filter = format!("info,{client}");
     if own != "info" {
@@ -352,8 +354,13 @@ async fn build_client(
     let token = refreshing_token(&mut config, user)
         .await
         .map_err(|e| CliError::usage(anyhow!("{what}: {e}")))?;
+    // Every response body bounded: a watch line or a list without end is an error and a retry.
+    let bounded = autoscaler_kube::bounded::BoundedReadsLayer::new(
+        autoscaler_kube::bounded::ReadLimits::default(),
+    );
     let builder = kube::client::ClientBuilder::try_from(config)
-        .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))?;
+        .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))?
+        .with_layer(&bounded);
     Ok(match token {
         Some(t) => {
             let layer = t.layer();
@@ -673,11 +680,14 @@ mod tests {
 
     #[test]
     fn verbosity_maps_to_tracing_levels() {
-        assert_eq!(log_filter(0), "info,kube_client::client::builder=off");
+        assert_eq!(
+            log_filter(0),
+            "info,kube_client::client::builder=off,kube_client::client=error"
+        );
         assert_eq!(log_filter(1), log_filter(0));
         let v4 = log_filter(4);
         assert!(
-            v4.starts_with("info,kube_client::client::builder=off,"),
+            v4.starts_with("info,kube_client::client::builder=off,kube_client::client=error,"),
             "{v4}"
         );
         assert!(v4.contains("autoscaler_kube=debug"), "{v4}");

@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use autoscaler_facade::{Facade, FacadeHandle, FacadeOptions, FaultAction, FaultRule, Verb};
+use autoscaler_facade::{
+    Facade, FacadeHandle, FacadeOptions, FaultAction, FaultRule, Malformation, Verb,
+};
 use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
 
@@ -1242,6 +1244,128 @@ async fn a_pod_with_a_zonal_volume_grows_the_group_of_its_zone() {
     assert_eq!(node["metadata"]["labels"][ZONE], "zone-b");
     assert_eq!(replicas_of(&h, "md-b"), 1, "{}", ca.log());
     assert_eq!(replicas_of(&h, "md-a"), 0, "{}", ca.log());
+    drop(ca);
+    h.shutdown().await;
+}
+
+/// The names of the nodes of the MachineDeployment `md`.
+fn nodes_of(h: &FacadeHandle, md: &str) -> Vec<String> {
+    h.with_world(|w| {
+        let machines = w.machines_of(NS, md);
+        w.node_names()
+            .into_iter()
+            .filter(|n| {
+                w.machine_of_node(n)
+                    .is_some_and(|(_, m)| machines.contains(&m))
+            })
+            .collect()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_objects_are_skipped_named_and_the_rest_is_autoscaled() {
+    let h = start_world().await;
+    // A second group with one node too small for the jobs, whose Node will be served
+    // malformed, and a third group whose MachineDeployment will be.
+    h.with_world(|w| {
+        for (name, replicas, cpu) in [("md-b", 1, "1"), ("md-bad", 0, "4")] {
+            w.add_node_group(&NodeGroupSpec {
+                namespace: NS.into(),
+                name: name.into(),
+                replicas,
+                min_size: 0,
+                max_size: 5,
+                cpu: cpu.into(),
+                memory: "16Gi".into(),
+                max_pods: 110,
+                ..Default::default()
+            })
+            .expect("node group");
+        }
+        let mut pod = big_pod("broken");
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("100m");
+        w.add_pod(pod, None).expect("add pod");
+    });
+    wait_for("md-b's node", Duration::from_secs(30), || {
+        nodes_of(&h, "md-b").len() == 1
+    })
+    .await;
+    let node = nodes_of(&h, "md-b").remove(0);
+    h.serve_malformed(Malformation {
+        kind: "Node".into(),
+        namespace: None,
+        name: node.clone(),
+        fields: json!({"status": "not an object"}),
+    });
+    h.serve_malformed(Malformation {
+        kind: "Pod".into(),
+        namespace: Some("default".into()),
+        name: "broken".into(),
+        fields: json!({"spec": {"containers": "x"}}),
+    });
+    h.serve_malformed(Malformation {
+        kind: "MachineDeployment".into(),
+        namespace: Some(NS.into()),
+        name: "md-bad".into(),
+        fields: json!({"metadata": {"name": "md-bad", "namespace": NS, "labels": "x"}}),
+    });
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &[]);
+    add_pods(&h, "job", 2);
+
+    // The rest is autoscaled: the pending pods get nodes of md-a.
+    wait_for("md-a's replicas rise to 2", Duration::from_secs(40), || {
+        replicas(&h) == 2
+    })
+    .await;
+    wait_for("the pods bound", Duration::from_secs(30), || {
+        all_bound(&h, "job", 2)
+    })
+    .await;
+    assert_eq!(replicas_of(&h, "md-bad"), 0);
+    // Each malformed object is named once in the log, with the field.
+    let log = ca.log();
+    for (kind, object, field) in [
+        ("Node", node.as_str(), "status"),
+        ("Pod", "default/broken", "spec.containers"),
+        ("MachineDeployment", "capi/md-bad", "metadata.labels"),
+    ] {
+        let lines: Vec<&str> = (log.lines())
+            .filter(|l| {
+                l.contains("object skipped")
+                    && l.contains(&format!("kind={kind} "))
+                    && l.contains(&format!("object={object} "))
+            })
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{kind} {object}: {lines:?}\n{}",
+            support::tail(&log)
+        );
+        assert!(lines[0].contains(field), "{}", lines[0]);
+    }
+    assert!(
+        !log.contains("not an object\"}"),
+        "no response body is logged: {}",
+        support::tail(&log)
+    );
+    wait_for("the status names them", Duration::from_secs(10), || {
+        status_text(&h).is_some_and(|s| {
+            s.contains("skippedObjects:")
+                && s.contains("count: 3")
+                && s.contains(&format!("Node {node}: status"))
+                && s.contains("Pod default/broken: spec.containers")
+                && s.contains("MachineDeployment capi/md-bad: metadata.labels")
+        })
+    })
+    .await;
+    for kind in ["Node", "Pod", "MachineDeployment"] {
+        let n = ca.metric_where(
+            "cluster_autoscaler_skipped_objects_total",
+            &format!("kind=\"{kind}\""),
+        );
+        assert_eq!(n, 1.0, "{kind}");
+    }
     drop(ca);
     h.shutdown().await;
 }

@@ -249,6 +249,44 @@ impl Faults {
     }
 }
 
+/// One object served malformed: the object of `kind`, `namespace` (`None` for cluster-scoped
+/// objects) and `name` is served, in lists, watch events and reads, with the top-level fields
+/// of `fields` in place of its own (`{"status": "x"}`), as a server holding a malformed object
+/// (a CRD-backed object written without validation, say) serves it. The world keeps the
+/// object as it is: only what is served changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Malformation {
+    /// The kind (`Node`, `Pod`, `MachineDeployment`).
+    pub kind: String,
+    /// The namespace, `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+    /// The top-level fields served in place of the object's (an object).
+    pub fields: serde_json::Value,
+}
+
+/// `obj` of `kind` as served under `rules`: `None` when no rule names it (served as it is).
+pub(crate) fn malformed(
+    rules: &[Malformation],
+    kind: &str,
+    obj: &serde_json::Value,
+) -> Option<serde_json::Value> {
+    let md = obj.get("metadata")?;
+    let name = md.get("name").and_then(serde_json::Value::as_str)?;
+    let namespace = md.get("namespace").and_then(serde_json::Value::as_str);
+    let rule = rules
+        .iter()
+        .find(|r| r.kind == kind && r.name == name && r.namespace.as_deref() == namespace)?;
+    let mut out = obj.clone();
+    if let (Some(o), Some(fields)) = (out.as_object_mut(), rule.fields.as_object()) {
+        for (k, v) in fields {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,5 +360,24 @@ mod tests {
                 .drop_after_events,
             Some(3)
         );
+    }
+
+    #[test]
+    fn a_malformed_object_is_served_with_the_fields_given() {
+        use serde_json::json;
+        let rules = vec![Malformation {
+            kind: "Node".into(),
+            namespace: None,
+            name: "bad".into(),
+            fields: json!({"status": "x"}),
+        }];
+        let bad = json!({"metadata": {"name": "bad"}, "status": {"allocatable": {}}});
+        assert_eq!(
+            malformed(&rules, "Node", &bad),
+            Some(json!({"metadata": {"name": "bad"}, "status": "x"}))
+        );
+        let good = json!({"metadata": {"name": "good"}, "status": {}});
+        assert_eq!(malformed(&rules, "Node", &good), None);
+        assert_eq!(malformed(&rules, "Pod", &bad), None);
     }
 }

@@ -27,15 +27,16 @@ mod server;
 mod status;
 mod watch;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use autoscaler_world::World;
 use tokio::task::JoinHandle;
 
-pub use faults::{FaultAction, FaultCounts, FaultRule, Verb};
+pub use faults::{FaultAction, FaultCounts, FaultRule, Malformation, Verb};
 pub use patch::{PatchKind, json_patch, merge};
 pub use resources::{ServerVersion, Surface};
 pub use selectors::{FieldSelector, LabelSelector};
@@ -290,6 +291,10 @@ pub(crate) struct Shared {
     journal: Mutex<Vec<WriteRecord>>,
     /// What is served of the resources.
     surface: Mutex<Surface>,
+    /// The objects served malformed ([`FacadeHandle::serve_malformed`]).
+    malformed: Mutex<Vec<faults::Malformation>>,
+    /// Whether `malformed` holds any (read without the lock on every object served).
+    any_malformed: AtomicBool,
 }
 
 /// How many writes the journal keeps (the oldest half is dropped beyond this).
@@ -321,6 +326,19 @@ impl Shared {
     /// The fault rules, locked.
     pub(crate) fn faults(&self) -> MutexGuard<'_, faults::Faults> {
         self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `obj` of `kind` as served: malformed when a [`faults::Malformation`] names it.
+    pub(crate) fn served<'a>(
+        &self,
+        kind: &str,
+        obj: &'a serde_json::Value,
+    ) -> Cow<'a, serde_json::Value> {
+        if !self.any_malformed.load(Ordering::Relaxed) {
+            return Cow::Borrowed(obj);
+        }
+        let rules = self.malformed.lock().unwrap_or_else(|e| e.into_inner());
+        faults::malformed(&rules, kind, obj).map_or(Cow::Borrowed(obj), Cow::Owned)
     }
 
     /// What is served, locked.
@@ -405,6 +423,8 @@ impl Facade {
             names: AtomicU64::new(0),
             pager: Mutex::new(paging::Pager::default()),
             journal: Mutex::new(Vec::new()),
+            malformed: Mutex::new(Vec::new()),
+            any_malformed: AtomicBool::new(false),
             surface: Mutex::new(Surface {
                 withheld: options.withheld.iter().cloned().collect(),
                 version: options.version,
@@ -553,6 +573,18 @@ impl FacadeHandle {
     /// [`FaultCounts::per_rule`].
     pub fn add_fault(&self, rule: FaultRule) -> usize {
         self.shared.faults().add(rule)
+    }
+
+    /// Serves one object malformed from now on (see [`Malformation`]); watchers see it with
+    /// its next change or list.
+    pub fn serve_malformed(&self, malformation: Malformation) {
+        let mut rules = self
+            .shared
+            .malformed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        rules.push(malformation);
+        self.shared.any_malformed.store(true, Ordering::Relaxed);
     }
 
     /// What was injected so far.

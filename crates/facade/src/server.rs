@@ -349,7 +349,7 @@ fn list(sh: &Shared, t: &Target, query: &BTreeMap<String, String>) -> Result<Res
             body.push(b',');
         }
         // Serialized in place: no string per item. A `Value` always serializes.
-        let _ = serde_json::to_writer(&mut body, &**item);
+        let _ = serde_json::to_writer(&mut body, &*sh.served(t.res.kind, item));
     }
     body.extend_from_slice(b"]}");
     Ok((
@@ -379,7 +379,7 @@ fn get(sh: &Shared, t: &Target) -> Reply {
     let obj = stored(&w, t)?;
     match t.sub.as_deref() {
         Some("scale") => Ok((StatusCode::OK, scale_of(&obj))),
-        _ => Ok((StatusCode::OK, obj)),
+        _ => Ok((StatusCode::OK, sh.served(t.res.kind, &obj).into_owned())),
     }
 }
 

@@ -188,7 +188,7 @@ impl Stream {
 
     async fn send(&mut self, kind: &str, object: &Value) -> Result<(), End> {
         let mut line = Vec::new();
-        event_line(&mut line, kind, object);
+        event_line(&mut line, kind, &self.sh.served(self.t.res.kind, object));
         self.tx
             .send(Ok(Bytes::from(line)))
             .await
@@ -225,7 +225,7 @@ impl Stream {
     ) -> Result<(), End> {
         let mut chunk = Vec::with_capacity(INITIAL_CHUNK + 4096);
         for obj in objects {
-            event_line(&mut chunk, "ADDED", obj);
+            event_line(&mut chunk, "ADDED", &self.sh.served(self.t.res.kind, obj));
             let counted = self.count("ADDED");
             if chunk.len() >= INITIAL_CHUNK || counted.is_err() {
                 let full = std::mem::replace(&mut chunk, Vec::with_capacity(INITIAL_CHUNK + 4096));

@@ -32,6 +32,7 @@ use crate::health::Health;
 use crate::leader::{self, LeaderConfig};
 use crate::metrics::{FailedScaleUpReason, GpuLabels, Metrics, ScaleDownReason};
 use crate::server::LastPlan;
+use crate::skipped::SkippedObjects;
 use crate::status::{
     Transitions, status_time, status_yaml, with_unsupported_settings, write_status,
 };
@@ -177,6 +178,8 @@ pub struct Parts {
     pub unschedulable: Arc<Notify>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// The objects left out of the view (named in warnings and the status).
+    pub skipped: Arc<SkippedObjects>,
     /// Health.
     pub health: Arc<Health>,
     /// The decision's options when they can change while running (the `ClusterAutoscaler`
@@ -234,6 +237,7 @@ pub async fn run_with_options(
     ));
     let watch_config = WatchConfig {
         rediscover_while_unserved: config.scan_interval,
+        skipped: Arc::new(SkippedObjects::new(Some(metrics.clone()))),
         ..WatchConfig::new(&config.namespace, config.clusterapi.clone())
     };
     // An API server that is not reachable yet (or a discovery error) is retried, not fatal:
@@ -270,6 +274,7 @@ pub async fn run_with_options(
         unsynced: watches.sync_state(),
         unschedulable: watches.new_unschedulable().clone(),
         metrics,
+        skipped: watch_config.skipped.clone(),
         health,
         options,
         explain,
@@ -650,6 +655,17 @@ impl Gpus {
     }
 }
 
+/// Names the objects the provider's discovery left out (`...; not autoscaled`, listed as
+/// skipped) or used in part (an annotation ignored, ...), each warning rate-limited.
+fn note_provider_warnings(skipped: &SkippedObjects, warnings: &[String]) {
+    let (left_out, in_part): (Vec<String>, Vec<String>) =
+        (warnings.iter().cloned()).partition(|w| w.ends_with("; not autoscaled"));
+    skipped.conversion_warnings("provider", &left_out);
+    for w in &in_part {
+        skipped.noted("provider", w);
+    }
+}
+
 /// The loop's phase clock: time since the loop started.
 struct LoopClock(Instant);
 
@@ -674,6 +690,7 @@ impl Term {
             parts
                 .metrics
                 .function_duration("cloudProviderRefresh", refresh.elapsed().as_secs_f64());
+            note_provider_warnings(&parts.skipped, &inf.provider_warnings());
             let objects = inf.objects_without_pods();
             let pods = inf.pods().clone();
             let priorities = inf.priority_text(&config.namespace);
@@ -719,7 +736,8 @@ impl Term {
             let status = config
                 .write_status_configmap
                 .then(|| status_yaml(&view, &outcome, now_ms, &mut self.transitions))
-                .map(|yaml| with_unsupported_settings(yaml, &config.unsupported_settings));
+                .map(|yaml| with_unsupported_settings(yaml, &config.unsupported_settings))
+                .map(|yaml| parts.skipped.with_status_section(yaml));
             let mut events = events_of(&view, &outcome);
             let max_total = self.autoscaler.options().scale_up.limits.max_nodes_total;
             events.extend(max_nodes_total_event(&view, &outcome, max_total));
@@ -1007,6 +1025,40 @@ fn count_drops(parts: &Parts, stats: &PublishStats) {
 mod tests {
     use super::*;
     use crate::test_api::{Mock, Seen, client, next, respond};
+
+    #[test]
+    fn groups_the_provider_refuses_are_listed_as_skipped_and_partial_use_only_warned() {
+        let skipped = SkippedObjects::default();
+        let config = autoscaler_clusterapi::ClusterApiConfig::default();
+        let mut store = ObjectStore::default();
+        let md = |name: &str, min: &str, max: &str| {
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": name, "namespace": "ns", "annotations": {
+                    config.min_size_key(): min, config.max_size_key(): max,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels": "not a label"}},
+                "spec": {"replicas": 1, "clusterName": "c",
+                    "selector": {"matchLabels": {"a": "b"}},
+                    "template": {"spec": {"clusterName": "c"}}}})
+        };
+        store.insert(md("bad", "5", "2"), "test").expect("object");
+        store.insert(md("good", "0", "3"), "test").expect("object");
+        let (_, warnings) = autoscaler_clusterapi::ClusterApiProvider::discover(&store, &config);
+        note_provider_warnings(&skipped, &warnings);
+        let (count, objects) = skipped.summary();
+        assert_eq!(count, 1, "{objects:?} from {warnings:?}");
+        assert!(
+            objects[0].starts_with("MachineDeployment ns/bad: "),
+            "{objects:?}"
+        );
+        // Used in part (a label annotation ignored): warned, once, but not listed.
+        let partial: Vec<&String> = (warnings.iter())
+            .filter(|w| !w.ends_with("; not autoscaled"))
+            .collect();
+        assert!(!partial.is_empty(), "{warnings:?}");
+        for w in partial {
+            assert!(!skipped.noted("provider", w), "warned again: {w}");
+        }
+    }
     use autoscaler_core::ObjectStore;
     use http::Method;
     use serde_json::{Value, json};
@@ -1171,6 +1223,7 @@ mod tests {
             unsynced,
             unschedulable: Arc::new(Notify::new()),
             metrics: Arc::new(Metrics::new()),
+            skipped: Arc::new(SkippedObjects::default()),
             health: Arc::new(Health::new(
                 Duration::from_secs(600),
                 Duration::from_secs(900),

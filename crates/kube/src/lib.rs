@@ -9,6 +9,7 @@
 pub mod actuator;
 pub mod allocator;
 pub mod api_calls;
+pub mod bounded;
 pub mod compat;
 pub mod config_resource;
 pub mod controller;
@@ -16,11 +17,15 @@ pub mod correlator;
 pub mod events;
 pub mod execute;
 pub mod explain;
+#[cfg(test)]
+mod fuzz;
 pub mod health;
 pub mod leader;
+pub mod lenient;
 pub mod metrics;
 pub mod plan;
 pub mod server;
+pub mod skipped;
 pub mod slim;
 pub mod status;
 #[cfg(test)]

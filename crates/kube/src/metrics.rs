@@ -191,6 +191,7 @@ pub struct Metrics {
     /// The unneeded nodes of the last loop and since when (ms), for
     /// `node_removal_latency_seconds`.
     unneeded_since: Mutex<rustc_hash::FxHashMap<String, i64>>,
+    skipped_objects_total: Family<Labels, Counter>,
     /// `--emit-per-nodegroup-metrics`: the per-group gauges are registered and set.
     per_node_group: bool,
 }
@@ -314,6 +315,7 @@ impl Metrics {
                 removal_latency_histogram as HistogramFn,
             ),
             unneeded_since: Mutex::default(),
+            skipped_objects_total: Family::default(),
             per_node_group,
             registry: Registry::default(),
         };
@@ -462,6 +464,13 @@ impl Metrics {
             "events_dropped",
             "Number of Kubernetes events not published, by cause (spam_filter, rate_limit)",
             m.events_dropped_total.clone(),
+        );
+        // Not upstream's: upstream's informers cannot leave one object out (a list holding an
+        // object that does not decode fails as a whole).
+        r.register(
+            "skipped_objects",
+            "Number of watched objects left out of the view because they do not decode or convert, by kind (counted once per object version warned about)",
+            m.skipped_objects_total.clone(),
         );
         // Series that always exist upstream, so dashboards see zeros rather than nothing.
         for result in ["succeeded", "failed"] {
@@ -753,6 +762,13 @@ impl Metrics {
                 .get_or_create(&label("reason", cause))
                 .inc_by(n);
         }
+    }
+
+    /// Counts one object of `kind` left out of the view (see [`crate::skipped`]).
+    pub fn skipped_object(&self, kind: &str) {
+        self.skipped_objects_total
+            .get_or_create(&label("kind", kind))
+            .inc();
     }
 
     /// Records that `function` (`main`, `scaleUp`, `scaleDown`, `findUnneeded`,
