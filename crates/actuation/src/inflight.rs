@@ -37,6 +37,7 @@ pub struct ActuationOptions {
     cordon_node_before_terminating: bool,
     node_delete_delay_after_taint_ms: i64,
     node_deletion_delay_timeout_ms: i64,
+    expendable_pods_priority_cutoff: i32,
 }
 
 /// Why a node is not deleted after all: a pod the decision did not see is on it.
@@ -67,6 +68,7 @@ impl ActuationOptions {
             cordon_node_before_terminating: false,
             node_delete_delay_after_taint_ms: 5_000,
             node_deletion_delay_timeout_ms: 120_000,
+            expendable_pods_priority_cutoff: -10,
         }
     }
 
@@ -88,6 +90,13 @@ impl ActuationOptions {
     /// `delay-deletion.cluster-autoscaler.kubernetes.io/*` annotations to go (0: no wait).
     pub fn node_deletion_delay_timeout(mut self, timeout: Duration) -> ActuationOptions {
         self.node_deletion_delay_timeout_ms = millis(timeout);
+        self
+    }
+
+    /// `--expendable-pods-priority-cutoff` (-10): pods below it are dropped with their node, as
+    /// the decision drops them, so one that appears late does not keep its node either.
+    pub fn expendable_pods_priority_cutoff(mut self, cutoff: i32) -> ActuationOptions {
+        self.expendable_pods_priority_cutoff = cutoff;
         self
     }
 }
@@ -366,7 +375,8 @@ impl Actuation {
                 // A pod the view did not show when the deletion was decided (watch events
                 // arrive late) may be on a node: that node is not deleted.
                 let mut out = Vec::new();
-                let left = lookup.pods_left_on(&held.nodes);
+                let left =
+                    lookup.pods_left_on(&held.nodes, self.options.expendable_pods_priority_cutoff);
                 let mut nodes = Vec::new();
                 for &name in &held.nodes {
                     match left.iter().find(|(n, _)| *n == name) {
@@ -703,7 +713,8 @@ impl Actuation {
             Release::Go { timed_out: false } => {}
         }
         // A pod the drain did not know of (the view did not show it when the drain started).
-        if let Some((_, pod)) = lookup.pods_left_on(&[node]).first() {
+        let cutoff = self.options.expendable_pods_priority_cutoff;
+        if let Some((_, pod)) = lookup.pods_left_on(&[node], cutoff).first() {
             self.give_up(i, not_empty(node, pod), out);
             return;
         }
@@ -1043,8 +1054,8 @@ mod tests {
         fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool {
             self.inner.pod_on_node(pod, node)
         }
-        fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
-            self.inner.pods_left_on(nodes)
+        fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
+            self.inner.pods_left_on(nodes, cutoff)
         }
     }
 

@@ -440,8 +440,9 @@ impl Informer {
     }
 
     /// The pods on any of `nodes` that deleting it would take along: not finished, neither a
-    /// DaemonSet's nor a mirror pod (one pass over the pods, for the few nodes of a deletion).
-    pub fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
+    /// DaemonSet's nor a mirror pod, nor expendable (priority below `cutoff`: the decision drops
+    /// those with their node). One pass over the pods, for the few nodes of a deletion.
+    pub fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
         self.pods
             .values()
             .filter_map(|p| {
@@ -451,7 +452,8 @@ impl Informer {
                     .as_ref()
                     .is_some_and(|o| o.kind.as_str() == "DaemonSet");
                 let mirror = p.annotation(MIRROR_POD_ANNOTATION).is_some();
-                (!p.is_terminal() && !daemon && !mirror).then(|| {
+                let expendable = p.priority < cutoff;
+                (!p.is_terminal() && !daemon && !mirror && !expendable).then(|| {
                     let pod = PodRef {
                         namespace: p.namespace,
                         name: p.name.as_arc().clone(),
@@ -520,8 +522,8 @@ pub trait ClusterLookup {
     /// Whether `pod` is still on `node` and not finished.
     fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool;
     /// The pods on any of `nodes` that deleting it would take along (not finished, neither a
-    /// DaemonSet's nor a mirror pod), with their node.
-    fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)>;
+    /// DaemonSet's nor a mirror pod, nor below the expendable `cutoff`), with their node.
+    fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)>;
 }
 
 /// The [`ClusterLookup`] of an informer, with the provider configuration to discover with.
@@ -557,8 +559,8 @@ impl ClusterLookup for InformerLookup<'_> {
             .is_some_and(|p| p.node_name.is_some_and(|n| n.as_str() == node) && !p.is_terminal())
     }
 
-    fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
-        self.informer.pods_left_on(nodes)
+    fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
+        self.informer.pods_left_on(nodes, cutoff)
     }
 }
 

@@ -75,8 +75,8 @@ impl ClusterLookup for Pinned<'_, '_> {
         self.inner.pod_on_node(pod, node)
     }
 
-    fn pods_left_on(&self, nodes: &[Sym]) -> Vec<(Sym, PodRef)> {
-        self.inner.pods_left_on(nodes)
+    fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
+        self.inner.pods_left_on(nodes, cutoff)
     }
 }
 
