@@ -107,6 +107,12 @@ impl ControllerConfig {
             .cordon_node_before_terminating(self.cordon_node_before_terminating)
             .node_delete_delay_after_taint(self.node_delete_delay_after_taint)
             .node_deletion_delay_timeout(self.node_deletion_delay_timeout)
+            .expendable_pods_priority_cutoff(
+                self.autoscaler
+                    .scale_down
+                    .drain
+                    .expendable_pods_priority_cutoff,
+            )
     }
 }
 
