@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use autoscaler_clusterapi::{ObjectChange, ProviderError};
 use autoscaler_core::NodeGroupId;
+use autoscaler_core::Pod;
 use autoscaler_core::PodRef;
 use autoscaler_core::Sym;
 use autoscaler_core::Taint;
@@ -144,13 +145,25 @@ pub enum EffectKind {
         /// When the drain gives up, on the clock the actuation is given.
         deadline_ms: i64,
     },
+    /// Read the pods bound to `nodes` from the source of truth, not from a cache (live: a
+    /// pod list with the field selector `spec.nodeName=<node>`, as `kubectl drain` reads
+    /// them; simulated: the world's own objects). Sent right before nodes are deleted, so that
+    /// a pod bound after the decision, whose watch event has not arrived yet, keeps its node.
+    /// Answered with [`Reply::Pods`] (every pod found, whatever its kind or phase: the
+    /// actuation decides which block) or [`Reply::Failed`] (the deletion is then abandoned).
+    ReadPods {
+        /// The nodes.
+        nodes: Vec<Sym>,
+    },
 }
 
 /// How an effect went.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
     /// Done.
     Done,
+    /// The pods a [`EffectKind::ReadPods`] found on its nodes, converted.
+    Pods(Vec<Arc<Pod>>),
     /// An eviction found the pod gone already.
     Gone,
     /// An eviction a disruption budget refused (may be tried again until the deadline).

@@ -24,8 +24,9 @@ use crate::effect::{
     Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error,
 };
 use crate::hold::{Hold, Release, delays_deletion};
-use crate::informer::ClusterLookup;
+use crate::informer::{ClusterLookup, blocking_pods};
 use crate::stale_mark::StaleMarks;
+use autoscaler_core::PodRef;
 use autoscaler_core::names::TO_BE_DELETED_TAINT;
 
 /// How actions are carried out over time.
@@ -92,9 +93,11 @@ impl ActuationOptions {
         self.node_deletion_delay_timeout_ms = millis(timeout);
         self
     }
+}
 
-    /// `--expendable-pods-priority-cutoff` (-10): pods below it are dropped with their node, as
-    /// the decision drops them, so one that appears late does not keep its node either.
+impl ActuationOptions {
+    /// `--expendable-pods-priority-cutoff` (-10): a pod with a lower priority goes with its
+    /// node, so it never keeps a node whose deletion is about to be sent.
     pub fn expendable_pods_priority_cutoff(mut self, cutoff: i32) -> ActuationOptions {
         self.expendable_pods_priority_cutoff = cutoff;
         self
@@ -137,6 +140,13 @@ enum Waiting {
         evicted: usize,
     },
     Evict,
+    /// The fresh read of the pods on nodes about to be deleted: `drained` for a drain's node,
+    /// else empty nodes.
+    Read {
+        group: NodeGroupId,
+        nodes: Vec<Sym>,
+        drained: bool,
+    },
 }
 
 /// The actuation state of one autoscaler process: drains in flight, effects awaiting replies,
@@ -375,8 +385,8 @@ impl Actuation {
                 // A pod the view did not show when the deletion was decided (watch events
                 // arrive late) may be on a node: that node is not deleted.
                 let mut out = Vec::new();
-                let left =
-                    lookup.pods_left_on(&held.nodes, self.options.expendable_pods_priority_cutoff);
+                let cutoff = self.options.expendable_pods_priority_cutoff;
+                let left = lookup.pods_left_on(&held.nodes, cutoff);
                 let mut nodes = Vec::new();
                 for &name in &held.nodes {
                     match left.iter().find(|(n, _)| *n == name) {
@@ -388,15 +398,96 @@ impl Actuation {
                         None => nodes.push(name),
                     }
                 }
-                let empty: Vec<_> = views
-                    .into_iter()
-                    .filter(|v| nodes.contains(&v.name))
-                    .collect();
-                let provider = lookup.provider();
-                out.extend(self.delete(&provider, held.group, nodes, &empty, true, 0));
+                // Nothing is read for nodes gone already: there is nothing left to delete.
+                if views.iter().any(|v| nodes.contains(&v.name)) {
+                    out.push(self.read_pods(held.group, nodes, false));
+                }
                 out
             }
         }
+    }
+
+    /// The fresh read of the pods on `nodes` that their deletion waits for (see
+    /// [`EffectKind::ReadPods`]).
+    fn read_pods(&mut self, group: NodeGroupId, nodes: Vec<Sym>, drained: bool) -> Effect {
+        let kind = EffectKind::ReadPods {
+            nodes: nodes.clone(),
+        };
+        let w = Waiting::Read {
+            group,
+            nodes,
+            drained,
+        };
+        self.effect(w, kind)
+    }
+
+    /// Deletes the nodes of a fresh read that no blocking pod is on; the others (and all of
+    /// them when the read failed) are not deleted, and untainted, as after the view's re-check.
+    fn read(
+        &mut self,
+        group: NodeGroupId,
+        nodes: Vec<Sym>,
+        drained: bool,
+        found: Result<Vec<(Sym, PodRef)>, ActionError>,
+        lookup: &mut dyn ClusterLookup,
+    ) -> Vec<Effect> {
+        let drain = self.drains.iter().position(|d| nodes.contains(&d.node));
+        if drained && drain.is_none() {
+            // The drain is over already (nothing else ends it while its read is out).
+            return Vec::new();
+        }
+        let drain = drain.filter(|_| drained);
+        let evicted = drain.map_or(0, |i| self.drains[i].evicted);
+        let mut out = Vec::new();
+        let mut free = Vec::new();
+        match found {
+            Err(error) => {
+                let error = ActionError::new(
+                    error.class,
+                    format!("the pods on the node(s) could not be read before deletion: {error}"),
+                );
+                match drain {
+                    Some(i) => self.give_up(i, error, &mut out),
+                    None => out.extend(self.deletion_failed(group, nodes, error, evicted)),
+                }
+                return out;
+            }
+            Ok(left) => {
+                for name in nodes {
+                    match left.iter().find(|(n, _)| *n == name) {
+                        Some((_, pod)) => {
+                            let error = not_empty(name, pod);
+                            match drain {
+                                Some(i) => self.give_up(i, error, &mut out),
+                                None => out.extend(self.deletion_failed(
+                                    group.clone(),
+                                    vec![name],
+                                    error,
+                                    evicted,
+                                )),
+                            }
+                        }
+                        None => free.push(name),
+                    }
+                }
+            }
+        }
+        if free.is_empty() {
+            return out;
+        }
+        let provider = lookup.provider();
+        let views = lookup.nodes(&free);
+        let effects = self.delete(&provider, group, free, &views, !drained, evicted);
+        if let Some(i) = drain
+            && !effects
+                .iter()
+                .any(|e| matches!(e.kind, EffectKind::Changes { .. }))
+        {
+            // Refused by the provider, or the node is gone already: the drain is over.
+            self.drains[i].phase = Phase::Finished;
+        }
+        out.extend(effects);
+        out
     }
 
     fn delay_timed_out(&mut self, nodes: Vec<Sym>) {
@@ -510,7 +601,8 @@ impl Actuation {
             || self.waiting.values().any(|w| match w {
                 Waiting::ScaleUp { group: g, .. }
                 | Waiting::Correction { group: g, .. }
-                | Waiting::Delete { group: g, .. } => g.as_str() == group,
+                | Waiting::Delete { group: g, .. }
+                | Waiting::Read { group: g, .. } => g.as_str() == group,
                 _ => false,
             })
     }
@@ -546,12 +638,31 @@ impl Actuation {
             return Vec::new();
         };
         let refused = matches!(reply, Reply::Refused(_));
+        let mut pods = Vec::new();
         let error = match reply {
             Reply::Done | Reply::Gone => None,
+            Reply::Pods(found) => {
+                pods = found;
+                None
+            }
             Reply::Refused(e) | Reply::Failed(e) => Some(e),
         };
         let mut out = Vec::new();
         match waiting {
+            Waiting::Read {
+                group,
+                nodes,
+                drained,
+            } => {
+                let found = match error {
+                    Some(e) => Err(e),
+                    None => {
+                        let cutoff = self.options.expendable_pods_priority_cutoff;
+                        Ok(blocking_pods(pods.iter().map(|p| &**p), &nodes, cutoff))
+                    }
+                };
+                out = self.read(group, nodes, drained, found, lookup);
+            }
             Waiting::ScaleUp { group, delta } => self.reports.push(match error {
                 None => Report::ScaledUp { group, delta },
                 Some(error) => Report::ScaleUpFailed {
@@ -696,8 +807,6 @@ impl Actuation {
             }
             return;
         }
-        // The provider current now: groups may have changed since the drain started.
-        let provider = lookup.provider();
         let Some(view) = lookup.node(node.as_str()) else {
             // The node is gone already: nothing left to delete.
             d.phase = Phase::Finished;
@@ -718,18 +827,11 @@ impl Actuation {
             self.give_up(i, not_empty(node, pod), out);
             return;
         }
+        // Then the fresh read: a pod bound after the view was current (its watch event late).
         let d = &mut self.drains[i];
         d.phase = Phase::Deleting;
-        let (group, evicted) = (d.group.clone(), d.evicted);
-        let effects = self.delete(&provider, group, vec![node], &[view], false, evicted);
-        if !effects
-            .iter()
-            .any(|e| matches!(e.kind, EffectKind::Changes { .. }))
-        {
-            // Refused by the provider: the drain is over.
-            self.drains[i].phase = Phase::Finished;
-        }
-        out.extend(effects);
+        let group = d.group.clone();
+        out.push(self.read_pods(group, vec![node], true));
     }
 
     fn give_up(&mut self, i: usize, error: ActionError, out: &mut Vec<Effect>) {
@@ -920,6 +1022,13 @@ mod tests {
         assert!(a.is_draining("general-a"));
         f.gone("web-1");
         let e = a.step(&mut f.lookup(), 2_000);
+        // The node's pods are read afresh first; still draining meanwhile.
+        assert!(
+            matches!(e.as_slice(), [r] if matches!(r.kind(), EffectKind::ReadPods { nodes } if nodes == &[Sym::new("general-a")])),
+            "{e:?}"
+        );
+        assert!(a.is_draining("general-a"));
+        let e = read(&mut a, &mut f, e, 2_000);
         let [delete] = e.as_slice() else {
             panic!("{e:?}")
         };
@@ -1066,6 +1175,22 @@ mod tests {
         }
     }
 
+    /// Answers the fresh reads among `effects` with the fixture's pods as the truth; the other
+    /// effects, and those that follow the reads, in order.
+    fn read(a: &mut Actuation, f: &mut Fixture, effects: Vec<Effect>, now: i64) -> Vec<Effect> {
+        let mut out = Vec::new();
+        for e in effects {
+            match e.kind() {
+                EffectKind::ReadPods { nodes } => {
+                    let pods = Reply::Pods(f.informer.pods_on(nodes));
+                    out.extend(a.reply(e.ticket(), pods, &mut f.lookup(), now));
+                }
+                _ => out.push(e),
+            }
+        }
+        out
+    }
+
     fn deletes(effects: &[Effect]) -> bool {
         effects.iter().any(|e| {
             matches!(
@@ -1102,7 +1227,8 @@ mod tests {
         assert_eq!(in_flight.per_group.iter().sum::<usize>(), 1);
         assert_eq!(a.next_wakeup(), Some(5_000));
         assert!(a.step(&mut f.lookup(), 4_999).is_empty());
-        assert!(deletes(&a.step(&mut f.lookup(), 5_000)));
+        let e = a.step(&mut f.lookup(), 5_000);
+        assert!(deletes(&read(&mut a, &mut f, e, 5_000)));
         assert_eq!(a.in_flight(&provider).empty, 0);
         // Configured: 30 s.
         let options =
@@ -1110,7 +1236,8 @@ mod tests {
         let mut a = Actuation::new(options);
         a.start(delete_empty("general-b"), &mut f.lookup(), 0);
         assert!(a.step(&mut f.lookup(), 29_999).is_empty());
-        assert!(deletes(&a.step(&mut f.lookup(), 30_000)));
+        let e = a.step(&mut f.lookup(), 30_000);
+        assert!(deletes(&read(&mut a, &mut f, e, 30_000)));
     }
 
     #[test]
@@ -1126,7 +1253,8 @@ mod tests {
         assert!(a.step(&mut held(&mut f, true), 60_000).is_empty());
         // The annotation removed: deleted at the next look (every 5 s).
         assert_eq!(a.next_wakeup(), Some(65_000));
-        assert!(deletes(&a.step(&mut held(&mut f, false), 65_000)));
+        let e = a.step(&mut held(&mut f, false), 65_000);
+        assert!(deletes(&read(&mut a, &mut f, e, 65_000)));
         assert!(a.take_reports().is_empty());
         // Never removed: deleted at --node-deletion-delay-timeout, with a report.
         let options = ActuationOptions::default()
@@ -1135,7 +1263,8 @@ mod tests {
         let mut a = Actuation::new(options);
         a.start(delete_empty("general-b"), &mut held(&mut f, true), 0);
         assert!(a.step(&mut held(&mut f, true), 29_999).is_empty());
-        assert!(deletes(&a.step(&mut held(&mut f, true), 30_000)));
+        let e = a.step(&mut held(&mut f, true), 30_000);
+        assert!(deletes(&read(&mut a, &mut f, e, 30_000)));
         assert!(matches!(a.take_reports().as_slice(),
             [Report::DeletionDelayTimedOut { nodes, timeout_sec: 30 }] if nodes == &[Sym::new("general-b")]));
         // A drained node waits too, after its pods are gone.
@@ -1151,7 +1280,8 @@ mod tests {
         assert!(a.step(&mut held(&mut f, true), 1_000).is_empty());
         assert!(a.is_draining("general-a"));
         assert!(a.step(&mut held(&mut f, true), 50_000).is_empty());
-        assert!(deletes(&a.step(&mut held(&mut f, false), 55_000)));
+        let e = a.step(&mut held(&mut f, false), 55_000);
+        assert!(deletes(&read(&mut a, &mut f, e, 55_000)));
     }
 
     #[test]
@@ -1315,6 +1445,81 @@ mod tests {
             Report::DrainFailed { error, .. } if error.message.contains("default/late"))));
     }
 
+    /// A pod object bound to `node`, owned by `owner` (kind), in `phase`.
+    fn bound_pod(name: &str, node: &str, owner: &str, phase: &str) -> Arc<autoscaler_core::Pod> {
+        let mut pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": name,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner,
+                    "name": "o", "uid": "o", "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"phase": phase}});
+        // "Batch" pods run below the default expendable cutoff (-10).
+        if owner == "Batch" {
+            pod["spec"]["priority"] = serde_json::json!(-20);
+            pod["metadata"]["ownerReferences"][0]["kind"] = serde_json::json!("ReplicaSet");
+        }
+        Arc::new(crate::informer::pod_view(&pod).expect("the pod converts"))
+    }
+
+    #[test]
+    fn a_pod_only_the_fresh_read_shows_keeps_its_node() {
+        // general-b is empty in the view all along; the truth has a pod the scheduler bound
+        // there after the decision, whose watch event has not arrived.
+        let mut f = Fixture::new();
+        f.gone("web-2");
+        let mut a = immediate();
+        let e = a.start(delete_empty("general-b"), &mut f.lookup(), 0);
+        let [r] = e.as_slice() else { panic!("{e:?}") };
+        assert!(
+            matches!(r.kind(), EffectKind::ReadPods { nodes } if nodes == &[Sym::new("general-b")])
+        );
+        // Pods that do not block: a DaemonSet's, a finished one, an expendable one.
+        let harmless = vec![
+            bound_pod("ds", "general-b", "DaemonSet", "Running"),
+            bound_pod("done", "general-b", "ReplicaSet", "Succeeded"),
+            bound_pod("batch", "general-b", "Batch", "Running"),
+        ];
+        let mut truth = harmless.clone();
+        truth.push(bound_pod("late", "general-b", "ReplicaSet", "Running"));
+        let e = a.reply(r.ticket(), Reply::Pods(truth), &mut f.lookup(), 0);
+        assert!(!deletes(&e), "{e:?}");
+        assert!(
+            matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { node } if node.as_str() == "general-b")),
+            "{e:?}"
+        );
+        let reports = a.take_reports();
+        assert!(
+            matches!(reports.as_slice(), [Report::DeleteFailed { nodes, error, .. }]
+                if nodes == &[Sym::new("general-b")] && error.message.contains("default/late")),
+            "{reports:?}"
+        );
+        // Only harmless pods: deleted.
+        let e = a.start(delete_empty("general-b"), &mut f.lookup(), 0);
+        let e = a.reply(e[0].ticket(), Reply::Pods(harmless), &mut f.lookup(), 0);
+        assert!(deletes(&e), "{e:?}");
+        // The read failed: not deleted either.
+        let e = a.start(delete_empty("general-b"), &mut f.lookup(), 0);
+        let failed = Reply::Failed(ActionError::new(ErrorClass::Unavailable, "timeout"));
+        let e = a.reply(e[0].ticket(), failed, &mut f.lookup(), 0);
+        assert!(!deletes(&e), "{e:?}");
+        assert!(matches!(a.take_reports().last(),
+            Some(Report::DeleteFailed { error, .. }) if error.class == ErrorClass::Unavailable));
+        // A drain whose view shows its node empty gives up on a pod only the truth has.
+        let mut a = immediate();
+        a.start(drain("general-a", &["web-1"], true), &mut f.lookup(), 0);
+        let e = a.step(&mut f.lookup(), 0);
+        a.reply(e[0].ticket(), Reply::Gone, &mut f.lookup(), 0);
+        f.gone("web-1");
+        let e = a.step(&mut f.lookup(), 1_000);
+        let [r] = e.as_slice() else { panic!("{e:?}") };
+        let truth = vec![bound_pod("late", "general-a", "ReplicaSet", "Pending")];
+        let e = a.reply(r.ticket(), Reply::Pods(truth), &mut f.lookup(), 1_000);
+        assert!(!deletes(&e), "{e:?}");
+        assert!(!a.is_draining("general-a"));
+        assert!(a.take_reports().iter().any(|r| matches!(r,
+            Report::DrainFailed { error, .. } if error.message.contains("default/late"))));
+    }
+
     #[test]
     fn a_failed_deletion_untaints_and_is_a_failed_deletion_for_the_core() {
         let mut f = Fixture::new();
@@ -1326,6 +1531,7 @@ mod tests {
             nodes: vec![Sym::new("general-b")],
         };
         let e = a.start(action, &mut f.lookup(), 0);
+        let e = read(&mut a, &mut f, e, 0);
         assert!(matches!(
             e[0].kind(),
             EffectKind::Changes {

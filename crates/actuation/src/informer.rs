@@ -23,6 +23,7 @@ use autoscaler_core::model::storage::Storage;
 use autoscaler_core::model::store::ObjectKey;
 use autoscaler_core::names::MIRROR_POD_ANNOTATION;
 use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
+use autoscaler_core::scale_down::drain::is_expendable;
 use autoscaler_core::scale_up::pending::is_unschedulable;
 use k8s_openapi::api::core::v1 as api;
 use serde::Deserialize;
@@ -110,7 +111,8 @@ fn is_node(k: &ObjectKey) -> bool {
     k.group.is_empty() && k.kind == "Node"
 }
 
-fn pod_view(v: &Value) -> Option<Pod> {
+/// The model of a Pod object, as the informer converts it (`None`: it does not convert).
+pub fn pod_view(v: &Value) -> Option<Pod> {
     let typed = api::Pod::deserialize(v).ok()?;
     Pod::from_k8s(&typed).ok()
 }
@@ -440,28 +442,16 @@ impl Informer {
     }
 
     /// The pods on any of `nodes` that deleting it would take along: not finished, neither a
-    /// DaemonSet's nor a mirror pod, nor expendable (priority below `cutoff`: the decision drops
-    /// those with their node). One pass over the pods, for the few nodes of a deletion.
-    pub fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
-        self.pods
-            .values()
-            .filter_map(|p| {
-                let node = p.node_name.filter(|n| nodes.contains(n))?;
-                let daemon = p
-                    .owner
-                    .as_ref()
-                    .is_some_and(|o| o.kind.as_str() == "DaemonSet");
-                let mirror = p.annotation(MIRROR_POD_ANNOTATION).is_some();
-                let expendable = p.priority < cutoff;
-                (!p.is_terminal() && !daemon && !mirror && !expendable).then(|| {
-                    let pod = PodRef {
-                        namespace: p.namespace,
-                        name: p.name.as_arc().clone(),
-                    };
-                    (node, pod)
-                })
-            })
-            .collect()
+    /// DaemonSet's nor a mirror pod (one pass over the pods, for the few nodes of a deletion).
+    pub fn pods_left_on(&self, nodes: &[Sym], expendable_below: i32) -> Vec<(Sym, PodRef)> {
+        blocking_pods(self.pods.values().map(|p| &**p), nodes, expendable_below)
+    }
+
+    /// The pods on any of `nodes`, whatever they are (a test's truth for a fresh read).
+    #[cfg(test)]
+    pub(crate) fn pods_on(&self, nodes: &[Sym]) -> Vec<Arc<Pod>> {
+        let on = |p: &&Arc<Pod>| p.node_name.is_some_and(|n| nodes.contains(&n));
+        self.pods.values().filter(on).cloned().collect()
     }
 
     /// The node named, converted.
@@ -510,6 +500,35 @@ impl Informer {
     }
 }
 
+/// The pods of `pods` on any of `nodes` that deleting it would take along, with their node:
+/// not finished (a terminating pod still runs there), neither a DaemonSet's nor a mirror pod,
+/// nor expendable (priority below `expendable_below`: it goes with the node, as the scale-down
+/// decision planned). The view's re-check and the fresh read before a deletion both decide
+/// with it.
+pub fn blocking_pods<'p>(
+    pods: impl Iterator<Item = &'p Pod>,
+    nodes: &[Sym],
+    expendable_below: i32,
+) -> Vec<(Sym, PodRef)> {
+    pods.filter_map(|p| {
+        let node = p.node_name.filter(|n| nodes.contains(n))?;
+        let daemon = p
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.kind.as_str() == "DaemonSet");
+        let mirror = p.annotation(MIRROR_POD_ANNOTATION).is_some();
+        let expendable = is_expendable(p, expendable_below);
+        (!p.is_terminal() && !daemon && !mirror && !expendable).then(|| {
+            let pod = PodRef {
+                namespace: p.namespace,
+                name: p.name.as_arc().clone(),
+            };
+            (node, pod)
+        })
+    })
+    .collect()
+}
+
 /// What actuation reads of the cluster when it advances an action: the provider, nodes and
 /// pods as they are now.
 pub trait ClusterLookup {
@@ -521,9 +540,9 @@ pub trait ClusterLookup {
     fn nodes(&self, names: &[Sym]) -> Vec<Arc<Node>>;
     /// Whether `pod` is still on `node` and not finished.
     fn pod_on_node(&self, pod: &PodRef, node: &str) -> bool;
-    /// The pods on any of `nodes` that deleting it would take along (not finished, neither a
-    /// DaemonSet's nor a mirror pod, nor below the expendable `cutoff`), with their node.
-    fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)>;
+    /// The pods on any of `nodes` that deleting it would take along (see [`blocking_pods`]),
+    /// with their node.
+    fn pods_left_on(&self, nodes: &[Sym], expendable_below: i32) -> Vec<(Sym, PodRef)>;
 }
 
 /// The [`ClusterLookup`] of an informer, with the provider configuration to discover with.
@@ -559,8 +578,8 @@ impl ClusterLookup for InformerLookup<'_> {
             .is_some_and(|p| p.node_name.is_some_and(|n| n.as_str() == node) && !p.is_terminal())
     }
 
-    fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
-        self.informer.pods_left_on(nodes, cutoff)
+    fn pods_left_on(&self, nodes: &[Sym], expendable_below: i32) -> Vec<(Sym, PodRef)> {
+        self.informer.pods_left_on(nodes, expendable_below)
     }
 }
 

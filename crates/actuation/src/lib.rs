@@ -19,5 +19,5 @@ mod stale_mark;
 
 pub use effect::{Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error};
 pub use inflight::{Actuation, ActuationOptions};
-pub use informer::{ClusterLookup, Informer, InformerLookup};
+pub use informer::{ClusterLookup, Informer, InformerLookup, blocking_pods, pod_view};
 pub use stale_mark::STALE_MARK_GRACE_MS;

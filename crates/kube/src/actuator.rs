@@ -17,8 +17,8 @@ use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use autoscaler_core::{ActionError, ErrorClass};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams, TypeMeta,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, TypeMeta,
 };
 use kube::{Client, Resource};
 use serde_json::{Map, Value, json};
@@ -119,15 +119,24 @@ pub enum ActuationError {
         /// The API server's last refusal.
         message: String,
     },
+    /// The fresh read of a node's pods cannot be decided on: more pods than one bounded page,
+    /// or a pod that does not convert.
+    #[error("pods on node {node}: {detail}")]
+    PodRead {
+        /// Node.
+        node: String,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 impl ActuationError {
     /// The class of the failure: from the API's status code, or what the failure says.
     pub fn class(&self) -> ErrorClass {
         match self {
-            ActuationError::BadObject { .. } | ActuationError::MalformedNode { .. } => {
-                ErrorClass::Invalid
-            }
+            ActuationError::BadObject { .. }
+            | ActuationError::MalformedNode { .. }
+            | ActuationError::PodRead { .. } => ErrorClass::Invalid,
             ActuationError::Api { source, .. } => match status_code(source) {
                 Some(code) => ErrorClass::of_http_status(code),
                 // No answer (transport, timeout): the API is not reachable now.
@@ -146,6 +155,10 @@ impl ActuationError {
         ActionError::new(self.class(), self.to_string())
     }
 }
+
+/// The most pods of one node the read before its deletion takes in one page (a kubelet runs
+/// 110 by default; more than this is an error, not a longer read).
+pub const NODE_PODS_READ_LIMIT: u32 = 1000;
 
 /// What an eviction achieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -514,6 +527,51 @@ impl Actuator {
             tracing::info!(node, taint = key, "removed the taint from the node");
         }
         Ok(written)
+    }
+
+    /// The pods bound to each of `nodes`, read from the API server right now (a list with the
+    /// field selector `spec.nodeName=<node>` and no `resourceVersion`: a consistent read, never
+    /// an older state; as `kubectl drain` lists a node's pods), converted. At most
+    /// [`NODE_PODS_READ_LIMIT`] pods a node are read: a node with more, or with a pod that does
+    /// not convert, is an error, so that its deletion is abandoned rather than decided blind.
+    pub async fn pods_on_nodes(
+        &self,
+        nodes: &[autoscaler_core::Sym],
+    ) -> Result<Vec<std::sync::Arc<autoscaler_core::Pod>>, ActuationError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let mut out = Vec::new();
+        for node in nodes {
+            let params = ListParams::default()
+                .fields(&format!("spec.nodeName={node}"))
+                .limit(NODE_PODS_READ_LIMIT);
+            let list = api
+                .list(&params)
+                .await
+                .map_err(api_err(format!("list pods on node {node}")))?;
+            if list
+                .metadata
+                .continue_
+                .as_deref()
+                .is_some_and(|c| !c.is_empty())
+            {
+                return Err(ActuationError::PodRead {
+                    node: node.to_string(),
+                    detail: format!("more than {NODE_PODS_READ_LIMIT} pods"),
+                });
+            }
+            for pod in &list.items {
+                let view = autoscaler_core::Pod::from_k8s(pod).map_err(|e| {
+                    let name = pod.metadata.name.as_deref().unwrap_or_default();
+                    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+                    ActuationError::PodRead {
+                        node: node.to_string(),
+                        detail: format!("pod {ns}/{name} does not convert: {e}"),
+                    }
+                })?;
+                out.push(std::sync::Arc::new(view));
+            }
+        }
+        Ok(out)
     }
 
     /// Asks the Eviction API to evict the pod with `grace_period_sec`. A refusal (429, a

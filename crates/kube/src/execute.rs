@@ -75,8 +75,8 @@ impl ClusterLookup for Pinned<'_, '_> {
         self.inner.pod_on_node(pod, node)
     }
 
-    fn pods_left_on(&self, nodes: &[Sym], cutoff: i32) -> Vec<(Sym, PodRef)> {
-        self.inner.pods_left_on(nodes, cutoff)
+    fn pods_left_on(&self, nodes: &[Sym], expendable_below: i32) -> Vec<(Sym, PodRef)> {
+        self.inner.pods_left_on(nodes, expendable_below)
     }
 }
 
@@ -274,6 +274,15 @@ impl Executor {
                 .await
                 .map(drop),
             EffectKind::Evict { .. } => Ok(()),
+            EffectKind::ReadPods { nodes } => {
+                return match self.actuator.pods_on_nodes(nodes).await {
+                    Ok(pods) => Reply::Pods(pods),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read the pods of nodes before their deletion");
+                        Reply::Failed(e.to_action_error())
+                    }
+                };
+            }
         };
         match result {
             Ok(()) => Reply::Done,
@@ -350,7 +359,15 @@ mod tests {
 
     /// An API server whose evictions answer `eviction` (and remove the pod from the informer on
     /// success, as a kubelet would); everything else succeeds.
-    async fn serve(mut h: Mock, log: Log, eviction: u16, informer: Arc<Mutex<Informer>>) {
+    /// The server: evictions answered with `eviction`; a pod list by node answers with the
+    /// informer's pods on it and the pods of `unseen` (bound there, not in the informer yet).
+    async fn serve(
+        mut h: Mock,
+        log: Log,
+        eviction: u16,
+        informer: Arc<Mutex<Informer>>,
+        unseen: Vec<Value>,
+    ) {
         while let Some((seen, send)) = next(&mut h).await {
             let (method, uri, body) = (seen.method, seen.uri, seen.body);
             log.lock()
@@ -372,6 +389,26 @@ mod tests {
                     json!({"kind": "Status", "apiVersion": "v1", "code": eviction,
                         "status": if eviction == 201 { "Success" } else { "Failure" },
                         "reason": if eviction == 429 { "TooManyRequests" } else { "" }}),
+                )
+            } else if method == Method::GET && uri.starts_with("/api/v1/pods?") {
+                let node = uri
+                    .split("fieldSelector=spec.nodeName%3D")
+                    .nth(1)
+                    .and_then(|rest| rest.split('&').next())
+                    .unwrap_or_default()
+                    .to_string();
+                let inf = informer.lock().expect("informer");
+                let known = inf.store().iter().filter(|(k, _)| k.is_pod());
+                let items: Vec<Value> = known
+                    .map(|(_, v)| (**v).clone())
+                    .chain(unseen.iter().cloned())
+                    .filter(|p| p["spec"]["nodeName"] == node.as_str())
+                    .collect();
+                drop(inf);
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PodList",
+                        "metadata": {"resourceVersion": "9"}, "items": items}),
                 )
             } else if method == Method::GET && uri.starts_with("/api/v1/nodes/general-a") {
                 (
@@ -420,10 +457,16 @@ mod tests {
 
     /// An executor over the example snapshot and a server answering evictions with `eviction`.
     fn running(eviction: u16) -> (Executor, Log) {
+        running_with(eviction, Vec::new())
+    }
+
+    /// [`running`] with pods bound that the informer has not seen.
+    fn running_with(eviction: u16, unseen: Vec<Value>) -> (Executor, Log) {
         let (client, handle) = client();
         let ex = executor(client);
         let log: Log = Arc::default();
-        tokio::spawn(serve(handle, log.clone(), eviction, ex.informer.clone()));
+        let informer = ex.informer.clone();
+        tokio::spawn(serve(handle, log.clone(), eviction, informer, unseen));
         (ex, log)
     }
 
@@ -474,6 +517,7 @@ mod tests {
                     Method::POST,
                     "/api/v1/namespaces/default/pods/web-1/eviction"
                 ),
+                (Method::GET, "/api/v1/pods"),
                 (
                     Method::PATCH,
                     "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines/general-1-a"
@@ -485,7 +529,40 @@ mod tests {
             ]
         );
         assert_eq!(log[0].2["deleteOptions"]["gracePeriodSeconds"], 5);
-        assert_eq!(log[2].2, json!({"spec": {"replicas": 1}}));
+        assert!(
+            log[1].1.contains("fieldSelector=spec.nodeName%3Dgeneral-a"),
+            "{}",
+            log[1].1
+        );
+        assert_eq!(log[3].2, json!({"spec": {"replicas": 1}}));
+    }
+
+    /// A pod bound to the drained node whose watch event has not arrived: the pod list read
+    /// right before the deletion shows it, and the node stays.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_pod_the_watch_has_not_shown_yet_keeps_its_node() {
+        let late = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "late", "namespace": "default", "uid": "late",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web", "uid": "rs-web", "controller": true}]},
+            "spec": {"nodeName": "general-a",
+                "containers": [{"name": "web", "image": "nginx"}]},
+            "status": {"phase": "Running"}});
+        let (mut ex, log) = running_with(201, vec![late]);
+        let reports = settle(&mut ex, vec![drain_of_general_a()]).await;
+        assert!(
+            matches!(reports.last(), Some(Report::DrainFailed { evicted: 1, error, .. })
+                if error.message.contains("default/late")),
+            "{reports:?}"
+        );
+        let log = log.lock().expect("log").clone();
+        assert!(
+            !log.iter()
+                .any(|(_, u, _)| u.contains("/scale") || u.contains("/machines/")),
+            "nothing deleted: {log:?}"
+        );
+        let (m, u, _) = log.last().expect("the untaint");
+        assert_eq!((m, u.as_str()), (&Method::PUT, "/api/v1/nodes/general-a?"));
     }
 
     /// The scale-ups of one loop share the provider discovered for the first of them, but a

@@ -812,6 +812,7 @@ impl<'a> Driver<'a> {
                 node,
                 unschedulable,
             } => reply_of(self.world.set_unschedulable(node.as_str(), *unschedulable)),
+            EffectKind::ReadPods { nodes } => self.read_pods(nodes),
             EffectKind::Evict {
                 pod,
                 grace_period_sec,
@@ -834,6 +835,27 @@ impl<'a> Driver<'a> {
                 }
             }
         }
+    }
+
+    /// The pods bound to `nodes` in the world itself (not the autoscaler's view, which may
+    /// lag), as a pod list by `spec.nodeName` reads them from the API server. A pod that does
+    /// not convert fails the read: the deletion is then abandoned rather than decided blind.
+    fn read_pods(&self, nodes: &[autoscaler_core::Sym]) -> Reply {
+        let mut pods = Vec::new();
+        for (key, obj) in self.world.objects().iter() {
+            let on = obj.pointer("/spec/nodeName").and_then(Value::as_str);
+            if !key.is_pod() || !on.is_some_and(|n| nodes.iter().any(|x| x.as_str() == n)) {
+                continue;
+            }
+            match autoscaler_actuation::pod_view(obj) {
+                Some(pod) => pods.push(std::sync::Arc::new(pod)),
+                None => {
+                    let message = format!("pod {key} does not convert");
+                    return Reply::Failed(ActionError::new(ErrorClass::Invalid, message));
+                }
+            }
+        }
+        Reply::Pods(pods)
     }
 
     /// A safety violation for each node about to be deleted with pods not moved. A pod still
