@@ -167,15 +167,7 @@ fn live_plan(
             (provider, objects, pods, inf.priority_text(namespace))
         };
         drop(watches);
-        let view = ClusterView {
-            nodes: &objects.nodes,
-            pods: &pods,
-            daemonsets: &objects.daemonsets,
-            namespaces: &objects.namespaces,
-            provider: &*provider,
-            pdbs: &objects.pdbs,
-            storage: &objects.storage,
-        };
+        let view = ClusterView::of_objects(&objects, &pods, &*provider);
         let mut autoscaler = Autoscaler::new(opts.controller.autoscaler.clone());
         autoscaler.set_priority_text(priorities.as_deref());
         let outcome = autoscaler.run_once(

@@ -63,6 +63,24 @@ pub struct ClusterView<'a> {
 }
 
 impl<'a> ClusterView<'a> {
+    /// The view of everything `objects` holds but its pods, with `pods` and `provider` (the
+    /// informer keeps its pods apart from the other objects).
+    pub fn of_objects(
+        objects: &'a crate::model::objects::ClusterObjects,
+        pods: &'a [Arc<Pod>],
+        provider: &'a dyn CloudProvider,
+    ) -> ClusterView<'a> {
+        ClusterView {
+            nodes: &objects.nodes,
+            pods,
+            daemonsets: &objects.daemonsets,
+            namespaces: &objects.namespaces,
+            provider,
+            pdbs: &objects.pdbs,
+            storage: &objects.storage,
+        }
+    }
+
     /// A view of `nodes` and `pods` under `provider`, with no DaemonSets, namespace labels,
     /// budgets or storage objects.
     pub fn of(

@@ -705,15 +705,7 @@ impl Term {
         self.autoscaler.set_priority_text(priorities.as_deref());
         let in_flight = self.executor.in_flight(&provider);
         let (outcome, status, events) = {
-            let view = ClusterView {
-                nodes: &objects.nodes,
-                pods: &pods,
-                daemonsets: &objects.daemonsets,
-                namespaces: &objects.namespaces,
-                provider: &*provider,
-                pdbs: &objects.pdbs,
-                storage: &objects.storage,
-            };
+            let view = ClusterView::of_objects(&objects, &pods, &*provider);
             let outcome = self.autoscaler.run_once_timed(
                 &view,
                 &objects.controllers,

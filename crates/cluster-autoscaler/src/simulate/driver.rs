@@ -535,15 +535,7 @@ impl<'a> Driver<'a> {
         let priorities = self.informer.priority_text(NAMESPACE);
         self.autoscaler.set_priority_text(priorities.as_deref());
         let pods = self.informer.pods();
-        let view = ClusterView {
-            nodes: &objects.nodes,
-            pods,
-            daemonsets: &objects.daemonsets,
-            namespaces: &objects.namespaces,
-            provider: &*provider,
-            pdbs: &objects.pdbs,
-            storage: &objects.storage,
-        };
+        let view = ClusterView::of_objects(&objects, pods, &*provider);
         let take = self.snapshot.is_none() && self.snapshot_at.is_some_and(|at| at <= t);
         if take {
             self.snapshot = Some(SnapshotTaken {
