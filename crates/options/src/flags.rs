@@ -154,7 +154,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-total-unready-percentage", "45", Float, IMPL, A),
     f("ok-total-unready-count", "3", Int, IMPL, A),
     f("scale-up-from-zero", "true", Bool, gap("scale-up always runs when no node is ready; turning it off is not supported", "true"), A),
-    f("parallel-scale-up", "false", Bool, gap("one node group is scaled up per loop", "false"), A),
+    f("parallel-scale-up", "false", Bool, gap("the node groups one loop grows (several when pending pods need different kinds of nodes, and the similar groups of --balance-similar-node-groups) are resized one after another, not concurrently", "false"), A),
     f("max-node-provision-time", "15m0s", Dur, IMPL, A),
     f("max-node-startup-time", "15m0s", Dur, IMPL, A),
     f("max-pod-eviction-time", "2m0s", Dur, IMPL, A),
@@ -557,13 +557,48 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|")
 }
 
+/// The registry's entry for `name` (without dashes).
+fn lookup(name: &str) -> Option<&'static UpstreamFlag> {
+    FLAGS.iter().find(|f| f.name == name)
+}
+
+/// `cmd` with each implemented flag's default taken from the registry into its help
+/// (`[default: 10m0s]`, upstream's spelling), so a default is written once, in [`FLAGS`]. A
+/// help that states a default of its own (ours differs from upstream's, e.g. `--v`) keeps it;
+/// an argument with a clap default (a subcommand's own flag of the same name) shows clap's.
+pub fn with_table_defaults(cmd: Command) -> Command {
+    cmd.mut_args(|a| {
+        let Some(flag) = a.get_long().and_then(lookup) else {
+            return a;
+        };
+        let shown = !matches!(flag.status, Status::Implemented(_))
+            || flag.default.is_empty()
+            || flag.default == "[]"
+            || !a.get_default_values().is_empty();
+        let help = a.get_help().map(ToString::to_string).unwrap_or_default();
+        if shown || help.is_empty() || help.contains("[default:") {
+            return a;
+        }
+        // clap drops a one-paragraph help's final period; the default ends the sentence.
+        let text = help.trim_end().trim_end_matches('.');
+        a.help(format!("{text} [default: {}]", flag.default))
+    })
+}
+
+/// The `run` command's flags, with their help as `--help` shows it.
+fn run_command() -> Command {
+    use clap::Args;
+    with_table_defaults(crate::options::RunArgs::augment_args(Command::new("run")))
+}
+
 /// `docs/flags.md`: every upstream flag, its default, its status and what ours does, from the
-/// registry and (for implemented flags) the help of `cmd`, the `run` command.
-pub fn markdown(cmd: &Command) -> String {
+/// registry and (for implemented flags) the help of `run`'s flags.
+pub fn markdown() -> String {
+    let cmd = run_command();
     let mut out = String::from(
         "# Flags\n\n\
          <!-- Generated from crates/options/src/flags.rs; regenerate with\n     \
-         UPDATE_FLAGS_DOC=1 cargo test -p cluster-autoscaler flags_doc_is_current -->\n\n\
+         UPDATE_FLAGS_DOC=1 cargo test -p autoscaler-options flags_doc_is_current -->\n\n\
          Every flag of upstream cluster-autoscaler is accepted with upstream's name, syntax \
          and default, also as `-flag` and with `_` for `-`. Each one is **implemented**, \
          **accepted, no effect** (it changes nothing here, for the reason given), or \
@@ -687,6 +722,71 @@ mod tests {
         }
     }
 
+    /// The core's and the controller's `Default`s are the registry's defaults: each
+    /// implemented flag given its registry default builds the same options as no flag at all.
+    #[test]
+    fn the_defaults_of_the_core_are_the_registrys() {
+        // Ours, not upstream's: `--v` (1, klog's usual production level) and the provider
+        // (upstream's depends on the build).
+        const OURS_DIFFER: &[&str] = &["v", "cloud-provider"];
+        let env = |k: &str| (k == "POD_NAME").then(|| "ca-0".to_string());
+        let build = |arg: Option<&str>| {
+            let parsed = TestCli::try_parse_from(["ca"].into_iter().chain(arg))
+                .unwrap_or_else(|e| panic!("{arg:?}: {e}"));
+            let o = crate::options::RunOptions::build(&parsed.run, None, &env)
+                .unwrap_or_else(|e| panic!("{arg:?}: {e}"));
+            format!(
+                "{:?}",
+                (o.controller, o.management, o.verbosity, o.logging_format)
+            )
+        };
+        let none = build(None);
+        let mut checked = 0;
+        for flag in FLAGS {
+            let skip = !matches!(flag.status, Status::Implemented(_))
+                || flag.default.is_empty()
+                || flag.default == "[]"
+                || OURS_DIFFER.contains(&flag.name);
+            if skip {
+                continue;
+            }
+            let arg = format!("--{}={}", flag.name, flag.default);
+            assert_eq!(
+                build(Some(&arg)),
+                none,
+                "{arg}: the registry's default is not the core's"
+            );
+            checked += 1;
+        }
+        assert!(checked > 60, "only {checked} defaults checked");
+    }
+
+    /// A typed flag reads its value as its registry row says: a Go boolean (`--flag`,
+    /// `--flag=false`), a Go duration, or a repeatable list.
+    #[test]
+    fn typed_flags_parse_as_their_registry_kind() {
+        let cmd = TestCli::command();
+        for a in cmd.get_arguments() {
+            let Some(flag) = a.get_long().and_then(lookup) else {
+                continue;
+            };
+            let names: Vec<String> = (a.get_value_names().unwrap_or_default().iter())
+                .map(ToString::to_string)
+                .collect();
+            let named = |n: &str| names.iter().any(|v| v == n);
+            let bool_syntax = named("BOOL") && a.is_require_equals_set();
+            let list = matches!(a.get_action(), ArgAction::Append);
+            assert_eq!(flag.kind == Kind::Bool, bool_syntax, "--{}", flag.name);
+            assert_eq!(
+                flag.kind == Kind::Duration,
+                named("DURATION"),
+                "--{}",
+                flag.name
+            );
+            assert_eq!(flag.kind == Kind::List, list, "--{}", flag.name);
+        }
+    }
+
     #[test]
     fn typed_no_effect_flags_are_registered_as_no_effect() {
         for name in TYPED_NO_EFFECT {
@@ -707,6 +807,62 @@ mod tests {
                 assert!(help.is_some(), "--{} has no help", flag.name);
             }
         }
+    }
+
+    /// docs/flags.md is generated from the registry; it fails when stale. Regenerate with
+    /// `UPDATE_FLAGS_DOC=1 cargo test -p autoscaler-options flags_doc_is_current`.
+    #[test]
+    fn flags_doc_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/flags.md");
+        let generated = markdown();
+        if std::env::var_os("UPDATE_FLAGS_DOC").is_some() {
+            std::fs::write(&path, &generated).expect("write docs/flags.md");
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "docs/flags.md is stale: run UPDATE_FLAGS_DOC=1 cargo test -p autoscaler-options \
+             flags_doc_is_current"
+        );
+        assert!(!generated.to_lowercase().contains("unknown"));
+    }
+
+    /// A default is written once, in the registry: the help of an implemented flag shows the
+    /// registry's, and a help written in the code states a default only where ours differs
+    /// from upstream's (`--v`, `--cloud-provider`).
+    #[test]
+    fn help_shows_the_registrys_default_and_repeats_none() {
+        let raw = TestCli::command();
+        let shown = with_table_defaults(TestCli::command());
+        for flag in FLAGS
+            .iter()
+            .filter(|f| matches!(f.status, Status::Implemented(_)))
+        {
+            let help = |cmd: &Command| {
+                cmd.get_arguments()
+                    .find(|a| a.get_long() == Some(flag.name))
+                    .and_then(|a| a.get_help())
+                    .map(|h| h.to_string())
+                    .unwrap_or_default()
+            };
+            let (written, shown) = (help(&raw), help(&shown));
+            if let Some(own) = written.split("[default: ").nth(1) {
+                let own = own.split([']', ',']).next().unwrap_or_default();
+                assert!(
+                    !same_value(flag.kind, own, flag.default),
+                    "--{}: the help repeats the registry's default {own:?}; drop it from the help",
+                    flag.name
+                );
+            } else if !flag.default.is_empty() && flag.default != "[]" {
+                let expected = format!("[default: {}]", flag.default);
+                assert!(shown.ends_with(&expected), "--{}: {shown:?}", flag.name);
+            }
+        }
+    }
+
+    /// Whether two texts of a flag of `kind` are the same value (`10m` and `10m0s`).
+    fn same_value(kind: Kind, a: &str, b: &str) -> bool {
+        a == b || (kind == Kind::Duration && !differs(kind, a, b))
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub use config::{
 };
 pub use flags::{
     CompatArgs, FLAGS, Kind as FlagKind, Source as FlagSource, Status as FlagStatus, Unsupported,
-    UpstreamFlag, markdown as flags_markdown,
+    UpstreamFlag, markdown as flags_markdown, with_table_defaults,
 };
 pub use options::{
     AutoscalingArgs, CLUSTERAPI_PROVIDER, ClusterStateArgs, DEFAULT_VERBOSITY, LogFormat,

@@ -93,12 +93,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub cloud_config: Option<String>,
     /// Cluster API: without `--cloud-config`, the management cluster is the one the
-    /// autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s [default: false].
+    /// autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub clusterapi_cloud_config_authoritative: Option<bool>,
-    /// Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap
-    /// [default: kube-system].
+    /// Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap.
     #[arg(long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of
@@ -109,7 +108,7 @@ pub struct RunArgs {
     /// repeatable (ORed).
     #[arg(long, value_name = "SPEC")]
     pub node_group_auto_discovery: Vec<String>,
-    /// Address of `/metrics` and `/health-check` [default: :8085].
+    /// Address of `/metrics` and `/health-check`.
     #[arg(long, value_name = "HOST:PORT")]
     pub address: Option<String>,
     /// Log verbosity, 0 to 10 [default: 1]: 0-1 decisions and changes
@@ -117,37 +116,36 @@ pub struct RunArgs {
     /// client's requests, 9-10 every library's traces.
     #[arg(long = "v", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=10))]
     pub verbosity: Option<u8>,
-    /// Log format: `text` (one line per record) or `json` (one JSON object per line)
-    /// [default: text].
+    /// Log format: `text` (one line per record) or `json` (one JSON object per line).
     #[arg(long, value_name = "FORMAT", value_enum)]
     pub logging_format: Option<LogFormat>,
-    /// Elect a leader on a Lease before acting [default: true].
+    /// Elect a leader on a Lease before acting.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub leader_elect: Option<bool>,
-    /// Lease duration [default: 15s].
+    /// Lease duration.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub leader_elect_lease_duration: Option<Duration>,
-    /// How long the leader tries to renew before giving up [default: 10s].
+    /// How long the leader tries to renew before giving up.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub leader_elect_renew_deadline: Option<Duration>,
-    /// Wait between attempts to acquire or renew the Lease [default: 2s].
+    /// Wait between attempts to acquire or renew the Lease.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub leader_elect_retry_period: Option<Duration>,
-    /// Name of the Lease [default: cluster-autoscaler].
+    /// Name of the Lease.
     #[arg(long, value_name = "NAME")]
     pub leader_elect_resource_name: Option<String>,
-    /// Write the status ConfigMap [default: true].
+    /// Write the status ConfigMap.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub write_status_configmap: Option<bool>,
-    /// Name of the status ConfigMap [default: cluster-autoscaler-status].
+    /// Name of the status ConfigMap.
     #[arg(long, value_name = "NAME")]
     pub status_config_map_name: Option<String>,
-    /// `/health-check` fails when no loop ran for this long [default: 10m].
+    /// `/health-check` fails when no loop ran for this long.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_inactivity: Option<Duration>,
-    /// `/health-check` fails when loops kept failing for this long [default: 15m].
+    /// `/health-check` fails when loops kept failing for this long.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_failing_time: Option<Duration>,
     /// The settings of the decision, the loop and the drain (those `simulate` honours).
@@ -157,12 +155,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub no_effect: NoEffectArgs,
     /// `/health-check` fails when no loop succeeded this long after this replica started
-    /// running loops [default: 20m].
+    /// running loops.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_startup_time: Option<Duration>,
     /// Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`,
-    /// `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`)
-    /// [default: false].
+    /// `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub emit_per_nodegroup_metrics: Option<bool>,
@@ -190,10 +187,10 @@ pub struct RunArgs {
 #[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "General")]
 pub struct AutoscalingArgs {
-    /// How often the cluster is re-evaluated (in `simulate`, in virtual time) [default: 10s].
+    /// How often the cluster is re-evaluated (in `simulate`, in virtual time).
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub scan_interval: Option<Duration>,
-    /// How long a drain retries an eviction refused by a PodDisruptionBudget [default: 2m].
+    /// How long a drain retries an eviction refused by a PodDisruptionBudget.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_pod_eviction_time: Option<Duration>,
     /// Scale-up flags.
@@ -213,23 +210,23 @@ pub struct AutoscalingArgs {
 pub struct ScaleUpArgs {
     /// Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price,
     /// priority, and unit-price (ours, not upstream's: the lowest price per unit of what the
-    /// pods need; docs/decision-quality.md) [default: least-waste].
+    /// pods need; docs/decision-quality.md).
     #[arg(long, value_name = "NAMES")]
     pub expander: Option<String>,
-    /// Pods with a priority below this never cause a scale-up [default: -10].
+    /// Pods with a priority below this never cause a scale-up.
     #[arg(long, value_name = "INT", allow_negative_numbers = true)]
     pub expendable_pods_priority_cutoff: Option<i32>,
-    /// Pods younger than this are not acted on yet [default: 0s].
+    /// Pods younger than this are not acted on yet.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub new_pod_scale_up_delay: Option<Duration>,
-    /// Most nodes added in one scale-up [default: 1000].
+    /// Most nodes added in one scale-up.
     #[arg(long = "max-nodes-per-scaleup", value_name = "INT")]
     pub max_nodes_per_scaleup: Option<usize>,
-    /// Grow node groups below their min size [default: false].
+    /// Grow node groups below their min size.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub enforce_node_group_min_size: Option<bool>,
-    /// Balance the sizes of similar node groups [default: false].
+    /// Balance the sizes of similar node groups.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub balance_similar_node_groups: Option<bool>,
@@ -239,13 +236,13 @@ pub struct ScaleUpArgs {
     /// A label that alone decides similarity of node groups; repeatable.
     #[arg(long, value_name = "LABEL")]
     pub balancing_label: Vec<String>,
-    /// Largest relative difference of allocatable between similar groups [default: 0.05].
+    /// Largest relative difference of allocatable between similar groups.
     #[arg(long, value_name = "RATIO", value_parser = non_negative)]
     pub max_allocatable_difference_ratio: Option<f64>,
-    /// Largest relative difference of free resources between similar groups [default: 0.05].
+    /// Largest relative difference of free resources between similar groups.
     #[arg(long, value_name = "RATIO", value_parser = non_negative)]
     pub max_free_difference_ratio: Option<f64>,
-    /// Largest relative difference of memory capacity between similar groups [default: 0.015].
+    /// Largest relative difference of memory capacity between similar groups.
     #[arg(long, value_name = "RATIO", value_parser = non_negative)]
     pub memory_difference_ratio: Option<f64>,
     /// A taint key of a node still starting: while a node carries it the node counts as not
@@ -255,13 +252,13 @@ pub struct ScaleUpArgs {
     /// Deprecated name of `--startup-taint`; repeatable.
     #[arg(long, value_name = "KEY")]
     pub ignore_taint: Vec<String>,
-    /// Most nodes in the cluster, 0 for no limit [default: 0].
+    /// Most nodes in the cluster, 0 for no limit.
     #[arg(long, value_name = "INT")]
     pub max_nodes_total: Option<usize>,
-    /// Cores in the cluster, `min:max` [default: 0:320000].
+    /// Cores in the cluster, `min:max`.
     #[arg(long, value_name = "MIN:MAX")]
     pub cores_total: Option<String>,
-    /// Memory in the cluster in GiB, `min:max` [default: 0:6400000].
+    /// Memory in the cluster in GiB, `min:max`.
     #[arg(long, value_name = "MIN:MAX")]
     pub memory_total: Option<String>,
     /// GPUs of one type in the cluster, `type:min:max`; repeatable.
@@ -285,111 +282,107 @@ pub struct ScaleUpArgs {
 #[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Scale-down")]
 pub struct ScaleDownArgs {
-    /// Scale the cluster down [default: true].
+    /// Scale the cluster down.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub scale_down_enabled: Option<bool>,
-    /// Wait after a scale-up before scale-down resumes [default: 10m].
+    /// Wait after a scale-up before scale-down resumes.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub scale_down_delay_after_add: Option<Duration>,
-    /// Wait after a node deletion before scale-down resumes [default: 0s].
+    /// Wait after a node deletion before scale-down resumes.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub scale_down_delay_after_delete: Option<Duration>,
-    /// Wait after a failed scale-down before scale-down resumes [default: 3m].
+    /// Wait after a failed scale-down before scale-down resumes.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub scale_down_delay_after_failure: Option<Duration>,
-    /// How long a node must be unneeded before removal [default: 10m].
+    /// How long a node must be unneeded before removal.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub scale_down_unneeded_time: Option<Duration>,
-    /// How long an unready node must be unneeded before removal [default: 20m].
+    /// How long an unready node must be unneeded before removal.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub scale_down_unready_time: Option<Duration>,
-    /// Utilization below which a node may be removed, 0 to 1 [default: 0.5].
+    /// Utilization below which a node may be removed, 0 to 1.
     #[arg(long, value_name = "RATIO", value_parser = fraction)]
     pub scale_down_utilization_threshold: Option<f64>,
-    /// GPU utilization below which a GPU node may be removed, 0 to 1 [default: 0.5].
+    /// GPU utilization below which a GPU node may be removed, 0 to 1.
     #[arg(long, value_name = "RATIO", value_parser = fraction)]
     pub scale_down_gpu_utilization_threshold: Option<f64>,
-    /// Non-empty nodes found removable per pass; 0 or less: no limit [default: 30].
+    /// Non-empty nodes found removable per pass; 0 or less: no limit.
     #[arg(long, value_name = "INT", allow_negative_numbers = true)]
     pub scale_down_non_empty_candidates_count: Option<i64>,
-    /// Share of nodes tried as extra candidates when some fail, 0 to 1 [default: 0.1].
+    /// Share of nodes tried as extra candidates when some fail, 0 to 1.
     #[arg(long, value_name = "RATIO", value_parser = fraction)]
     pub scale_down_candidates_pool_ratio: Option<f64>,
-    /// At least this many extra candidates [default: 50].
+    /// At least this many extra candidates.
     #[arg(long, value_name = "INT")]
     pub scale_down_candidates_pool_min_count: Option<usize>,
-    /// Longest grace period given to an evicted pod, seconds [default: 600].
+    /// Longest grace period given to an evicted pod, seconds.
     #[arg(long, value_name = "SECONDS")]
     pub max_graceful_termination_sec: Option<u64>,
-    /// Nodes soft-tainted or untainted per pass [default: 10].
+    /// Nodes soft-tainted or untainted per pass.
     #[arg(long, value_name = "INT")]
     pub max_bulk_soft_taint_count: Option<usize>,
-    /// Nodes deleted at once, drained ones included, at least 1 [default: 10].
+    /// Nodes deleted at once, drained ones included, at least 1.
     #[arg(long, value_name = "INT")]
     pub max_scale_down_parallelism: Option<usize>,
-    /// Non-empty nodes drained at once, at least 1 [default: 1].
+    /// Non-empty nodes drained at once, at least 1.
     #[arg(long, value_name = "INT")]
     pub max_drain_parallelism: Option<usize>,
-    /// DaemonSet pods do not count toward utilization [default: false].
+    /// DaemonSet pods do not count toward utilization.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub ignore_daemonsets_utilization: Option<bool>,
-    /// Mirror (static) pods do not count toward utilization [default: false].
+    /// Mirror (static) pods do not count toward utilization.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub ignore_mirror_pods_utilization: Option<bool>,
-    /// Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept
-    /// [default: true].
+    /// Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub skip_nodes_with_system_pods: Option<bool>,
-    /// Nodes with pods using local storage are kept [default: true].
+    /// Nodes with pods using local storage are kept.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub skip_nodes_with_local_storage: Option<bool>,
-    /// Nodes with pods of custom controllers are kept [default: true].
+    /// Nodes with pods of custom controllers are kept.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub skip_nodes_with_custom_controller_pods: Option<bool>,
-    /// Pods of ReplicaSets with fewer replicas block removal [default: 0].
+    /// Pods of ReplicaSets with fewer replicas block removal.
     #[arg(long, value_name = "INT", allow_negative_numbers = true)]
     pub min_replica_count: Option<i32>,
-    /// Evict DaemonSet pods from empty nodes [default: false].
+    /// Evict DaemonSet pods from empty nodes.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub daemonset_eviction_for_empty_nodes: Option<bool>,
-    /// Evict DaemonSet pods from drained nodes [default: true].
+    /// Evict DaemonSet pods from drained nodes.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub daemonset_eviction_for_occupied_nodes: Option<bool>,
-    /// Cordon a node with its deletion taint (uncordoned if the deletion fails)
-    /// [default: true, as current upstream].
+    /// Cordon a node with its deletion taint (uncordoned if the deletion fails).
     #[arg(long = "cordon-node-before-terminating", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", value_parser = go_bool)]
     pub cordon_node_before_terminating: Option<bool>,
     /// Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations
-    /// to go before it is deleted anyway; 0s: no wait [default: 2m].
+    /// to go before it is deleted anyway; 0s: no wait.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub node_deletion_delay_timeout: Option<Duration>,
-    /// Wait between the deletion taint and a node's deletion or drain [default: 5s].
+    /// Wait between the deletion taint and a node's deletion or drain.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub node_delete_delay_after_taint: Option<Duration>,
-    /// Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream
-    /// [default: 10].
+    /// Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream.
     #[arg(long, value_name = "INT")]
     pub max_empty_bulk_delete: Option<usize>,
-    /// Scale down unready nodes (after --scale-down-unready-time) [default: true].
+    /// Scale down unready nodes (after --scale-down-unready-time).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub scale_down_unready_enabled: Option<bool>,
     /// How long after its creation a kube-system pod without a PDB blocks its node's removal
-    /// (with --skip-nodes-with-system-pods; the spelling is upstream's) [default: 1h].
+    /// (with --skip-nodes-with-system-pods; the spelling is upstream's).
     #[arg(long = "blocking-system-pod-distruption-timeout", value_name = "DURATION",
           value_parser = go_duration)]
     pub blocking_system_pod_distruption_timeout: Option<Duration>,
-    /// The --scale-down-delay-after-* delays hold only the node group concerned
-    /// [default: false].
+    /// The --scale-down-delay-after-* delays hold only the node group concerned.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub scale_down_delay_type_local: Option<bool>,
@@ -399,25 +392,25 @@ pub struct ScaleDownArgs {
 #[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "Cluster state and backoff")]
 pub struct ClusterStateArgs {
-    /// How long a new node may take to register [default: 15m].
+    /// How long a new node may take to register.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_node_provision_time: Option<Duration>,
-    /// How long a registered node may take to become Ready [default: 15m].
+    /// How long a registered node may take to become Ready.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_node_startup_time: Option<Duration>,
-    /// Unready nodes allowed regardless of the percentage [default: 3].
+    /// Unready nodes allowed regardless of the percentage.
     #[arg(long, value_name = "INT")]
     pub ok_total_unready_count: Option<usize>,
-    /// Percentage of unready nodes above which the autoscaler halts, 0 to 100 [default: 45].
+    /// Percentage of unready nodes above which the autoscaler halts, 0 to 100.
     #[arg(long, value_name = "PERCENT", value_parser = percentage)]
     pub max_total_unready_percentage: Option<f64>,
-    /// First backoff of a node group after a failed scale-up [default: 5m].
+    /// First backoff of a node group after a failed scale-up.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub initial_node_group_backoff_duration: Option<Duration>,
-    /// Longest backoff of a node group [default: 30m].
+    /// Longest backoff of a node group.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub max_node_group_backoff_duration: Option<Duration>,
-    /// Time without failure after which a group's backoff starts over [default: 3h].
+    /// Time without failure after which a group's backoff starts over.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub node_group_backoff_reset_timeout: Option<Duration>,
 }
