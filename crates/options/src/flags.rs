@@ -40,9 +40,9 @@ pub enum Kind {
 /// What this autoscaler does with a flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
-    /// Implemented with upstream's meaning. The text says what it does when the flag's own
-    /// help does not (empty: see the flag's help).
-    Implemented(&'static str),
+    /// Implemented with upstream's meaning; the flag's typed definition carries its help, the
+    /// one text of what it does (`--help` and `docs/flags.md` both show it).
+    Implemented,
     /// Accepted and validated; it changes nothing here, for the reason given.
     NoEffect(&'static str),
     /// Accepted; asks for a feature this autoscaler does not have when given a value other than
@@ -104,7 +104,7 @@ const fn f(
 use Kind::{Bool, Duration as Dur, Float, Gates, Int, List, Severity, Text};
 use Source::{Autoscaling as A, FeatureGates as FG, LeaderElection as LE, Logging as L, Removed};
 
-const IMPL: Status = Status::Implemented("");
+const IMPL: Status = Status::Implemented;
 const fn none(why: &'static str) -> Status {
     Status::NoEffect(why)
 }
@@ -129,13 +129,13 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("kube-api-content-type", "application/vnd.kubernetes.protobuf", Text, none("requests are always JSON"), A),
     f("kube-client-burst", "10", Int, none("the client has no client-side rate limit"), A),
     f("kube-client-qps", "5", Float, none("the client has no client-side rate limit"), A),
-    f("cloud-config", "", Text, Status::Implemented("Cluster API: the kubeconfig of the management cluster (Machines and MachineSets are read there; Nodes and Pods from --kubeconfig)."), A),
-    f("cloud-provider", "build-dependent (clusterapi here)", Text, Status::Implemented("`clusterapi` (Cluster API, `CAPI_GROUP`) or `openshift` (OpenShift's Machine API in openshift-machine-api plus Cluster API, in one process)."), A),
+    f("cloud-config", "", Text, IMPL, A),
+    f("cloud-provider", "build-dependent (clusterapi here)", Text, IMPL, A),
     f("namespace", "kube-system", Text, IMPL, A),
     f("enforce-node-group-min-size", "false", Bool, IMPL, A),
-    f("scale-down-unready-enabled", "true", Bool, Status::Implemented("Scale down unready nodes (after --scale-down-unready-time)."), A),
+    f("scale-down-unready-enabled", "true", Bool, IMPL, A),
     f("scale-down-delay-after-add", "10m0s", Dur, IMPL, A),
-    f("scale-down-delay-type-local", "false", Bool, Status::Implemented("Apply the --scale-down-delay-after-* delays per node group instead of cluster-wide."), A),
+    f("scale-down-delay-type-local", "false", Bool, IMPL, A),
     f("scale-down-delay-after-delete", "0s", Dur, IMPL, A),
     f("scale-down-delay-after-failure", "3m0s", Dur, IMPL, A),
     f("scale-down-unneeded-time", "10m0s", Dur, IMPL, A),
@@ -145,7 +145,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("scale-down-non-empty-candidates-count", "30", Int, IMPL, A),
     f("scale-down-candidates-pool-ratio", "0.1", Float, IMPL, A),
     f("scale-down-candidates-pool-min-count", "50", Int, IMPL, A),
-    f("node-deletion-delay-timeout", "2m0s", Dur, Status::Implemented("How long a node waits for its delay-deletion.cluster-autoscaler.kubernetes.io/ annotations to go before it is deleted anyway."), A),
+    f("node-deletion-delay-timeout", "2m0s", Dur, IMPL, A),
     f("node-deletion-batcher-interval", "0s", Dur, gap("deletions are not batched over time; each loop deletes what it decided", "0s"), A),
     f("scan-interval", "10s", Dur, IMPL, A),
     f("max-nodes-total", "0", Int, IMPL, A),
@@ -169,7 +169,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-inactivity", "10m0s", Dur, IMPL, A),
     f("max-binpacking-time", "5m0s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     f("max-failing-time", "15m0s", Dur, IMPL, A),
-    f("max-startup-time", "20m0s", Dur, Status::Implemented("/health-check fails when no loop succeeded this long after start."), A),
+    f("max-startup-time", "20m0s", Dur, IMPL, A),
     f("balance-similar-node-groups", "false", Bool, IMPL, A),
     f("unremovable-node-recheck-timeout", "5m0s", Dur, none("every node is re-evaluated each loop"), A),
     f("expendable-pods-priority-cutoff", "-10", Int, IMPL, A),
@@ -177,12 +177,12 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("new-pod-scale-up-delay", "0s", Dur, IMPL, A),
     f("scale-from-unschedulable", "false", Bool, gap("a node template's .spec.unschedulable is always honoured", "false"), A),
     f("profiling", "false", Bool, gap("there is no /debug/pprof endpoint", "false"), A),
-    f("clusterapi-cloud-config-authoritative", "false", Bool, Status::Implemented("Cluster API: read Machines only from --cloud-config, never falling back to --kubeconfig."), A),
-    f("cordon-node-before-terminating", "true", Bool, Status::Implemented("Cordon a node before its machine is deleted."), A),
+    f("clusterapi-cloud-config-authoritative", "false", Bool, IMPL, A),
+    f("cordon-node-before-terminating", "true", Bool, IMPL, A),
     f("daemonset-eviction-for-empty-nodes", "false", Bool, IMPL, A),
     f("daemonset-eviction-for-occupied-nodes", "true", Bool, IMPL, A),
     f("user-agent", "cluster-autoscaler", Text, gap("the client sends its own User-Agent", "cluster-autoscaler"), A),
-    f("emit-per-nodegroup-metrics", "false", Bool, Status::Implemented("Emit the per-node-group metrics (node_group_min_count, node_group_max_count, node_group_target_count...)."), A),
+    f("emit-per-nodegroup-metrics", "false", Bool, IMPL, A),
     f("debugging-snapshot-enabled", "false", Bool, gap("there is no debugging snapshot endpoint", "false"), A),
     f("node-info-cache-expire-time", "87600h0m0s", Dur, none("node templates are computed each loop; there is no node-info cache"), A),
     f("initial-node-group-backoff-duration", "5m0s", Dur, IMPL, A),
@@ -198,8 +198,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("skip-nodes-with-local-storage", "true", Bool, IMPL, A),
     f("skip-nodes-with-custom-controller-pods", "true", Bool, IMPL, A),
     f("min-replica-count", "0", Int, IMPL, A),
-    f("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, Status::Implemented("After this long, kube-system pods without a PodDisruptionBudget no longer block scale-down."), A),
-    f("node-delete-delay-after-taint", "5s", Dur, Status::Implemented("Wait between tainting a node ToBeDeleted and deleting it."), A),
+    f("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, IMPL, A),
+    f("node-delete-delay-after-taint", "5s", Dur, IMPL, A),
     f("scale-down-simulation-timeout", "30s", Dur, none("the scale-down simulation is not cut short by time; --scale-down-non-empty-candidates-count bounds it"), A),
     f("memory-difference-ratio", "0.015", Float, IMPL, A),
     f("max-free-difference-ratio", "0.05", Float, IMPL, A),
@@ -255,9 +255,9 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-graceful-termination-sec", "600", Int, IMPL, A),
     f("gpu-total", "[]", List, IMPL, A),
     f("startup-taint", "[]", List, IMPL, A),
-    f("status-taint", "[]", List, Status::Implemented("A taint key ignored in node templates whose nodes still count as ready; repeatable."), A),
-    f("bypassed-scheduler-names", "[]", List, Status::Implemented("Pods of these schedulers are acted on without waiting for the scheduler to mark them unschedulable."), A),
-    f("allowed-scheduler-names", "[]", List, Status::Implemented("Only pods of these schedulers are considered (empty: all)."), A),
+    f("status-taint", "[]", List, IMPL, A),
+    f("bypassed-scheduler-names", "[]", List, IMPL, A),
+    f("allowed-scheduler-names", "[]", List, IMPL, A),
     f("drain-priority-config", "", Text, gap("pods are evicted all at once, not in priority groups", ""), A),
     f("scheduler-verbosity", "0", Int, none("there is no embedded kube-scheduler to log"), A),
     // component-base: BindLeaderElectionFlags
@@ -291,7 +291,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("legacy-stderr-threshold-behavior", "true", Bool, none(KLOG_FORMAT), L),
     f("feature-gates", "", Gates, none("the Kubernetes feature gates of the logging library; nothing here depends on them"), FG),
     // Removed upstream, still in manifests.
-    f("max-empty-bulk-delete", "10", Int, Status::Implemented("Most empty nodes deleted at once (removed upstream in favour of --max-scale-down-parallelism)."), Removed),
+    f("max-empty-bulk-delete", "10", Int, IMPL, Removed),
 ];
 
 /// Flags whose typed definition lives in [`crate::options::NoEffectArgs`] although they have no
@@ -313,9 +313,9 @@ const TYPED_NO_EFFECT: &[&str] = &[
 
 /// The flags defined from the registry rather than by a typed field.
 fn registry_defined() -> impl Iterator<Item = &'static UpstreamFlag> {
-    FLAGS.iter().filter(|f| {
-        !matches!(f.status, Status::Implemented(_)) && !TYPED_NO_EFFECT.contains(&f.name)
-    })
+    FLAGS
+        .iter()
+        .filter(|f| !matches!(f.status, Status::Implemented) && !TYPED_NO_EFFECT.contains(&f.name))
 }
 
 // Value checks, one per kind: a bad value stops the binary with exit 2 naming the flag.
@@ -411,7 +411,9 @@ const GAP_HEADING: &str = "Accepted, not supported (said at start and in the sta
 fn arg(flag: &'static UpstreamFlag) -> Arg {
     let (heading, why) = match flag.status {
         Status::Gap { why, .. } => (GAP_HEADING, why),
-        Status::NoEffect(why) | Status::Implemented(why) => (NO_EFFECT_HEADING, why),
+        Status::NoEffect(why) => (NO_EFFECT_HEADING, why),
+        // Never: an implemented flag has a typed definition (see `registry_defined`).
+        Status::Implemented => (NO_EFFECT_HEADING, ""),
     };
     let mut a = Arg::new(flag.name)
         .long(flag.name)
@@ -541,7 +543,7 @@ impl CompatArgs {
 /// The status column of `docs/flags.md`.
 fn status_word(s: Status) -> &'static str {
     match s {
-        Status::Implemented(_) => "implemented",
+        Status::Implemented => "implemented",
         Status::NoEffect(_) => "accepted, no effect",
         Status::Gap { .. } => "accepted, not supported",
     }
@@ -571,7 +573,7 @@ pub fn with_table_defaults(cmd: Command) -> Command {
         let Some(flag) = a.get_long().and_then(lookup) else {
             return a;
         };
-        let shown = !matches!(flag.status, Status::Implemented(_))
+        let shown = !matches!(flag.status, Status::Implemented)
             || flag.default.is_empty()
             || flag.default == "[]"
             || !a.get_default_values().is_empty();
@@ -627,13 +629,12 @@ pub fn markdown() -> String {
         ));
         for flag in FLAGS.iter().filter(|f| f.source == source) {
             let what = match flag.status {
-                Status::Implemented("") => cmd
+                Status::Implemented => cmd
                     .get_arguments()
                     .find(|a| a.get_long() == Some(flag.name))
                     .and_then(|a| a.get_help())
                     .map(|h| first_paragraph(&h.to_string()))
                     .unwrap_or_default(),
-                Status::Implemented(text) => text.to_string(),
                 Status::NoEffect(why) => format!("No effect: {why}."),
                 Status::Gap { why, .. } => format!("Not supported: {why}."),
             };
@@ -743,7 +744,7 @@ mod tests {
         let none = build(None);
         let mut checked = 0;
         for flag in FLAGS {
-            let skip = !matches!(flag.status, Status::Implemented(_))
+            let skip = !matches!(flag.status, Status::Implemented)
                 || flag.default.is_empty()
                 || flag.default == "[]"
                 || OURS_DIFFER.contains(&flag.name);
@@ -836,7 +837,7 @@ mod tests {
         let shown = with_table_defaults(TestCli::command());
         for flag in FLAGS
             .iter()
-            .filter(|f| matches!(f.status, Status::Implemented(_)))
+            .filter(|f| matches!(f.status, Status::Implemented))
         {
             let help = |cmd: &Command| {
                 cmd.get_arguments()
