@@ -572,6 +572,67 @@ impl ClusterAutoscalerResource {
     }
 }
 
+/// Each field of the resource with the flag it stands for (`spec.scaleDown.unneededTime`,
+/// `scale-down-unneeded-time`), as [`ClusterAutoscalerResource::settings`] maps them: read
+/// from a resource with every field set (the struct literals below name every field, so the
+/// compiler asks for a new one here), for `docs/flags.md`.
+pub(crate) fn field_flags() -> Vec<(&'static str, String)> {
+    let range = || Some(RangeSpec { min: 0, max: 1 });
+    let text = |t: &str| Some(t.to_string());
+    let every = ClusterAutoscalerResource {
+        api_version: API_VERSION.to_string(),
+        kind: KIND.to_string(),
+        metadata: serde_json::Value::Null,
+        status: serde_json::Value::Null,
+        path: PathBuf::new(),
+        spec: Spec {
+            pod_priority_threshold: Some(0),
+            resource_limits: Some(ResourceLimitsSpec {
+                max_nodes_total: Some(0),
+                cores: range(),
+                memory: range(),
+                gpus: Some(vec![GpuSpec {
+                    kind: "nvidia.com/gpu".to_string(),
+                    min: 0,
+                    max: 1,
+                }]),
+            }),
+            scale_down: Some(ScaleDownSpec {
+                enabled: true,
+                delay_after_add: text("1s"),
+                delay_after_delete: text("1s"),
+                delay_after_failure: text("1s"),
+                unneeded_time: text("1s"),
+                utilization_threshold: text("0.5"),
+                cordon_node_before_terminating: Some(Mode::Enabled),
+            }),
+            max_pod_grace_period: Some(1),
+            max_node_provision_time: text("1s"),
+            balance_similar_node_groups: Some(true),
+            balancing_ignored_labels: Some(vec!["a".to_string()]),
+            ignore_daemonsets_utilization: Some(true),
+            skip_nodes_with_local_storage: Some(true),
+            log_verbosity: Some(1),
+            expanders: Some(vec!["LeastWaste".to_string()]),
+            scale_up: Some(ScaleUpSpec {
+                new_pod_scale_up_delay: text("1s"),
+            }),
+            enforce_node_group_min_size: Some(Mode::Enabled),
+            startup_taints: Some(vec!["a".to_string()]),
+        },
+    };
+    let mut out: Vec<(&'static str, String)> = (every.origins().unwrap_or_default().into_iter())
+        .map(|o| {
+            let field = o.field.split('[').next().unwrap_or_default();
+            (o.flag, field.to_string())
+        })
+        .collect();
+    // Read apart from the flags' settings (see `verbosity`).
+    out.push(("v", "spec.logVerbosity".to_string()));
+    out.dedup();
+    out
+}
+
 fn field_at(path: &Path, name: String, why: String) -> ConfigFileError {
     ConfigFileError::Field {
         path: path.to_path_buf(),
@@ -583,6 +644,24 @@ fn field_at(path: &Path, name: String, why: String) -> ConfigFileError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_stands_for_one_upstream_flag() {
+        let fields = field_flags();
+        assert_eq!(fields.len(), 23, "{fields:?}");
+        for (flag, field) in &fields {
+            assert!(
+                crate::flags::FLAGS.iter().any(|f| f.name == *flag),
+                "{field}: --{flag} is no upstream flag"
+            );
+            assert!(field.starts_with("spec."), "{field}");
+        }
+        let unneeded = (
+            "scale-down-unneeded-time",
+            "spec.scaleDown.unneededTime".to_string(),
+        );
+        assert!(fields.contains(&unneeded));
+    }
 
     #[test]
     fn messages_name_a_file_or_the_resource_in_the_cluster() {

@@ -597,6 +597,7 @@ fn run_command() -> Command {
 /// registry and (for implemented flags) the help of `run`'s flags.
 pub fn markdown() -> String {
     let cmd = run_command();
+    let fields = crate::config::field_flags();
     let mut out = String::from(
         "# Flags\n\n\
          <!-- Generated from crates/options/src/flags.rs; regenerate with\n     \
@@ -607,7 +608,10 @@ pub fn markdown() -> String {
          **accepted, not supported** (a feature this autoscaler does not have: given a value \
          that asks for it, it is accepted and said at start and under `unsupportedSettings` \
          in the status ConfigMap). A bad value stops the binary with exit code 2, naming the \
-         flag.\n\n\
+         flag. The last column says where else a flag is given: the field of the \
+         `ClusterAutoscaler` resource of `--config` that stands for it (flags given on the \
+         command line win over it), and whether a scenario's `options:` takes it \
+         (docs/scenarios.md).\n\n\
          Flags of this autoscaler only: `--config FILE` (a `ClusterAutoscaler` resource), \
          `--enable-explain-endpoint` (serve the last loop's plan at `/explain` on `--address`, \
          the JSON document `plan --output json` prints) and `--emit-unremovable-node-events` \
@@ -624,8 +628,8 @@ pub fn markdown() -> String {
     ];
     for (source, title) in sections {
         out.push_str(&format!(
-            "\n## {title}\n\n| Flag | Upstream default | Status | What this autoscaler does |\n\
-             |---|---|---|---|\n"
+            "\n## {title}\n\n| Flag | Upstream default | Status | What this autoscaler does | \
+             Also given as |\n|---|---|---|---|---|\n"
         ));
         for flag in FLAGS.iter().filter(|f| f.source == source) {
             let what = match flag.status {
@@ -643,12 +647,20 @@ pub fn markdown() -> String {
             } else {
                 format!("`{}`", flag.default)
             };
+            let mut also: Vec<String> = (fields.iter())
+                .filter(|(f, _)| *f == flag.name)
+                .map(|(_, field)| format!("`--config` `{field}`"))
+                .collect();
+            if crate::options::is_setting(flag.name) {
+                also.push("scenario `options:`".to_string());
+            }
             out.push_str(&format!(
-                "| `--{}` | {} | {} | {} |\n",
+                "| `--{}` | {} | {} | {} | {} |\n",
                 flag.name,
                 cell(&default),
                 status_word(flag.status),
-                cell(&what)
+                cell(&what),
+                also.join(", ")
             ));
         }
     }
