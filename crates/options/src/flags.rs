@@ -294,28 +294,11 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-empty-bulk-delete", "10", Int, IMPL, Removed),
 ];
 
-/// Flags whose typed definition lives in [`crate::options::NoEffectArgs`] although they have no
-/// effect or are gaps; every other non-implemented flag is defined from this registry.
-const TYPED_NO_EFFECT: &[&str] = &[
-    "logtostderr",
-    "alsologtostderr",
-    "stderrthreshold",
-    "leader-elect-resource-lock",
-    "leader-elect-resource-namespace",
-    "max-nodegroup-binpacking-duration",
-    "max-binpacking-time",
-    "scale-down-simulation-timeout",
-    "kube-client-qps",
-    "kube-client-burst",
-    "kube-api-content-type",
-    "record-duplicated-events",
-];
-
 /// The flags defined from the registry rather than by a typed field.
 fn registry_defined() -> impl Iterator<Item = &'static UpstreamFlag> {
     FLAGS
         .iter()
-        .filter(|f| !matches!(f.status, Status::Implemented) && !TYPED_NO_EFFECT.contains(&f.name))
+        .filter(|f| !matches!(f.status, Status::Implemented))
 }
 
 // Value checks, one per kind: a bad value stops the binary with exit 2 naming the flag.
@@ -797,14 +780,6 @@ mod tests {
                 flag.name
             );
             assert_eq!(flag.kind == Kind::List, list, "--{}", flag.name);
-        }
-    }
-
-    #[test]
-    fn typed_no_effect_flags_are_registered_as_no_effect() {
-        for name in TYPED_NO_EFFECT {
-            let flag = FLAGS.iter().find(|f| f.name == *name).expect("registered");
-            assert!(matches!(flag.status, Status::NoEffect(_)), "--{name}");
         }
     }
 

@@ -30,8 +30,7 @@ pub use flags::{
 };
 pub use options::{
     AutoscalingArgs, CLUSTERAPI_PROVIDER, ClusterStateArgs, DEFAULT_VERBOSITY, LogFormat,
-    ManagementCluster, NoEffectArgs, OPENSHIFT_PROVIDER, OptionsError, RunArgs, RunOptions,
-    ScaleDownArgs, ScaleUpArgs, SettingError, is_setting, normalize_args, parse_address,
-    setting_names,
+    ManagementCluster, OPENSHIFT_PROVIDER, OptionsError, RunArgs, RunOptions, ScaleDownArgs,
+    ScaleUpArgs, SettingError, is_setting, normalize_args, parse_address, setting_names,
 };
 pub use yaml::from_str as yaml_from_str;

@@ -151,9 +151,6 @@ pub struct RunArgs {
     /// The settings of the decision, the loop and the drain (those `simulate` honours).
     #[command(flatten)]
     pub autoscaling: AutoscalingArgs,
-    /// Upstream flags accepted without effect.
-    #[command(flatten)]
-    pub no_effect: NoEffectArgs,
     /// `/health-check` fails when no loop succeeded this long after this replica started
     /// running loops.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
@@ -413,94 +410,6 @@ pub struct ClusterStateArgs {
     /// Time without failure after which a group's backoff starts over.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub node_group_backoff_reset_timeout: Option<Duration>,
-}
-
-/// Upstream flags accepted for compatibility of existing manifests; they change nothing here
-/// and `run` logs a warning for each one given.
-#[derive(Clone, Debug, Default, clap::Args)]
-#[command(next_help_heading = "Accepted without effect (upstream compatibility)")]
-pub struct NoEffectArgs {
-    /// klog: log to standard error (logs always go there).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub logtostderr: Option<bool>,
-    /// klog: also log to standard error.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub alsologtostderr: Option<bool>,
-    /// klog: severity threshold of standard error.
-    #[arg(long, value_name = "LEVEL", value_parser = crate::flags::check_severity)]
-    pub stderrthreshold: Option<String>,
-    /// Lock kind (a Lease is always used).
-    #[arg(long, value_name = "KIND")]
-    pub leader_elect_resource_lock: Option<String>,
-    /// Namespace of the lock (the Lease is in `--namespace`, as upstream does).
-    #[arg(long, value_name = "NAMESPACE")]
-    pub leader_elect_resource_namespace: Option<String>,
-    /// Bin-packing time bound per node group.
-    #[arg(long, value_name = "DURATION", value_parser = crate::flags::check_duration)]
-    pub max_nodegroup_binpacking_duration: Option<String>,
-    /// Bin-packing time bound per scale-up.
-    #[arg(long, value_name = "DURATION", value_parser = crate::flags::check_duration)]
-    pub max_binpacking_time: Option<String>,
-    /// Scale-down simulation time bound.
-    #[arg(long, value_name = "DURATION", value_parser = crate::flags::check_duration)]
-    pub scale_down_simulation_timeout: Option<String>,
-    /// Client QPS.
-    #[arg(long, value_name = "FLOAT", value_parser = crate::flags::check_float)]
-    pub kube_client_qps: Option<String>,
-    /// Client burst.
-    #[arg(long, value_name = "INT", value_parser = crate::flags::check_int)]
-    pub kube_client_burst: Option<String>,
-    /// Content type of API requests.
-    #[arg(long, value_name = "TYPE")]
-    pub kube_api_content_type: Option<String>,
-    /// Emit duplicated events.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub record_duplicated_events: Option<bool>,
-}
-
-impl NoEffectArgs {
-    /// The flags given, by name.
-    pub fn given(&self) -> Vec<&'static str> {
-        let given = [
-            ("logtostderr", self.logtostderr.is_some()),
-            ("alsologtostderr", self.alsologtostderr.is_some()),
-            ("stderrthreshold", self.stderrthreshold.is_some()),
-            (
-                "leader-elect-resource-lock",
-                self.leader_elect_resource_lock.is_some(),
-            ),
-            (
-                "leader-elect-resource-namespace",
-                self.leader_elect_resource_namespace.is_some(),
-            ),
-            (
-                "max-nodegroup-binpacking-duration",
-                self.max_nodegroup_binpacking_duration.is_some(),
-            ),
-            ("max-binpacking-time", self.max_binpacking_time.is_some()),
-            (
-                "scale-down-simulation-timeout",
-                self.scale_down_simulation_timeout.is_some(),
-            ),
-            ("kube-client-qps", self.kube_client_qps.is_some()),
-            ("kube-client-burst", self.kube_client_burst.is_some()),
-            (
-                "kube-api-content-type",
-                self.kube_api_content_type.is_some(),
-            ),
-            (
-                "record-duplicated-events",
-                self.record_duplicated_events.is_some(),
-            ),
-        ];
-        given
-            .into_iter()
-            .filter_map(|(name, on)| on.then_some(name))
-            .collect()
-    }
 }
 
 /// `--logging-format`, upstream's values.
@@ -786,8 +695,7 @@ impl RunOptions {
         apply_autoscaling(&args.autoscaling, &mut c)?;
         validate(&c)?;
 
-        let mut ignored_flags = args.no_effect.given();
-        ignored_flags.extend(args.compat.no_effect_given());
+        let ignored_flags = args.compat.no_effect_given();
         let unsupported = args.compat.unsupported();
         c.unsupported_settings = unsupported.iter().map(ToString::to_string).collect();
         Ok(RunOptions {
@@ -1860,7 +1768,7 @@ mod tests {
             .collect();
         assert!(given.contains(&("log-dir", vec!["/var/log/ca".to_string()])));
         assert!(given.contains(&("nodes", vec!["1:10:ng-a".into(), "2:5:ng-b".into()])));
-        assert_eq!(a.no_effect.kube_client_qps.as_deref(), Some("20"));
+        assert!(given.contains(&("kube-client-qps", vec!["20".to_string()])));
         for (args, name) in [
             (
                 &["--predicate-parallelism=many"][..],
