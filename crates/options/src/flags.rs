@@ -4,9 +4,13 @@
 //! autoscaler does with it: implemented, accepted without effect (and why), or accepted but a
 //! feature we do not have (a gap, said at start and in the status ConfigMap when asked for).
 //!
-//! It decides which flags exist and how a no-effect or gap flag is parsed and judged; the typed
-//! flags of [`crate::options`] carry the implemented ones. It never reads the environment or
-//! logs anything, and `docs/flags.md` is generated from it ([`markdown`]).
+//! It is the flag table: each flag's name, kind, upstream default (written nowhere else: the
+//! help shows it from here, [`with_table_defaults`], and a test checks the core's `Default`s
+//! equal it) and status. It decides which flags exist and how a no-effect or gap flag is
+//! parsed and judged; the typed flags of [`crate::options`] carry the implemented ones, their
+//! help and where their value lands. Adding a flag is a row here plus, when implemented, its
+//! typed field and the line that applies it. It never reads the environment or logs anything,
+//! and `docs/flags.md` is generated from it ([`markdown`]).
 
 use std::fmt;
 use std::time::Duration;

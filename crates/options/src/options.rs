@@ -75,7 +75,7 @@ fn percentage(text: &str) -> Result<f64, String> {
 }
 
 /// Flags of `run`. Every flag is optional here: an absent flag leaves the value of the config
-/// file, else upstream's default (shown in each help text).
+/// file, else upstream's default (the flag table's, [`crate::FLAGS`], shown in the help).
 #[derive(Clone, Debug, Default, clap::Args)]
 #[command(next_help_heading = "General")]
 pub struct RunArgs {
