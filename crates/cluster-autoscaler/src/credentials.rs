@@ -5,7 +5,7 @@
 //! Each is an error naming the field (`users[0] (admin).user.token`); the CLI adds the file.
 //!
 //! The files a kubeconfig names (`certificate-authority`, `client-certificate`, `client-key`)
-//! are read here, with the limits of [`crate::bounded_file`], and handed to the client as the
+//! are read here, with the limits of [`autoscaler_options::read_bounded`], and handed to the client as the
 //! matching `-data` fields, so it never reads them itself; relative paths are taken from the
 //! kubeconfig's directory, as client-go does. Only the current context's cluster and user are
 //! checked: the client uses no other. It never contacts a cluster and never runs a plugin
@@ -17,8 +17,8 @@ use base64::Engine;
 use kube::config::{AuthInfo, Cluster, Kubeconfig};
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::bounded_file::{self, CERTIFICATE_LIMIT};
 use crate::exec_plugin;
+use autoscaler_options::CERTIFICATE_LIMIT;
 
 /// A kubeconfig field that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -231,7 +231,7 @@ fn check_user(u: &mut AuthInfo, at: &str) -> Result<(), FieldError> {
 }
 
 fn read(path: &str, field: &str) -> Result<Vec<u8>, FieldError> {
-    bounded_file::read_bounded(Path::new(path), CERTIFICATE_LIMIT, "file")
+    autoscaler_options::read_bounded(Path::new(path), CERTIFICATE_LIMIT, "file")
         .map_err(|e| err(field.to_string(), e.to_string()))
 }
 
@@ -284,7 +284,7 @@ pub fn check_service_account(dir: &Path) -> Result<(), FieldError> {
     }
     let namespace = dir.join("namespace");
     if namespace.exists() {
-        bounded_file::read_bounded_text(&namespace, 1024, "namespace file")
+        autoscaler_options::read_bounded_text(&namespace, 1024, "namespace file")
             .map_err(|e| err(namespace.display().to_string(), e.to_string()))?;
     }
     Ok(())

@@ -31,7 +31,7 @@ use jiff::{SignedDuration, Timestamp};
 use kube::config::{ExecConfig, ExecInteractiveMode};
 use serde::{Deserialize, Serialize};
 
-use crate::bounded_file::{self, FileError};
+use autoscaler_options::{FileError, TOKEN_LIMIT, file_size, read_bounded_text};
 
 /// How long a plugin may run before it is killed (client-go has no limit).
 pub const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -221,7 +221,7 @@ pub fn run_plugin(
             kill(&mut child);
             return Err(fail(format!(
                 "wrote more than {} on standard output (the limit; it was killed)",
-                bounded_file::size(limit)
+                file_size(limit)
             )));
         }
         Ok(Ok(out)) => out,
@@ -316,22 +316,20 @@ pub fn bearer(token: &str) -> Result<HeaderValue, String> {
     Ok(v)
 }
 
-/// The token of a token file: read with [`bounded_file::TOKEN_LIMIT`], trimmed, non-empty and
+/// The token of a token file: read with [`autoscaler_options::TOKEN_LIMIT`], trimmed, non-empty and
 /// valid in a header.
 pub fn read_token_file(path: &std::path::Path) -> Result<HeaderValue, CredentialError> {
     let fail = |why: String| CredentialError::TokenFile {
         path: path.to_path_buf(),
         why,
     };
-    let text = bounded_file::read_bounded_text(path, bounded_file::TOKEN_LIMIT, "token file")
-        .map_err(|e| match e {
-            FileError::Read { error, .. } => fail(format!("cannot read: {error}")),
-            FileError::TooLarge { limit, .. } => fail(format!(
-                "larger than {} (the limit)",
-                bounded_file::size(limit)
-            )),
-            FileError::NotText { error, .. } => fail(format!("not UTF-8 text: {error}")),
-        })?;
+    let text = read_bounded_text(path, TOKEN_LIMIT, "token file").map_err(|e| match e {
+        FileError::Read { error, .. } => fail(format!("cannot read: {error}")),
+        FileError::TooLarge { limit, .. } => {
+            fail(format!("larger than {} (the limit)", file_size(limit)))
+        }
+        FileError::NotText { error, .. } => fail(format!("not UTF-8 text: {error}")),
+    })?;
     let token = text.trim();
     if token.is_empty() {
         return Err(fail("empty".into()));

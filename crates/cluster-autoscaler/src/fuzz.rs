@@ -245,10 +245,10 @@ proptest! {
     #[test]
     fn config_file(text in mutated(config())) {
         let _ = bounded("config", &text, || {
-            let file = crate::config::parse(&text)?;
-            let args = crate::options::RunArgs::default();
-            crate::options::RunOptions::build(&args, Some(&file), &|_| None).map(|_| ())
-                .map_err(|e| crate::config::ConfigFileError::Parse { path: Default::default(), message: e.to_string() })
+            let file = autoscaler_options::parse_config(&text)?;
+            let args = autoscaler_options::RunArgs::default();
+            autoscaler_options::RunOptions::build(&args, Some(&file), &|_| None).map(|_| ())
+                .map_err(|e| autoscaler_options::ConfigFileError::Parse { path: Default::default(), message: e.to_string() })
         });
     }
 
@@ -258,12 +258,12 @@ proptest! {
         #[derive(Debug, Parser)]
         struct Cli {
             #[command(flatten)]
-            run: crate::options::RunArgs,
+            run: autoscaler_options::RunArgs,
         }
         let text = args.join(" ");
         let _ = bounded("flags", &text, || {
             let argv = std::iter::once("cluster-autoscaler".to_string()).chain(args.iter().cloned());
-            Cli::try_parse_from(argv).map(|c| crate::options::RunOptions::build(&c.run, None, &|_| None).is_ok())
+            Cli::try_parse_from(argv).map(|c| autoscaler_options::RunOptions::build(&c.run, None, &|_| None).is_ok())
         });
     }
 
@@ -288,7 +288,7 @@ proptest! {
         let _ = bounded("scenario", &text, || {
             crate::simulate::scenario::Scenario::parse(&text, std::path::Path::new("/nonexistent"))
         });
-        let _ = bounded("config", &text, || crate::config::parse(&text));
+        let _ = bounded("config", &text, || autoscaler_options::parse_config(&text));
     }
 }
 
@@ -307,7 +307,7 @@ fn the_reproducers_of_the_issue_stay_bounded() {
         ))
         .is_err()
     );
-    assert!(bounded("config", "deep", || crate::config::parse(&deep)).is_err());
+    assert!(bounded("config", "deep", || autoscaler_options::parse_config(&deep)).is_err());
     let scenario = bounded("scenario", "deep", || {
         crate::simulate::scenario::Scenario::parse(&deep, std::path::Path::new("."))
     });
@@ -411,7 +411,9 @@ fn generators_reach_valid_inputs() {
     let scenarios = accepted(scenario(), 400, |t| {
         crate::simulate::scenario::Scenario::parse(t, std::path::Path::new(".")).is_ok()
     });
-    let configs = accepted(config(), 400, |t| crate::config::parse(t).is_ok());
+    let configs = accepted(config(), 400, |t| {
+        autoscaler_options::parse_config(t).is_ok()
+    });
     eprintln!("accepted: {plans}/200 snapshots, {scenarios}/400 scenarios, {configs}/400 configs");
     assert!(plans > 10, "{plans} snapshots planned");
     assert!(scenarios > 2, "{scenarios} scenarios accepted");

@@ -6,19 +6,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod bounded_file;
-mod config;
 mod credentials;
 mod exec_plugin;
-mod flags;
 #[cfg(test)]
 mod fuzz;
-mod options;
 mod plan;
 mod run;
 mod simulate;
 mod text;
-mod yaml;
 
 /// Kubernetes cluster autoscaler.
 #[derive(Debug, Parser)]
@@ -77,7 +72,7 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct RunCommand {
     #[command(flatten)]
-    args: options::RunArgs,
+    args: autoscaler_options::RunArgs,
     /// Validate the flags and the `--config` file, print what `run` would say about them, and
     /// exit without contacting a cluster.
     #[arg(long, hide = true)]
@@ -86,7 +81,7 @@ struct RunCommand {
 
 fn main() -> ExitCode {
     // Flags only mean `run`, and Go's single-dash long flags are accepted (see normalize_args).
-    let argv = options::normalize_args(std::env::args_os().collect());
+    let argv = autoscaler_options::normalize_args(std::env::args_os().collect());
     let cli = match parse(argv) {
         Ok(cli) => cli,
         Err(e) => {
@@ -161,7 +156,7 @@ fn flags_markdown() -> String {
     let run = cli
         .find_subcommand("run")
         .expect("the run subcommand is defined");
-    flags::markdown(run)
+    autoscaler_options::flags_markdown(run)
 }
 
 /// A failure of the binary, with the exit code it maps to.

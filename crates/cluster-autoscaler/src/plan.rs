@@ -22,7 +22,7 @@ use autoscaler_kube::plan as explained;
 use autoscaler_kube::watch::WatchConfig;
 
 use crate::CliError;
-use crate::options::{RunArgs, RunOptions};
+use autoscaler_options::{RunArgs, RunOptions};
 
 /// Flags of `plan`.
 #[derive(Debug, clap::Args)]
@@ -104,9 +104,9 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         print!("{report}");
         return Ok(());
     };
-    let text = crate::bounded_file::read_bounded_text(
+    let text = autoscaler_options::read_bounded_text(
         snapshot,
-        crate::bounded_file::SNAPSHOT_LIMIT,
+        autoscaler_options::SNAPSHOT_LIMIT,
         "snapshot file",
     )
     .map_err(|e| CliError::usage(e.into()))?;

@@ -27,7 +27,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::CliError;
 use crate::exec_plugin::RefreshingToken;
-use crate::options::{LogFormat, ManagementCluster, RunArgs, RunOptions};
+use autoscaler_options::{LogFormat, ManagementCluster, RunArgs, RunOptions};
 
 /// The autoscaler's own crates (their `tracing` targets).
 const OWN_CRATES: [&str; 4] = [
@@ -112,7 +112,7 @@ fn parse_kubeconfig(origin: &str, path: &Path) -> Result<kube::config::Kubeconfi
     let usage = |msg: String| CliError::usage(anyhow!("{origin} {}: {msg}", path.display()));
     // Read once, here: kube's reader has no size limit.
     let bytes =
-        crate::bounded_file::read_bounded(path, crate::bounded_file::KUBECONFIG_LIMIT, origin)
+        autoscaler_options::read_bounded(path, autoscaler_options::KUBECONFIG_LIMIT, origin)
             .map_err(|e| CliError::usage(e.into()))?;
     let text = kubeconfig_text(bytes).map_err(|e| usage(e.into()))?;
     autoscaler_core::yaml_depth::check_depth(&text).map_err(|e| usage(e.to_string()))?;
@@ -436,8 +436,10 @@ pub fn options_for(
     args: &RunArgs,
     obj: Option<&serde_json::Value>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<RunOptions, crate::options::OptionsError> {
-    let resource = obj.map(crate::config::from_cluster).transpose()?;
+) -> Result<RunOptions, autoscaler_options::OptionsError> {
+    let resource = obj
+        .map(autoscaler_options::config_from_cluster)
+        .transpose()?;
     RunOptions::build(args, resource.as_ref(), env)
 }
 
@@ -651,7 +653,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains(crate::config::CLUSTER_SOURCE)
+            e.contains(autoscaler_options::CONFIG_CLUSTER_SOURCE)
                 && e.contains("spec.scaleDown.utilizationThreshold"),
             "{e}"
         );

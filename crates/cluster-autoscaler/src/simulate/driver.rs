@@ -1127,7 +1127,7 @@ workloads:
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
-            run: crate::options::RunArgs,
+            run: autoscaler_options::RunArgs,
         }
         // No delay after the taint: the first eviction is tried at once.
         let argv = ["cluster-autoscaler", "--node-delete-delay-after-taint=0s"];
@@ -1382,7 +1382,7 @@ node_groups:
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
-            run: crate::options::RunArgs,
+            run: autoscaler_options::RunArgs,
         }
         let argv = [
             "cluster-autoscaler",

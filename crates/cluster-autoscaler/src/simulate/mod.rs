@@ -22,7 +22,7 @@ use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::CliError;
-use crate::options::RunArgs;
+use autoscaler_options::RunArgs;
 use scenario::{CommandLine, DEFAULT_SCENARIO, Scenario, ScenarioError};
 
 /// Flags of `simulate`.
@@ -70,9 +70,9 @@ pub struct SimulateArgs {
 pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
     let (text, base, label) = match &args.scenario {
         Some(p) => (
-            crate::bounded_file::read_bounded_text(
+            autoscaler_options::read_bounded_text(
                 p,
-                crate::bounded_file::SCENARIO_LIMIT,
+                autoscaler_options::SCENARIO_LIMIT,
                 "scenario",
             )
             .map_err(|e| CliError::usage(e.into()))?,
@@ -86,7 +86,9 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
         ),
     };
     let file = match &args.run.config {
-        Some(p) => Some(crate::config::load(p).map_err(|e| CliError::usage(anyhow!("{e}")))?),
+        Some(p) => {
+            Some(autoscaler_options::load_config(p).map_err(|e| CliError::usage(anyhow!("{e}")))?)
+        }
         None => None,
     };
     let cli = CommandLine {

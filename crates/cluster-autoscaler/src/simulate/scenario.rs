@@ -3,7 +3,7 @@
 //! and validated into the world's and the core's own types.
 //!
 //! It decides how scenario text maps onto the world; its `options:` are the flags of `run`,
-//! handed by name to the flags' own parsers and validation (`crate::options`), with the
+//! handed by name to the flags' own parsers and validation (`autoscaler_options`), with the
 //! command line's `--config` and flags layered around them. It never runs anything and never
 //! reads the clock.
 
@@ -20,8 +20,9 @@ use autoscaler_world::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::ClusterAutoscalerResource;
-use crate::options::{AutoscalingArgs, OptionsError, RunArgs, RunOptions};
+use autoscaler_options::{
+    AutoscalingArgs, ClusterAutoscalerResource, OptionsError, RunArgs, RunOptions,
+};
 
 /// The built-in scenario `simulate` runs without an argument.
 pub const DEFAULT_SCENARIO: &str = include_str!("default.yaml");
@@ -525,7 +526,7 @@ impl<'de> Deserialize<'de> for WorkloadFile {
 }
 
 /// Reads one workload kind's fields; an error inside names its path, starting with `.` so the
-/// caller's path joins it (see `crate::yaml::from_str`).
+/// caller's path joins it (see `autoscaler_options::yaml_from_str`).
 fn variant<T: serde::de::DeserializeOwned, E: serde::de::Error>(
     v: serde_yaml_ng::Value,
 ) -> Result<T, E> {
@@ -651,7 +652,8 @@ impl Scenario {
     // Tests and fuzzing read scenarios without a command line; `simulate` uses `parse_with`.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn parse(text: &str, base: &Path) -> Result<Scenario, ScenarioError> {
-        let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
+        let file: ScenarioFile =
+            autoscaler_options::yaml_from_str(text).map_err(ScenarioError::Yaml)?;
         Scenario::from_file(file, base, None)
     }
 
@@ -662,7 +664,8 @@ impl Scenario {
         base: &Path,
         cli: &CommandLine,
     ) -> Result<Scenario, ScenarioError> {
-        let file: ScenarioFile = crate::yaml::from_str(text).map_err(ScenarioError::Yaml)?;
+        let file: ScenarioFile =
+            autoscaler_options::yaml_from_str(text).map_err(ScenarioError::Yaml)?;
         Scenario::from_file(file, base, Some(cli))
     }
 
@@ -2135,7 +2138,7 @@ mod tests {
     /// flag added to the settings without a row here fails.
     #[test]
     fn flags_scenario_options_and_config_file_agree_on_every_setting() {
-        let mut names = crate::options::setting_names();
+        let mut names = autoscaler_options::setting_names();
         names.sort();
         let mut rows: Vec<String> = SETTINGS.iter().map(|r| r.0.to_string()).collect();
         rows.sort();
@@ -2160,7 +2163,8 @@ mod tests {
                 let text = format!(
                     "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec: {{{spec}}}\n"
                 );
-                let file = crate::config::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let file = autoscaler_options::parse_config(&text)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
                 let run = RunOptions::build(&RunArgs::default(), Some(&file), &no_env)
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
                 assert_eq!(
@@ -2176,7 +2180,7 @@ mod tests {
     /// given at a higher level replaces the lower one's).
     #[test]
     fn flags_win_over_the_scenario_which_wins_over_the_config_file() {
-        let file = crate::config::parse(
+        let file = autoscaler_options::parse_config(
             "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  scaleDown: {enabled: true, unneededTime: 1m, delayAfterAdd: 7m, utilizationThreshold: '0.4'}\n  resourceLimits: {gpus: [{type: nvidia.com/gpu, min: 0, max: 8}]}\n",
         )
         .unwrap();
@@ -2261,7 +2265,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("field `options.scan-interval`"), "{e}");
-        let mut file = crate::config::parse(
+        let mut file = autoscaler_options::parse_config(
             "apiVersion: autoscaling.openshift.io/v1\nkind: ClusterAutoscaler\nspec:\n  resourceLimits: {cores: {min: 9, max: 3}}\n",
         )
         .unwrap();

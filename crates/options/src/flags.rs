@@ -562,7 +562,7 @@ fn cell(text: &str) -> String {
 pub fn markdown(cmd: &Command) -> String {
     let mut out = String::from(
         "# Flags\n\n\
-         <!-- Generated from crates/cluster-autoscaler/src/flags.rs; regenerate with\n     \
+         <!-- Generated from crates/options/src/flags.rs; regenerate with\n     \
          UPDATE_FLAGS_DOC=1 cargo test -p cluster-autoscaler flags_doc_is_current -->\n\n\
          Every flag of upstream cluster-autoscaler is accepted with upstream's name, syntax \
          and default, also as `-flag` and with `_` for `-`. Each one is **implemented**, \

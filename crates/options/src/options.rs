@@ -1231,7 +1231,6 @@ struct SettingsCli {
 }
 
 /// The names of the settings: the flags of [`AutoscalingArgs`], without dashes.
-#[cfg(test)]
 pub fn setting_names() -> Vec<String> {
     use clap::CommandFactory;
     SettingsCli::command()
