@@ -117,7 +117,7 @@ pub fn accepted<S: Strategy>(strategy: S, n: usize, accept: impl Fn(&S::Value) -
 
 #[cfg(test)]
 mod tests {
-    use autoscaler_core::testing::fuzz_cases;
+    use autoscaler_model::testing::fuzz_cases;
 
     use super::*;
 
