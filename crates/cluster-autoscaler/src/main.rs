@@ -5,15 +5,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod bench;
 mod credentials;
 mod exec_plugin;
 #[cfg(test)]
 mod fuzz;
 mod plan;
 mod run;
-mod simulate;
-mod text;
+
+// The error every command ends with (exit codes 1 and 2); the simulator's commands return it too.
+use autoscaler_simulator::CliError;
 
 /// Kubernetes cluster autoscaler.
 #[derive(Debug, Parser)]
@@ -53,7 +53,7 @@ enum Command {
     /// leader election, address, status ConfigMap, logging, node-group auto-discovery: every
     /// group of the scenario is discovered) are validated as `run` validates them and have no
     /// effect.
-    Simulate(Box<simulate::SimulateArgs>),
+    Simulate(Box<autoscaler_simulator::SimulateArgs>),
     /// Time each phase of one loop on a synthetic cluster generated in memory.
     ///
     /// Prints, per phase (reading each pod once: the memory floor; snapshot build, filtering
@@ -61,7 +61,7 @@ enum Command {
     /// scale-down planning, the whole loop), the median and maximum over --iterations and what
     /// it decided, then the peak RSS. The defaults are the reference scenario of BENCHMARKS.md;
     /// build with --release to measure.
-    Bench(bench::BenchArgs),
+    Bench(autoscaler_simulator::BenchArgs),
     /// Print the table of upstream's flags and what this autoscaler does with each one
     /// (docs/flags.md), as Markdown.
     #[command(hide = true)]
@@ -98,8 +98,8 @@ fn main() -> ExitCode {
         Command::Run(cmd) if cmd.validate_only => run::validate_only(&cmd.args),
         Command::Run(cmd) => run::run(&cmd.args),
         Command::Plan(args) => plan::run(&args),
-        Command::Simulate(args) => simulate::run(&args),
-        Command::Bench(args) => bench::run(args),
+        Command::Simulate(args) => autoscaler_simulator::run(&args),
+        Command::Bench(args) => autoscaler_simulator::bench(args),
         Command::Flags => {
             print!("{}", autoscaler_options::flags_markdown());
             Ok(())
@@ -149,37 +149,6 @@ fn command() -> clap::Command {
     cmd
 }
 
-/// A failure of the binary, with the exit code it maps to.
-#[derive(Debug)]
-pub struct CliError {
-    code: u8,
-    error: anyhow::Error,
-}
-
-impl CliError {
-    /// Bad usage or bad input (a flag, a file, an object, an output path that cannot be
-    /// written): exit code 2.
-    pub fn usage(error: anyhow::Error) -> CliError {
-        CliError { code: 2, error }
-    }
-
-    /// A failure while running (the controller stopped with an error): exit code 1.
-    pub fn failure(error: anyhow::Error) -> CliError {
-        CliError { code: 1, error }
-    }
-
-    /// The process exit code.
-    pub fn exit_code(&self) -> u8 {
-        self.code
-    }
-}
-
-impl std::fmt::Display for CliError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#}", self.error)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,7 +174,7 @@ mod tests {
         let Command::Simulate(args) = cli.command else {
             panic!("simulate")
         };
-        let e = simulate::load(&args).expect_err("negative duration");
+        let e = autoscaler_simulator::load(&args).expect_err("negative duration");
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("--duration \"-1s\""), "{e}");
     }

@@ -219,9 +219,6 @@ pub fn plan_json(
     Ok(explained::json(&d.explained(&d.view(), now_ms, show_nodes)))
 }
 
-/// One action in words, as `plan` prints it (text and JSON).
-pub use autoscaler_kube::plan::describe;
-
 /// The objects of a snapshot, its node groups and one loop's decision on them.
 struct Decided {
     objects: autoscaler_model::ClusterObjects,

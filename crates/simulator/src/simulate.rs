@@ -5,16 +5,6 @@
 //! figures come from [`report`]. Wall time is measured here and printed to stderr, never put in
 //! the report, so that the same scenario and seed give a byte-identical report.
 
-pub mod bound;
-pub mod cost;
-pub mod driver;
-pub mod informer;
-pub mod report;
-pub mod safety;
-pub mod scenario;
-pub mod svg;
-pub mod trace;
-
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +12,7 @@ use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::CliError;
+use crate::{cost, driver, report, scenario, svg};
 use autoscaler_options::RunArgs;
 use scenario::{CommandLine, DEFAULT_SCENARIO, Scenario, ScenarioError};
 

@@ -556,14 +556,18 @@ impl<'a> Driver<'a> {
             self.log.safety.violation(t, v);
         }
         for r in &outcome.refused {
-            let what = crate::plan::describe(&r.action);
+            let what = autoscaler_kube::plan::describe(&r.action);
             self.log.safety.violation(
                 t,
                 format!("refused by the core's last check: {what}: {}", r.why),
             );
         }
         if take && let Some(snap) = &mut self.snapshot {
-            snap.actions = outcome.actions.iter().map(crate::plan::describe).collect();
+            snap.actions = outcome
+                .actions
+                .iter()
+                .map(autoscaler_kube::plan::describe)
+                .collect();
         }
         for action in outcome.actions {
             self.apply(action);
