@@ -70,3 +70,58 @@ fn the_template_is_never_taken_from_a_node_whose_gpus_are_not_advertised() {
     assert!(!stdout.contains("Insufficient nvidia.com/gpu;"), "{stdout}");
     assert!(!stdout.contains("triggers no scale-up"), "{stdout}");
 }
+
+/// No capacity annotations: the infrastructure template's `status.capacity` (with its GPU) and
+/// `status.nodeInfo` (arm64) make the template, so the group scales from zero for the pod.
+#[test]
+fn a_group_scales_from_zero_with_its_infrastructure_template() {
+    let stdout = plan("gpu-infrastructure-template.yaml");
+    assert_lines(
+        &stdout,
+        &[
+            "  MachineDeployment/default/gpu: size 0 (min 0, max 3)",
+            "  MachineDeployment/default/gpu: 0 -> 1 (+1, for pending pods)",
+            "  increase MachineDeployment/default/gpu by 1 to 1",
+        ],
+    );
+}
+
+/// `simulate` with a device plugin that advertises the GPUs 90 s after the node joins: the GPU
+/// group grows once to the two nodes the two pods need (the nodes waiting for their GPUs are
+/// upcoming, never a reason for more), every pod runs, and the nodes go after the pods end.
+#[test]
+fn gpu_nodes_are_added_once_per_need_while_their_device_plugin_starts() {
+    let dir = std::env::temp_dir().join(format!("ca-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let report = dir.join("report.json");
+    let scenario = format!(
+        "{}/tests/scenarios/gpu-device-plugin.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"))
+        .args(["simulate", &scenario, "--report"])
+        .arg(&report)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("JSON");
+    let _ = std::fs::remove_dir_all(&dir);
+    let gpu = r["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["group"].as_str().is_some_and(|n| n.ends_with("/gpu")))
+        .expect("the gpu group");
+    assert_eq!(gpu["nodes_max"].as_f64(), Some(2.0), "{gpu}");
+    assert_eq!(r["pods_pending_at_end"].as_f64(), Some(0.0), "{r}");
+    let at_end = r["timeline"]
+        .as_array()
+        .and_then(|t| t.last())
+        .and_then(|p| p["nodes"]["default/gpu"].as_f64());
+    assert_eq!(at_end, Some(0.0), "{}", r["timeline"]);
+}
