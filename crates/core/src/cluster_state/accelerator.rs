@@ -45,20 +45,20 @@ fn is_accelerator(name: ResourceName) -> bool {
 }
 
 /// Whether `node` promises accelerators and does not advertise them yet: it carries
-/// `gpu_label` (the provider's GPU label) or its group's provider template (`group_template`)
-/// has accelerators, and its allocatable has none.
+/// `gpu_label` (the provider's GPU label, interned) or its group's provider template
+/// (`group_template`) has accelerators, and its allocatable has none.
 ///
 /// This is the one rule of accelerator readiness; a node waiting for other devices (a DRA
 /// driver that has not published the node's ResourceSlices) joins it here.
 pub fn lacks_promised_accelerators(
     node: &Node,
-    gpu_label: Option<&str>,
+    gpu_label: Option<Sym>,
     group_template: Option<&Node>,
 ) -> bool {
     if has_accelerators(&node.allocatable) {
         return false;
     }
-    let labelled = gpu_label.is_some_and(|l| node.labels.get_str(l).is_some());
+    let labelled = gpu_label.is_some_and(|l| node.labels.contains_key(l));
     labelled || group_template.is_some_and(|t| has_accelerators(&t.capacity))
 }
 
@@ -97,7 +97,8 @@ pub fn with_unready_accelerators(
     nodes: &[Arc<Node>],
     provider: &dyn CloudProvider,
 ) -> Option<Vec<Arc<Node>>> {
-    let gpu_label = provider.gpu_label();
+    // Looked up once: a label no object carries is not interned, and no node has it.
+    let gpu_label = provider.gpu_label().and_then(Sym::lookup);
     let groups = provider.node_groups();
     // Which groups' templates promise accelerators, found once per loop.
     let promising: Vec<Option<&Node>> = groups
@@ -190,11 +191,31 @@ mod tests {
             .resource("microsoft.com/directx", 1)
             .build();
         let cpu = node("c").build();
-        assert!(lacks_promised_accelerators(&waiting, Some(LABEL), None));
-        assert!(lacks_promised_accelerators(&zero, Some(LABEL), None));
-        assert!(!lacks_promised_accelerators(&ready, Some(LABEL), None));
-        assert!(!lacks_promised_accelerators(&directx, Some(LABEL), None));
-        assert!(!lacks_promised_accelerators(&cpu, Some(LABEL), None));
+        assert!(lacks_promised_accelerators(
+            &waiting,
+            Some(Sym::new(LABEL)),
+            None
+        ));
+        assert!(lacks_promised_accelerators(
+            &zero,
+            Some(Sym::new(LABEL)),
+            None
+        ));
+        assert!(!lacks_promised_accelerators(
+            &ready,
+            Some(Sym::new(LABEL)),
+            None
+        ));
+        assert!(!lacks_promised_accelerators(
+            &directx,
+            Some(Sym::new(LABEL)),
+            None
+        ));
+        assert!(!lacks_promised_accelerators(
+            &cpu,
+            Some(Sym::new(LABEL)),
+            None
+        ));
         // A provider without a GPU label promises nothing through labels.
         assert!(!lacks_promised_accelerators(&waiting, None, None));
     }
