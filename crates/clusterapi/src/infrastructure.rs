@@ -18,9 +18,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use autoscaler_core::model::quantity::{parse_milli, parse_units};
-use autoscaler_core::model::store::{ObjectKey, group_of};
-use autoscaler_core::{Labels, Node, ObjectStore, ResourceName, Sym};
+use autoscaler_model::{
+    Labels, Node, ObjectKey, ObjectStore, ResourceName, Sym, group_of, parse_milli, parse_units,
+};
 use serde_json::Value;
 
 use crate::annotations::{

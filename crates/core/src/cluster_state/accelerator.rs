@@ -20,11 +20,9 @@
 
 use std::sync::Arc;
 
-use crate::model::intern::Sym;
-use crate::model::node::{Node, NodeCondition};
-use crate::model::node_group::CloudProvider;
-use crate::model::resources::{ResourceName, Resources};
-use crate::model::taints::{Taint, TaintEffect};
+use autoscaler_model::{
+    CloudProvider, Node, NodeCondition, ResourceName, Resources, Sym, Taint, TaintEffect,
+};
 
 /// The taint the node lifecycle controller puts on a node whose `Ready` condition is not `True`:
 /// the copy carries it too, so no simulated pod lands on a node that cannot run it yet.
@@ -135,8 +133,8 @@ pub fn with_unready_accelerators(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-    use crate::testing::{GI, NodeBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder};
+    use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 
     const LABEL: &str = "cluster-api/accelerator";
 
@@ -289,9 +287,9 @@ mod tests {
     /// minute and labelled but without `nvidia.com/gpu` yet, one pending 1-GPU pod.
     mod in_the_loop {
         use super::*;
-        use crate::scale_down::drain::NoControllerLookup;
-        use crate::testing::PodBuilder;
         use crate::{Autoscaler, AutoscalerOptions, ClusterView, InFlight, LoopOutcome, Unlimited};
+        use autoscaler_model::NoControllerLookup;
+        use autoscaler_model::testing::PodBuilder;
 
         const NOW: i64 = 100 * 60 * 1000;
 
@@ -301,7 +299,12 @@ mod tests {
                 .resource("nvidia.com/gpu", 1)
         }
 
-        fn run(nodes: &[Arc<Node>], p: &Capi, pods: &[Arc<crate::Pod>], now: i64) -> LoopOutcome {
+        fn run(
+            nodes: &[Arc<Node>],
+            p: &Capi,
+            pods: &[Arc<autoscaler_model::Pod>],
+            now: i64,
+        ) -> LoopOutcome {
             let view = ClusterView::of(nodes, pods, p);
             Autoscaler::new(AutoscalerOptions::default()).run_once(
                 &view,
@@ -319,7 +322,7 @@ mod tests {
                 .arc()
         }
 
-        fn cluster(age_ms: i64) -> (Vec<Arc<Node>>, Vec<Arc<crate::Pod>>) {
+        fn cluster(age_ms: i64) -> (Vec<Arc<Node>>, Vec<Arc<autoscaler_model::Pod>>) {
             let busy = node("busy")
                 .label(LABEL, "nvidia-t4")
                 .resource("nvidia.com/gpu", 1)
