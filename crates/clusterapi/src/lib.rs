@@ -16,6 +16,7 @@
 pub mod annotations;
 pub mod changes;
 pub mod config;
+pub mod infrastructure;
 pub mod provider;
 
 pub use changes::{ApplyError, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply};

@@ -23,6 +23,7 @@ use crate::annotations;
 use crate::config::{
     ClusterApiConfig, OPENSHIFT_API_GROUP, OPENSHIFT_CLUSTER_API_NAMESPACE, cluster_name_of,
 };
+use crate::infrastructure;
 
 /// Kind of a MachineDeployment.
 pub const MACHINE_DEPLOYMENT: &str = "MachineDeployment";
@@ -492,13 +493,18 @@ impl ClusterApiProvider {
             Vec::new()
         };
         let machine_infos = self.machines_of(key, obj, machines, &sets)?;
-        let shape = if key.group == OPENSHIFT_API_GROUP {
-            let ann = annotations::with_openshift_capacity(&ann, &what, warnings);
+        // The infrastructure template's capacity and node info, under the annotations.
+        let infra = infrastructure::read(store, obj, &key.namespace, warnings);
+        let filled = infrastructure::fill_annotations(&ann, infra.as_ref());
+        let mut shape = if key.group == OPENSHIFT_API_GROUP {
+            let ann = annotations::with_openshift_capacity(&filled, &what, warnings);
             annotations::node_shape(obj, &ann, &what, warnings)
         } else {
-            annotations::node_shape(obj, &ann, &what, warnings)
+            annotations::node_shape(obj, &filled, &what, warnings)
         };
+        infrastructure::add_extended(&mut shape, infra.as_ref());
         let template = annotations::template_node(&id, &shape, &config.default_arch);
+        let template = infrastructure::with_node_info(template, &shape, infra.as_ref());
         if template.is_none() && !machine_infos.iter().any(|m| m.has_node()) {
             if replicas == 0 {
                 return Err(format!(

@@ -927,6 +927,13 @@ impl Autoscaler {
         budget: &mut dyn Budget,
         mut timer: Timer<'_>,
     ) -> LoopOutcome {
+        // Nodes still waiting for their accelerators are seen as not ready all through the loop.
+        let marked =
+            crate::cluster_state::accelerator::with_unready_accelerators(view.nodes, view.provider);
+        let view = &ClusterView {
+            nodes: marked.as_deref().unwrap_or(view.nodes),
+            ..*view
+        };
         let state_start = timer.start();
         let state = self.cluster_state.update(view.nodes, view.provider, now_ms);
         timer.stop(Phase::UpdateClusterState, state_start);

@@ -281,6 +281,7 @@ impl<'a> Driver<'a> {
             cluster_name: CLUSTER.into(),
             machine_set_sync_ms: scenario.machine_set_sync_ms,
             machine_deletion_ms: scenario.machine_deletion_ms,
+            device_plugin_delay_ms: scenario.device_plugin_delay_ms,
             scoring: scenario.scoring,
             ..WorldConfig::default()
         });

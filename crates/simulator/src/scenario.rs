@@ -117,6 +117,10 @@ pub struct ScenarioFile {
     /// How long a deleted Machine's instance takes to terminate after its drain (default 0s).
     #[serde(default)]
     pub machine_deletion: Option<String>,
+    /// How long after a new node joins Ready its device plugins advertise its GPUs and other
+    /// extended resources (default 0s: with the node).
+    #[serde(default)]
+    pub device_plugin_delay: Option<String>,
     /// The longest delay of a change on its way to the autoscaler's view (default 0s: at once).
     #[serde(default)]
     pub watch_lag: Option<String>,
@@ -598,6 +602,8 @@ pub struct Scenario {
     pub machine_set_sync_ms: SimTime,
     /// How long a deleted Machine takes to terminate after its drain.
     pub machine_deletion_ms: SimTime,
+    /// How long after a new node joins its extended resources are advertised.
+    pub device_plugin_delay_ms: SimTime,
     /// The longest delay of a change on its way to the autoscaler's view.
     pub watch_lag_ms: SimTime,
     /// How the world's scheduler scores nodes' resource fit.
@@ -791,6 +797,10 @@ impl Scenario {
             },
             machine_deletion_ms: match &f.machine_deletion {
                 Some(t) => ms("machine_deletion", t)?,
+                None => 0,
+            },
+            device_plugin_delay_ms: match &f.device_plugin_delay {
+                Some(t) => ms("device_plugin_delay", t)?,
                 None => 0,
             },
             watch_lag_ms: match &f.watch_lag {

@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub(crate) mod cluster;
+pub mod device_plugin;
 pub mod eviction;
 pub mod faults;
 pub mod machines;

@@ -53,6 +53,8 @@ pub(crate) struct MachineSettings {
     pub sync_ms: SimTime,
     /// How long a Machine being deleted lingers after its drain.
     pub deletion_ms: SimTime,
+    /// How long after a node joins its device plugins advertise its extended resources.
+    pub device_plugin_ms: SimTime,
 }
 
 /// The machine controller's own state.
@@ -1003,11 +1005,27 @@ impl Machines {
         let Some(md) = c.store.get(&md_key).cloned() else {
             return;
         };
-        let node = self.node_object(c, &k.1, &md, k);
+        let mut node = self.node_object(c, &k.1, &md, k);
+        let held = if self.settings.device_plugin_ms > 0 {
+            crate::device_plugin::withhold(&mut node)
+        } else {
+            Vec::new()
+        };
         let Ok(name) = c.register_node(node, Some(k.clone())) else {
             return;
         };
         let node_uid = c.uid_of(&key("", "Node", "", &name));
+        if !held.is_empty() {
+            let at = c.now + self.settings.device_plugin_ms;
+            c.schedule(
+                at,
+                Event::DevicePlugin {
+                    node: name.clone(),
+                    uid: node_uid.clone(),
+                    resources: held,
+                },
+            );
+        }
         let mk = key(CAPI_GROUP, "Machine", &k.0, &k.1);
         if let Some(mut obj) = c.get_owned(&mk) {
             obj["status"]["phase"] = json!("Running");

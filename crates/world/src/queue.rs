@@ -40,6 +40,12 @@ pub(crate) enum Event {
     DrainMachine { machine: NsName, uid: String },
     /// A Machine being deleted (and its Node) is gone.
     MachineGone { machine: NsName, uid: String },
+    /// A node's device plugins advertise its extended resources (name and quantity).
+    DevicePlugin {
+        node: String,
+        uid: String,
+        resources: Vec<(String, String)>,
+    },
 }
 
 #[derive(Debug)]

@@ -55,6 +55,9 @@ pub struct WorldConfig {
     /// How the scheduler scores nodes' resource fit (kube-scheduler's default:
     /// `LeastAllocated`).
     pub scoring: Scoring,
+    /// How long after a new node joins Ready its device plugins advertise its extended
+    /// resources (GPUs), in ms (0: at once, with the node).
+    pub device_plugin_delay_ms: SimTime,
 }
 
 impl Default for WorldConfig {
@@ -72,6 +75,7 @@ impl Default for WorldConfig {
             machine_set_sync_ms: 0,
             machine_deletion_ms: 0,
             scoring: Scoring::default(),
+            device_plugin_delay_ms: 0,
         }
     }
 }
@@ -133,6 +137,7 @@ impl World {
             default_delay: cfg.default_delay,
             sync_ms: cfg.machine_set_sync_ms,
             deletion_ms: cfg.machine_deletion_ms,
+            device_plugin_ms: cfg.device_plugin_delay_ms,
         });
         let scheduler = Scheduler::new(cfg.seed, cfg.scoring);
         World {
@@ -281,6 +286,11 @@ impl World {
             Event::MachineGone { machine, uid } => {
                 self.machines.machine_gone(c, &mut peers, &machine, &uid)
             }
+            Event::DevicePlugin {
+                node,
+                uid,
+                resources,
+            } => crate::device_plugin::advertise(c, &node, &uid, &resources),
         }
     }
 

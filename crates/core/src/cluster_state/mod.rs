@@ -11,6 +11,7 @@
 //! It never performs an action, never reads a clock, and never removes a registered node (only
 //! instances that have no node).
 
+pub mod accelerator;
 pub mod backoff;
 
 use autoscaler_model::{
