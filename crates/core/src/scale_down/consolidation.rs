@@ -161,6 +161,9 @@ pub struct ConsolidationInput<'a> {
     pub max_graceful_termination_sec: u64,
     /// Shapes of replacement nodes (used in [`ConsolidationMode::Replace`] only).
     pub shapes: &'a [ReplacementShape],
+    /// Something else is under way (a scale-up, a deletion, nodes on their way): keep the
+    /// timers and follow a pending replacement, but start nothing new.
+    pub hold: bool,
 }
 
 /// A replacement asked for and not Ready yet: the nodes it replaces are drained once it is.
@@ -342,6 +345,9 @@ pub fn plan_consolidation(
         plan.pods_simulated = work.pods_simulated;
         return plan;
     }
+    if input.hold {
+        return plan;
+    }
     let groups = input.provider.node_groups();
     let pricing = Pricing::of(groups);
     let mut candidates = candidates(snapshot, state, &input, opts, &pricing, now_ms, None);
@@ -464,6 +470,14 @@ fn follow_pending(
     }
 }
 
+/// Remembers the group of each node a command deletes, so the deletion's outcome (recorded by
+/// the scale-down state) starts the right group's delays.
+pub(crate) fn record_deletions(state: &mut super::ScaleDownState, deletions: &[NodeDeletion]) {
+    for d in deletions {
+        state.deleting.insert(d.node, d.group.clone());
+    }
+}
+
 fn index_of(groups: &[NodeGroup], id: &NodeGroupId) -> usize {
     groups
         .iter()
@@ -479,7 +493,15 @@ fn update_quiet(snapshot: &ClusterSnapshot, state: &mut ConsolidationState, now_
         let f = fingerprint(&info.pods);
         let since = match state.quiet.get(&info.node.name) {
             Some(&(old, since)) if old == f => since,
-            _ => now_ms,
+            Some(_) => now_ms,
+            // First sight (a start, or `plan`): the newest of the node and its pods tells when
+            // its pods last changed, as far as the objects say (a pod gone leaves no trace).
+            None => std::iter::once(info.node.creation_ms)
+                .chain(info.pods.iter().map(|p| p.creation_ms))
+                .map(|t| t.unwrap_or(now_ms))
+                .max()
+                .unwrap_or(now_ms)
+                .min(now_ms),
         };
         next.insert(info.node.name, (f, since));
     }
@@ -1009,6 +1031,7 @@ mod tests {
                 max_scale_down_parallelism: 10,
                 max_graceful_termination_sec: 600,
                 shapes: &self.shapes,
+                hold: false,
             };
             plan_consolidation(
                 &mut self.snapshot,
