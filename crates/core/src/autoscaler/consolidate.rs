@@ -77,6 +77,13 @@ impl Autoscaler {
             group_templates(snapshot, view, &members, &self.options.scale_up.template)
                 .into_iter()
                 .enumerate()
+                // A backed-off or unhealthy group cannot grow: the safety check would refuse it.
+                .filter(|(g, _)| {
+                    status
+                        .groups
+                        .get(*g)
+                        .is_some_and(|s| s.blocked_reason().is_none())
+                })
                 .filter_map(|(g, t)| {
                     t.ok().map(|t| ReplacementShape {
                         group: g,
