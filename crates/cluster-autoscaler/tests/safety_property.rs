@@ -33,6 +33,9 @@ enum Views {
     Current,
     /// Each change arrives late, by up to a random maximum for the run.
     Stale,
+    /// Up to date, with consolidation on (`--consolidation=replace`, ours) and several drains
+    /// at once, so that multi-node commands and replacements happen.
+    Consolidating,
 }
 
 /// A random scenario for `seed`.
@@ -51,6 +54,13 @@ fn scenario(seed: u64, views: Views) -> String {
     let _ = writeln!(s, "  max-node-provision-time: {}", dur(&mut rng, 60, 300));
     let _ = writeln!(s, "  scale-down-unneeded-time: {}", dur(&mut rng, 60, 600));
     let _ = writeln!(s, "  scale-down-delay-after-add: {}", dur(&mut rng, 0, 300));
+    if views == Views::Consolidating {
+        // Its own generator, as for the lag: the rest is the scenario of the current views.
+        let mut c = ChaCha8Rng::seed_from_u64(seed ^ 0xC0_5011D);
+        let _ = writeln!(s, "  consolidation: replace");
+        let _ = writeln!(s, "  consolidate-after: {}", dur(&mut c, 0, 120));
+        let _ = writeln!(s, "  max-drain-parallelism: {}", c.random_range(1..=3));
+    }
     if rng.random_bool(0.3) {
         let _ = writeln!(s, "  max-nodes-total: {}", rng.random_range(3..=12));
     }
@@ -208,6 +218,11 @@ fn random_faults_never_break_the_safety_invariants() {
 #[test]
 fn random_faults_on_stale_views_never_break_the_safety_invariants() {
     check(&seeds(100), Views::Stale);
+}
+
+#[test]
+fn random_faults_with_consolidation_never_break_the_safety_invariants() {
+    check(&seeds(100), Views::Consolidating);
 }
 
 /// Seeds beyond the default range that once found a defect, kept so it stays fixed.

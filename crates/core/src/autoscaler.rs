@@ -16,6 +16,9 @@ use rustc_hash::FxHashMap;
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::cluster_state::{ClusterState, ClusterStateOptions, ClusterStatus, Event};
 use crate::outcome::Outcome;
+use crate::scale_down::consolidation::{
+    ConsolidationMode, ConsolidationOptions, ConsolidationPlan, ConsolidationState,
+};
 use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
 };
@@ -43,6 +46,8 @@ use autoscaler_model::TaintConfig;
 use autoscaler_model::{CloudProvider, NodeGroup};
 use autoscaler_model::{ClusterTotals, ResourceLimits};
 use autoscaler_model::{DisruptionBudgets, PodDisruptionBudget};
+
+mod consolidate;
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -478,6 +483,8 @@ pub struct AutoscalerOptions {
     pub seed: u64,
     /// Cluster state: provision and startup times, health thresholds, backoff.
     pub cluster_state: ClusterStateOptions,
+    /// Consolidation (ours; off by default).
+    pub consolidation: ConsolidationOptions,
 }
 
 /// What one loop decided.
@@ -501,6 +508,9 @@ pub struct LoopOutcome {
     /// How long each phase took, in order, when the loop was given a clock
     /// ([`Autoscaler::run_once_timed`]); empty otherwise.
     pub phases: Vec<(Phase, std::time::Duration)>,
+    /// What consolidation decided (nothing while it is off); its deletions are also in
+    /// `scale_down.deletions`.
+    pub consolidation: ConsolidationPlan,
 }
 
 /// The autoscaler: options plus the state kept between loops.
@@ -519,6 +529,8 @@ pub struct Autoscaler {
     /// Whether scale-down plans on the scale-up filter's placements when they are what it
     /// needs (always, but in the test comparing them with placing the pods again).
     reuse_placements: bool,
+    /// Consolidation's timers and pending replacement.
+    consolidation: ConsolidationState,
 }
 
 /// Whether `pod` belongs in the scheduling snapshot: bound to a node and not terminal.
@@ -833,6 +845,7 @@ impl Autoscaler {
             rng,
             cache: SnapshotCache::default(),
             reuse_placements: true,
+            consolidation: ConsolidationState::default(),
         }
     }
 
@@ -965,18 +978,34 @@ impl Autoscaler {
         if !(placed && self.reuse_placements) {
             self.cache.place_again(depth, &up);
         }
-        let down = self.decide_scale_down(
+        let mut down = self.decide_scale_down(
             view,
             controllers,
-            in_flight,
+            in_flight.clone(),
             &status,
             now_ms,
             budget,
             &mut timer,
         );
+        actions.extend(scale_up_actions(&up.result));
+        let consolidation = if self.options.consolidation.mode == ConsolidationMode::Off {
+            ConsolidationPlan::default()
+        } else {
+            self.consolidate(
+                view,
+                controllers,
+                in_flight,
+                &status,
+                &up,
+                &mut down,
+                now_ms,
+                budget,
+                &mut actions,
+                &mut events,
+            )
+        };
         self.cache.close_forks(depth);
         timer.stop(Phase::ScaleDown, down_start);
-        actions.extend(scale_up_actions(&up.result));
         actions.extend(scale_down_actions(&down, now_ms));
         let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
         LoopOutcome {
@@ -987,6 +1016,7 @@ impl Autoscaler {
             status,
             refused,
             phases: timer.phases,
+            consolidation,
         }
     }
 

@@ -62,6 +62,10 @@ pub use cluster_state::{
     BackoffStatus, ClusterStateOptions, ClusterStatus, Event, GroupReadiness, format_time_ms,
 };
 pub use outcome::{ActionError, ErrorClass, Outcome};
+pub use scale_down::consolidation::{
+    ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationPlan,
+    ConsolidationState, ReplacementShape, plan_consolidation,
+};
 pub use scale_down::drain::{PodDrain, classify_pod, is_expendable};
 pub use scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Unremovable,

@@ -202,6 +202,13 @@ pub fn text(e: &Explained<'_>) -> String {
     for (node, why) in &down.unremovable {
         let _ = writeln!(out, "  {node} is not removable: {why}");
     }
+    // Consolidation (ours) says what it decided only when it decided something.
+    if let Some(c) = &outcome.consolidation.command {
+        let _ = writeln!(out, "  consolidation: {}", c.explanation);
+    }
+    if let Some(why) = &outcome.consolidation.gave_up {
+        let _ = writeln!(out, "  consolidation: {why}");
+    }
 
     let _ = writeln!(out, "\nActions:");
     if outcome.actions.is_empty() {
@@ -411,6 +418,22 @@ pub fn describe(a: &Action) -> String {
 
 /// The same loop as [`text`], as one JSON document: everything the text shows.
 pub fn json(e: &Explained<'_>) -> serde_json::Value {
+    let mut v = json_document(e);
+    // Consolidation (ours) adds its decision only when it decided something.
+    if let Some(c) = &e.outcome.consolidation.command {
+        v["scale_down"]["consolidation"] = serde_json::json!({
+            "nodes": c.deletions.iter().map(|d| d.node.as_str()).collect::<Vec<_>>(),
+            "kind": format!("{:?}", c.kind),
+            "saved_per_hour": c.saved_per_hour,
+            "pods_disrupted": c.pods_disrupted,
+            "explanation": c.explanation,
+        });
+    }
+    v
+}
+
+/// [`json`] without consolidation's decision.
+fn json_document(e: &Explained<'_>) -> serde_json::Value {
     use serde_json::json;
     let (view, now_ms) = (e.view, e.now_ms);
     let (placements, snapshot_warnings) = scheduling(view, e.show_nodes);

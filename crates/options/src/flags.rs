@@ -604,7 +604,8 @@ pub fn markdown() -> String {
          the JSON document `plan --output json` prints) and `--emit-unremovable-node-events` \
          (a `NoScaleDown` event on each node not removed, with why; again when the reason \
          changes, else at most every 5 minutes per node); both off by default. See \
-         docs/troubleshooting.md.\n",
+         docs/troubleshooting.md. Consolidation, `--consolidation=off|delete|replace` and \
+         `--consolidate-after` (ours, off by default): see docs/consolidation.md.\n",
     );
     let sections = [
         (Source::Autoscaling, "Autoscaling"),
@@ -664,6 +665,8 @@ mod tests {
         "config",
         "enable-explain-endpoint",
         "emit-unremovable-node-events",
+        "consolidation",
+        "consolidate-after",
     ];
 
     #[derive(Debug, Parser)]

@@ -383,6 +383,21 @@ pub struct ScaleDownArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = go_bool)]
     pub scale_down_delay_type_local: Option<bool>,
+    /// Consolidation: `off`, `delete` (remove nodes whose pods fit on the others, whatever
+    /// their utilization) or `replace` (also replace nodes by one cheaper node of any group).
+    /// Ours, not upstream's; see docs/consolidation.md [default: off].
+    #[arg(long, value_name = "MODE", value_parser = consolidation_mode)]
+    pub consolidation: Option<autoscaler_core::ConsolidationMode>,
+    /// How long a node's pods must stay unchanged before consolidation considers it. Ours, not
+    /// upstream's [default: 1m].
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub consolidate_after: Option<Duration>,
+}
+
+fn consolidation_mode(
+    text: &str,
+) -> Result<autoscaler_core::ConsolidationMode, String> {
+    text.parse()
 }
 
 /// Cluster-state flags.
@@ -933,6 +948,9 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
         &mut c.node_delete_delay_after_taint,
         a.node_delete_delay_after_taint,
     );
+    let k = &mut c.autoscaler.consolidation;
+    set(&mut k.mode, a.consolidation);
+    set(&mut k.consolidate_after, a.consolidate_after);
 }
 
 fn apply_cluster_state(a: &ClusterStateArgs, c: &mut ControllerConfig) {

@@ -2137,6 +2137,13 @@ mod tests {
             &["--bypassed-scheduler-names=volcano"],
             None,
         ),
+        (
+            "consolidation",
+            "replace",
+            &["--consolidation=replace"],
+            None,
+        ),
+        ("consolidate-after", "5m", &["--consolidate-after=5m"], None),
     ];
 
     /// The three sources give one configuration for one setting: a scenario's `options:`, the

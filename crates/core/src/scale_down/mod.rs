@@ -27,6 +27,7 @@
 //! 4. `soft_taint`: which nodes get or lose the soft taint;
 //! 5. `deletion`: which unneeded nodes are deleted now, and why the others wait.
 
+pub mod consolidation;
 mod deletion;
 pub mod drain;
 mod eligibility;

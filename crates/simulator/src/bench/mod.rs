@@ -17,6 +17,7 @@ use crate::text::count;
 
 pub mod claims;
 pub mod cluster;
+pub mod consolidation;
 pub mod phases;
 
 use cluster::Shape;

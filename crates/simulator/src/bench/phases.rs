@@ -275,6 +275,13 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         &options,
         n,
     ));
+    results.push(super::consolidation::phase(
+        cluster,
+        &view,
+        &mut snapshot,
+        &options,
+        n,
+    ));
 
     let ((samples, cpu), (_autoscaler, outcome)) = time(n, || {
         let mut autoscaler = Autoscaler::new(options.clone());

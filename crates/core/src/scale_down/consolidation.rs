@@ -1,0 +1,1325 @@
+//! Consolidation (ours, beyond upstream; off by default): which nodes to delete, or to replace by
+//! a cheaper node of any group, so that the same pods run on fewer or cheaper nodes.
+//!
+//! Upstream's scale-down only removes nodes below the utilization threshold; a cluster where
+//! every node is a little over half full never shrinks. Consolidation, modelled on Karpenter's
+//! disruption controller, ignores the thresholds and asks instead whether every pod of a set of
+//! nodes would still be placeable without them (the removal simulation), or with one new node
+//! of a cheaper shape in their place (the same simulation with the new node added to the fork).
+//!
+//! One pass proposes at most one command, as Karpenter runs one disruption at a time:
+//! 1. empty nodes: every quiet, empty candidate is deleted;
+//! 2. multi-node: the first [`ConsolidationOptions::max_multi_node_candidates`] candidates in
+//!    rank order, a binary search for the longest prefix that can go (or be replaced by one
+//!    cheaper node), at least two nodes;
+//! 3. single-node: each candidate in rank order, deleted or replaced by the cheapest shape that
+//!    takes its pods and costs less.
+//!
+//! Candidates are ranked by what they save per pod they disrupt. A node is a candidate when it
+//! is in an autoscaled group that may lose a node (min size, deletions in flight and planned),
+//! not annotated `scale-down-disabled`, not being deleted, Ready, its pods have not changed for
+//! [`ConsolidationOptions::consolidate_after`], every pod may move (the drain rules,
+//! `safe-to-evict`) and the PodDisruptionBudgets allow all its evictions at once.
+//!
+//! The search is bounded by work, not time: at most `max_multi_node_candidates` nodes in the
+//! multi-node search (⌈log2 n⌉ + 1 simulations of at most n nodes), at most
+//! [`ConsolidationOptions::max_single_node_candidates`] single-node trials, and at most
+//! [`ConsolidationOptions::max_pods_simulated`] pod placements over the whole pass (each a
+//! search over the nodes that the removal simulation resumes where it left off). The caller's
+//! [`Budget`] (`--scale-down-simulation-timeout`) stops it too.
+//!
+//! It never proposes evicting a pod that blocks, past a PodDisruptionBudget's allowance, a group
+//! below its min size or above its max size, crossing a cluster-wide limit, a replacement that
+//! does not cost less than what it replaces, or more drains than `--max-drain-parallelism`
+//! allows. It only decides; the shell scales up, drains and deletes. The snapshot is left as
+//! found.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustc_hash::FxHashMap;
+
+use autoscaler_model::ControllerLookup;
+use super::drain::{DrainContext, DrainOptions, drain_node};
+use super::removal::{Hints, try_remove};
+use super::{InFlight, NodeDeletion, ms};
+use autoscaler_model::Sym;
+use autoscaler_model::{ClusterTotals, ResourceLimits};
+use autoscaler_model::Node;
+use autoscaler_model::{CloudProvider, NodeGroup, NodeGroupId};
+use autoscaler_model::DisruptionBudgets;
+use autoscaler_model::Pod;
+use autoscaler_model::ResourceName;
+use autoscaler_model::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
+use crate::scale_up::estimator::NodeTemplate;
+use crate::scheduling::budget::Budget;
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+
+/// The reason of the events announcing a consolidation (ours: upstream has none).
+pub const CONSOLIDATION_EVENT: &str = "Consolidation";
+
+/// `--consolidation`: what consolidation may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConsolidationMode {
+    /// No consolidation (the default: upstream's behaviour).
+    #[default]
+    Off,
+    /// Delete nodes whose pods fit on the other nodes.
+    Delete,
+    /// Delete, or replace nodes by one cheaper node of any group.
+    Replace,
+}
+
+impl FromStr for ConsolidationMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(ConsolidationMode::Off),
+            "delete" => Ok(ConsolidationMode::Delete),
+            "replace" => Ok(ConsolidationMode::Replace),
+            other => Err(format!(
+                "unknown consolidation mode {other:?} (expected off, delete or replace)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ConsolidationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConsolidationMode::Off => "off",
+            ConsolidationMode::Delete => "delete",
+            ConsolidationMode::Replace => "replace",
+        })
+    }
+}
+
+/// Options of consolidation (ours).
+#[derive(Clone, Debug)]
+pub struct ConsolidationOptions {
+    /// `--consolidation` (off).
+    pub mode: ConsolidationMode,
+    /// `--consolidate-after` (1m): how long a node's pods must stay unchanged before it is
+    /// consolidated (Karpenter's `consolidateAfter`).
+    pub consolidate_after: Duration,
+    /// Nodes the multi-node search considers (100, as Karpenter).
+    pub max_multi_node_candidates: usize,
+    /// Single-node trials per pass (50).
+    pub max_single_node_candidates: usize,
+    /// Pod placements simulated per pass, over all trials (20,000).
+    pub max_pods_simulated: usize,
+    /// How long a replacement may take to become Ready before consolidation gives it up
+    /// (`--max-node-provision-time`, 15m; the scale-up itself is reverted by the cluster state).
+    pub replacement_timeout: Duration,
+}
+
+impl Default for ConsolidationOptions {
+    fn default() -> Self {
+        ConsolidationOptions {
+            mode: ConsolidationMode::Off,
+            consolidate_after: Duration::from_secs(60),
+            max_multi_node_candidates: 100,
+            max_single_node_candidates: 50,
+            max_pods_simulated: 20_000,
+            replacement_timeout: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// A shape a replacement node may have: a group and its template (with its daemon pods).
+#[derive(Clone, Debug)]
+pub struct ReplacementShape {
+    /// Index of the group in the provider's groups.
+    pub group: usize,
+    /// What a new node of the group looks like.
+    pub template: NodeTemplate,
+}
+
+/// What consolidation needs besides the snapshot.
+pub struct ConsolidationInput<'a> {
+    /// The provider's groups and node mapping.
+    pub provider: &'a dyn CloudProvider,
+    /// PodDisruptionBudgets with their remaining allowance.
+    pub budgets: DisruptionBudgets,
+    /// Controller lookups for the drain rules.
+    pub controllers: &'a dyn ControllerLookup,
+    /// The drain rules.
+    pub drain: &'a DrainOptions,
+    /// Cluster-wide limits.
+    pub limits: &'a ResourceLimits,
+    /// Current totals.
+    pub totals: ClusterTotals,
+    /// Deletions in progress.
+    pub in_flight: InFlight,
+    /// `--max-drain-parallelism`: drains at once, consolidation's included.
+    pub max_drain_parallelism: usize,
+    /// `--max-scale-down-parallelism`: deletions at once.
+    pub max_scale_down_parallelism: usize,
+    /// `--max-graceful-termination-sec`.
+    pub max_graceful_termination_sec: u64,
+    /// Shapes of replacement nodes (used in [`ConsolidationMode::Replace`] only).
+    pub shapes: &'a [ReplacementShape],
+    /// Something else is under way (a scale-up, a deletion, nodes on their way): keep the
+    /// timers and follow a pending replacement, but start nothing new.
+    pub hold: bool,
+}
+
+/// A replacement asked for and not Ready yet: the nodes it replaces are drained once it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingReplacement {
+    /// Group of the new node.
+    pub group: NodeGroupId,
+    /// The nodes it replaces.
+    pub nodes: Vec<Sym>,
+    /// The group's nodes when it was asked for (the new node is one not among them).
+    pub known: Vec<Sym>,
+    /// When it was asked for.
+    pub requested_ms: i64,
+    /// The explanation of the decision.
+    pub explanation: String,
+}
+
+/// What consolidation remembers between loops.
+#[derive(Clone, Debug, Default)]
+pub struct ConsolidationState {
+    /// Per node: a fingerprint of its pods and since when it has not changed.
+    quiet: FxHashMap<Sym, (u64, i64)>,
+    /// The replacement being waited for, if any.
+    pub pending: Option<PendingReplacement>,
+}
+
+/// What a command does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CommandKind {
+    /// Delete the nodes; their pods fit elsewhere.
+    Delete,
+    /// Add one node of `group` first, then drain the nodes once it is Ready.
+    Replace {
+        /// Index of the group.
+        group_index: usize,
+        /// The group of the new node.
+        group: NodeGroupId,
+    },
+    /// The replacement asked for earlier is Ready: drain the nodes it replaces.
+    ReplacementReady,
+}
+
+/// One consolidation decision.
+#[derive(Clone, Debug)]
+pub struct ConsolidationCommand {
+    /// What it does.
+    pub kind: CommandKind,
+    /// The nodes to drain and delete (after the replacement, for a replacement).
+    pub deletions: Vec<NodeDeletion>,
+    /// Cost per hour saved (the groups' prices when every group has one, otherwise a
+    /// resource-weighted size: cores + memory GiB / 4 + 8 per GPU).
+    pub saved_per_hour: f64,
+    /// Pods to move elsewhere.
+    pub pods_disrupted: usize,
+    /// Why, for `plan`, events and logs.
+    pub explanation: String,
+}
+
+/// The result of one consolidation pass.
+#[derive(Clone, Debug, Default)]
+pub struct ConsolidationPlan {
+    /// The command, if any.
+    pub command: Option<ConsolidationCommand>,
+    /// The replacement given up (it never became Ready), with why.
+    pub gave_up: Option<String>,
+    /// Candidates (nodes that may be consolidated) this pass.
+    pub candidates: usize,
+    /// Pod placements simulated.
+    pub pods_simulated: usize,
+}
+
+/// A node that may be consolidated.
+#[derive(Clone, Debug)]
+struct Candidate {
+    id: NodeId,
+    name: Sym,
+    group: usize,
+    to_move: Vec<Arc<Pod>>,
+    evict_only: Vec<Arc<Pod>>,
+    cost: f64,
+}
+
+impl Candidate {
+    /// Cost saved per pod disrupted (empty nodes first).
+    fn rank(&self) -> f64 {
+        if self.to_move.is_empty() {
+            f64::INFINITY
+        } else {
+            self.cost / self.to_move.len() as f64
+        }
+    }
+}
+
+/// How to compare what nodes cost.
+struct Pricing {
+    priced: bool,
+}
+
+impl Pricing {
+    fn of(groups: &[NodeGroup]) -> Pricing {
+        Pricing {
+            priced: !groups.is_empty() && groups.iter().all(|g| g.node_price_per_hour.is_some()),
+        }
+    }
+
+    fn cost(&self, group: &NodeGroup, node: &Node) -> f64 {
+        match group.node_price_per_hour {
+            Some(p) if self.priced => p,
+            _ => size(node),
+        }
+    }
+}
+
+/// A node's size as a cost when prices are unknown: cores + memory GiB / 4 + 8 per GPU (the
+/// usual 1 core : 4 GiB ratio of general-purpose shapes).
+fn size(node: &Node) -> f64 {
+    let a = &node.allocatable;
+    let gpus: i64 = a.iter().filter(|(n, _)| n.is_gpu()).map(|(_, v)| v).sum();
+    a.get(ResourceName::Cpu) as f64 / 1000.0
+        + a.get(ResourceName::Memory) as f64 / (4.0 * (1u64 << 30) as f64)
+        + 8.0 * gpus as f64
+}
+
+/// A fingerprint of a node's pods: their number and their names hashed, order-free.
+fn fingerprint(pods: &[Arc<Pod>]) -> u64 {
+    let mut acc: u64 = pods.len() as u64;
+    for p in pods {
+        let mut h = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(&(p.namespace, p.name.text_hash()), &mut h);
+        acc = acc.wrapping_add(std::hash::Hasher::finish(&h).rotate_left(7));
+    }
+    acc
+}
+
+/// The work one pass may still do.
+struct Work<'b> {
+    pods_left: usize,
+    pods_simulated: usize,
+    budget: &'b mut dyn Budget,
+}
+
+impl Work<'_> {
+    fn take(&mut self, pods: usize) -> bool {
+        if pods > self.pods_left || (pods > 0 && self.budget.exhausted()) {
+            return false;
+        }
+        self.pods_left -= pods;
+        self.pods_simulated += pods;
+        true
+    }
+}
+
+/// Plans one consolidation pass at `now_ms` on `snapshot` (left as found): updates the quiet
+/// timers, follows a pending replacement, and otherwise looks for one command.
+pub fn plan_consolidation(
+    snapshot: &mut ClusterSnapshot,
+    state: &mut ConsolidationState,
+    input: ConsolidationInput<'_>,
+    opts: &ConsolidationOptions,
+    now_ms: i64,
+    budget: &mut dyn Budget,
+) -> ConsolidationPlan {
+    let mut plan = ConsolidationPlan::default();
+    if opts.mode == ConsolidationMode::Off {
+        state.quiet.clear();
+        state.pending = None;
+        return plan;
+    }
+    update_quiet(snapshot, state, now_ms);
+    let mut work = Work {
+        pods_left: opts.max_pods_simulated,
+        pods_simulated: 0,
+        budget,
+    };
+    if let Some(pending) = state.pending.clone() {
+        follow_pending(
+            snapshot, state, &pending, &input, opts, now_ms, &mut work, &mut plan,
+        );
+        plan.pods_simulated = work.pods_simulated;
+        return plan;
+    }
+    if input.hold {
+        return plan;
+    }
+    let groups = input.provider.node_groups();
+    let pricing = Pricing::of(groups);
+    let mut candidates = candidates(snapshot, state, &input, opts, &pricing, now_ms, None);
+    plan.candidates = candidates.len();
+    // Best saving per disrupted pod first; ties by name, for a stable order.
+    candidates.sort_by(|a, b| {
+        b.rank()
+            .total_cmp(&a.rank())
+            .then_with(|| a.name.as_str().cmp(b.name.as_str()))
+    });
+    let search = Search {
+        input: &input,
+        opts,
+        pricing: &pricing,
+    };
+    plan.command = snapshot.forked(|s| {
+        search
+            .empty(s, &candidates)
+            .or_else(|| search.multi(s, &candidates, &mut work))
+            .or_else(|| search.single(s, &candidates, &mut work))
+    });
+    if let Some(c) = &plan.command
+        && let CommandKind::Replace { group, .. } = &c.kind
+    {
+        let known = snapshot
+            .nodes()
+            .filter(|(_, i)| input.provider.node_group_of(&i.node) == Some(index_of(groups, group)))
+            .map(|(_, i)| i.node.name)
+            .collect();
+        state.pending = Some(PendingReplacement {
+            group: group.clone(),
+            nodes: c.deletions.iter().map(|d| d.node).collect(),
+            known,
+            requested_ms: now_ms,
+            explanation: c.explanation.clone(),
+        });
+    }
+    plan.pods_simulated = work.pods_simulated;
+    plan
+}
+
+/// Drains the nodes of the pending replacement once its node is Ready (if their pods still fit
+/// without them), or gives the replacement up after the timeout.
+#[allow(clippy::too_many_arguments)]
+fn follow_pending(
+    snapshot: &mut ClusterSnapshot,
+    state: &mut ConsolidationState,
+    pending: &PendingReplacement,
+    input: &ConsolidationInput<'_>,
+    opts: &ConsolidationOptions,
+    now_ms: i64,
+    work: &mut Work<'_>,
+    plan: &mut ConsolidationPlan,
+) {
+    let groups = input.provider.node_groups();
+    let g = index_of(groups, &pending.group);
+    let names = || {
+        (pending.nodes.iter())
+            .map(|n| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let arrived = snapshot.nodes().any(|(_, i)| {
+        input.provider.node_group_of(&i.node) == Some(g)
+            && !pending.known.contains(&i.node.name)
+            && i.node.is_ready()
+    });
+    if !arrived {
+        if now_ms
+            >= pending
+                .requested_ms
+                .saturating_add(ms(opts.replacement_timeout))
+        {
+            state.pending = None;
+            plan.gave_up = Some(format!(
+                "replacement node of {} for [{}] not Ready after {}s: given up, nodes kept",
+                pending.group,
+                names(),
+                opts.replacement_timeout.as_secs()
+            ));
+        }
+        return;
+    }
+    state.pending = None;
+    let pricing = Pricing::of(groups);
+    let cands = candidates(
+        snapshot,
+        state,
+        input,
+        opts,
+        &pricing,
+        now_ms,
+        Some(&pending.nodes),
+    );
+    let search = Search {
+        input,
+        opts,
+        pricing: &pricing,
+    };
+    let pods: usize = cands.iter().map(|c| c.to_move.len()).sum();
+    let found = if cands.len() == pending.nodes.len() && work.take(pods) {
+        snapshot.forked(|s| place(s, &cands, None))
+    } else {
+        None
+    };
+    match found {
+        Some(f) => {
+            let mut c = search.command(f, "replacement Ready,");
+            c.kind = CommandKind::ReplacementReady;
+            c.explanation = format!("{}; decided as: {}", c.explanation, pending.explanation);
+            plan.command = Some(c);
+        }
+        None => {
+            plan.gave_up = Some(format!(
+                "replacement node of {} is Ready but [{}] can no longer all go: nodes kept",
+                pending.group,
+                names()
+            ));
+        }
+    }
+}
+
+/// Remembers the group of each node a command deletes, so the deletion's outcome (recorded by
+/// the scale-down state) starts the right group's delays.
+pub(crate) fn record_deletions(state: &mut super::ScaleDownState, deletions: &[NodeDeletion]) {
+    for d in deletions {
+        state.deleting.insert(d.node, d.group.clone());
+    }
+}
+
+fn index_of(groups: &[NodeGroup], id: &NodeGroupId) -> usize {
+    groups
+        .iter()
+        .position(|g| &g.id == id)
+        .unwrap_or(usize::MAX)
+}
+
+/// Starts or keeps each node's quiet timer: it restarts whenever the node's pods change.
+fn update_quiet(snapshot: &ClusterSnapshot, state: &mut ConsolidationState, now_ms: i64) {
+    let mut next = FxHashMap::default();
+    next.reserve(snapshot.len());
+    for (_, info) in snapshot.nodes() {
+        let f = fingerprint(&info.pods);
+        let since = match state.quiet.get(&info.node.name) {
+            Some(&(old, since)) if old == f => since,
+            Some(_) => now_ms,
+            // First sight (a start, or `plan`): the newest of the node and its pods tells when
+            // its pods last changed, as far as the objects say (a pod gone leaves no trace).
+            None => std::iter::once(info.node.creation_ms)
+                .chain(info.pods.iter().map(|p| p.creation_ms))
+                .map(|t| t.unwrap_or(now_ms))
+                .max()
+                .unwrap_or(now_ms)
+                .min(now_ms),
+        };
+        next.insert(info.node.name, (f, since));
+    }
+    state.quiet = next;
+}
+
+/// Every node that may be consolidated now.
+fn candidates(
+    snapshot: &ClusterSnapshot,
+    state: &ConsolidationState,
+    input: &ConsolidationInput<'_>,
+    opts: &ConsolidationOptions,
+    pricing: &Pricing,
+    now_ms: i64,
+    only: Option<&[Sym]>,
+) -> Vec<Candidate> {
+    let groups = input.provider.node_groups();
+    let after = ms(opts.consolidate_after);
+    let to_be_deleted = Sym::new(TO_BE_DELETED_TAINT);
+    let ctx = DrainContext {
+        opts: input.drain,
+        budgets: &input.budgets,
+        controllers: input.controllers,
+        now_ms,
+    };
+    let mut out = Vec::new();
+    for (id, info) in snapshot.nodes() {
+        let node = &info.node;
+        let Some(g) = input
+            .provider
+            .node_group_of(node)
+            .filter(|&g| g < groups.len())
+        else {
+            continue;
+        };
+        let group = &groups[g];
+        // Nodes waiting for their replacement were chosen quiet; the new node's arrival is
+        // what they wait for, not more quiet time.
+        let quiet = match only {
+            Some(names) => names.contains(&node.name),
+            None => state
+                .quiet
+                .get(&node.name)
+                .is_some_and(|&(_, since)| now_ms >= since.saturating_add(after)),
+        };
+        let in_flight = input.in_flight.per_group.get(g).copied().unwrap_or(0);
+        if !quiet
+            || !node.is_ready()
+            || node.annotation(SCALE_DOWN_DISABLED_ANNOTATION) == Some("true")
+            || node.deletion_ms.is_some()
+            || node.taints.iter().any(|t| t.key == to_be_deleted)
+            || group.options.zero_or_max_scaling
+            || group.rolling_out
+            || group.target_size.saturating_sub(in_flight) <= group.min_size
+        {
+            continue;
+        }
+        let Ok(drained) = drain_node(&info.pods, &ctx) else {
+            continue;
+        };
+        let evicted: Vec<&Pod> = drained
+            .to_move
+            .iter()
+            .chain(&drained.to_evict_only)
+            .map(|p| &**p)
+            .collect();
+        if input.budgets.can_evict(&evicted).is_err() {
+            continue;
+        }
+        out.push(Candidate {
+            id,
+            name: node.name,
+            group: g,
+            to_move: drained.to_move,
+            evict_only: drained.to_evict_only,
+            cost: pricing.cost(group, node),
+        });
+    }
+    out
+}
+
+/// The search of one pass.
+struct Search<'s, 'i> {
+    input: &'s ConsolidationInput<'i>,
+    opts: &'s ConsolidationOptions,
+    pricing: &'s Pricing,
+}
+
+/// A set of nodes that can go, and where their pods would land.
+struct Found {
+    nodes: Vec<Candidate>,
+    destinations: Vec<Vec<(Arc<Pod>, Sym)>>,
+    replacement: Option<usize>,
+}
+
+impl Search<'_, '_> {
+    /// Deletions still allowed: (all, drains).
+    fn slots(&self) -> (usize, usize) {
+        let f = &self.input.in_flight;
+        let all = self
+            .input
+            .max_scale_down_parallelism
+            .saturating_sub(f.empty + f.drains);
+        let drains = self.input.max_drain_parallelism.saturating_sub(f.drains);
+        (all, drains.min(all))
+    }
+
+    /// Every quiet empty candidate, within min sizes, limits and the parallelism.
+    fn empty(&self, s: &ClusterSnapshot, cands: &[Candidate]) -> Option<ConsolidationCommand> {
+        let (all, _) = self.slots();
+        let mut chosen: Vec<Candidate> = Vec::new();
+        let mut keep = Keep::new(self.input);
+        for c in cands.iter().filter(|c| c.to_move.is_empty()) {
+            if chosen.len() >= all {
+                break;
+            }
+            if keep.admit(s, c) {
+                chosen.push(c.clone());
+            }
+        }
+        if chosen.is_empty() {
+            return None;
+        }
+        let n = chosen.len();
+        let found = Found {
+            destinations: vec![Vec::new(); n],
+            nodes: chosen,
+            replacement: None,
+        };
+        Some(self.command(found, "empty"))
+    }
+
+    /// The longest prefix (at least two nodes) of the ranked candidates that can go at once.
+    fn multi(
+        &self,
+        s: &mut ClusterSnapshot,
+        cands: &[Candidate],
+        work: &mut Work<'_>,
+    ) -> Option<ConsolidationCommand> {
+        let (all, drains) = self.slots();
+        let mut keep = Keep::new(self.input);
+        let prefix: Vec<Candidate> = cands
+            .iter()
+            .filter(|c| !c.to_move.is_empty())
+            .take(self.opts.max_multi_node_candidates)
+            .filter(|c| keep.admit(s, c))
+            .take(drains.min(all))
+            .cloned()
+            .collect();
+        if prefix.len() < 2 {
+            return None;
+        }
+        // Binary search on the prefix length: removing more nodes is never easier than fewer.
+        let (mut lo, mut hi, mut best) = (2, prefix.len(), None);
+        while lo <= hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.try_set(s, &prefix[..mid], work) {
+                Some(found) => {
+                    best = Some(found);
+                    lo = mid + 1;
+                }
+                None => hi = mid.saturating_sub(1),
+            }
+            if work.pods_left == 0 {
+                break;
+            }
+        }
+        best.map(|f| self.command(f, "multi-node"))
+    }
+
+    /// The first candidate, in rank order, that can go alone.
+    fn single(
+        &self,
+        s: &mut ClusterSnapshot,
+        cands: &[Candidate],
+        work: &mut Work<'_>,
+    ) -> Option<ConsolidationCommand> {
+        let (_, drains) = self.slots();
+        if drains == 0 {
+            return None;
+        }
+        for c in cands
+            .iter()
+            .filter(|c| !c.to_move.is_empty())
+            .take(self.opts.max_single_node_candidates)
+        {
+            if !Keep::new(self.input).admit(s, c) {
+                continue;
+            }
+            if let Some(found) = self.try_set(s, std::slice::from_ref(c), work) {
+                return Some(self.command(found, "single-node"));
+            }
+            if work.pods_left == 0 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Whether `set` can go: deleted, or (replace mode) replaced by the cheapest shape that
+    /// costs less than the set and takes what does not fit elsewhere.
+    fn try_set(
+        &self,
+        s: &mut ClusterSnapshot,
+        set: &[Candidate],
+        work: &mut Work<'_>,
+    ) -> Option<Found> {
+        let pods: usize = set.iter().map(|c| c.to_move.len()).sum();
+        if !work.take(pods) {
+            return None;
+        }
+        if let Some(found) = s.forked(|s| place(s, set, None)) {
+            return Some(found);
+        }
+        if self.opts.mode != ConsolidationMode::Replace {
+            return None;
+        }
+        let cost: f64 = set.iter().map(|c| c.cost).sum();
+        let groups = self.input.provider.node_groups();
+        let mut shapes: Vec<(f64, usize, &ReplacementShape)> = (self.input.shapes.iter())
+            .enumerate()
+            .filter(|(_, sh)| sh.group < groups.len())
+            .filter(|(_, sh)| self.may_grow(&groups[sh.group], &sh.template.node))
+            .map(|(i, sh)| {
+                (
+                    self.pricing.cost(&groups[sh.group], &sh.template.node),
+                    i,
+                    sh,
+                )
+            })
+            .filter(|(c, _, _)| *c < cost)
+            .collect();
+        // Cheapest first: the first shape that takes the pods saves the most.
+        shapes.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (_, i, shape) in shapes {
+            if !work.take(pods) {
+                return None;
+            }
+            if let Some(found) = s.forked(|s| place(s, set, Some((i, shape)))) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// Whether the group may get one more node (its max size, the cluster-wide maximums, counted
+    /// before the replaced nodes go: the new node comes first).
+    fn may_grow(&self, group: &NodeGroup, node: &Node) -> bool {
+        if group.target_size >= group.max_size || group.options.zero_or_max_scaling {
+            return false;
+        }
+        (self.input.limits)
+            .max_new_nodes(&self.input.totals, node, 1)
+            .0
+            >= 1
+    }
+
+    /// The command for `found`, with its explanation.
+    fn command(&self, found: Found, how: &str) -> ConsolidationCommand {
+        let groups = self.input.provider.node_groups();
+        let mut saved: f64 = found.nodes.iter().map(|c| c.cost).sum();
+        let pods: usize = found.nodes.iter().map(|c| c.to_move.len()).sum();
+        let names: Vec<&str> = found.nodes.iter().map(|c| c.name.as_str()).collect();
+        let (kind, replaced) = match found.replacement {
+            Some(i) => {
+                let sh = &self.input.shapes[i];
+                let g = &groups[sh.group];
+                saved -= self.pricing.cost(g, &sh.template.node);
+                (
+                    CommandKind::Replace {
+                        group_index: sh.group,
+                        group: g.id.clone(),
+                    },
+                    format!(", replaced by one node of {}", g.id),
+                )
+            }
+            None => (CommandKind::Delete, String::new()),
+        };
+        let unit = if self.pricing.priced {
+            "/h"
+        } else {
+            " size units"
+        };
+        let per_pod = if pods == 0 {
+            String::new()
+        } else {
+            format!(", {:.3} per pod disrupted", saved / pods as f64)
+        };
+        let explanation = format!(
+            "{how} consolidation of {} node(s) [{}]{replaced}: {pods} pod(s) fit elsewhere; \
+             saves {saved:.3}{unit}{per_pod}",
+            names.len(),
+            names.join(", ")
+        );
+        let deletions = found
+            .nodes
+            .into_iter()
+            .zip(found.destinations)
+            .map(|(c, destinations)| NodeDeletion {
+                node: c.name,
+                group_index: c.group,
+                group: groups[c.group].id.clone(),
+                empty: c.to_move.is_empty(),
+                evict: c.to_move.iter().chain(&c.evict_only).cloned().collect(),
+                destinations,
+                grace_period_sec: self.input.max_graceful_termination_sec,
+                sequential_evictions: false,
+            })
+            .collect();
+        ConsolidationCommand {
+            kind,
+            deletions,
+            saved_per_hour: saved,
+            pods_disrupted: pods,
+            explanation,
+        }
+    }
+}
+
+/// Places every pod of `set` on the other nodes of `s` (and on a new node of shape `shape`, an
+/// index into `shapes`), all or nothing; the caller reverts the fork.
+fn place(
+    s: &mut ClusterSnapshot,
+    set: &[Candidate],
+    shape: Option<(usize, &ReplacementShape)>,
+) -> Option<Found> {
+    let replacement = match shape {
+        Some((_, sh)) => {
+            let mut node = sh.template.node.clone();
+            node.name = Sym::new(&format!("consolidation-replacement-{}", sh.group));
+            let id = s.add_node(Arc::new(node)).ok()?;
+            for p in &sh.template.daemonset_pods {
+                let _ = s.add_pod(p.clone(), id);
+            }
+            Some(id)
+        }
+        None => None,
+    };
+    let leaving: Vec<NodeId> = set.iter().map(|c| c.id).collect();
+    // The new node first: the pods that do not fit elsewhere are the reason it exists.
+    let mut order: Vec<NodeId> = replacement.into_iter().collect();
+    order.extend(
+        s.node_ids()
+            .filter(|id| !leaving.contains(id) && Some(*id) != replacement),
+    );
+    let mut start = 0;
+    let mut hints = Hints::default();
+    let mut destinations = Vec::with_capacity(set.len());
+    for c in set {
+        let moves = try_remove(s, c.id, &c.to_move, (&order, &mut start), &mut hints).ok()?;
+        destinations.push(
+            moves
+                .into_iter()
+                .filter_map(|(p, d)| s.node(d).map(|i| (p, i.node.name)))
+                .collect(),
+        );
+    }
+    // A replacement that took none of the pods saves nothing over a plain deletion (which
+    // failed), so it cannot be right; refuse it rather than launch an empty node.
+    if let (Some(r), Some((_, sh))) = (replacement, shape)
+        && s.node(r)
+            .is_some_and(|i| i.pods.len() == sh.template.daemonset_pods.len())
+    {
+        return None;
+    }
+    Some(Found {
+        nodes: set.to_vec(),
+        destinations,
+        replacement: shape.map(|(i, _)| i),
+    })
+}
+
+/// Min sizes, minimum limits and PodDisruptionBudgets over the nodes chosen so far in one
+/// search.
+struct Keep<'a, 'i> {
+    input: &'a ConsolidationInput<'i>,
+    leaving: Vec<usize>,
+    totals: ClusterTotals,
+    budgets: DisruptionBudgets,
+}
+
+impl<'a, 'i> Keep<'a, 'i> {
+    fn new(input: &'a ConsolidationInput<'i>) -> Self {
+        Keep {
+            input,
+            leaving: vec![0; input.provider.node_groups().len()],
+            totals: input.totals.clone(),
+            budgets: input.budgets.clone(),
+        }
+    }
+
+    /// Counts `c` as leaving if its group stays above its min size, the cluster above its
+    /// minimums, and the budgets allow its evictions after those of the nodes chosen before.
+    fn admit(&mut self, s: &ClusterSnapshot, c: &Candidate) -> bool {
+        let group = &self.input.provider.node_groups()[c.group];
+        let in_flight = self.input.in_flight.per_group.get(c.group).copied();
+        let leaving = in_flight.unwrap_or(0) + self.leaving[c.group];
+        if group.target_size.saturating_sub(leaving) <= group.min_size {
+            return false;
+        }
+        let Some(info) = s.node(c.id) else {
+            return false;
+        };
+        if self
+            .input
+            .limits
+            .check_removal(&self.totals, &info.node)
+            .is_err()
+        {
+            return false;
+        }
+        let evicted: Vec<&Pod> = c
+            .to_move
+            .iter()
+            .chain(&c.evict_only)
+            .map(|p| &**p)
+            .collect();
+        if self.budgets.can_evict(&evicted).is_err() {
+            return false;
+        }
+        self.budgets.commit(&evicted);
+        self.totals.remove_node(&info.node, 1);
+        self.leaving[c.group] += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_model::{LabelSelector, Labels};
+    use autoscaler_model::{Instance, InstanceState, StaticProvider};
+    use autoscaler_model::PodDisruptionBudget;
+    use autoscaler_model::NoControllerLookup;
+    use crate::scheduling::budget::Unlimited;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+
+    const MIN: i64 = 60_000;
+
+    /// Groups as (id, min, price, nodes as (name, cpu, pods' cpu)); an extra group per
+    /// `spare` shape (id, cpu, price) with no node, for replacements.
+    struct Cluster {
+        snapshot: ClusterSnapshot,
+        provider: StaticProvider,
+        shapes: Vec<ReplacementShape>,
+        pdbs: Vec<PodDisruptionBudget>,
+        drain: DrainOptions,
+        limits: ResourceLimits,
+        nodes: Vec<Arc<Node>>,
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn cluster(
+        groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])],
+        spare: &[(&str, i64, f64)],
+    ) -> Cluster {
+        let mut snapshot = ClusterSnapshot::new();
+        let mut ngs = Vec::new();
+        let mut shapes = Vec::new();
+        let mut all = Vec::new();
+        for (g, (id, min, price, nodes)) in groups.iter().enumerate() {
+            let mut ng = NodeGroup::new(id, *min, 100, nodes.len());
+            ng.node_price_per_hour = Some(*price);
+            for (name, cpu, pods) in nodes.iter() {
+                let n = NodeBuilder::new(name, *cpu, 64 * GI)
+                    .with_provider_id(&format!("test:///{name}"))
+                    .arc();
+                ng.instances.push(Instance {
+                    id: n.provider_id.clone().unwrap(),
+                    state: InstanceState::Running,
+                    error: None,
+                });
+                let nid = snapshot.add_node(n.clone()).unwrap();
+                for (i, p) in pods.iter().enumerate() {
+                    let pod = PodBuilder::new(&format!("{name}-p{i}"), *p, GI)
+                        .owner("ReplicaSet", "rs")
+                        .label("app", "web")
+                        .node_name(name)
+                        .arc();
+                    snapshot.add_pod(pod, nid).unwrap();
+                }
+                all.push(n);
+            }
+            let _ = g;
+            ngs.push(ng);
+        }
+        for (id, cpu, price) in spare {
+            let mut ng = NodeGroup::new(id, 0, 100, 0);
+            ng.node_price_per_hour = Some(*price);
+            shapes.push(ReplacementShape {
+                group: ngs.len(),
+                template: NodeTemplate {
+                    node: NodeBuilder::new(&format!("{id}-template"), *cpu, 64 * GI).build(),
+                    daemonset_pods: Vec::new(),
+                },
+            });
+            ngs.push(ng);
+        }
+        Cluster {
+            snapshot,
+            provider: StaticProvider::new(ngs),
+            shapes,
+            pdbs: Vec::new(),
+            drain: DrainOptions::default(),
+            limits: ResourceLimits::default(),
+            nodes: all,
+        }
+    }
+
+    impl Cluster {
+        fn plan(
+            &mut self,
+            state: &mut ConsolidationState,
+            opts: &ConsolidationOptions,
+            now_ms: i64,
+            max_drains: usize,
+        ) -> ConsolidationPlan {
+            let input = ConsolidationInput {
+                provider: &self.provider,
+                budgets: DisruptionBudgets::new(self.pdbs.clone()),
+                controllers: &NoControllerLookup,
+                drain: &self.drain,
+                limits: &self.limits,
+                totals: ClusterTotals::from_nodes(self.nodes.iter().map(|n| &**n)),
+                in_flight: InFlight::default(),
+                max_drain_parallelism: max_drains,
+                max_scale_down_parallelism: 10,
+                max_graceful_termination_sec: 600,
+                shapes: &self.shapes,
+                hold: false,
+            };
+            plan_consolidation(
+                &mut self.snapshot,
+                state,
+                input,
+                opts,
+                now_ms,
+                &mut Unlimited,
+            )
+        }
+
+        /// Plans twice: once to start the quiet timers, once past `--consolidate-after`.
+        fn settled(&mut self, opts: &ConsolidationOptions, max_drains: usize) -> ConsolidationPlan {
+            let mut state = ConsolidationState::default();
+            let first = self.plan(&mut state, opts, 0, max_drains);
+            assert!(first.command.is_none(), "nothing is quiet at first");
+            self.plan(&mut state, opts, MIN, max_drains)
+        }
+    }
+
+    fn mode(mode: ConsolidationMode) -> ConsolidationOptions {
+        ConsolidationOptions {
+            mode,
+            ..ConsolidationOptions::default()
+        }
+    }
+
+    fn nodes_of(c: &ConsolidationCommand) -> Vec<&str> {
+        c.deletions.iter().map(|d| d.node.as_str()).collect()
+    }
+
+    /// Nodes that upstream's threshold would keep (a at 30%, b 30%, c 40%, d 90%) still go
+    /// when their pods fit elsewhere: b's and c's pods fit on a and d, taking the nodes that save
+    /// the most per pod disrupted first (b and c: one pod each; a has two).
+    #[test]
+    fn nodes_above_the_threshold_are_consolidated_multi_node_first() {
+        let mut c = cluster(
+            &[(
+                "ng",
+                0,
+                1.0,
+                &[
+                    ("a", 1000, &[150, 150]),
+                    ("b", 1000, &[300]),
+                    ("c", 1000, &[400]),
+                    ("d", 1000, &[900]),
+                ],
+            )],
+            &[],
+        );
+        let plan = c.settled(&mode(ConsolidationMode::Delete), 5);
+        let cmd = plan.command.expect("a command");
+        assert_eq!(cmd.kind, CommandKind::Delete);
+        // b saves 1/h for one pod, a and c less per pod: b first, then c (1 pod), then a.
+        assert_eq!(nodes_of(&cmd), ["b", "c"], "{}", cmd.explanation);
+        assert!(
+            cmd.explanation
+                .starts_with("multi-node consolidation of 2 node(s) [b, c]")
+        );
+        assert_eq!(cmd.pods_disrupted, 2);
+        assert!((cmd.saved_per_hour - 2.0).abs() < 1e-9);
+        assert_eq!(cmd.deletions[0].destinations.len(), 1);
+    }
+
+    #[test]
+    fn off_decides_nothing_and_nothing_before_the_pods_are_quiet() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let mut state = ConsolidationState::default();
+        let off = ConsolidationOptions::default();
+        assert!(c.plan(&mut state, &off, 0, 5).command.is_none());
+        assert!(c.plan(&mut state, &off, 10 * MIN, 5).command.is_none());
+        let on = mode(ConsolidationMode::Delete);
+        assert!(c.plan(&mut state, &on, 10 * MIN, 5).command.is_none());
+        assert!(c.plan(&mut state, &on, 11 * MIN - 1, 5).command.is_none());
+        let cmd = c.plan(&mut state, &on, 11 * MIN, 5).command;
+        assert_eq!(cmd.map(|c| nodes_of(&c).len()), Some(1));
+    }
+
+    #[test]
+    fn a_node_whose_pods_changed_waits_again() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[600])];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let mut state = ConsolidationState::default();
+        let on = mode(ConsolidationMode::Delete);
+        c.plan(&mut state, &on, 0, 5);
+        let a = c.snapshot.node_id(Sym::new("a")).unwrap();
+        let pod = PodBuilder::new("late", 100, GI)
+            .owner("ReplicaSet", "rs")
+            .node_name("a")
+            .arc();
+        c.snapshot.add_pod(pod, a).unwrap();
+        let plan = c.plan(&mut state, &on, MIN, 5);
+        let cmd = plan.command.expect("b is quiet and its pod fits on a");
+        assert_eq!(nodes_of(&cmd), ["b"]);
+        assert_eq!(plan.candidates, 1, "a's pods changed a minute ago");
+    }
+
+    #[test]
+    fn the_drain_parallelism_bounds_a_multi_node_command() {
+        let spec: &[(&str, i64, &[i64])] = &[
+            ("a", 1000, &[100]),
+            ("b", 1000, &[100]),
+            ("c", 1000, &[100]),
+            ("d", 1000, &[100]),
+        ];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let plan = c.settled(&mode(ConsolidationMode::Delete), 1);
+        let cmd = plan.command.expect("one node at a time");
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        assert!(cmd.explanation.starts_with("single-node"));
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let cmd = c
+            .settled(&mode(ConsolidationMode::Delete), 10)
+            .command
+            .unwrap();
+        assert_eq!(
+            nodes_of(&cmd),
+            ["a", "b", "c"],
+            "the last one keeps the pods"
+        );
+    }
+
+    #[test]
+    fn min_size_and_budgets_gate_it() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
+        let mut c = cluster(&[("ng", 2, 1.0, spec)], &[]);
+        assert!(
+            c.settled(&mode(ConsolidationMode::Delete), 5)
+                .command
+                .is_none()
+        );
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        c.pdbs.push(PodDisruptionBudget::new(
+            "default",
+            "web",
+            Some(LabelSelector {
+                match_labels: Labels::from_pairs([("app", "web")]),
+                match_expressions: Vec::new(),
+            }),
+            0,
+        ));
+        let plan = c.settled(&mode(ConsolidationMode::Delete), 5);
+        assert!(plan.command.is_none());
+        assert_eq!(plan.candidates, 0, "no budget left: no node may be drained");
+    }
+
+    #[test]
+    fn replace_swaps_a_big_node_for_a_cheaper_one_that_takes_its_pods() {
+        let mut c = cluster(
+            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
+            &[("small", 2000, 1.0), ("medium", 3000, 2.5)],
+        );
+        assert!(
+            c.settled(&mode(ConsolidationMode::Delete), 5)
+                .command
+                .is_none(),
+            "a's pod fits nowhere else"
+        );
+        let mut c = cluster(
+            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
+            &[("small", 2000, 1.0), ("medium", 3000, 2.5)],
+        );
+        let mut state = ConsolidationState::default();
+        let opts = mode(ConsolidationMode::Replace);
+        c.plan(&mut state, &opts, 0, 5);
+        let cmd = c
+            .plan(&mut state, &opts, MIN, 5)
+            .command
+            .expect("replace a");
+        assert_eq!(
+            cmd.kind,
+            CommandKind::Replace {
+                group_index: 1,
+                group: NodeGroupId::from("small")
+            }
+        );
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        assert!(
+            (cmd.saved_per_hour - 3.0).abs() < 1e-9,
+            "{}",
+            cmd.explanation
+        );
+        let pending = state.pending.clone().expect("waits for the new node");
+        assert_eq!(pending.nodes, [Sym::new("a")]);
+        // Not Ready yet: nothing is drained; then the node comes and a is drained.
+        assert!(c.plan(&mut state, &opts, 2 * MIN, 5).command.is_none());
+        let new = NodeBuilder::new("small-1", 2000, 64 * GI)
+            .with_provider_id("test:///small-1")
+            .arc();
+        c.provider.groups_mut()[1].instances.push(Instance {
+            id: Arc::from("test:///small-1"),
+            state: InstanceState::Running,
+            error: None,
+        });
+        c.provider.groups_mut()[1].target_size = 1;
+        c.provider.reindex();
+        c.snapshot.add_node(new).unwrap();
+        let cmd = c
+            .plan(&mut state, &opts, 3 * MIN, 5)
+            .command
+            .expect("drain a");
+        assert_eq!(cmd.kind, CommandKind::ReplacementReady);
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        assert_eq!(
+            cmd.deletions[0].destinations[0].1,
+            Sym::new("small-1"),
+            "{}",
+            cmd.explanation
+        );
+        assert!(state.pending.is_none());
+    }
+
+    #[test]
+    fn a_replacement_that_never_comes_is_given_up() {
+        let mut c = cluster(
+            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
+            &[("small", 2000, 1.0)],
+        );
+        let mut state = ConsolidationState::default();
+        let opts = mode(ConsolidationMode::Replace);
+        c.plan(&mut state, &opts, 0, 5);
+        assert!(c.plan(&mut state, &opts, MIN, 5).command.is_some());
+        let plan = c.plan(&mut state, &opts, MIN + 15 * MIN - 1, 5);
+        assert!(plan.command.is_none() && plan.gave_up.is_none());
+        let plan = c.plan(&mut state, &opts, MIN + 15 * MIN, 5);
+        assert!(plan.command.is_none());
+        assert!(plan.gave_up.unwrap().contains("not Ready after 900s"));
+        assert!(state.pending.is_none());
+    }
+
+    #[test]
+    fn a_replacement_must_cost_less() {
+        let mut c = cluster(
+            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
+            &[("pricey", 2000, 4.0)],
+        );
+        assert!(
+            c.settled(&mode(ConsolidationMode::Replace), 5)
+                .command
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_work_bound_stops_the_search() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = ConsolidationOptions {
+            max_pods_simulated: 0,
+            ..mode(ConsolidationMode::Delete)
+        };
+        let plan = c.settled(&opts, 5);
+        assert!(plan.command.is_none());
+        assert_eq!(plan.pods_simulated, 0);
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let plan = c.settled(&mode(ConsolidationMode::Delete), 5);
+        assert!(plan.pods_simulated >= 1);
+    }
+
+    #[test]
+    fn empty_quiet_nodes_go_together() {
+        let spec: &[(&str, i64, &[i64])] =
+            &[("a", 1000, &[]), ("b", 1000, &[]), ("c", 1000, &[700])];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let cmd = c
+            .settled(&mode(ConsolidationMode::Delete), 1)
+            .command
+            .unwrap();
+        assert_eq!(nodes_of(&cmd), ["a", "b"]);
+        assert!(cmd.deletions.iter().all(|d| d.empty));
+    }
+
+    #[test]
+    fn the_snapshot_is_left_as_found() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
+        let mut c = cluster(&[("big", 0, 4.0, spec)], &[("small", 500, 1.0)]);
+        let before = (c.snapshot.len(), c.snapshot.pod_count());
+        c.settled(&mode(ConsolidationMode::Replace), 5);
+        assert_eq!((c.snapshot.len(), c.snapshot.pod_count()), before);
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for m in ["off", "delete", "replace"] {
+            assert_eq!(m.parse::<ConsolidationMode>().unwrap().to_string(), m);
+        }
+        assert!("on".parse::<ConsolidationMode>().is_err());
+    }
+}
