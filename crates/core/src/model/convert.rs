@@ -1031,6 +1031,7 @@ impl Pod {
                 .collect();
         }
 
+        out.resource_claims = crate::model::dra::pod_claims(&ctx.object, pod)?;
         out.update_equivalence();
         Ok(out)
     }

@@ -13,6 +13,7 @@
 
 pub mod convert;
 pub mod daemonset;
+pub mod dra;
 pub mod duration;
 pub mod intern;
 pub mod labels;
