@@ -281,6 +281,8 @@ pub struct Dra {
     shared: Vec<Arc<ResourceSlice>>,
     /// Devices allocated (exclusively) by the claims' `status.allocation`.
     allocated: FxHashSet<DeviceId>,
+    /// The API server does not serve the DRA kinds: claims cannot be simulated.
+    unserved: bool,
 }
 
 impl Dra {
@@ -288,6 +290,20 @@ impl Dra {
     pub fn none() -> Arc<Dra> {
         static NONE: std::sync::LazyLock<Arc<Dra>> = std::sync::LazyLock::new(Arc::default);
         NONE.clone()
+    }
+
+    /// DRA objects of a cluster whose API server does not serve `resource.k8s.io/v1` (below
+    /// Kubernetes 1.34, or DRA turned off): pods with claims cannot be simulated.
+    pub fn unserved() -> Dra {
+        Dra {
+            unserved: true,
+            ..Dra::default()
+        }
+    }
+
+    /// Whether the cluster serves the DRA kinds (see [`Dra::unserved`]).
+    pub fn is_available(&self) -> bool {
+        !self.unserved
     }
 
     /// Whether there is no DRA object at all.
