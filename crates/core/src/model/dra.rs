@@ -283,7 +283,41 @@ pub struct Dra {
     allocated: FxHashSet<DeviceId>,
     /// The API server does not serve the DRA kinds: claims cannot be simulated.
     unserved: bool,
+    /// Selector results already evaluated (see [`Dra::selector_matches`]).
+    matched: SelectorCache,
 }
+
+/// Results of CEL selectors on devices, by (program, device) identity. Each entry keeps the
+/// selector and the device's slice alive, so an identity cannot be reused by another object
+/// while its entry exists. A clone starts empty; equality ignores it.
+#[derive(Default)]
+struct SelectorCache(
+    std::sync::Mutex<FxHashMap<(usize, usize), (CachedMatch, CelSelector, Arc<ResourceSlice>)>>,
+);
+
+type CachedMatch = Result<bool, Arc<str>>;
+
+impl Clone for SelectorCache {
+    fn clone(&self) -> Self {
+        SelectorCache::default()
+    }
+}
+
+impl PartialEq for SelectorCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for SelectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SelectorCache")
+    }
+}
+
+/// Most cached selector results: past it the cache is emptied (memory stays bounded whatever
+/// the number of devices and expressions).
+const MAX_CACHED_MATCHES: usize = 1 << 20;
 
 impl Dra {
     /// No DRA object.
@@ -304,6 +338,38 @@ impl Dra {
     /// Whether the cluster serves the DRA kinds (see [`Dra::unserved`]).
     pub fn is_available(&self) -> bool {
         !self.unserved
+    }
+
+    /// Whether `device` of `slice` matches `selector`, evaluated once per (selector, device):
+    /// a selector is a pure function of the device, and a decision asks the same question for
+    /// every pending pod of a workload on every node.
+    pub fn selector_matches(
+        &self,
+        selector: &CelSelector,
+        slice: &Arc<ResourceSlice>,
+        device: &Device,
+    ) -> Result<bool, Arc<str>> {
+        let Some(program) = selector.program_id() else {
+            return selector
+                .matches(slice.driver.as_str(), device)
+                .map_err(Arc::from);
+        };
+        let key = (program, std::ptr::from_ref(device) as usize);
+        let mut cache = match self.matched.0.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((result, ..)) = cache.get(&key) {
+            return result.clone();
+        }
+        let result = selector
+            .matches(slice.driver.as_str(), device)
+            .map_err(Arc::from);
+        if cache.len() >= MAX_CACHED_MATCHES {
+            cache.clear();
+        }
+        cache.insert(key, (result.clone(), selector.clone(), slice.clone()));
+        result
     }
 
     /// Whether there is no DRA object at all.

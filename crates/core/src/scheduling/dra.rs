@@ -340,16 +340,15 @@ impl ClusterSnapshot {
                             if picked.contains(&id) {
                                 continue;
                             }
-                            let driver = pool.slice.driver.as_str();
                             let mut ok = true;
                             for s in class.selectors.iter().chain(&alt.selectors) {
-                                match s.matches(driver, d) {
+                                match dra.selector_matches(s, pool.slice, d) {
                                     Ok(true) => {}
                                     Ok(false) => {
                                         ok = false;
                                         break;
                                     }
-                                    Err(e) => return Err(DraUnfit::Selector(Arc::from(e))),
+                                    Err(e) => return Err(DraUnfit::Selector(e)),
                                 }
                             }
                             if ok {
@@ -451,6 +450,44 @@ impl ClusterSnapshot {
         undo
     }
 
+    /// The highest share of allocated devices among the pools of node `id`'s own slices, with
+    /// the pool as `driver/pool`; `None` for a node without devices of its own.
+    pub fn device_utilization(&self, id: NodeId) -> Option<(f64, Sym)> {
+        let info = self.node(id)?;
+        let dra = self.dra_objects();
+        let state = self.dra_state();
+        // (driver, pool) -> (allocated, total), in the order met.
+        let mut pools: Vec<((Sym, &Arc<str>), (usize, usize))> = Vec::new();
+        for pool in reachable(dra, &info.node).iter().filter(|p| p.local()) {
+            let key = (pool.slice.driver, &pool.slice.pool);
+            let at = match pools.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    pools.push((key, (0, 0)));
+                    pools.len() - 1
+                }
+            };
+            for d in &pool.slice.devices {
+                pools[at].1.1 += 1;
+                if state.in_use(dra, &pool.id(&d.name)) {
+                    pools[at].1.0 += 1;
+                }
+            }
+        }
+        let mut best: Option<(f64, (Sym, &Arc<str>))> = None;
+        for (key, (used, total)) in pools {
+            let share = if total == 0 {
+                0.0
+            } else {
+                used as f64 / total as f64
+            };
+            if best.as_ref().is_none_or(|b| share > b.0) {
+                best = Some((share, key));
+            }
+        }
+        best.map(|(share, (driver, pool))| (share, Sym::new(&format!("{driver}/{pool}"))))
+    }
+
     /// The devices allocated to claims of pods on node `id` and the devices the node reaches,
     /// counted over its own slices (node-local devices only): (allocated, total).
     pub fn node_devices_in_use(&self, id: NodeId) -> (usize, usize) {
@@ -476,7 +513,7 @@ impl ClusterSnapshot {
 
 /// A slice reachable from a node, with the node whose template copy it is.
 struct Pool<'a> {
-    slice: &'a ResourceSlice,
+    slice: &'a Arc<ResourceSlice>,
     node: Option<Sym>,
 }
 
@@ -847,6 +884,24 @@ spec:
         s.set_storage(Arc::new(storage));
         let err = check(&s, &from_template("p", "one-gpu"), "gpu-1").unwrap_err();
         assert!(err.contains("cannot be simulated"), "{err}");
+    }
+
+    #[test]
+    fn device_utilization_is_the_highest_allocated_share_of_a_pool() {
+        let mut s = snapshot("");
+        let gpu1 = s.node_id(Sym::new("gpu-1")).unwrap();
+        let cpu = s.node_id(Sym::new("cpu-a")).unwrap();
+        assert_eq!(s.device_utilization(cpu), None);
+        assert_eq!(
+            s.device_utilization(gpu1),
+            Some((0.0, Sym::new("gpu.example.com/gpu-1")))
+        );
+        s.fork();
+        place(&mut s, &from_template("p1", "one-gpu"), "gpu-1");
+        assert_eq!(
+            s.device_utilization(gpu1),
+            Some((0.5, Sym::new("gpu.example.com/gpu-1")))
+        );
     }
 
     #[test]

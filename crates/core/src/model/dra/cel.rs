@@ -82,6 +82,15 @@ impl CelSelector {
         }
     }
 
+    /// An identity of the compiled program, stable while any clone of this selector lives
+    /// (`None` when it did not compile).
+    pub(crate) fn program_id(&self) -> Option<usize> {
+        self.program
+            .as_ref()
+            .ok()
+            .map(|p| Arc::as_ptr(p).cast::<u8>() as usize)
+    }
+
     /// Whether the expression compiled (else the reason it did not).
     pub fn compile_error(&self) -> Option<&str> {
         self.program.as_ref().err().map(|e| &**e)
