@@ -12,7 +12,7 @@
 //! other pod the filter is one emptiness test. It never panics; a CEL selector that fails is a
 //! reason on the pod.
 //!
-//! Known simplifications, besides those of [`crate::model::dra`]: devices are picked greedily
+//! Known simplifications, besides those of `autoscaler_model`'s DRA objects ([`Dra`]): devices are picked greedily
 //! in slice order, request by request, without the allocator's backtracking (a claim whose
 //! requests overlap may be refused where a different pick would fit); a claim made from a
 //! template that the controller has not created yet is simulated as that controller will make
@@ -24,18 +24,13 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
-use crate::model::dra::{
-    AllocatedDevice, AllocationMode, ClaimAllocation, ClaimSpec, DeviceId, Dra, MAX_RESERVED_FOR,
-    PodClaimSource, ResourceSlice, SliceReach,
-};
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::pod::Pod;
-use crate::scheduling::affinity::{
-    NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm,
-};
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_model::{
+    AllocatedDevice, AllocationMode, ClaimAllocation, ClaimSpec, DeviceId, Dra, MAX_RESERVED_FOR,
+    Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    PodClaimSource, ResourceSlice, SliceReach, Sym,
+};
 
 /// A claim by namespace and name.
 pub(crate) type ClaimKey = (Sym, Arc<str>);
@@ -587,10 +582,8 @@ fn name_selector(node: &Node) -> NodeSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::dra::PodClaim;
-    use crate::model::storage::Storage;
-    use crate::model::store::ObjectStore;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{NodeDevices, ObjectStore, PodClaim, Storage};
 
     /// A GPU class, a one-GPU template and a claim shared by name, and a node with two GPUs
     /// (`gpu-1`, one of them an `h100`), another with one (`gpu-2`).
@@ -908,7 +901,7 @@ spec:
     fn template_nodes_carry_devices_of_their_own() {
         let mut s = snapshot("");
         let slices = s.storage().dra().node_slices(Sym::new("gpu-2")).to_vec();
-        let devices = Arc::new(crate::model::dra::NodeDevices { slices });
+        let devices = Arc::new(NodeDevices { slices });
         s.fork();
         for name in ["t-1", "t-2"] {
             let node = NodeBuilder::new(name, 8000, 32 * GI)

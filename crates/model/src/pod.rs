@@ -13,11 +13,11 @@ use smallvec::SmallVec;
 
 pub use self::name::{PodName, text_hash};
 
-use crate::model::intern::Sym;
-use crate::model::labels::Labels;
-use crate::model::resources::Resources;
-use crate::model::taints::Toleration;
-use crate::scheduling::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
+use crate::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
+use crate::intern::Sym;
+use crate::labels::Labels;
+use crate::resources::Resources;
+use crate::taints::Toleration;
 
 /// A malformed Kubernetes object, with the object and the field named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum ModelError {
         /// Path of the field, e.g. `spec.containers[0].resources.requests.cpu`.
         field: String,
         /// The parse error (part of the message, not a separate cause, so it prints once).
-        error: crate::model::quantity::QuantityError,
+        error: crate::quantity::QuantityError,
     },
     /// A field with a value the API does not allow.
     #[error("{object}: field {field}: invalid value {value:?}: {why}")]
@@ -226,13 +226,13 @@ pub struct Pod {
     /// `spec.resourceClaims` with the generated names of `status.resourceClaimStatuses`: the
     /// DRA claims the pod needs allocated (empty for most pods: the DRA filter then costs
     /// nothing).
-    pub resource_claims: Vec<crate::model::dra::PodClaim>,
+    pub resource_claims: Vec<crate::dra::PodClaim>,
 }
 
 impl Pod {
     /// Value of the annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        crate::model::annotation(&self.annotations, key)
+        crate::annotations::annotation(&self.annotations, key)
     }
 
     /// Whether the pod has finished for good (`Succeeded` or `Failed`): it holds no resources
@@ -321,10 +321,8 @@ impl Pod {
         for c in &self.resource_claims {
             c.name.hash(&mut h);
             match &c.source {
-                crate::model::dra::PodClaimSource::Claim(n) => n.hash(&mut h),
-                crate::model::dra::PodClaimSource::Template { template, .. } => {
-                    template.hash(&mut h)
-                }
+                crate::dra::PodClaimSource::Claim(n) => n.hash(&mut h),
+                crate::dra::PodClaimSource::Template { template, .. } => template.hash(&mut h),
             }
         }
         self.equivalence = h.finish();

@@ -16,7 +16,9 @@
 //! (`matchAttribute`), device `config`, device taints and tolerations, partitionable devices
 //! (`sharedCounters`), consumable capacity, binding conditions, per-device node selection.
 
-pub mod cel;
+mod cel;
+
+pub use self::cel::{CelSelector, MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN};
 
 use std::sync::Arc;
 
@@ -24,14 +26,13 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as resource;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use self::cel::CelSelector;
-use crate::model::convert::node_selector;
-use crate::model::intern::Sym;
-use crate::model::objects::{ObjectError, typed};
-use crate::model::pod::ModelError;
-use crate::model::quantity::Quantity;
-use crate::model::store::{ObjectKey, ObjectStore};
-use crate::scheduling::affinity::NodeSelector;
+use crate::affinity::NodeSelector;
+use crate::convert::node_selector;
+use crate::intern::Sym;
+use crate::pod::ModelError;
+use crate::quantity::Quantity;
+use crate::store::{ObjectError, typed};
+use crate::store::{ObjectKey, ObjectStore};
 
 /// The API group of the DRA kinds.
 pub const DRA_GROUP: &str = "resource.k8s.io";
@@ -291,11 +292,10 @@ pub struct Dra {
 /// selector and the device's slice alive, so an identity cannot be reused by another object
 /// while its entry exists. A clone starts empty; equality ignores it.
 #[derive(Default)]
-struct SelectorCache(
-    std::sync::Mutex<FxHashMap<(usize, usize), (CachedMatch, CelSelector, Arc<ResourceSlice>)>>,
-);
+struct SelectorCache(std::sync::Mutex<FxHashMap<(usize, usize), CacheEntry>>);
 
-type CachedMatch = Result<bool, Arc<str>>;
+/// A cached result, with the selector and the device's slice it keeps alive.
+type CacheEntry = (Result<bool, Arc<str>>, CelSelector, Arc<ResourceSlice>);
 
 impl Clone for SelectorCache {
     fn clone(&self) -> Self {

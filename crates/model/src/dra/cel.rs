@@ -142,7 +142,7 @@ fn add_quantity_functions(ctx: &mut Context<'_, '_>) {
     let _ = ctx.add_function(
         "quantity",
         |s: Arc<String>| -> Result<Value, cel::ExecutionError> {
-            crate::model::quantity::parse(&s)
+            crate::quantity::parse(&s)
                 .map(|q| Value::Int(milli(&q)))
                 .map_err(|e| cel::ExecutionError::function_error("quantity", e))
         },
@@ -158,7 +158,7 @@ fn add_quantity_functions(ctx: &mut Context<'_, '_>) {
 
 /// A quantity in thousandths of a unit, saturated at the `i64` range (no device has such a
 /// capacity; saturation keeps comparisons meaningful).
-pub(crate) fn milli(q: &crate::model::quantity::Quantity) -> i64 {
+pub(crate) fn milli(q: &crate::quantity::Quantity) -> i64 {
     q.to_milli_ceil()
         .unwrap_or(if q.as_nanos() < 0 { i64::MIN } else { i64::MAX })
 }
@@ -206,7 +206,7 @@ fn split_qualified<'a>(driver: &'a str, name: &'a str) -> (&'a str, &'a str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::quantity::parse;
+    use crate::quantity::parse;
 
     fn gpu(model: &str, memory: &str) -> Device {
         Device {
