@@ -35,6 +35,9 @@ use autoscaler_model::{
 /// A claim by namespace and name.
 pub(crate) type ClaimKey = (Sym, Arc<str>);
 
+/// A pool by driver and name.
+type PoolKey<'a> = (Sym, &'a Arc<str>);
+
 /// Why the DynamicResources plugin rejects a pod (Display = kube-scheduler's text).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DraUnfit {
@@ -452,7 +455,7 @@ impl ClusterSnapshot {
         let dra = self.dra_objects();
         let state = self.dra_state();
         // (driver, pool) -> (allocated, total), in the order met.
-        let mut pools: Vec<((Sym, &Arc<str>), (usize, usize))> = Vec::new();
+        let mut pools: Vec<(PoolKey<'_>, (usize, usize))> = Vec::new();
         for pool in reachable(dra, &info.node).iter().filter(|p| p.local()) {
             let key = (pool.slice.driver, &pool.slice.pool);
             let at = match pools.iter().position(|(k, _)| *k == key) {
@@ -469,7 +472,7 @@ impl ClusterSnapshot {
                 }
             }
         }
-        let mut best: Option<(f64, (Sym, &Arc<str>))> = None;
+        let mut best: Option<(f64, PoolKey<'_>)> = None;
         for (key, (used, total)) in pools {
             let share = if total == 0 {
                 0.0
