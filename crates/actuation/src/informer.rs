@@ -77,7 +77,9 @@ pub struct Informer {
 
 /// Whether the object is one the storage model reads.
 fn is_storage(k: &ObjectKey) -> bool {
+    // The DRA objects are read with the storage objects (`Storage::dra`).
     k.group == "storage.k8s.io"
+        || k.group == autoscaler_model::DRA_GROUP
         || (k.group.is_empty()
             && matches!(
                 k.kind.as_str(),

@@ -598,3 +598,30 @@ fn a_malformed_storage_object_names_the_object_and_field_and_exits_2() {
         "{stderr}"
     );
 }
+
+/// The second snapshot: a pod asking one GPU through a DRA claim template, no free GPU
+/// anywhere. kube-scheduler's filter rejects both nodes, the GPU group grows (its template
+/// carries the GPU node's devices), the CPU group does not, and the GPU node whose only device
+/// is allocated is judged by its devices, not by its CPU.
+#[test]
+fn a_dra_claim_pod_grows_the_gpu_group_not_the_cpu_one() {
+    let snapshot = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/gpu-dra-snapshot.yaml"
+    );
+    let stdout = stdout_of(&["plan", "--snapshot", snapshot, "--now", NOW]);
+    for line in [
+        "  ml/train-2: 0/2 nodes are available: 2 cannot allocate all claims.",
+        "  MachineDeployment/default/gpu: 1 -> 2 (+1, for pending pods)",
+        "  for 1 pod: ml/train-2",
+        "  gpu-a is not removable: not underutilized: utilization 1.000 >= threshold 0.5",
+        "  increase MachineDeployment/default/gpu by 1 to 2",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing line {line:?} in:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("Fits on: cpu-a"), "{stdout}");
+    assert_eq!(stdout.matches(" -> ").count(), 1, "{stdout}");
+}

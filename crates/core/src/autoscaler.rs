@@ -429,6 +429,7 @@ fn group_templates(
                 .collect();
             let mut t = build_template(group, &infos, view.daemonsets, options)?;
             with_csi_of_source(snapshot, &mut t);
+            with_devices_of_source(snapshot, &mut t);
             Ok(t)
         })
         .collect()
@@ -442,6 +443,22 @@ fn with_csi_of_source(snapshot: &ClusterSnapshot, t: &mut GroupTemplate) {
         && let Some(csi) = snapshot.storage().csi_node(name)
     {
         t.template.node.csi = Some(csi.clone());
+    }
+}
+
+/// Gives a template built from a node copies of that node's own ResourceSlices: every node
+/// made from the template then has devices of its own, as a new node of the group will once its
+/// DRA driver publishes them (upstream copies the slices too, renamed per new node).
+fn with_devices_of_source(snapshot: &ClusterSnapshot, t: &mut GroupTemplate) {
+    if let TemplateSource::Node(name) = t.source
+        && t.template.node.devices.is_none()
+    {
+        let slices = snapshot.storage().dra().node_slices(name);
+        if !slices.is_empty() {
+            t.template.node.devices = Some(Arc::new(autoscaler_model::NodeDevices {
+                slices: slices.to_vec(),
+            }));
+        }
     }
 }
 

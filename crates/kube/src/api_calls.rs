@@ -115,6 +115,15 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         call("storage.k8s.io", "csidrivers", "watch"),
         call("storage.k8s.io", "csistoragecapacities", "list"),
         call("storage.k8s.io", "csistoragecapacities", "watch"),
+        // DRA, for the DynamicResources filter (optional: a server below 1.34 has none).
+        call("resource.k8s.io", "deviceclasses", "list"),
+        call("resource.k8s.io", "deviceclasses", "watch"),
+        call("resource.k8s.io", "resourceclaims", "list"),
+        call("resource.k8s.io", "resourceclaims", "watch"),
+        call("resource.k8s.io", "resourceclaimtemplates", "list"),
+        call("resource.k8s.io", "resourceclaimtemplates", "watch"),
+        call("resource.k8s.io", "resourceslices", "list"),
+        call("resource.k8s.io", "resourceslices", "watch"),
         // Priority expander ConfigMap (read) and the status ConfigMap (written), in --namespace.
         own_ns("", "configmaps", "get"),
         own_ns("", "configmaps", "list"),
@@ -314,6 +323,10 @@ mod tests {
             ("storage.k8s.io", "csinodes"),
             ("storage.k8s.io", "csidrivers"),
             ("storage.k8s.io", "csistoragecapacities"),
+            ("resource.k8s.io", "deviceclasses"),
+            ("resource.k8s.io", "resourceclaims"),
+            ("resource.k8s.io", "resourceclaimtemplates"),
+            ("resource.k8s.io", "resourceslices"),
         ] {
             assert!(set.contains(&(g, r, "list")) && set.contains(&(g, r, "watch")));
             assert!(!set.contains(&(g, r, "get")), "{r}: list/watch only");

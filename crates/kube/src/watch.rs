@@ -45,6 +45,7 @@ use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
@@ -652,6 +653,7 @@ fn spawn_storage(
         any,
         OnNotFound::Optional,
     );
+    spawn_dra(tasks, shared, c);
     if capacity_version == "v1" {
         spawn_typed_with::<storage::CSIStorageCapacity>(
             tasks,
@@ -689,6 +691,50 @@ fn spawn_storage(
             encode(&o).map(Entry::valid)
         },
     ));
+}
+
+/// The DRA kinds the DynamicResources filter reads (`resource.k8s.io/v1`), all optional: a
+/// server below Kubernetes 1.34 (or without DRA) answers `404` and the autoscaler goes on
+/// without them.
+fn spawn_dra(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Client) {
+    let all = watcher::Config::default;
+    let optional = OnNotFound::Optional;
+    spawn_typed_with::<resource::DeviceClass>(
+        tasks,
+        shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+        any,
+        optional,
+    );
+    spawn_typed_with::<resource::ResourceClaim>(
+        tasks,
+        shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+        any,
+        optional,
+    );
+    spawn_typed_with::<resource::ResourceClaimTemplate>(
+        tasks,
+        shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+        any,
+        optional,
+    );
+    spawn_typed_with::<resource::ResourceSlice>(
+        tasks,
+        shared,
+        Api::all(c.clone()),
+        all(),
+        keep,
+        any,
+        optional,
+    );
 }
 
 /// How the sync state ([`Watches::sync_state`]) names the Pods.
@@ -861,7 +907,7 @@ fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, error: &watcher
     let e = crate::lenient::truncate(&error.to_string(), MAX_ERROR_IN_LOG);
     if on_404 == OnNotFound::Optional && (not_found(error) || forbidden(error)) {
         if shared.pending.send_if_modified(|p| p.remove(name)) {
-            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity unknown)");
+            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity or DRA devices unknown)");
         } else {
             tracing::debug!(kind = %name, error = %e, "optional kind still not readable");
         }

@@ -1029,6 +1029,7 @@ impl Pod {
                 .collect();
         }
 
+        out.resource_claims = crate::dra::pod_claims(&ctx.object, pod)?;
         out.update_equivalence();
         Ok(out)
     }

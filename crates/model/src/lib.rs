@@ -5,7 +5,7 @@
 //! ([`parse_duration`]), interned strings and labels ([`Sym`], [`Labels`], [`LabelSelector`]),
 //! resource vectors ([`Resources`]), taints and tolerations, nodes, pods with their affinity
 //! terms and spread constraints, PodDisruptionBudgets, DaemonSets, the storage objects the volume
-//! filters read ([`Storage`]), node groups and the provider view ([`CloudProvider`],
+//! filters read ([`Storage`]) with the DRA objects the DRA filter reads ([`Dra`]), node groups and the provider view ([`CloudProvider`],
 //! [`NodeGroup`]), cluster-wide [`ResourceLimits`], the controller lookups the drain rules read
 //! ([`ControllerLookup`]), the objects as the API returns them ([`ObjectStore`], keyed by
 //! [`ObjectKey`]) with their conversion into the model ([`read_objects`]), the well-known names
@@ -21,6 +21,7 @@ mod annotations;
 mod controller;
 mod convert;
 mod daemonset;
+mod dra;
 mod duration;
 mod intern;
 mod labels;
@@ -47,6 +48,12 @@ pub use affinity::{
 };
 pub use controller::{ControllerLookup, ControllerState, NoControllerLookup};
 pub use daemonset::DaemonSet;
+pub use dra::{
+    AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimSpec,
+    ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceId, DeviceRequest, Dra,
+    MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
+    PodClaimSource, ResourceClaim, ResourceSlice, SliceReach, Subrequest,
+};
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use intern::Sym;
 pub use labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement, check_qualified_name};

@@ -54,6 +54,10 @@ pub struct Node {
     /// the group's nodes' CSINodes or the provider); `None` on nodes read from the API, whose
     /// CSINode objects are looked up by name.
     pub csi: Option<Arc<CsiNode>>,
+    /// DRA devices carried by the node itself: set on node templates (copies of the group's
+    /// node's ResourceSlices); `None` on nodes read from the API, whose slices are looked up by
+    /// name.
+    pub devices: Option<Arc<crate::dra::NodeDevices>>,
 }
 
 impl Node {
@@ -92,6 +96,7 @@ impl Node {
             creation_ms: None,
             deletion_ms: None,
             csi: None,
+            devices: None,
         }
     }
 }

@@ -223,6 +223,10 @@ pub struct Pod {
     /// while it is being deleted, else `spec.terminationGracePeriodSeconds`; `None` when neither
     /// is set (the API default is 30 s).
     pub termination_grace_ms: Option<i64>,
+    /// `spec.resourceClaims` with the generated names of `status.resourceClaimStatuses`: the
+    /// DRA claims the pod needs allocated (empty for most pods: the DRA filter then costs
+    /// nothing).
+    pub resource_claims: Vec<crate::dra::PodClaim>,
 }
 
 impl Pod {
@@ -281,6 +285,7 @@ impl Pod {
             creation_ms: None,
             deletion_ms: None,
             termination_grace_ms: None,
+            resource_claims: Vec::new(),
             equivalence: 0,
         };
         p.update_equivalence();
@@ -311,6 +316,15 @@ impl Pod {
         self.host_ports.hash(&mut h);
         self.priority.hash(&mut h);
         self.volume_refs.hash(&mut h);
+        // A claim made from a template is the pod's own: pods of one controller stay
+        // equivalent, each with its claim, when their templates are the same.
+        for c in &self.resource_claims {
+            c.name.hash(&mut h);
+            match &c.source {
+                crate::dra::PodClaimSource::Claim(n) => n.hash(&mut h),
+                crate::dra::PodClaimSource::Template { template, .. } => template.hash(&mut h),
+            }
+        }
         self.equivalence = h.finish();
     }
 }

@@ -210,6 +210,9 @@ pub struct Storage {
     /// The CSI drivers whose CSIDriver object opts into capacity tracking
     /// (`spec.storageCapacity: true`).
     capacity_drivers: FxHashSet<Sym>,
+    /// The DRA objects (`resource.k8s.io`): they travel with the storage objects from the store
+    /// into the snapshot, where the DRA filter reads them as the volume filters read these.
+    dra: Arc<crate::dra::Dra>,
 }
 
 static EMPTY: LazyLock<Arc<Storage>> = LazyLock::new(|| Arc::new(Storage::default()));
@@ -218,6 +221,16 @@ impl Storage {
     /// A shared empty storage view (for views of clusters without storage objects).
     pub fn none() -> &'static Arc<Storage> {
         &EMPTY
+    }
+
+    /// The DRA objects (DeviceClasses, ResourceClaims and their templates, ResourceSlices).
+    pub fn dra(&self) -> &Arc<crate::dra::Dra> {
+        &self.dra
+    }
+
+    /// Replaces the DRA objects.
+    pub fn set_dra(&mut self, dra: Arc<crate::dra::Dra>) {
+        self.dra = dra;
     }
 
     /// Whether no storage object is known.
@@ -398,6 +411,9 @@ impl Storage {
                 Ok(())
             },
         );
+        let (dra, mut dra_errors) = crate::dra::Dra::from_store(store);
+        out.dra = Arc::new(dra);
+        errors.append(&mut dra_errors);
         (out, errors)
     }
 }

@@ -13,6 +13,7 @@ use super::drain::{self, DrainContext};
 use super::utilization::{Utilization, utilization};
 use super::{Pass, ScaleDownState, Unremovable};
 use crate::scale_down::unneeded::UnneededNodes;
+use crate::scale_down::utilization::with_devices;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::Node;
 use autoscaler_model::NodeGroup;
@@ -63,7 +64,7 @@ pub(super) fn candidates(
         let Some(info) = snapshot.node(id) else {
             continue;
         };
-        match judge.verdict(id, info) {
+        match judge.verdict(id, info, snapshot) {
             Ok(c) => candidates.push(c),
             Err(why) => unremovable.push((info.node.name, why)),
         }
@@ -86,13 +87,18 @@ pub(super) fn candidates(
 
 impl Judge<'_, '_, '_> {
     /// The node's candidate, or the first reason (in upstream's order) it is unremovable.
-    fn verdict(&self, id: NodeId, info: &NodeInfo) -> Result<Candidate, Unremovable> {
+    fn verdict(
+        &self,
+        id: NodeId,
+        info: &NodeInfo,
+        snapshot: &ClusterSnapshot,
+    ) -> Result<Candidate, Unremovable> {
         let node = &info.node;
         let g = self.group_of(node)?;
         if !self.pass.opts.unready_enabled && !node.is_ready() {
             return Err(Unremovable::UnreadyDisabled);
         }
-        let util = utilization(info, self.pass.opts.utilization);
+        let util = with_devices(utilization(info, self.pass.opts.utilization), snapshot, id);
         self.check_underutilized(&self.groups[g], util)?;
         let ctx = DrainContext {
             opts: &self.pass.opts.drain,

@@ -1,5 +1,7 @@
 //! Node utilization, as scale-down judges it: the larger of CPU and memory requests over
-//! allocatable, or for GPU nodes the GPU requests over GPU allocatable.
+//! allocatable, or for GPU nodes the GPU requests over GPU allocatable, or for nodes with DRA
+//! devices of their own the highest share of allocated devices among their pools, as upstream
+//! judges them ([`with_devices`]).
 //!
 //! Decides only the number and which resource gave it; thresholds are applied by the caller.
 //! It starts from the node's running sum of requests that the snapshot keeps, so with the default
@@ -8,7 +10,7 @@
 //! changes the snapshot.
 
 use crate::scale_down::drain::{is_daemonset_pod, is_mirror_pod};
-use crate::scheduling::snapshot::NodeInfo;
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::ResourceName;
 
 /// Options of the utilization computation.
@@ -80,10 +82,24 @@ pub fn utilization(info: &NodeInfo, opts: UtilizationOptions) -> Utilization {
     }
 }
 
+/// `util` of node `id`, or for a node with DRA devices of its own (ResourceSlices published
+/// for it by name) the highest share of allocated devices among its pools, named
+/// `driver/pool`, as upstream judges such a node by its devices alone. The threshold that
+/// applies stays the one `util` says (GPU or not).
+pub fn with_devices(util: Utilization, snapshot: &ClusterSnapshot, id: NodeId) -> Utilization {
+    match snapshot.device_utilization(id) {
+        Some((value, pool)) => Utilization {
+            value,
+            resource: ResourceName::Extended(pool),
+            gpu: util.gpu,
+        },
+        None => util,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduling::snapshot::ClusterSnapshot;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use std::sync::Arc;
 

@@ -3,7 +3,8 @@
 //! Modelled filter plugins, in the scheduler's default order: NodeUnschedulable, NodeName,
 //! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
 //! NodeVolumeLimits, VolumeBinding, VolumeZone (see [`crate::scheduling::volumes`]; a pod
-//! without claim or CSI volumes skips them with one test), PodTopologySpread (hard
+//! without claim or CSI volumes skips them with one test), DynamicResources (see
+//! [`crate::scheduling::dra`]; likewise skipped by a pod without ResourceClaims), PodTopologySpread (hard
 //! constraints only) and InterPodAffinity (required terms only). Scores and soft constraints are
 //! never evaluated.
 //!
@@ -94,6 +95,8 @@ pub enum Unfit {
     MaxVolumeCount,
     /// VolumeRestrictions: a `ReadWriteOncePod` claim of the pod is in use by another pod.
     ReadWriteOncePodConflict,
+    /// DynamicResources: the pod's ResourceClaims (see [`crate::scheduling::dra`]).
+    Dra(crate::scheduling::dra::DraUnfit),
 }
 
 impl Unfit {
@@ -129,12 +132,16 @@ impl Unfit {
             Unfit::VolumeZone => "VolumeZone",
             Unfit::MaxVolumeCount => "NodeVolumeLimits",
             Unfit::ReadWriteOncePodConflict => "VolumeRestrictions",
+            Unfit::Dra(_) => "DynamicResources",
         }
     }
 
     /// Whether the pod was rejected before any node was looked at (kube-scheduler's PreFilter):
     /// every node gives the same answer, and the scheduler reports it once, without a count.
     pub fn is_pre_filter(&self) -> bool {
+        if let Unfit::Dra(d) = self {
+            return d.is_pre_filter();
+        }
         matches!(
             self,
             Unfit::ClaimNotFound(_)
@@ -147,6 +154,9 @@ impl Unfit {
     /// Whether only a change of the node itself (not removing pods from it) could make the pod
     /// fit: the scheduler's `UnschedulableAndUnresolvable`.
     pub fn is_unresolvable(&self) -> bool {
+        if let Unfit::Dra(d) = self {
+            return d.is_unresolvable();
+        }
         matches!(
             self,
             Unfit::Unschedulable
@@ -224,6 +234,7 @@ impl fmt::Display for Unfit {
             Unfit::ReadWriteOncePodConflict => f.write_str(
                 "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode",
             ),
+            Unfit::Dra(d) => d.fmt(f),
         }
     }
 }
@@ -578,6 +589,9 @@ impl ClusterSnapshot {
         check_resources(pod, info)?;
         if volumes {
             self.check_volumes(pod, info)?;
+        }
+        if !pod.resource_claims.is_empty() {
+            self.check_dra(pod, info)?;
         }
         match &prepared.heavy {
             None => Ok(()),

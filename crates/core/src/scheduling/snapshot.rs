@@ -19,7 +19,8 @@
 //! by the claims they use (for `ReadWriteOncePod`). Loading a pod reads it once and copies nothing
 //! of it but its `Arc`; a load in bulk ([`ClusterSnapshot::add_bound_pods`]) writes the name index
 //! after the pods are placed, in the table's order, as writes to a table larger than the caches are
-//! cheapest. The snapshot also holds the view's storage objects, which the volume filters read.
+//! cheapest. The snapshot also holds the view's storage objects, which the volume filters read, and
+//! the DRA objects with the allocations a simulation made (see [`crate::scheduling::dra`]).
 //!
 //! The snapshot never checks predicates: [`ClusterSnapshot::add_pod`] places a pod wherever it
 //! is told to. It never panics on any sequence of calls; misuse is a [`SnapshotError`].
@@ -182,6 +183,8 @@ enum Undo {
     NamespaceLabels { old: FxHashMap<Sym, Labels> },
     /// The storage objects were replaced.
     Storage { old: Arc<Storage> },
+    /// A DRA claim's allocation changed in the simulation.
+    Dra(crate::scheduling::dra::DraUndo),
 }
 
 /// One recorded mutation, as prepared predicate state sees it: what was added or removed, and
@@ -225,6 +228,8 @@ pub struct ClusterSnapshot {
     storage: Arc<Storage>,
     /// Pods using each claim, by namespace and claim name (only pods with volume refs).
     claim_users: FxHashMap<(Sym, Arc<str>), u32>,
+    /// DRA allocations made or freed by the simulation, and the pods using each claim.
+    dra: crate::scheduling::dra::DraState,
     /// Returned for namespaces without known labels.
     no_labels: Labels,
     logs: Vec<Vec<Undo>>,
@@ -307,6 +312,15 @@ impl ClusterSnapshot {
     /// The storage objects (see [`ClusterSnapshot::set_storage`]).
     pub fn storage(&self) -> &Arc<Storage> {
         &self.storage
+    }
+
+    /// The DRA allocations of the simulation (see [`crate::scheduling::dra`]).
+    pub(crate) fn dra_state(&self) -> &crate::scheduling::dra::DraState {
+        &self.dra
+    }
+
+    pub(crate) fn dra_state_mut(&mut self) -> &mut crate::scheduling::dra::DraState {
+        &mut self.dra
     }
 
     /// How many pods of the snapshot use the claim `namespace/name`.
@@ -413,11 +427,21 @@ impl ClusterSnapshot {
             self.anti_epoch += 1;
         }
         let change = Change::RemovedNode(info.node.clone(), info.pods.clone());
+        let forked = !self.logs.is_empty();
+        let claimed: Vec<Arc<Pod>> = (info.pods.iter())
+            .filter(|p| forked && !p.resource_claims.is_empty())
+            .cloned()
+            .collect();
         self.record(Undo::RemovedNode {
             id,
             pos,
             info: Box::new(info),
         });
+        for pod in &claimed {
+            for u in self.release_claims(pod) {
+                self.record(Undo::Dra(u));
+            }
+        }
         self.bump(Some(change));
         Ok(())
     }
@@ -443,8 +467,15 @@ impl ClusterSnapshot {
             _ => None,
         };
         self.index_others(node, &pod);
-        self.push(node, pod);
+        let claims = !pod.resource_claims.is_empty();
+        self.push(node, pod.clone());
         self.record(Undo::AddedPod { node });
+        // Outside a fork the snapshot follows the view, whose claims say their allocations.
+        if claims && !self.logs.is_empty() {
+            for u in self.reserve_claims(&pod, node) {
+                self.record(Undo::Dra(u));
+            }
+        }
         self.bump(change);
         Ok(())
     }
@@ -509,7 +540,10 @@ impl ClusterSnapshot {
                 refused.push((order, label, SnapshotError::UnknownNode(node.to_string())));
                 continue;
             };
-            if pod.anti_affinity.is_empty() && pod.volume_refs.is_empty() {
+            if pod.anti_affinity.is_empty()
+                && pod.volume_refs.is_empty()
+                && pod.resource_claims.is_empty()
+            {
                 *self.namespace_pods.entry(pod.namespace).or_default() += 1;
             } else {
                 apart.push(loaded.len());
@@ -588,7 +622,10 @@ impl ClusterSnapshot {
             if duplicate.next_if_eq(&i).is_some() {
                 refused.entry(node).or_default().push(*at);
                 let pod = loaded[i].0;
-                if pod.anti_affinity.is_empty() && pod.volume_refs.is_empty() {
+                if pod.anti_affinity.is_empty()
+                    && pod.volume_refs.is_empty()
+                    && pod.resource_claims.is_empty()
+                {
                     self.uncount_namespace(pod.namespace);
                 }
             }
@@ -648,6 +685,11 @@ impl ClusterSnapshot {
             at,
             pod: pod.clone(),
         });
+        if !pod.resource_claims.is_empty() && !self.logs.is_empty() {
+            for u in self.release_claims(&pod) {
+                self.record(Undo::Dra(u));
+            }
+        }
         self.bump(Some(Change::RemovedPod(on, pod.clone())));
         Ok(pod)
     }
@@ -965,6 +1007,9 @@ impl ClusterSnapshot {
                 *self.claim_users.entry((pod.namespace, claim)).or_default() += 1;
             }
         }
+        if !pod.resource_claims.is_empty() {
+            self.dra.count_users(pod, 1);
+        }
     }
 
     /// Removes `pod`, which was on `node`, from every index.
@@ -986,6 +1031,9 @@ impl ClusterSnapshot {
                     self.claim_users.remove(&key);
                 }
             }
+        }
+        if !pod.resource_claims.is_empty() {
+            self.dra.count_users(pod, -1);
         }
     }
 
@@ -1070,6 +1118,11 @@ impl ClusterSnapshot {
             }
             Undo::Storage { old } => {
                 self.storage = old;
+                false
+            }
+            Undo::Dra(u) => {
+                let dra = self.storage.dra().clone();
+                self.dra.undo(&dra, u);
                 false
             }
             Undo::NodeOrder { old } => {

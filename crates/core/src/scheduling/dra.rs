@@ -1,0 +1,925 @@
+//! kube-scheduler's DynamicResources filter over a [`ClusterSnapshot`], with its structured
+//! allocator: a pod with ResourceClaims fits a node only if every claim is already allocated to
+//! devices the node reaches (the allocation's node selector matches it), or can be allocated from
+//! devices free on the node (its own ResourceSlices, those whose node selector matches it, and
+//! those of every node). A claim shared by several pods is allocated once.
+//!
+//! Allocations made during a simulation live in the snapshot ([`DraState`]): inside a fork,
+//! placing a pod allocates its unallocated claims on the node, removing the last pod using a
+//! claim frees its devices (as the resource claim controller deallocates a claim nobody uses),
+//! and `revert` undoes both. Outside any fork the snapshot follows the view, whose claims say
+//! what is allocated. Only pods with claims ([`Pod::resource_claims`]) reach this module: for every
+//! other pod the filter is one emptiness test. It never panics; a CEL selector that fails is a
+//! reason on the pod.
+//!
+//! Known simplifications, besides those of `autoscaler_model`'s DRA objects ([`Dra`]): devices are picked greedily
+//! in slice order, request by request, without the allocator's backtracking (a claim whose
+//! requests overlap may be refused where a different pick would fit); a claim made from a
+//! template that the controller has not created yet is simulated as that controller will make
+//! it, named `<pod>-<entry>`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
+
+use crate::scheduling::predicates::{Unfit, node_selector_matches};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_model::{
+    AllocatedDevice, AllocationMode, ClaimAllocation, ClaimSpec, DeviceId, Dra, MAX_RESERVED_FOR,
+    Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    PodClaimSource, ResourceSlice, SliceReach, Sym,
+};
+
+/// A claim by namespace and name.
+pub(crate) type ClaimKey = (Sym, Arc<str>);
+
+/// A pool by driver and name.
+type PoolKey<'a> = (Sym, &'a Arc<str>);
+
+/// Why the DynamicResources plugin rejects a pod (Display = kube-scheduler's text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DraUnfit {
+    /// PreFilter: a claim the pod names does not exist.
+    ClaimNotFound(Arc<str>),
+    /// PreFilter: the template a pod's claim is made from does not exist.
+    TemplateNotFound(Arc<str>),
+    /// PreFilter: a claim the pod names is being deleted.
+    ClaimDeleting(Arc<str>),
+    /// PreFilter: an allocated claim is reserved for as many pods as it can be.
+    ClaimInUse,
+    /// PreFilter: a request names a device class that does not exist.
+    ClassNotFound {
+        /// The request (`request` or `request/subrequest`).
+        request: Arc<str>,
+        /// The class.
+        class: Arc<str>,
+    },
+    /// PreFilter: the cluster's DRA objects are not known (the API server does not serve
+    /// `resource.k8s.io/v1`), so the claims cannot be simulated.
+    NotSimulated,
+    /// Filter: a CEL selector failed to compile or evaluate.
+    Selector(Arc<str>),
+    /// Filter: an allocated claim's devices are not reachable from the node.
+    NotAvailable,
+    /// Filter: the unallocated claims cannot all be allocated from the node's free devices.
+    CannotAllocate,
+}
+
+impl fmt::Display for DraUnfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DraUnfit::ClaimNotFound(c) => write!(f, "resourceclaim.resource.k8s.io \"{c}\" not found"),
+            DraUnfit::TemplateNotFound(t) => {
+                write!(f, "resourceclaimtemplate.resource.k8s.io \"{t}\" not found")
+            }
+            DraUnfit::ClaimDeleting(c) => write!(f, "resourceclaim \"{c}\" is being deleted"),
+            DraUnfit::ClaimInUse => f.write_str("resourceclaim in use"),
+            DraUnfit::ClassNotFound { request, class } => {
+                write!(f, "request {request}: device class {class} does not exist")
+            }
+            DraUnfit::NotSimulated => f.write_str(
+                "resource claims cannot be simulated: the cluster does not serve resource.k8s.io/v1",
+            ),
+            DraUnfit::Selector(e) => f.write_str(e),
+            DraUnfit::NotAvailable => f.write_str("resourceclaim not available on the node"),
+            DraUnfit::CannotAllocate => f.write_str("cannot allocate all claims"),
+        }
+    }
+}
+
+impl DraUnfit {
+    /// Whether the pod was rejected before any node was looked at.
+    pub fn is_pre_filter(&self) -> bool {
+        matches!(
+            self,
+            DraUnfit::ClaimNotFound(_)
+                | DraUnfit::TemplateNotFound(_)
+                | DraUnfit::ClaimDeleting(_)
+                | DraUnfit::ClaimInUse
+                | DraUnfit::ClassNotFound { .. }
+                | DraUnfit::NotSimulated
+        )
+    }
+
+    /// Whether removing pods from the node could not help (the scheduler's
+    /// `UnschedulableAndUnresolvable`): everything but freeing devices.
+    pub fn is_unresolvable(&self) -> bool {
+        !matches!(self, DraUnfit::CannotAllocate)
+    }
+}
+
+/// One claim of a pod, resolved against the DRA objects and the simulation's allocations.
+#[derive(Clone, Debug)]
+struct Resolved {
+    key: ClaimKey,
+    spec: Arc<ClaimSpec>,
+    allocation: Option<Arc<ClaimAllocation>>,
+}
+
+/// The allocations a simulation changed, and how many pods of the snapshot use each claim.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DraState {
+    /// Claims whose allocation the simulation set (`Some`) or cleared (`None`).
+    changed: FxHashMap<ClaimKey, Option<Arc<ClaimAllocation>>>,
+    /// Per device, allocations added (positive) or removed (negative) by the simulation.
+    taken: FxHashMap<DeviceId, i32>,
+    /// Pods of the snapshot using each claim.
+    users: FxHashMap<ClaimKey, u32>,
+}
+
+/// The inverse of one allocation change.
+#[derive(Debug)]
+pub(crate) struct DraUndo {
+    key: ClaimKey,
+    old: Option<Option<Arc<ClaimAllocation>>>,
+}
+
+impl DraState {
+    /// The claim's allocation as the simulation sees it.
+    fn allocation(&self, dra: &Dra, key: &ClaimKey) -> Option<Arc<ClaimAllocation>> {
+        match self.changed.get(key) {
+            Some(a) => a.clone(),
+            None => dra.claim(key.0, &key.1).and_then(|c| c.allocation.clone()),
+        }
+    }
+
+    /// Whether a device is allocated exclusively by some claim.
+    fn in_use(&self, dra: &Dra, id: &DeviceId) -> bool {
+        let base = i32::from(id.node.is_none() && dra.is_allocated(id));
+        base + self.taken.get(id).copied().unwrap_or(0) > 0
+    }
+
+    fn count(&mut self, allocation: Option<&Arc<ClaimAllocation>>, by: i32) {
+        for d in allocation.iter().flat_map(|a| &a.devices) {
+            if d.admin_access {
+                continue;
+            }
+            let e = self.taken.entry(d.id.clone()).or_insert(0);
+            *e += by;
+            if *e == 0 {
+                self.taken.remove(&d.id);
+            }
+        }
+    }
+
+    /// Sets the claim's allocation; returns the inverse.
+    fn set(&mut self, dra: &Dra, key: ClaimKey, new: Option<Arc<ClaimAllocation>>) -> DraUndo {
+        let current = self.allocation(dra, &key);
+        self.count(current.as_ref(), -1);
+        self.count(new.as_ref(), 1);
+        let old = self.changed.insert(key.clone(), new);
+        DraUndo { key, old }
+    }
+
+    /// Applies an inverse recorded by [`DraState::set`].
+    pub(crate) fn undo(&mut self, dra: &Dra, u: DraUndo) {
+        let current = self.allocation(dra, &u.key);
+        self.count(current.as_ref(), -1);
+        match u.old {
+            Some(old) => {
+                self.count(old.as_ref(), 1);
+                self.changed.insert(u.key, old);
+            }
+            None => {
+                self.changed.remove(&u.key);
+                let base = dra
+                    .claim(u.key.0, &u.key.1)
+                    .and_then(|c| c.allocation.clone());
+                self.count(base.as_ref(), 1);
+            }
+        }
+    }
+
+    /// Counts `pod`'s claims as used by one more (`by` = 1) or one fewer (-1) pod.
+    pub(crate) fn count_users(&mut self, pod: &Pod, by: i32) {
+        for key in claim_keys(pod) {
+            let n = self.users.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add_signed(by);
+            if *n == 0 {
+                self.users.remove(&key);
+            }
+        }
+    }
+
+    /// How many pods of the snapshot use the claim.
+    fn users(&self, key: &ClaimKey) -> u32 {
+        self.users.get(key).copied().unwrap_or(0)
+    }
+}
+
+/// The keys of a pod's claims, each once.
+fn claim_keys(pod: &Pod) -> SmallVec<[ClaimKey; 2]> {
+    let mut out: SmallVec<[ClaimKey; 2]> = SmallVec::new();
+    for c in &pod.resource_claims {
+        let key = (pod.namespace, c.claim_name(&pod.name));
+        if !out.contains(&key) {
+            out.push(key);
+        }
+    }
+    out
+}
+
+impl ClusterSnapshot {
+    /// The DRA objects of the snapshot.
+    fn dra_objects(&self) -> &Arc<Dra> {
+        self.storage().dra()
+    }
+
+    /// DynamicResources' PreFilter: every claim of the pod resolves (exists, or its template
+    /// does), is not being deleted nor reserved to the limit for other pods, and every request
+    /// of an unallocated claim names an existing class. Fails for every node alike.
+    fn resolve_claims(&self, pod: &Pod) -> Result<SmallVec<[Resolved; 2]>, DraUnfit> {
+        let dra = self.dra_objects();
+        if !dra.is_available() {
+            return Err(DraUnfit::NotSimulated);
+        }
+        let state = self.dra_state();
+        let mut out: SmallVec<[Resolved; 2]> = SmallVec::new();
+        for c in &pod.resource_claims {
+            let name = c.claim_name(&pod.name);
+            let key = (pod.namespace, name.clone());
+            if out.iter().any(|r| r.key == key) {
+                continue;
+            }
+            let spec = match (dra.claim(pod.namespace, &name), &c.source) {
+                (Some(claim), _) => {
+                    if claim.deleting {
+                        return Err(DraUnfit::ClaimDeleting(name));
+                    }
+                    let reserved_elsewhere = claim.allocation.is_some()
+                        && claim.reserved_for.len() >= MAX_RESERVED_FOR
+                        && !claim.reserved_for.iter().any(|p| **p == *pod.name);
+                    if reserved_elsewhere {
+                        return Err(DraUnfit::ClaimInUse);
+                    }
+                    claim.spec.clone()
+                }
+                (None, PodClaimSource::Claim(_)) => return Err(DraUnfit::ClaimNotFound(name)),
+                (None, PodClaimSource::Template { template, .. }) => {
+                    match dra.template(pod.namespace, template) {
+                        Some(t) => t.spec.clone(),
+                        None => return Err(DraUnfit::TemplateNotFound(template.clone())),
+                    }
+                }
+            };
+            let allocation = state.allocation(dra, &key);
+            if allocation.is_none() {
+                for r in &spec.requests {
+                    for alt in &r.alternatives {
+                        if dra.class(&alt.class).is_none() {
+                            return Err(DraUnfit::ClassNotFound {
+                                request: alt.name.clone(),
+                                class: alt.class.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+            out.push(Resolved {
+                key,
+                spec,
+                allocation,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The DynamicResources filter for one node (PreFilter included).
+    pub(crate) fn check_dra(&self, pod: &Pod, info: &NodeInfo) -> Result<(), Unfit> {
+        let claims = self.resolve_claims(pod).map_err(Unfit::Dra)?;
+        for c in &claims {
+            if let Some(a) = &c.allocation
+                && !allocation_reaches(a, &info.node)
+            {
+                return Err(Unfit::Dra(DraUnfit::NotAvailable));
+            }
+        }
+        self.allocate(&claims, &info.node)
+            .map(|_| ())
+            .map_err(Unfit::Dra)
+    }
+
+    /// Allocates the unallocated `claims` on `node` from its free devices, each claim's result
+    /// in order (`None` for claims already allocated).
+    fn allocate(
+        &self,
+        claims: &[Resolved],
+        node: &Node,
+    ) -> Result<Vec<Option<Arc<ClaimAllocation>>>, DraUnfit> {
+        if claims.iter().all(|c| c.allocation.is_some()) {
+            return Ok(vec![None; claims.len()]);
+        }
+        let dra = self.dra_objects();
+        let state = self.dra_state();
+        let pools = reachable(dra, node);
+        let mut picked: FxHashSet<DeviceId> = FxHashSet::default();
+        let mut out = Vec::with_capacity(claims.len());
+        for c in claims {
+            if c.allocation.is_some() {
+                out.push(None);
+                continue;
+            }
+            let mut devices = Vec::new();
+            let mut local = false;
+            let mut selector: Option<NodeSelector> = None;
+            for request in &c.spec.requests {
+                let mut done = false;
+                for alt in &request.alternatives {
+                    let Some(class) = dra.class(&alt.class) else {
+                        continue;
+                    };
+                    // Devices that match, free or not, with whether they are free.
+                    let mut matching: Vec<(&Pool<'_>, &Arc<str>, bool)> = Vec::new();
+                    for pool in &pools {
+                        for d in &pool.slice.devices {
+                            let id = pool.id(&d.name);
+                            if picked.contains(&id) {
+                                continue;
+                            }
+                            let mut ok = true;
+                            for s in class.selectors.iter().chain(&alt.selectors) {
+                                match dra.selector_matches(s, pool.slice, d) {
+                                    Ok(true) => {}
+                                    Ok(false) => {
+                                        ok = false;
+                                        break;
+                                    }
+                                    Err(e) => return Err(DraUnfit::Selector(e)),
+                                }
+                            }
+                            if ok {
+                                let free = alt.admin_access || !state.in_use(dra, &id);
+                                matching.push((pool, &d.name, free));
+                            }
+                        }
+                    }
+                    let chosen: Vec<(&Pool<'_>, &Arc<str>)> = match alt.mode {
+                        AllocationMode::ExactCount(n) => {
+                            let free: Vec<_> = matching
+                                .iter()
+                                .filter(|m| m.2)
+                                .map(|m| (m.0, m.1))
+                                .take(n as usize)
+                                .collect();
+                            if free.len() < n as usize {
+                                continue;
+                            }
+                            free
+                        }
+                        AllocationMode::All => {
+                            if matching.is_empty() || matching.iter().any(|m| !m.2) {
+                                continue;
+                            }
+                            matching.iter().map(|m| (m.0, m.1)).collect()
+                        }
+                    };
+                    for (pool, name) in chosen {
+                        let id = pool.id(name);
+                        picked.insert(id.clone());
+                        match &pool.slice.reach {
+                            SliceReach::Node(_) => local = true,
+                            SliceReach::Selector(s) if pool.node.is_none() => {
+                                selector.get_or_insert_with(|| s.clone());
+                            }
+                            _ => local |= pool.node.is_some(),
+                        }
+                        devices.push(AllocatedDevice {
+                            request: alt.name.clone(),
+                            id,
+                            admin_access: alt.admin_access,
+                        });
+                    }
+                    done = true;
+                    break;
+                }
+                if !done {
+                    return Err(DraUnfit::CannotAllocate);
+                }
+            }
+            let node_selector = if local {
+                Some(name_selector(node))
+            } else {
+                selector
+            };
+            out.push(Some(Arc::new(ClaimAllocation {
+                node_selector,
+                devices,
+            })));
+        }
+        Ok(out)
+    }
+
+    /// Allocates `pod`'s unallocated claims on node `id` (where it was just placed), as
+    /// kube-scheduler's Reserve does; nothing if they cannot be allocated there (the caller
+    /// placed it without checking).
+    pub(crate) fn reserve_claims(&mut self, pod: &Pod, id: NodeId) -> Vec<DraUndo> {
+        let Some(info) = self.node(id) else {
+            return Vec::new();
+        };
+        let Ok(claims) = self.resolve_claims(pod) else {
+            return Vec::new();
+        };
+        let Ok(results) = self.allocate(&claims, &info.node) else {
+            return Vec::new();
+        };
+        let dra = self.dra_objects().clone();
+        let mut undo = Vec::new();
+        for (c, a) in claims.into_iter().zip(results) {
+            if let Some(a) = a {
+                undo.push(self.dra_state_mut().set(&dra, c.key, Some(a)));
+            }
+        }
+        undo
+    }
+
+    /// Frees the devices of `pod`'s claims that no pod of the snapshot uses any more (the pod
+    /// was just removed), as the resource claim controller deallocates an unused claim.
+    pub(crate) fn release_claims(&mut self, pod: &Pod) -> Vec<DraUndo> {
+        let dra = self.dra_objects().clone();
+        let mut undo = Vec::new();
+        for key in claim_keys(pod) {
+            let state = self.dra_state();
+            if state.users(&key) == 0 && state.allocation(&dra, &key).is_some() {
+                undo.push(self.dra_state_mut().set(&dra, key, None));
+            }
+        }
+        undo
+    }
+
+    /// The highest share of allocated devices among the pools of node `id`'s own slices, with
+    /// the pool as `driver/pool`; `None` for a node without devices of its own.
+    pub fn device_utilization(&self, id: NodeId) -> Option<(f64, Sym)> {
+        let info = self.node(id)?;
+        let dra = self.dra_objects();
+        let state = self.dra_state();
+        // (driver, pool) -> (allocated, total), in the order met.
+        let mut pools: Vec<(PoolKey<'_>, (usize, usize))> = Vec::new();
+        for pool in reachable(dra, &info.node).iter().filter(|p| p.local()) {
+            let key = (pool.slice.driver, &pool.slice.pool);
+            let at = match pools.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    pools.push((key, (0, 0)));
+                    pools.len() - 1
+                }
+            };
+            for d in &pool.slice.devices {
+                pools[at].1.1 += 1;
+                if state.in_use(dra, &pool.id(&d.name)) {
+                    pools[at].1.0 += 1;
+                }
+            }
+        }
+        let mut best: Option<(f64, PoolKey<'_>)> = None;
+        for (key, (used, total)) in pools {
+            let share = if total == 0 {
+                0.0
+            } else {
+                used as f64 / total as f64
+            };
+            if best.as_ref().is_none_or(|b| share > b.0) {
+                best = Some((share, key));
+            }
+        }
+        best.map(|(share, (driver, pool))| (share, Sym::new(&format!("{driver}/{pool}"))))
+    }
+
+    /// The devices allocated to claims of pods on node `id` and the devices the node reaches,
+    /// counted over its own slices (node-local devices only): (allocated, total).
+    pub fn node_devices_in_use(&self, id: NodeId) -> (usize, usize) {
+        let Some(info) = self.node(id) else {
+            return (0, 0);
+        };
+        let dra = self.dra_objects();
+        let state = self.dra_state();
+        let pools = reachable(dra, &info.node);
+        let mut total = 0;
+        let mut used = 0;
+        for pool in pools.iter().filter(|p| p.local()) {
+            for d in &pool.slice.devices {
+                total += 1;
+                if state.in_use(dra, &pool.id(&d.name)) {
+                    used += 1;
+                }
+            }
+        }
+        (used, total)
+    }
+}
+
+/// A slice reachable from a node, with the node whose template copy it is.
+struct Pool<'a> {
+    slice: &'a Arc<ResourceSlice>,
+    node: Option<Sym>,
+}
+
+impl Pool<'_> {
+    fn id(&self, device: &Arc<str>) -> DeviceId {
+        DeviceId {
+            driver: self.slice.driver,
+            pool: self.slice.pool.clone(),
+            device: device.clone(),
+            node: self.node,
+        }
+    }
+
+    /// Whether only this node reaches it.
+    fn local(&self) -> bool {
+        self.node.is_some() || matches!(self.slice.reach, SliceReach::Node(_))
+    }
+}
+
+/// The slices whose devices `node` reaches: its own (a template's copies, or those published
+/// for it by name), and those whose node selector matches it or that every node reaches.
+fn reachable<'a>(dra: &'a Dra, node: &'a Node) -> Vec<Pool<'a>> {
+    let mut out = Vec::new();
+    match &node.devices {
+        Some(own) => out.extend(own.slices.iter().map(|s| Pool {
+            slice: s,
+            node: Some(node.name),
+        })),
+        None => out.extend(dra.node_slices(node.name).iter().map(|s| Pool {
+            slice: s,
+            node: None,
+        })),
+    }
+    for s in dra.shared_slices() {
+        let reached = match &s.reach {
+            SliceReach::AllNodes => true,
+            SliceReach::Selector(sel) => node_selector_matches(sel, node),
+            SliceReach::Node(_) => false,
+        };
+        if reached {
+            out.push(Pool {
+                slice: s,
+                node: None,
+            });
+        }
+    }
+    out
+}
+
+/// Whether an allocation's devices are reachable from `node`.
+fn allocation_reaches(a: &ClaimAllocation, node: &Node) -> bool {
+    a.node_selector
+        .as_ref()
+        .is_none_or(|s| node_selector_matches(s, node))
+}
+
+/// The node selector kube-scheduler writes for devices of one node: its name as a field.
+fn name_selector(node: &Node) -> NodeSelector {
+    NodeSelector {
+        terms: vec![NodeSelectorTerm {
+            match_expressions: Vec::new(),
+            match_fields: vec![NodeSelectorRequirement {
+                key: Sym::new("metadata.name"),
+                op: NodeSelectorOp::In,
+                values: vec![node.name],
+            }],
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{NodeDevices, ObjectStore, PodClaim, Storage};
+
+    /// A GPU class, a one-GPU template and a claim shared by name, and a node with two GPUs
+    /// (`gpu-1`, one of them an `h100`), another with one (`gpu-2`).
+    const OBJECTS: &str = "\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors: [{cel: {expression: \"device.driver == 'gpu.example.com'\"}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared, namespace: default}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: gpu-1-slice}
+spec:
+  driver: gpu.example.com
+  nodeName: gpu-1
+  pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {model: {string: a100}}}
+  - {name: gpu-1, attributes: {model: {string: h100}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: gpu-2-slice}
+spec:
+  driver: gpu.example.com
+  nodeName: gpu-2
+  pool: {name: gpu-2, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0, attributes: {model: {string: a100}}}]
+";
+
+    fn snapshot(extra: &str) -> ClusterSnapshot {
+        let mut store = ObjectStore::new();
+        store.load_yaml(&format!("{OBJECTS}---\n{extra}")).unwrap();
+        let (storage, errors) = Storage::from_store(&store);
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut s = ClusterSnapshot::new();
+        s.set_storage(Arc::new(storage));
+        for name in ["cpu-a", "gpu-1", "gpu-2"] {
+            s.add_node(NodeBuilder::new(name, 8000, 32 * GI).arc())
+                .unwrap();
+        }
+        s
+    }
+
+    fn claim_pod(name: &str, source: PodClaimSource) -> Arc<Pod> {
+        PodBuilder::new(name, 100, GI)
+            .with(|p| {
+                p.resource_claims.push(PodClaim {
+                    name: Arc::from("gpu"),
+                    source,
+                })
+            })
+            .arc()
+    }
+
+    fn from_template(name: &str, template: &str) -> Arc<Pod> {
+        let source = PodClaimSource::Template {
+            template: Arc::from(template),
+            generated: None,
+        };
+        claim_pod(name, source)
+    }
+
+    fn check(s: &ClusterSnapshot, pod: &Pod, node: &str) -> Result<(), String> {
+        let id = s.node_id(Sym::new(node)).unwrap();
+        s.check_pod(pod, id).map_err(|e| e.to_string())
+    }
+
+    fn place(s: &mut ClusterSnapshot, pod: &Arc<Pod>, node: &str) {
+        let id = s.node_id(Sym::new(node)).unwrap();
+        s.add_pod(pod.clone(), id).unwrap();
+    }
+
+    #[test]
+    fn a_claim_pod_fits_only_a_node_with_a_free_device() {
+        let s = snapshot("");
+        let pod = from_template("p", "one-gpu");
+        assert_eq!(
+            check(&s, &pod, "cpu-a"),
+            Err("cannot allocate all claims".into())
+        );
+        assert_eq!(check(&s, &pod, "gpu-1"), Ok(()));
+        // A pod without claims is not looked at by the filter.
+        let plain = PodBuilder::new("plain", 100, GI).arc();
+        assert_eq!(check(&s, &plain, "cpu-a"), Ok(()));
+    }
+
+    #[test]
+    fn allocations_live_in_the_snapshot_and_revert_undoes_them() {
+        let mut s = snapshot("");
+        s.fork();
+        place(&mut s, &from_template("p1", "one-gpu"), "gpu-2");
+        let next = from_template("p2", "one-gpu");
+        assert_eq!(
+            check(&s, &next, "gpu-2"),
+            Err("cannot allocate all claims".into())
+        );
+        let id = s.node_id(Sym::new("gpu-2")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 1));
+        s.revert().unwrap();
+        assert_eq!(check(&s, &next, "gpu-2"), Ok(()));
+        assert_eq!(s.node_devices_in_use(id), (0, 1));
+    }
+
+    #[test]
+    fn a_shared_claim_is_allocated_once_and_pins_its_other_pods() {
+        let mut s = snapshot("");
+        s.fork();
+        let shared = || PodClaimSource::Claim(Arc::from("shared"));
+        place(&mut s, &claim_pod("p1", shared()), "gpu-2");
+        let p2 = claim_pod("p2", shared());
+        // Allocated on gpu-2's only device: the second user fits there without a device of
+        // its own, and nowhere else.
+        assert_eq!(check(&s, &p2, "gpu-2"), Ok(()));
+        assert_eq!(
+            check(&s, &p2, "gpu-1"),
+            Err("resourceclaim not available on the node".into())
+        );
+        place(&mut s, &p2, "gpu-2");
+        // Removing one user keeps the claim allocated; removing the last frees its device.
+        let id = s.node_id(Sym::new("gpu-2")).unwrap();
+        s.remove_pod(id, Sym::new("default"), "p1").unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 1));
+        s.remove_pod(id, Sym::new("default"), "p2").unwrap();
+        assert_eq!(s.node_devices_in_use(id), (0, 1));
+        s.revert().unwrap();
+        assert_eq!(s.node_devices_in_use(id), (0, 1));
+    }
+
+    #[test]
+    fn a_claim_allocated_in_the_cluster_holds_its_device_until_its_pod_leaves() {
+        let mut s = snapshot(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: running-gpu, namespace: default}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: gpu-2, device: gpu-0}]
+    nodeSelector:
+      nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [gpu-2]}]}]
+  reservedFor: [{resource: pods, name: running, uid: u1}]
+",
+        );
+        let running = claim_pod("running", PodClaimSource::Claim(Arc::from("running-gpu")));
+        let running = Arc::new(Pod {
+            node_name: Some(Sym::new("gpu-2")),
+            ..(*running).clone()
+        });
+        place(&mut s, &running, "gpu-2");
+        let id = s.node_id(Sym::new("gpu-2")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 1));
+        let pending = from_template("pending", "one-gpu");
+        assert_eq!(
+            check(&s, &pending, "gpu-2"),
+            Err("cannot allocate all claims".into())
+        );
+        // Removing the node (a scale-down simulation) frees the claim: its pod may go where
+        // a device can be allocated again, and only there.
+        s.fork();
+        s.remove_node(id).unwrap();
+        let moved = Arc::new(Pod {
+            node_name: None,
+            ..(*running).clone()
+        });
+        assert_eq!(
+            check(&s, &moved, "cpu-a"),
+            Err("cannot allocate all claims".into())
+        );
+        assert_eq!(check(&s, &moved, "gpu-1"), Ok(()));
+        s.revert().unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 1));
+    }
+
+    #[test]
+    fn first_available_and_all_follow_the_allocator() {
+        let s = snapshot(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: h100-or-two, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        firstAvailable:
+        - name: h100
+          deviceClassName: gpu.example.com
+          selectors: [{cel: {expression: \"device.attributes['gpu.example.com'].model == 'h100'\"}}]
+        - {name: two, deviceClassName: gpu.example.com, count: 2}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: all, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com, allocationMode: All}}]
+",
+        );
+        let p = from_template("p", "h100-or-two");
+        assert_eq!(check(&s, &p, "gpu-1"), Ok(()));
+        assert_eq!(
+            check(&s, &p, "gpu-2"),
+            Err("cannot allocate all claims".into())
+        );
+        let all = from_template("all", "all");
+        assert_eq!(check(&s, &all, "gpu-1"), Ok(()));
+        assert_eq!(
+            check(&s, &all, "cpu-a"),
+            Err("cannot allocate all claims".into())
+        );
+    }
+
+    #[test]
+    fn prefilter_reasons_are_the_schedulers() {
+        let s = snapshot(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: no-class, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: tpu.example.com}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: bad-cel, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.example.com
+          selectors: [{cel: {expression: \"device.attributes['gpu.example.com'].missing == 1\"}}]
+",
+        );
+        let cases = [
+            (
+                from_template("a", "no-class"),
+                "request gpu: device class tpu.example.com does not exist",
+            ),
+            (
+                claim_pod("b", PodClaimSource::Claim(Arc::from("gone"))),
+                "resourceclaim.resource.k8s.io \"gone\" not found",
+            ),
+            (
+                from_template("c", "gone"),
+                "resourceclaimtemplate.resource.k8s.io \"gone\" not found",
+            ),
+        ];
+        for (pod, want) in cases {
+            let id = s.node_id(Sym::new("gpu-1")).unwrap();
+            let err = s.check_pod(&pod, id).unwrap_err();
+            assert_eq!(err.to_string(), want);
+            assert!(err.is_pre_filter() && err.is_unresolvable(), "{want}");
+            assert_eq!(err.plugin(), "DynamicResources");
+        }
+        let bad = check(&s, &from_template("d", "bad-cel"), "gpu-1").unwrap_err();
+        assert!(bad.starts_with("CEL runtime error"), "{bad}");
+    }
+
+    #[test]
+    fn without_the_dra_api_claims_cannot_be_simulated() {
+        let mut s = snapshot("");
+        let mut storage = (**s.storage()).clone();
+        storage.set_dra(Arc::new(Dra::unserved()));
+        s.set_storage(Arc::new(storage));
+        let err = check(&s, &from_template("p", "one-gpu"), "gpu-1").unwrap_err();
+        assert!(err.contains("cannot be simulated"), "{err}");
+    }
+
+    #[test]
+    fn device_utilization_is_the_highest_allocated_share_of_a_pool() {
+        let mut s = snapshot("");
+        let gpu1 = s.node_id(Sym::new("gpu-1")).unwrap();
+        let cpu = s.node_id(Sym::new("cpu-a")).unwrap();
+        assert_eq!(s.device_utilization(cpu), None);
+        assert_eq!(
+            s.device_utilization(gpu1),
+            Some((0.0, Sym::new("gpu.example.com/gpu-1")))
+        );
+        s.fork();
+        place(&mut s, &from_template("p1", "one-gpu"), "gpu-1");
+        assert_eq!(
+            s.device_utilization(gpu1),
+            Some((0.5, Sym::new("gpu.example.com/gpu-1")))
+        );
+    }
+
+    #[test]
+    fn template_nodes_carry_devices_of_their_own() {
+        let mut s = snapshot("");
+        let slices = s.storage().dra().node_slices(Sym::new("gpu-2")).to_vec();
+        let devices = Arc::new(NodeDevices { slices });
+        s.fork();
+        for name in ["t-1", "t-2"] {
+            let node = NodeBuilder::new(name, 8000, 32 * GI)
+                .with(|n| n.devices = Some(devices.clone()))
+                .arc();
+            s.add_node(node).unwrap();
+        }
+        place(&mut s, &from_template("p1", "one-gpu"), "t-1");
+        let p2 = from_template("p2", "one-gpu");
+        assert_eq!(
+            check(&s, &p2, "t-1"),
+            Err("cannot allocate all claims".into())
+        );
+        // The second copy's device is its own, and the real node's is untouched.
+        assert_eq!(check(&s, &p2, "t-2"), Ok(()));
+        assert_eq!(check(&s, &p2, "gpu-2"), Ok(()));
+    }
+}

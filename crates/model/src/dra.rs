@@ -1,0 +1,1016 @@
+//! The Dynamic Resource Allocation objects (`resource.k8s.io/v1`) the DRA filter reads:
+//! DeviceClasses, ResourceClaims, ResourceClaimTemplates and ResourceSlices, reduced to what
+//! kube-scheduler's DynamicResources plugin and its structured allocator look at, and the claims
+//! a pod names (`spec.resourceClaims`, `status.resourceClaimStatuses`).
+//!
+//! [`Dra`] is built once per view from an [`ObjectStore`]; every object that does not convert is
+//! reported with its identity and the field at fault and left out, never a panic. Lists inside an
+//! object are bounded as the API bounds them. It decides nothing: whether a pod's claims can be
+//! allocated on a node is answered by `scheduling::dra`.
+//!
+//! Pools as the allocator sees them: only the slices of a pool's newest generation count, and a
+//! pool whose newest generation has fewer slices than `resourceSliceCount` is incomplete and
+//! offers no device (the allocator would not allocate from it either).
+//!
+//! Not modelled (a claim using them is allocated as if they were absent): `constraints`
+//! (`matchAttribute`), device `config`, device taints and tolerations, partitionable devices
+//! (`sharedCounters`), consumable capacity, binding conditions, per-device node selection.
+
+mod cel;
+
+pub use self::cel::{CelSelector, MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN};
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::resource::v1 as resource;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::affinity::NodeSelector;
+use crate::convert::node_selector;
+use crate::intern::Sym;
+use crate::pod::ModelError;
+use crate::quantity::Quantity;
+use crate::store::{ObjectError, typed};
+use crate::store::{ObjectKey, ObjectStore};
+
+/// The API group of the DRA kinds.
+pub const DRA_GROUP: &str = "resource.k8s.io";
+
+/// Most requests of a claim, subrequests of a request and selectors of a request or class (the
+/// API server's limit is 32 for each).
+const MAX_REQUESTS: usize = 32;
+
+/// Most devices of a slice (the API server's limit is 128; 64 with taints or counters).
+const MAX_DEVICES: usize = 128;
+
+/// Most devices one request may ask for: `count` above this is refused as malformed (the API
+/// server's limit on the results of one allocation is 32).
+pub const MAX_COUNT: u32 = 32;
+
+/// Most entries of `reservedFor` (the API server's limit, `ResourceClaimReservedForMaxSize`): a
+/// claim reserved for as many consumers cannot take another one.
+pub const MAX_RESERVED_FOR: usize = 256;
+
+/// How many devices a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AllocationMode {
+    /// `ExactCount` with its `count` (1 when absent).
+    ExactCount(u32),
+    /// `All`: every matching device of the pool(s) reachable from the node, at least one.
+    All,
+}
+
+/// One way to satisfy a request: an `exactly` request, or one entry of `firstAvailable`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Subrequest {
+    /// The name the allocation result carries: `request` or `request/subrequest`.
+    pub name: Arc<str>,
+    /// `deviceClassName`.
+    pub class: Arc<str>,
+    /// `selectors[].cel`, all of which must match.
+    pub selectors: Vec<CelSelector>,
+    /// `allocationMode` and `count`.
+    pub mode: AllocationMode,
+    /// `adminAccess`: the devices are not taken from other claims (monitoring access).
+    pub admin_access: bool,
+}
+
+/// One request of a claim: an `exactly` request (one alternative) or `firstAvailable` (tried in
+/// order, the first that can be allocated wins).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceRequest {
+    /// `name`.
+    pub name: Arc<str>,
+    /// The alternatives, in order; never empty.
+    pub alternatives: Vec<Subrequest>,
+}
+
+/// What a claim (or a claim template) asks for: `spec.devices.requests`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ClaimSpec {
+    /// The requests, each of which must be allocated.
+    pub requests: Vec<DeviceRequest>,
+}
+
+/// A device, by the names the allocation result uses.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    /// `driver`.
+    pub driver: Sym,
+    /// `pool`.
+    pub pool: Arc<str>,
+    /// `device`.
+    pub device: Arc<str>,
+    /// The node whose own copy of a template's devices this is (`None` for devices published
+    /// in the cluster): every node made from a template has devices of its own.
+    pub node: Option<Sym>,
+}
+
+/// One allocated device of a claim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AllocatedDevice {
+    /// The request (or `request/subrequest`) it satisfies.
+    pub request: Arc<str>,
+    /// The device.
+    pub id: DeviceId,
+    /// Allocated with admin access: not exclusive.
+    pub admin_access: bool,
+}
+
+/// `status.allocation` of a claim.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ClaimAllocation {
+    /// `nodeSelector`: the nodes that reach the devices (`None`: every node).
+    pub node_selector: Option<NodeSelector>,
+    /// `devices.results`.
+    pub devices: Vec<AllocatedDevice>,
+}
+
+/// A ResourceClaim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceClaim {
+    /// Namespace.
+    pub namespace: Sym,
+    /// Name.
+    pub name: Arc<str>,
+    /// What it asks for.
+    pub spec: Arc<ClaimSpec>,
+    /// `status.allocation`.
+    pub allocation: Option<Arc<ClaimAllocation>>,
+    /// `status.reservedFor`: the names of the pods it is reserved for.
+    pub reserved_for: Vec<Arc<str>>,
+    /// Whether it is being deleted.
+    pub deleting: bool,
+}
+
+/// A ResourceClaimTemplate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimTemplate {
+    /// Namespace.
+    pub namespace: Sym,
+    /// Name.
+    pub name: Arc<str>,
+    /// `spec.spec`: what each claim made from it asks for.
+    pub spec: Arc<ClaimSpec>,
+}
+
+/// A DeviceClass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceClass {
+    /// Name.
+    pub name: Arc<str>,
+    /// `spec.selectors[].cel`, all of which a device of the class must match.
+    pub selectors: Vec<CelSelector>,
+    /// `spec.extendedResourceName`, if the class also serves an extended resource.
+    pub extended_resource_name: Option<Arc<str>>,
+}
+
+/// A device attribute's value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AttrValue {
+    /// `bool`.
+    Bool(bool),
+    /// `int`.
+    Int(i64),
+    /// `string`.
+    String(Arc<str>),
+    /// `version` (a semantic version, compared as text here).
+    Version(Arc<str>),
+}
+
+/// A device of a slice.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Device {
+    /// `name`, unique in its pool.
+    pub name: Arc<str>,
+    /// `attributes`, by (possibly qualified) name.
+    pub attributes: Vec<(Arc<str>, AttrValue)>,
+    /// `capacity` values, by (possibly qualified) name.
+    pub capacity: Vec<(Arc<str>, Quantity)>,
+}
+
+/// Which nodes reach a slice's devices.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SliceReach {
+    /// `nodeName`: that node only.
+    Node(Sym),
+    /// `nodeSelector`: the nodes it selects.
+    Selector(NodeSelector),
+    /// `allNodes`.
+    AllNodes,
+}
+
+/// A ResourceSlice.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceSlice {
+    /// Name.
+    pub name: Arc<str>,
+    /// `driver`.
+    pub driver: Sym,
+    /// `pool.name`.
+    pub pool: Arc<str>,
+    /// `pool.generation`.
+    pub generation: i64,
+    /// `pool.resourceSliceCount`.
+    pub slice_count: i64,
+    /// Which nodes reach its devices.
+    pub reach: SliceReach,
+    /// `devices`.
+    pub devices: Vec<Device>,
+}
+
+/// The devices a node template carries: copies of the slices of the node it was made from (or
+/// of those the provider describes), reached by that node only. Node-local devices of a real
+/// node are looked up by its name instead.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NodeDevices {
+    /// The slices, their reach ignored (the carrying node reaches them).
+    pub slices: Vec<Arc<ResourceSlice>>,
+}
+
+/// Where a pod's claim comes from: `spec.resourceClaims[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PodClaimSource {
+    /// `resourceClaimName`: a claim that exists on its own (it may be shared).
+    Claim(Arc<str>),
+    /// `resourceClaimTemplateName`: a claim made for this pod from the template, named in
+    /// `status.resourceClaimStatuses` once the controller created it.
+    Template {
+        /// The template.
+        template: Arc<str>,
+        /// The claim made from it, once created.
+        generated: Option<Arc<str>>,
+    },
+}
+
+/// One entry of a pod's `spec.resourceClaims`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodClaim {
+    /// The entry's name (what containers name in `resources.claims`).
+    pub name: Arc<str>,
+    /// Where the claim comes from.
+    pub source: PodClaimSource,
+}
+
+impl PodClaim {
+    /// The name of the claim this entry stands for: the named claim, the generated one, or
+    /// (not yet created) `<pod>-<entry>`, the name the simulation gives the claim the controller
+    /// is about to make from the template.
+    pub fn claim_name(&self, pod: &str) -> Arc<str> {
+        match &self.source {
+            PodClaimSource::Claim(c) => c.clone(),
+            PodClaimSource::Template {
+                generated: Some(g), ..
+            } => g.clone(),
+            PodClaimSource::Template {
+                generated: None, ..
+            } => Arc::from(format!("{pod}-{}", self.name)),
+        }
+    }
+}
+
+/// The DRA objects of a view.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dra {
+    classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
+    claims: FxHashMap<(Sym, Arc<str>), Arc<ResourceClaim>>,
+    templates: FxHashMap<(Sym, Arc<str>), Arc<ClaimTemplate>>,
+    /// Slices of complete pools reached by one node, by that node.
+    by_node: FxHashMap<Sym, Vec<Arc<ResourceSlice>>>,
+    /// Slices of complete pools reached through a node selector or by every node.
+    shared: Vec<Arc<ResourceSlice>>,
+    /// Devices allocated (exclusively) by the claims' `status.allocation`.
+    allocated: FxHashSet<DeviceId>,
+    /// The API server does not serve the DRA kinds: claims cannot be simulated.
+    unserved: bool,
+    /// Selector results already evaluated (see [`Dra::selector_matches`]).
+    matched: SelectorCache,
+}
+
+/// Results of CEL selectors on devices, by (program, device) identity. Each entry keeps the
+/// selector and the device's slice alive, so an identity cannot be reused by another object
+/// while its entry exists. A clone starts empty; equality ignores it.
+#[derive(Default)]
+struct SelectorCache(std::sync::Mutex<FxHashMap<(usize, usize), CacheEntry>>);
+
+/// A cached result, with the selector and the device's slice it keeps alive.
+type CacheEntry = (Result<bool, Arc<str>>, CelSelector, Arc<ResourceSlice>);
+
+impl Clone for SelectorCache {
+    fn clone(&self) -> Self {
+        SelectorCache::default()
+    }
+}
+
+impl PartialEq for SelectorCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for SelectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SelectorCache")
+    }
+}
+
+/// Most cached selector results: past it the cache is emptied (memory stays bounded whatever
+/// the number of devices and expressions).
+const MAX_CACHED_MATCHES: usize = 1 << 20;
+
+impl Dra {
+    /// No DRA object.
+    pub fn none() -> Arc<Dra> {
+        static NONE: std::sync::LazyLock<Arc<Dra>> = std::sync::LazyLock::new(Arc::default);
+        NONE.clone()
+    }
+
+    /// DRA objects of a cluster whose API server does not serve `resource.k8s.io/v1` (below
+    /// Kubernetes 1.34, or DRA turned off): pods with claims cannot be simulated.
+    pub fn unserved() -> Dra {
+        Dra {
+            unserved: true,
+            ..Dra::default()
+        }
+    }
+
+    /// Whether the cluster serves the DRA kinds (see [`Dra::unserved`]).
+    pub fn is_available(&self) -> bool {
+        !self.unserved
+    }
+
+    /// Whether `device` of `slice` matches `selector`, evaluated once per (selector, device):
+    /// a selector is a pure function of the device, and a decision asks the same question for
+    /// every pending pod of a workload on every node.
+    pub fn selector_matches(
+        &self,
+        selector: &CelSelector,
+        slice: &Arc<ResourceSlice>,
+        device: &Device,
+    ) -> Result<bool, Arc<str>> {
+        let Some(program) = selector.program_id() else {
+            return selector
+                .matches(slice.driver.as_str(), device)
+                .map_err(Arc::from);
+        };
+        let key = (program, std::ptr::from_ref(device) as usize);
+        let mut cache = match self.matched.0.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((result, ..)) = cache.get(&key) {
+            return result.clone();
+        }
+        let result = selector
+            .matches(slice.driver.as_str(), device)
+            .map_err(Arc::from);
+        if cache.len() >= MAX_CACHED_MATCHES {
+            cache.clear();
+        }
+        cache.insert(key, (result.clone(), selector.clone(), slice.clone()));
+        result
+    }
+
+    /// Whether there is no DRA object at all.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+            && self.claims.is_empty()
+            && self.templates.is_empty()
+            && self.by_node.is_empty()
+            && self.shared.is_empty()
+    }
+
+    /// The DeviceClass `name`.
+    pub fn class(&self, name: &str) -> Option<&Arc<DeviceClass>> {
+        self.classes.get(name)
+    }
+
+    /// The ResourceClaim `namespace/name`.
+    pub fn claim(&self, namespace: Sym, name: &Arc<str>) -> Option<&Arc<ResourceClaim>> {
+        self.claims.get(&(namespace, name.clone()))
+    }
+
+    /// The ResourceClaimTemplate `namespace/name`.
+    pub fn template(&self, namespace: Sym, name: &Arc<str>) -> Option<&Arc<ClaimTemplate>> {
+        self.templates.get(&(namespace, name.clone()))
+    }
+
+    /// Every claim.
+    pub fn claims(&self) -> impl Iterator<Item = &Arc<ResourceClaim>> + '_ {
+        self.claims.values()
+    }
+
+    /// The slices whose devices only the node `name` reaches (those of complete pools).
+    pub fn node_slices(&self, name: Sym) -> &[Arc<ResourceSlice>] {
+        self.by_node.get(&name).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The slices reached through a node selector or by every node (complete pools only).
+    pub fn shared_slices(&self) -> &[Arc<ResourceSlice>] {
+        &self.shared
+    }
+
+    /// Whether `id` is allocated exclusively by a claim's `status.allocation`.
+    pub fn is_allocated(&self, id: &DeviceId) -> bool {
+        self.allocated.contains(id)
+    }
+
+    /// Adds (or replaces) a DeviceClass.
+    pub fn insert_class(&mut self, class: DeviceClass) {
+        self.classes.insert(class.name.clone(), Arc::new(class));
+    }
+
+    /// Adds (or replaces) a claim, with its allocated devices.
+    pub fn insert_claim(&mut self, claim: ResourceClaim) {
+        if let Some(old) = self.claims.get(&(claim.namespace, claim.name.clone())) {
+            for d in old.allocation.iter().flat_map(|a| &a.devices) {
+                self.allocated.remove(&d.id);
+            }
+        }
+        for d in claim.allocation.iter().flat_map(|a| &a.devices) {
+            if !d.admin_access {
+                self.allocated.insert(d.id.clone());
+            }
+        }
+        self.claims
+            .insert((claim.namespace, claim.name.clone()), Arc::new(claim));
+    }
+
+    /// Adds (or replaces) a claim template.
+    pub fn insert_template(&mut self, template: ClaimTemplate) {
+        self.templates.insert(
+            (template.namespace, template.name.clone()),
+            Arc::new(template),
+        );
+    }
+
+    /// Sets the slices, keeping those of complete pools at their newest generation.
+    pub fn set_slices(&mut self, slices: Vec<ResourceSlice>) {
+        // (driver, pool) -> (newest generation, slices of it seen, count they promise)
+        let mut pools: FxHashMap<(Sym, Arc<str>), (i64, i64, i64)> = FxHashMap::default();
+        for s in &slices {
+            let e =
+                pools
+                    .entry((s.driver, s.pool.clone()))
+                    .or_insert((s.generation, 0, s.slice_count));
+            if s.generation > e.0 {
+                *e = (s.generation, 0, s.slice_count);
+            }
+            if s.generation == e.0 {
+                e.1 += 1;
+            }
+        }
+        self.by_node.clear();
+        self.shared.clear();
+        for s in slices {
+            let Some(&(generation, seen, count)) = pools.get(&(s.driver, s.pool.clone())) else {
+                continue;
+            };
+            if s.generation != generation || seen < count {
+                continue;
+            }
+            match s.reach {
+                SliceReach::Node(n) => self.by_node.entry(n).or_default().push(Arc::new(s)),
+                _ => self.shared.push(Arc::new(s)),
+            }
+        }
+    }
+
+    /// Reads the DRA kinds of `store`; objects that do not convert are returned as errors.
+    pub fn from_store(store: &ObjectStore) -> (Dra, Vec<ObjectError>) {
+        let mut out = Dra::default();
+        let mut errors = Vec::new();
+        read::<resource::DeviceClass, _>(store, "DeviceClass", &mut errors, |k, o| {
+            out.insert_class(class_from_k8s(k, o)?);
+            Ok(())
+        });
+        read::<resource::ResourceClaim, _>(store, "ResourceClaim", &mut errors, |k, o| {
+            out.insert_claim(claim_from_k8s(k, o)?);
+            Ok(())
+        });
+        read::<resource::ResourceClaimTemplate, _>(
+            store,
+            "ResourceClaimTemplate",
+            &mut errors,
+            |k, o| {
+                out.insert_template(template_from_k8s(k, o)?);
+                Ok(())
+            },
+        );
+        let mut slices = Vec::new();
+        read::<resource::ResourceSlice, _>(store, "ResourceSlice", &mut errors, |k, o| {
+            slices.push(slice_from_k8s(k, o)?);
+            Ok(())
+        });
+        out.set_slices(slices);
+        (out, errors)
+    }
+}
+
+fn read<T: serde::de::DeserializeOwned, F>(
+    store: &ObjectStore,
+    kind: &str,
+    errors: &mut Vec<ObjectError>,
+    mut convert: F,
+) where
+    F: FnMut(&ObjectKey, &T) -> Result<(), ModelError>,
+{
+    for (key, value) in store.list(DRA_GROUP, kind) {
+        let result = typed::<T>(value).and_then(|o| convert(key, &o).map_err(|e| e.detail()));
+        if let Err(error) = result {
+            errors.push(ObjectError {
+                key: key.clone(),
+                error,
+            });
+        }
+    }
+}
+
+fn invalid(object: &str, field: &str, value: &str, why: &str) -> ModelError {
+    ModelError::Invalid {
+        object: object.to_string(),
+        field: field.to_string(),
+        value: value.to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// Refuses a list longer than `max` at `field`.
+fn bounded<T>(object: &str, field: &str, list: &[T], max: usize) -> Result<(), ModelError> {
+    if list.len() > max {
+        return Err(invalid(
+            object,
+            field,
+            &format!("{} entries", list.len()),
+            &format!("must have at most {max} entries"),
+        ));
+    }
+    Ok(())
+}
+
+fn selectors(
+    object: &str,
+    field: &str,
+    list: Option<&Vec<resource::DeviceSelector>>,
+) -> Result<Vec<CelSelector>, ModelError> {
+    let list = list.map_or(&[][..], |l| l.as_slice());
+    bounded(object, field, list, MAX_REQUESTS)?;
+    // A selector without `cel` selects every device (no other kind of selector exists yet).
+    Ok(list
+        .iter()
+        .filter_map(|s| s.cel.as_ref())
+        .map(|c| CelSelector::compile(&c.expression))
+        .collect())
+}
+
+fn mode(
+    object: &str,
+    field: &str,
+    mode: Option<&str>,
+    count: Option<i64>,
+) -> Result<AllocationMode, ModelError> {
+    match mode.unwrap_or("ExactCount") {
+        "ExactCount" => {
+            let n = count.unwrap_or(1);
+            match u32::try_from(n) {
+                Ok(n) if (1..=MAX_COUNT).contains(&n) => Ok(AllocationMode::ExactCount(n)),
+                _ => Err(invalid(
+                    object,
+                    &format!("{field}.count"),
+                    &n.to_string(),
+                    &format!("must be between 1 and {MAX_COUNT}"),
+                )),
+            }
+        }
+        "All" => Ok(AllocationMode::All),
+        other => Err(invalid(
+            object,
+            &format!("{field}.allocationMode"),
+            other,
+            "must be ExactCount or All",
+        )),
+    }
+}
+
+/// `spec.devices` of a claim or template, at `path`.
+fn claim_spec(
+    object: &str,
+    path: &str,
+    devices: Option<&resource::DeviceClaim>,
+) -> Result<ClaimSpec, ModelError> {
+    let requests = devices.and_then(|d| d.requests.as_ref());
+    let requests = requests.map_or(&[][..], |r| r.as_slice());
+    let field = format!("{path}.requests");
+    bounded(object, &field, requests, MAX_REQUESTS)?;
+    let mut out = Vec::with_capacity(requests.len());
+    for (i, r) in requests.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let mut alternatives = Vec::new();
+        if let Some(e) = r.exactly.as_ref() {
+            let at = format!("{at}.exactly");
+            alternatives.push(Subrequest {
+                name: Arc::from(r.name.as_str()),
+                class: Arc::from(e.device_class_name.as_str()),
+                selectors: selectors(object, &format!("{at}.selectors"), e.selectors.as_ref())?,
+                mode: mode(object, &at, e.allocation_mode.as_deref(), e.count)?,
+                admin_access: e.admin_access.unwrap_or(false),
+            });
+        } else if let Some(subs) = r.first_available.as_ref() {
+            let at = format!("{at}.firstAvailable");
+            bounded(object, &at, subs, MAX_REQUESTS)?;
+            for (j, s) in subs.iter().enumerate() {
+                let at = format!("{at}[{j}]");
+                alternatives.push(Subrequest {
+                    name: Arc::from(format!("{}/{}", r.name, s.name)),
+                    class: Arc::from(s.device_class_name.as_str()),
+                    selectors: selectors(object, &format!("{at}.selectors"), s.selectors.as_ref())?,
+                    mode: mode(object, &at, s.allocation_mode.as_deref(), s.count)?,
+                    admin_access: false,
+                });
+            }
+        }
+        if alternatives.is_empty() {
+            return Err(ModelError::Missing {
+                object: object.to_string(),
+                field: format!("{at}.exactly"),
+            });
+        }
+        out.push(DeviceRequest {
+            name: Arc::from(r.name.as_str()),
+            alternatives,
+        });
+    }
+    Ok(ClaimSpec { requests: out })
+}
+
+fn class_from_k8s(key: &ObjectKey, o: &resource::DeviceClass) -> Result<DeviceClass, ModelError> {
+    let object = format!("DeviceClass {}", key.name);
+    Ok(DeviceClass {
+        name: Arc::from(key.name.as_str()),
+        selectors: selectors(&object, "spec.selectors", o.spec.selectors.as_ref())?,
+        extended_resource_name: o.spec.extended_resource_name.as_deref().map(Arc::from),
+    })
+}
+
+fn template_from_k8s(
+    key: &ObjectKey,
+    o: &resource::ResourceClaimTemplate,
+) -> Result<ClaimTemplate, ModelError> {
+    let object = format!("ResourceClaimTemplate {}/{}", key.namespace, key.name);
+    Ok(ClaimTemplate {
+        namespace: Sym::new(&key.namespace),
+        name: Arc::from(key.name.as_str()),
+        spec: Arc::new(claim_spec(
+            &object,
+            "spec.spec.devices",
+            o.spec.spec.devices.as_ref(),
+        )?),
+    })
+}
+
+fn claim_from_k8s(
+    key: &ObjectKey,
+    o: &resource::ResourceClaim,
+) -> Result<ResourceClaim, ModelError> {
+    let object = format!("ResourceClaim {}/{}", key.namespace, key.name);
+    let spec = claim_spec(&object, "spec.devices", o.spec.devices.as_ref())?;
+    let status = o.status.as_ref();
+    let allocation = match status.and_then(|s| s.allocation.as_ref()) {
+        None => None,
+        Some(a) => {
+            let node_selector = match a.node_selector.as_ref() {
+                None => None,
+                Some(s) => Some(node_selector(&object, "status.allocation.nodeSelector", s)?),
+            };
+            let results = a.devices.as_ref().and_then(|d| d.results.as_ref());
+            let results = results.map_or(&[][..], |r| r.as_slice());
+            bounded(
+                &object,
+                "status.allocation.devices.results",
+                results,
+                MAX_DEVICES,
+            )?;
+            let devices = results
+                .iter()
+                .map(|r| AllocatedDevice {
+                    request: Arc::from(r.request.as_str()),
+                    id: DeviceId {
+                        driver: Sym::new(&r.driver),
+                        pool: Arc::from(r.pool.as_str()),
+                        device: Arc::from(r.device.as_str()),
+                        node: None,
+                    },
+                    admin_access: r.admin_access.unwrap_or(false),
+                })
+                .collect();
+            Some(Arc::new(ClaimAllocation {
+                node_selector,
+                devices,
+            }))
+        }
+    };
+    let reserved = status.and_then(|s| s.reserved_for.as_ref());
+    let reserved = reserved.map_or(&[][..], |r| r.as_slice());
+    bounded(&object, "status.reservedFor", reserved, MAX_RESERVED_FOR)?;
+    Ok(ResourceClaim {
+        namespace: Sym::new(&key.namespace),
+        name: Arc::from(key.name.as_str()),
+        spec: Arc::new(spec),
+        allocation,
+        reserved_for: reserved
+            .iter()
+            .filter(|r| r.resource == "pods")
+            .map(|r| Arc::from(r.name.as_str()))
+            .collect(),
+        deleting: o.metadata.deletion_timestamp.is_some(),
+    })
+}
+
+fn slice_from_k8s(
+    key: &ObjectKey,
+    o: &resource::ResourceSlice,
+) -> Result<ResourceSlice, ModelError> {
+    let object = format!("ResourceSlice {}", key.name);
+    let spec = &o.spec;
+    let reach = match (
+        spec.node_name.as_deref().filter(|n| !n.is_empty()),
+        spec.node_selector.as_ref(),
+        spec.all_nodes.unwrap_or(false),
+    ) {
+        (Some(n), None, false) => SliceReach::Node(Sym::new(n)),
+        (None, Some(s), false) => {
+            SliceReach::Selector(node_selector(&object, "spec.nodeSelector", s)?)
+        }
+        (None, None, true) => SliceReach::AllNodes,
+        (None, None, false) if spec.per_device_node_selection == Some(true) => {
+            return Err(invalid(
+                &object,
+                "spec.perDeviceNodeSelection",
+                "true",
+                "per-device node selection is not supported",
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                &object,
+                "spec.nodeName",
+                spec.node_name.as_deref().unwrap_or(""),
+                "exactly one of nodeName, nodeSelector, allNodes must be set",
+            ));
+        }
+    };
+    let devices = spec.devices.as_ref().map_or(&[][..], |d| d.as_slice());
+    bounded(&object, "spec.devices", devices, MAX_DEVICES)?;
+    let mut out = Vec::with_capacity(devices.len());
+    for (i, d) in devices.iter().enumerate() {
+        out.push(device_from_k8s(&object, &format!("spec.devices[{i}]"), d)?);
+    }
+    Ok(ResourceSlice {
+        name: Arc::from(key.name.as_str()),
+        driver: Sym::new(&spec.driver),
+        pool: Arc::from(spec.pool.name.as_str()),
+        generation: spec.pool.generation,
+        slice_count: spec.pool.resource_slice_count.max(1),
+        reach,
+        devices: out,
+    })
+}
+
+fn device_from_k8s(object: &str, path: &str, d: &resource::Device) -> Result<Device, ModelError> {
+    let attributes = d.attributes.as_ref();
+    let capacity = d.capacity.as_ref();
+    let entries = attributes.map_or(0, |a| a.len()) + capacity.map_or(0, |c| c.len());
+    if entries > cel::MAX_DEVICE_ENTRIES {
+        return Err(invalid(
+            object,
+            &format!("{path}.attributes"),
+            &format!("{entries} attributes and capacities"),
+            &format!("must have at most {} together", cel::MAX_DEVICE_ENTRIES),
+        ));
+    }
+    let mut attrs = Vec::new();
+    for (name, a) in attributes.into_iter().flatten() {
+        let value = match (a.bool, a.int, a.string.as_deref(), a.version.as_deref()) {
+            (Some(b), None, None, None) => AttrValue::Bool(b),
+            (None, Some(i), None, None) => AttrValue::Int(i),
+            (None, None, Some(s), None) => AttrValue::String(Arc::from(s)),
+            (None, None, None, Some(v)) => AttrValue::Version(Arc::from(v)),
+            _ => {
+                return Err(invalid(
+                    object,
+                    &format!("{path}.attributes[{name}]"),
+                    "",
+                    "exactly one of bool, int, string, version must be set",
+                ));
+            }
+        };
+        attrs.push((Arc::from(name.as_str()), value));
+    }
+    let mut caps = Vec::new();
+    for (name, c) in capacity.into_iter().flatten() {
+        let q = c
+            .value
+            .0
+            .trim()
+            .parse::<Quantity>()
+            .map_err(|error| ModelError::Quantity {
+                object: object.to_string(),
+                field: format!("{path}.capacity[{name}].value"),
+                error,
+            })?;
+        caps.push((Arc::from(name.as_str()), q));
+    }
+    Ok(Device {
+        name: Arc::from(d.name.as_str()),
+        attributes: attrs,
+        capacity: caps,
+    })
+}
+
+/// The claims a pod names: `spec.resourceClaims`, with the generated names of
+/// `status.resourceClaimStatuses`. `object` names the pod in errors.
+pub(crate) fn pod_claims(object: &str, pod: &core::Pod) -> Result<Vec<PodClaim>, ModelError> {
+    let Some(list) = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    bounded(object, "spec.resourceClaims", list, MAX_REQUESTS)?;
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref());
+    let mut out = Vec::with_capacity(list.len());
+    for (i, c) in list.iter().enumerate() {
+        let source = match (
+            c.resource_claim_name.as_deref(),
+            c.resource_claim_template_name.as_deref(),
+        ) {
+            (Some(n), None) => PodClaimSource::Claim(Arc::from(n)),
+            (None, Some(t)) => PodClaimSource::Template {
+                template: Arc::from(t),
+                generated: statuses
+                    .into_iter()
+                    .flatten()
+                    .find(|s| s.name == c.name)
+                    .and_then(|s| s.resource_claim_name.as_deref())
+                    .map(Arc::from),
+            },
+            _ => {
+                return Err(invalid(
+                    object,
+                    &format!("spec.resourceClaims[{i}]"),
+                    &c.name,
+                    "exactly one of resourceClaimName and resourceClaimTemplateName must be set",
+                ));
+            }
+        };
+        out.push(PodClaim {
+            name: Arc::from(c.name.as_str()),
+            source,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(yaml: &str) -> ObjectStore {
+        let mut s = ObjectStore::new();
+        s.load_yaml(yaml).expect("valid yaml");
+        s
+    }
+
+    const SLICES: &str = "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes: {model: {string: a100}, example.com/numa: {int: 0}}
+    capacity: {memory: {value: 40Gi}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n2-gpu-old}
+spec:
+  driver: gpu.example.com
+  nodeName: n2
+  pool: {name: n2, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n2-gpu-a}
+spec:
+  driver: gpu.example.com
+  nodeName: n2
+  pool: {name: n2, generation: 2, resourceSliceCount: 2}
+  devices: [{name: gpu-1}]
+";
+
+    #[test]
+    fn slices_of_incomplete_pools_and_older_generations_offer_nothing() {
+        let (dra, errors) = Dra::from_store(&store(SLICES));
+        assert!(errors.is_empty(), "{errors:?}");
+        let n1 = dra.node_slices(Sym::new("n1"));
+        assert_eq!(n1.len(), 1);
+        assert_eq!(n1[0].devices[0].capacity[0].1, "40Gi".parse().unwrap());
+        assert_eq!(
+            n1[0].devices[0].attributes,
+            [
+                (Arc::from("example.com/numa"), AttrValue::Int(0)),
+                (Arc::from("model"), AttrValue::String(Arc::from("a100")))
+            ]
+        );
+        // Generation 2 promises two slices and one is published: incomplete, and the older
+        // generation no longer counts.
+        assert!(dra.node_slices(Sym::new("n2")).is_empty());
+    }
+
+    #[test]
+    fn claims_templates_and_classes_convert_with_their_requests() {
+        let (dra, errors) = Dra::from_store(&store(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors: [{cel: {expression: \"device.driver == 'gpu.example.com'\"}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        firstAvailable:
+        - {name: big, deviceClassName: gpu.example.com, count: 2}
+        - {name: any, deviceClassName: gpu.example.com, allocationMode: All}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared, namespace: ml}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: n1, device: gpu-0}]
+    nodeSelector:
+      nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n1]}]}]
+  reservedFor: [{resource: pods, name: p1, uid: u1}]
+",
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        let class = dra.class("gpu.example.com").unwrap();
+        assert_eq!(class.selectors.len(), 1);
+        let t = dra.template(Sym::new("ml"), &Arc::from("one-gpu")).unwrap();
+        let alts = &t.spec.requests[0].alternatives;
+        assert_eq!(&*alts[0].name, "gpu/big");
+        assert_eq!(alts[0].mode, AllocationMode::ExactCount(2));
+        assert_eq!(alts[1].mode, AllocationMode::All);
+        let c = dra.claim(Sym::new("ml"), &Arc::from("shared")).unwrap();
+        assert_eq!(&*c.reserved_for[0], "p1");
+        let id = &c.allocation.as_ref().unwrap().devices[0].id;
+        assert!(dra.is_allocated(id));
+    }
+
+    #[test]
+    fn malformed_objects_are_errors_naming_the_field() {
+        let (_, errors) = Dra::from_store(&store(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c, namespace: ml}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: g, count: 0}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: s}
+spec:
+  driver: d
+  nodeName: n1
+  allNodes: true
+  pool: {name: p, generation: 1, resourceSliceCount: 1}
+",
+        ));
+        let texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(
+            texts[0].contains("spec.devices.requests[0].exactly.count"),
+            "{texts:?}"
+        );
+        assert!(texts[1].contains("spec.nodeName"), "{texts:?}");
+    }
+}
