@@ -11,6 +11,7 @@
 //!
 //! Nothing here decides what to do; it never performs I/O and never reads a clock.
 
+pub mod capacity_buffer;
 pub mod convert;
 pub mod daemonset;
 pub mod duration;
@@ -22,6 +23,7 @@ pub mod node_group;
 pub mod objects;
 pub mod pdb;
 pub mod pod;
+pub mod provisioning_request;
 pub mod quantity;
 pub(crate) mod recent;
 pub mod resources;
