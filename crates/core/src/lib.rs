@@ -46,6 +46,7 @@ pub mod cluster_state;
 pub mod model;
 pub mod names;
 pub mod outcome;
+pub mod provisioning;
 pub mod safety;
 pub mod scale_down;
 pub mod scale_up;
