@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bounded_file;
+mod capacity;
 mod config;
 mod credentials;
 mod exec_plugin;

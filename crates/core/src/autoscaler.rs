@@ -477,6 +477,9 @@ pub struct AutoscalerOptions {
     pub seed: u64,
     /// Cluster state: provision and startup times, health thresholds, backoff.
     pub cluster_state: ClusterStateOptions,
+    /// ProvisioningRequests and CapacityBuffers (off by default); the shell decides them with
+    /// [`crate::provisioning::decide`] before the loop.
+    pub capacity: crate::provisioning::CapacityOptions,
 }
 
 /// What one loop decided.

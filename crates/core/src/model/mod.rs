@@ -12,6 +12,7 @@
 //! Nothing here decides what to do; it never performs I/O and never reads a clock.
 
 pub mod capacity_buffer;
+pub mod capacity_objects;
 pub mod convert;
 pub mod daemonset;
 pub mod duration;
