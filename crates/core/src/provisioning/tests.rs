@@ -676,3 +676,176 @@ fn buffer_pods_drive_scale_up_and_yield_to_real_pods() {
     assert_eq!(up.result.total_nodes(), 1, "{:?}", up.result);
     assert_eq!(&*up.result.triggered[0].name, "capacitybuffer-headroom-1");
 }
+
+mod properties {
+    //! The safety invariants with requests in random worlds: an atomic scale-up is whole or
+    //! nothing and within every group's max; check-capacity never grows anything; a booking
+    //! never holds its room past the booking time; the booked pods fit where they are placed.
+
+    use super::*;
+    use crate::model::node_group::CloudProvider;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        /// Per existing node: CPU millicores free.
+        free: Vec<i64>,
+        /// Group max size above its current size.
+        headroom: usize,
+        /// Per request: class (true: atomic), pod count, pod CPU millicores, provisioned.
+        requests: Vec<(bool, u32, i64, Option<i64>)>,
+        /// Decision time after T0, in minutes.
+        minutes: i64,
+    }
+
+    fn arb_case() -> impl Strategy<Value = Case> {
+        (
+            prop::collection::vec(0i64..=4000, 0..5),
+            0usize..8,
+            prop::collection::vec(
+                (
+                    any::<bool>(),
+                    1u32..10,
+                    prop::sample::select(vec![500i64, 1000, 2000, 3000, 5000]),
+                    prop::option::of(0i64..30),
+                ),
+                1..5,
+            ),
+            0i64..40,
+        )
+            .prop_map(|(free, headroom, requests, minutes)| Case {
+                free,
+                headroom,
+                requests,
+                minutes,
+            })
+    }
+
+    fn world(case: &Case) -> World {
+        let nodes: Vec<Arc<Node>> = (0..case.free.len())
+            .map(|i| node(&format!("n{i}"), 4000, 0))
+            .collect();
+        let pods = case
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f < 4000)
+            .map(|(i, f)| {
+                PodBuilder::new(&format!("used-{i}"), 4000 - f, GI)
+                    .owner("ReplicaSet", "web")
+                    .node_name(&format!("n{i}"))
+                    .arc()
+            })
+            .collect();
+        let refs: Vec<&Arc<Node>> = nodes.iter().collect();
+        let g = group(
+            "ng",
+            &refs,
+            0,
+            nodes.len() + case.headroom,
+            node("tmpl", 4000, 0),
+        );
+        World {
+            nodes,
+            pods,
+            provider: StaticProvider::new(vec![g]),
+            template: template("1", None),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: crate::testing::fuzz_cases(200),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn requests_keep_the_safety_invariants(case in arb_case()) {
+            let mut w = world(&case);
+            let now = T0 + case.minutes * MIN;
+            let mut requests = Vec::new();
+            for (i, (atomic, count, cpu, provisioned)) in case.requests.iter().enumerate() {
+                let class = if *atomic { CLASS_BEST_EFFORT_ATOMIC } else { CLASS_CHECK_CAPACITY };
+                let conditions = match provisioned {
+                    Some(m) => json!([condition("Provisioned", "True", T0 + m * MIN)]),
+                    None => json!([]),
+                };
+                let mut r = request(&format!("r{i}"), class, *count, conditions);
+                r.pod_sets[0].template = format!("t{i}").into();
+                requests.push((r, *cpu));
+            }
+            // One template per request, with the request's pod size.
+            let templates: Vec<api::PodTemplate> = requests
+                .iter()
+                .map(|(_, cpu)| template(&format!("{cpu}m"), None))
+                .collect();
+            let reqs: Vec<ProvisioningRequest> = requests.iter().map(|(r, _)| r.clone()).collect();
+            let view = ClusterView::of(&w.nodes, &w.pods, &w.provider);
+            let lookup = |_: &str, n: &str| {
+                n.strip_prefix('t')
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| templates.get(i))
+            };
+            let input = RequestsInput {
+                view: &view,
+                template: &lookup,
+                config: &ScaleUpConfig::default(),
+                blocked: &|_, _| None,
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(1);
+            let d = Requests::default().decide(&reqs, &input, &on(), now, &mut rng, &mut Unlimited);
+
+            // At most one request is taken up, and only it may carry a scale-up.
+            let taken = d.writes.iter().filter(|w| w.set.contains(&ConditionType::Accepted)).count();
+            prop_assert!(taken <= 1);
+            if let Some(up) = &d.scale_up {
+                let write = d.writes.iter().find(|w| w.set.contains(&ConditionType::Accepted)).unwrap();
+                let r = reqs.iter().find(|r| r.name == write.name).unwrap();
+                prop_assert_eq!(&*r.class, CLASS_BEST_EFFORT_ATOMIC, "check-capacity never scales up");
+                // Whole: every pod of the request is helped.
+                let helped = up.fit_existing.len() + up.result.triggered.len();
+                prop_assert_eq!(helped as u64, r.pod_count());
+                prop_assert!(up.result.no_scale_up.is_empty());
+                for inc in &up.result.increases {
+                    let g = &w.provider.node_groups()[inc.index];
+                    prop_assert!(inc.new_target <= g.max_size, "{:?} beyond max {}", inc, g.max_size);
+                }
+                let c = write.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned).unwrap();
+                prop_assert_eq!(c.status, ConditionStatus::True);
+            }
+            // A request whose Provisioned is False this loop grew nothing.
+            for wr in &d.writes {
+                let p = wr.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned);
+                if wr.set.contains(&ConditionType::Provisioned)
+                    && p.is_some_and(|c| c.status == ConditionStatus::False)
+                {
+                    prop_assert!(d.scale_up.is_none());
+                }
+            }
+            // No booking outlives the booking time: a request provisioned more than 10 minutes
+            // ago holds no pod and gets BookingExpired.
+            for (r, _) in &requests {
+                let p = r.condition(ConditionType::Provisioned);
+                let expired = p.is_some_and(|c| c.last_transition_ms + BOOKING_MS < now);
+                let holds = d.booked.iter().any(|b| {
+                    b.annotation(CONSUME_ANNOTATION) == Some(&*r.name)
+                });
+                if expired {
+                    prop_assert!(!holds, "{} holds room past its booking", r.name);
+                    let wr = d.writes.iter().find(|w| w.name == r.name).unwrap();
+                    prop_assert!(wr.set.contains(&ConditionType::BookingExpired));
+                }
+            }
+            // The booked pods fit together where they are placed: the view with them builds
+            // without a refused pod and no node is over its allocatable CPU.
+            w.pods = d.pods_for_loop(&w.pods);
+            let mut warnings = Vec::new();
+            let view = ClusterView::of(&w.nodes, &w.pods, &w.provider);
+            let snapshot = crate::autoscaler::build_snapshot(&view, &mut warnings);
+            prop_assert!(warnings.is_empty(), "{:?}", warnings);
+            for (_, info) in snapshot.nodes() {
+                prop_assert!(info.requested.cpu <= info.node.allocatable.cpu);
+            }
+        }
+    }
+}
