@@ -19,6 +19,9 @@ use crate::model::objects::{ObjectError, typed};
 use crate::model::provisioning_request::{self, GROUP, ProvisioningRequest};
 use crate::model::store::ObjectStore;
 
+/// A workload's identity: namespace, API group, kind, name.
+pub type WorkloadKey = (String, String, String, String);
+
 /// The capacity-on-request objects of a store.
 #[derive(Clone, Debug, Default)]
 pub struct CapacityObjects {
@@ -29,7 +32,7 @@ pub struct CapacityObjects {
     /// PodTemplates by (namespace, name).
     pub templates: BTreeMap<(String, String), api::PodTemplate>,
     /// Pod templates and replicas of workloads, by (namespace, apiGroup, kind, name).
-    pub workloads: BTreeMap<(String, String, String, String), (api::PodTemplateSpec, Option<u32>)>,
+    pub workloads: BTreeMap<WorkloadKey, (api::PodTemplateSpec, Option<u32>)>,
 }
 
 impl CapacityObjects {
