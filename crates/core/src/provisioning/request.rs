@@ -471,8 +471,14 @@ impl Requests {
             );
             if &*r.class == CLASS_BEST_EFFORT_ATOMIC {
                 let verdict = self::atomic(&mut snapshot, input, pods, now_ms, rng, budget);
+                // The pods that fit existing nodes hold that room from this loop on, as the
+                // booking will in the next ones (so no pending pod counts on it meanwhile).
+                if let Atomic::Fits(fit) | Atomic::ScaleUp(_, fit) = &verdict {
+                    let placed = place_on_existing(&mut snapshot, fit.clone()).placed;
+                    out.booked.extend(bound(&snapshot, placed));
+                }
                 match verdict {
-                    Atomic::Fits => {
+                    Atomic::Fits(_) => {
                         w.set(
                             ConditionType::Provisioned,
                             ConditionStatus::True,
@@ -482,7 +488,7 @@ impl Requests {
                         );
                         w.verdict = Some(Verdict::Fits);
                     }
-                    Atomic::ScaleUp(d) => {
+                    Atomic::ScaleUp(d, _) => {
                         w.set(
                             ConditionType::Provisioned,
                             ConditionStatus::True,
@@ -610,8 +616,10 @@ pub fn check_capacity(
 
 /// What best-effort-atomic decided.
 enum Atomic {
-    Fits,
-    ScaleUp(Box<ScaleUpDecision>),
+    /// All pods fit existing or upcoming nodes (these).
+    Fits(Vec<Arc<Pod>>),
+    /// The scale-up, and the pods that fit existing or upcoming nodes.
+    ScaleUp(Box<ScaleUpDecision>, Vec<Arc<Pod>>),
     NotFound(String),
 }
 
@@ -641,10 +649,11 @@ fn atomic(
     );
     let helped = d.fit_existing.len() + d.result.triggered.len();
     if d.set_aside.is_empty() && d.result.no_scale_up.is_empty() && helped == total {
+        let fit = d.fit_existing.clone();
         if d.result.increases.is_empty() {
-            return Atomic::Fits;
+            return Atomic::Fits(fit);
         }
-        return Atomic::ScaleUp(Box::new(d));
+        return Atomic::ScaleUp(Box::new(d), fit);
     }
     let mut why = format!("only {helped} of {total} pods could be helped");
     if let Some(n) = d.result.no_scale_up.first() {

@@ -541,6 +541,13 @@ fn an_atomic_request_that_fits_the_cluster_is_provisioned_without_a_scale_up() {
     assert!(d.scale_up.is_none());
     let p = cond(write_for(&d, "job"), ConditionType::Provisioned);
     assert_eq!(p.reason, "CapacityIsFound");
+    // Its pods hold n2's room from this loop on, as check-capacity's do.
+    let held: Vec<&str> = d
+        .booked
+        .iter()
+        .map(|p| p.node_name.unwrap().as_str())
+        .collect();
+    assert_eq!(held, ["n2", "n2"]);
 }
 
 fn buffer(spec: Value) -> CapacityBuffer {
