@@ -7,10 +7,10 @@
 //! and reports are [`crate::Actuation`]'s. It never reads a clock (times are given) and never
 //! carries anything out.
 
-use autoscaler_core::NodeGroupId;
-use autoscaler_core::Sym;
 use autoscaler_core::{ActionError, ErrorClass};
 use autoscaler_core::{PodEviction, PodRef};
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Sym;
 
 use crate::effect::Ticket;
 use crate::hold::Hold;

@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use autoscaler_clusterapi::{ObjectChange, ProviderError};
-use autoscaler_core::NodeGroupId;
-use autoscaler_core::Pod;
 use autoscaler_core::PodRef;
-use autoscaler_core::Sym;
-use autoscaler_core::Taint;
 use autoscaler_core::{ActionError, ErrorClass, Outcome};
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
+use autoscaler_model::Taint;
 
 /// Names one effect, so that its reply finds what it was for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

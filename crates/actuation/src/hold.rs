@@ -7,8 +7,8 @@
 //! It only keeps times and answers whether to go on; it never reads a clock nor the cluster
 //! (the caller says whether an annotation is present).
 
-use autoscaler_core::Node;
-use autoscaler_core::names::DELAY_DELETION_ANNOTATION_PREFIX;
+use autoscaler_model::DELAY_DELETION_ANNOTATION_PREFIX;
+use autoscaler_model::Node;
 
 /// How often a held deletion looks at the node's annotations again (upstream polls every 5 s).
 pub(crate) const POLL_MS: i64 = 5_000;

@@ -14,9 +14,9 @@ use autoscaler_clusterapi::{ClusterApiProvider, ObjectChange, ProviderError};
 use autoscaler_core::Action;
 use autoscaler_core::ActionError;
 use autoscaler_core::InFlight;
-use autoscaler_core::Node;
-use autoscaler_core::NodeGroupId;
-use autoscaler_core::Sym;
+use autoscaler_model::Node;
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Sym;
 use rustc_hash::FxHashMap;
 
 use crate::drain::{Drain, Next, Phase};
@@ -27,7 +27,7 @@ use crate::hold::{Hold, Release, delays_deletion};
 use crate::informer::{ClusterLookup, blocking_pods};
 use crate::stale_mark::StaleMarks;
 use autoscaler_core::PodRef;
-use autoscaler_core::names::TO_BE_DELETED_TAINT;
+use autoscaler_model::TO_BE_DELETED_TAINT;
 
 /// How actions are carried out over time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -856,10 +856,10 @@ mod tests {
     use super::*;
     use crate::informer::{Informer, InformerLookup};
     use autoscaler_clusterapi::ClusterApiConfig;
-    use autoscaler_core::ObjectStore;
-    use autoscaler_core::model::store::ObjectKey;
     use autoscaler_core::{ErrorClass, Outcome};
     use autoscaler_core::{PodEviction, PodRef};
+    use autoscaler_model::ObjectKey;
+    use autoscaler_model::ObjectStore;
     use std::sync::Arc;
 
     const SNAPSHOT: &str = include_str!("../../cluster-autoscaler/examples/snapshot.yaml");
@@ -1314,11 +1314,11 @@ mod tests {
         f.gone("web-2");
         let hard = Action::AddTaint {
             node: Sym::new("general-b"),
-            taint: autoscaler_core::actions::to_be_deleted_taint(0),
+            taint: autoscaler_core::to_be_deleted_taint(0),
         };
         let soft = Action::AddTaint {
             node: Sym::new("general-b"),
-            taint: autoscaler_core::actions::deletion_candidate_taint(0),
+            taint: autoscaler_core::deletion_candidate_taint(0),
         };
         let options = ActuationOptions::default()
             .node_delete_delay_after_taint(Duration::ZERO)
@@ -1446,7 +1446,7 @@ mod tests {
     }
 
     /// A pod object bound to `node`, owned by `owner` (kind), in `phase`.
-    fn bound_pod(name: &str, node: &str, owner: &str, phase: &str) -> Arc<autoscaler_core::Pod> {
+    fn bound_pod(name: &str, node: &str, owner: &str, phase: &str) -> Arc<autoscaler_model::Pod> {
         let mut pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "uid": name,
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner,

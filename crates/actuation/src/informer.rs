@@ -13,18 +13,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider, DiscoveryCache};
-use autoscaler_core::Node;
-use autoscaler_core::ObjectStore;
-use autoscaler_core::Pod;
 use autoscaler_core::PodRef;
-use autoscaler_core::Sym;
-use autoscaler_core::model::objects::{ClusterObjects, read_objects_but_storage};
-use autoscaler_core::model::storage::Storage;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::names::MIRROR_POD_ANNOTATION;
-use autoscaler_core::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
-use autoscaler_core::scale_down::drain::is_expendable;
-use autoscaler_core::scale_up::pending::is_unschedulable;
+use autoscaler_core::is_expendable;
+use autoscaler_core::is_unschedulable;
+use autoscaler_model::MIRROR_POD_ANNOTATION;
+use autoscaler_model::Node;
+use autoscaler_model::ObjectKey;
+use autoscaler_model::ObjectStore;
+use autoscaler_model::Pod;
+use autoscaler_model::Storage;
+use autoscaler_model::Sym;
+use autoscaler_model::{ClusterObjects, read_objects_but_storage};
+use autoscaler_model::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 use k8s_openapi::api::core::v1 as api;
 use serde::Deserialize;
 use serde_json::Value;
@@ -900,7 +900,7 @@ mod tests {
     /// The informer's provider equals a fresh discovery of its objects: groups, resources and
     /// the group of every Node.
     fn assert_as_fresh(inf: &mut Informer, config: &ClusterApiConfig, step: &str) {
-        use autoscaler_core::CloudProvider;
+        use autoscaler_model::CloudProvider;
         let held = inf.provider(config);
         let (fresh, _) = ClusterApiProvider::discover(inf.store(), config);
         assert_eq!(held.node_groups(), fresh.node_groups(), "{step}");
@@ -1106,7 +1106,7 @@ mod tests {
         inf.apply(claim.0.clone(), Some(claim.1.clone()));
         let with_claim = inf.objects_without_pods();
         assert!(!Arc::ptr_eq(&first.storage, &with_claim.storage));
-        let fresh = autoscaler_core::model::objects::read_objects(&inf.rest).0;
+        let fresh = autoscaler_model::read_objects(&inf.rest).0;
         assert_eq!(
             format!("{:?}", with_claim.storage),
             format!("{:?}", fresh.storage)

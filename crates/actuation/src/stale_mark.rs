@@ -16,8 +16,8 @@
 //! [`ScalableResource::stale_marks`]: autoscaler_clusterapi::ScalableResource::stale_marks
 
 use autoscaler_clusterapi::ClusterApiProvider;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::{CloudProvider, NodeGroupId, Sym};
+use autoscaler_model::ObjectKey;
+use autoscaler_model::{CloudProvider, NodeGroupId, Sym};
 use rustc_hash::FxHashMap;
 
 /// How long a mark must look stale before it is removed: far longer than the watch lag between
@@ -82,7 +82,7 @@ impl StaleMarks {
 mod tests {
     use super::*;
     use autoscaler_clusterapi::ClusterApiConfig;
-    use autoscaler_core::ObjectStore;
+    use autoscaler_model::ObjectStore;
     use serde_json::json;
 
     const MD: &str = "MachineDeployment/default/md";

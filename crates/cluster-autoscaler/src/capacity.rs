@@ -2,13 +2,14 @@
 //! a snapshot decided by the core before the loop (so booked and buffered room is held in the
 //! loop's view), and those decisions as `plan` prints them.
 //!
-//! Input and output only: the decisions are `autoscaler_core::provisioning`'s. An object that
+//! Input and output only: the decisions are the core's (`decide_capacity`). An object that
 //! does not convert is an error naming it and the field (a snapshot file is fixed, not skipped).
 
 use anyhow::anyhow;
-use autoscaler_core::model::capacity_objects::CapacityObjects;
-use autoscaler_core::provisioning::{self, CapacityDecision, request::Requests};
-use autoscaler_core::{AutoscalerOptions, ClusterView, ObjectStore, Unlimited};
+use autoscaler_core::{
+    AutoscalerOptions, CapacityDecision, ClusterView, Requests, Unlimited, decide_capacity,
+};
+use autoscaler_model::{CapacityObjects, ObjectStore};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -24,7 +25,7 @@ pub fn decide(
         return Err(anyhow!("{e}"));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
-    Ok(provisioning::decide(
+    Ok(decide_capacity(
         &mut Requests::default(),
         &objects,
         view,

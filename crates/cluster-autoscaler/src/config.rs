@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use autoscaler_core::model::duration::parse_duration;
-use autoscaler_core::scale_up::expander::ExpanderName;
+use autoscaler_core::ExpanderName;
+use autoscaler_model::parse_duration;
 use serde::Deserialize;
 
 use crate::options::{AutoscalingArgs, OptionsError};
@@ -603,7 +603,7 @@ mod tests {
     }
     use crate::options::{RunArgs, RunOptions};
     use autoscaler_core::AutoscalerOptions;
-    use autoscaler_core::model::limits::Range;
+    use autoscaler_model::Range;
     use clap::Parser;
     use std::time::Duration;
 

@@ -270,7 +270,7 @@ fn kill(child: &mut std::process::Child) {
 /// The credential in a plugin's output; `expected` is the kubeconfig's `apiVersion`.
 fn parse_credential(out: &[u8], expected: Option<&str>) -> Result<Credential, String> {
     let text = std::str::from_utf8(out).map_err(|e| format!("output is not UTF-8: {e}"))?;
-    autoscaler_core::yaml_depth::check_depth(text).map_err(|e| format!("output: {e}"))?;
+    autoscaler_model::check_depth(text).map_err(|e| format!("output: {e}"))?;
     let cred: ExecCredential = serde_yaml_ng::from_str(text)
         .map_err(|e| format!("output is not an ExecCredential: {e}"))?;
     if let (Some(want), Some(got)) = (expected, cred.api_version.as_deref())

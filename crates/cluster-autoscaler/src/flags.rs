@@ -11,7 +11,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use autoscaler_core::model::duration::parse_duration;
+use autoscaler_model::parse_duration;
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use autoscaler_clusterapi::ClusterApiConfig;
-use autoscaler_core::testing::fuzz_cases;
+use autoscaler_model::testing::fuzz_cases;
 use proptest::prelude::*;
 
 /// Longest any one input may take (debug build, shared CI machine).
@@ -271,12 +271,12 @@ proptest! {
     fn quantities_and_durations(q in quantity(), d in duration(), raw in "[ -~]{0,40}") {
         for text in [&q, &d, &raw] {
             bounded("quantity", text, || {
-                if let Ok(v) = autoscaler_core::model::quantity::parse(text) {
+                if let Ok(v) = autoscaler_model::parse_quantity(text) {
                     let _ = (v.to_milli_ceil(), v.to_units_ceil());
                 }
-                let _ = autoscaler_core::model::duration::parse_duration(text);
-                let _ = autoscaler_core::model::limits::parse_gpu_limit(text);
-                let _ = autoscaler_core::model::limits::Range::parse_cores(text);
+                let _ = autoscaler_model::parse_duration(text);
+                let _ = autoscaler_model::parse_gpu_limit(text);
+                let _ = autoscaler_model::Range::parse_cores(text);
             });
         }
     }

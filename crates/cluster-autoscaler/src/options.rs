@@ -21,9 +21,9 @@ use std::time::Duration;
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::ExpanderChain;
-use autoscaler_core::model::duration::parse_duration;
-use autoscaler_core::model::limits::Range;
 use autoscaler_kube::controller::ControllerConfig;
+use autoscaler_model::Range;
+use autoscaler_model::parse_duration;
 
 use crate::config::{self, ConfigFileError};
 
@@ -929,7 +929,7 @@ fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), Optio
     if !a.gpu_total.is_empty() {
         lim.gpus.clear();
         for t in &a.gpu_total {
-            let (name, range) = autoscaler_core::model::limits::parse_gpu_limit(t)
+            let (name, range) = autoscaler_model::parse_gpu_limit(t)
                 .map_err(|why| flag_err("gpu-total", t, why))?;
             lim.gpus.push((name, range));
         }
@@ -1066,7 +1066,7 @@ fn apply_cluster_state(a: &ClusterStateArgs, c: &mut ControllerConfig) {
 }
 
 fn fmt_d(d: Duration) -> String {
-    autoscaler_core::model::duration::format_duration(d)
+    autoscaler_model::format_duration(d)
 }
 
 /// Checks what single-value parsing cannot: positive intervals, orderings between values, names.

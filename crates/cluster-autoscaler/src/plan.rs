@@ -14,12 +14,12 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use autoscaler_actuation::{Actuation, Informer};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::ObjectStore;
 use autoscaler_core::Unlimited;
-use autoscaler_core::model::objects::read_objects;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_kube::plan as explained;
 use autoscaler_kube::watch::WatchConfig;
+use autoscaler_model::ObjectStore;
+use autoscaler_model::read_objects;
 
 use crate::CliError;
 use crate::options::{RunArgs, RunOptions};
@@ -232,12 +232,12 @@ pub use autoscaler_kube::plan::describe;
 
 /// The objects of a snapshot, its node groups and one loop's decision on them.
 struct Decided {
-    objects: autoscaler_core::model::objects::ClusterObjects,
+    objects: autoscaler_model::ClusterObjects,
     provider: ClusterApiProvider,
     provider_warnings: Vec<String>,
     outcome: autoscaler_core::LoopOutcome,
     /// The capacity-on-request decisions, when any are enabled.
-    capacity: Option<autoscaler_core::provisioning::CapacityDecision>,
+    capacity: Option<autoscaler_core::CapacityDecision>,
 }
 
 impl Decided {

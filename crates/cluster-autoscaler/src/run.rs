@@ -115,7 +115,7 @@ fn parse_kubeconfig(origin: &str, path: &Path) -> Result<kube::config::Kubeconfi
         crate::bounded_file::read_bounded(path, crate::bounded_file::KUBECONFIG_LIMIT, origin)
             .map_err(|e| CliError::usage(e.into()))?;
     let text = kubeconfig_text(bytes).map_err(|e| usage(e.into()))?;
-    autoscaler_core::yaml_depth::check_depth(&text).map_err(|e| usage(e.to_string()))?;
+    autoscaler_model::check_depth(&text).map_err(|e| usage(e.to_string()))?;
     let mut kc = kube::config::Kubeconfig::from_yaml(&text)
         .map_err(|e| usage(format!("cannot parse kubeconfig: {e}")))?;
     if let Some(dir) = path.parent() {

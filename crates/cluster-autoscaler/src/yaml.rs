@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 /// Parses `text` as `T`; the error names the field path when there is one.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    autoscaler_core::yaml_depth::check_depth(text).map_err(|e| e.to_string())?;
+    autoscaler_model::check_depth(text).map_err(|e| e.to_string())?;
     let de = serde_yaml_ng::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

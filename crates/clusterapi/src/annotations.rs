@@ -9,17 +9,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use autoscaler_core::Labels;
-use autoscaler_core::Node;
-use autoscaler_core::NodeGroupOptions;
-use autoscaler_core::Sym;
-use autoscaler_core::model::duration::parse_duration;
-use autoscaler_core::model::node::NodeCondition;
-use autoscaler_core::model::quantity::{parse_milli, parse_units};
-use autoscaler_core::model::storage::CsiNode;
-use autoscaler_core::names::HOSTNAME_LABEL;
-use autoscaler_core::{ResourceName, Resources};
-use autoscaler_core::{Taint, TaintEffect};
+use autoscaler_model::CsiNode;
+use autoscaler_model::HOSTNAME_LABEL;
+use autoscaler_model::Labels;
+use autoscaler_model::Node;
+use autoscaler_model::NodeCondition;
+use autoscaler_model::NodeGroupOptions;
+use autoscaler_model::Sym;
+use autoscaler_model::parse_duration;
+use autoscaler_model::{ResourceName, Resources};
+use autoscaler_model::{Taint, TaintEffect};
+use autoscaler_model::{parse_milli, parse_units};
 use serde_json::Value;
 
 /// Prefix of the scale-from-zero capacity annotations.

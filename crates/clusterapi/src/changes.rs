@@ -6,9 +6,9 @@
 //! existing node removed by a target decrease) and which objects change. It never applies a
 //! change to a cluster; [`apply`] only edits an in-memory store.
 
-use autoscaler_core::Node;
-use autoscaler_core::ObjectStore;
-use autoscaler_core::model::store::ObjectKey;
+use autoscaler_model::Node;
+use autoscaler_model::ObjectKey;
+use autoscaler_model::ObjectStore;
 use serde_json::{Map, Value};
 
 use crate::config::ClusterApiConfig;
@@ -324,8 +324,7 @@ impl ClusterApiProvider {
             });
             match machine {
                 Some(m) if picked.iter().any(|p| std::ptr::eq(*p, &**m)) => {}
-                Some(m)
-                    if m.state == autoscaler_core::model::node_group::InstanceState::Deleting => {}
+                Some(m) if m.state == autoscaler_model::InstanceState::Deleting => {}
                 Some(m) => picked.push(m),
                 None => pool_only += 1,
             }
@@ -383,7 +382,7 @@ impl ClusterApiProvider {
             let Some(m) = r.machines.iter().find(|m| &*m.instance_id == *id) else {
                 continue;
             };
-            if m.state == autoscaler_core::model::node_group::InstanceState::Deleting {
+            if m.state == autoscaler_model::InstanceState::Deleting {
                 continue;
             }
             let Some(machine) = m.key.clone() else {
@@ -453,7 +452,7 @@ impl ClusterApiProvider {
         let live = r
             .machines
             .iter()
-            .filter(|m| m.state != autoscaler_core::model::node_group::InstanceState::Deleting)
+            .filter(|m| m.state != autoscaler_model::InstanceState::Deleting)
             .count();
         let target = r.replicas - delta_i64(delta);
         if target < delta_i64(live) {

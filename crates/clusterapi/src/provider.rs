@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use autoscaler_core::Node;
-use autoscaler_core::ObjectStore;
-use autoscaler_core::model::store::{ObjectKey, group_of};
-use autoscaler_core::{
+use autoscaler_model::Node;
+use autoscaler_model::ObjectStore;
+use autoscaler_model::{
     CloudProvider, Instance, InstanceError, InstanceErrorClass, InstanceState, NodeGroup,
     NodeGroupId,
 };
+use autoscaler_model::{ObjectKey, group_of};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
@@ -1147,7 +1147,7 @@ mod tests {
 #[cfg(test)]
 mod stockout_tests {
     use super::*;
-    use autoscaler_core::InstanceErrorClass;
+    use autoscaler_model::InstanceErrorClass;
 
     #[test]
     fn provider_stockout_wordings_are_out_of_resources() {

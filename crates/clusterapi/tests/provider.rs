@@ -10,12 +10,12 @@ use autoscaler_clusterapi::{
     BoundsSource, ClusterApiConfig, ClusterApiProvider, DiscoveryCache, MachineInfo, ObjectChange,
     ProviderError, apply, placeholder_id,
 };
-use autoscaler_core::Node;
-use autoscaler_core::ObjectStore;
-use autoscaler_core::ResourceName;
-use autoscaler_core::TaintEffect;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
+use autoscaler_model::Node;
+use autoscaler_model::ObjectKey;
+use autoscaler_model::ObjectStore;
+use autoscaler_model::ResourceName;
+use autoscaler_model::TaintEffect;
+use autoscaler_model::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
 
 const CAPI: &str = include_str!("fixtures/capi.yaml");
 const OPENSHIFT: &str = include_str!("fixtures/openshift.yaml");

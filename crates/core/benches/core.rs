@@ -8,11 +8,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autoscaler_core::model::intern::Sym;
-use autoscaler_core::model::pod::Pod;
-use autoscaler_core::scale_up::estimator::{EstimatorLimits, NodeTemplate, estimate};
-use autoscaler_core::scheduling::snapshot::{ClusterSnapshot, NodeId};
-use autoscaler_core::testing::{GI, MI, NodeBuilder, PodBuilder};
+use autoscaler_core::{ClusterSnapshot, NodeId};
+use autoscaler_core::{EstimatorLimits, NodeTemplate, estimate};
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
+use autoscaler_model::testing::{GI, MI, NodeBuilder, PodBuilder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

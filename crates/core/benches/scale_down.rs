@@ -13,17 +13,17 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autoscaler_core::model::limits::{ClusterTotals, ResourceLimits};
-use autoscaler_core::model::node::Node;
-use autoscaler_core::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::model::pdb::DisruptionBudgets;
-use autoscaler_core::scale_down::drain::NoControllerLookup;
-use autoscaler_core::scale_down::{
+use autoscaler_core::ClusterSnapshot;
+use autoscaler_core::Unlimited;
+use autoscaler_core::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownState, plan_scale_down,
 };
-use autoscaler_core::scale_up::estimator::Unlimited;
-use autoscaler_core::scheduling::snapshot::ClusterSnapshot;
-use autoscaler_core::testing::{GI, MI, NodeBuilder, PodBuilder};
+use autoscaler_model::DisruptionBudgets;
+use autoscaler_model::NoControllerLookup;
+use autoscaler_model::Node;
+use autoscaler_model::testing::{GI, MI, NodeBuilder, PodBuilder};
+use autoscaler_model::{ClusterTotals, ResourceLimits};
+use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const GROUPS: usize = 10;

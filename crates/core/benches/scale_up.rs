@@ -15,13 +15,13 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autoscaler_core::autoscaler::{ClusterView, ScaleUpConfig, build_snapshot, decide_scale_up};
-use autoscaler_core::model::node::Node;
-use autoscaler_core::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use autoscaler_core::model::pod::Pod;
-use autoscaler_core::scale_up::estimator::Unlimited;
-use autoscaler_core::scale_up::pending::place_on_existing;
-use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_core::Unlimited;
+use autoscaler_core::place_on_existing;
+use autoscaler_core::{ClusterView, ScaleUpConfig, build_snapshot, decide_scale_up};
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -93,7 +93,7 @@ fn bench_decision(c: &mut Criterion) {
         namespaces: &[],
         provider: &provider,
         pdbs: &[],
-        storage: autoscaler_core::model::storage::Storage::none(),
+        storage: autoscaler_model::Storage::none(),
     };
     let mut group = c.benchmark_group("scale_up");
     group
@@ -124,7 +124,7 @@ fn bench_decision(c: &mut Criterion) {
         namespaces: &[],
         provider: &provider,
         pdbs: &[],
-        storage: autoscaler_core::model::storage::Storage::none(),
+        storage: autoscaler_model::Storage::none(),
     };
     let mut snapshot = build_snapshot(&view, &mut warnings);
     group.bench_function("filter_12000_ownerless_pending_1000_nodes_with_room", |b| {

@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use crate::model::intern::Sym;
-use crate::model::node_group::NodeGroupId;
-use crate::model::taints::{Taint, TaintEffect};
-use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use crate::scale_down::ScaleDownPlan;
 use crate::scale_down::drain::eviction_grace_sec;
 use crate::scale_up::ScaleUpResult;
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Sym;
+use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
+use autoscaler_model::{Taint, TaintEffect};
 
 /// A pod to evict.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,7 +214,7 @@ pub fn failed_deletion_actions(node: Sym) -> Vec<Action> {
 mod tests {
     use super::*;
     use crate::scale_down::NodeDeletion;
-    use crate::testing::{GI, PodBuilder};
+    use autoscaler_model::testing::{GI, PodBuilder};
 
     fn deletion(node: &str, group: &str, empty: bool, evict: usize) -> NodeDeletion {
         NodeDeletion {

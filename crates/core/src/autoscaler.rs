@@ -15,33 +15,34 @@ use rustc_hash::FxHashMap;
 
 use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::cluster_state::{ClusterState, ClusterStateOptions, ClusterStatus, Event};
-use crate::model::daemonset::{DaemonSet, daemon_pods_for};
-use crate::model::intern::Sym;
-use crate::model::limits::{ClusterTotals, ResourceLimits};
-use crate::model::node::Node;
-use crate::model::node_group::{CloudProvider, NodeGroup};
-use crate::model::pdb::{DisruptionBudgets, PodDisruptionBudget};
-use crate::model::pod::Pod;
-use crate::model::storage::Storage;
-use crate::model::taints::TaintConfig;
-use crate::names::HOSTNAME_LABEL;
-use crate::names::SCALED_UP_GROUP;
 use crate::outcome::Outcome;
-use crate::scale_down::drain::ControllerLookup;
 use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
 };
 use crate::scale_up::estimator::Budget;
 use crate::scale_up::expander::ExpanderChain;
 use crate::scale_up::pending::{self, PendingOptions, SetAside};
+use crate::scale_up::template::daemon_pods_for;
 use crate::scale_up::template::{
     GroupTemplate, NoTemplate, TemplateOptions, TemplateSource, build_template,
 };
 use crate::scale_up::{GroupInput, ScaleUpInput, ScaleUpOptions, ScaleUpResult, scale_up};
-use crate::scheduling::affinity::NamespaceLabels;
 use crate::scheduling::snapshot::{
     ClusterSnapshot, NodeId, NodeInfo, SizeHints, SnapshotError, prefetching,
 };
+use autoscaler_model::ControllerLookup;
+use autoscaler_model::DaemonSet;
+use autoscaler_model::HOSTNAME_LABEL;
+use autoscaler_model::NamespaceLabels;
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::SCALED_UP_GROUP;
+use autoscaler_model::Storage;
+use autoscaler_model::Sym;
+use autoscaler_model::TaintConfig;
+use autoscaler_model::{CloudProvider, NodeGroup};
+use autoscaler_model::{ClusterTotals, ResourceLimits};
+use autoscaler_model::{DisruptionBudgets, PodDisruptionBudget};
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -66,7 +67,7 @@ impl<'a> ClusterView<'a> {
     /// The view of everything `objects` holds but its pods, with `pods` and `provider` (the
     /// informer keeps its pods apart from the other objects).
     pub fn of_objects(
-        objects: &'a crate::model::objects::ClusterObjects,
+        objects: &'a autoscaler_model::ClusterObjects,
         pods: &'a [Arc<Pod>],
         provider: &'a dyn CloudProvider,
     ) -> ClusterView<'a> {
@@ -1161,9 +1162,9 @@ fn add_upcoming_node(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node_group::{Instance, InstanceState, StaticProvider};
     use crate::scale_up::estimator::Unlimited;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{Instance, InstanceState, StaticProvider};
     use rand::SeedableRng;
 
     fn pending(name: &str, cpu: i64) -> Arc<Pod> {
@@ -1226,7 +1227,7 @@ mod tests {
 
     #[test]
     fn a_template_from_a_node_keeps_its_csi_attach_limits() {
-        let mut store = crate::model::store::ObjectStore::new();
+        let mut store = autoscaler_model::ObjectStore::new();
         let mut yaml = String::from(
             "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ssd}\n\
              provisioner: ebs.csi.aws.com\nvolumeBindingMode: WaitForFirstConsumer\n---\n\
@@ -1319,7 +1320,7 @@ mod tests {
     /// not cause a second scale-up.
     #[test]
     fn a_registered_node_not_started_yet_still_counts_as_upcoming() {
-        use crate::model::taints::TaintEffect;
+        use autoscaler_model::TaintEffect;
         let now = 10 * 60 * 1000;
         let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
             .not_ready()
@@ -1335,7 +1336,7 @@ mod tests {
     /// full node the pod cannot use, which would grow the group a second time.
     #[test]
     fn a_ready_node_with_a_startup_taint_still_counts_as_upcoming() {
-        use crate::model::taints::TaintEffect;
+        use autoscaler_model::TaintEffect;
         let now = 10 * 60 * 1000;
         let key = "startup-taint.cluster-autoscaler.kubernetes.io/cni";
         let fresh = NodeBuilder::new("n2", 4000, 16 * GI)
@@ -1405,10 +1406,10 @@ mod tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
-    use crate::model::node_group::{Instance, InstanceState, StaticProvider};
-    use crate::scale_down::drain::NoControllerLookup;
     use crate::scale_up::estimator::Unlimited;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{Instance, InstanceState, StaticProvider};
 
     const MIN: i64 = 60_000;
 
@@ -1585,12 +1586,12 @@ mod loop_tests {
     /// time, while an equally empty started node is.
     #[test]
     fn a_node_still_starting_is_no_scale_down_candidate() {
-        use crate::model::taints::TaintEffect;
+        use autoscaler_model::TaintEffect;
         let (mut nodes, p) = cluster(&["n1", "n2", "n3"], 3);
         // n3 registered at 0 and still carries a startup taint.
         let mut n3 = (*nodes[2]).clone();
         n3.creation_ms = Some(0);
-        n3.taints.push(crate::model::taints::Taint {
+        n3.taints.push(autoscaler_model::Taint {
             key: Sym::new("startup-taint.cluster-autoscaler.kubernetes.io/cni"),
             value: Sym::new(""),
             effect: TaintEffect::NoSchedule,
@@ -1656,17 +1657,17 @@ mod loop_tests {
 #[cfg(test)]
 mod state_tests {
     use super::*;
-    use crate::model::node_group::{
-        Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
-    };
-    use crate::names::{
+    use crate::outcome::{ActionError, ErrorClass};
+    use crate::scale_up::estimator::Unlimited;
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{
         CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
         SCALE_UP_TIMED_OUT,
     };
-    use crate::outcome::{ActionError, ErrorClass};
-    use crate::scale_down::drain::NoControllerLookup;
-    use crate::scale_up::estimator::Unlimited;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{
+        Instance, InstanceError, InstanceErrorClass, InstanceState, StaticProvider,
+    };
 
     const SEC: i64 = 1000;
     const MIN: i64 = 60 * SEC;
@@ -2072,7 +2073,7 @@ mod state_tests {
         );
         apply(&mut p, &[], None);
         let out = run(&mut a, &nodes, &pods, &p, T0 + 10 * SEC);
-        assert!(reasons(&out).contains(&crate::names::FAILED_TO_SCALE_UP_GROUP));
+        assert!(reasons(&out).contains(&autoscaler_model::FAILED_TO_SCALE_UP_GROUP));
         let grown = increases(&out);
         assert_eq!(grown.len(), 1);
         assert_ne!(grown[0].0, x);
@@ -2200,7 +2201,7 @@ mod state_tests {
     /// Nodes in snapshot order with their pods in order, sums and ports; namespace labels.
     fn picture(
         s: &ClusterSnapshot,
-    ) -> Vec<(Sym, Vec<String>, String, Vec<crate::model::pod::HostPort>)> {
+    ) -> Vec<(Sym, Vec<String>, String, Vec<autoscaler_model::HostPort>)> {
         s.nodes()
             .map(|(_, i)| {
                 (
@@ -2230,7 +2231,7 @@ mod state_tests {
                 0 => b.unschedulable().arc(),
                 1 => b
                     .node_name(nodes[0].name.as_str())
-                    .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded)
+                    .with(|p| p.phase = autoscaler_model::PodPhase::Succeeded)
                     .arc(),
                 _ => b
                     .node_name(nodes[rng.random_range(0..nodes.len())].name.as_str())
@@ -2301,11 +2302,11 @@ mod state_tests {
     fn the_kept_snapshot_equals_a_fresh_build_over_changing_views() {
         let ns_a = NamespaceLabels {
             name: Sym::new("default"),
-            labels: crate::model::labels::Labels::from_pairs([("team", "a")]),
+            labels: autoscaler_model::Labels::from_pairs([("team", "a")]),
         };
         let ns_b = NamespaceLabels {
             name: Sym::new("default"),
-            labels: crate::model::labels::Labels::from_pairs([("team", "b")]),
+            labels: autoscaler_model::Labels::from_pairs([("team", "b")]),
         };
         let mk = |name: &str| node(name, true);
         let pod = |name: &str, on: &str, cpu: i64| {
@@ -2339,7 +2340,7 @@ mod state_tests {
             .arc();
         let done = PodBuilder::new("e0", 100, GI)
             .node_name("n3")
-            .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded)
+            .with(|p| p.phase = autoscaler_model::PodPhase::Succeeded)
             .arc();
         let orphan = pod("o0", "gone", 100);
         type View = (Vec<Arc<Node>>, Vec<Arc<Pod>>, Vec<NamespaceLabels>);

@@ -7,90 +7,107 @@
 //!
 //! # The front door
 //!
-//! What the shells need is re-exported here, at the root:
+//! The modules are private; what the shells use is re-exported here, at the root, flat:
 //! - the loop: [`Autoscaler`] with its [`AutoscalerOptions`] (and their parts
 //!   [`ScaleUpConfig`], [`ScaleUpOptions`], [`ScaleDownOptions`], [`ClusterStateOptions`],
-//!   [`BackoffOptions`], [`ResourceLimits`], [`ExpanderChain`]), the [`ClusterView`] it reads,
-//!   the [`LoopOutcome`] it returns with its [`Action`]s (naming pods by [`PodRef`], evictions by
-//!   [`PodEviction`]),
+//!   [`BackoffOptions`], [`ExpanderChain`]), the [`ClusterView`] it reads, the [`LoopOutcome`] it
+//!   returns with its [`Action`]s (naming pods by [`PodRef`], evictions by [`PodEviction`]),
 //!   [`Event`]s and [`ClusterStatus`], the [`Outcome`]s of carried-out actions fed back through
-//!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and
-//!   what a loop is handed besides the view: the [`ControllerLookup`] of the drain rules, the
-//!   deletions [`InFlight`] and the [`Budget`] that bounds its simulations ([`Unlimited`]: none);
-//! - the provider view: [`CloudProvider`], [`NodeGroup`], [`NodeGroupId`], [`NodeGroupOptions`],
-//!   [`Instance`], [`InstanceState`], [`InstanceError`], [`InstanceErrorClass`];
-//! - the model: [`Node`], [`Pod`], [`Resources`], [`ResourceName`], [`Quantity`], [`Taint`],
-//!   [`TaintEffect`], [`Toleration`], [`Labels`], [`LabelSelector`], [`Sym`],
-//!   [`PodDisruptionBudget`], [`DaemonSet`], [`NamespaceLabels`], and the [`ObjectStore`] the
-//!   objects come from;
-//! - well-known names (taints, labels, annotations, event reasons): [`names`].
+//!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and what a loop is
+//!   handed besides the view: the deletions [`InFlight`] and the [`Budget`] that bounds its
+//!   simulations ([`Unlimited`]: none);
+//! - the parts of a loop the shells explain or replay on their own: the scheduling snapshot
+//!   ([`ClusterSnapshot`], [`build_snapshot`], [`check_node_static`]), pending pods
+//!   ([`is_unschedulable`], [`place_on_existing`]), templates and the estimator
+//!   ([`build_template`], [`estimate`]), scale-down's plan ([`plan_scale_down`]) and why nodes
+//!   wait or stay ([`Waiting`], [`Unremovable`]).
+//!
+//! The model the decisions read (nodes, pods, quantities, node groups, the object store...) is
+//! the crate `autoscaler_model`; the most used of its types are re-exported here too, so a shell
+//! that needs only those and the loop imports one crate.
 //!
 //! # Modules, by concern
 //!
-//! - [`model`]: what the core knows about a cluster (quantities, interned strings and labels,
-//!   resources, nodes, pods, taints, budgets, node groups, limits, stored objects).
-//! - [`scheduling`]: the scheduling simulator (snapshot, predicates, affinity) and the budget
-//!   of a simulation.
-//! - [`scale_up`]: which groups grow (pending pods, templates, the bin-packing estimator, the
+//! - `scheduling`: the scheduling simulator (snapshot, predicates, volumes) and the budget of a
+//!   simulation.
+//! - `scale_up`: which groups grow (pending pods, templates, the bin-packing estimator, the
 //!   expanders, balancing of similar groups).
-//! - [`scale_down`]: which nodes go, one file per phase (eligibility with the drain rules,
+//! - `scale_down`: which nodes go, one file per phase (eligibility with the drain rules,
 //!   removal simulation, unneeded timers, soft taints, deletion plan).
-//! - [`cluster_state`]: health, upcoming nodes, timeouts and backoff between loops.
-//! - [`autoscaler`] (one loop), [`actions`] (what the shell carries out), [`outcome`] (what
-//!   carrying them out did) and [`safety`] (the last check of those actions).
+//! - `cluster_state`: health, upcoming nodes, timeouts and backoff between loops.
+//! - `autoscaler` (one loop), `actions` (what the shell carries out), `outcome` (what carrying
+//!   them out did) and `safety` (the last check of those actions).
 #![warn(missing_docs)]
 
-pub mod actions;
-pub mod autoscaler;
-pub mod cluster_state;
-pub mod model;
-pub mod names;
-pub mod outcome;
-pub mod provisioning;
-pub mod safety;
-pub mod scale_down;
-pub mod scale_up;
-pub mod scheduling;
-#[cfg(any(test, feature = "test-util"))]
-pub mod testing;
-pub mod yaml_depth;
+mod actions;
+mod autoscaler;
+mod cluster_state;
+mod outcome;
+mod provisioning;
+mod safety;
+mod scale_down;
+mod scale_up;
+mod scheduling;
 
 // The front door: the small API the shells use.
-pub use actions::{Action, PodEviction, PodRef};
+pub use actions::{
+    Action, PodEviction, PodRef, deletion_candidate_taint, failed_deletion_actions,
+    to_be_deleted_taint,
+};
 pub use autoscaler::{
     Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, Phase, PhaseClock, ScaleUpConfig,
+    build_snapshot, decide_scale_up, decide_scale_up_with_upcoming,
 };
-pub use cluster_state::backoff::BackoffOptions;
-pub use cluster_state::{ClusterStateOptions, ClusterStatus, Event};
-pub use model::daemonset::DaemonSet;
-pub use model::intern::Sym;
-pub use model::labels::{LabelSelector, Labels};
-pub use model::limits::ResourceLimits;
-pub use model::node::Node;
-pub use model::node_group::{
-    CloudProvider, Instance, InstanceError, InstanceErrorClass, InstanceState, NodeGroup,
-    NodeGroupId, NodeGroupOptions,
+pub use cluster_state::backoff::{BackoffOptions, FailureReason};
+pub use cluster_state::{
+    BackoffStatus, ClusterStateOptions, ClusterStatus, Event, GroupReadiness, format_time_ms,
 };
-pub use model::pdb::PodDisruptionBudget;
-pub use model::pod::Pod;
-pub use model::quantity::Quantity;
-pub use model::resources::{ResourceName, Resources};
-pub use model::store::ObjectStore;
-pub use model::taints::{Taint, TaintEffect, Toleration};
 pub use outcome::{ActionError, ErrorClass, Outcome};
-pub use scale_down::drain::ControllerLookup;
-pub use scale_down::{InFlight, ScaleDownOptions};
-pub use scale_up::ScaleUpOptions;
-pub use scale_up::expander::ExpanderChain;
-pub use scheduling::affinity::NamespaceLabels;
+pub use provisioning::buffer::{
+    BufferStatus, Resolved as ResolvedBuffer, resolve as resolve_buffer,
+};
+pub use provisioning::request::{
+    BOOKING_MS, EXPIRY_MS, RequestDecision, RequestOptions, Requests, RequestsDecision,
+    RequestsInput, RetryBackoff, StatusWrite, Verdict, supported_class,
+};
+pub use provisioning::{
+    CapacityDecision, CapacityOptions, conditions as request_conditions, decide as decide_capacity,
+};
+pub use scale_down::drain::{PodDrain, classify_pod, is_expendable};
+pub use scale_down::{
+    InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Unremovable,
+    Waiting, plan_scale_down,
+};
+pub use scale_up::balance::similar;
+pub use scale_up::estimator::{EstimatorLimits, NodeTemplate, estimate};
+pub use scale_up::expander::{Expander, ExpanderChain, ExpanderName};
+pub use scale_up::pending::{
+    SetAside, is_unprocessed, is_unschedulable, place_on_existing, select as select_pending,
+};
+pub use scale_up::reasons::GroupReasons;
+pub use scale_up::template::build_template;
+pub use scale_up::{
+    ConsideredOption, GroupIncrease, IncreaseReason, ScaleUpOptions, ScaleUpResult,
+};
 pub use scheduling::budget::{Budget, Unlimited};
+pub use scheduling::predicates::{Prepared, Unfit, check_node_static};
+pub use scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+
+// The model's most used types, for shells that need only these beside the loop (the model
+// crate is their home; new code may import them from either).
+pub use autoscaler_model::{
+    CloudProvider, ControllerLookup, DaemonSet, Instance, InstanceError, InstanceErrorClass,
+    InstanceState, LabelSelector, Labels, NamespaceLabels, Node, NodeGroup, NodeGroupId,
+    NodeGroupOptions, ObjectStore, Pod, PodDisruptionBudget, Quantity, ResourceLimits,
+    ResourceName, Resources, Sym, Taint, TaintEffect, Toleration,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node_group::StaticProvider;
-    use crate::scale_down::drain::NoControllerLookup;
-    use crate::testing::{GI, NodeBuilder};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::StaticProvider;
+    use autoscaler_model::testing::{GI, NodeBuilder};
     use std::sync::Arc;
 
     /// A loop driven through the root API alone: an empty node of an autoscaled group above its
@@ -115,7 +132,7 @@ mod tests {
             namespaces: &[],
             provider: &provider,
             pdbs: &[],
-            storage: crate::model::storage::Storage::none(),
+            storage: autoscaler_model::Storage::none(),
         };
         let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
         let now_ms = 1_000_000;

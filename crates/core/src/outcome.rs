@@ -5,8 +5,8 @@
 //! It decides nothing by itself ([`crate::autoscaler::Autoscaler::observe`] feeds an outcome
 //! into the state it concerns) and never carries an action out.
 
-use crate::model::intern::Sym;
-use crate::model::node_group::NodeGroupId;
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Sym;
 
 /// The class of a failed provider or API call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -12,7 +12,7 @@ use rustc_hash::FxHashSet;
 
 use crate::actions::Action;
 use crate::cluster_state::ClusterStatus;
-use crate::model::node_group::{CloudProvider, InstanceState, NodeGroup};
+use autoscaler_model::{CloudProvider, InstanceState, NodeGroup};
 
 /// An action the check refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub fn enforce(
     status: &ClusterStatus,
 ) -> (Vec<Action>, Vec<Refused>) {
     let groups = provider.node_groups();
-    let find = |id: &crate::model::node_group::NodeGroupId| groups.iter().find(|g| g.id == *id);
+    let find = |id: &autoscaler_model::NodeGroupId| groups.iter().find(|g| g.id == *id);
     let mut removed: FxHashSet<Arc<str>> = FxHashSet::default();
     let mut kept = Vec::with_capacity(actions.len());
     let mut refused = Vec::new();
@@ -107,7 +107,7 @@ mod tests {
     use super::*;
     use crate::cluster_state::backoff::FailureReason;
     use crate::cluster_state::{BackoffStatus, GroupReadiness, GroupStatus};
-    use crate::model::node_group::{Instance, InstanceErrorClass, NodeGroupId, StaticProvider};
+    use autoscaler_model::{Instance, InstanceErrorClass, NodeGroupId, StaticProvider};
 
     fn provider(target: usize, states: &[InstanceState]) -> StaticProvider {
         let mut g = NodeGroup::new("ng", 1, 5, target);

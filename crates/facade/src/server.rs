@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use autoscaler_core::model::store::ObjectKey;
+use autoscaler_model::ObjectKey;
 use autoscaler_world::objects::key;
 use autoscaler_world::{EvictionError, World, WorldError};
 use axum::Router;

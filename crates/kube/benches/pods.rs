@@ -115,7 +115,7 @@ fn pods(c: &mut Criterion) {
         b.iter(|| {
             for _ in 0..PODS {
                 for w in &words {
-                    black_box(autoscaler_core::Sym::new(black_box(w)));
+                    black_box(autoscaler_model::Sym::new(black_box(w)));
                 }
             }
         })

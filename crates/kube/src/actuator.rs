@@ -11,10 +11,10 @@
 use std::time::Duration;
 
 use autoscaler_clusterapi::changes::{ObjectChange, RebaseError, ReplicasBase};
-use autoscaler_core::Taint;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use autoscaler_core::{ActionError, ErrorClass};
+use autoscaler_model::ObjectKey;
+use autoscaler_model::Taint;
+use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -536,8 +536,8 @@ impl Actuator {
     /// not convert, is an error, so that its deletion is abandoned rather than decided blind.
     pub async fn pods_on_nodes(
         &self,
-        nodes: &[autoscaler_core::Sym],
-    ) -> Result<Vec<std::sync::Arc<autoscaler_core::Pod>>, ActuationError> {
+        nodes: &[autoscaler_model::Sym],
+    ) -> Result<Vec<std::sync::Arc<autoscaler_model::Pod>>, ActuationError> {
         let api: Api<Pod> = Api::all(self.client.clone());
         let mut out = Vec::new();
         for node in nodes {
@@ -560,7 +560,7 @@ impl Actuator {
                 });
             }
             for pod in &list.items {
-                let view = autoscaler_core::Pod::from_k8s(pod).map_err(|e| {
+                let view = autoscaler_model::Pod::from_k8s(pod).map_err(|e| {
                     let name = pod.metadata.name.as_deref().unwrap_or_default();
                     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
                     ActuationError::PodRead {
@@ -776,8 +776,8 @@ fn object_at<'a>(
 mod tests {
     use super::*;
     use crate::api_calls::is_declared;
-    use autoscaler_core::Sym;
-    use autoscaler_core::TaintEffect;
+    use autoscaler_model::Sym;
+    use autoscaler_model::TaintEffect;
     use http::{Method, Request, Response};
     use kube::client::Body;
     use tokio::task::JoinHandle;

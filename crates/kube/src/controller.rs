@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::Unlimited;
-use autoscaler_core::model::node_group::NodeGroupId;
-use autoscaler_core::names::DELETE_UNREGISTERED;
-use autoscaler_core::scale_up::pending::is_unprocessed;
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, PhaseClock, Sym};
+use autoscaler_core::is_unprocessed;
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, PhaseClock};
+use autoscaler_model::DELETE_UNREGISTERED;
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Sym;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -1057,7 +1058,7 @@ mod tests {
             assert!(!skipped.noted("provider", w), "warned again: {w}");
         }
     }
-    use autoscaler_core::ObjectStore;
+    use autoscaler_model::ObjectStore;
     use http::Method;
     use serde_json::{Value, json};
 
@@ -1066,10 +1067,8 @@ mod tests {
     /// a group at zero; other nodes only in the plain counters.
     #[test]
     fn gpu_counters_are_labelled_from_the_group_and_the_node() {
-        use autoscaler_core::model::node_group::{
-            Instance, InstanceState, NodeGroup, StaticProvider,
-        };
-        use autoscaler_core::testing::{GI, NodeBuilder};
+        use autoscaler_model::testing::{GI, NodeBuilder};
+        use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
         let gpu_node = |name: &str| {
             NodeBuilder::new(name, 8000, 32 * GI)
                 .resource("nvidia.com/gpu", 1)
@@ -1100,11 +1099,11 @@ mod tests {
                 .arc(),
         );
         struct Labelled(StaticProvider);
-        impl autoscaler_core::model::node_group::CloudProvider for Labelled {
+        impl autoscaler_model::CloudProvider for Labelled {
             fn node_groups(&self) -> &[NodeGroup] {
                 self.0.node_groups()
             }
-            fn node_group_of(&self, node: &autoscaler_core::Node) -> Option<usize> {
+            fn node_group_of(&self, node: &autoscaler_model::Node) -> Option<usize> {
                 self.0.node_group_of(node)
             }
             fn gpu_label(&self) -> Option<&str> {
@@ -1123,7 +1122,7 @@ mod tests {
             namespaces: &[],
             provider: &p,
             pdbs: &[],
-            storage: autoscaler_core::model::storage::Storage::none(),
+            storage: autoscaler_model::Storage::none(),
         };
         let gpus = Gpus::of(&view);
         let m = Metrics::new();
@@ -1445,8 +1444,8 @@ mod tests {
     #[test]
     fn failed_removals_give_upstream_events_on_nodes_pods_and_the_status() {
         use autoscaler_core::PodRef;
-        use autoscaler_core::Sym;
         use autoscaler_core::{ActionError, ErrorClass};
+        use autoscaler_model::Sym;
         let drain = Report::DrainFailed {
             group: "g".into(),
             node: Sym::new("n1"),

@@ -16,10 +16,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use autoscaler_core::Pod;
-use autoscaler_core::scale_down::Waiting;
-use autoscaler_core::scale_up::reasons::GroupReasons;
+use autoscaler_core::GroupReasons;
+use autoscaler_core::Waiting;
 use autoscaler_core::{ClusterView, LoopOutcome};
+use autoscaler_model::Pod;
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Api;
@@ -349,7 +349,7 @@ impl NoScaleDownEvents {
         now_ms: i64,
     ) -> Vec<EventSpec> {
         let down = &outcome.scale_down;
-        let nodes: rustc_hash::FxHashMap<&str, &autoscaler_core::Node> =
+        let nodes: rustc_hash::FxHashMap<&str, &autoscaler_model::Node> =
             view.nodes.iter().map(|n| (n.name.as_str(), &**n)).collect();
         let mut seen = rustc_hash::FxHashMap::default();
         let mut out = Vec::new();
@@ -622,11 +622,11 @@ impl EventSink {
 /// The increases of a scale-up as upstream words them, `{group from->to (max: N)}` each,
 /// with why the group grows when `reasons` (balancing, min size) and pending pods are not why.
 pub(crate) fn increases_text(
-    increases: &[autoscaler_core::scale_up::GroupIncrease],
-    groups: &[autoscaler_core::NodeGroup],
+    increases: &[autoscaler_core::GroupIncrease],
+    groups: &[autoscaler_model::NodeGroup],
     reasons: bool,
 ) -> String {
-    use autoscaler_core::scale_up::IncreaseReason;
+    use autoscaler_core::IncreaseReason;
     increases
         .iter()
         .map(|i| {
@@ -658,7 +658,7 @@ mod tests {
     /// list and comes back is said again at once.
     #[test]
     fn nodes_not_removed_get_a_no_scale_down_event_when_their_reason_changes_or_ages() {
-        use autoscaler_core::scale_down::Unremovable;
+        use autoscaler_core::Unremovable;
         let c = Cluster::new(10, 0);
         let view = c.view();
         let mut outcome = c.first_loop();
@@ -742,7 +742,7 @@ mod tests {
         );
     }
 
-    use autoscaler_core::names::SCALED_UP_GROUP;
+    use autoscaler_model::SCALED_UP_GROUP;
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};

@@ -16,10 +16,11 @@ use autoscaler_actuation::{
 };
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::InFlight;
-use autoscaler_core::model::node_group::NodeGroupId;
-use autoscaler_core::names::TO_BE_DELETED_TAINT;
-use autoscaler_core::{Action, PodRef, Sym};
+use autoscaler_core::{Action, PodRef};
 use autoscaler_core::{ActionError, ErrorClass};
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Sym;
+use autoscaler_model::TO_BE_DELETED_TAINT;
 use rustc_hash::FxHashMap;
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
@@ -63,11 +64,11 @@ impl ClusterLookup for Pinned<'_, '_> {
         }
     }
 
-    fn node(&self, name: &str) -> Option<Arc<autoscaler_core::Node>> {
+    fn node(&self, name: &str) -> Option<Arc<autoscaler_model::Node>> {
         self.inner.node(name)
     }
 
-    fn nodes(&self, names: &[Sym]) -> Vec<Arc<autoscaler_core::Node>> {
+    fn nodes(&self, names: &[Sym]) -> Vec<Arc<autoscaler_model::Node>> {
         self.inner.nodes(names)
     }
 
@@ -332,11 +333,11 @@ mod tests {
     use super::*;
     use crate::test_api::{Mock, client, next, respond};
     use autoscaler_actuation::Correction;
-    use autoscaler_core::ObjectStore;
-    use autoscaler_core::Sym;
-    use autoscaler_core::model::store::ObjectKey;
-    use autoscaler_core::names::DELETE_UNREGISTERED;
     use autoscaler_core::{PodEviction, PodRef};
+    use autoscaler_model::DELETE_UNREGISTERED;
+    use autoscaler_model::ObjectKey;
+    use autoscaler_model::ObjectStore;
+    use autoscaler_model::Sym;
     use http::Method;
     use serde_json::{Value, json};
 
@@ -612,7 +613,7 @@ mod tests {
         };
         let actions = vec![
             delete(DELETE_UNREGISTERED),
-            delete(autoscaler_core::names::SCALE_UP_FAILED),
+            delete(autoscaler_model::SCALE_UP_FAILED),
         ];
         let reports = ex.apply(actions).await;
         let reasons: Vec<(&str, ErrorClass)> = reports
@@ -630,10 +631,7 @@ mod tests {
             reasons,
             [
                 (DELETE_UNREGISTERED, ErrorClass::NotFound),
-                (
-                    autoscaler_core::names::SCALE_UP_FAILED,
-                    ErrorClass::NotFound
-                )
+                (autoscaler_model::SCALE_UP_FAILED, ErrorClass::NotFound)
             ]
         );
     }

@@ -10,9 +10,9 @@
 
 use std::fmt::Write as _;
 
-use autoscaler_core::names::SCALED_UP_GROUP;
-use autoscaler_core::scale_down::Waiting;
+use autoscaler_core::Waiting;
 use autoscaler_core::{ClusterView, LoopOutcome};
+use autoscaler_model::SCALED_UP_GROUP;
 use tracing::Level;
 use tracing::level_filters::LevelFilter;
 

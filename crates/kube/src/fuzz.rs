@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use autoscaler_core::testing::fuzz_cases;
+use autoscaler_model::testing::fuzz_cases;
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use k8s_openapi::api::apps::v1 as apps;

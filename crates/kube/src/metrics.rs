@@ -15,11 +15,12 @@
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
-use autoscaler_core::model::limits::{ClusterTotals, ResourceLimits};
-use autoscaler_core::names::TO_BE_DELETED_TAINT;
-use autoscaler_core::scale_down::{Unremovable, Waiting};
-use autoscaler_core::scale_up::pending::{SetAside, is_unschedulable};
-use autoscaler_core::{ClusterStatus, ClusterView, LoopOutcome, Node};
+use autoscaler_core::{ClusterStatus, ClusterView, LoopOutcome};
+use autoscaler_core::{SetAside, is_unschedulable};
+use autoscaler_core::{Unremovable, Waiting};
+use autoscaler_model::Node;
+use autoscaler_model::TO_BE_DELETED_TAINT;
+use autoscaler_model::{ClusterTotals, ResourceLimits};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -131,9 +132,9 @@ pub fn unremovable_label(u: &Unremovable) -> &'static str {
 /// when upstream looks at no single node.
 pub fn unremovable_reasons<'a>(
     view: &ClusterView<'a>,
-    plan: &'a autoscaler_core::scale_down::ScaleDownPlan,
-) -> impl Iterator<Item = (autoscaler_core::Sym, &'static str)> + 'a {
-    let ready: rustc_hash::FxHashMap<autoscaler_core::Sym, bool> = if plan.waiting.is_empty() {
+    plan: &'a autoscaler_core::ScaleDownPlan,
+) -> impl Iterator<Item = (autoscaler_model::Sym, &'static str)> + 'a {
+    let ready: rustc_hash::FxHashMap<autoscaler_model::Sym, bool> = if plan.waiting.is_empty() {
         Default::default()
     } else {
         view.nodes.iter().map(|n| (n.name, n.is_ready())).collect()
@@ -814,7 +815,7 @@ mod tests {
 
     use autoscaler_core::{Autoscaler, AutoscalerOptions};
 
-    use autoscaler_core::testing::GI;
+    use autoscaler_model::testing::GI;
 
     /// One parsed exposition: samples by `name{sorted labels}`, and each family's type.
     #[derive(Debug, Default)]
@@ -1088,11 +1089,11 @@ mod tests {
         m.observe_outcome(&view, &outcome);
         let g = &mut outcome.status.groups[0];
         g.unhealthy = Some("no nodes".into());
-        g.backoff = Some(autoscaler_core::cluster_state::BackoffStatus {
+        g.backoff = Some(autoscaler_core::BackoffStatus {
             until_ms: 1,
             failures: 1,
-            reason: autoscaler_core::cluster_state::backoff::FailureReason {
-                class: autoscaler_core::model::node_group::InstanceErrorClass::OutOfResources,
+            reason: autoscaler_core::FailureReason {
+                class: autoscaler_model::InstanceErrorClass::OutOfResources,
                 code: "QUOTA_EXCEEDED".into(),
                 message: "quota".into(),
             },
@@ -1146,7 +1147,7 @@ mod tests {
 
     #[test]
     fn gpu_labels_come_from_the_gpu_resource_and_the_provider_label() {
-        use autoscaler_core::testing::NodeBuilder;
+        use autoscaler_model::testing::NodeBuilder;
         let label = Some("cluster-api/accelerator");
         let plain = NodeBuilder::new("n", 4000, GI).build();
         assert_eq!(GpuLabels::of_node(&plain, label), None);
@@ -1264,7 +1265,7 @@ mod tests {
     /// the unremovable ones; not those kept by the cool-down.
     #[test]
     fn unneeded_nodes_kept_are_counted_as_unremovable_by_their_reason() {
-        use autoscaler_core::scale_down::Unremovable;
+        use autoscaler_core::Unremovable;
         let (c, mut outcome) = scaled_up_loop();
         let (n1, n2) = (c.nodes[0].name, c.nodes[1].name);
         let plan = &mut outcome.scale_down;
@@ -1325,10 +1326,8 @@ mod tests {
     }
 
     fn view_without_nodes() -> ClusterView<'static> {
-        static PROVIDER: std::sync::LazyLock<autoscaler_core::model::node_group::StaticProvider> =
-            std::sync::LazyLock::new(|| {
-                autoscaler_core::model::node_group::StaticProvider::new(Vec::new())
-            });
+        static PROVIDER: std::sync::LazyLock<autoscaler_model::StaticProvider> =
+            std::sync::LazyLock::new(|| autoscaler_model::StaticProvider::new(Vec::new()));
         ClusterView {
             nodes: &[],
             pods: &[],
@@ -1336,7 +1335,7 @@ mod tests {
             namespaces: &[],
             provider: &*PROVIDER,
             pdbs: &[],
-            storage: autoscaler_core::model::storage::Storage::none(),
+            storage: autoscaler_model::Storage::none(),
         }
     }
 

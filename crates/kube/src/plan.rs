@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use autoscaler_core::Action;
-use autoscaler_core::autoscaler::build_snapshot;
-use autoscaler_core::model::duration::format_duration;
-use autoscaler_core::model::node_group::NodeGroupId;
-use autoscaler_core::scale_down::Waiting;
-use autoscaler_core::scale_up::IncreaseReason;
-use autoscaler_core::scale_up::pending::is_unschedulable;
+use autoscaler_core::IncreaseReason;
+use autoscaler_core::Waiting;
+use autoscaler_core::build_snapshot;
+use autoscaler_core::is_unschedulable;
 use autoscaler_core::{ClusterView, LoopOutcome};
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::format_duration;
 
 /// One loop to explain: the view it decided on, what it decided, and what it said about its
 /// input.
@@ -489,7 +489,7 @@ pub fn json(e: &Explained<'_>) -> serde_json::Value {
 
 /// One option the expander was offered: `option 1: g +2 nodes for 5 pods, 2 x 0.500 = 1.000/hour
 /// (chosen)`.
-fn considered_line(o: &autoscaler_core::scale_up::ConsideredOption) -> String {
+fn considered_line(o: &autoscaler_core::ConsideredOption) -> String {
     let price = match o.node_price_per_hour {
         Some(p) => format!(
             ", {} x {p:.3} = {:.3}/hour",

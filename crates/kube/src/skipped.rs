@@ -177,7 +177,7 @@ impl SkippedObjects {
     }
 
     /// The warnings of one reading of the objects by the model or the provider (each
-    /// `Kind namespace/name: why`, as [`autoscaler_core::model::store::ObjectKey`] shows), in
+    /// `Kind namespace/name: why`, as [`autoscaler_model::ObjectKey`] shows), in
     /// place of the last ones `source` gave: new ones are warned about as
     /// [`SkippedObjects::skipped`] does; objects no longer named are cleared.
     pub fn conversion_warnings(&self, source: &str, warnings: &[String]) {

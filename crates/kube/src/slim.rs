@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::Pod;
-use autoscaler_core::model::pod::ModelError;
+use autoscaler_model::ModelError;
+use autoscaler_model::Pod;
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;

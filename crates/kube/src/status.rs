@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::cluster_state::{GroupReadiness, format_time_ms};
 use autoscaler_core::{ClusterView, LoopOutcome};
+use autoscaler_core::{GroupReadiness, format_time_ms};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -486,11 +486,11 @@ pub async fn write_status(
 mod tests {
     use super::*;
 
-    use autoscaler_core::cluster_state::BackoffStatus;
-    use autoscaler_core::cluster_state::backoff::FailureReason;
+    use autoscaler_core::BackoffStatus;
+    use autoscaler_core::FailureReason;
     use autoscaler_core::{Autoscaler, AutoscalerOptions};
 
-    use autoscaler_core::InstanceErrorClass;
+    use autoscaler_model::InstanceErrorClass;
 
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use autoscaler_core::InFlight;
-use autoscaler_core::Node;
-use autoscaler_core::Pod;
 use autoscaler_core::Unlimited;
-use autoscaler_core::model::node_group::StaticProvider;
-use autoscaler_core::scale_down::drain::NoControllerLookup;
-use autoscaler_core::testing::{GI, NodeBuilder, PodBuilder};
 use autoscaler_core::{Autoscaler, ClusterView, LoopOutcome};
-use autoscaler_core::{Instance, InstanceState, NodeGroup};
+use autoscaler_model::NoControllerLookup;
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::StaticProvider;
+use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::{Instance, InstanceState, NodeGroup};
 
 /// The cluster.
 pub(crate) struct Cluster {
@@ -69,7 +69,7 @@ impl Cluster {
             namespaces: &[],
             provider: &self.provider,
             pdbs: &[],
-            storage: autoscaler_core::model::storage::Storage::none(),
+            storage: autoscaler_model::Storage::none(),
         }
     }
 

@@ -36,10 +36,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
-use autoscaler_core::ObjectStore;
-use autoscaler_core::Pod;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::names::PRIORITY_CONFIG_MAP_NAME;
+use autoscaler_model::ObjectKey;
+use autoscaler_model::ObjectStore;
+use autoscaler_model::PRIORITY_CONFIG_MAP_NAME;
+use autoscaler_model::Pod;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
@@ -556,28 +556,28 @@ fn any<K>(_: &K) -> Result<(), String> {
 
 /// Whether the model takes the Node (an unparsable allocatable quantity drops it).
 fn check_node(n: &api::Node) -> Result<(), String> {
-    autoscaler_core::Node::from_k8s(n)
+    autoscaler_model::Node::from_k8s(n)
         .map(drop)
         .map_err(|e| e.detail())
 }
 
 /// Whether the model takes the budget (a percentage that does not parse drops it).
 pub(crate) fn check_pdb(p: &policy::PodDisruptionBudget) -> Result<(), String> {
-    autoscaler_core::PodDisruptionBudget::from_k8s(p)
+    autoscaler_model::PodDisruptionBudget::from_k8s(p)
         .map(drop)
         .map_err(|e| e.detail())
 }
 
 /// Whether the model takes the DaemonSet.
 pub(crate) fn check_daemonset(d: &apps::DaemonSet) -> Result<(), String> {
-    autoscaler_core::DaemonSet::from_k8s(d)
+    autoscaler_model::DaemonSet::from_k8s(d)
         .map(drop)
         .map_err(|e| e.detail())
 }
 
 /// Whether the model takes the Namespace.
 pub(crate) fn check_namespace(n: &api::Namespace) -> Result<(), String> {
-    autoscaler_core::NamespaceLabels::from_k8s(n)
+    autoscaler_model::NamespaceLabels::from_k8s(n)
         .map(drop)
         .map_err(|e| e.detail())
 }
@@ -1228,8 +1228,8 @@ pub(crate) fn fuzz_entry<K: Serialize>(o: K, check: fn(&K) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::Node;
-    use autoscaler_core::Pod;
+    use autoscaler_model::Node;
+    use autoscaler_model::Pod;
     use futures::FutureExt;
     use http::{Request, Response};
     use kube::client::Body;

@@ -14,13 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use autoscaler_core::Node;
-use autoscaler_core::ObjectStore;
-use autoscaler_core::Pod;
-use autoscaler_core::Sym;
-use autoscaler_core::model::pod::PodPhase;
-use autoscaler_core::model::store::{ObjectKey, StoreError};
-use autoscaler_core::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_core::{ClusterSnapshot, NodeId};
+use autoscaler_model::Node;
+use autoscaler_model::ObjectStore;
+use autoscaler_model::Pod;
+use autoscaler_model::PodPhase;
+use autoscaler_model::Sym;
+use autoscaler_model::{ObjectKey, StoreError};
 use k8s_openapi::api::core::v1 as api;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

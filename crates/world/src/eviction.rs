@@ -11,8 +11,8 @@
 //! budget with neither `minAvailable` nor `maxUnavailable` allows nothing. It never deletes a pod
 //! a budget protects and never replaces an evicted pod (its workload controller does).
 
-use autoscaler_core::PodDisruptionBudget;
-use autoscaler_core::model::pdb::IntOrPercent;
+use autoscaler_model::IntOrPercent;
+use autoscaler_model::PodDisruptionBudget;
 use k8s_openapi::api::policy::v1 as policy;
 use serde::Deserialize;
 use serde_json::{Value, json};

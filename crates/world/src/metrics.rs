@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::Resources;
+use autoscaler_model::Resources;
 
 use crate::queue::NsName;
 use crate::time::SimTime;

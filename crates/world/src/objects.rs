@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::ObjectStore;
-use autoscaler_core::model::store::{ObjectKey, StoreError};
+use autoscaler_model::ObjectStore;
+use autoscaler_model::{ObjectKey, StoreError};
 use serde_json::{Value, json};
 
 use crate::time::{SimTime, rfc3339};

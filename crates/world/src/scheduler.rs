@@ -15,8 +15,8 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::scheduling::predicates::{Prepared, Unfit};
-use autoscaler_core::scheduling::snapshot::NodeId;
+use autoscaler_core::NodeId;
+use autoscaler_core::{Prepared, Unfit};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
@@ -151,7 +151,7 @@ impl Scheduler {
     fn feasible(
         &mut self,
         c: &Cluster,
-        pod: &autoscaler_core::Pod,
+        pod: &autoscaler_model::Pod,
         nodes: &[NodeId],
         mut known: Option<&mut Known>,
     ) -> Vec<NodeId> {
@@ -211,7 +211,7 @@ impl Scheduler {
     fn best(
         &mut self,
         c: &Cluster,
-        pod: &autoscaler_core::Pod,
+        pod: &autoscaler_model::Pod,
         (all, zones): (&[NodeId], &Zones),
         feasible: &[NodeId],
     ) -> Option<NodeId> {
@@ -312,7 +312,7 @@ impl Known {
 /// no node changed. Gives exactly [`failure_message`]'s text.
 fn cached_failure_message(
     c: &Cluster,
-    pod: &autoscaler_core::Pod,
+    pod: &autoscaler_model::Pod,
     nodes: &[NodeId],
     cache: &mut Verdicts,
 ) -> String {
@@ -323,7 +323,7 @@ fn cached_failure_message(
 
 fn cached_failure_message_inner(
     c: &Cluster,
-    pod: &autoscaler_core::Pod,
+    pod: &autoscaler_model::Pod,
     nodes: &[NodeId],
     cache: &mut Verdicts,
 ) -> String {
@@ -403,7 +403,7 @@ impl Tally {
 
 /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ....`,
 /// reasons counted per node and sorted as strings.
-fn failure_message(c: &Cluster, pod: &autoscaler_core::Pod, nodes: &[NodeId]) -> String {
+fn failure_message(c: &Cluster, pod: &autoscaler_model::Pod, nodes: &[NodeId]) -> String {
     if nodes.is_empty() {
         return "no nodes available to schedule pods".to_string();
     }
@@ -489,7 +489,7 @@ impl ClassVerdicts {
     fn verdict(
         &mut self,
         unfits: &mut Vec<Unfit>,
-        (c, pod): (&Cluster, &autoscaler_core::Pod),
+        (c, pod): (&Cluster, &autoscaler_model::Pod),
         prepared: &mut Option<Prepared>,
         nid: NodeId,
         stamp: u64,

@@ -14,10 +14,10 @@
 //! (inter-pod affinity, preferred node affinity, `PreferNoSchedule` taints, image locality)
 //! are not scored.
 
-use autoscaler_core::Pod;
-use autoscaler_core::model::intern::Sym;
-use autoscaler_core::model::pod::OwnerRef;
-use autoscaler_core::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_core::{ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_model::OwnerRef;
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 

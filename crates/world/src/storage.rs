@@ -342,7 +342,7 @@ impl Storage {
 /// objects as stored now, it must look again, and its per-node verdicts are stale. Objects that
 /// do not convert are left out (the autoscaler's view reports them).
 pub(crate) fn storage_changed(c: &mut Cluster) {
-    let (storage, _) = autoscaler_core::model::storage::Storage::from_store(c.store.objects());
+    let (storage, _) = autoscaler_model::Storage::from_store(c.store.objects());
     c.snapshot.set_storage(std::sync::Arc::new(storage));
     c.sched_epoch += 1;
     let ids: Vec<_> = c.nodes.values().map(|n| n.id).collect();
@@ -779,7 +779,7 @@ struct Binding {
 /// The size a claim requests or a volume holds, in bytes (0 when absent or invalid).
 fn storage_bytes(obj: &Value, pointer: &str) -> i64 {
     (obj.pointer(pointer).and_then(Value::as_str))
-        .and_then(|q| autoscaler_core::model::quantity::parse_units(q).ok())
+        .and_then(|q| autoscaler_model::parse_units(q).ok())
         .unwrap_or(0)
 }
 

@@ -11,8 +11,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use autoscaler_core::Pod;
-use autoscaler_core::scheduling::predicates::check_node_static;
+use autoscaler_core::check_node_static;
+use autoscaler_model::Pod;
 use k8s_openapi::api::core::v1 as api;
 use serde::Deserialize;
 use serde_json::{Value, json};

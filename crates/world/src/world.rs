@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::ObjectStore;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::scheduling::snapshot::ClusterSnapshot;
+use autoscaler_core::ClusterSnapshot;
+use autoscaler_model::ObjectKey;
+use autoscaler_model::ObjectStore;
 use serde_json::{Value, json};
 
 use crate::cluster::{Cluster, Owner};

@@ -8,15 +8,13 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::Sym;
-use autoscaler_core::model::pod::VolumeRef;
-use autoscaler_core::model::storage::{
+use autoscaler_model::Sym;
+use autoscaler_model::VolumeRef;
+use autoscaler_model::{
     AccessModes, BindingMode, Claim, CsiDriverLimit, CsiNode, CsiSource, PersistentVolume, Storage,
     StorageClass,
 };
-use autoscaler_core::scheduling::affinity::{
-    NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm,
-};
+use autoscaler_model::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm};
 
 use crate::bench::cluster::Cluster;
 

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use autoscaler_core::Node;
-use autoscaler_core::Pod;
-use autoscaler_core::model::node_group::StaticProvider;
-use autoscaler_core::model::pod::ModelError;
-use autoscaler_core::{Instance, InstanceState, NodeGroup};
+use autoscaler_model::ModelError;
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::StaticProvider;
+use autoscaler_model::{Instance, InstanceState, NodeGroup};
 use k8s_openapi::api::core::v1 as api;
 
 use super::phases::thread_cpu;
@@ -71,7 +71,7 @@ pub struct Cluster {
     /// `Pod::from_k8s`): what an informer spends as objects arrive, before any loop.
     pub conversion: (Duration, Duration),
     /// Claims, volumes and CSINodes (empty unless `--pvc-fraction` adds them).
-    pub storage: Arc<autoscaler_core::model::storage::Storage>,
+    pub storage: Arc<autoscaler_model::Storage>,
 }
 
 /// The id of group `g` (a Cluster API MachineDeployment, as the `run` provider names it).
@@ -269,8 +269,8 @@ fn set_owner(pod: &mut api::Pod, rs: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::CloudProvider;
-    use autoscaler_core::scale_up::pending::is_unschedulable;
+    use autoscaler_core::is_unschedulable;
+    use autoscaler_model::CloudProvider;
 
     fn shape() -> Shape {
         Shape {
@@ -287,7 +287,7 @@ mod tests {
     /// The model objects the core's test builders make for `shape`: what `bench` generated
     /// before it wrote API objects, so its decisions are unchanged.
     fn built_with_test_builders(shape: &Shape) -> (Vec<Node>, Vec<Pod>) {
-        use autoscaler_core::testing::{NodeBuilder, PodBuilder};
+        use autoscaler_model::testing::{NodeBuilder, PodBuilder};
         let nodes = (0..shape.nodes)
             .map(|n| {
                 let name = format!("node-{n}");

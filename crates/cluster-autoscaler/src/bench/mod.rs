@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use autoscaler_core::model::quantity::{parse_milli, parse_units};
+use autoscaler_model::{parse_milli, parse_units};
 
 use crate::CliError;
 use crate::text::count;

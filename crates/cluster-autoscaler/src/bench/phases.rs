@@ -12,23 +12,23 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use autoscaler_core::CloudProvider;
 use autoscaler_core::ExpanderChain;
 use autoscaler_core::InFlight;
+use autoscaler_core::NodeInfo;
 use autoscaler_core::ScaleUpOptions;
+use autoscaler_core::ScaleUpResult;
 use autoscaler_core::Unlimited;
-use autoscaler_core::autoscaler::{build_snapshot, decide_scale_up_with_upcoming};
-use autoscaler_core::model::limits::ClusterTotals;
-use autoscaler_core::model::pdb::DisruptionBudgets;
-use autoscaler_core::model::pod::Pod;
-use autoscaler_core::scale_down::drain::NoControllerLookup;
-use autoscaler_core::scale_down::{ScaleDownInput, ScaleDownState, plan_scale_down};
-use autoscaler_core::scale_up::ScaleUpResult;
-use autoscaler_core::scale_up::estimator::{EstimatorLimits, estimate};
-use autoscaler_core::scale_up::pending::{self, place_on_existing};
-use autoscaler_core::scale_up::template::build_template;
-use autoscaler_core::scheduling::snapshot::NodeInfo;
+use autoscaler_core::build_template;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig};
+use autoscaler_core::{EstimatorLimits, estimate};
+use autoscaler_core::{ScaleDownInput, ScaleDownState, plan_scale_down};
+use autoscaler_core::{build_snapshot, decide_scale_up_with_upcoming};
+use autoscaler_core::{place_on_existing, select_pending};
+use autoscaler_model::CloudProvider;
+use autoscaler_model::ClusterTotals;
+use autoscaler_model::DisruptionBudgets;
+use autoscaler_model::NoControllerLookup;
+use autoscaler_model::Pod;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -227,7 +227,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
         ..view
     };
     let ((samples, cpu), placement) = time(n, || {
-        let selected = pending::select(&outside, NOW_MS, &options.scale_up.pending);
+        let selected = select_pending(&outside, NOW_MS, &options.scale_up.pending);
         snapshot.forked(|s| place_on_existing(s, selected.eligible))
     });
     results.push(PhaseResult {
@@ -379,7 +379,7 @@ fn floor_phase(pods: &[Arc<Pod>], iterations: usize) -> PhaseResult {
 fn estimate_phase(
     cluster: &Cluster,
     view: &ClusterView<'_>,
-    snapshot: &mut autoscaler_core::scheduling::snapshot::ClusterSnapshot,
+    snapshot: &mut autoscaler_core::ClusterSnapshot,
     settings: &Settings,
 ) -> PhaseResult {
     let phase = "bin-packing estimate (all pending, one group)";
@@ -401,7 +401,7 @@ fn estimate_phase(
             };
         }
     };
-    let pods = pending::select(view.pods, NOW_MS, &Default::default()).eligible;
+    let pods = select_pending(view.pods, NOW_MS, &Default::default()).eligible;
     let max_nodes = group
         .max_size
         .saturating_sub(group.target_size)
@@ -444,7 +444,7 @@ fn estimate_phase(
 fn scale_down_phases(
     cluster: &Cluster,
     view: &ClusterView<'_>,
-    snapshot: &mut autoscaler_core::scheduling::snapshot::ClusterSnapshot,
+    snapshot: &mut autoscaler_core::ClusterSnapshot,
     options: &AutoscalerOptions,
     iterations: usize,
 ) -> Vec<PhaseResult> {
@@ -521,7 +521,7 @@ fn scale_down_phases(
 mod tests {
     use super::*;
     use crate::bench::cluster::{Shape, generate};
-    use autoscaler_core::testing::GI;
+    use autoscaler_model::testing::GI;
 
     fn run(shape: Shape, max_nodes_per_scale_up: usize) -> Vec<PhaseResult> {
         let cluster = generate(&shape).expect("the bench cluster converts");

@@ -20,8 +20,8 @@
 
 use std::collections::BTreeMap;
 
-use autoscaler_core::Resources;
-use autoscaler_core::model::quantity::{parse_milli, parse_units};
+use autoscaler_model::Resources;
+use autoscaler_model::{parse_milli, parse_units};
 use autoscaler_world::Sample;
 use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
@@ -223,7 +223,7 @@ fn fallback(shapes: &[Shape], needed: &[(&String, f64)], weight: &impl Fn(&Shape
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::Sym;
+    use autoscaler_model::Sym;
 
     fn shape(cpu: f64, mem: f64, gpu: f64, price: f64) -> Shape {
         let mut allocatable = BTreeMap::from([

@@ -19,14 +19,14 @@ use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
 use autoscaler_core::Unlimited;
-use autoscaler_core::model::store::ObjectKey;
-use autoscaler_core::names::TO_BE_DELETED_TAINT;
-use autoscaler_core::names::{
+use autoscaler_core::{ActionError, ErrorClass};
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
+use autoscaler_model::ObjectKey;
+use autoscaler_model::TO_BE_DELETED_TAINT;
+use autoscaler_model::{
     CLUSTER_UNHEALTHY, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
     SCALE_UP_TIMED_OUT,
 };
-use autoscaler_core::{ActionError, ErrorClass};
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
 use autoscaler_world::{FaultKind, Metrics, Restart, SimTime, World, WorldConfig, WorldError};
 use serde_json::Value;
 
@@ -832,7 +832,7 @@ impl<'a> Driver<'a> {
     /// The pods bound to `nodes` in the world itself (not the autoscaler's view, which may
     /// lag), as a pod list by `spec.nodeName` reads them from the API server. A pod that does
     /// not convert fails the read: the deletion is then abandoned rather than decided blind.
-    fn read_pods(&self, nodes: &[autoscaler_core::Sym]) -> Reply {
+    fn read_pods(&self, nodes: &[autoscaler_model::Sym]) -> Reply {
         let mut pods = Vec::new();
         for (key, obj) in self.world.objects().iter() {
             let on = obj.pointer("/spec/nodeName").and_then(Value::as_str);
@@ -855,7 +855,7 @@ impl<'a> Driver<'a> {
     /// it before its grace is up. Upstream never does that either: its drain waits for evicted
     /// pods to be gone (up to the grace period plus headroom) and, if some remain, fails the
     /// drain ("pods remaining after timeout") and keeps the node, as the actuation here does.
-    fn nodes_left_with_pods(&mut self, nodes: &[autoscaler_core::Sym]) {
+    fn nodes_left_with_pods(&mut self, nodes: &[autoscaler_model::Sym]) {
         for n in nodes {
             let pods = self.world.non_daemon_pods(n.as_str());
             if pods.is_empty() {
@@ -1002,7 +1002,7 @@ impl<'a> Driver<'a> {
 }
 
 /// Every object of `store` as multi-document YAML (`---` between documents), in store order.
-pub fn objects_yaml(store: &autoscaler_core::ObjectStore) -> String {
+pub fn objects_yaml(store: &autoscaler_model::ObjectStore) -> String {
     let mut out = String::new();
     for (_, obj) in store.iter() {
         out.push_str("---\n");
@@ -1072,8 +1072,8 @@ fn add_trace_pod(world: &mut World, p: TimedPod) -> Result<(), WorldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::Sym;
     use autoscaler_core::{PodEviction, PodRef};
+    use autoscaler_model::Sym;
 
     /// Two workers and one web pod under a budget that allows no disruption: the Eviction API
     /// refuses every eviction of it.
@@ -1173,14 +1173,14 @@ workloads:
     }
 
     /// The web pod of a test scenario, as the informer sees it now.
-    fn web_pod(d: &mut Driver) -> autoscaler_core::Pod {
+    fn web_pod(d: &mut Driver) -> autoscaler_model::Pod {
         d.sync();
         let web = d.informer.pods().iter().find(|p| p.name.starts_with("web"));
         (**web.expect("the web pod")).clone()
     }
 
     /// Drains the web pod's node, allowing `grace_period_sec`; returns the pod as it was.
-    fn drain_web(d: &mut Driver, grace_period_sec: u64) -> autoscaler_core::Pod {
+    fn drain_web(d: &mut Driver, grace_period_sec: u64) -> autoscaler_model::Pod {
         let web = web_pod(d);
         let node = web.node_name.expect("the web pod runs");
         d.apply(Action::DrainAndDelete {
@@ -1253,7 +1253,7 @@ workloads:
 
     /// Whether the world's Machine `name` carries a delete-machine annotation.
     fn marked(d: &Driver, name: &str) -> bool {
-        let key = autoscaler_core::model::store::ObjectKey {
+        let key = autoscaler_model::ObjectKey {
             group: "cluster.x-k8s.io".into(),
             kind: "Machine".into(),
             namespace: "default".into(),
@@ -1299,7 +1299,7 @@ node_groups:
         let node_sym = Sym::new(&node);
         d.apply(Action::AddTaint {
             node: node_sym,
-            taint: autoscaler_core::actions::to_be_deleted_taint(d.now_ms()),
+            taint: autoscaler_core::to_be_deleted_taint(d.now_ms()),
         });
         d.apply(Action::DeleteEmptyNodes {
             group: "MachineDeployment/default/workers".into(),
@@ -1400,7 +1400,7 @@ node_groups:
         let web = web_pod(&mut d);
         let node = web.node_name.expect("the web pod runs");
         let unschedulable = |d: &Driver| {
-            let key = autoscaler_core::model::store::ObjectKey {
+            let key = autoscaler_model::ObjectKey {
                 group: String::new(),
                 kind: "Node".into(),
                 namespace: String::new(),
@@ -1413,7 +1413,7 @@ node_groups:
         let now = d.now_ms();
         d.apply(Action::AddTaint {
             node,
-            taint: autoscaler_core::actions::to_be_deleted_taint(now),
+            taint: autoscaler_core::to_be_deleted_taint(now),
         });
         assert!(unschedulable(&d), "cordoned with the taint");
         drain_web(&mut d, 30);

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use autoscaler_actuation::Informer as Objects;
-use autoscaler_core::model::store::ObjectKey;
+use autoscaler_model::ObjectKey;
 use autoscaler_world::{SimTime, WatchEvent, WatchEventKind, World};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -147,9 +147,9 @@ impl std::ops::DerefMut for Informer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::Node;
-    use autoscaler_core::Pod;
-    use autoscaler_core::model::objects::read_objects;
+    use autoscaler_model::Node;
+    use autoscaler_model::Pod;
+    use autoscaler_model::read_objects;
     use autoscaler_world::{NodeGroupSpec, WorldConfig};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;

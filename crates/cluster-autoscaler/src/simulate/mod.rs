@@ -99,7 +99,7 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
         e => CliError::usage(anyhow!("scenario {label}: {e}")),
     })?;
     if let Some(d) = &args.duration {
-        let d = autoscaler_core::model::duration::parse_duration(d)
+        let d = autoscaler_model::parse_duration(d)
             .map_err(|e| CliError::usage(anyhow!("--duration {d:?}: {e}")))?;
         s.duration = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
         scenario::check_loops(s.duration, s.scan_interval)
@@ -130,7 +130,7 @@ fn snapshot_at(args: &SimulateArgs, s: &Scenario) -> Result<Option<u64>, CliErro
     let Some(at) = &args.snapshot_at else {
         return Ok(None);
     };
-    let d = autoscaler_core::model::duration::parse_duration(at)
+    let d = autoscaler_model::parse_duration(at)
         .map_err(|e| CliError::usage(anyhow!("--snapshot-at {at:?}: {e}")))?;
     let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     if ms >= s.duration {

@@ -11,9 +11,9 @@
 use autoscaler_clusterapi::ClusterApiProvider;
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
-use autoscaler_core::Node;
-use autoscaler_core::ResourceLimits;
-use autoscaler_core::{CloudProvider, InstanceState};
+use autoscaler_model::Node;
+use autoscaler_model::ResourceLimits;
+use autoscaler_model::{CloudProvider, InstanceState};
 use autoscaler_world::{SimTime, UnmarkedDeletion};
 
 /// How many violations are kept with their text.

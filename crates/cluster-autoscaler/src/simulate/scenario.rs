@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use autoscaler_actuation::ActuationOptions;
 use autoscaler_core::AutoscalerOptions;
-use autoscaler_core::model::duration::parse_duration;
+use autoscaler_model::parse_duration;
 use autoscaler_world::{
     ClaimTemplate, CsiSpec, DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec,
     PodTemplate, ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime, StatefulSetSpec,
@@ -129,10 +129,7 @@ pub struct ScenarioFile {
     pub node_groups: Vec<GroupFile>,
     /// Kubernetes objects created at the start (PodDisruptionBudgets, Namespaces, Pods, ...).
     /// A key written twice in one mapping is refused, as in snapshots.
-    #[serde(
-        default,
-        deserialize_with = "autoscaler_core::model::store::strict_values"
-    )]
+    #[serde(default, deserialize_with = "autoscaler_model::strict_values")]
     pub objects: Vec<Value>,
     /// Injected faults.
     #[serde(default)]
@@ -678,8 +675,7 @@ impl Scenario {
         let run = options(&f.options, f.seed, cli)?;
         let scan_interval = scan_ms(&run, cli)?;
         check_loops(duration, scan_interval).map_err(|e| {
-            let value =
-                autoscaler_core::model::duration::format_duration(run.controller.scan_interval);
+            let value = autoscaler_model::format_duration(run.controller.scan_interval);
             scan_interval_error(cli, value, e)
         })?;
         let sample_interval = match &f.sample_interval {
@@ -1029,7 +1025,7 @@ fn stateful_set(field: &str, f: &StatefulSetFile) -> Result<StatefulSetSpec, Sce
     let mut claims = Vec::new();
     for (j, c) in f.volume_claims.iter().enumerate() {
         let at = format!("{field}.volume_claims[{j}]");
-        autoscaler_core::model::labels::check_qualified_name(&c.name)
+        autoscaler_model::check_qualified_name(&c.name)
             .map_err(|e| invalid(format!("{at}.name"), e))?;
         if f.volume_claims[..j].iter().any(|o| o.name == c.name) {
             return Err(invalid(
@@ -1038,7 +1034,7 @@ fn stateful_set(field: &str, f: &StatefulSetFile) -> Result<StatefulSetSpec, Sce
             ));
         }
         let size = c.size.clone().unwrap_or_else(|| "1Gi".into());
-        let q = autoscaler_core::model::quantity::parse(&size)
+        let q = autoscaler_model::parse_quantity(&size)
             .map_err(|e| invalid(format!("{at}.size"), e.to_string()))?;
         if q.as_nanos() < 0 {
             return Err(invalid(
@@ -1094,10 +1090,10 @@ fn pod_count(field: &str, n: u32) -> Result<(), ScenarioError> {
 /// A CPU and memory amount the model can hold (millicores and bytes in 64 bits), not negative.
 fn cpu_memory(field: &str, cpu: &str, memory: &str) -> Result<(), ScenarioError> {
     let bad = |name: &str, e: String| invalid(format!("{field}.{name}"), e);
-    let milli = autoscaler_core::model::quantity::parse(cpu)
+    let milli = autoscaler_model::parse_quantity(cpu)
         .and_then(|q| q.to_milli_ceil())
         .map_err(|e| bad("cpu", e.to_string()))?;
-    let bytes = autoscaler_core::model::quantity::parse(memory)
+    let bytes = autoscaler_model::parse_quantity(memory)
         .and_then(|q| q.to_units_ceil())
         .map_err(|e| bad("memory", e.to_string()))?;
     if milli < 0 {
@@ -1263,7 +1259,7 @@ fn check_count_or_percent(
 /// Checks labels (keys qualified names, values label values); `field` names the map.
 fn check_labels(field: &str, labels: &BTreeMap<String, String>) -> Result<(), ScenarioError> {
     for (k, v) in labels {
-        autoscaler_core::model::labels::check_qualified_name(k)
+        autoscaler_model::check_qualified_name(k)
             .map_err(|e| invalid(format!("{field}.{k}"), e))?;
         check_label_value(&format!("{field}.{k}"), v)?;
     }
@@ -1298,7 +1294,7 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
     check_name(&format!("{field}.namespace"), &g.namespace, NameRule::Label)?;
     check_labels(&format!("{field}.labels"), &g.labels)?;
     for k in g.annotations.keys() {
-        autoscaler_core::model::labels::check_qualified_name(k)
+        autoscaler_model::check_qualified_name(k)
             .map_err(|e| invalid(format!("{field}.annotations"), e))?;
     }
     if g.max == 0 || g.min > g.max {
@@ -1328,7 +1324,7 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
     }
     cpu_memory(field, &g.cpu, &g.memory)?;
     if let Some(gpu) = &g.gpu {
-        autoscaler_core::model::limits::check_gpu_resource(&gpu.resource)
+        autoscaler_model::check_gpu_resource(&gpu.resource)
             .map_err(|e| invalid(format!("{field}.gpu.resource"), e))?;
     }
     let mut taints = Vec::new();
@@ -1336,7 +1332,7 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
         let parsed = t.split_once(':').and_then(|(kv, effect)| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let ok = matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute");
-            let ok = ok && autoscaler_core::model::labels::check_qualified_name(k).is_ok();
+            let ok = ok && autoscaler_model::check_qualified_name(k).is_ok();
             ok.then(|| (k.to_string(), v.to_string(), effect.to_string()))
         });
         match parsed {
@@ -1407,7 +1403,7 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
     let mut t = PodTemplate::new().requests(&cpu, &memory);
     if p.gpu > 0 {
         let res = p.gpu_resource.clone().unwrap_or_else(default_gpu_resource);
-        autoscaler_core::model::limits::check_gpu_resource(&res)
+        autoscaler_model::check_gpu_resource(&res)
             .map_err(|e| invalid(format!("{field}.gpu_resource"), e))?;
         t = t.request(&res, &p.gpu.to_string());
     }
@@ -1522,7 +1518,7 @@ fn scan_ms(o: &RunOptions, cli: Option<&CommandLine>) -> Result<SimTime, Scenari
     match u64::try_from(d.as_millis()).unwrap_or(u64::MAX) {
         0 => Err(scan_interval_error(
             cli,
-            autoscaler_core::model::duration::format_duration(d),
+            autoscaler_model::format_duration(d),
             "must be at least 1ms in a simulation (virtual time counts milliseconds)".into(),
         )),
         ms => Ok(ms),

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use autoscaler_core::names::SCALED_UP_GROUP;
+use autoscaler_model::SCALED_UP_GROUP;
 
 use super::report::Report;
 

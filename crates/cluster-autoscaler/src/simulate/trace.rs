@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::scenario::TimedPod;
-use autoscaler_core::names::SAFE_TO_EVICT_ANNOTATION;
+use autoscaler_model::SAFE_TO_EVICT_ANNOTATION;
 use autoscaler_world::SimTime;
 
 /// How rows are turned into pods.

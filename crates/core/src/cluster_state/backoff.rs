@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::model::node_group::{InstanceErrorClass, NodeGroupId};
+use autoscaler_model::{InstanceErrorClass, NodeGroupId};
 
 /// Backoff durations, with upstream's flag names and defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]

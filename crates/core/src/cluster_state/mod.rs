@@ -13,7 +13,7 @@
 
 pub mod backoff;
 
-use crate::names::{
+use autoscaler_model::{
     CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE,
     NOT_READY_FOR_AUTOSCALING, SCALE_UP_FAILED, SCALE_UP_TIMED_OUT,
 };
@@ -25,12 +25,12 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::actions::Action;
 use crate::cluster_state::backoff::{Backoff, BackoffOptions, FailureReason, ms};
-use crate::model::node::Node;
-use crate::model::node_group::{
+use autoscaler_model::Node;
+use autoscaler_model::TO_BE_DELETED_TAINT;
+use autoscaler_model::TaintConfig;
+use autoscaler_model::{
     CloudProvider, InstanceError, InstanceErrorClass, InstanceState, NodeGroup, NodeGroupId,
 };
-use crate::model::taints::TaintConfig;
-use crate::names::TO_BE_DELETED_TAINT;
 
 /// How long an issued deletion or target decrease is trusted to be under way before it is issued
 /// again, if the provider still shows the same thing.
@@ -40,7 +40,7 @@ const REISSUE_MS: i64 = 2 * 60 * 1000;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterStateOptions {
     /// `--max-node-provision-time` (15m): how long a scale-up or a new instance may take to
-    /// register. Groups may override it ([`crate::model::node_group::NodeGroupOptions`]).
+    /// register. Groups may override it ([`autoscaler_model::NodeGroupOptions`]).
     pub max_node_provision_time: Duration,
     /// `--max-node-startup-time` (15m): how long a registered node may take to become Ready
     /// before it counts as unready.
@@ -886,8 +886,8 @@ fn unhealthy_reason(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node_group::{Instance, StaticProvider};
-    use crate::testing::{GI, NodeBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder};
+    use autoscaler_model::{Instance, StaticProvider};
 
     const MIN: i64 = 60_000;
     const T0: i64 = 1_700_000_000_000;
@@ -968,7 +968,7 @@ mod tests {
         let tainted = |name: &str, key: &str| {
             NodeBuilder::new(name, 4000, 16 * GI)
                 .with_provider_id(&format!("test:///{name}"))
-                .taint(key, "", crate::model::taints::TaintEffect::NoSchedule)
+                .taint(key, "", autoscaler_model::TaintEffect::NoSchedule)
                 .with(|n| n.creation_ms = Some(T0))
                 .arc()
         };

@@ -20,15 +20,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1 as api;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-
-use crate::model::capacity_buffer::{
+use autoscaler_model::Quantity;
+use autoscaler_model::capacity_buffer::{
     ACTIVE_CAPACITY, CONDITION_READY_FOR_PROVISIONING, CapacityBuffer, KIND, REASON_ATTRIBUTES_SET,
 };
-use crate::model::pod::Pod;
-use crate::model::provisioning_request::{GROUP, Owner, pod_from_template};
-use crate::model::quantity::Quantity;
+use autoscaler_model::provisioning_request::{GROUP, Owner, pod_from_template};
+use autoscaler_model::{Pod, PodTemplate, Workload};
 
 /// The status the buffer controller writes on a buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,27 +63,17 @@ pub struct Resolved {
     pub pods: Vec<Arc<Pod>>,
 }
 
-/// What a workload (`scalableRef`) gives a buffer: its pod template and replicas.
-pub struct Workload {
-    /// The workload's pod template.
-    pub template: api::PodTemplateSpec,
-    /// Its desired replicas, if it says.
-    pub replicas: Option<u32>,
-}
-
 /// Resolves `buffer`: `template` finds a PodTemplate by (namespace, name), `workload` a
 /// workload by (namespace, apiGroup, kind, name). `None` for a strategy other than the default.
 pub fn resolve<'t>(
     buffer: &CapacityBuffer,
-    template: &dyn Fn(&str, &str) -> Option<&'t api::PodTemplate>,
+    template: &dyn Fn(&str, &str) -> Option<&'t PodTemplate>,
     workload: &dyn Fn(&str, &str, &str, &str) -> Option<Workload>,
 ) -> Option<Resolved> {
     if &*buffer.strategy != ACTIVE_CAPACITY {
         return None;
     }
-    let (shape, count, pod_template): (api::PodTemplate, Result<u32, String>, _) = if let Some(
-        name,
-    ) =
+    let (shape, count, pod_template): (PodTemplate, Result<u32, String>, _) = if let Some(name) =
         &buffer.pod_template
     {
         let Some(t) = template(&buffer.namespace, name) else {
@@ -125,9 +112,9 @@ pub fn resolve<'t>(
                 buffer.name
             )),
         };
-        let t = api::PodTemplate {
-            metadata: meta::ObjectMeta::default(),
+        let t = PodTemplate {
             template: Some(w.template),
+            ..PodTemplate::default()
         };
         (t, count, None)
     } else {
@@ -213,7 +200,7 @@ fn not_ready(buffer: &CapacityBuffer, message: String) -> Resolved {
 /// request (in milli-units), the budget over the request; the smallest. `None` when no limited
 /// resource is requested.
 fn pods_within_limits(
-    template: &api::PodTemplate,
+    template: &PodTemplate,
     limits: &std::collections::BTreeMap<String, Quantity>,
 ) -> Option<u32> {
     let spec = template.template.as_ref()?.spec.as_ref()?;
@@ -228,7 +215,7 @@ fn pods_within_limits(
             else {
                 continue;
             };
-            let Ok(q) = crate::model::quantity::parse_milli(&q.0) else {
+            let Ok(q) = autoscaler_model::parse_milli(&q.0) else {
                 continue;
             };
             per_pod = per_pod.saturating_add(q);

@@ -1,6 +1,6 @@
 //! Capacity on request: what the autoscaler decides for ProvisioningRequests and
-//! CapacityBuffers (the objects are read in [`crate::model::provisioning_request`] and
-//! [`crate::model::capacity_buffer`]).
+//! CapacityBuffers (the objects are read in `autoscaler_model::provisioning_request` and
+//! `autoscaler_model::capacity_buffer`).
 //!
 //! - [`request`]: a loop's decisions on requests (expiry, bookings, one request taken up per
 //!   loop by its class, check-capacity or best-effort-atomic, with its retry backoff), the
@@ -25,10 +25,10 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 
 use crate::autoscaler::ClusterView;
-use crate::model::capacity_objects::CapacityObjects;
-use crate::model::node_group::NodeGroup;
-use crate::model::pod::Pod;
 use crate::scheduling::budget::Budget;
+use autoscaler_model::CapacityObjects;
+use autoscaler_model::NodeGroup;
+use autoscaler_model::Pod;
 use buffer::Resolved;
 use request::{Requests, RequestsDecision, RequestsInput, Verdict};
 

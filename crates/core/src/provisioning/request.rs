@@ -28,24 +28,23 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1 as api;
 use rand_chacha::ChaCha8Rng;
 
 use super::conditions::*;
 use crate::autoscaler::{
     ClusterView, ScaleUpConfig, ScaleUpDecision, build_snapshot, decide_scale_up_with_upcoming,
 };
-use crate::model::intern::Sym;
-use crate::model::node_group::NodeGroup;
-use crate::model::pod::Pod;
-use crate::model::provisioning_request::{
+use crate::scale_up::pending::place_on_existing;
+use crate::scheduling::budget::Budget;
+use crate::scheduling::snapshot::ClusterSnapshot;
+use autoscaler_model::NodeGroup;
+use autoscaler_model::Sym;
+use autoscaler_model::provisioning_request::{
     CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, Condition, ConditionStatus, ConditionType,
     PARAMETER_NO_RETRY, PARAMETER_PROCESSOR_INSTANCE, ProvisioningRequest, consumed_request,
     pods_for_request,
 };
-use crate::scale_up::pending::place_on_existing;
-use crate::scheduling::budget::Budget;
-use crate::scheduling::snapshot::ClusterSnapshot;
+use autoscaler_model::{Pod, PodTemplate};
 
 /// How long a booking lasts after `Provisioned=True` (upstream's reservation time, 10 min).
 pub const BOOKING_MS: i64 = 10 * 60 * 1000;
@@ -275,7 +274,7 @@ pub struct RequestsInput<'a, 'v> {
     /// The cluster (pods as the API has them, no virtual pods).
     pub view: &'a ClusterView<'v>,
     /// The PodTemplate named (namespace, name), if any.
-    pub template: &'a dyn Fn(&str, &str) -> Option<&'a api::PodTemplate>,
+    pub template: &'a dyn Fn(&str, &str) -> Option<&'a PodTemplate>,
     /// The scale-up configuration (best-effort-atomic decides with it).
     pub config: &'a ScaleUpConfig,
     /// Why a group must not grow now (backoff, unhealthy), if it must not.

@@ -4,28 +4,28 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1 as api;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-use super::buffer::{Workload, resolve};
+use super::buffer::resolve;
 use super::request::*;
 use crate::autoscaler::{
     Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig, decide_scale_up,
 };
-use crate::model::capacity_buffer::CapacityBuffer;
-use crate::model::node::Node;
-use crate::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use crate::model::pod::Pod;
-use crate::model::provisioning_request::{
+use crate::scale_down::InFlight;
+use crate::scheduling::budget::Unlimited;
+use autoscaler_model::NoControllerLookup;
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::capacity_buffer::CapacityBuffer;
+use autoscaler_model::provisioning_request::{
     CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, CONSUME_ANNOTATION, ConditionStatus,
     ConditionType, ProvisioningRequest,
 };
-use crate::scale_down::InFlight;
-use crate::scale_down::drain::NoControllerLookup;
-use crate::scheduling::budget::Unlimited;
-use crate::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_model::{PodTemplate, Workload};
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 const MIN: i64 = 60_000;
@@ -38,9 +38,7 @@ fn on() -> RequestOptions {
 }
 
 fn ts(ms: i64) -> String {
-    k8s_openapi::jiff::Timestamp::from_millisecond(ms)
-        .unwrap()
-        .to_string()
+    crate::cluster_state::format_time_ms(ms)
 }
 
 fn request(name: &str, class: &str, count: u32, conditions: Value) -> ProvisioningRequest {
@@ -60,7 +58,7 @@ fn condition(t: &str, s: &str, at: i64) -> Value {
     json!({"type": t, "status": s, "reason": "r", "message": "m", "lastTransitionTime": ts(at)})
 }
 
-fn template(cpu: &str, gpu: Option<&str>) -> api::PodTemplate {
+fn template(cpu: &str, gpu: Option<&str>) -> PodTemplate {
     let mut requests = json!({"cpu": cpu, "memory": "1Gi"});
     if let Some(g) = gpu {
         requests["nvidia.com/gpu"] = json!(g);
@@ -99,7 +97,7 @@ struct World {
     nodes: Vec<Arc<Node>>,
     pods: Vec<Arc<Pod>>,
     provider: StaticProvider,
-    template: api::PodTemplate,
+    template: PodTemplate,
 }
 
 impl World {
@@ -145,7 +143,7 @@ fn write_for<'d>(d: &'d RequestsDecision, name: &str) -> &'d StatusWrite {
     d.writes.iter().find(|w| &*w.name == name).unwrap()
 }
 
-fn cond(w: &StatusWrite, t: ConditionType) -> &crate::model::provisioning_request::Condition {
+fn cond(w: &StatusWrite, t: ConditionType) -> &autoscaler_model::provisioning_request::Condition {
     w.conditions.iter().find(|c| c.type_ == t).unwrap()
 }
 
@@ -437,7 +435,7 @@ fn missing_pod_templates_fail_the_request_with_failed_to_create_pods() {
     let mut w = cpu_world();
     w.template.metadata.name = Some("other".into());
     let r = ProvisioningRequest {
-        pod_sets: vec![crate::model::provisioning_request::PodSet {
+        pod_sets: vec![autoscaler_model::provisioning_request::PodSet {
             template: "absent".into(),
             count: 1,
         }],
@@ -690,7 +688,7 @@ mod properties {
     //! never holds its room past the booking time; the booked pods fit where they are placed.
 
     use super::*;
-    use crate::model::node_group::CloudProvider;
+    use autoscaler_model::CloudProvider;
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]
@@ -762,7 +760,7 @@ mod properties {
 
     proptest! {
         #![proptest_config(ProptestConfig {
-            cases: crate::testing::fuzz_cases(200),
+            cases: autoscaler_model::testing::fuzz_cases(200),
             ..ProptestConfig::default()
         })]
 
@@ -782,7 +780,7 @@ mod properties {
                 requests.push((r, *cpu));
             }
             // One template per request, with the request's pod size.
-            let templates: Vec<api::PodTemplate> = requests
+            let templates: Vec<PodTemplate> = requests
                 .iter()
                 .map(|(_, cpu)| template(&format!("{cpu}m"), None))
                 .collect();

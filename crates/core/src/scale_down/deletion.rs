@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use super::simulation::Removable;
 use super::{NodeDeletion, Pass, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Waiting, ms};
-use crate::model::limits::ClusterTotals;
-use crate::model::node_group::NodeGroup;
 use crate::scheduling::snapshot::ClusterSnapshot;
+use autoscaler_model::ClusterTotals;
+use autoscaler_model::NodeGroup;
 
 /// What deletions planned so far in this pass have used.
 struct Slots<'a, 'p, 'i> {

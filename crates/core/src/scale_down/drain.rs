@@ -12,16 +12,17 @@
 //! *where* pods go (that is the removal simulation), and it must never perform I/O, read the clock
 //! (the caller passes `now_ms`) or panic on any input.
 
-use crate::names::{
+use autoscaler_model::{
     DAEMONSET_POD_ANNOTATION, ENABLE_DS_EVICTION_ANNOTATION, KUBE_SYSTEM, MIRROR_POD_ANNOTATION,
     SAFE_TO_EVICT_ANNOTATION, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
 };
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use crate::model::intern::Sym;
-use crate::model::pdb::{DisruptionBudgets, PdbBlocked};
-use crate::model::pod::{OwnerRef, Pod};
+use autoscaler_model::Sym;
+use autoscaler_model::{ControllerLookup, ControllerState};
+use autoscaler_model::{DisruptionBudgets, PdbBlocked};
+use autoscaler_model::{OwnerRef, Pod};
 
 /// `terminationGracePeriodSeconds` the API server defaults to (30 s), in milliseconds: the
 /// grace assumed for a pod that does not say its own.
@@ -78,43 +79,6 @@ impl Default for DrainOptions {
     }
 }
 
-/// What the caller knows about a pod's controller object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ControllerState {
-    /// Not known (the caller has no workload objects of this kind): no check is made.
-    Unknown,
-    /// Known not to exist.
-    Missing,
-    /// Exists, with `spec.replicas` where the kind has one.
-    Present {
-        /// Desired replicas, if the kind has the field and it is set.
-        replicas: Option<i32>,
-    },
-}
-
-/// Looks up pod controllers (ReplicaSets, Jobs, ...) in the caller's view of the cluster.
-pub trait ControllerLookup {
-    /// The state of the controller `owner` of a pod in `namespace` (controllers live in the
-    /// namespace of their pods).
-    fn controller(&self, namespace: Sym, owner: &OwnerRef) -> ControllerState;
-}
-
-/// A lookup that knows no controller: the existence and replica checks never block.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoControllerLookup;
-
-impl ControllerLookup for NoControllerLookup {
-    fn controller(&self, _: Sym, _: &OwnerRef) -> ControllerState {
-        ControllerState::Unknown
-    }
-}
-
-impl<F: Fn(Sym, &OwnerRef) -> ControllerState> ControllerLookup for F {
-    fn controller(&self, namespace: Sym, owner: &OwnerRef) -> ControllerState {
-        self(namespace, owner)
-    }
-}
-
 /// Everything the rules read besides the pods.
 #[derive(Clone, Copy)]
 pub struct DrainContext<'a> {
@@ -122,7 +86,7 @@ pub struct DrainContext<'a> {
     pub opts: &'a DrainOptions,
     /// PodDisruptionBudgets with what is left of them in this loop.
     pub budgets: &'a DisruptionBudgets,
-    /// Controller lookup (use [`NoControllerLookup`] without workload objects).
+    /// Controller lookup (use [`autoscaler_model::NoControllerLookup`] without workload objects).
     pub controllers: &'a dyn ControllerLookup,
     /// The loop's clock value, milliseconds since the Unix epoch.
     pub now_ms: i64,
@@ -606,10 +570,11 @@ pub fn drain_node(pods: &[Arc<Pod>], ctx: &DrainContext<'_>) -> Result<DrainPlan
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::labels::{LabelSelector, Labels};
-    use crate::model::pdb::PodDisruptionBudget;
-    use crate::model::pod::Volume;
-    use crate::testing::PodBuilder;
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::PodDisruptionBudget;
+    use autoscaler_model::Volume;
+    use autoscaler_model::testing::PodBuilder;
+    use autoscaler_model::{LabelSelector, Labels};
     use proptest::prelude::*;
 
     const NOW: i64 = 1_700_000_000_000;
@@ -944,13 +909,13 @@ mod tests {
             },
             Case {
                 name: "terminal pods are ignored",
-                blocked: bare_pod("p").with(|p| p.phase = crate::model::pod::PodPhase::Running),
+                blocked: bare_pod("p").with(|p| p.phase = autoscaler_model::PodPhase::Running),
                 opts: d(),
                 pdbs: vec![],
                 lookup: &NoControllerLookup,
                 code: "NotReplicated",
                 flipped: flip_pod(
-                    bare_pod("p").with(|p| p.phase = crate::model::pod::PodPhase::Succeeded),
+                    bare_pod("p").with(|p| p.phase = autoscaler_model::PodPhase::Succeeded),
                 ),
             },
             Case {
@@ -1007,7 +972,7 @@ mod tests {
             rs_pod("web").arc(),
             ann(bare_pod("mirror"), MIRROR_POD_ANNOTATION, "x").arc(),
             bare_pod("done")
-                .with(|p| p.phase = crate::model::pod::PodPhase::Failed)
+                .with(|p| p.phase = autoscaler_model::PodPhase::Failed)
                 .arc(),
             bare_pod("agent").owner("DaemonSet", "agent").arc(),
         ];
@@ -1237,11 +1202,11 @@ mod tests {
             );
         }
         p.phase = [
-            crate::model::pod::PodPhase::Running,
-            crate::model::pod::PodPhase::Pending,
-            crate::model::pod::PodPhase::Succeeded,
-            crate::model::pod::PodPhase::Failed,
-            crate::model::pod::PodPhase::Unknown,
+            autoscaler_model::PodPhase::Running,
+            autoscaler_model::PodPhase::Pending,
+            autoscaler_model::PodPhase::Succeeded,
+            autoscaler_model::PodPhase::Failed,
+            autoscaler_model::PodPhase::Unknown,
         ][usize::from(g.phase) % 5];
         if g.mirror {
             annotate(&mut p, MIRROR_POD_ANNOTATION, "hash");
@@ -1277,7 +1242,7 @@ mod tests {
             || p.deletion_ms.is_some_and(|d| NOW - d > 60_000)
             || matches!(
                 p.phase,
-                crate::model::pod::PodPhase::Succeeded | crate::model::pod::PodPhase::Failed
+                autoscaler_model::PodPhase::Succeeded | autoscaler_model::PodPhase::Failed
             )
         {
             return false;
@@ -1384,7 +1349,7 @@ mod tests {
 #[cfg(test)]
 mod grace_tests {
     use super::*;
-    use crate::testing::{GI, PodBuilder};
+    use autoscaler_model::testing::{GI, PodBuilder};
 
     #[test]
     fn a_terminating_pod_is_waited_for_its_own_grace_period() {
@@ -1408,7 +1373,8 @@ mod grace_tests {
 #[cfg(test)]
 mod system_pod_tests {
     use super::*;
-    use crate::testing::{GI, PodBuilder};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::testing::{GI, PodBuilder};
 
     #[test]
     fn an_unprotected_kube_system_pod_blocks_only_until_the_timeout_after_its_creation() {
@@ -1456,7 +1422,8 @@ mod system_pod_tests {
 #[cfg(test)]
 mod eviction_tests {
     use super::*;
-    use crate::testing::{GI, PodBuilder};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::testing::{GI, PodBuilder};
 
     #[test]
     fn an_eviction_gives_the_pods_own_grace_up_to_the_flag() {
@@ -1514,9 +1481,10 @@ mod eviction_tests {
 #[cfg(test)]
 mod multiple_pdb_tests {
     use super::*;
-    use crate::model::labels::{LabelSelector, Labels};
-    use crate::model::pdb::PodDisruptionBudget;
-    use crate::testing::{GI, PodBuilder};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::PodDisruptionBudget;
+    use autoscaler_model::testing::{GI, PodBuilder};
+    use autoscaler_model::{LabelSelector, Labels};
 
     fn budget(name: &str, key: &str, value: &str) -> PodDisruptionBudget {
         let selector = LabelSelector {

@@ -12,13 +12,13 @@ use std::sync::{Arc, LazyLock};
 use super::drain::{self, DrainContext};
 use super::utilization::{Utilization, utilization};
 use super::{Pass, ScaleDownState, Unremovable};
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::node_group::NodeGroup;
-use crate::model::pod::Pod;
-use crate::names::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
 use crate::scale_down::unneeded::UnneededNodes;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_model::Node;
+use autoscaler_model::NodeGroup;
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
+use autoscaler_model::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
 
 /// The deletion taint's key as a symbol (compared as a number on every node of every pass).
 static TO_BE_DELETED: LazyLock<Sym> = LazyLock::new(|| Sym::new(TO_BE_DELETED_TAINT));

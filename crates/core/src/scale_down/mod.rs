@@ -41,17 +41,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::intern::Sym;
-use crate::model::limits::{ClusterTotals, LimitReached, ResourceLimits};
-use crate::model::node_group::{CloudProvider, NodeGroupId};
-use crate::model::pdb::DisruptionBudgets;
-use crate::model::pod::Pod;
-use crate::scale_down::drain::{Blocked, ControllerLookup, DrainOptions};
+use crate::scale_down::drain::{Blocked, DrainOptions};
 use crate::scale_down::removal::{Hints, NoPlace};
 use crate::scale_down::unneeded::UnneededNodes;
 use crate::scale_down::utilization::UtilizationOptions;
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_model::ControllerLookup;
+use autoscaler_model::DisruptionBudgets;
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
+use autoscaler_model::{CloudProvider, NodeGroupId};
+use autoscaler_model::{ClusterTotals, LimitReached, ResourceLimits};
 
 /// Options of scale-down (upstream flag names in the field docs; defaults are upstream's).
 #[derive(Clone, Debug)]

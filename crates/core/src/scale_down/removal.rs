@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::intern::Sym;
-use crate::model::pod::Pod;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
 
 /// Where a pod was (or would be) moved: key `namespace/name` → destination node name.
 pub type Hints = FxHashMap<(Sym, Arc<str>), Sym>;
@@ -129,7 +129,7 @@ fn place_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
 
     fn cluster(nodes: &[(&str, i64, &[i64])]) -> (ClusterSnapshot, Vec<NodeId>) {
         let mut s = ClusterSnapshot::new();

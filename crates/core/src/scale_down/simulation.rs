@@ -17,12 +17,12 @@ use rustc_hash::FxHashMap;
 use super::eligibility::Candidate;
 use super::removal::{Hints, try_remove};
 use super::{Pass, Unremovable};
-use crate::model::intern::Sym;
-use crate::model::limits::ClusterTotals;
-use crate::model::pod::Pod;
 use crate::scale_down::drain::{BlockReason, Blocked};
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeInfo};
+use autoscaler_model::ClusterTotals;
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
 
 /// A candidate the simulation could remove.
 pub(super) struct Removable {

@@ -9,9 +9,9 @@ use rustc_hash::FxHashSet;
 
 use super::simulation::Removable;
 use super::{ScaleDownOptions, ScaleDownPlan};
-use crate::model::intern::Sym;
-use crate::names::DELETION_CANDIDATE_TAINT;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_model::DELETION_CANDIDATE_TAINT;
+use autoscaler_model::Sym;
 
 /// Fills the plan's soft taints and untaints from the nodes `ids` of `snapshot`, in order.
 pub(super) fn plan(

@@ -2,15 +2,16 @@
 //! taints, deletions and budgets, and a property test of the plan's invariants.
 
 use super::*;
-use crate::model::labels::{LabelSelector, Labels};
-use crate::model::node::Node;
-use crate::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-use crate::model::pdb::PodDisruptionBudget;
-use crate::model::pod::Volume;
-use crate::names::{DELETION_CANDIDATE_TAINT, SCALE_DOWN_DISABLED_ANNOTATION};
-use crate::scale_down::drain::{BlockReason, DrainContext, NoControllerLookup};
+use crate::scale_down::drain::{BlockReason, DrainContext};
 use crate::scheduling::budget::Unlimited;
-use crate::testing::{GI, MI, NodeBuilder, PodBuilder};
+use autoscaler_model::NoControllerLookup;
+use autoscaler_model::Node;
+use autoscaler_model::PodDisruptionBudget;
+use autoscaler_model::Volume;
+use autoscaler_model::testing::{GI, MI, NodeBuilder, PodBuilder};
+use autoscaler_model::{DELETION_CANDIDATE_TAINT, SCALE_DOWN_DISABLED_ANNOTATION};
+use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_model::{LabelSelector, Labels};
 
 use proptest::prelude::*;
 
@@ -405,7 +406,7 @@ fn scale_down_disabled_neither_finds_unneeded_nodes_nor_soft_taints() {
                 node("off-b", 4000).taint(
                     DELETION_CANDIDATE_TAINT,
                     "1",
-                    crate::model::taints::TaintEffect::PreferNoSchedule,
+                    autoscaler_model::TaintEffect::PreferNoSchedule,
                 ),
                 vec![rs_pod("busy", 3500)],
             ),
@@ -434,7 +435,7 @@ fn soft_taints_follow_unneeded_status() {
                 node("soft-b", 4000).taint(
                     DELETION_CANDIDATE_TAINT,
                     "1",
-                    crate::model::taints::TaintEffect::PreferNoSchedule,
+                    autoscaler_model::TaintEffect::PreferNoSchedule,
                 ),
                 vec![rs_pod("busy", 3500)],
             ),
@@ -634,7 +635,7 @@ fn the_cores_minimum_stops_removal() {
             (node("core-c", 4000), vec![rs_pod("core-busy", 3000)]),
         ],
     );
-    w.limits.cpu = crate::model::limits::Range::parse_cores("5:1000").expect("valid");
+    w.limits.cpu = autoscaler_model::Range::parse_cores("5:1000").expect("valid");
     let p = run_two_passes(&mut w, &ScaleDownOptions::default());
     assert_eq!(unneeded(&p), ["core-a"]);
     assert_eq!(p.deletions.len(), 1);
@@ -1016,7 +1017,7 @@ fn make_pod(name: &str, ps: &PodSpec, node: &str, pool: &str) -> Arc<Pod> {
         12 => b,
         13 => b.owner("DaemonSet", "ds"),
         _ => b
-            .namespace(crate::names::KUBE_SYSTEM)
+            .namespace(autoscaler_model::KUBE_SYSTEM)
             .owner("ReplicaSet", "sys"),
     };
     if ps.app < 3 {
@@ -1034,7 +1035,7 @@ fn make_pod(name: &str, ps: &PodSpec, node: &str, pool: &str) -> Arc<Pod> {
         let v = if ps.safe == 8 { "true" } else { "false" };
         b = b.with(|p| {
             p.annotations.push((
-                Arc::from(crate::names::SAFE_TO_EVICT_ANNOTATION),
+                Arc::from(autoscaler_model::SAFE_TO_EVICT_ANNOTATION),
                 Arc::from(v),
             ))
         });
@@ -1088,9 +1089,8 @@ fn build(spec: &Spec) -> (World, ScaleDownOptions) {
     let mut limits = ResourceLimits::default();
     if let Some(pct) = spec.cores_min_pct {
         let cores: i64 = nodes.iter().map(|n| n.capacity.cpu).sum::<i64>() / 1000;
-        limits.cpu =
-            crate::model::limits::Range::parse_cores(&format!("{}:100000", cores * pct / 100))
-                .expect("valid range");
+        limits.cpu = autoscaler_model::Range::parse_cores(&format!("{}:100000", cores * pct / 100))
+            .expect("valid range");
     }
     let pdbs = spec
         .pdbs
@@ -1098,7 +1098,7 @@ fn build(spec: &Spec) -> (World, ScaleDownOptions) {
         .enumerate()
         .map(|(k, &(sys, app, allowed))| {
             let ns = if sys {
-                crate::names::KUBE_SYSTEM
+                autoscaler_model::KUBE_SYSTEM
             } else {
                 "default"
             };
@@ -1305,10 +1305,10 @@ proptest! {
 
 mod hint_tests {
     use super::*;
-    use crate::model::node_group::{Instance, InstanceState, NodeGroup, StaticProvider};
-    use crate::scale_down::drain::NoControllerLookup;
     use crate::scheduling::budget::Unlimited;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 
     #[test]
     fn hints_are_kept_only_for_pods_of_unneeded_nodes() {

@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::ScaleDownState;
 use super::simulation::Removable;
-use crate::model::intern::Sym;
+use autoscaler_model::Sym;
 
 /// Scale-down phase 3: records that exactly the `removable` nodes are unneeded at `now_ms`,
 /// keeps hints only for their pods, and returns each with since when it has been unneeded.

@@ -7,9 +7,9 @@
 //! rest of scale-down's verdicts together (each pod is an allocation of its own). It never
 //! changes the snapshot.
 
-use crate::model::resources::ResourceName;
 use crate::scale_down::drain::{is_daemonset_pod, is_mirror_pod};
 use crate::scheduling::snapshot::NodeInfo;
+use autoscaler_model::ResourceName;
 
 /// Options of the utilization computation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub fn utilization(info: &NodeInfo, opts: UtilizationOptions) -> Utilization {
 mod tests {
     use super::*;
     use crate::scheduling::snapshot::ClusterSnapshot;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use std::sync::Arc;
 
     /// The utilization follows the snapshot's changes to the node: pods added and removed count
@@ -125,8 +125,8 @@ mod tests {
     #[test]
     fn terminal_pods_do_not_count() {
         use crate::autoscaler::{ClusterView, build_snapshot};
-        use crate::model::node_group::StaticProvider;
-        use crate::model::pod::PodPhase;
+        use autoscaler_model::PodPhase;
+        use autoscaler_model::StaticProvider;
         let nodes = [NodeBuilder::new("n", 1000, 4 * GI).arc()];
         let done = |phase| {
             PodBuilder::new("done", 700, GI)
@@ -188,7 +188,7 @@ mod tests {
         let ds = PodBuilder::new("ds", 500, 0).owner("DaemonSet", "logs");
         let mirror = PodBuilder::new("m", 300, 0).with(|p| {
             p.annotations = vec![(
-                Arc::from(crate::names::MIRROR_POD_ANNOTATION),
+                Arc::from(autoscaler_model::MIRROR_POD_ANNOTATION),
                 Arc::from("x"),
             )]
         });

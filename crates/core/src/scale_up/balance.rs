@@ -41,9 +41,9 @@
 //! the same result by water-filling in `O(groups × log(max size))`, independent of the number of
 //! nodes.
 
-use crate::model::intern::Sym;
-use crate::model::labels::Labels;
-use crate::model::resources::{ResourceName, Resources};
+use autoscaler_model::Labels;
+use autoscaler_model::Sym;
+use autoscaler_model::{ResourceName, Resources};
 
 /// Labels never compared: they differ between zones or between instances of the same machine
 /// type. Upstream's basic set: hostname, both zone and region labels (stable and legacy beta),

@@ -57,18 +57,18 @@
 //!   estimate stops, the remaining pods go to [`Estimate::skipped`] and [`LimitHit::TimeBudget`]
 //!   is set.
 
-use crate::names::HOSTNAME_LABEL;
+use autoscaler_model::HOSTNAME_LABEL;
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::pod::{Pod, PodName};
 use crate::scheduling::predicates::{Prepared, Unfit};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, SnapshotError};
+use autoscaler_model::Node;
+use autoscaler_model::Sym;
+use autoscaler_model::{Pod, PodName};
 
 // Kept here for the shells' old import path; the budget belongs to every simulation.
 pub use crate::scheduling::budget::{Budget, Unlimited};
@@ -513,7 +513,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::testing::{GI, MI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, MI, NodeBuilder, PodBuilder};
 
     fn template(cpu: i64, memory: i64) -> NodeTemplate {
         NodeTemplate {
@@ -836,9 +836,7 @@ mod tests {
     }
 
     /// Node names with the names and requests of their pods, in node order.
-    fn contents(
-        snap: &ClusterSnapshot,
-    ) -> Vec<(Sym, Vec<String>, crate::model::resources::Resources)> {
+    fn contents(snap: &ClusterSnapshot) -> Vec<(Sym, Vec<String>, autoscaler_model::Resources)> {
         let mut out: Vec<_> = snap
             .node_ids()
             .filter_map(|id| snap.node(id).map(|info| (id, info)))

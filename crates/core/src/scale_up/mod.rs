@@ -26,10 +26,6 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::limits::{ClusterTotals, ResourceLimits};
-use crate::model::node_group::{NodeGroup, NodeGroupId};
-use crate::model::pod::Pod;
-use crate::model::resources::Resources;
 use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find_similar, split};
 use crate::scale_up::estimator::{
     Estimate, EstimatorLimits, LimitHit, PendingPods, estimate, estimate_pending,
@@ -39,6 +35,10 @@ use crate::scale_up::reasons::{GroupReasons, Verdicts};
 use crate::scale_up::template::{GroupTemplate, NoTemplate};
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
+use autoscaler_model::Pod;
+use autoscaler_model::Resources;
+use autoscaler_model::{ClusterTotals, ResourceLimits};
+use autoscaler_model::{NodeGroup, NodeGroupId};
 
 /// Options of scale-up.
 #[derive(Clone, Debug)]
@@ -775,13 +775,13 @@ fn all_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::limits::Range;
-    use crate::model::node::Node;
-    use crate::model::taints::{TaintEffect, TolerationOp};
     use crate::scale_up::estimator::NodeTemplate;
     use crate::scale_up::template::TemplateSource;
     use crate::scheduling::budget::Unlimited;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::Node;
+    use autoscaler_model::Range;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{TaintEffect, TolerationOp};
     use proptest::prelude::*;
     use rand::SeedableRng;
 

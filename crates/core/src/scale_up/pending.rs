@@ -8,16 +8,16 @@
 //! being provisioned, are placed there in the snapshot (so that two pods never count the same
 //! free space) and need no new node. It never changes anything outside the snapshot it is given.
 
-use crate::names::POD_SCALE_UP_DELAY_ANNOTATION;
+use autoscaler_model::POD_SCALE_UP_DELAY_ANNOTATION;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::duration::parse_duration;
-use crate::model::intern::Sym;
-use crate::model::pod::Pod;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
+use autoscaler_model::parse_duration;
 
 /// Options of pending-pod selection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -330,7 +330,7 @@ impl Headroom {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
 
     fn unschedulable(b: PodBuilder) -> Arc<Pod> {
         b.unschedulable().arc()
@@ -345,7 +345,7 @@ mod tests {
             unschedulable(PodBuilder::new("deleting", 100, GI).with(|p| p.deletion_ms = Some(1)));
         let done = unschedulable(
             PodBuilder::new("done", 100, GI)
-                .with(|p| p.phase = crate::model::pod::PodPhase::Succeeded),
+                .with(|p| p.phase = autoscaler_model::PodPhase::Succeeded),
         );
         let s = select(
             [&plain, &marked, &bound, &deleting, &done],
@@ -389,7 +389,7 @@ mod tests {
         let fresh = of_scheduler("fresh", "volcano").arc();
         let no_reason = of_scheduler("no-reason", "volcano")
             .with(|p| {
-                p.conditions.push(crate::model::pod::PodCondition {
+                p.conditions.push(autoscaler_model::PodCondition {
                     type_: Sym::new("PodScheduled"),
                     status: Sym::new("False"),
                     reason: None,
@@ -399,7 +399,7 @@ mod tests {
             .arc();
         let gated = of_scheduler("gated", "volcano")
             .with(|p| {
-                p.conditions.push(crate::model::pod::PodCondition {
+                p.conditions.push(autoscaler_model::PodCondition {
                     type_: Sym::new("PodScheduled"),
                     status: Sym::new("False"),
                     reason: Some(Sym::new("SchedulingGated")),

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::node_group::NodeGroupId;
 use crate::scheduling::predicates::Unfit;
+use autoscaler_model::NodeGroupId;
 
 const NONE: u32 = u32::MAX;
 

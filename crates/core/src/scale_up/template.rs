@@ -7,20 +7,21 @@
 //! runs. It never invents capacity: a group with neither a node nor a provider template has no
 //! template, and says so.
 
-use crate::names::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
+use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
 use std::sync::Arc;
 
-use crate::model::daemonset::{DaemonSet, daemon_pods_for};
-use crate::model::intern::Sym;
-use crate::model::node::{Node, NodeCondition};
-use crate::model::node_group::NodeGroup;
-use crate::model::pod::{Pod, PodName};
-use crate::model::taints::TaintConfig;
-use crate::names::HOSTNAME_LABEL;
 use crate::scale_up::estimator::NodeTemplate;
+use crate::scheduling::predicates::check_node_static;
 use crate::scheduling::snapshot::NodeInfo;
+use autoscaler_model::DaemonSet;
+use autoscaler_model::HOSTNAME_LABEL;
+use autoscaler_model::NodeGroup;
+use autoscaler_model::Sym;
+use autoscaler_model::TaintConfig;
+use autoscaler_model::{Node, NodeCondition};
+use autoscaler_model::{Pod, PodName};
 
-pub use crate::names::MIRROR_POD_ANNOTATION;
+pub use autoscaler_model::MIRROR_POD_ANNOTATION;
 
 /// Taints the node lifecycle controller sets from node conditions: a fresh node does not carry
 /// them once it is Ready.
@@ -35,6 +36,28 @@ const CONDITION_TAINTS: &[&str] = &[
     "node.kubernetes.io/out-of-disk",
     "node.cloudprovider.kubernetes.io/uninitialized",
 ];
+
+/// The daemon pod `ds` would run on `node`, bound to it and named `<daemonset>-<node>`, or `None`
+/// when the node's labels or taints keep it off (the DaemonSet controller's own check: node
+/// selector, required node affinity, taints).
+pub fn daemon_pod_for(ds: &DaemonSet, node: &Node) -> Option<Pod> {
+    check_node_static(&ds.pod, node).ok()?;
+    let mut pod = ds.pod.clone();
+    pod.name = PodName::from(format!("{}-{}", ds.name, node.name));
+    pod.uid = Arc::from(format!("{}-{}", ds.pod.uid, node.name));
+    pod.node_name = Some(node.name);
+    pod.update_equivalence();
+    Some(pod)
+}
+
+/// The daemon pods `daemonsets` would run on `node`.
+pub fn daemon_pods_for(daemonsets: &[DaemonSet], node: &Node) -> Vec<Arc<Pod>> {
+    daemonsets
+        .iter()
+        .filter_map(|ds| daemon_pod_for(ds, node))
+        .map(Arc::new)
+        .collect()
+}
 
 /// Options of template building.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -169,10 +192,65 @@ pub fn sanitize(node: &Node, name: &str, opts: &TemplateOptions) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node_group::NodeGroup;
-    use crate::model::taints::TaintEffect;
     use crate::scheduling::snapshot::ClusterSnapshot;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::NodeGroup;
+    use autoscaler_model::TaintEffect;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+
+    fn logging() -> DaemonSet {
+        let ds = serde_json::json!({
+            "metadata": {"name": "fluentd", "namespace": "kube-system", "uid": "u1"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "fluentd"}},
+                "template": {
+                    "metadata": {"labels": {"app": "fluentd"}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/os": "linux"},
+                        "containers": [{"name": "f", "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}}}]
+                    }
+                }
+            }
+        });
+        DaemonSet::from_k8s(&serde_json::from_value(ds).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn daemon_pod_is_owned_bound_and_sized() {
+        let node = NodeBuilder::new("n1", 4000, 16 * GI)
+            .label("kubernetes.io/os", "linux")
+            .build();
+        let pod = daemon_pod_for(&logging(), &node).expect("runs on a linux node");
+        assert_eq!(pod.node_name, Some(Sym::new("n1")));
+        assert_eq!(&*pod.name, "fluentd-n1");
+        assert_eq!(pod.requests.cpu, 100);
+        assert_eq!(
+            pod.owner.as_ref().map(|o| o.kind.as_str()),
+            Some("DaemonSet")
+        );
+        assert_eq!(pod.labels.get_str("app"), Some("fluentd"));
+    }
+
+    #[test]
+    fn node_selector_and_taints_decide_where_daemons_run() {
+        let windows = NodeBuilder::new("w", 4000, 16 * GI)
+            .label("kubernetes.io/os", "windows")
+            .build();
+        assert!(daemon_pod_for(&logging(), &windows).is_none());
+        let tainted = NodeBuilder::new("t", 4000, 16 * GI)
+            .label("kubernetes.io/os", "linux")
+            .taint("dedicated", "gpu", TaintEffect::NoSchedule)
+            .build();
+        assert!(daemon_pod_for(&logging(), &tainted).is_none());
+        // The controller's own tolerations: cordoned and not-ready nodes still get daemons.
+        let cordoned = NodeBuilder::new("c", 4000, 16 * GI)
+            .label("kubernetes.io/os", "linux")
+            .unschedulable()
+            .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute)
+            .build();
+        assert!(daemon_pod_for(&logging(), &cordoned).is_some());
+        let pods = daemon_pods_for(&[logging()], &cordoned);
+        assert_eq!(pods.len(), 1);
+    }
 
     fn info_of(snap: &ClusterSnapshot, name: &str) -> NodeInfo {
         snap.node_by_name(Sym::new(name)).unwrap().clone()

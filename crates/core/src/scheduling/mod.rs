@@ -1,11 +1,10 @@
 //! The scheduling simulator: a [`snapshot`] of nodes and pods that can be forked and reverted,
-//! the scheduler's [`predicates`] (resources, taints, node and pod [`affinity`], topology
+//! the scheduler's [`predicates`] (resources, taints, node and pod affinity, topology
 //! spread, [`volumes`]) that say whether a pod fits a node, and the [`budget`] that bounds a simulation.
 //!
 //! It answers "would the scheduler place this pod here"; it never decides to scale and never
 //! changes the cluster, only its own copy.
 
-pub mod affinity;
 pub mod budget;
 pub mod predicates;
 pub mod snapshot;

@@ -27,17 +27,17 @@ use std::sync::{Arc, LazyLock};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::model::intern::Sym;
-use crate::model::labels::{LabelSelector, Labels};
-use crate::model::node::Node;
-use crate::model::pod::{HostPort, Pod};
-use crate::model::resources::ResourceName;
-use crate::model::taints::{Taint, TaintEffect, first_untolerated};
-use crate::scheduling::affinity::{
+use crate::scheduling::snapshot::{Change, ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_model::Node;
+use autoscaler_model::ResourceName;
+use autoscaler_model::Sym;
+use autoscaler_model::{HostPort, Pod};
+use autoscaler_model::{
     InclusionPolicy, NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm,
     PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
-use crate::scheduling::snapshot::{Change, ClusterSnapshot, NodeId, NodeInfo};
+use autoscaler_model::{LabelSelector, Labels};
+use autoscaler_model::{Taint, TaintEffect, first_untolerated};
 
 /// Why a pod does not fit a node (one variant per filter reason, Display = kube-scheduler text).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1061,10 +1061,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::labels::LabelSelector;
-    use crate::model::taints::TolerationOp;
-    use crate::scheduling::affinity::{NamespaceLabels, NodeSelector, NodeSelectorTerm};
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::LabelSelector;
+    use autoscaler_model::TolerationOp;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{NamespaceLabels, NodeSelector, NodeSelectorTerm};
 
     fn one_node(node: Node) -> (ClusterSnapshot, NodeId) {
         let mut s = ClusterSnapshot::new();

@@ -35,13 +35,13 @@ use rustc_hash::FxHashMap;
 
 use self::index::{NameIndex, PodsById, SelectorIndex, key_hash, pod_identity, tag};
 
-use crate::model::intern::Sym;
-use crate::model::labels::Labels;
-use crate::model::node::Node;
-use crate::model::pod::{HostPort, Pod, VolumeRef, text_hash};
-use crate::model::resources::Resources;
-use crate::model::storage::Storage;
-use crate::scheduling::affinity::NamespaceLabels;
+use autoscaler_model::Labels;
+use autoscaler_model::NamespaceLabels;
+use autoscaler_model::Node;
+use autoscaler_model::Resources;
+use autoscaler_model::Storage;
+use autoscaler_model::Sym;
+use autoscaler_model::{HostPort, Pod, VolumeRef, text_hash};
 
 /// Index of a node in a snapshot. Stable while the node exists; may be reused after the node is
 /// removed or its fork reverted.
@@ -1089,7 +1089,7 @@ impl ClusterSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
 
     /// One node as seen by a [`Picture`]: id, name, pod keys in order, sums, ports.
     type NodePicture = (u32, Sym, Vec<String>, Resources, Vec<HostPort>);

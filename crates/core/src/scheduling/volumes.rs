@@ -15,16 +15,16 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::pod::{Pod, VolumeRef};
-use crate::model::storage::{
-    AccessModes, BindingMode, Claim, PersistentVolume, Storage, VOLUME_TOPOLOGY_LABELS, csi_of,
-};
-use crate::names::HOSTNAME_LABEL;
-use crate::scheduling::affinity::{NodeSelector, NodeSelectorOp};
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeInfo};
+use autoscaler_model::HOSTNAME_LABEL;
+use autoscaler_model::Node;
+use autoscaler_model::Sym;
+use autoscaler_model::{
+    AccessModes, BindingMode, Claim, PersistentVolume, Storage, VOLUME_TOPOLOGY_LABELS, csi_of,
+};
+use autoscaler_model::{NodeSelector, NodeSelectorOp};
+use autoscaler_model::{Pod, VolumeRef};
 
 /// A volume as NodeVolumeLimits counts it: the driver, then an identity unique among that
 /// driver's volumes (a bound volume's handle with no namespace, a claim's namespace and name).
@@ -293,10 +293,10 @@ fn check_zone(storage: &Storage, pod: &Pod, node: &Node) -> Result<(), Unfit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::storage::CsiNode;
-    use crate::model::store::ObjectStore;
     use crate::scheduling::snapshot::NodeId;
-    use crate::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::CsiNode;
+    use autoscaler_model::ObjectStore;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
 
     /// Storage objects shared by the cases: a zonal WaitForFirstConsumer CSI class, an
     /// Immediate class, a local class without provisioner, and a few claims and volumes.

@@ -27,21 +27,18 @@ use std::str::FromStr;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::node_group::NodeGroupId;
-use crate::model::resources::Resources;
+use autoscaler_model::NodeGroupId;
+use autoscaler_model::Resources;
 
 pub use least_nodes::LeastNodes;
-pub use least_waste::{LeastWaste, waste_score};
+pub use least_waste::LeastWaste;
 pub use most_pods::MostPods;
-pub use price::{
-    GPU_UNFITNESS, MEMORY_BYTES_PER_CORE_EQUIVALENT, Price, STABILIZATION_CORE_EQUIVALENTS,
-    core_equivalents, preferred_node_cores, price_score, unfitness, usable_price,
-};
+pub use price::Price;
 pub use priority::{Priority, PriorityConfig, PrioritySetting};
 pub use random::Random;
-pub use unit_price::{UnitPrice, binding_share, unit_price_score};
+pub use unit_price::UnitPrice;
 
-use crate::names::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
+use autoscaler_model::{PRIORITY_CONFIG_KEY, PRIORITY_CONFIG_MAP_NAME};
 
 /// One way to scale up: grow `group` by `node_count` nodes, which would let `pods` schedule.
 ///

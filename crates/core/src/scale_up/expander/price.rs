@@ -33,7 +33,7 @@
 //! no node are dropped the same way. It must never look at group names.
 
 use super::{Expander, ExpanderName, ExpanderWarning, ExpansionOption, keep_min};
-use crate::model::resources::Resources;
+use autoscaler_model::Resources;
 
 /// Bytes of memory counted as one core-equivalent (4 GiB).
 pub const MEMORY_BYTES_PER_CORE_EQUIVALENT: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0;
@@ -94,8 +94,8 @@ pub fn unfitness(option: &ExpansionOption, preferred_cores: f64) -> f64 {
     (raw - 1.0) * (1.0 - (extra_nodes / 15.0).tanh()) + 1.0
 }
 
-fn is_gpu(name: crate::model::intern::Sym) -> bool {
-    crate::model::resources::ResourceName::Extended(name).is_gpu()
+fn is_gpu(name: autoscaler_model::Sym) -> bool {
+    autoscaler_model::ResourceName::Extended(name).is_gpu()
 }
 
 /// The price per core-equivalent of `option`'s node, if it has a price and any CPU or memory.
@@ -178,8 +178,8 @@ impl Expander for Price {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::intern::Sym;
     use crate::scale_up::expander::tests::{opt, with_price, with_req};
+    use autoscaler_model::Sym;
 
     const UNKNOWN: Option<usize> = None;
 

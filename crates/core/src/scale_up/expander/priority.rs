@@ -1,6 +1,6 @@
 //! The `priority` expander: prefer the node groups the user ranks highest.
 //!
-//! The user writes, under key [`PRIORITY_CONFIG_KEY`](crate::names::PRIORITY_CONFIG_KEY) of ConfigMap [`PRIORITY_CONFIG_MAP_NAME`](crate::names::PRIORITY_CONFIG_MAP_NAME),
+//! The user writes, under key [`PRIORITY_CONFIG_KEY`](autoscaler_model::PRIORITY_CONFIG_KEY) of ConfigMap [`PRIORITY_CONFIG_MAP_NAME`](autoscaler_model::PRIORITY_CONFIG_MAP_NAME),
 //! a YAML mapping from integer priorities to lists of regular expressions:
 //!
 //! ```yaml
@@ -69,7 +69,7 @@ impl PriorityConfig {
         if text.trim().is_empty() {
             return Err(ExpanderError::PriorityConfigEmpty);
         }
-        crate::yaml_depth::check_depth(text).map_err(|e| ExpanderError::PriorityConfigYaml {
+        autoscaler_model::check_depth(text).map_err(|e| ExpanderError::PriorityConfigYaml {
             message: e.to_string(),
         })?;
         let raw: Option<BTreeMap<i64, Option<Vec<String>>>> = serde_yaml_ng::from_str(text)

@@ -22,7 +22,7 @@
 
 use super::price::usable_price;
 use super::{Expander, ExpanderName, ExpanderWarning, ExpansionOption, keep_min};
-use crate::model::resources::Resources;
+use autoscaler_model::Resources;
 
 /// Keeps the options with the lowest price per unit of the pods' binding resource.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,8 +88,8 @@ impl Expander for UnitPrice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::intern::Sym;
     use crate::scale_up::expander::tests::{opt, with_price, with_req};
+    use autoscaler_model::Sym;
 
     #[test]
     fn a_one_node_trickle_goes_to_the_shape_cheapest_for_its_binding_resource() {

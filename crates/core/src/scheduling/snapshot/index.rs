@@ -16,11 +16,11 @@ use hashbrown::HashTable;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use super::NodeId;
-use crate::model::intern::Sym;
-use crate::model::pod::Pod;
+use autoscaler_model::Pod;
+use autoscaler_model::Sym;
 
 /// The name index's key for a pod of `namespace` whose name's text hashes to `name_hash`
-/// ([`PodName::text_hash`](crate::model::pod::PodName::text_hash), stored in the pod: the key
+/// ([`PodName::text_hash`](autoscaler_model::PodName::text_hash), stored in the pod: the key
 /// is computed without reading the name's text).
 pub(super) fn key_hash(namespace: Sym, name_hash: u64) -> u64 {
     FxBuildHasher.hash_one((namespace, name_hash))

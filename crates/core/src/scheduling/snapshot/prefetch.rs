@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use mem_prefetch::prefetch_read_data;
 
-use crate::model::pod::Pod;
+use autoscaler_model::Pod;
 
 /// How many pods ahead a pod's own lines are requested.
 const AHEAD: usize = 8;
@@ -37,7 +37,7 @@ fn request_pod(pod: &Pod) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::PodBuilder;
+    use autoscaler_model::testing::PodBuilder;
 
     /// Every pod comes once, in order, with its position, whatever the length (shorter and
     /// longer than the distance ahead, and empty).

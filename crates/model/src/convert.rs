@@ -20,20 +20,18 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use smallvec::SmallVec;
 
-use crate::model::intern::Sym;
-use crate::model::labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement};
-use crate::model::node::{Node, NodeCondition};
-use crate::model::pod::{
-    HostPort, ModelError, OwnerRef, Pod, PodCondition, PodPhase, Volume, VolumeRef,
-};
-use crate::model::quantity::{Quantity, QuantityError};
-use crate::model::recent::RecentTable;
-use crate::model::resources::{ResourceName, Resources};
-use crate::model::taints::{Taint, TaintEffect, Toleration, TolerationOp};
-use crate::scheduling::affinity::{
+use crate::affinity::{
     InclusionPolicy, NamespaceLabels, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
     NodeSelectorTerm, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
+use crate::intern::Sym;
+use crate::labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement};
+use crate::node::{Node, NodeCondition};
+use crate::pod::{HostPort, ModelError, OwnerRef, Pod, PodCondition, PodPhase, Volume, VolumeRef};
+use crate::quantity::{Quantity, QuantityError};
+use crate::recent::RecentTable;
+use crate::resources::{ResourceName, Resources};
+use crate::taints::{Taint, TaintEffect, Toleration, TolerationOp};
 
 /// The namespace a pod without `metadata.namespace` lives in (what `kubectl` and the API server
 /// assume for a namespaced object without one).
@@ -77,7 +75,7 @@ impl Ctx {
 
 /// Parses a quantity string with the exact quantity parser.
 fn parse_quantity(text: &str) -> Result<Quantity, QuantityError> {
-    crate::model::quantity::parse(text)
+    crate::quantity::parse(text)
 }
 
 /// Milliseconds since the Unix epoch of an API timestamp.

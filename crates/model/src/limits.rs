@@ -15,9 +15,9 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::resources::ResourceName;
+use crate::intern::Sym;
+use crate::node::Node;
+use crate::resources::ResourceName;
 
 /// The node label whose value names the node's GPU type (Cluster API and OpenShift).
 pub const GPU_TYPE_LABEL: &str = "cluster-api/accelerator";
@@ -169,7 +169,7 @@ pub fn parse_gpu_limit(text: &str) -> Result<(ResourceName, Range), LimitParseEr
 /// Checks a GPU resource name: an extended resource, so a qualified name with a domain prefix
 /// (`nvidia.com/gpu`); `cpu` or `memory` would silently limit or request something else.
 pub fn check_gpu_resource(name: &str) -> Result<(), String> {
-    crate::model::labels::check_qualified_name(name)?;
+    crate::labels::check_qualified_name(name)?;
     if !name.contains('/') {
         return Err(format!(
             "{name:?} is not an extended resource name (domain/name, e.g. nvidia.com/gpu)"
@@ -182,7 +182,7 @@ pub fn check_gpu_resource(name: &str) -> Result<(), String> {
 /// (`nvidia.com/gpu`), or a [`GPU_TYPE_LABEL`] value without one (`nvidia-t4`). A core resource
 /// name (`cpu`, `memory`...) would silently limit something else, so it is refused.
 pub fn check_gpu_type(name: &str) -> Result<(), String> {
-    crate::model::labels::check_qualified_name(name)?;
+    crate::labels::check_qualified_name(name)?;
     if matches!(
         ResourceName::parse(name),
         ResourceName::Cpu

@@ -9,7 +9,7 @@ use std::fmt;
 
 use smallvec::SmallVec;
 
-use crate::model::intern::Sym;
+use crate::intern::Sym;
 
 /// A resource name as the scheduler distinguishes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

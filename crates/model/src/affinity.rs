@@ -4,8 +4,8 @@
 //! Only the hard (required, `DoNotSchedule`) forms are modelled for filtering, as the autoscaler
 //! simulates kube-scheduler's filters and ignores its scores.
 
-use crate::model::intern::Sym;
-use crate::model::labels::{LabelSelector, Labels};
+use crate::intern::Sym;
+use crate::labels::{LabelSelector, Labels};
 
 /// Operator of a node selector requirement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

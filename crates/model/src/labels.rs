@@ -5,7 +5,7 @@
 //! binary search. Selectors must match exactly as the API server does; they never allocate while
 //! matching.
 
-use crate::model::intern::Sym;
+use crate::intern::Sym;
 
 /// A set of labels, sorted by key, keys unique.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -1,9 +1,9 @@
-//! DaemonSets, reduced to what node templates need: the pod a DaemonSet would start on a node,
-//! and whether it would start one there at all.
+//! DaemonSets, reduced to what node templates need: the pod a DaemonSet would start, with the
+//! tolerations the DaemonSet controller adds to every daemon pod.
 //!
-//! Decides which DaemonSet pods a template node would run (node selector, required node affinity
-//! and taints checked, with the tolerations the DaemonSet controller adds to every daemon pod).
-//! It never schedules anything and never reads the API.
+//! It converts the API object only; which template nodes a daemon pod lands on (node selector,
+//! required node affinity, taints) is decided by scale-up's templates. It never schedules
+//! anything and never reads the API.
 
 use std::sync::Arc;
 
@@ -11,11 +11,9 @@ use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::pod::{ModelError, OwnerRef, Pod, PodName};
-use crate::model::taints::{TaintEffect, Toleration, TolerationOp};
-use crate::scheduling::predicates::check_node_static;
+use crate::intern::Sym;
+use crate::pod::{ModelError, OwnerRef, Pod};
+use crate::taints::{TaintEffect, Toleration, TolerationOp};
 
 /// A DaemonSet view.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,27 +116,6 @@ impl DaemonSet {
             pod,
         })
     }
-
-    /// The daemon pod this DaemonSet would run on `node`, bound to it and named
-    /// `<daemonset>-<node>`, or `None` when the node's labels or taints keep it off.
-    pub fn pod_for_node(&self, node: &Node) -> Option<Pod> {
-        check_node_static(&self.pod, node).ok()?;
-        let mut pod = self.pod.clone();
-        pod.name = PodName::from(format!("{}-{}", self.name, node.name));
-        pod.uid = Arc::from(format!("{}-{}", self.pod.uid, node.name));
-        pod.node_name = Some(node.name);
-        pod.update_equivalence();
-        Some(pod)
-    }
-}
-
-/// The daemon pods `daemonsets` would run on `node`.
-pub fn daemon_pods_for(daemonsets: &[DaemonSet], node: &Node) -> Vec<Arc<Pod>> {
-    daemonsets
-        .iter()
-        .filter_map(|ds| ds.pod_for_node(node))
-        .map(Arc::new)
-        .collect()
 }
 
 /// Errors from the pod template name the DaemonSet and the template's field path.
@@ -168,7 +145,6 @@ fn rename_object(e: ModelError, object: &str) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{GI, NodeBuilder};
 
     fn ds(json: serde_json::Value) -> Result<DaemonSet, ModelError> {
         DaemonSet::from_k8s(&serde_json::from_value(json).unwrap())
@@ -192,41 +168,21 @@ mod tests {
     }
 
     #[test]
-    fn daemon_pod_is_owned_bound_and_sized() {
-        let node = NodeBuilder::new("n1", 4000, 16 * GI)
-            .label("kubernetes.io/os", "linux")
-            .build();
-        let pod = logging().pod_for_node(&node).expect("runs on a linux node");
-        assert_eq!(pod.node_name, Some(Sym::new("n1")));
-        assert_eq!(&*pod.name, "fluentd-n1");
+    fn daemon_pod_is_owned_unbound_and_sized() {
+        let pod = logging().pod;
+        assert_eq!(pod.node_name, None);
         assert_eq!(pod.requests.cpu, 100);
         assert_eq!(
             pod.owner.as_ref().map(|o| o.kind.as_str()),
             Some("DaemonSet")
         );
         assert_eq!(pod.labels.get_str("app"), Some("fluentd"));
-    }
-
-    #[test]
-    fn node_selector_and_taints_decide_where_daemons_run() {
-        let windows = NodeBuilder::new("w", 4000, 16 * GI)
-            .label("kubernetes.io/os", "windows")
-            .build();
-        assert!(logging().pod_for_node(&windows).is_none());
-        let tainted = NodeBuilder::new("t", 4000, 16 * GI)
-            .label("kubernetes.io/os", "linux")
-            .taint("dedicated", "gpu", TaintEffect::NoSchedule)
-            .build();
-        assert!(logging().pod_for_node(&tainted).is_none());
-        // The controller's own tolerations: cordoned and not-ready nodes still get daemons.
-        let cordoned = NodeBuilder::new("c", 4000, 16 * GI)
-            .label("kubernetes.io/os", "linux")
-            .unschedulable()
-            .taint("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute)
-            .build();
-        assert!(logging().pod_for_node(&cordoned).is_some());
-        let pods = daemon_pods_for(&[logging()], &cordoned);
-        assert_eq!(pods.len(), 1);
+        // The controller's own tolerations are added to the template's.
+        assert!(
+            pod.tolerations
+                .iter()
+                .any(|t| t.key == Some(Sym::new("node.kubernetes.io/not-ready")))
+        );
     }
 
     #[test]

@@ -16,6 +16,39 @@ use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// Most entries kept of a list inside one object read from the store (a storage object's access
+/// modes, topology terms, CSI drivers): real objects have a handful; a larger list is refused as
+/// malformed.
+pub(crate) const MAX_LIST: usize = 256;
+
+/// An object that could not be read, with why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectError {
+    /// Which object.
+    pub key: ObjectKey,
+    /// What is wrong (names the field).
+    pub error: String,
+}
+
+impl std::fmt::Display for ObjectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.error)
+    }
+}
+
+/// Decodes an object into its API type; an error names the field path
+/// (`status.conditions[0].lastTransitionTime: ...`).
+pub fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("{path}: {}", e.into_inner())
+        }
+    })
+}
+
 /// Why an object could not be stored or read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -211,7 +244,7 @@ impl ObjectStore {
         kind: &str,
     ) -> Vec<Result<T, (ObjectKey, String)>> {
         self.list(group, kind)
-            .map(|(k, v)| crate::model::objects::typed(v).map_err(|e| (k.clone(), e)))
+            .map(|(k, v)| typed(v).map_err(|e| (k.clone(), e)))
             .collect()
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Only `NoSchedule` and `NoExecute` taints keep a pod off a node; `PreferNoSchedule` never does.
 
-use crate::model::intern::Sym;
+use crate::intern::Sym;
 use crate::names::{IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX};
 
 /// A taint effect.

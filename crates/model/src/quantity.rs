@@ -49,7 +49,7 @@
 //! # Example
 //!
 //! ```
-//! use autoscaler_core::model::quantity::{parse, parse_milli, parse_units, Quantity};
+//! use autoscaler_model::{Quantity, parse_milli, parse_quantity, parse_units};
 //!
 //! assert_eq!(parse_milli("100m").unwrap(), 100);
 //! assert_eq!(parse_milli("0.1").unwrap(), 100);
@@ -58,8 +58,8 @@
 //!
 //! let q: Quantity = "1.5Gi".parse().unwrap();
 //! assert_eq!(q.to_string(), "1536Mi"); // canonical form, as the API server prints it
-//! assert_eq!(parse(&q.to_string()).unwrap(), q);
-//! assert!(parse("1 Gi").is_err());
+//! assert_eq!(parse_quantity(&q.to_string()).unwrap(), q);
+//! assert!(parse_quantity("1 Gi").is_err());
 //! ```
 
 use std::cmp::Ordering;

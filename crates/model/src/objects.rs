@@ -14,30 +14,15 @@ use k8s_openapi::api::policy::v1 as policy;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
-use crate::model::daemonset::DaemonSet;
-use crate::model::intern::Sym;
-use crate::model::node::Node;
-use crate::model::pdb::PodDisruptionBudget;
-use crate::model::pod::{OwnerRef, Pod};
-use crate::model::storage::Storage;
-use crate::model::store::{ObjectKey, ObjectStore};
-use crate::scale_down::drain::{ControllerLookup, ControllerState};
-use crate::scheduling::affinity::NamespaceLabels;
-
-/// An object that could not be read, with why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObjectError {
-    /// Which object.
-    pub key: ObjectKey,
-    /// What is wrong (names the field).
-    pub error: String,
-}
-
-impl std::fmt::Display for ObjectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.key, self.error)
-    }
-}
+use crate::affinity::NamespaceLabels;
+use crate::controller::{ControllerLookup, ControllerState};
+use crate::daemonset::DaemonSet;
+use crate::intern::Sym;
+use crate::node::Node;
+use crate::pdb::PodDisruptionBudget;
+use crate::pod::{OwnerRef, Pod};
+use crate::storage::Storage;
+use crate::store::{ObjectError, ObjectStore, typed};
 
 /// The objects of a store, as model views.
 #[derive(Clone, Debug, Default)]
@@ -94,7 +79,7 @@ pub fn read_objects_but_storage(store: &ObjectStore) -> (ClusterObjects, Vec<Obj
         }
     }
     // The caller prefixes the object's identity; the message must not repeat it.
-    let s = |e: crate::model::pod::ModelError| e.detail();
+    let s = |e: crate::pod::ModelError| e.detail();
     each::<core::Node, _>(
         store,
         "",
@@ -137,19 +122,6 @@ pub fn read_objects_but_storage(store: &ObjectStore) -> (ClusterObjects, Vec<Obj
     );
     out.controllers = StoreControllers::from_store(store);
     (out, errors)
-}
-
-/// Decodes an object into its API type; an error names the field path
-/// (`status.conditions[0].lastTransitionTime: ...`).
-pub fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            e.into_inner().to_string()
-        } else {
-            format!("{path}: {}", e.into_inner())
-        }
-    })
 }
 
 /// Workload controllers found in a store: kinds the store holds any object of are checked

@@ -8,7 +8,7 @@
 //! `k8s-openapi`, so the object is read through typed serde structs here, and every value the
 //! API server's schema would refuse is refused with the field's path (`spec.podSets[1].count`).
 //!
-//! Nothing here decides what to do with a request ([`crate::provisioning`] does); it never
+//! Nothing here decides what to do with a request (the core's `provisioning` does); it never
 //! performs I/O and never reads a clock.
 
 use std::collections::BTreeMap;
@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::pod::{ModelError, Pod};
+use crate::pod::{ModelError, Pod};
 
 /// API group of ProvisioningRequests (and CapacityBuffers).
 pub const GROUP: &str = "autoscaling.x-k8s.io";
@@ -201,7 +201,7 @@ impl ProvisioningRequest {
 
     /// Reads a request from its JSON or YAML value, checking what the CRD's schema checks.
     pub fn from_value(value: &Value) -> Result<ProvisioningRequest, ModelError> {
-        let object = match crate::model::objects::typed::<Object>(value) {
+        let object = match crate::store::typed::<Object>(value) {
             Ok(o) => o,
             Err(error) => {
                 return Err(ModelError::Invalid {
@@ -482,16 +482,20 @@ pub fn pods_for_request<'t>(
 }
 
 /// The controller a virtual pod is made for.
-pub(crate) struct Owner<'a> {
-    pub(crate) api_version: String,
-    pub(crate) kind: &'a str,
-    pub(crate) name: &'a str,
-    pub(crate) uid: &'a str,
+pub struct Owner<'a> {
+    /// `apiVersion` of the controller.
+    pub api_version: String,
+    /// Kind.
+    pub kind: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// UID.
+    pub uid: &'a str,
 }
 
 /// A pending, unschedulable pod named `name` made from `template`'s pod template, as a
 /// controller makes one; its UID is `namespace/name` (no API server assigned one).
-pub(crate) fn pod_from_template(
+pub fn pod_from_template(
     template: &api::PodTemplate,
     namespace: &str,
     name: &str,
@@ -658,7 +662,13 @@ mod tests {
         let owner = p.owner.as_ref().unwrap();
         assert_eq!(owner.kind.as_str(), "ProvisioningRequest");
         assert!(owner.controller);
-        assert!(crate::scale_up::pending::is_unschedulable(p));
+        assert!(
+            p.node_name.is_none()
+                && p.conditions
+                    .iter()
+                    .any(|c| c.type_.as_str() == "PodScheduled"
+                        && c.reason.is_some_and(|r| r.as_str() == "Unschedulable"))
+        );
         assert_eq!(consumed_request(p), Some(("team-a", "job-1")));
 
         let err = pods_for_request(&r, |_, _| None).unwrap_err();

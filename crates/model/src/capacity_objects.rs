@@ -14,10 +14,17 @@ use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::core::v1 as api;
 use serde_json::Value;
 
-use crate::model::capacity_buffer::{self, CapacityBuffer};
-use crate::model::objects::{ObjectError, typed};
-use crate::model::provisioning_request::{self, GROUP, ProvisioningRequest};
-use crate::model::store::ObjectStore;
+use crate::capacity_buffer::{self, CapacityBuffer};
+use crate::provisioning_request::{self, GROUP, ProvisioningRequest};
+use crate::store::{ObjectError, ObjectStore, typed};
+
+/// What a workload (a buffer's `scalableRef`) gives a buffer: its pod template and replicas.
+pub struct Workload {
+    /// The workload's pod template.
+    pub template: api::PodTemplateSpec,
+    /// Its desired replicas, if it says.
+    pub replicas: Option<u32>,
+}
 
 /// A workload's identity: namespace, API group, kind, name.
 pub type WorkloadKey = (String, String, String, String);
@@ -49,14 +56,12 @@ impl CapacityObjects {
         group: &str,
         kind: &str,
         name: &str,
-    ) -> Option<crate::provisioning::buffer::Workload> {
+    ) -> Option<Workload> {
         let key = (namespace.into(), group.into(), kind.into(), name.into());
-        self.workloads
-            .get(&key)
-            .map(|(t, r)| crate::provisioning::buffer::Workload {
-                template: t.clone(),
-                replicas: *r,
-            })
+        self.workloads.get(&key).map(|(t, r)| Workload {
+            template: t.clone(),
+            replicas: *r,
+        })
     }
 
     /// Reads the objects of `store`; those that do not convert are returned as errors (and left
@@ -110,7 +115,7 @@ impl CapacityObjects {
                 }),
             }
         }
-        let mut workload = |key: &crate::model::store::ObjectKey,
+        let mut workload = |key: &crate::store::ObjectKey,
                             template: Option<api::PodTemplateSpec>,
                             replicas: Option<i32>| {
             let replicas = replicas.and_then(|r| u32::try_from(r).ok());

@@ -9,7 +9,7 @@
 //! is read through typed serde structs here, with every value the schema refuses refused with
 //! the field's path.
 //!
-//! Nothing here decides how many pods a buffer stands for ([`crate::provisioning::buffer`]
+//! Nothing here decides how many pods a buffer stands for (the core's `provisioning::buffer`
 //! does); it never performs I/O and never reads a clock.
 
 use std::collections::BTreeMap;
@@ -19,10 +19,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::pod::ModelError;
-use crate::model::quantity::Quantity;
+use crate::pod::ModelError;
+use crate::quantity::Quantity;
 
-/// Kind of a CapacityBuffer (group [`crate::model::provisioning_request::GROUP`]).
+/// Kind of a CapacityBuffer (group [`crate::provisioning_request::GROUP`]).
 pub const KIND: &str = "CapacityBuffer";
 /// The API versions read: `v1beta1` (cluster-autoscaler 1.35) and `v1alpha1` (1.34).
 pub const VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
@@ -90,13 +90,12 @@ impl CapacityBuffer {
             s("namespace").unwrap_or("default"),
             s("name").unwrap_or("")
         );
-        let o =
-            crate::model::objects::typed::<Object>(value).map_err(|why| ModelError::Invalid {
-                object: object.clone(),
-                field: ".".into(),
-                value: String::new(),
-                why,
-            })?;
+        let o = crate::store::typed::<Object>(value).map_err(|why| ModelError::Invalid {
+            object: object.clone(),
+            field: ".".into(),
+            value: String::new(),
+            why,
+        })?;
         let invalid = |field: &str, value: String, why: &str| ModelError::Invalid {
             object: object.clone(),
             field: field.into(),
@@ -157,7 +156,7 @@ impl CapacityBuffer {
             Some(map) => {
                 let mut out = BTreeMap::new();
                 for (k, v) in map {
-                    let q = crate::model::quantity::parse(&v).map_err(|e| {
+                    let q = crate::quantity::parse(&v).map_err(|e| {
                         invalid(&format!("spec.limits.{k}"), v.clone(), &e.to_string())
                     })?;
                     out.insert(k, q);
@@ -259,7 +258,7 @@ mod tests {
         );
         assert_eq!(
             b.limits.unwrap()["cpu"],
-            crate::model::quantity::parse("10").unwrap()
+            crate::quantity::parse("10").unwrap()
         );
         let b = CapacityBuffer::from_value(&buffer(json!({
             "scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"},

@@ -3,7 +3,7 @@
 //! VolumeBinding, VolumeZone, NodeVolumeLimits and VolumeRestrictions plugins look at.
 //!
 //! [`Storage`] is built once per view from an [`ObjectStore`] (see
-//! [`crate::model::objects::read_objects`]); every object that does not convert is reported
+//! [`crate::objects::read_objects`]); every object that does not convert is reported
 //! with its identity and the field at fault and left out, never a panic. It decides nothing:
 //! whether a pod's volumes allow a node is answered by `scheduling::volumes`.
 
@@ -13,16 +13,15 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::model::convert::{label_selector, node_selector};
-use crate::model::intern::Sym;
-use crate::model::labels::LabelSelector;
-use crate::model::node::Node;
-use crate::model::objects::{ObjectError, typed};
-use crate::model::pod::ModelError;
-use crate::model::quantity::parse_units;
-use crate::model::store::{ObjectKey, ObjectStore};
-use crate::scheduling::affinity::NodeSelectorTerm;
-use crate::scheduling::affinity::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement};
+use crate::affinity::NodeSelectorTerm;
+use crate::affinity::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement};
+use crate::convert::{label_selector, node_selector};
+use crate::intern::Sym;
+use crate::labels::LabelSelector;
+use crate::node::{CsiDriverLimit, CsiNode, Node};
+use crate::pod::ModelError;
+use crate::quantity::parse_units;
+use crate::store::{MAX_LIST, ObjectError, ObjectKey, ObjectStore, typed};
 
 /// The annotation the scheduler sets on a WaitForFirstConsumer claim once it picked a node
 /// (the provisioner then creates the volume where that node is).
@@ -40,10 +39,6 @@ pub const VOLUME_TOPOLOGY_LABELS: [&str; 4] = [
     "topology.kubernetes.io/region",
     "failure-domain.beta.kubernetes.io/region",
 ];
-
-/// Most entries kept of a list inside one storage object (access modes, topology terms,
-/// drivers): real objects have a handful; a larger list is refused as malformed.
-const MAX_LIST: usize = 256;
 
 /// Access modes of a claim or volume, as a bit set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -183,60 +178,6 @@ impl StorageClass {
     /// Whether volumes of this class are created on demand.
     pub fn provisions(&self) -> bool {
         !self.provisioner.as_str().is_empty() && self.provisioner.as_str() != NO_PROVISIONER
-    }
-}
-
-/// One driver of a CSINode.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CsiDriverLimit {
-    /// Driver name.
-    pub driver: Sym,
-    /// `allocatable.count`: how many of its volumes the node can attach (`None`: unlimited).
-    pub count: Option<u32>,
-}
-
-/// A CSINode: the CSI drivers installed on one node and their attach limits. Also what a
-/// node template carries (see [`Node::csi`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CsiNode {
-    /// Drivers, in the object's order.
-    pub drivers: Vec<CsiDriverLimit>,
-}
-
-impl CsiNode {
-    /// The attach limit of `driver`, if the node has one.
-    pub fn limit(&self, driver: Sym) -> Option<u32> {
-        self.drivers
-            .iter()
-            .find(|d| d.driver == driver)
-            .and_then(|d| d.count)
-    }
-
-    /// Parses upstream's scale-from-zero annotation value
-    /// (`capacity.cluster-autoscaler.kubernetes.io/csi-driver`): comma-separated
-    /// `driver=count` pairs, e.g. `ebs.csi.aws.com=25,efs.csi.aws.com=100`.
-    pub fn from_annotation(value: &str) -> Result<CsiNode, String> {
-        let mut drivers = Vec::new();
-        for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let Some((driver, count)) = part.split_once('=') else {
-                return Err(format!("{part:?} is not driver=count"));
-            };
-            let count: u32 = count
-                .trim()
-                .parse()
-                .map_err(|_| format!("{part:?}: the count is not a non-negative integer"))?;
-            if driver.trim().is_empty() {
-                return Err(format!("{part:?}: empty driver name"));
-            }
-            if drivers.len() == MAX_LIST {
-                return Err(format!("more than {MAX_LIST} drivers"));
-            }
-            drivers.push(CsiDriverLimit {
-                driver: Sym::new(driver.trim()),
-                count: Some(count),
-            });
-        }
-        Ok(CsiNode { drivers })
     }
 }
 
@@ -710,7 +651,7 @@ fn capacity_from_k8s(
     })
 }
 
-/// The CSI drivers and limits of `node`: its own (a template's, see [`Node::csi`]) or the
+/// The CSI drivers and limits of `node`: its own (a template's, see [`Node::csi`](Node::csi)) or the
 /// CSINode of its name.
 pub fn csi_of<'a>(storage: &'a Storage, node: &'a Node) -> Option<&'a Arc<CsiNode>> {
     node.csi.as_ref().or_else(|| storage.csi_node(node.name))

@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::node::Node;
+use crate::node::Node;
 
 /// Identifier of a node group, e.g. `MachineDeployment/namespace/name`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -6,16 +6,16 @@
 
 use std::sync::Arc;
 
-use crate::model::intern::Sym;
-use crate::model::labels::{LabelSelector, Labels};
-use crate::model::node::{Node, NodeCondition};
-use crate::model::pod::{HostPort, OwnerRef, Pod};
-use crate::model::resources::{ResourceName, Resources};
-use crate::model::taints::{Taint, TaintEffect, Toleration, TolerationOp};
-use crate::scheduling::affinity::{
+use crate::affinity::{
     InclusionPolicy, NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm,
     PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
+use crate::intern::Sym;
+use crate::labels::{LabelSelector, Labels};
+use crate::node::{Node, NodeCondition};
+use crate::pod::{HostPort, OwnerRef, Pod};
+use crate::resources::{ResourceName, Resources};
+use crate::taints::{Taint, TaintEffect, Toleration, TolerationOp};
 
 /// One GiB in bytes.
 pub const GI: i64 = 1 << 30;
@@ -158,12 +158,10 @@ impl PodBuilder {
     }
     /// Adds a `persistentVolumeClaim` volume using claim `claim`.
     pub fn claim(mut self, claim: &str) -> Self {
-        self.0
-            .volume_refs
-            .push(crate::model::pod::VolumeRef::Claim {
-                claim: Arc::from(claim),
-                ephemeral: false,
-            });
+        self.0.volume_refs.push(crate::pod::VolumeRef::Claim {
+            claim: Arc::from(claim),
+            ephemeral: false,
+        });
         self
     }
     /// Binds to a node by name.
@@ -256,7 +254,7 @@ impl PodBuilder {
     /// Marks the pod as kube-scheduler does when it fits nowhere: `PodScheduled=False`, reason
     /// `Unschedulable`.
     pub fn unschedulable(mut self) -> Self {
-        self.0.conditions.push(crate::model::pod::PodCondition {
+        self.0.conditions.push(crate::pod::PodCondition {
             type_: Sym::new("PodScheduled"),
             status: Sym::new("False"),
             reason: Some(Sym::new("Unschedulable")),

@@ -1,15 +1,15 @@
 //! The compact node view the simulator works on, built from a `k8s_openapi` `Node`.
 //!
-//! Building a view never panics: malformed fields become a [`ModelError`](crate::model::pod::ModelError) naming the node and the
+//! Building a view never panics: malformed fields become a [`ModelError`](crate::pod::ModelError) naming the node and the
 //! field.
 
 use std::sync::{Arc, LazyLock};
 
-use crate::model::intern::Sym;
-use crate::model::labels::Labels;
-use crate::model::resources::Resources;
-use crate::model::storage::CsiNode;
-use crate::model::taints::Taint;
+use crate::intern::Sym;
+use crate::labels::Labels;
+use crate::resources::Resources;
+use crate::store::MAX_LIST;
+use crate::taints::Taint;
 
 /// A node condition, reduced to what the autoscaler reads.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -59,7 +59,7 @@ pub struct Node {
 impl Node {
     /// Value of the annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        crate::model::annotation(&self.annotations, key)
+        crate::annotations::annotation(&self.annotations, key)
     }
 
     /// Whether the `Ready` condition is `True`.
@@ -93,5 +93,59 @@ impl Node {
             deletion_ms: None,
             csi: None,
         }
+    }
+}
+
+/// One driver of a CSINode.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CsiDriverLimit {
+    /// Driver name.
+    pub driver: Sym,
+    /// `allocatable.count`: how many of its volumes the node can attach (`None`: unlimited).
+    pub count: Option<u32>,
+}
+
+/// A CSINode: the CSI drivers installed on one node and their attach limits. Also what a
+/// node template carries (see [`Node::csi`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CsiNode {
+    /// Drivers, in the object's order.
+    pub drivers: Vec<CsiDriverLimit>,
+}
+
+impl CsiNode {
+    /// The attach limit of `driver`, if the node has one.
+    pub fn limit(&self, driver: Sym) -> Option<u32> {
+        self.drivers
+            .iter()
+            .find(|d| d.driver == driver)
+            .and_then(|d| d.count)
+    }
+
+    /// Parses upstream's scale-from-zero annotation value
+    /// (`capacity.cluster-autoscaler.kubernetes.io/csi-driver`): comma-separated
+    /// `driver=count` pairs, e.g. `ebs.csi.aws.com=25,efs.csi.aws.com=100`.
+    pub fn from_annotation(value: &str) -> Result<CsiNode, String> {
+        let mut drivers = Vec::new();
+        for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((driver, count)) = part.split_once('=') else {
+                return Err(format!("{part:?} is not driver=count"));
+            };
+            let count: u32 = count
+                .trim()
+                .parse()
+                .map_err(|_| format!("{part:?}: the count is not a non-negative integer"))?;
+            if driver.trim().is_empty() {
+                return Err(format!("{part:?}: empty driver name"));
+            }
+            if drivers.len() == MAX_LIST {
+                return Err(format!("more than {MAX_LIST} drivers"));
+            }
+            drivers.push(CsiDriverLimit {
+                driver: Sym::new(driver.trim()),
+                count: Some(count),
+            });
+        }
+        Ok(CsiNode { drivers })
     }
 }

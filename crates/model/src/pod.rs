@@ -13,11 +13,11 @@ use smallvec::SmallVec;
 
 pub use self::name::{PodName, text_hash};
 
-use crate::model::intern::Sym;
-use crate::model::labels::Labels;
-use crate::model::resources::Resources;
-use crate::model::taints::Toleration;
-use crate::scheduling::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
+use crate::affinity::{NodeSelector, PodAffinityTerm, TopologySpreadConstraint};
+use crate::intern::Sym;
+use crate::labels::Labels;
+use crate::resources::Resources;
+use crate::taints::Toleration;
 
 /// A malformed Kubernetes object, with the object and the field named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum ModelError {
         /// Path of the field, e.g. `spec.containers[0].resources.requests.cpu`.
         field: String,
         /// The parse error (part of the message, not a separate cause, so it prints once).
-        error: crate::model::quantity::QuantityError,
+        error: crate::quantity::QuantityError,
     },
     /// A field with a value the API does not allow.
     #[error("{object}: field {field}: invalid value {value:?}: {why}")]
@@ -228,7 +228,7 @@ pub struct Pod {
 impl Pod {
     /// Value of the annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        crate::model::annotation(&self.annotations, key)
+        crate::annotations::annotation(&self.annotations, key)
     }
 
     /// Whether the pod has finished for good (`Succeeded` or `Failed`): it holds no resources

@@ -16,9 +16,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::model::intern::Sym;
-use crate::model::labels::{LabelSelector, Labels};
-use crate::model::pod::{ModelError, Pod};
+use crate::intern::Sym;
+use crate::labels::{LabelSelector, Labels};
+use crate::pod::{ModelError, Pod};
 
 /// The namespace of a namespaced object without `metadata.namespace`.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -100,7 +100,7 @@ impl PodDisruptionBudget {
         let spec = pdb.spec.as_ref();
         let selector = match spec.and_then(|s| s.selector.as_ref()) {
             None => None,
-            Some(sel) => Some(crate::model::convert::label_selector(
+            Some(sel) => Some(crate::convert::label_selector(
                 &object,
                 "spec.selector",
                 sel,
