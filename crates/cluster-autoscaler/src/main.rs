@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod capacity;
 mod credentials;
 mod exec_plugin;
 #[cfg(test)]

@@ -203,7 +203,11 @@ pub fn plan_text(
     show_nodes: usize,
 ) -> anyhow::Result<String> {
     let d = decide(text, config, options, namespace, now_ms)?;
-    Ok(explained::text(&d.explained(&d.view(), now_ms, show_nodes)))
+    let mut out = explained::text(&d.explained(&d.view(), now_ms, show_nodes));
+    if let Some(c) = &d.capacity {
+        out.push_str(&crate::capacity::text(c));
+    }
+    Ok(out)
 }
 
 /// The same decision as [`plan_text`], as one JSON document: everything the text shows.
@@ -216,7 +220,11 @@ pub fn plan_json(
     show_nodes: usize,
 ) -> anyhow::Result<serde_json::Value> {
     let d = decide(text, config, options, namespace, now_ms)?;
-    Ok(explained::json(&d.explained(&d.view(), now_ms, show_nodes)))
+    let mut out = explained::json(&d.explained(&d.view(), now_ms, show_nodes));
+    if let (Some(c), Some(o)) = (&d.capacity, out.as_object_mut()) {
+        o.insert("capacity".into(), crate::capacity::json(c));
+    }
+    Ok(out)
 }
 
 /// The objects of a snapshot, its node groups and one loop's decision on them.
@@ -225,6 +233,8 @@ struct Decided {
     provider: ClusterApiProvider,
     provider_warnings: Vec<String>,
     outcome: autoscaler_core::LoopOutcome,
+    /// The capacity-on-request decisions, when any are enabled.
+    capacity: Option<autoscaler_core::CapacityDecision>,
 }
 
 impl Decided {
@@ -280,7 +290,13 @@ fn decide(
         provider,
         provider_warnings,
         outcome: Default::default(),
+        capacity: None,
     };
+    if options.capacity.any() {
+        let c = crate::capacity::decide(informer.store(), &d.view(), options, now_ms)?;
+        d.objects.pods = c.pods_for_loop(&d.objects.pods);
+        d.capacity = Some(c);
+    }
     let mut autoscaler = Autoscaler::new(options.clone());
     autoscaler.set_priority_text(informer.priority_text(namespace).as_deref());
     d.outcome = autoscaler.run_once(

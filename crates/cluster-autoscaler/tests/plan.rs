@@ -625,3 +625,60 @@ fn a_dra_claim_pod_grows_the_gpu_group_not_the_cpu_one() {
     assert!(!stdout.contains("Fits on: cpu-a"), "{stdout}");
     assert_eq!(stdout.matches(" -> ").count(), 1, "{stdout}");
 }
+
+#[test]
+fn plan_decides_provisioning_requests_with_their_flag_and_leaves_them_alone_without() {
+    let extra = "\
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: trainer, namespace: batch}
+template:
+  spec:
+    tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]
+    containers: [{name: c, image: i, resources: {requests: {cpu: \"4\", nvidia.com/gpu: \"1\"}, limits: {nvidia.com/gpu: \"1\"}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: huge, namespace: batch, creationTimestamp: \"2025-12-31T23:30:00Z\"}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: trainer}, count: 5}]
+";
+    let base = std::fs::read_to_string(example()).expect("the example snapshot");
+    let file = TempPath::with_text(&format!("{base}\n{extra}"));
+    let stdout = stdout_of(&[
+        "plan",
+        "--snapshot",
+        file.as_str(),
+        "--now",
+        NOW,
+        "--enable-provisioning-requests",
+    ]);
+    // 5 GPU pods: the gpu group (1 node, max 3) cannot take them all, so it grows by nothing.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("  ProvisioningRequest batch/huge"))
+        .unwrap_or_else(|| panic!("no request line in:\n{stdout}"));
+    assert!(
+        line.starts_with(
+            "  ProvisioningRequest batch/huge (best-effort-atomic-scale-up.autoscaling.x-k8s.io): \
+             capacity not found: only "
+        ),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(
+            "writes Accepted=True (Accepted: ProvisioningRequest is accepted by \
+             ClusterAutoscaler), Provisioned=False (CapacityIsNotFound: Capacity is not found, \
+             CA will try to find it later.)"
+        ),
+        "{line}"
+    );
+    assert!(
+        !stdout.contains("increase MachineDeployment/default/gpu"),
+        "{stdout}"
+    );
+    let without = stdout_of(&["plan", "--snapshot", file.as_str(), "--now", NOW]);
+    assert!(!without.contains("Capacity on request"), "{without}");
+}

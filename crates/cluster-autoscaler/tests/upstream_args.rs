@@ -278,7 +278,7 @@ fn a_gap_is_said_at_start_and_its_default_is_silent() {
     );
     for needle in [
         "--enable-provisioning-requests",
-        "ProvisioningRequest objects are not handled",
+        "ProvisioningRequest objects are decided by `plan` only",
         "--log-file",
         "never to files",
     ] {

@@ -502,6 +502,9 @@ pub struct AutoscalerOptions {
     pub cluster_state: ClusterStateOptions,
     /// Consolidation (ours; off by default).
     pub consolidation: ConsolidationOptions,
+    /// ProvisioningRequests and CapacityBuffers (off by default); the shell decides them with
+    /// [`crate::provisioning::decide`] before the loop.
+    pub capacity: crate::provisioning::CapacityOptions,
 }
 
 /// What one loop decided.

@@ -43,6 +43,7 @@ mod actions;
 mod autoscaler;
 mod cluster_state;
 mod outcome;
+mod provisioning;
 mod safety;
 mod scale_down;
 mod scale_up;
@@ -65,6 +66,16 @@ pub use outcome::{ActionError, ErrorClass, Outcome};
 pub use scale_down::consolidation::{
     ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationPlan,
     ConsolidationState, ReplacementShape, plan_consolidation,
+};
+pub use provisioning::buffer::{
+    BufferStatus, Resolved as ResolvedBuffer, resolve as resolve_buffer,
+};
+pub use provisioning::request::{
+    BOOKING_MS, EXPIRY_MS, RequestDecision, RequestOptions, Requests, RequestsDecision,
+    RequestsInput, RetryBackoff, StatusWrite, Verdict, supported_class,
+};
+pub use provisioning::{
+    CapacityDecision, CapacityOptions, conditions as request_conditions, decide as decide_capacity,
 };
 pub use scale_down::drain::{PodDrain, classify_pod, is_expendable};
 pub use scale_down::{

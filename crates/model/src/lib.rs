@@ -18,6 +18,8 @@
 
 mod affinity;
 mod annotations;
+pub mod capacity_buffer;
+mod capacity_objects;
 mod controller;
 mod convert;
 mod daemonset;
@@ -32,6 +34,7 @@ mod node_group;
 mod objects;
 mod pdb;
 mod pod;
+pub mod provisioning_request;
 mod quantity;
 mod recent;
 mod resources;
@@ -46,6 +49,8 @@ pub use affinity::{
     InclusionPolicy, NamespaceLabels, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
     NodeSelectorTerm, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
+pub use capacity_buffer::{CapacityBuffer, ScalableRef};
+pub use capacity_objects::{CapacityObjects, Workload, WorkloadKey};
 pub use controller::{ControllerLookup, ControllerState, NoControllerLookup};
 pub use daemonset::DaemonSet;
 pub use dra::{
@@ -56,6 +61,8 @@ pub use dra::{
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use intern::Sym;
+/// The API's PodTemplate, which ProvisioningRequests and CapacityBuffers name.
+pub use k8s_openapi::api::core::v1::{PodTemplate, PodTemplateSpec};
 pub use labels::{LabelSelector, Labels, SelectorOp, SelectorRequirement, check_qualified_name};
 pub use limits::{
     ClusterTotals, GPU_TYPE_LABEL, InvalidRange, LimitParseError, LimitReached, Range,
@@ -81,6 +88,10 @@ pub use pdb::{DisruptionBudgets, IntOrPercent, PdbBlocked, PdbIndices, PodDisrup
 pub use pod::{
     DEFAULT_SCHEDULER, HostPort, ModelError, OwnerRef, Pod, PodCondition, PodName, PodPhase,
     Volume, VolumeRef, text_hash,
+};
+pub use provisioning_request::{
+    Condition as RequestCondition, ConditionStatus, ConditionType, PodSet, PodsError,
+    ProvisioningRequest, consumed_request, pods_for_request,
 };
 pub use quantity::{Quantity, QuantityError, parse as parse_quantity, parse_milli, parse_units};
 pub use resources::{ResourceName, Resources};

@@ -713,6 +713,17 @@ impl RunOptions {
         let ignored_flags = args.compat.no_effect_given();
         let unsupported = args.compat.unsupported();
         c.unsupported_settings = unsupported.iter().map(ToString::to_string).collect();
+        // Capacity on request is decided by `plan` only (the controller does not act on it
+        // yet, so the flags stay gaps there): their values switch it on for `plan`.
+        let on = |flag: &str| {
+            unsupported
+                .iter()
+                .any(|u| u.flag == flag && go_bool(&u.value) == Ok(true))
+        };
+        let capacity = &mut c.autoscaler.capacity;
+        capacity.requests.enabled = on("enable-provisioning-requests");
+        capacity.buffer_controller = on("capacity-buffer-controller-enabled");
+        capacity.buffer_pods = on("capacity-buffer-pod-injection-enabled");
         Ok(RunOptions {
             controller: c,
             kubeconfig: args.kubeconfig.clone(),

@@ -1,0 +1,856 @@
+//! Scenarios of the capacity-on-request decisions, restating upstream's facts: the classes, the
+//! condition reasons and messages, the 10-minute booking, the 1m..10m retry backoff, the 7-day
+//! expiry, the all-or-nothing scale-up.
+
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+
+use super::buffer::resolve;
+use super::request::*;
+use crate::autoscaler::{
+    Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig, decide_scale_up,
+};
+use crate::scale_down::InFlight;
+use crate::scheduling::budget::Unlimited;
+use autoscaler_model::NoControllerLookup;
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::capacity_buffer::CapacityBuffer;
+use autoscaler_model::provisioning_request::{
+    CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, CONSUME_ANNOTATION, ConditionStatus,
+    ConditionType, ProvisioningRequest,
+};
+use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_model::{PodTemplate, Workload};
+
+const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+const MIN: i64 = 60_000;
+
+fn on() -> RequestOptions {
+    RequestOptions {
+        enabled: true,
+        ..RequestOptions::default()
+    }
+}
+
+fn ts(ms: i64) -> String {
+    crate::cluster_state::format_time_ms(ms)
+}
+
+fn request(name: &str, class: &str, count: u32, conditions: Value) -> ProvisioningRequest {
+    ProvisioningRequest::from_value(&json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": name, "namespace": "batch", "uid": format!("uid-{name}"),
+                     "resourceVersion": "5", "creationTimestamp": ts(T0)},
+        "spec": {"provisioningClassName": class,
+                 "podSets": [{"podTemplateRef": {"name": "worker"}, "count": count}]},
+        "status": {"conditions": conditions},
+    }))
+    .unwrap()
+}
+
+fn condition(t: &str, s: &str, at: i64) -> Value {
+    json!({"type": t, "status": s, "reason": "r", "message": "m", "lastTransitionTime": ts(at)})
+}
+
+fn template(cpu: &str, gpu: Option<&str>) -> PodTemplate {
+    let mut requests = json!({"cpu": cpu, "memory": "1Gi"});
+    if let Some(g) = gpu {
+        requests["nvidia.com/gpu"] = json!(g);
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": "worker", "namespace": "batch"},
+        "template": {"spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"requests": requests.clone(), "limits": requests}}]}}
+    }))
+    .unwrap()
+}
+
+fn node(name: &str, cpu: i64, gpu: i64) -> Arc<Node> {
+    let mut b = NodeBuilder::new(name, cpu, 16 * GI).with_provider_id(&format!("test:///{name}"));
+    if gpu > 0 {
+        b = b.resource("nvidia.com/gpu", gpu);
+    }
+    b.arc()
+}
+
+fn group(id: &str, nodes: &[&Arc<Node>], min: usize, max: usize, tmpl: Arc<Node>) -> NodeGroup {
+    let mut g = NodeGroup::new(id, min, max, nodes.len());
+    g.instances = nodes
+        .iter()
+        .map(|n| Instance {
+            id: n.provider_id.clone().unwrap(),
+            state: InstanceState::Running,
+            error: None,
+        })
+        .collect();
+    g.template = Some(tmpl);
+    g
+}
+
+struct World {
+    nodes: Vec<Arc<Node>>,
+    pods: Vec<Arc<Pod>>,
+    provider: StaticProvider,
+    template: PodTemplate,
+}
+
+impl World {
+    fn decide(
+        &self,
+        state: &mut Requests,
+        requests: &[ProvisioningRequest],
+        opts: &RequestOptions,
+        now: i64,
+    ) -> RequestsDecision {
+        let view = ClusterView::of(&self.nodes, &self.pods, &self.provider);
+        let t = &self.template;
+        let lookup = move |ns: &str, n: &str| (ns == "batch" && n == "worker").then_some(t);
+        let input = RequestsInput {
+            view: &view,
+            template: &lookup,
+            config: &ScaleUpConfig::default(),
+            blocked: &|_, _| None,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        state.decide(requests, &input, opts, now, &mut rng, &mut Unlimited)
+    }
+}
+
+/// Two 4-CPU nodes, one with 3 CPU taken; a group `ng` (1..10) of 4-CPU nodes.
+fn cpu_world() -> World {
+    let n1 = node("n1", 4000, 0);
+    let n2 = node("n2", 4000, 0);
+    let busy = PodBuilder::new("busy", 3000, GI)
+        .owner("ReplicaSet", "web")
+        .node_name("n1")
+        .arc();
+    let g = group("ng", &[&n1, &n2], 1, 10, node("tmpl", 4000, 0));
+    World {
+        nodes: vec![n1, n2],
+        pods: vec![busy],
+        provider: StaticProvider::new(vec![g]),
+        template: template("2", None),
+    }
+}
+
+fn write_for<'d>(d: &'d RequestsDecision, name: &str) -> &'d StatusWrite {
+    d.writes.iter().find(|w| &*w.name == name).unwrap()
+}
+
+fn cond(w: &StatusWrite, t: ConditionType) -> &autoscaler_model::provisioning_request::Condition {
+    w.conditions.iter().find(|c| c.type_ == t).unwrap()
+}
+
+#[test]
+fn nothing_is_decided_unless_provisioning_requests_are_enabled() {
+    let w = cpu_world();
+    let r = request("job", CLASS_CHECK_CAPACITY, 1, json!([]));
+    let d = w.decide(
+        &mut Requests::default(),
+        &[r],
+        &RequestOptions::default(),
+        T0,
+    );
+    assert!(d.writes.is_empty() && d.requests.is_empty() && d.booked.is_empty());
+}
+
+#[test]
+fn check_capacity_that_fits_is_provisioned_in_the_loop_that_takes_it_up_and_booked() {
+    let w = cpu_world();
+    // 2 pods of 2 CPU: n2 takes both (n1 has 1 CPU left).
+    let r = request("job", CLASS_CHECK_CAPACITY, 2, json!([]));
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0 + 1000);
+    let write = write_for(&d, "job");
+    assert_eq!(
+        write.set,
+        [ConditionType::Accepted, ConditionType::Provisioned]
+    );
+    assert_eq!(&*write.resource_version, "5");
+    let accepted = cond(write, ConditionType::Accepted);
+    assert_eq!(accepted.reason, "Accepted");
+    assert_eq!(
+        accepted.message,
+        "ProvisioningRequest is accepted by ClusterAutoscaler"
+    );
+    let p = cond(write, ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::True);
+    assert_eq!(p.reason, "CapacityIsFound");
+    assert_eq!(p.message, "Capacity is found in the cluster");
+    assert_eq!(p.last_transition_ms, T0 + 1000);
+    assert!(d.scale_up.is_none(), "check-capacity never scales up");
+    let held: Vec<&str> = d
+        .booked
+        .iter()
+        .map(|p| p.node_name.unwrap().as_str())
+        .collect();
+    assert_eq!(held, ["n2", "n2"]);
+    assert_eq!(d.requests[0].verdict, Verdict::Fits);
+}
+
+#[test]
+fn check_capacity_that_does_not_fit_is_retried_or_failed_with_no_retry_and_never_scales_up() {
+    let w = cpu_world();
+    let r = request("job", CLASS_CHECK_CAPACITY, 3, json!([]));
+    let d = w.decide(
+        &mut Requests::default(),
+        std::slice::from_ref(&r),
+        &on(),
+        T0,
+    );
+    let p = cond(write_for(&d, "job"), ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::False);
+    assert_eq!(p.reason, "CapacityIsNotFound");
+    assert_eq!(
+        p.message,
+        "Capacity is not found, CA will try to find it later."
+    );
+    assert!(d.scale_up.is_none() && d.booked.is_empty());
+
+    let mut r = r;
+    r.parameters.insert("noRetry".into(), "true".into());
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0);
+    let f = cond(write_for(&d, "job"), ConditionType::Failed);
+    assert_eq!(f.status, ConditionStatus::True);
+    assert_eq!(f.reason, "CapacityIsNotFound");
+    assert_eq!(f.message, "CA could not find requested capacity");
+}
+
+#[test]
+fn a_request_left_unprovisioned_is_retried_after_a_backoff_that_doubles_up_to_ten_minutes() {
+    let w = cpu_world();
+    let mut state = Requests::default();
+    let not_found_at = |at: i64| {
+        request(
+            "job",
+            CLASS_CHECK_CAPACITY,
+            3,
+            json!([condition("Provisioned", "False", at)]),
+        )
+    };
+    // Within the first minute: waiting.
+    let d = w.decide(&mut state, &[not_found_at(T0)], &on(), T0 + 30_000);
+    assert_eq!(d.requests[0].verdict, Verdict::Waiting);
+    assert!(d.writes.is_empty());
+    // After a minute: tried again, and the next wait is 2 minutes.
+    let d = w.decide(&mut state, &[not_found_at(T0)], &on(), T0 + MIN + 1);
+    assert!(matches!(d.requests[0].verdict, Verdict::NotFound(_)));
+    let r = not_found_at(T0 + MIN + 1);
+    assert_eq!(state.backoff.wait_of(&r), Some(2 * MIN));
+    let d = w.decide(&mut state, std::slice::from_ref(&r), &on(), T0 + 2 * MIN);
+    assert_eq!(d.requests[0].verdict, Verdict::Waiting);
+    // The wait doubles, capped at 10 minutes.
+    for _ in 0..6 {
+        let wait = state.backoff.wait_of(&r).unwrap();
+        let d = w.decide(
+            &mut state,
+            std::slice::from_ref(&r),
+            &on(),
+            T0 + MIN + 2 + wait,
+        );
+        assert!(matches!(d.requests[0].verdict, Verdict::NotFound(_)));
+    }
+    assert_eq!(state.backoff.wait_of(&r), Some(10 * MIN));
+}
+
+#[test]
+fn a_booking_holds_its_room_against_pending_pods_and_expires_after_ten_minutes() {
+    let mut w = cpu_world();
+    let provisioned = request(
+        "job",
+        CLASS_CHECK_CAPACITY,
+        2,
+        json!([condition("Provisioned", "True", T0)]),
+    );
+    let d = w.decide(
+        &mut Requests::default(),
+        std::slice::from_ref(&provisioned),
+        &on(),
+        T0 + 5 * MIN,
+    );
+    assert_eq!(
+        d.requests[0].verdict,
+        Verdict::Booked { held: 2, wanted: 2 }
+    );
+    assert!(d.writes.is_empty());
+    // A pending 2-CPU pod finds n2 taken by the booking: it needs a new node.
+    w.pods.push(
+        PodBuilder::new("late", 2000, GI)
+            .owner("ReplicaSet", "web")
+            .unschedulable()
+            .arc(),
+    );
+    let pods = d.pods_for_loop(&w.pods);
+    let view = ClusterView::of(&w.nodes, &pods, &w.provider);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let up = decide_scale_up(
+        &view,
+        &ScaleUpConfig::default(),
+        T0,
+        &|_, _| None,
+        &mut rng,
+        &mut Unlimited,
+    );
+    assert_eq!(up.result.total_nodes(), 1, "{:?}", up.result);
+    // Without the booking it fits n2.
+    let view = ClusterView::of(&w.nodes, &w.pods, &w.provider);
+    let up = decide_scale_up(
+        &view,
+        &ScaleUpConfig::default(),
+        T0,
+        &|_, _| None,
+        &mut rng,
+        &mut Unlimited,
+    );
+    assert_eq!(up.result.total_nodes(), 0);
+
+    // Ten minutes after Provisioned the booking expires.
+    let d = w.decide(
+        &mut Requests::default(),
+        &[provisioned],
+        &on(),
+        T0 + 10 * MIN + 1,
+    );
+    let e = cond(write_for(&d, "job"), ConditionType::BookingExpired);
+    assert_eq!(e.status, ConditionStatus::True);
+    assert_eq!(e.reason, "CapacityReservationTimeExpired");
+    assert_eq!(e.message, "Capacity reservation time is expired");
+    assert!(d.booked.is_empty());
+}
+
+#[test]
+fn a_booked_node_is_not_scaled_down_while_the_booking_lives() {
+    // n2 is empty and its group is above its min: unneeded, unless a booking holds it.
+    let w = cpu_world();
+    let provisioned = request(
+        "job",
+        CLASS_CHECK_CAPACITY,
+        2,
+        json!([condition("Provisioned", "True", T0)]),
+    );
+    let unneeded = |pods: &[Arc<Pod>]| -> Vec<String> {
+        let view = ClusterView::of(&w.nodes, pods, &w.provider);
+        let mut a = Autoscaler::new(AutoscalerOptions::default());
+        let out = a.run_once(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            T0,
+            &mut Unlimited,
+        );
+        out.scale_down
+            .unneeded
+            .iter()
+            .map(|(n, _)| n.as_str().to_string())
+            .collect()
+    };
+    assert!(unneeded(&w.pods).contains(&"n2".to_string()));
+    let d = w.decide(&mut Requests::default(), &[provisioned], &on(), T0 + MIN);
+    let pods = d.pods_for_loop(&w.pods);
+    assert!(!unneeded(&pods).contains(&"n2".to_string()));
+}
+
+#[test]
+fn a_booking_ends_once_every_pod_of_the_request_is_scheduled() {
+    let mut w = cpu_world();
+    for i in 0..2 {
+        w.pods.push(
+            PodBuilder::new(&format!("consumer-{i}"), 2000, GI)
+                .namespace("batch")
+                .owner("Job", "train")
+                .node_name("n2")
+                .with(|p| p.annotations = vec![(CONSUME_ANNOTATION.into(), "job".into())])
+                .arc(),
+        );
+    }
+    let provisioned = request(
+        "job",
+        CLASS_CHECK_CAPACITY,
+        2,
+        json!([condition("Provisioned", "True", T0)]),
+    );
+    let d = w.decide(&mut Requests::default(), &[provisioned], &on(), T0 + MIN);
+    let e = cond(write_for(&d, "job"), ConditionType::BookingExpired);
+    assert_eq!(e.reason, "CapacityBookingConsumed");
+    assert_eq!(d.requests[0].verdict, Verdict::Consumed);
+}
+
+#[test]
+fn pending_consumer_pods_are_served_by_their_request_not_by_an_ordinary_scale_up() {
+    let mut w = cpu_world();
+    let consumer = PodBuilder::new("consumer", 2000, GI)
+        .namespace("batch")
+        .owner("Job", "train")
+        .unschedulable()
+        .with(|p| p.annotations = vec![(CONSUME_ANNOTATION.into(), "job".into())])
+        .arc();
+    let stranger = PodBuilder::new("stranger", 2000, GI)
+        .namespace("batch")
+        .owner("Job", "other")
+        .unschedulable()
+        .with(|p| p.annotations = vec![(CONSUME_ANNOTATION.into(), "unknown".into())])
+        .arc();
+    w.pods.push(consumer.clone());
+    w.pods.push(stranger.clone());
+    let r = request(
+        "job",
+        CLASS_BEST_EFFORT_ATOMIC,
+        1,
+        json!([condition("Provisioned", "False", T0)]),
+    );
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0 + 1);
+    assert!(d.serves(&consumer));
+    assert!(
+        !d.serves(&stranger),
+        "a request that does not exist serves nobody"
+    );
+    let pods = d.pods_for_loop(&w.pods);
+    assert!(!pods.iter().any(|p| Arc::ptr_eq(p, &consumer)));
+    assert!(pods.iter().any(|p| Arc::ptr_eq(p, &stranger)));
+}
+
+#[test]
+fn a_request_never_provisioned_fails_after_seven_days() {
+    let w = cpu_world();
+    let r = request(
+        "job",
+        CLASS_CHECK_CAPACITY,
+        3,
+        json!([condition("Provisioned", "False", T0)]),
+    );
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0 + EXPIRY_MS + 1);
+    let f = cond(write_for(&d, "job"), ConditionType::Failed);
+    assert_eq!(f.reason, "Expired");
+    assert_eq!(f.message, "ProvisioningRequest is expired");
+    assert_eq!(d.requests[0].verdict, Verdict::Expired);
+}
+
+#[test]
+fn missing_pod_templates_fail_the_request_with_failed_to_create_pods() {
+    let mut w = cpu_world();
+    w.template.metadata.name = Some("other".into());
+    let r = ProvisioningRequest {
+        pod_sets: vec![autoscaler_model::provisioning_request::PodSet {
+            template: "absent".into(),
+            count: 1,
+        }],
+        ..request("job", CLASS_CHECK_CAPACITY, 1, json!([]))
+    };
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0);
+    let f = cond(write_for(&d, "job"), ConditionType::Failed);
+    assert_eq!(f.reason, "FailedToCreatePods");
+    assert_eq!(f.message, "podSet 0: PodTemplate batch/absent not found");
+}
+
+#[test]
+fn one_request_is_taken_up_per_loop_in_creation_order_and_other_classes_are_left_alone() {
+    let w = cpu_world();
+    let a = request("a", CLASS_CHECK_CAPACITY, 1, json!([]));
+    let b = request("b", CLASS_CHECK_CAPACITY, 1, json!([]));
+    let other = request("c", "queued-provisioning.gke.io", 1, json!([]));
+    let d = w.decide(&mut Requests::default(), &[b, a, other], &on(), T0);
+    let verdicts: Vec<(&str, &Verdict)> = d
+        .requests
+        .iter()
+        .map(|r| (r.key.as_str(), &r.verdict))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("batch/a", &Verdict::Fits),
+            ("batch/b", &Verdict::Waiting),
+            ("batch/c", &Verdict::NotOurs)
+        ]
+    );
+    assert_eq!(d.writes.len(), 1);
+}
+
+#[test]
+fn the_processor_instance_selects_the_check_capacity_requests_it_serves() {
+    let mut r = request("a", CLASS_CHECK_CAPACITY, 1, json!([]));
+    assert!(supported_class(&r, ""));
+    assert!(!supported_class(&r, "blue"));
+    r.parameters
+        .insert("processorInstance".into(), "blue".into());
+    assert!(!supported_class(&r, ""));
+    assert!(supported_class(&r, "blue"));
+    assert!(!supported_class(&r, "green"));
+    let atomic = request("b", CLASS_BEST_EFFORT_ATOMIC, 1, json!([]));
+    assert!(supported_class(&atomic, ""));
+    assert!(!supported_class(&atomic, "blue"));
+    let prefixed = request("c", "bluecheck-capacity.autoscaling.x-k8s.io", 1, json!([]));
+    assert!(supported_class(&prefixed, "blue"));
+}
+
+/// A GPU world: one group of 1-GPU nodes, at 0 nodes, with the given max.
+fn gpu_world(max: usize) -> World {
+    let g = group("gpu", &[], 0, max, node("tmpl", 8000, 1));
+    World {
+        nodes: vec![],
+        pods: vec![],
+        provider: StaticProvider::new(vec![g]),
+        template: template("4", Some("1")),
+    }
+}
+
+#[test]
+fn an_atomic_request_for_eight_gpu_nodes_gets_one_scale_up_of_eight() {
+    let w = gpu_world(10);
+    let r = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([]));
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0);
+    let up = d.scale_up.as_ref().expect("a scale-up");
+    assert_eq!(up.result.increases.len(), 1);
+    assert_eq!(up.result.increases[0].delta, 8);
+    assert_eq!(up.result.increases[0].new_target, 8);
+    let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::True);
+    assert_eq!(p.reason, "CapacityIsProvisioned");
+    assert_eq!(
+        d.requests[0].verdict,
+        Verdict::ScaledUp(vec![("gpu".into(), 8)])
+    );
+}
+
+#[test]
+fn an_atomic_request_that_fits_only_six_under_the_max_grows_nothing() {
+    let w = gpu_world(6);
+    let r = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([]));
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0);
+    assert!(d.scale_up.is_none(), "no partial growth: {:?}", d.scale_up);
+    let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::False);
+    assert_eq!(p.reason, "CapacityIsNotFound");
+    let Verdict::NotFound(why) = &d.requests[0].verdict else {
+        panic!("{:?}", d.requests[0].verdict)
+    };
+    assert!(why.starts_with("only 6 of 8 pods could be helped"), "{why}");
+}
+
+#[test]
+fn an_atomic_request_that_fits_the_cluster_is_provisioned_without_a_scale_up() {
+    let w = cpu_world();
+    let r = request("job", CLASS_BEST_EFFORT_ATOMIC, 2, json!([]));
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0);
+    assert!(d.scale_up.is_none());
+    let p = cond(write_for(&d, "job"), ConditionType::Provisioned);
+    assert_eq!(p.reason, "CapacityIsFound");
+    // Its pods hold n2's room from this loop on, as check-capacity's do.
+    let held: Vec<&str> = d
+        .booked
+        .iter()
+        .map(|p| p.node_name.unwrap().as_str())
+        .collect();
+    assert_eq!(held, ["n2", "n2"]);
+}
+
+fn buffer(spec: Value) -> CapacityBuffer {
+    CapacityBuffer::from_value(&json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": "headroom", "namespace": "batch", "resourceVersion": "3"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_buffer_resolves_to_its_replicas_capped_by_its_limits() {
+    let t = template("2", None);
+    let find = |_: &str, n: &str| (n == "worker").then_some(&t);
+    let none = |_: &str, _: &str, _: &str, _: &str| None;
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "replicas": 3})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert_eq!(r.pods.len(), 3);
+    assert!(r.status.ready);
+    assert_eq!(r.status.reason, "AttributesSetSuccessfully");
+    assert_eq!(r.status.message, "ready");
+    assert_eq!(r.status.replicas, Some(3));
+    assert_eq!(r.status.pod_template.as_deref(), Some("worker"));
+    assert_eq!(
+        r.status.strategy.as_ref(),
+        "buffer.x-k8s.io/active-capacity"
+    );
+    assert_eq!(&*r.pods[0].name, "capacitybuffer-headroom-0");
+    assert_eq!(
+        r.pods[0].owner.as_ref().unwrap().kind.as_str(),
+        "CapacityBuffer"
+    );
+    // 5 CPU of budget over 2 CPU pods: 2.
+    let r = resolve(
+        &buffer(
+            json!({"podTemplateRef": {"name": "worker"}, "replicas": 3, "limits": {"cpu": "5"}}),
+        ),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert_eq!(r.status.replicas, Some(2));
+    // Replicas are required with a template.
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert!(!r.status.ready && r.pods.is_empty());
+    assert_eq!(r.status.reason, "error");
+    assert_eq!(
+        r.status.message,
+        "Failed to translate buffer headroom, Replicas should have a value when PodTemplateRef is set"
+    );
+    // Another strategy is not ours.
+    assert!(
+        resolve(
+            &buffer(json!({"podTemplateRef": {"name": "worker"}, "replicas": 1,
+                       "provisioningStrategy": "someone.else/strategy"})),
+            &find,
+            &none
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn a_workload_buffer_takes_a_percentage_of_its_replicas_bounded_by_replicas() {
+    let t = template("1", None).template.unwrap();
+    let none = |_: &str, _: &str| None;
+    let web = |ns: &str, g: &str, k: &str, n: &str| {
+        (ns == "batch" && g == "apps" && k == "Deployment" && n == "web").then(|| Workload {
+            template: t.clone(),
+            replicas: Some(10),
+        })
+    };
+    let scalable = json!({"apiGroup": "apps", "kind": "Deployment", "name": "web"});
+    let count = |spec: Value| resolve(&buffer(spec), &none, &web).unwrap().status;
+    assert_eq!(
+        count(json!({"scalableRef": scalable, "percentage": 25})).replicas,
+        Some(2)
+    );
+    assert_eq!(
+        count(json!({"scalableRef": scalable, "percentage": 50, "replicas": 3})).replicas,
+        Some(3)
+    );
+    let s = count(json!({"scalableRef": scalable}));
+    assert!(!s.ready);
+    assert_eq!(
+        s.message,
+        "Couldn't get number of replicas for buffer headroom, replicas and percentage are not defined"
+    );
+}
+
+#[test]
+fn buffer_pods_drive_scale_up_and_yield_to_real_pods() {
+    // n2 has 4 CPU free; a buffer of two 2-CPU pods fills it; a real 2-CPU pod arrives.
+    let w = cpu_world();
+    let t = template("2", None);
+    let find = |_: &str, n: &str| (n == "worker").then_some(&t);
+    let none = |_: &str, _: &str, _: &str, _: &str| None;
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "replicas": 2})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    let real = PodBuilder::new("real", 2000, GI)
+        .owner("ReplicaSet", "web")
+        .unschedulable()
+        .arc();
+    let mut pods = w.pods.clone();
+    pods.push(real.clone());
+    pods.extend(r.pods.iter().cloned());
+    let view = ClusterView::of(&w.nodes, &pods, &w.provider);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let up = decide_scale_up(
+        &view,
+        &ScaleUpConfig::default(),
+        T0,
+        &|_, _| None,
+        &mut rng,
+        &mut Unlimited,
+    );
+    // The real pod is placed first; one buffer pod is left over and grows the group by one.
+    assert!(up.fit_existing.iter().any(|p| Arc::ptr_eq(p, &real)));
+    assert_eq!(up.result.total_nodes(), 1, "{:?}", up.result);
+    assert_eq!(&*up.result.triggered[0].name, "capacitybuffer-headroom-1");
+}
+
+mod properties {
+    //! The safety invariants with requests in random worlds: an atomic scale-up is whole or
+    //! nothing and within every group's max; check-capacity never grows anything; a booking
+    //! never holds its room past the booking time; the booked pods fit where they are placed.
+
+    use super::*;
+    use autoscaler_model::CloudProvider;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        /// Per existing node: CPU millicores free.
+        free: Vec<i64>,
+        /// Group max size above its current size.
+        headroom: usize,
+        /// Per request: class (true: atomic), pod count, pod CPU millicores, provisioned.
+        requests: Vec<(bool, u32, i64, Option<i64>)>,
+        /// Decision time after T0, in minutes.
+        minutes: i64,
+    }
+
+    fn arb_case() -> impl Strategy<Value = Case> {
+        (
+            prop::collection::vec(0i64..=4000, 0..5),
+            0usize..8,
+            prop::collection::vec(
+                (
+                    any::<bool>(),
+                    1u32..10,
+                    prop::sample::select(vec![500i64, 1000, 2000, 3000, 5000]),
+                    prop::option::of(0i64..30),
+                ),
+                1..5,
+            ),
+            0i64..40,
+        )
+            .prop_map(|(free, headroom, requests, minutes)| Case {
+                free,
+                headroom,
+                requests,
+                minutes,
+            })
+    }
+
+    fn world(case: &Case) -> World {
+        let nodes: Vec<Arc<Node>> = (0..case.free.len())
+            .map(|i| node(&format!("n{i}"), 4000, 0))
+            .collect();
+        let pods = case
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f < 4000)
+            .map(|(i, f)| {
+                PodBuilder::new(&format!("used-{i}"), 4000 - f, GI)
+                    .owner("ReplicaSet", "web")
+                    .node_name(&format!("n{i}"))
+                    .arc()
+            })
+            .collect();
+        let refs: Vec<&Arc<Node>> = nodes.iter().collect();
+        let g = group(
+            "ng",
+            &refs,
+            0,
+            nodes.len() + case.headroom,
+            node("tmpl", 4000, 0),
+        );
+        World {
+            nodes,
+            pods,
+            provider: StaticProvider::new(vec![g]),
+            template: template("1", None),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: autoscaler_model::testing::fuzz_cases(200),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn requests_keep_the_safety_invariants(case in arb_case()) {
+            let mut w = world(&case);
+            let now = T0 + case.minutes * MIN;
+            let mut requests = Vec::new();
+            for (i, (atomic, count, cpu, provisioned)) in case.requests.iter().enumerate() {
+                let class = if *atomic { CLASS_BEST_EFFORT_ATOMIC } else { CLASS_CHECK_CAPACITY };
+                let conditions = match provisioned {
+                    Some(m) => json!([condition("Provisioned", "True", T0 + m * MIN)]),
+                    None => json!([]),
+                };
+                let mut r = request(&format!("r{i}"), class, *count, conditions);
+                r.pod_sets[0].template = format!("t{i}").into();
+                requests.push((r, *cpu));
+            }
+            // One template per request, with the request's pod size.
+            let templates: Vec<PodTemplate> = requests
+                .iter()
+                .map(|(_, cpu)| template(&format!("{cpu}m"), None))
+                .collect();
+            let reqs: Vec<ProvisioningRequest> = requests.iter().map(|(r, _)| r.clone()).collect();
+            let view = ClusterView::of(&w.nodes, &w.pods, &w.provider);
+            let lookup = |_: &str, n: &str| {
+                n.strip_prefix('t')
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| templates.get(i))
+            };
+            let input = RequestsInput {
+                view: &view,
+                template: &lookup,
+                config: &ScaleUpConfig::default(),
+                blocked: &|_, _| None,
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(1);
+            let d = Requests::default().decide(&reqs, &input, &on(), now, &mut rng, &mut Unlimited);
+
+            // At most one request is taken up, and only it may carry a scale-up.
+            let taken = d.writes.iter().filter(|w| w.set.contains(&ConditionType::Accepted)).count();
+            prop_assert!(taken <= 1);
+            if let Some(up) = &d.scale_up {
+                let write = d.writes.iter().find(|w| w.set.contains(&ConditionType::Accepted)).unwrap();
+                let r = reqs.iter().find(|r| r.name == write.name).unwrap();
+                prop_assert_eq!(&*r.class, CLASS_BEST_EFFORT_ATOMIC, "check-capacity never scales up");
+                // Whole: every pod of the request is helped.
+                let helped = up.fit_existing.len() + up.result.triggered.len();
+                prop_assert_eq!(helped as u64, r.pod_count());
+                prop_assert!(up.result.no_scale_up.is_empty());
+                for inc in &up.result.increases {
+                    let g = &w.provider.node_groups()[inc.index];
+                    prop_assert!(inc.new_target <= g.max_size, "{:?} beyond max {}", inc, g.max_size);
+                }
+                let c = write.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned).unwrap();
+                prop_assert_eq!(c.status, ConditionStatus::True);
+            }
+            // A request whose Provisioned is False this loop grew nothing.
+            for wr in &d.writes {
+                let p = wr.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned);
+                if wr.set.contains(&ConditionType::Provisioned)
+                    && p.is_some_and(|c| c.status == ConditionStatus::False)
+                {
+                    prop_assert!(d.scale_up.is_none());
+                }
+            }
+            // No booking outlives the booking time: a request provisioned more than 10 minutes
+            // ago holds no pod and gets BookingExpired.
+            for (r, _) in &requests {
+                let p = r.condition(ConditionType::Provisioned);
+                let expired = p.is_some_and(|c| c.last_transition_ms + BOOKING_MS < now);
+                let holds = d.booked.iter().any(|b| {
+                    b.annotation(CONSUME_ANNOTATION) == Some(&*r.name)
+                });
+                if expired {
+                    prop_assert!(!holds, "{} holds room past its booking", r.name);
+                    let wr = d.writes.iter().find(|w| w.name == r.name).unwrap();
+                    prop_assert!(wr.set.contains(&ConditionType::BookingExpired));
+                }
+            }
+            // The booked pods fit together where they are placed: the view with them builds
+            // without a refused pod and no node is over its allocatable CPU.
+            w.pods = d.pods_for_loop(&w.pods);
+            let mut warnings = Vec::new();
+            let view = ClusterView::of(&w.nodes, &w.pods, &w.provider);
+            let snapshot = crate::autoscaler::build_snapshot(&view, &mut warnings);
+            prop_assert!(warnings.is_empty(), "{:?}", warnings);
+            for (_, info) in snapshot.nodes() {
+                prop_assert!(info.requested.cpu <= info.node.allocatable.cpu);
+            }
+        }
+    }
+}
