@@ -21,7 +21,7 @@ use std::time::Duration;
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::ExpanderChain;
-use autoscaler_kube::controller::ControllerConfig;
+use autoscaler_kube::ControllerConfig;
 use autoscaler_model::Range;
 use autoscaler_model::parse_duration;
 

@@ -13,12 +13,15 @@
 //! apply. The crate never talks HTTP, never reads the environment or the clock.
 #![warn(missing_docs)]
 
-pub mod annotations;
-pub mod changes;
-pub mod config;
-pub mod provider;
+mod annotations;
+mod changes;
+mod config;
+mod provider;
 
-pub use changes::{ApplyError, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply};
+pub use annotations::{ARCH_LABEL, OS_LABEL};
+pub use changes::{
+    ApplyError, DELETE_MACHINE_VALUE, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply,
+};
 pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
 pub use provider::{
     BoundsSource, ClusterApiProvider, DiscoveryCache, MachineInfo, ScalableResource, placeholder_id,

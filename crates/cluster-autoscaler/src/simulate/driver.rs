@@ -14,8 +14,8 @@ use std::path::Path;
 use autoscaler_actuation::{
     Actuation, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply, Report,
 };
-use autoscaler_clusterapi::changes::{ObjectChange, ReplicasBase};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_clusterapi::{ObjectChange, ReplicasBase};
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
 use autoscaler_core::Unlimited;
