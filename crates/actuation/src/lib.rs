@@ -11,13 +11,15 @@
 #![warn(missing_docs)]
 
 mod drain;
-pub mod effect;
+mod effect;
 mod hold;
-pub mod inflight;
-pub mod informer;
+mod inflight;
+mod informer;
 mod stale_mark;
 
 pub use effect::{Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error};
 pub use inflight::{Actuation, ActuationOptions};
-pub use informer::{ClusterLookup, Informer, InformerLookup, blocking_pods, pod_view};
+pub use informer::{
+    ClusterLookup, Informer, InformerLookup, blocking_pods, lock as lock_informer, pod_view,
+};
 pub use stale_mark::STALE_MARK_GRACE_MS;

@@ -140,7 +140,7 @@ mod tests {
         due.iter().map(|d| d.machine.name.as_str()).collect()
     }
 
-    const OURS: Option<&str> = Some(autoscaler_clusterapi::changes::DELETE_MACHINE_VALUE);
+    const OURS: Option<&str> = Some(autoscaler_clusterapi::DELETE_MACHINE_VALUE);
 
     #[test]
     fn a_mark_the_set_will_not_act_on_is_due_after_the_grace_period() {

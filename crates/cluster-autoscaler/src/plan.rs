@@ -5,7 +5,7 @@
 //!
 //! Input and output only: the decisions come from the core (`Autoscaler::run_once`) and the
 //! Cluster API provider over the same object store the live controller and the simulation use,
-//! and the report from `autoscaler_kube::plan` (the document the leader serves at `/explain`).
+//! and the report from `autoscaler_kube::Explained` (the document the leader serves at `/explain`).
 //! On a live cluster it only lists and watches: it never writes anything there.
 
 use std::path::PathBuf;
@@ -16,8 +16,9 @@ use autoscaler_actuation::{Actuation, Informer};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_core::Unlimited;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
-use autoscaler_kube::plan as explained;
-use autoscaler_kube::watch::WatchConfig;
+use autoscaler_kube::{
+    Explained, WatchConfig, explained_json, explained_json_text, explained_text,
+};
 use autoscaler_model::ObjectStore;
 use autoscaler_model::read_objects;
 
@@ -146,7 +147,7 @@ fn live_plan(
         let clients = crate::run::clients_of(opts).await?;
         let namespace = &opts.controller.namespace;
         let watches =
-            autoscaler_kube::watch::start(&clients, WatchConfig::new(namespace, config.clone()))
+            autoscaler_kube::start_watches(&clients, WatchConfig::new(namespace, config.clone()))
                 .await
                 .map_err(|e| CliError::failure(anyhow!("cannot read the cluster: {e}")))?;
         if tokio::time::timeout(LIST_TIMEOUT, watches.wait_synced())
@@ -160,7 +161,7 @@ fn live_plan(
             )));
         }
         let (provider, objects, pods, priorities) = {
-            let mut inf = autoscaler_actuation::informer::lock(watches.informer());
+            let mut inf = autoscaler_actuation::lock_informer(watches.informer());
             let provider = inf.provider(config);
             let objects = inf.objects_without_pods();
             let pods = inf.pods().clone();
@@ -177,7 +178,7 @@ fn live_plan(
             now_ms,
             &mut Unlimited,
         );
-        let e = explained::Explained {
+        let e = Explained {
             view: &view,
             outcome: &outcome,
             provider_warnings: &[],
@@ -185,8 +186,8 @@ fn live_plan(
             show_nodes: args.show_nodes,
         };
         Ok(match args.output {
-            OutputFormat::Text => explained::text(&e),
-            OutputFormat::Json => explained::json_text(&e),
+            OutputFormat::Text => explained_text(&e),
+            OutputFormat::Json => explained_json_text(&e),
         })
     })
 }
@@ -203,7 +204,7 @@ pub fn plan_text(
     show_nodes: usize,
 ) -> anyhow::Result<String> {
     let d = decide(text, config, options, namespace, now_ms)?;
-    let mut out = explained::text(&d.explained(&d.view(), now_ms, show_nodes));
+    let mut out = explained_text(&d.explained(&d.view(), now_ms, show_nodes));
     if let Some(c) = &d.capacity {
         out.push_str(&crate::capacity::text(c));
     }
@@ -220,7 +221,7 @@ pub fn plan_json(
     show_nodes: usize,
 ) -> anyhow::Result<serde_json::Value> {
     let d = decide(text, config, options, namespace, now_ms)?;
-    let mut out = explained::json(&d.explained(&d.view(), now_ms, show_nodes));
+    let mut out = explained_json(&d.explained(&d.view(), now_ms, show_nodes));
     if let (Some(c), Some(o)) = (&d.capacity, out.as_object_mut()) {
         o.insert("capacity".into(), crate::capacity::json(c));
     }
@@ -244,8 +245,8 @@ impl Decided {
         view: &'a ClusterView<'a>,
         now_ms: i64,
         show_nodes: usize,
-    ) -> explained::Explained<'a> {
-        explained::Explained {
+    ) -> Explained<'a> {
+        Explained {
             view,
             outcome: &self.outcome,
             provider_warnings: &self.provider_warnings,

@@ -1,5 +1,5 @@
 //! `run`: the controller on a live cluster. Validates the options, sets up logging, builds the
-//! Kubernetes clients and hands them to `autoscaler_kube::controller::run`.
+//! Kubernetes clients and hands them to `autoscaler_kube::run_controller`.
 //!
 //! Two clients, as upstream's Cluster API provider has: the workload cluster's (`--kubeconfig`,
 //! else in-cluster) for nodes, pods, the Lease, events and the status ConfigMap, and the
@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use autoscaler_kube::controller;
+use autoscaler_kube::{ControllerConfig, ControllerError};
 use tracing_subscriber::EnvFilter;
 
 use crate::CliError;
@@ -355,9 +355,7 @@ async fn build_client(
         .await
         .map_err(|e| CliError::usage(anyhow!("{what}: {e}")))?;
     // Every response body bounded: a watch line or a list without end is an error and a retry.
-    let bounded = autoscaler_kube::bounded::BoundedReadsLayer::new(
-        autoscaler_kube::bounded::ReadLimits::default(),
-    );
+    let bounded = autoscaler_kube::BoundedReadsLayer::new(autoscaler_kube::ReadLimits::default());
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|e| CliError::usage(anyhow!("cannot build the Kubernetes client: {e}")))?
         .with_layer(&bounded);
@@ -451,13 +449,14 @@ pub fn options_for(
 async fn watch_cluster_resource(
     client: &kube::Client,
     args: &RunArgs,
-    config: &controller::ControllerConfig,
+    config: &ControllerConfig,
     verbosity: u8,
 ) -> Option<tokio::sync::watch::Receiver<autoscaler_core::AutoscalerOptions>> {
-    use autoscaler_kube::config_resource;
-    use autoscaler_kube::events::{EventSink, EventSpec};
+    use autoscaler_kube::{
+        CONFIG_RESOURCE_NAME, EventSink, EventSpec, config_resource_served, spawn_config_resource,
+    };
     let base = config.autoscaler.clone();
-    let resource = match config_resource::served(client).await {
+    let resource = match config_resource_served(client).await {
         Ok(Some(r)) => r,
         Ok(None) => {
             tracing::debug!("the cluster serves no ClusterAutoscaler kind: flags only");
@@ -479,7 +478,7 @@ async fn watch_cluster_resource(
         &config.status_config_map_name,
         Default::default(),
     ));
-    config_resource::spawn(client.clone(), resource, move |obj| {
+    spawn_config_resource(client.clone(), resource, move |obj| {
         match options_for(&args, obj.as_ref(), &|k| std::env::var(k).ok()) {
             Ok(o) => {
                 for w in &o.config_warnings {
@@ -490,7 +489,7 @@ async fn watch_cluster_resource(
                     tracing::warn!(
                         "ClusterAutoscaler {}: spec.logVerbosity {} has no effect on a running \
                          process; give --v={} instead",
-                        config_resource::NAME,
+                        CONFIG_RESOURCE_NAME,
                         o.verbosity,
                         o.verbosity
                     );
@@ -502,7 +501,7 @@ async fn watch_cluster_resource(
                 };
                 tracing::info!(
                     "ClusterAutoscaler {}: {what}; the next loop decides with it",
-                    config_resource::NAME
+                    CONFIG_RESOURCE_NAME
                 );
                 tx.send_replace(o.controller.autoscaler);
             }
@@ -510,14 +509,14 @@ async fn watch_cluster_resource(
                 tracing::warn!(
                     error = %e,
                     "ClusterAutoscaler {}: change refused; the previous options stay",
-                    config_resource::NAME
+                    CONFIG_RESOURCE_NAME
                 );
                 // Also on the object, where whoever edited it looks (`kubectl describe`).
                 let uid = obj
                     .as_ref()
                     .and_then(|o| o.pointer("/metadata/uid")?.as_str())
                     .unwrap_or_default();
-                let spec = EventSpec::config_rejected(config_resource::NAME, uid, &e.to_string());
+                let spec = EventSpec::config_rejected(CONFIG_RESOURCE_NAME, uid, &e.to_string());
                 let events = events.clone();
                 tokio::spawn(async move {
                     let now = jiff::Timestamp::now().as_millisecond();
@@ -554,7 +553,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     tracing::debug!(options = ?opts.controller, "options");
     // Listing every object allocates and frees gigabytes at scale: keep freed memory for reuse
     // until the first loop is done (the controller gives it back then).
-    autoscaler_kube::allocator::keep_freed_memory();
+    autoscaler_kube::keep_freed_memory();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -570,11 +569,11 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                 watch_cluster_resource(&clients.workload, args, &opts.controller, verbosity).await
             }
         };
-        controller::run_with_options(clients, opts.controller, options)
+        autoscaler_kube::run_controller_with_options(clients, opts.controller, options)
             .await
             .map_err(|e| match e {
                 // A server it cannot work with is a configuration error, found before leading.
-                controller::ControllerError::Unsupported(_) => CliError::usage(anyhow!("{e}")),
+                ControllerError::Unsupported(_) => CliError::usage(anyhow!("{e}")),
                 e => CliError::failure(anyhow!("controller stopped: {e}")),
             })
     });

@@ -207,7 +207,7 @@ fn big_pod(name: &str) -> Value {
 
 /// Whether the pod is marked `PodScheduled=False, reason=Unschedulable` in the world.
 fn unschedulable(w: &World, name: &str) -> bool {
-    let k = autoscaler_world::objects::key("", "Pod", "default", name);
+    let k = autoscaler_world::object_key("", "Pod", "default", name);
     w.objects().get(&k).is_some_and(|p| {
         p.pointer("/status/conditions")
             .and_then(Value::as_array)

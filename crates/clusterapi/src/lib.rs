@@ -13,14 +13,18 @@
 //! apply. The crate never talks HTTP, never reads the environment or the clock.
 #![warn(missing_docs)]
 
-pub mod annotations;
-pub mod changes;
-pub mod config;
-pub mod infrastructure;
-pub mod provider;
+mod annotations;
+mod changes;
+mod config;
+mod infrastructure;
+mod provider;
 
-pub use changes::{ApplyError, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply};
+pub use annotations::{ARCH_LABEL, OS_LABEL};
+pub use changes::{
+    ApplyError, DELETE_MACHINE_VALUE, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply,
+};
 pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
+pub use infrastructure::INFRASTRUCTURE_GROUP;
 pub use provider::{
     BoundsSource, ClusterApiProvider, DiscoveryCache, MachineInfo, ScalableResource, placeholder_id,
 };

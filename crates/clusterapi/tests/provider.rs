@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use autoscaler_clusterapi::annotations::{ARCH_LABEL, OS_LABEL};
+use autoscaler_clusterapi::{ARCH_LABEL, OS_LABEL};
 use autoscaler_clusterapi::{
     BoundsSource, ClusterApiConfig, ClusterApiProvider, DiscoveryCache, MachineInfo, ObjectChange,
     ProviderError, apply, placeholder_id,

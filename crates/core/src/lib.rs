@@ -63,10 +63,6 @@ pub use cluster_state::{
     BackoffStatus, ClusterStateOptions, ClusterStatus, Event, GroupReadiness, format_time_ms,
 };
 pub use outcome::{ActionError, ErrorClass, Outcome};
-pub use scale_down::consolidation::{
-    ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationPlan,
-    ConsolidationState, ReplacementShape, plan_consolidation,
-};
 pub use provisioning::buffer::{
     BufferStatus, Resolved as ResolvedBuffer, resolve as resolve_buffer,
 };
@@ -76,6 +72,10 @@ pub use provisioning::request::{
 };
 pub use provisioning::{
     CapacityDecision, CapacityOptions, conditions as request_conditions, decide as decide_capacity,
+};
+pub use scale_down::consolidation::{
+    ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationPlan,
+    ConsolidationState, ReplacementShape, plan_consolidation,
 };
 pub use scale_down::drain::{PodDrain, classify_pod, is_expendable};
 pub use scale_down::{

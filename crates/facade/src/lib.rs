@@ -21,7 +21,7 @@
 mod faults;
 mod paging;
 mod patch;
-pub mod resources;
+mod resources;
 mod selectors;
 mod server;
 mod status;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use autoscaler_model::ObjectKey;
-use autoscaler_world::objects::key;
+use autoscaler_world::object_key as key;
 use autoscaler_world::{EvictionError, World, WorldError};
 use axum::Router;
 use axum::body::Bytes;

@@ -445,7 +445,7 @@ mod tests {
             rv,
             at: 0,
             kind,
-            key: autoscaler_world::objects::key("", "ConfigMap", "ns", "a"),
+            key: autoscaler_world::object_key("", "ConfigMap", "ns", "a"),
             object: Arc::new(json!({"metadata": {"name": "a", "resourceVersion": "7"}})),
         };
         let rv = |v: &Value| v["metadata"]["resourceVersion"].clone();

@@ -9,8 +9,7 @@
 
 use std::hint::black_box;
 
-use autoscaler_kube::lenient::Decoded;
-use autoscaler_kube::slim::SlimPod;
+use autoscaler_kube::{Decoded, SlimPod};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use kube::core::WatchEvent;
 use serde_json::json;

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use autoscaler_clusterapi::changes::{ObjectChange, RebaseError, ReplicasBase};
+use autoscaler_clusterapi::{ObjectChange, RebaseError, ReplicasBase};
 use autoscaler_core::{ActionError, ErrorClass};
 use autoscaler_model::ObjectKey;
 use autoscaler_model::Taint;

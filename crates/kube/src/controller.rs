@@ -464,7 +464,7 @@ pub async fn supervise(parts: Parts, config: ControllerConfig, mut leading: watc
 /// have left. Read from the synced cache, as upstream reads its node lister, rather than by
 /// listing every node again (15,000 nodes are 30 pages).
 fn left_tainted(informer: &Mutex<Informer>) -> Vec<String> {
-    let mut inf = autoscaler_actuation::informer::lock(informer);
+    let mut inf = autoscaler_actuation::lock_informer(informer);
     (inf.objects_without_pods().nodes.iter())
         .filter(|n| {
             (n.taints.iter()).any(|t| crate::actuator::AUTOSCALER_TAINTS.contains(&t.key.as_str()))
@@ -476,7 +476,7 @@ fn left_tainted(informer: &Mutex<Informer>) -> Vec<String> {
 /// Discovers the provider and reads the objects other than pods into the informer's caches.
 fn prepare(parts: &Parts, config: &ControllerConfig) {
     let started = Instant::now();
-    autoscaler_actuation::informer::lock(&parts.informer).prepare(&config.clusterapi);
+    autoscaler_actuation::lock_informer(&parts.informer).prepare(&config.clusterapi);
     tracing::debug!(took = ?started.elapsed(), "provider discovered while the pods list");
 }
 
@@ -687,7 +687,7 @@ impl Term {
     async fn one_loop(&mut self, parts: &Parts, config: &ControllerConfig) -> bool {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let (provider, objects, pods, priorities) = {
-            let mut inf = autoscaler_actuation::informer::lock(&parts.informer);
+            let mut inf = autoscaler_actuation::lock_informer(&parts.informer);
             // This loop sees every pod that became unschedulable and every group that
             // appeared so far.
             inf.take_new_unschedulable();
@@ -1325,7 +1325,7 @@ mod tests {
         let informer = parts.informer.clone();
         let config = ControllerConfig::default();
         let prepared =
-            || autoscaler_actuation::informer::lock(&informer).is_prepared(&config.clusterapi);
+            || autoscaler_actuation::lock_informer(&informer).is_prepared(&config.clusterapi);
         let machines = "cluster.x-k8s.io/Machine".to_string();
         unsynced.send_replace(BTreeSet::from([crate::watch::PODS.to_string(), machines]));
         let (_lead_tx, leading) = watch::channel(true);

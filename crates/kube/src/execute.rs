@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autoscaler_actuation::informer::lock;
+use autoscaler_actuation::lock_informer as lock;
 use autoscaler_actuation::{
     Actuation, ActuationOptions, ClusterLookup, Effect, EffectKind, Informer, InformerLookup,
     Reply, Report, Ticket,

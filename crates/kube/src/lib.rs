@@ -6,33 +6,57 @@
 //! It never decides what to scale: every decision comes from `autoscaler_core`. It only owns
 //! effects, retries, timeouts and what happened to them.
 
-pub mod actuator;
-pub mod allocator;
-pub mod api_calls;
-pub mod bounded;
-pub mod compat;
-pub mod config_resource;
-pub mod controller;
-pub mod correlator;
-pub mod events;
-pub mod execute;
-pub mod explain;
+mod actuator;
+mod allocator;
+mod api_calls;
+mod bounded;
+mod compat;
+mod config_resource;
+mod controller;
+mod correlator;
+mod events;
+mod execute;
+mod explain;
 #[cfg(test)]
 mod fuzz;
-pub mod health;
-pub mod leader;
-pub mod lenient;
-pub mod metrics;
-pub mod plan;
-pub mod server;
-pub mod skipped;
-pub mod slim;
-pub mod status;
+mod health;
+mod leader;
+mod lenient;
+mod metrics;
+mod plan;
+mod server;
+mod skipped;
+mod slim;
+mod status;
 #[cfg(test)]
 mod test_api;
 #[cfg(test)]
 mod test_cluster;
-pub mod watch;
+mod watch;
+
+// The API the binary uses, flat; the modules stay private. Generic names are prefixed with what
+// they are about.
+pub use actuator::{ActuationError, Actuator};
+pub use allocator::keep_freed_memory;
+pub use api_calls::{API_CALLS, ApiCall, Classified, ClassifyError, classify, is_declared};
+pub use bounded::{BoundedReadsLayer, ReadLimits, client as bounded_client};
+pub use config_resource::{
+    NAME as CONFIG_RESOURCE_NAME, served as config_resource_served, spawn as spawn_config_resource,
+};
+pub use controller::{
+    ControllerConfig, ControllerError, run as run_controller,
+    run_with_options as run_controller_with_options,
+};
+pub use events::{EventSink, EventSpec};
+pub use leader::{LeaderConfig, LeaderError, Leadership};
+pub use lenient::Decoded;
+pub use plan::{
+    Explained, describe, json as explained_json, json_text as explained_json_text,
+    text as explained_text,
+};
+pub use slim::SlimPod;
+pub use status::initializing_yaml as initializing_status_yaml;
+pub use watch::{WatchConfig, start as start_watches};
 
 /// The two API clients of the management/workload split. The workload cluster holds the nodes
 /// and pods (and the Lease, events and status ConfigMap); the management cluster holds the

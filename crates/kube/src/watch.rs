@@ -252,7 +252,7 @@ impl Shared {
     }
 
     fn lock(&self) -> MutexGuard<'_, Informer> {
-        autoscaler_actuation::informer::lock(&self.informer)
+        autoscaler_actuation::lock_informer(&self.informer)
     }
 }
 
@@ -1998,7 +1998,7 @@ mod tests {
         served.store(true, std::sync::atomic::Ordering::SeqCst);
         let informer = watches.informer().clone();
         let has_md = move || {
-            autoscaler_actuation::informer::lock(&informer)
+            autoscaler_actuation::lock_informer(&informer)
                 .store()
                 .get(&md_key())
                 .is_some()
@@ -2226,13 +2226,13 @@ mod tests {
         })
         .await;
         until("the pods converted", || {
-            autoscaler_actuation::informer::lock(watches.informer())
+            autoscaler_actuation::lock_informer(watches.informer())
                 .pod("ns", "p")
                 .is_some()
         })
         .await;
         {
-            let mut inf = autoscaler_actuation::informer::lock(watches.informer());
+            let mut inf = autoscaler_actuation::lock_informer(watches.informer());
             let names: Vec<String> = (inf.store().list("", "Node"))
                 .map(|(k, _)| k.name.clone())
                 .collect();
@@ -2329,7 +2329,7 @@ mod tests {
             .await
             .expect("synced");
         let has_pod = || {
-            autoscaler_actuation::informer::lock(watches.informer())
+            autoscaler_actuation::lock_informer(watches.informer())
                 .pod("ns", "p")
                 .is_some()
         };
@@ -2454,7 +2454,7 @@ mod tests {
             .await
             .expect("synced");
         {
-            let inf = autoscaler_actuation::informer::lock(watches.informer());
+            let inf = autoscaler_actuation::lock_informer(watches.informer());
             let caps: Vec<_> = inf
                 .store()
                 .list("storage.k8s.io", "CSIStorageCapacity")

@@ -120,8 +120,50 @@ pub struct NodeGroup {
     pub rolling_out: bool,
 }
 
+/// Why a node group view cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeGroupError {
+    /// The id is empty: every action and event names its group by id.
+    #[error("node group id is empty")]
+    EmptyId,
+    /// The min size is above the max size: no size satisfies both.
+    #[error("node group {id}: min size {min} is above max size {max}")]
+    MinAboveMax {
+        /// The group.
+        id: String,
+        /// Min size.
+        min: usize,
+        /// Max size.
+        max: usize,
+    },
+}
+
 impl NodeGroup {
-    /// A group with the given id and sizes, no instances, no template.
+    /// A group with the given id and sizes, no instances, no template, checked: the id is not
+    /// empty and `min_size <= max_size`. The target size is not bounded by them, as upstream's
+    /// is not: a provider may report a target below the min (grown to it only with
+    /// `--enforce-node-group-min-size`) or above the max (a user's resize; never grown further).
+    pub fn try_new(
+        id: &str,
+        min_size: usize,
+        max_size: usize,
+        target_size: usize,
+    ) -> Result<NodeGroup, NodeGroupError> {
+        if id.is_empty() {
+            return Err(NodeGroupError::EmptyId);
+        }
+        if min_size > max_size {
+            return Err(NodeGroupError::MinAboveMax {
+                id: id.to_string(),
+                min: min_size,
+                max: max_size,
+            });
+        }
+        Ok(NodeGroup::new(id, min_size, max_size, target_size))
+    }
+
+    /// A group with the given id and sizes, no instances, no template. Unchecked: callers that
+    /// read sizes from outside use [`NodeGroup::try_new`].
     pub fn new(id: &str, min_size: usize, max_size: usize, target_size: usize) -> NodeGroup {
         NodeGroup {
             id: NodeGroupId::from(id),
@@ -201,6 +243,24 @@ impl CloudProvider for StaticProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_is_built_only_with_an_id_and_min_not_above_max() {
+        let g = NodeGroup::try_new("ng", 1, 3, 2).expect("valid");
+        assert_eq!((g.min_size, g.max_size, g.target_size), (1, 3, 2));
+        assert_eq!(
+            NodeGroup::try_new("", 0, 3, 0),
+            Err(NodeGroupError::EmptyId)
+        );
+        let e = NodeGroup::try_new("ng", 4, 3, 3).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node group ng: min size 4 is above max size 3"
+        );
+        // A target outside the bounds is a state providers report, not an error.
+        assert!(NodeGroup::try_new("ng", 2, 3, 0).is_ok());
+        assert!(NodeGroup::try_new("ng", 0, 3, 5).is_ok());
+    }
 
     #[test]
     fn static_provider_maps_nodes_by_provider_id() {

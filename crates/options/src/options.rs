@@ -21,7 +21,7 @@ use std::time::Duration;
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::AutoscalerOptions;
 use autoscaler_core::ExpanderChain;
-use autoscaler_kube::controller::ControllerConfig;
+use autoscaler_kube::ControllerConfig;
 use autoscaler_model::Range;
 use autoscaler_model::parse_duration;
 
@@ -394,9 +394,7 @@ pub struct ScaleDownArgs {
     pub consolidate_after: Option<Duration>,
 }
 
-fn consolidation_mode(
-    text: &str,
-) -> Result<autoscaler_core::ConsolidationMode, String> {
+fn consolidation_mode(text: &str) -> Result<autoscaler_core::ConsolidationMode, String> {
     text.parse()
 }
 

@@ -14,8 +14,8 @@ use std::path::Path;
 use autoscaler_actuation::{
     Actuation, Correction, Effect, EffectKind, InformerLookup, Purpose, Reply, Report,
 };
-use autoscaler_clusterapi::changes::{ObjectChange, ReplicasBase};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
+use autoscaler_clusterapi::{ObjectChange, ReplicasBase};
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
 use autoscaler_core::Unlimited;
@@ -557,7 +557,7 @@ impl<'a> Driver<'a> {
             self.log.safety.violation(t, v);
         }
         for r in &outcome.refused {
-            let what = autoscaler_kube::plan::describe(&r.action);
+            let what = autoscaler_kube::describe(&r.action);
             self.log.safety.violation(
                 t,
                 format!("refused by the core's last check: {what}: {}", r.why),
@@ -567,7 +567,7 @@ impl<'a> Driver<'a> {
             snap.actions = outcome
                 .actions
                 .iter()
-                .map(autoscaler_kube::plan::describe)
+                .map(autoscaler_kube::describe)
                 .collect();
         }
         for action in outcome.actions {

@@ -18,29 +18,29 @@
 #![warn(missing_docs)]
 
 pub(crate) mod cluster;
-pub mod device_plugin;
-pub mod eviction;
-pub mod faults;
-pub mod machines;
-pub mod metrics;
-pub mod objects;
+mod device_plugin;
+mod eviction;
+mod faults;
+mod machines;
+mod metrics;
+mod objects;
 pub(crate) mod queue;
-pub mod readiness;
-pub mod scheduler;
-pub mod scoring;
-pub mod storage;
+mod readiness;
+mod scheduler;
+mod scoring;
+mod storage;
 #[cfg(test)]
 mod testkit;
-pub mod time;
-pub mod workloads;
-pub mod world;
+mod time;
+mod workloads;
+mod world;
 
 pub use cluster::WorldError;
 pub use eviction::{BudgetStatus, EvictionError};
 pub use faults::{Fault, FaultKind, ProvisioningDelay};
 pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
 pub use metrics::{Metrics, NAMED_WAITS, PodWait, Sample};
-pub use objects::{WatchEvent, WatchEventKind};
+pub use objects::{WatchEvent, WatchEventKind, key as object_key};
 pub use readiness::NOT_READY_TAINT;
 pub use scoring::Scoring;
 pub use storage::{ClaimTemplate, CsiSpec, StatefulSetSpec};

@@ -11,16 +11,16 @@
 
 use crate::actions::Action;
 use crate::cluster_state::{ClusterStatus, Event};
-use autoscaler_model::ClusterTotals;
-use autoscaler_model::Node;
-use autoscaler_model::DisruptionBudgets;
 use crate::scale_down::consolidation::{
     CONSOLIDATION_EVENT, CommandKind, ConsolidationInput, ConsolidationMode, ConsolidationPlan,
     ReplacementShape, plan_consolidation, record_deletions,
 };
-use autoscaler_model::ControllerLookup;
 use crate::scale_down::{InFlight, ScaleDownPlan};
 use crate::scale_up::estimator::Budget;
+use autoscaler_model::ClusterTotals;
+use autoscaler_model::ControllerLookup;
+use autoscaler_model::DisruptionBudgets;
+use autoscaler_model::Node;
 
 use super::{Autoscaler, ClusterView, GroupMembers, HideGroups, ScaleUpDecision, group_templates};
 
@@ -158,13 +158,13 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
-    use autoscaler_model::Storage;
     use crate::scale_down::consolidation::ConsolidationOptions;
-    use autoscaler_model::NoControllerLookup;
     use crate::scheduling::budget::Unlimited;
-    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use crate::{Action, AutoscalerOptions, InFlight, LoopOutcome, Node, Pod};
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::Storage;
+    use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 
     use super::*;
 

@@ -41,21 +41,21 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
-use autoscaler_model::ControllerLookup;
 use super::drain::{DrainContext, DrainOptions, drain_node};
 use super::removal::{Hints, try_remove};
 use super::{InFlight, NodeDeletion, ms};
-use autoscaler_model::Sym;
-use autoscaler_model::{ClusterTotals, ResourceLimits};
-use autoscaler_model::Node;
-use autoscaler_model::{CloudProvider, NodeGroup, NodeGroupId};
-use autoscaler_model::DisruptionBudgets;
-use autoscaler_model::Pod;
-use autoscaler_model::ResourceName;
-use autoscaler_model::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
 use crate::scale_up::estimator::NodeTemplate;
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use autoscaler_model::ControllerLookup;
+use autoscaler_model::DisruptionBudgets;
+use autoscaler_model::Node;
+use autoscaler_model::Pod;
+use autoscaler_model::ResourceName;
+use autoscaler_model::Sym;
+use autoscaler_model::{CloudProvider, NodeGroup, NodeGroupId};
+use autoscaler_model::{ClusterTotals, ResourceLimits};
+use autoscaler_model::{SCALE_DOWN_DISABLED_ANNOTATION, TO_BE_DELETED_TAINT};
 
 /// The reason of the events announcing a consolidation (ours: upstream has none).
 pub const CONSOLIDATION_EVENT: &str = "Consolidation";
@@ -933,12 +933,12 @@ impl<'a, 'i> Keep<'a, 'i> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_model::{LabelSelector, Labels};
-    use autoscaler_model::{Instance, InstanceState, StaticProvider};
-    use autoscaler_model::PodDisruptionBudget;
-    use autoscaler_model::NoControllerLookup;
     use crate::scheduling::budget::Unlimited;
+    use autoscaler_model::NoControllerLookup;
+    use autoscaler_model::PodDisruptionBudget;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+    use autoscaler_model::{Instance, InstanceState, StaticProvider};
+    use autoscaler_model::{LabelSelector, Labels};
 
     const MIN: i64 = 60_000;
 

@@ -8,12 +8,15 @@
 
 use std::time::{Duration, Instant};
 
-use autoscaler_model::{ClusterTotals, DisruptionBudgets, NoControllerLookup};
+use autoscaler_core::{
+    AutoscalerOptions, CloudProvider, ClusterSnapshot, ClusterView, InFlight, NodeTemplate,
+    Unlimited,
+};
 use autoscaler_core::{
     ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationState,
     ReplacementShape, plan_consolidation,
 };
-use autoscaler_core::{AutoscalerOptions, ClusterSnapshot, NodeTemplate, CloudProvider, ClusterView, InFlight, Unlimited};
+use autoscaler_model::{ClusterTotals, DisruptionBudgets, NoControllerLookup};
 
 use super::cluster::Cluster;
 use super::phases::{NOW_MS, PhaseResult, thread_cpu};
