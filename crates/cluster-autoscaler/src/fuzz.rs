@@ -9,7 +9,7 @@
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_model::testing::fuzz_cases;
-use autoscaler_simulator::fuzz::{accepted, bounded, duration, mutated, number, quantity};
+use autoscaler_simulator::testing::{accepted, bounded, duration, mutated, number, quantity};
 use proptest::prelude::*;
 
 /// Timestamps, valid and not.

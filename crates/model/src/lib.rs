@@ -18,7 +18,7 @@
 
 mod affinity;
 mod annotations;
-pub mod capacity_buffer;
+mod capacity_buffer;
 mod capacity_objects;
 mod controller;
 mod convert;
@@ -34,7 +34,7 @@ mod node_group;
 mod objects;
 mod pdb;
 mod pod;
-pub mod provisioning_request;
+mod provisioning_request;
 mod quantity;
 mod recent;
 mod resources;
@@ -49,7 +49,11 @@ pub use affinity::{
     InclusionPolicy, NamespaceLabels, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
     NodeSelectorTerm, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
 };
-pub use capacity_buffer::{CapacityBuffer, ScalableRef};
+pub use capacity_buffer::{
+    ACTIVE_CAPACITY, CONDITION_PROVISIONING, CONDITION_READY_FOR_PROVISIONING, CapacityBuffer,
+    KIND as CAPACITY_BUFFER_KIND, REASON_ATTRIBUTES_SET, ScalableRef,
+    VERSIONS as CAPACITY_BUFFER_VERSIONS,
+};
 pub use capacity_objects::{CapacityObjects, Workload, WorkloadKey};
 pub use controller::{ControllerLookup, ControllerState, NoControllerLookup};
 pub use daemonset::DaemonSet;
@@ -90,8 +94,13 @@ pub use pod::{
     Volume, VolumeRef, text_hash,
 };
 pub use provisioning_request::{
-    Condition as RequestCondition, ConditionStatus, ConditionType, PodSet, PodsError,
-    ProvisioningRequest, consumed_request, pods_for_request,
+    CLASS_ANNOTATION, CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, CONSUME_ANNOTATION,
+    Condition as RequestCondition, ConditionStatus, ConditionType, GROUP as CAPACITY_API_GROUP,
+    KIND as PROVISIONING_REQUEST_KIND, LEGACY_CLASS_ANNOTATION, LEGACY_CONSUME_ANNOTATION,
+    MAX_PARAMETER_LENGTH, MAX_POD_SETS, Owner as PodOwner, PARAMETER_NO_RETRY,
+    PARAMETER_PROCESSOR_INSTANCE, PodSet, PodsError, ProvisioningRequest,
+    VERSIONS as PROVISIONING_REQUEST_VERSIONS, consumed_request, pod_from_template,
+    pods_for_request,
 };
 pub use quantity::{Quantity, QuantityError, parse as parse_quantity, parse_milli, parse_units};
 pub use resources::{ResourceName, Resources};

@@ -19,9 +19,9 @@ mod bound;
 mod cost;
 mod driver;
 mod error;
-// The fuzz suite; its generators and bounds are shared with the binary's suite.
+// The fuzz suite; its generators and bounds are shared with the binary's suite (`testing`).
 #[cfg(any(test, feature = "test-util"))]
-pub mod fuzz;
+mod fuzz;
 mod informer;
 mod report;
 mod safety;
@@ -34,3 +34,9 @@ mod trace;
 pub use bench::{BenchArgs, run as bench};
 pub use error::CliError;
 pub use simulate::{SimulateArgs, load, run};
+
+/// The fuzz suite's generators and bounds, shared with the binary's own suite (`test-util`).
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing {
+    pub use crate::fuzz::{accepted, bounded, duration, mutated, number, quantity};
+}

@@ -21,10 +21,11 @@
 use std::sync::Arc;
 
 use autoscaler_model::Quantity;
-use autoscaler_model::capacity_buffer::{
-    ACTIVE_CAPACITY, CONDITION_READY_FOR_PROVISIONING, CapacityBuffer, KIND, REASON_ATTRIBUTES_SET,
+use autoscaler_model::{
+    ACTIVE_CAPACITY, CAPACITY_API_GROUP as GROUP, CAPACITY_BUFFER_KIND as KIND,
+    CONDITION_READY_FOR_PROVISIONING, CapacityBuffer, PodOwner as Owner, REASON_ATTRIBUTES_SET,
+    pod_from_template,
 };
-use autoscaler_model::provisioning_request::{GROUP, Owner, pod_from_template};
 use autoscaler_model::{Pod, PodTemplate, Workload};
 
 /// The status the buffer controller writes on a buffer.

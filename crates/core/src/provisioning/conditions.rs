@@ -4,7 +4,7 @@
 //!
 //! It decides nothing about when to write them (see [`super::request`]); it never reads a clock.
 
-use autoscaler_model::provisioning_request::{Condition, ConditionStatus, ConditionType};
+use autoscaler_model::{ConditionStatus, ConditionType, RequestCondition as Condition};
 
 /// Reason of `Accepted=True`.
 pub const ACCEPTED_REASON: &str = "Accepted";

@@ -1,6 +1,6 @@
 //! Capacity on request: what the autoscaler decides for ProvisioningRequests and
-//! CapacityBuffers (the objects are read in `autoscaler_model::provisioning_request` and
-//! `autoscaler_model::capacity_buffer`).
+//! CapacityBuffers (the objects themselves are read by the model crate:
+//! `ProvisioningRequest`, `CapacityBuffer`).
 //!
 //! - [`request`]: a loop's decisions on requests (expiry, bookings, one request taken up per
 //!   loop by its class, check-capacity or best-effort-atomic, with its retry backoff), the

@@ -39,10 +39,10 @@ use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
 use autoscaler_model::NodeGroup;
 use autoscaler_model::Sym;
-use autoscaler_model::provisioning_request::{
-    CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, Condition, ConditionStatus, ConditionType,
-    PARAMETER_NO_RETRY, PARAMETER_PROCESSOR_INSTANCE, ProvisioningRequest, consumed_request,
-    pods_for_request,
+use autoscaler_model::{
+    CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, ConditionStatus, ConditionType,
+    PARAMETER_NO_RETRY, PARAMETER_PROCESSOR_INSTANCE, ProvisioningRequest,
+    RequestCondition as Condition, consumed_request, pods_for_request,
 };
 use autoscaler_model::{Pod, PodTemplate};
 

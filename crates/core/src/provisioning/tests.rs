@@ -15,15 +15,15 @@ use crate::autoscaler::{
 };
 use crate::scale_down::InFlight;
 use crate::scheduling::budget::Unlimited;
+use autoscaler_model::CapacityBuffer;
 use autoscaler_model::NoControllerLookup;
 use autoscaler_model::Node;
 use autoscaler_model::Pod;
-use autoscaler_model::capacity_buffer::CapacityBuffer;
-use autoscaler_model::provisioning_request::{
+use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::{
     CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, CONSUME_ANNOTATION, ConditionStatus,
     ConditionType, ProvisioningRequest,
 };
-use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
 use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 use autoscaler_model::{PodTemplate, Workload};
 
@@ -143,7 +143,7 @@ fn write_for<'d>(d: &'d RequestsDecision, name: &str) -> &'d StatusWrite {
     d.writes.iter().find(|w| &*w.name == name).unwrap()
 }
 
-fn cond(w: &StatusWrite, t: ConditionType) -> &autoscaler_model::provisioning_request::Condition {
+fn cond(w: &StatusWrite, t: ConditionType) -> &autoscaler_model::RequestCondition {
     w.conditions.iter().find(|c| c.type_ == t).unwrap()
 }
 
@@ -435,7 +435,7 @@ fn missing_pod_templates_fail_the_request_with_failed_to_create_pods() {
     let mut w = cpu_world();
     w.template.metadata.name = Some("other".into());
     let r = ProvisioningRequest {
-        pod_sets: vec![autoscaler_model::provisioning_request::PodSet {
+        pod_sets: vec![autoscaler_model::PodSet {
             template: "absent".into(),
             count: 1,
         }],
