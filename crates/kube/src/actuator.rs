@@ -1547,6 +1547,9 @@ mod tests {
             .with_writer(move || writer.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
+        // A callsite first reached by another test's thread, before this subscriber was set, may
+        // have cached "never" for its interest (tests run in parallel): ask every callsite again.
+        tracing::callsite::rebuild_interest_cache();
         let ours = json!({"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"});
         let (act, server) = mock(vec![
             ex(

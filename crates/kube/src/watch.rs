@@ -697,44 +697,20 @@ fn spawn_storage(
 /// server below Kubernetes 1.34 (or without DRA) answers `404` and the autoscaler goes on
 /// without them.
 fn spawn_dra(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Client) {
-    let all = watcher::Config::default;
-    let optional = OnNotFound::Optional;
-    spawn_typed_with::<resource::DeviceClass>(
-        tasks,
-        shared,
-        Api::all(c.clone()),
-        all(),
-        keep,
-        any,
-        optional,
-    );
-    spawn_typed_with::<resource::ResourceClaim>(
-        tasks,
-        shared,
-        Api::all(c.clone()),
-        all(),
-        keep,
-        any,
-        optional,
-    );
-    spawn_typed_with::<resource::ResourceClaimTemplate>(
-        tasks,
-        shared,
-        Api::all(c.clone()),
-        all(),
-        keep,
-        any,
-        optional,
-    );
-    spawn_typed_with::<resource::ResourceSlice>(
-        tasks,
-        shared,
-        Api::all(c.clone()),
-        all(),
-        keep,
-        any,
-        optional,
-    );
+    spawn_optional::<resource::DeviceClass>(tasks, shared, c);
+    spawn_optional::<resource::ResourceClaim>(tasks, shared, c);
+    spawn_optional::<resource::ResourceClaimTemplate>(tasks, shared, c);
+    spawn_optional::<resource::ResourceSlice>(tasks, shared, c);
+}
+
+/// One optional cluster-wide kind, kept whole and checked by the model only.
+fn spawn_optional<K>(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Client)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+{
+    let config = watcher::Config::default();
+    let api = Api::all(c.clone());
+    spawn_typed_with::<K>(tasks, shared, api, config, keep, any, OnNotFound::Optional);
 }
 
 /// How the sync state ([`Watches::sync_state`]) names the Pods.

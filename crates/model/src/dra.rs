@@ -31,7 +31,8 @@ use crate::convert::node_selector;
 use crate::intern::Sym;
 use crate::pod::ModelError;
 use crate::quantity::Quantity;
-use crate::store::{ObjectError, typed};
+use crate::storage::{invalid, read};
+use crate::store::ObjectError;
 use crate::store::{ObjectKey, ObjectStore};
 
 /// The API group of the DRA kinds.
@@ -481,16 +482,23 @@ impl Dra {
     pub fn from_store(store: &ObjectStore) -> (Dra, Vec<ObjectError>) {
         let mut out = Dra::default();
         let mut errors = Vec::new();
-        read::<resource::DeviceClass, _>(store, "DeviceClass", &mut errors, |k, o| {
+        read::<resource::DeviceClass, _>(store, DRA_GROUP, "DeviceClass", &mut errors, |k, o| {
             out.insert_class(class_from_k8s(k, o)?);
             Ok(())
         });
-        read::<resource::ResourceClaim, _>(store, "ResourceClaim", &mut errors, |k, o| {
-            out.insert_claim(claim_from_k8s(k, o)?);
-            Ok(())
-        });
+        read::<resource::ResourceClaim, _>(
+            store,
+            DRA_GROUP,
+            "ResourceClaim",
+            &mut errors,
+            |k, o| {
+                out.insert_claim(claim_from_k8s(k, o)?);
+                Ok(())
+            },
+        );
         read::<resource::ResourceClaimTemplate, _>(
             store,
+            DRA_GROUP,
             "ResourceClaimTemplate",
             &mut errors,
             |k, o| {
@@ -499,40 +507,18 @@ impl Dra {
             },
         );
         let mut slices = Vec::new();
-        read::<resource::ResourceSlice, _>(store, "ResourceSlice", &mut errors, |k, o| {
-            slices.push(slice_from_k8s(k, o)?);
-            Ok(())
-        });
+        read::<resource::ResourceSlice, _>(
+            store,
+            DRA_GROUP,
+            "ResourceSlice",
+            &mut errors,
+            |k, o| {
+                slices.push(slice_from_k8s(k, o)?);
+                Ok(())
+            },
+        );
         out.set_slices(slices);
         (out, errors)
-    }
-}
-
-fn read<T: serde::de::DeserializeOwned, F>(
-    store: &ObjectStore,
-    kind: &str,
-    errors: &mut Vec<ObjectError>,
-    mut convert: F,
-) where
-    F: FnMut(&ObjectKey, &T) -> Result<(), ModelError>,
-{
-    for (key, value) in store.list(DRA_GROUP, kind) {
-        let result = typed::<T>(value).and_then(|o| convert(key, &o).map_err(|e| e.detail()));
-        if let Err(error) = result {
-            errors.push(ObjectError {
-                key: key.clone(),
-                error,
-            });
-        }
-    }
-}
-
-fn invalid(object: &str, field: &str, value: &str, why: &str) -> ModelError {
-    ModelError::Invalid {
-        object: object.to_string(),
-        field: field.to_string(),
-        value: value.to_string(),
-        why: why.to_string(),
     }
 }
 

@@ -419,7 +419,7 @@ impl Storage {
 }
 
 /// Decodes and converts every object of `group`/`kind`, collecting errors.
-fn read<T: serde::de::DeserializeOwned, F>(
+pub(crate) fn read<T: serde::de::DeserializeOwned, F>(
     store: &ObjectStore,
     group: &str,
     kind: &str,
@@ -439,7 +439,7 @@ fn read<T: serde::de::DeserializeOwned, F>(
     }
 }
 
-fn invalid(object: &str, field: &str, value: &str, why: &str) -> ModelError {
+pub(crate) fn invalid(object: &str, field: &str, value: &str, why: &str) -> ModelError {
     ModelError::Invalid {
         object: object.to_string(),
         field: field.to_string(),
