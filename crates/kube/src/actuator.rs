@@ -1536,7 +1536,11 @@ mod tests {
         }
     }
 
+    // Run alone (`.ci/run` does: `--ignored --test-threads=1`): its subscriber is scoped to this
+    // thread, and tracing caches each callsite's interest process-wide, so a callsite first
+    // reached by a parallel test's thread can stay disabled here and its line is lost.
     #[tokio::test]
+    #[ignore = "run alone: a thread-scoped subscriber races tracing's callsite cache"]
     async fn taints_cordons_and_evictions_applied_are_logged_at_v2() {
         let log = Captured::default();
         let writer = log.clone();
@@ -1547,9 +1551,6 @@ mod tests {
             .with_writer(move || writer.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
-        // A callsite first reached by another test's thread, before this subscriber was set, may
-        // have cached "never" for its interest (tests run in parallel): ask every callsite again.
-        tracing::callsite::rebuild_interest_cache();
         let ours = json!({"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"});
         let (act, server) = mock(vec![
             ex(
