@@ -89,7 +89,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let mut config = opts.controller.clusterapi.clone();
     if let Some(group) = &args.capi_group {
         config = ClusterApiConfig::from_env_and_flag(Some(group), None)
-            .and_then(|c| c.with_auto_discovery(&args.run.node_group_auto_discovery))
+            .and_then(|c| c.with_auto_discovery(&args.run.values("node-group-auto-discovery")))
             .map_err(|e| CliError::usage(anyhow!("{e}")))?;
     }
     let options = &opts.controller.autoscaler;

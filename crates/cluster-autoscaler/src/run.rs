@@ -563,7 +563,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         let clients = clients(kubeconfig, management).await?;
         // The resource configures this autoscaler, so it is read where the autoscaler keeps
         // its own state (lease, status): the workload cluster.
-        let options = match &args.config {
+        let options = match args.config() {
             Some(_) => None,
             None => {
                 watch_cluster_resource(&clients.workload, args, &opts.controller, verbosity).await

@@ -1,24 +1,33 @@
-//! The registry of upstream cluster-autoscaler's flags: every flag of upstream's binary (the
-//! autoscaling flags, leader election, klog and component-base logging, feature gates, and a
-//! few removed flags that manifests still carry), with upstream's default and what this
-//! autoscaler does with it: implemented, accepted without effect (and why), or accepted but a
-//! feature we do not have (a gap, said at start and in the status ConfigMap when asked for).
+//! The flag table: every flag of upstream's binary (the autoscaling flags, leader election,
+//! klog and component-base logging, feature gates, and a few removed flags that manifests still
+//! carry) and ours, each declared once in [`FLAGS`] with its name, kind, default (written
+//! nowhere else: the help shows it from here, [`with_table_defaults`], and a test checks the
+//! core's `Default`s equal it) and what this autoscaler does with it: implemented, accepted
+//! without effect (and why), or accepted but a feature we do not have (a gap, said at start and
+//! in the status ConfigMap when asked for). An implemented row also carries its help, its place
+//! in `--help`, whether it is a setting (a scenario's `options:` key, what a `--config` field may
+//! stand for) and where its value lands; clap's arguments, the settings and `docs/flags.md`
+//! ([`markdown`]) are all made from the rows. It never reads the environment or logs anything.
 //!
-//! It is the flag table: each flag's name, kind, upstream default (written nowhere else: the
-//! help shows it from here, [`with_table_defaults`], and a test checks the core's `Default`s
-//! equal it) and status. It decides which flags exist and how a no-effect or gap flag is
-//! parsed and judged; the typed flags of [`crate::options`] carry the implemented ones, their
-//! help and where their value lands. Adding a flag is a row here plus, when implemented, its
-//! typed field and the line that applies it. It never reads the environment or logs anything,
-//! and `docs/flags.md` is generated from it ([`markdown`]).
+//! Adding a flag is one row here plus its use:
+//! - not implemented: `f(name, upstream default, Kind, none(why) | gap(why, ours), Source)`;
+//! - implemented: `imp(name, default, Kind, Source, run(..) | setting(..))`, `setting` when a
+//!   scenario's `options:` may give it; `run|setting(position in --help, Heading, VALUE name,
+//!   help, Lands::Type(|d, v| d.c.field = v))`, the variant picking the value's parser;
+//! - then read the field where it is used; `docs/flags.md`: `UPDATE_FLAGS_DOC=1 cargo test -p
+//!   autoscaler-options flags_doc_is_current`.
 
 use std::fmt;
 use std::time::Duration;
 
-use autoscaler_model::parse_duration;
+use autoscaler_core::ExpanderChain;
+use autoscaler_model::{Range, parse_duration, parse_gpu_limit};
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
+
+use crate::landing::{Draft, Heading, Lands, Use};
+use crate::options::{CLUSTERAPI_PROVIDER, OPENSHIFT_PROVIDER, names_of, parse_address};
 
 /// How upstream parses a flag's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +53,9 @@ pub enum Kind {
 /// What this autoscaler does with a flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
-    /// Implemented with upstream's meaning; the flag's typed definition carries its help, the
-    /// one text of what it does (`--help` and `docs/flags.md` both show it).
+    /// Implemented with upstream's meaning (ours: as its help says); the row carries its help,
+    /// the one text of what it does (`--help` and `docs/flags.md` both show it), and where its
+    /// value lands.
     Implemented,
     /// Accepted and validated; it changes nothing here, for the reason given.
     NoEffect(&'static str),
@@ -72,6 +82,8 @@ pub enum Source {
     FeatureGates,
     /// Removed from current upstream releases; still found in manifests.
     Removed,
+    /// Ours, not upstream's (its default is ours).
+    Ours,
 }
 
 /// One upstream flag.
@@ -87,8 +99,18 @@ pub struct UpstreamFlag {
     pub status: Status,
     /// Where upstream defines it.
     pub source: Source,
+    /// An implemented flag's help, place and setter.
+    how: Option<Use>,
 }
 
+impl UpstreamFlag {
+    /// How an implemented flag is shown and where its value lands.
+    pub(crate) fn how(&self) -> Option<&Use> {
+        self.how.as_ref()
+    }
+}
+
+/// A row of a flag that is not implemented.
 const fn f(
     name: &'static str,
     default: &'static str,
@@ -102,13 +124,66 @@ const fn f(
         kind,
         status,
         source,
+        how: None,
     }
 }
 
-use Kind::{Bool, Duration as Dur, Float, Gates, Int, List, Severity, Text};
-use Source::{Autoscaling as A, FeatureGates as FG, LeaderElection as LE, Logging as L, Removed};
+/// A row of an implemented flag.
+pub(crate) const fn imp(
+    name: &'static str,
+    default: &'static str,
+    kind: Kind,
+    source: Source,
+    how: Use,
+) -> UpstreamFlag {
+    UpstreamFlag {
+        name,
+        default,
+        kind,
+        status: Status::Implemented,
+        source,
+        how: Some(how),
+    }
+}
 
-const IMPL: Status = Status::Implemented;
+/// An implemented flag of the live process (not a setting).
+pub(crate) const fn run(
+    position: u16,
+    heading: Heading,
+    value_name: &'static str,
+    help: &'static str,
+    lands: Lands,
+) -> Use {
+    Use {
+        position,
+        heading,
+        value_name,
+        help,
+        setting: false,
+        lands,
+    }
+}
+
+/// An implemented flag that is also a setting: a scenario's `options:` takes it, and a
+/// `--config` field may stand for it.
+pub(crate) const fn setting(
+    position: u16,
+    heading: Heading,
+    value_name: &'static str,
+    help: &'static str,
+    lands: Lands,
+) -> Use {
+    Use {
+        setting: true,
+        ..run(position, heading, value_name, help, lands)
+    }
+}
+
+use Heading::{ClusterState, General, ScaleDown, ScaleUp};
+use Kind::{Bool, Duration as Dur, Float, Gates, Int, List, Severity, Text};
+use Source::{
+    Autoscaling as A, FeatureGates as FG, LeaderElection as LE, Logging as L, Ours, Removed,
+};
 const fn none(why: &'static str) -> Status {
     Status::NoEffect(why)
 }
@@ -122,92 +197,150 @@ const PROV_REQ: &str = "tunes ProvisioningRequest handling, which this autoscale
                         (see --enable-provisioning-requests)";
 const KLOG_FORMAT: &str = "klog output formatting; ours writes its own text or JSON lines";
 
-/// Every upstream flag, in upstream's order within each source.
+// The setters that do more than store a value.
+
+/// `--cloud-provider`: the providers this build has.
+fn cloud_provider(d: &mut Draft, v: &str) -> Result<(), String> {
+    if v != CLUSTERAPI_PROVIDER && v != OPENSHIFT_PROVIDER {
+        return Err("only clusterapi and openshift are supported".to_string());
+    }
+    d.provider = Some(v.to_string());
+    Ok(())
+}
+
+/// One flag for both halves: expendable pods cause no scale-up and block no scale-down.
+fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
+    d.c.autoscaler
+        .scale_up
+        .pending
+        .expendable_pods_priority_cutoff = v;
+    d.c.autoscaler
+        .scale_down
+        .drain
+        .expendable_pods_priority_cutoff = v;
+}
+
+/// `--startup-taint` and its deprecated name `--ignore-taint`: the keys of both, as one layer
+/// gives them (a layer giving either replaces both).
+fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), (String, String)> {
+    let mut keys = d.layer.texts("ignore-taint");
+    keys.extend(d.layer.texts("startup-taint"));
+    d.c.autoscaler.scale_up.template.taints.startup = keys;
+    Ok(())
+}
+
+/// `--gpu-total`, each `type:min:max`.
+fn gpu_total(d: &mut Draft, v: &[String]) -> Result<(), (String, String)> {
+    let mut gpus = Vec::with_capacity(v.len());
+    for t in v {
+        gpus.push(parse_gpu_limit(t).map_err(|why| (t.clone(), why.to_string()))?);
+    }
+    d.c.autoscaler.scale_up.limits.gpus = gpus;
+    Ok(())
+}
+
+/// Upstream: a non-positive value turns the limit off.
+fn non_empty_candidates_count(d: &mut Draft, v: i64) {
+    d.c.autoscaler.scale_down.non_empty_candidates_count = usize::try_from(v)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or(usize::MAX);
+}
+
+/// Upstream: --max-empty-bulk-delete alone stands for --max-scale-down-parallelism (its
+/// actuator caps empty and drained deletions together); with both, the latter rules.
+fn max_empty_bulk_delete(d: &mut Draft, v: usize) {
+    if !d.layer.gives("max-scale-down-parallelism") {
+        d.c.autoscaler.scale_down.max_scale_down_parallelism = v;
+    }
+}
+
+/// Every flag: upstream's, in upstream's order within each source, then ours.
 #[rustfmt::skip]
 pub const FLAGS: &[UpstreamFlag] = &[
     // pkg/config/flags/flags.go
     f("cluster-name", "", Text, none("used by other cloud providers; Cluster API names the cluster in --node-group-auto-discovery (clusterName=)"), A),
-    f("address", ":8085", Text, IMPL, A),
+    imp("address", ":8085", Text, A, run(80, General, "HOST:PORT", "Address of `/metrics` and `/health-check`", Lands::Text(|d, v| { d.c.address = parse_address(v)?; Ok(()) }))),
     f("kubernetes", "", Text, gap("an API server URL overriding the kubeconfig's is not supported; use --kubeconfig", ""), A),
-    f("kubeconfig", "", Text, IMPL, A),
+    imp("kubeconfig", "", Text, A, run(20, General, "FILE", "Path to a kubeconfig file (default: in-cluster config, else `KUBECONFIG` / ~/.kube/config)", Lands::Path(|d, p| d.kubeconfig = Some(p)))),
     f("kube-api-content-type", "application/vnd.kubernetes.protobuf", Text, none("requests are always JSON"), A),
     f("kube-client-burst", "10", Int, none("the client has no client-side rate limit"), A),
     f("kube-client-qps", "5", Float, none("the client has no client-side rate limit"), A),
-    f("cloud-config", "", Text, IMPL, A),
-    f("cloud-provider", "build-dependent (clusterapi here)", Text, IMPL, A),
-    f("namespace", "kube-system", Text, IMPL, A),
-    f("enforce-node-group-min-size", "false", Bool, IMPL, A),
-    f("scale-down-unready-enabled", "true", Bool, IMPL, A),
-    f("scale-down-delay-after-add", "10m0s", Dur, IMPL, A),
-    f("scale-down-delay-type-local", "false", Bool, IMPL, A),
-    f("scale-down-delay-after-delete", "0s", Dur, IMPL, A),
-    f("scale-down-delay-after-failure", "3m0s", Dur, IMPL, A),
-    f("scale-down-unneeded-time", "10m0s", Dur, IMPL, A),
-    f("scale-down-unready-time", "20m0s", Dur, IMPL, A),
-    f("scale-down-utilization-threshold", "0.5", Float, IMPL, A),
-    f("scale-down-gpu-utilization-threshold", "0.5", Float, IMPL, A),
-    f("scale-down-non-empty-candidates-count", "30", Int, IMPL, A),
-    f("scale-down-candidates-pool-ratio", "0.1", Float, IMPL, A),
-    f("scale-down-candidates-pool-min-count", "50", Int, IMPL, A),
-    f("node-deletion-delay-timeout", "2m0s", Dur, IMPL, A),
+    imp("cloud-config", "", Text, A, run(30, General, "FILE", "Cluster API: kubeconfig of the management cluster, where the Machines, MachineSets, MachineDeployments and MachinePools live (nodes and pods are read through `--kubeconfig`) [default: the cluster of `--kubeconfig`, see `--clusterapi-cloud-config-authoritative`]", Lands::Text(|d, v| { d.cloud_config = Some(v.to_string()); Ok(()) }))),
+    imp("cloud-provider", "build-dependent (clusterapi here)", Text, A, run(60, General, "NAME", "Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of openshift-machine-api plus Cluster API, in one process) [default: clusterapi]", Lands::Text(cloud_provider))),
+    imp("namespace", "kube-system", Text, A, run(50, General, "NAMESPACE", "Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap", Lands::Text(|d, v| { d.c.namespace = v.to_string(); Ok(()) }))),
+    imp("enforce-node-group-min-size", "false", Bool, A, setting(260, ScaleUp, "BOOL", "Grow node groups below their min size", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.enforce_node_group_min_size = v))),
+    imp("scale-down-unready-enabled", "true", Bool, A, setting(690, ScaleDown, "BOOL", "Scale down unready nodes (after --scale-down-unready-time)", Lands::Bool(|d, v| d.c.autoscaler.scale_down.unready_enabled = v))),
+    imp("scale-down-delay-after-add", "10m0s", Dur, A, setting(430, ScaleDown, "DURATION", "Wait after a scale-up before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_add = v))),
+    imp("scale-down-delay-type-local", "false", Bool, A, setting(710, ScaleDown, "BOOL", "The --scale-down-delay-after-* delays hold only the node group concerned", Lands::Bool(|d, v| d.c.autoscaler.scale_down.delay_type_local = v))),
+    imp("scale-down-delay-after-delete", "0s", Dur, A, setting(440, ScaleDown, "DURATION", "Wait after a node deletion before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_delete = v))),
+    imp("scale-down-delay-after-failure", "3m0s", Dur, A, setting(450, ScaleDown, "DURATION", "Wait after a failed scale-down before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_failure = v))),
+    imp("scale-down-unneeded-time", "10m0s", Dur, A, setting(460, ScaleDown, "DURATION", "How long a node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unneeded_time = v))),
+    imp("scale-down-unready-time", "20m0s", Dur, A, setting(470, ScaleDown, "DURATION", "How long an unready node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unready_time = v))),
+    imp("scale-down-utilization-threshold", "0.5", Float, A, setting(480, ScaleDown, "RATIO", "Utilization below which a node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.utilization_threshold = v))),
+    imp("scale-down-gpu-utilization-threshold", "0.5", Float, A, setting(490, ScaleDown, "RATIO", "GPU utilization below which a GPU node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.gpu_utilization_threshold = v))),
+    imp("scale-down-non-empty-candidates-count", "30", Int, A, setting(500, ScaleDown, "INT", "Non-empty nodes found removable per pass; 0 or less: no limit", Lands::Long(non_empty_candidates_count))),
+    imp("scale-down-candidates-pool-ratio", "0.1", Float, A, setting(510, ScaleDown, "RATIO", "Share of nodes tried as extra candidates when some fail, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.candidates_pool_ratio = v))),
+    imp("scale-down-candidates-pool-min-count", "50", Int, A, setting(520, ScaleDown, "INT", "At least this many extra candidates", Lands::Count(|d, v| d.c.autoscaler.scale_down.candidates_pool_min_count = v))),
+    imp("node-deletion-delay-timeout", "2m0s", Dur, A, setting(660, ScaleDown, "DURATION", "Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations to go before it is deleted anyway; 0s: no wait", Lands::Duration(|d, v| d.c.node_deletion_delay_timeout = v))),
     f("node-deletion-batcher-interval", "0s", Dur, gap("deletions are not batched over time; each loop deletes what it decided", "0s"), A),
-    f("scan-interval", "10s", Dur, IMPL, A),
-    f("max-nodes-total", "0", Int, IMPL, A),
-    f("max-bulk-soft-taint-count", "10", Int, IMPL, A),
+    imp("scan-interval", "10s", Dur, A, setting(200, General, "DURATION", "How often the cluster is re-evaluated (in `simulate`, in virtual time)", Lands::Duration(|d, v| d.c.scan_interval = v))),
+    imp("max-nodes-total", "0", Int, A, setting(350, ScaleUp, "INT", "Most nodes in the cluster, 0 for no limit", Lands::Count(|d, v| d.c.autoscaler.scale_up.limits.max_nodes_total = v))),
+    imp("max-bulk-soft-taint-count", "10", Int, A, setting(540, ScaleDown, "INT", "Nodes soft-tainted or untainted per pass", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_bulk_soft_taint_count = v))),
     f("max-bulk-soft-taint-time", "3s", Dur, none("soft taints are applied within the loop without a separate time bound; --max-bulk-soft-taint-count bounds them"), A),
-    f("max-total-unready-percentage", "45", Float, IMPL, A),
-    f("ok-total-unready-count", "3", Int, IMPL, A),
+    imp("max-total-unready-percentage", "45", Float, A, setting(770, ClusterState, "PERCENT", "Percentage of unready nodes above which the autoscaler halts, 0 to 100", Lands::Percent(|d, v| d.c.autoscaler.cluster_state.max_total_unready_percentage = v))),
+    imp("ok-total-unready-count", "3", Int, A, setting(760, ClusterState, "INT", "Unready nodes allowed regardless of the percentage", Lands::Count(|d, v| d.c.autoscaler.cluster_state.ok_total_unready_count = v))),
     f("scale-up-from-zero", "true", Bool, gap("scale-up always runs when no node is ready; turning it off is not supported", "true"), A),
     f("parallel-scale-up", "false", Bool, gap("the node groups one loop grows (several when pending pods need different kinds of nodes, and the similar groups of --balance-similar-node-groups) are resized one after another, not concurrently", "false"), A),
-    f("max-node-provision-time", "15m0s", Dur, IMPL, A),
-    f("max-node-startup-time", "15m0s", Dur, IMPL, A),
-    f("max-pod-eviction-time", "2m0s", Dur, IMPL, A),
+    imp("max-node-provision-time", "15m0s", Dur, A, setting(740, ClusterState, "DURATION", "How long a new node may take to register", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.max_node_provision_time = v))),
+    imp("max-node-startup-time", "15m0s", Dur, A, setting(750, ClusterState, "DURATION", "How long a registered node may take to become Ready", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.max_node_startup_time = v))),
+    imp("max-pod-eviction-time", "2m0s", Dur, A, setting(210, General, "DURATION", "How long a drain retries an eviction refused by a PodDisruptionBudget", Lands::Duration(|d, v| d.c.max_pod_eviction_time = v))),
     f("estimator", "binpacking", Text, gap("binpacking is the only estimator", "binpacking"), A),
-    f("expander", "least-waste", Text, IMPL, A),
+    imp("expander", "least-waste", Text, A, setting(220, ScaleUp, "NAMES", "Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price, priority, and unit-price (ours, not upstream's: the lowest price per unit of what the pods need; docs/decision-quality.md)", Lands::Text(|d, v| { d.c.autoscaler.scale_up.expander = ExpanderChain::parse(v).map_err(|e| e.to_string())?; Ok(()) }))),
     f("grpc-expander-cert", "", Text, gap("the grpc expander is not supported", ""), A),
     f("grpc-expander-url", "", Text, gap("the grpc expander is not supported", ""), A),
-    f("ignore-daemonsets-utilization", "false", Bool, IMPL, A),
-    f("ignore-mirror-pods-utilization", "false", Bool, IMPL, A),
-    f("write-status-configmap", "true", Bool, IMPL, A),
-    f("status-config-map-name", "cluster-autoscaler-status", Text, IMPL, A),
-    f("max-inactivity", "10m0s", Dur, IMPL, A),
+    imp("ignore-daemonsets-utilization", "false", Bool, A, setting(570, ScaleDown, "BOOL", "DaemonSet pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.ignore_daemonsets = v))),
+    imp("ignore-mirror-pods-utilization", "false", Bool, A, setting(580, ScaleDown, "BOOL", "Mirror (static) pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.ignore_mirror_pods = v))),
+    imp("write-status-configmap", "true", Bool, A, run(160, General, "BOOL", "Write the status ConfigMap", Lands::Bool(|d, v| d.c.write_status_configmap = v))),
+    imp("status-config-map-name", "cluster-autoscaler-status", Text, A, run(170, General, "NAME", "Name of the status ConfigMap", Lands::Text(|d, v| { d.c.status_config_map_name = v.to_string(); Ok(()) }))),
+    imp("max-inactivity", "10m0s", Dur, A, run(180, General, "DURATION", "`/health-check` fails when no loop ran for this long", Lands::Duration(|d, v| d.c.max_inactivity = v))),
     f("max-binpacking-time", "5m0s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
-    f("max-failing-time", "15m0s", Dur, IMPL, A),
-    f("max-startup-time", "20m0s", Dur, IMPL, A),
-    f("balance-similar-node-groups", "false", Bool, IMPL, A),
+    imp("max-failing-time", "15m0s", Dur, A, run(190, General, "DURATION", "`/health-check` fails when loops kept failing for this long", Lands::Duration(|d, v| d.c.max_failing_time = v))),
+    imp("max-startup-time", "20m0s", Dur, A, run(810, ClusterState, "DURATION", "`/health-check` fails when no loop succeeded this long after this replica started running loops", Lands::Duration(|d, v| d.c.max_startup_time = v))),
+    imp("balance-similar-node-groups", "false", Bool, A, setting(270, ScaleUp, "BOOL", "Balance the sizes of similar node groups", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.balance_similar_node_groups = v))),
     f("unremovable-node-recheck-timeout", "5m0s", Dur, none("every node is re-evaluated each loop"), A),
-    f("expendable-pods-priority-cutoff", "-10", Int, IMPL, A),
+    imp("expendable-pods-priority-cutoff", "-10", Int, A, setting(230, ScaleUp, "INT", "Pods with a priority below this never cause a scale-up", Lands::Int(expendable_pods_priority_cutoff))),
     f("regional", "false", Bool, none(OTHER_PROVIDER), A),
-    f("new-pod-scale-up-delay", "0s", Dur, IMPL, A),
+    imp("new-pod-scale-up-delay", "0s", Dur, A, setting(240, ScaleUp, "DURATION", "Pods younger than this are not acted on yet", Lands::Duration(|d, v| d.c.autoscaler.scale_up.pending.new_pod_scale_up_delay = v))),
     f("scale-from-unschedulable", "false", Bool, gap("a node template's .spec.unschedulable is always honoured", "false"), A),
     f("profiling", "false", Bool, gap("there is no /debug/pprof endpoint", "false"), A),
-    f("clusterapi-cloud-config-authoritative", "false", Bool, IMPL, A),
-    f("cordon-node-before-terminating", "true", Bool, IMPL, A),
-    f("daemonset-eviction-for-empty-nodes", "false", Bool, IMPL, A),
-    f("daemonset-eviction-for-occupied-nodes", "true", Bool, IMPL, A),
+    imp("clusterapi-cloud-config-authoritative", "false", Bool, A, run(40, General, "BOOL", "Cluster API: without `--cloud-config`, the management cluster is the one the autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s", Lands::Bool(|d, v| d.authoritative = v))),
+    imp("cordon-node-before-terminating", "true", Bool, A, setting(650, ScaleDown, "BOOL", "Cordon a node with its deletion taint (uncordoned if the deletion fails)", Lands::Bool(|d, v| d.c.cordon_node_before_terminating = v))),
+    imp("daemonset-eviction-for-empty-nodes", "false", Bool, A, setting(630, ScaleDown, "BOOL", "Evict DaemonSet pods from empty nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.daemonset_eviction_for_empty_nodes = v))),
+    imp("daemonset-eviction-for-occupied-nodes", "true", Bool, A, setting(640, ScaleDown, "BOOL", "Evict DaemonSet pods from drained nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.daemonset_eviction_for_occupied_nodes = v))),
     f("user-agent", "cluster-autoscaler", Text, gap("the client sends its own User-Agent", "cluster-autoscaler"), A),
-    f("emit-per-nodegroup-metrics", "false", Bool, IMPL, A),
+    imp("emit-per-nodegroup-metrics", "false", Bool, A, run(820, ClusterState, "BOOL", "Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`, `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`)", Lands::Bool(|d, v| d.c.emit_per_nodegroup_metrics = v))),
     f("debugging-snapshot-enabled", "false", Bool, gap("there is no debugging snapshot endpoint", "false"), A),
     f("node-info-cache-expire-time", "87600h0m0s", Dur, none("node templates are computed each loop; there is no node-info cache"), A),
-    f("initial-node-group-backoff-duration", "5m0s", Dur, IMPL, A),
-    f("max-node-group-backoff-duration", "30m0s", Dur, IMPL, A),
-    f("node-group-backoff-reset-timeout", "3h0m0s", Dur, IMPL, A),
-    f("max-scale-down-parallelism", "10", Int, IMPL, A),
-    f("max-drain-parallelism", "1", Int, IMPL, A),
+    imp("initial-node-group-backoff-duration", "5m0s", Dur, A, setting(780, ClusterState, "DURATION", "First backoff of a node group after a failed scale-up", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.initial = v))),
+    imp("max-node-group-backoff-duration", "30m0s", Dur, A, setting(790, ClusterState, "DURATION", "Longest backoff of a node group", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.max = v))),
+    imp("node-group-backoff-reset-timeout", "3h0m0s", Dur, A, setting(800, ClusterState, "DURATION", "Time without failure after which a group's backoff starts over", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.reset_timeout = v))),
+    imp("max-scale-down-parallelism", "10", Int, A, setting(550, ScaleDown, "INT", "Nodes deleted at once, drained ones included, at least 1", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_scale_down_parallelism = v))),
+    imp("max-drain-parallelism", "1", Int, A, setting(560, ScaleDown, "INT", "Non-empty nodes drained at once, at least 1", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_drain_parallelism = v))),
     f("record-duplicated-events", "false", Bool, none("events are aggregated as client-go's correlator does; duplicates within its window are folded either way"), A),
-    f("max-nodes-per-scaleup", "1000", Int, IMPL, A),
+    imp("max-nodes-per-scaleup", "1000", Int, A, setting(250, ScaleUp, "INT", "Most nodes added in one scale-up", Lands::Count(|d, v| d.c.autoscaler.scale_up.scale_up.max_nodes_per_scale_up = v))),
     f("max-nodegroup-binpacking-duration", "10s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     f("fastpath-binpacking-enabled", "false", Bool, none(GO_TUNING), A),
-    f("skip-nodes-with-system-pods", "true", Bool, IMPL, A),
-    f("skip-nodes-with-local-storage", "true", Bool, IMPL, A),
-    f("skip-nodes-with-custom-controller-pods", "true", Bool, IMPL, A),
-    f("min-replica-count", "0", Int, IMPL, A),
-    f("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, IMPL, A),
-    f("node-delete-delay-after-taint", "5s", Dur, IMPL, A),
+    imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_system_pods = v))),
+    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_local_storage = v))),
+    imp("skip-nodes-with-custom-controller-pods", "true", Bool, A, setting(610, ScaleDown, "BOOL", "Nodes with pods of custom controllers are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_custom_controller_pods = v))),
+    imp("min-replica-count", "0", Int, A, setting(620, ScaleDown, "INT", "Pods of ReplicaSets with fewer replicas block removal", Lands::Int(|d, v| d.c.autoscaler.scale_down.drain.min_replica_count = v))),
+    imp("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, A, setting(700, ScaleDown, "DURATION", "How long after its creation a kube-system pod without a PDB blocks its node's removal (with --skip-nodes-with-system-pods; the spelling is upstream's)", Lands::Duration(|d, v| d.c.autoscaler.scale_down.drain.blocking_system_pod_disruption_timeout_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
+    imp("node-delete-delay-after-taint", "5s", Dur, A, setting(670, ScaleDown, "DURATION", "Wait between the deletion taint and a node's deletion or drain", Lands::Duration(|d, v| d.c.node_delete_delay_after_taint = v))),
     f("scale-down-simulation-timeout", "30s", Dur, none("the scale-down simulation is not cut short by time; --scale-down-non-empty-candidates-count bounds it"), A),
-    f("memory-difference-ratio", "0.015", Float, IMPL, A),
-    f("max-free-difference-ratio", "0.05", Float, IMPL, A),
-    f("max-allocatable-difference-ratio", "0.05", Float, IMPL, A),
+    imp("memory-difference-ratio", "0.015", Float, A, setting(320, ScaleUp, "RATIO", "Largest relative difference of memory capacity between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.memory_difference_ratio = v))),
+    imp("max-free-difference-ratio", "0.05", Float, A, setting(310, ScaleUp, "RATIO", "Largest relative difference of free resources between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.max_free_difference_ratio = v))),
+    imp("max-allocatable-difference-ratio", "0.05", Float, A, setting(300, ScaleUp, "RATIO", "Largest relative difference of allocatable between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.max_allocatable_difference_ratio = v))),
     f("force-ds", "false", Bool, gap("scale-up does not block node groups too small for all DaemonSet pods", "false"), A),
     f("dynamic-node-delete-delay-after-taint-enabled", "false", Bool, gap("the delay after tainting is fixed (--node-delete-delay-after-taint)", "false"), A),
     f("enable-provisioning-requests", "false", Bool, gap("ProvisioningRequest objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
@@ -224,8 +357,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("gce-concurrent-refreshes", "1", Int, none(OTHER_PROVIDER), A),
     f("gce-mig-instances-min-refresh-wait-time", "5s", Dur, none(OTHER_PROVIDER), A),
     f("aws-use-static-instance-list", "false", Bool, none(OTHER_PROVIDER), A),
-    f("balancing-ignore-label", "[]", List, IMPL, A),
-    f("balancing-label", "[]", List, IMPL, A),
+    imp("balancing-ignore-label", "[]", List, A, setting(280, ScaleUp, "LABEL", "A label ignored when comparing node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.ignored_labels = v.to_vec(); Ok(()) }))),
+    imp("balancing-label", "[]", List, A, setting(290, ScaleUp, "LABEL", "A label that alone decides similarity of node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.balancing_labels = v.to_vec(); Ok(()) }))),
     f("startup-taint-prefix", "[]", List, gap("startup taints are matched by exact key (--startup-taint), not by prefix", ""), A),
     f("pod-injection-limit", "5000", Int, none("no fake pods are injected"), A),
     f("check-capacity-batch-processing", "false", Bool, none(PROV_REQ), A),
@@ -247,35 +380,35 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("pending-pods-batching-timeout", "4m0s", Dur, none("the pending-pod simulation is not cut short by time"), A),
     f("enable-graceful-degradation", "false", Bool, gap("scheduling simulations are never stopped early", "false"), A),
     f("enable-inter-pod-affinity-hostname-fast-path", "false", Bool, none(GO_TUNING), A),
-    f("ignore-taint", "[]", List, IMPL, A),
+    imp("ignore-taint", "[]", List, A, setting(340, ScaleUp, "KEY", "Deprecated name of `--startup-taint`; repeatable", Lands::Texts(startup_taints))),
     f("enable-dynamic-resource-allocation", "true", Bool, gap("Dynamic Resource Allocation objects (ResourceClaims) are not read", "false"), A),
     f("cluster-snapshot-parallelism", "16", Int, none(GO_TUNING), A),
-    f("scale-down-enabled", "true", Bool, IMPL, A),
+    imp("scale-down-enabled", "true", Bool, A, setting(420, ScaleDown, "BOOL", "Scale the cluster down", Lands::Bool(|d, v| d.c.autoscaler.scale_down.enabled = v))),
     f("nodes", "[]", List, none("Cluster API finds node groups by their annotations and --node-group-auto-discovery, as upstream's Cluster API provider does"), A),
-    f("node-group-auto-discovery", "[]", List, IMPL, A),
+    imp("node-group-auto-discovery", "[]", List, A, run(70, General, "SPEC", "Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; repeatable (ORed)", Lands::Texts(|d, v| { d.auto_discovery = v.to_vec(); Ok(()) }))),
     f("scheduler-config-file", "", Text, gap("a custom kube-scheduler configuration is not supported; the default plugins' filters are used", ""), A),
-    f("cores-total", "0:320000", Text, IMPL, A),
-    f("memory-total", "0:6400000", Text, IMPL, A),
-    f("max-graceful-termination-sec", "600", Int, IMPL, A),
-    f("gpu-total", "[]", List, IMPL, A),
-    f("startup-taint", "[]", List, IMPL, A),
-    f("status-taint", "[]", List, IMPL, A),
-    f("bypassed-scheduler-names", "[]", List, IMPL, A),
-    f("allowed-scheduler-names", "[]", List, IMPL, A),
+    imp("cores-total", "0:320000", Text, A, setting(360, ScaleUp, "MIN:MAX", "Cores in the cluster, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.cpu = Range::parse_cores(v).map_err(|e| e.to_string())?; Ok(()) }))),
+    imp("memory-total", "0:6400000", Text, A, setting(370, ScaleUp, "MIN:MAX", "Memory in the cluster in GiB, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.memory = Range::parse_memory_gib(v).map_err(|e| e.to_string())?; Ok(()) }))),
+    imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.max_graceful_termination_sec = v))),
+    imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))),
+    imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))),
+    imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints.status = v.to_vec(); Ok(()) }))),
+    imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.bypassed_schedulers = names_of(v)))),
+    imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.allowed_schedulers = names_of(v)))),
     f("drain-priority-config", "", Text, gap("pods are evicted all at once, not in priority groups", ""), A),
     f("scheduler-verbosity", "0", Int, none("there is no embedded kube-scheduler to log"), A),
     // component-base: BindLeaderElectionFlags
-    f("leader-elect", "true", Bool, IMPL, LE),
-    f("leader-elect-lease-duration", "15s", Dur, IMPL, LE),
-    f("leader-elect-renew-deadline", "10s", Dur, IMPL, LE),
-    f("leader-elect-retry-period", "2s", Dur, IMPL, LE),
+    imp("leader-elect", "true", Bool, LE, run(110, General, "BOOL", "Elect a leader on a Lease before acting", Lands::Bool(|d, v| d.c.leader_elect = v))),
+    imp("leader-elect-lease-duration", "15s", Dur, LE, run(120, General, "DURATION", "Lease duration", Lands::Duration(|d, v| d.c.lease_duration = v))),
+    imp("leader-elect-renew-deadline", "10s", Dur, LE, run(130, General, "DURATION", "How long the leader tries to renew before giving up", Lands::Duration(|d, v| d.c.renew_deadline = v))),
+    imp("leader-elect-retry-period", "2s", Dur, LE, run(140, General, "DURATION", "Wait between attempts to acquire or renew the Lease", Lands::Duration(|d, v| d.c.retry_period = v))),
     f("leader-elect-resource-lock", "leases", Text, none("a Lease is always used"), LE),
-    f("leader-elect-resource-name", "cluster-autoscaler", Text, IMPL, LE),
+    imp("leader-elect-resource-name", "cluster-autoscaler", Text, LE, run(150, General, "NAME", "Name of the Lease", Lands::Text(|d, v| { d.c.lease_name = v.to_string(); Ok(()) }))),
     f("leader-elect-resource-namespace", "", Text, none("the Lease is in --namespace"), LE),
     // klog and component-base logs
-    f("v", "0", Int, IMPL, L),
+    imp("v", "0", Int, L, run(90, General, "LEVEL", "Log verbosity, 0 to 10 [default: 1]: 0-1 decisions and changes (info), 2-4 also why (debug), 5-7 everything of the autoscaler (trace), 8 also the HTTP client's requests, 9-10 every library's traces", Lands::Level(|d, v| d.verbosity = v))),
     f("vmodule", "", Text, gap("per-file verbosity is not supported; RUST_LOG sets per-module levels", ""), L),
-    f("logging-format", "text", Text, IMPL, L),
+    imp("logging-format", "text", Text, L, run(100, General, "FORMAT", "Log format: `text` (one line per record) or `json` (one JSON object per line)", Lands::LogFormat(|d, v| d.logging_format = v))),
     f("log-flush-frequency", "5s", Dur, none("log lines are written unbuffered"), L),
     f("log-json-info-buffer-size", "0", Text, none("log lines are written unbuffered"), L),
     f("log-json-split-stream", "false", Bool, gap("all log lines go to standard error", "false"), L),
@@ -295,7 +428,13 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("legacy-stderr-threshold-behavior", "true", Bool, none(KLOG_FORMAT), L),
     f("feature-gates", "", Gates, none("the Kubernetes feature gates of the logging library; nothing here depends on them"), FG),
     // Removed upstream, still in manifests.
-    f("max-empty-bulk-delete", "10", Int, IMPL, Removed),
+    imp("max-empty-bulk-delete", "10", Int, Removed, setting(680, ScaleDown, "INT", "Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream", Lands::Count(max_empty_bulk_delete))),
+    // Ours, not upstream's (not in docs/flags.md's tables; its introduction names them).
+    imp("config", "", Text, Ours, run(10, General, "FILE", "A `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, YAML); flags given on the command line win over it", Lands::ConfigFile)),
+    imp("enable-explain-endpoint", "false", Bool, Ours, run(830, ClusterState, "BOOL", "Serve the last loop's plan (the document `plan --output json` prints) at `/explain` on `--address`, when this replica leads. Ours, not upstream's", Lands::Bool(|d, v| d.c.enable_explain_endpoint = v))),
+    imp("emit-unremovable-node-events", "false", Bool, Ours, run(840, ClusterState, "BOOL", "Put a `NoScaleDown` event on each node a loop does not remove, saying why (the reason class and the detail `plan` prints); again when the reason changes, else at most every 5 minutes per node. Ours, not upstream's", Lands::Bool(|d, v| d.c.emit_unremovable_node_events = v))),
+    imp("consolidation", "off", Text, Ours, setting(720, ScaleDown, "MODE", "Consolidation: `off`, `delete` (remove nodes whose pods fit on the others, whatever their utilization) or `replace` (also replace nodes by one cheaper node of any group). Ours, not upstream's; see docs/consolidation.md", Lands::Consolidation(|d, v| d.c.autoscaler.consolidation.mode = v))),
+    imp("consolidate-after", "1m", Dur, Ours, setting(730, ScaleDown, "DURATION", "How long a node's pods must stay unchanged before consolidation considers it. Ours, not upstream's", Lands::Duration(|d, v| d.c.autoscaler.consolidation.consolidate_after = v))),
 ];
 
 /// The flags defined from the registry rather than by a typed field.
@@ -794,7 +933,7 @@ mod tests {
     fn implemented_flags_without_a_text_have_help() {
         let cmd = TestCli::command();
         for flag in FLAGS {
-            if flag.status == IMPL {
+            if flag.status == Status::Implemented {
                 let help = cmd
                     .get_arguments()
                     .find(|a| a.get_long() == Some(flag.name))

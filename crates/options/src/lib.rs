@@ -11,6 +11,7 @@
 mod bounded_file;
 mod config;
 mod flags;
+mod landing;
 mod options;
 mod yaml;
 
@@ -29,8 +30,8 @@ pub use flags::{
     UpstreamFlag, markdown as flags_markdown, with_table_defaults,
 };
 pub use options::{
-    AutoscalingArgs, CLUSTERAPI_PROVIDER, ClusterStateArgs, DEFAULT_VERBOSITY, LogFormat,
-    ManagementCluster, OPENSHIFT_PROVIDER, OptionsError, RunArgs, RunOptions, ScaleDownArgs,
-    ScaleUpArgs, SettingError, is_setting, normalize_args, parse_address, setting_names,
+    AutoscalingArgs, CLUSTERAPI_PROVIDER, DEFAULT_VERBOSITY, LogFormat, ManagementCluster,
+    OPENSHIFT_PROVIDER, OptionsError, RunArgs, RunOptions, SettingError, is_setting,
+    normalize_args, parse_address, setting_names,
 };
 pub use yaml::from_str as yaml_from_str;

@@ -20,12 +20,11 @@ use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::AutoscalerOptions;
-use autoscaler_core::ExpanderChain;
 use autoscaler_kube::ControllerConfig;
-use autoscaler_model::Range;
 use autoscaler_model::parse_duration;
 
 use crate::config::{self, ConfigFileError};
+use crate::landing::{Draft, Layer};
 
 /// Go's boolean syntax (`strconv.ParseBool`).
 pub(crate) fn go_bool(text: &str) -> Result<bool, String> {
@@ -37,12 +36,12 @@ pub(crate) fn go_bool(text: &str) -> Result<bool, String> {
 }
 
 /// A Go duration.
-fn go_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn go_duration(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// A ratio in [0, 1].
-fn fraction(text: &str) -> Result<f64, String> {
+pub(crate) fn fraction(text: &str) -> Result<f64, String> {
     let v: f64 = text
         .trim()
         .parse()
@@ -54,7 +53,7 @@ fn fraction(text: &str) -> Result<f64, String> {
 }
 
 /// A finite number >= 0.
-fn non_negative(text: &str) -> Result<f64, String> {
+pub(crate) fn non_negative(text: &str) -> Result<f64, String> {
     let v: f64 = text
         .trim()
         .parse()
@@ -66,7 +65,7 @@ fn non_negative(text: &str) -> Result<f64, String> {
 }
 
 /// A percentage in [0, 100].
-fn percentage(text: &str) -> Result<f64, String> {
+pub(crate) fn percentage(text: &str) -> Result<f64, String> {
     let v = non_negative(text)?;
     if v > 100.0 {
         return Err(format!("{text} is above 100"));
@@ -74,355 +73,74 @@ fn percentage(text: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// Flags of `run`. Every flag is optional here: an absent flag leaves the value of the config
-/// file, else upstream's default (the flag table's, [`crate::FLAGS`], shown in the help).
-#[derive(Clone, Debug, Default, clap::Args)]
-#[command(next_help_heading = "General")]
+/// Flags of `run`, read from the flag table ([`crate::FLAGS`]): the values given on the command
+/// line, per flag. Every flag is optional here: an absent flag leaves the value of the config
+/// file, else the table's default (shown in the help).
+#[derive(Clone, Debug, Default)]
 pub struct RunArgs {
-    /// A `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, YAML); flags given on the
-    /// command line win over it.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Path to a kubeconfig file (default: in-cluster config, else `KUBECONFIG` / ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Cluster API: kubeconfig of the management cluster, where the Machines, MachineSets,
-    /// MachineDeployments and MachinePools live (nodes and pods are read through
-    /// `--kubeconfig`) [default: the cluster of `--kubeconfig`, see
-    /// `--clusterapi-cloud-config-authoritative`].
-    #[arg(long, value_name = "FILE")]
-    pub cloud_config: Option<String>,
-    /// Cluster API: without `--cloud-config`, the management cluster is the one the
-    /// autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub clusterapi_cloud_config_authoritative: Option<bool>,
-    /// Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap.
-    #[arg(long, value_name = "NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of
-    /// openshift-machine-api plus Cluster API, in one process) [default: clusterapi].
-    #[arg(long, value_name = "NAME")]
-    pub cloud_provider: Option<String>,
-    /// Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`;
-    /// repeatable (ORed).
-    #[arg(long, value_name = "SPEC")]
-    pub node_group_auto_discovery: Vec<String>,
-    /// Address of `/metrics` and `/health-check`.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub address: Option<String>,
-    /// Log verbosity, 0 to 10 [default: 1]: 0-1 decisions and changes
-    /// (info), 2-4 also why (debug), 5-7 everything of the autoscaler (trace), 8 also the HTTP
-    /// client's requests, 9-10 every library's traces.
-    #[arg(long = "v", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=10))]
-    pub verbosity: Option<u8>,
-    /// Log format: `text` (one line per record) or `json` (one JSON object per line).
-    #[arg(long, value_name = "FORMAT", value_enum)]
-    pub logging_format: Option<LogFormat>,
-    /// Elect a leader on a Lease before acting.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub leader_elect: Option<bool>,
-    /// Lease duration.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub leader_elect_lease_duration: Option<Duration>,
-    /// How long the leader tries to renew before giving up.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub leader_elect_renew_deadline: Option<Duration>,
-    /// Wait between attempts to acquire or renew the Lease.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub leader_elect_retry_period: Option<Duration>,
-    /// Name of the Lease.
-    #[arg(long, value_name = "NAME")]
-    pub leader_elect_resource_name: Option<String>,
-    /// Write the status ConfigMap.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub write_status_configmap: Option<bool>,
-    /// Name of the status ConfigMap.
-    #[arg(long, value_name = "NAME")]
-    pub status_config_map_name: Option<String>,
-    /// `/health-check` fails when no loop ran for this long.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_inactivity: Option<Duration>,
-    /// `/health-check` fails when loops kept failing for this long.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_failing_time: Option<Duration>,
-    /// The settings of the decision, the loop and the drain (those `simulate` honours).
-    #[command(flatten)]
-    pub autoscaling: AutoscalingArgs,
-    /// `/health-check` fails when no loop succeeded this long after this replica started
-    /// running loops.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_startup_time: Option<Duration>,
-    /// Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`,
-    /// `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub emit_per_nodegroup_metrics: Option<bool>,
-    /// Serve the last loop's plan (the document `plan --output json` prints) at `/explain` on
-    /// `--address`, when this replica leads. Ours, not upstream's [default: false].
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub enable_explain_endpoint: Option<bool>,
-    /// Put a `NoScaleDown` event on each node a loop does not remove, saying why (the reason
-    /// class and the detail `plan` prints); again when the reason changes, else at most every
-    /// 5 minutes per node. Ours, not upstream's [default: false].
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub emit_unremovable_node_events: Option<bool>,
+    given: Layer,
     /// The other upstream flags this autoscaler does not implement (see [`crate::flags`]).
-    #[command(flatten)]
     pub compat: crate::flags::CompatArgs,
 }
 
-/// The flags that set how the autoscaler decides and acts, rather than how the live process
-/// talks to its cluster: the loop interval, the drain deadline, scale-up, scale-down and
-/// cluster state. A scenario's `options:` holds exactly these, named as the flags are (see
-/// [`AutoscalingArgs::from_settings`]), so a flag added here works in `run`, `plan`,
-/// `simulate` and scenario files alike.
-#[derive(Clone, Debug, Default, clap::Args)]
-#[command(next_help_heading = "General")]
+impl RunArgs {
+    /// `--config`, if given.
+    pub fn config(&self) -> Option<PathBuf> {
+        (self.given.values("config"))
+            .and_then(|v| v.last())
+            .map(PathBuf::from)
+    }
+
+    /// Whether the implemented flag `name` (without dashes) is given.
+    pub fn is_given(&self, name: &str) -> bool {
+        self.given.gives(name)
+    }
+
+    /// The texts given for the implemented flag `name` (without dashes), none when absent.
+    pub fn values(&self, name: &str) -> Vec<String> {
+        self.given.texts(name)
+    }
+}
+
+impl clap::FromArgMatches for RunArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut out = RunArgs::default();
+        out.update_from_arg_matches(m)?;
+        Ok(out)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.given
+            .merge(Layer::from_matches(crate::flags::FLAGS, false, m));
+        self.compat.update_from_arg_matches(m)
+    }
+}
+
+impl clap::Args for RunArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let cmd = crate::landing::augment(cmd, crate::flags::FLAGS, false);
+        <crate::flags::CompatArgs as clap::Args>::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The settings one layer gives (a scenario's `options:`, the `--config` file's fields): the
+/// flags that set how the autoscaler decides and acts rather than how the live process talks
+/// to its cluster (the table's rows marked as settings), named as the flags are and read by
+/// their parsers (see [`AutoscalingArgs::from_settings`]).
+#[derive(Clone, Debug, Default)]
 pub struct AutoscalingArgs {
-    /// How often the cluster is re-evaluated (in `simulate`, in virtual time).
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scan_interval: Option<Duration>,
-    /// How long a drain retries an eviction refused by a PodDisruptionBudget.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_pod_eviction_time: Option<Duration>,
-    /// Scale-up flags.
-    #[command(flatten)]
-    pub scale_up: ScaleUpArgs,
-    /// Scale-down flags.
-    #[command(flatten)]
-    pub scale_down: ScaleDownArgs,
-    /// Cluster-state flags.
-    #[command(flatten)]
-    pub cluster_state: ClusterStateArgs,
+    given: Layer,
 }
 
-/// Scale-up flags.
-#[derive(Clone, Debug, Default, clap::Args)]
-#[command(next_help_heading = "Scale-up")]
-pub struct ScaleUpArgs {
-    /// Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price,
-    /// priority, and unit-price (ours, not upstream's: the lowest price per unit of what the
-    /// pods need; docs/decision-quality.md).
-    #[arg(long, value_name = "NAMES")]
-    pub expander: Option<String>,
-    /// Pods with a priority below this never cause a scale-up.
-    #[arg(long, value_name = "INT", allow_negative_numbers = true)]
-    pub expendable_pods_priority_cutoff: Option<i32>,
-    /// Pods younger than this are not acted on yet.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub new_pod_scale_up_delay: Option<Duration>,
-    /// Most nodes added in one scale-up.
-    #[arg(long = "max-nodes-per-scaleup", value_name = "INT")]
-    pub max_nodes_per_scaleup: Option<usize>,
-    /// Grow node groups below their min size.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub enforce_node_group_min_size: Option<bool>,
-    /// Balance the sizes of similar node groups.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub balance_similar_node_groups: Option<bool>,
-    /// A label ignored when comparing node groups; repeatable.
-    #[arg(long, value_name = "LABEL")]
-    pub balancing_ignore_label: Vec<String>,
-    /// A label that alone decides similarity of node groups; repeatable.
-    #[arg(long, value_name = "LABEL")]
-    pub balancing_label: Vec<String>,
-    /// Largest relative difference of allocatable between similar groups.
-    #[arg(long, value_name = "RATIO", value_parser = non_negative)]
-    pub max_allocatable_difference_ratio: Option<f64>,
-    /// Largest relative difference of free resources between similar groups.
-    #[arg(long, value_name = "RATIO", value_parser = non_negative)]
-    pub max_free_difference_ratio: Option<f64>,
-    /// Largest relative difference of memory capacity between similar groups.
-    #[arg(long, value_name = "RATIO", value_parser = non_negative)]
-    pub memory_difference_ratio: Option<f64>,
-    /// A taint key of a node still starting: while a node carries it the node counts as not
-    /// ready, and templates leave it out; repeatable.
-    #[arg(long, value_name = "KEY")]
-    pub startup_taint: Vec<String>,
-    /// Deprecated name of `--startup-taint`; repeatable.
-    #[arg(long, value_name = "KEY")]
-    pub ignore_taint: Vec<String>,
-    /// Most nodes in the cluster, 0 for no limit.
-    #[arg(long, value_name = "INT")]
-    pub max_nodes_total: Option<usize>,
-    /// Cores in the cluster, `min:max`.
-    #[arg(long, value_name = "MIN:MAX")]
-    pub cores_total: Option<String>,
-    /// Memory in the cluster in GiB, `min:max`.
-    #[arg(long, value_name = "MIN:MAX")]
-    pub memory_total: Option<String>,
-    /// GPUs of one type in the cluster, `type:min:max`; repeatable.
-    #[arg(long, value_name = "TYPE:MIN:MAX")]
-    pub gpu_total: Vec<String>,
-    /// A taint key that only reports a node's status: templates leave it out, the node still
-    /// counts as ready; repeatable.
-    #[arg(long, value_name = "KEY")]
-    pub status_taint: Vec<String>,
-    /// Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated
-    /// or repeated [default: every scheduler].
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub allowed_scheduler_names: Vec<String>,
-    /// Pending pods of these schedulers count as unschedulable before the scheduler has marked
-    /// them, and scale-up does not wait for more new pods; comma-separated or repeated.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub bypassed_scheduler_names: Vec<String>,
-}
-
-/// Scale-down flags.
-#[derive(Clone, Debug, Default, clap::Args)]
-#[command(next_help_heading = "Scale-down")]
-pub struct ScaleDownArgs {
-    /// Scale the cluster down.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub scale_down_enabled: Option<bool>,
-    /// Wait after a scale-up before scale-down resumes.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scale_down_delay_after_add: Option<Duration>,
-    /// Wait after a node deletion before scale-down resumes.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scale_down_delay_after_delete: Option<Duration>,
-    /// Wait after a failed scale-down before scale-down resumes.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scale_down_delay_after_failure: Option<Duration>,
-    /// How long a node must be unneeded before removal.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scale_down_unneeded_time: Option<Duration>,
-    /// How long an unready node must be unneeded before removal.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub scale_down_unready_time: Option<Duration>,
-    /// Utilization below which a node may be removed, 0 to 1.
-    #[arg(long, value_name = "RATIO", value_parser = fraction)]
-    pub scale_down_utilization_threshold: Option<f64>,
-    /// GPU utilization below which a GPU node may be removed, 0 to 1.
-    #[arg(long, value_name = "RATIO", value_parser = fraction)]
-    pub scale_down_gpu_utilization_threshold: Option<f64>,
-    /// Non-empty nodes found removable per pass; 0 or less: no limit.
-    #[arg(long, value_name = "INT", allow_negative_numbers = true)]
-    pub scale_down_non_empty_candidates_count: Option<i64>,
-    /// Share of nodes tried as extra candidates when some fail, 0 to 1.
-    #[arg(long, value_name = "RATIO", value_parser = fraction)]
-    pub scale_down_candidates_pool_ratio: Option<f64>,
-    /// At least this many extra candidates.
-    #[arg(long, value_name = "INT")]
-    pub scale_down_candidates_pool_min_count: Option<usize>,
-    /// Longest grace period given to an evicted pod, seconds.
-    #[arg(long, value_name = "SECONDS")]
-    pub max_graceful_termination_sec: Option<u64>,
-    /// Nodes soft-tainted or untainted per pass.
-    #[arg(long, value_name = "INT")]
-    pub max_bulk_soft_taint_count: Option<usize>,
-    /// Nodes deleted at once, drained ones included, at least 1.
-    #[arg(long, value_name = "INT")]
-    pub max_scale_down_parallelism: Option<usize>,
-    /// Non-empty nodes drained at once, at least 1.
-    #[arg(long, value_name = "INT")]
-    pub max_drain_parallelism: Option<usize>,
-    /// DaemonSet pods do not count toward utilization.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub ignore_daemonsets_utilization: Option<bool>,
-    /// Mirror (static) pods do not count toward utilization.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub ignore_mirror_pods_utilization: Option<bool>,
-    /// Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub skip_nodes_with_system_pods: Option<bool>,
-    /// Nodes with pods using local storage are kept.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub skip_nodes_with_local_storage: Option<bool>,
-    /// Nodes with pods of custom controllers are kept.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub skip_nodes_with_custom_controller_pods: Option<bool>,
-    /// Pods of ReplicaSets with fewer replicas block removal.
-    #[arg(long, value_name = "INT", allow_negative_numbers = true)]
-    pub min_replica_count: Option<i32>,
-    /// Evict DaemonSet pods from empty nodes.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub daemonset_eviction_for_empty_nodes: Option<bool>,
-    /// Evict DaemonSet pods from drained nodes.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub daemonset_eviction_for_occupied_nodes: Option<bool>,
-    /// Cordon a node with its deletion taint (uncordoned if the deletion fails).
-    #[arg(long = "cordon-node-before-terminating", value_name = "BOOL", num_args = 0..=1,
-          require_equals = true, default_missing_value = "true", value_parser = go_bool)]
-    pub cordon_node_before_terminating: Option<bool>,
-    /// Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations
-    /// to go before it is deleted anyway; 0s: no wait.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub node_deletion_delay_timeout: Option<Duration>,
-    /// Wait between the deletion taint and a node's deletion or drain.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub node_delete_delay_after_taint: Option<Duration>,
-    /// Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream.
-    #[arg(long, value_name = "INT")]
-    pub max_empty_bulk_delete: Option<usize>,
-    /// Scale down unready nodes (after --scale-down-unready-time).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub scale_down_unready_enabled: Option<bool>,
-    /// How long after its creation a kube-system pod without a PDB blocks its node's removal
-    /// (with --skip-nodes-with-system-pods; the spelling is upstream's).
-    #[arg(long = "blocking-system-pod-distruption-timeout", value_name = "DURATION",
-          value_parser = go_duration)]
-    pub blocking_system_pod_distruption_timeout: Option<Duration>,
-    /// The --scale-down-delay-after-* delays hold only the node group concerned.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = go_bool)]
-    pub scale_down_delay_type_local: Option<bool>,
-    /// Consolidation: `off`, `delete` (remove nodes whose pods fit on the others, whatever
-    /// their utilization) or `replace` (also replace nodes by one cheaper node of any group).
-    /// Ours, not upstream's; see docs/consolidation.md [default: off].
-    #[arg(long, value_name = "MODE", value_parser = consolidation_mode)]
-    pub consolidation: Option<autoscaler_core::ConsolidationMode>,
-    /// How long a node's pods must stay unchanged before consolidation considers it. Ours, not
-    /// upstream's [default: 1m].
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub consolidate_after: Option<Duration>,
-}
-
-fn consolidation_mode(text: &str) -> Result<autoscaler_core::ConsolidationMode, String> {
-    text.parse()
-}
-
-/// Cluster-state flags.
-#[derive(Clone, Debug, Default, clap::Args)]
-#[command(next_help_heading = "Cluster state and backoff")]
-pub struct ClusterStateArgs {
-    /// How long a new node may take to register.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_node_provision_time: Option<Duration>,
-    /// How long a registered node may take to become Ready.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_node_startup_time: Option<Duration>,
-    /// Unready nodes allowed regardless of the percentage.
-    #[arg(long, value_name = "INT")]
-    pub ok_total_unready_count: Option<usize>,
-    /// Percentage of unready nodes above which the autoscaler halts, 0 to 100.
-    #[arg(long, value_name = "PERCENT", value_parser = percentage)]
-    pub max_total_unready_percentage: Option<f64>,
-    /// First backoff of a node group after a failed scale-up.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub initial_node_group_backoff_duration: Option<Duration>,
-    /// Longest backoff of a node group.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub max_node_group_backoff_duration: Option<Duration>,
-    /// Time without failure after which a group's backoff starts over.
-    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
-    pub node_group_backoff_reset_timeout: Option<Duration>,
+impl AutoscalingArgs {
+    /// Whether the setting `name` (the flag's name without dashes) is given.
+    pub fn is_given(&self, name: &str) -> bool {
+        self.given.gives(name)
+    }
 }
 
 /// `--logging-format`, upstream's values.
@@ -511,7 +229,11 @@ pub enum OptionsError {
     ConfigFile(#[from] ConfigFileError),
 }
 
-fn flag_err(flag: &'static str, value: impl ToString, why: impl ToString) -> OptionsError {
+pub(crate) fn flag_err(
+    flag: &'static str,
+    value: impl ToString,
+    why: impl ToString,
+) -> OptionsError {
     OptionsError::Flag {
         flag,
         value: value.to_string(),
@@ -589,8 +311,8 @@ impl RunOptions {
         args: &RunArgs,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<RunOptions, OptionsError> {
-        let file = match &args.config {
-            Some(path) => Some(config::load(path)?),
+        let file = match args.config() {
+            Some(path) => Some(config::load(&path)?),
             None => None,
         };
         RunOptions::build(args, file.as_ref(), env)
@@ -623,29 +345,27 @@ impl RunOptions {
         file: Option<&config::ClusterAutoscalerResource>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<RunOptions, OptionsError> {
-        let mut c = ControllerConfig::default();
-        let mut verbosity = DEFAULT_VERBOSITY;
+        let mut d = Draft::default();
         let mut config_warnings = Vec::new();
         if let Some(file) = file {
             let settings = file.settings()?;
-            apply_autoscaling(&settings.args, &mut c).map_err(|e| settings.blame(e))?;
-            set(&mut verbosity, settings.verbosity);
+            d.apply(&settings.args.given)
+                .map_err(|e| settings.blame(e))?;
+            if let Some(v) = settings.verbosity {
+                d.verbosity = v;
+            }
             config_warnings = settings.unsupported;
         }
-        set(&mut verbosity, args.verbosity);
+        if let Some(scenario) = scenario {
+            d.apply(&scenario.given)?;
+        }
+        d.apply(&args.given)?;
+        let mut c = d.c;
+        // Readiness in the cluster state reads the same taints as the templates.
+        c.autoscaler.cluster_state.taints = c.autoscaler.scale_up.template.taints.clone();
 
         // Provider.
-        let provider = args
-            .cloud_provider
-            .as_deref()
-            .unwrap_or(CLUSTERAPI_PROVIDER);
-        if provider != CLUSTERAPI_PROVIDER && provider != OPENSHIFT_PROVIDER {
-            return Err(flag_err(
-                "cloud-provider",
-                provider,
-                "only clusterapi and openshift are supported",
-            ));
-        }
+        let provider = d.provider.as_deref().unwrap_or(CLUSTERAPI_PROVIDER);
         let mut capi = ClusterApiConfig::from_env_and_flag(None, env("CAPI_GROUP").as_deref())
             .map_err(|e| flag_err("cloud-provider", provider, format!("CAPI_GROUP: {e}")))?;
         if let Some(version) = env("CAPI_VERSION").filter(|v| !v.trim().is_empty()) {
@@ -663,49 +383,13 @@ impl RunOptions {
         if let Some(arch) = env("CAPI_SCALE_ZERO_DEFAULT_ARCH").filter(|a| !a.trim().is_empty()) {
             capi.default_arch = arch.trim().to_string();
         }
-        for spec in &args.node_group_auto_discovery {
+        for spec in &d.auto_discovery {
             capi = capi
                 .with_auto_discovery(std::slice::from_ref(spec))
                 .map_err(|e| flag_err("node-group-auto-discovery", spec, e))?;
         }
         c.clusterapi = capi;
-
-        // Lease, server, status.
-        if let Some(ns) = &args.namespace {
-            c.namespace = ns.clone();
-        }
-        set(&mut c.leader_elect, args.leader_elect);
-        set(&mut c.lease_duration, args.leader_elect_lease_duration);
-        set(&mut c.renew_deadline, args.leader_elect_renew_deadline);
-        set(&mut c.retry_period, args.leader_elect_retry_period);
-        if let Some(n) = &args.leader_elect_resource_name {
-            c.lease_name = n.clone();
-        }
-        if let Some(a) = &args.address {
-            c.address = parse_address(a).map_err(|why| flag_err("address", a, why))?;
-        }
-        set(&mut c.write_status_configmap, args.write_status_configmap);
-        if let Some(n) = &args.status_config_map_name {
-            c.status_config_map_name = n.clone();
-        }
-        set(&mut c.max_inactivity, args.max_inactivity);
-        set(&mut c.max_failing_time, args.max_failing_time);
-        set(&mut c.max_startup_time, args.max_startup_time);
-        set(
-            &mut c.emit_per_nodegroup_metrics,
-            args.emit_per_nodegroup_metrics,
-        );
-        set(&mut c.enable_explain_endpoint, args.enable_explain_endpoint);
-        set(
-            &mut c.emit_unremovable_node_events,
-            args.emit_unremovable_node_events,
-        );
         c.identity = identity(env);
-
-        if let Some(scenario) = scenario {
-            apply_autoscaling(scenario, &mut c)?;
-        }
-        apply_autoscaling(&args.autoscaling, &mut c)?;
         validate(&c)?;
 
         let ignored_flags = args.compat.no_effect_given();
@@ -724,13 +408,10 @@ impl RunOptions {
         capacity.buffer_pods = on("capacity-buffer-pod-injection-enabled");
         Ok(RunOptions {
             controller: c,
-            kubeconfig: args.kubeconfig.clone(),
-            management: ManagementCluster::from_flags(
-                args.cloud_config.as_deref(),
-                args.clusterapi_cloud_config_authoritative.unwrap_or(false),
-            ),
-            verbosity,
-            logging_format: args.logging_format.unwrap_or_default(),
+            kubeconfig: d.kubeconfig,
+            management: ManagementCluster::from_flags(d.cloud_config.as_deref(), d.authoritative),
+            verbosity: d.verbosity,
+            logging_format: d.logging_format,
             ignored_flags,
             unsupported,
             config_warnings,
@@ -749,237 +430,14 @@ fn is_api_version(v: &str) -> bool {
         })
 }
 
-fn set<T>(slot: &mut T, value: Option<T>) {
-    if let Some(v) = value {
-        *slot = v;
-    }
-}
-
-/// Sets the settings given in `a` (each one only when given, so layers stack).
-fn apply_autoscaling(a: &AutoscalingArgs, c: &mut ControllerConfig) -> Result<(), OptionsError> {
-    set(&mut c.scan_interval, a.scan_interval);
-    set(&mut c.max_pod_eviction_time, a.max_pod_eviction_time);
-    apply_scale_up(&a.scale_up, c)?;
-    apply_scale_down(&a.scale_down, c);
-    apply_cluster_state(&a.cluster_state, c);
-    Ok(())
-}
-
-fn apply_scale_up(a: &ScaleUpArgs, c: &mut ControllerConfig) -> Result<(), OptionsError> {
-    let up = &mut c.autoscaler.scale_up;
-    if let Some(e) = &a.expander {
-        up.expander = ExpanderChain::parse(e).map_err(|why| flag_err("expander", e, why))?;
-    }
-    set(
-        &mut up.pending.expendable_pods_priority_cutoff,
-        a.expendable_pods_priority_cutoff,
-    );
-    // One flag for both halves: expendable pods cause no scale-up and block no scale-down.
-    set(
-        &mut c
-            .autoscaler
-            .scale_down
-            .drain
-            .expendable_pods_priority_cutoff,
-        a.expendable_pods_priority_cutoff,
-    );
-    set(
-        &mut up.pending.new_pod_scale_up_delay,
-        a.new_pod_scale_up_delay,
-    );
-    if !a.allowed_scheduler_names.is_empty() {
-        up.pending.allowed_schedulers = names_of(&a.allowed_scheduler_names);
-    }
-    if !a.bypassed_scheduler_names.is_empty() {
-        up.pending.bypassed_schedulers = names_of(&a.bypassed_scheduler_names);
-    }
-    set(
-        &mut up.scale_up.max_nodes_per_scale_up,
-        a.max_nodes_per_scaleup,
-    );
-    set(
-        &mut up.scale_up.enforce_node_group_min_size,
-        a.enforce_node_group_min_size,
-    );
-    set(
-        &mut up.scale_up.balance_similar_node_groups,
-        a.balance_similar_node_groups,
-    );
-    let bal = &mut up.scale_up.balancing;
-    if !a.balancing_ignore_label.is_empty() {
-        bal.ignored_labels = a.balancing_ignore_label.clone();
-    }
-    if !a.balancing_label.is_empty() {
-        bal.balancing_labels = a.balancing_label.clone();
-    }
-    set(
-        &mut bal.max_allocatable_difference_ratio,
-        a.max_allocatable_difference_ratio,
-    );
-    set(
-        &mut bal.max_free_difference_ratio,
-        a.max_free_difference_ratio,
-    );
-    set(&mut bal.memory_difference_ratio, a.memory_difference_ratio);
-    if !a.startup_taint.is_empty() || !a.ignore_taint.is_empty() {
-        up.template.taints.startup = a
-            .ignore_taint
-            .iter()
-            .chain(&a.startup_taint)
-            .cloned()
-            .collect();
-    }
-    if !a.status_taint.is_empty() {
-        up.template.taints.status = a.status_taint.clone();
-    }
-    let lim = &mut up.limits;
-    set(&mut lim.max_nodes_total, a.max_nodes_total);
-    if let Some(t) = &a.cores_total {
-        lim.cpu = Range::parse_cores(t).map_err(|why| flag_err("cores-total", t, why))?;
-    }
-    if let Some(t) = &a.memory_total {
-        lim.memory = Range::parse_memory_gib(t).map_err(|why| flag_err("memory-total", t, why))?;
-    }
-    if !a.gpu_total.is_empty() {
-        lim.gpus.clear();
-        for t in &a.gpu_total {
-            let (name, range) = autoscaler_model::parse_gpu_limit(t)
-                .map_err(|why| flag_err("gpu-total", t, why))?;
-            lim.gpus.push((name, range));
-        }
-    }
-    // Readiness in the cluster state reads the same taints as the templates.
-    c.autoscaler.cluster_state.taints = c.autoscaler.scale_up.template.taints.clone();
-    Ok(())
-}
-
 /// The names of a comma-separated list flag, trimmed, without empty items (`--x=a,,b` or
 /// `--x=` as pflag's string slices read them).
-fn names_of(values: &[String]) -> Vec<String> {
+pub(crate) fn names_of(values: &[String]) -> Vec<String> {
     values
         .iter()
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
         .collect()
-}
-
-fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
-    let d = &mut c.autoscaler.scale_down;
-    set(&mut d.enabled, a.scale_down_enabled);
-    set(&mut d.delay_after_add, a.scale_down_delay_after_add);
-    set(&mut d.delay_after_delete, a.scale_down_delay_after_delete);
-    set(&mut d.delay_after_failure, a.scale_down_delay_after_failure);
-    set(&mut d.unneeded_time, a.scale_down_unneeded_time);
-    set(&mut d.unready_time, a.scale_down_unready_time);
-    set(
-        &mut d.utilization_threshold,
-        a.scale_down_utilization_threshold,
-    );
-    set(
-        &mut d.gpu_utilization_threshold,
-        a.scale_down_gpu_utilization_threshold,
-    );
-    if let Some(n) = a.scale_down_non_empty_candidates_count {
-        // Upstream: a non-positive value turns the limit off.
-        d.non_empty_candidates_count = usize::try_from(n)
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or(usize::MAX);
-    }
-    set(
-        &mut d.candidates_pool_ratio,
-        a.scale_down_candidates_pool_ratio,
-    );
-    set(
-        &mut d.candidates_pool_min_count,
-        a.scale_down_candidates_pool_min_count,
-    );
-    set(
-        &mut d.max_graceful_termination_sec,
-        a.max_graceful_termination_sec,
-    );
-    set(
-        &mut d.max_bulk_soft_taint_count,
-        a.max_bulk_soft_taint_count,
-    );
-    // Upstream: --max-empty-bulk-delete alone stands for --max-scale-down-parallelism (its
-    // actuator caps empty and drained deletions together); with both, the latter rules.
-    set(
-        &mut d.max_scale_down_parallelism,
-        a.max_scale_down_parallelism.or(a.max_empty_bulk_delete),
-    );
-    set(&mut d.unready_enabled, a.scale_down_unready_enabled);
-    set(&mut d.delay_type_local, a.scale_down_delay_type_local);
-    if let Some(t) = a.blocking_system_pod_distruption_timeout {
-        d.drain.blocking_system_pod_disruption_timeout_ms =
-            i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
-    }
-    set(&mut d.max_drain_parallelism, a.max_drain_parallelism);
-    set(
-        &mut d.utilization.ignore_daemonsets,
-        a.ignore_daemonsets_utilization,
-    );
-    set(
-        &mut d.utilization.ignore_mirror_pods,
-        a.ignore_mirror_pods_utilization,
-    );
-    let dr = &mut d.drain;
-    set(
-        &mut dr.skip_nodes_with_system_pods,
-        a.skip_nodes_with_system_pods,
-    );
-    set(
-        &mut dr.skip_nodes_with_local_storage,
-        a.skip_nodes_with_local_storage,
-    );
-    set(
-        &mut dr.skip_nodes_with_custom_controller_pods,
-        a.skip_nodes_with_custom_controller_pods,
-    );
-    set(&mut dr.min_replica_count, a.min_replica_count);
-    set(
-        &mut dr.daemonset_eviction_for_empty_nodes,
-        a.daemonset_eviction_for_empty_nodes,
-    );
-    set(
-        &mut dr.daemonset_eviction_for_occupied_nodes,
-        a.daemonset_eviction_for_occupied_nodes,
-    );
-    set(
-        &mut c.cordon_node_before_terminating,
-        a.cordon_node_before_terminating,
-    );
-    set(
-        &mut c.node_deletion_delay_timeout,
-        a.node_deletion_delay_timeout,
-    );
-    set(
-        &mut c.node_delete_delay_after_taint,
-        a.node_delete_delay_after_taint,
-    );
-    let k = &mut c.autoscaler.consolidation;
-    set(&mut k.mode, a.consolidation);
-    set(&mut k.consolidate_after, a.consolidate_after);
-}
-
-fn apply_cluster_state(a: &ClusterStateArgs, c: &mut ControllerConfig) {
-    let s = &mut c.autoscaler.cluster_state;
-    set(&mut s.max_node_provision_time, a.max_node_provision_time);
-    set(&mut s.max_node_startup_time, a.max_node_startup_time);
-    set(&mut s.ok_total_unready_count, a.ok_total_unready_count);
-    set(
-        &mut s.max_total_unready_percentage,
-        a.max_total_unready_percentage,
-    );
-    set(
-        &mut s.backoff.initial,
-        a.initial_node_group_backoff_duration,
-    );
-    set(&mut s.backoff.max, a.max_node_group_backoff_duration);
-    set(
-        &mut s.backoff.reset_timeout,
-        a.node_group_backoff_reset_timeout,
-    );
 }
 
 fn fmt_d(d: Duration) -> String {
@@ -1145,42 +603,27 @@ pub struct SettingError {
     pub why: String,
 }
 
-/// The settings alone, read as the command line reads them.
-#[derive(Debug, clap::Parser)]
-#[command(
-    no_binary_name = true,
-    disable_help_flag = true,
-    disable_version_flag = true,
-    color = clap::ColorChoice::Never
-)]
-struct SettingsCli {
-    #[command(flatten)]
-    settings: AutoscalingArgs,
+/// The settings of `table` alone, read as the command line reads them.
+fn settings_command(table: &'static [crate::flags::UpstreamFlag]) -> clap::Command {
+    let cmd = clap::Command::new("settings")
+        .no_binary_name(true)
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .color(clap::ColorChoice::Never);
+    crate::landing::augment(cmd, table, true)
 }
 
-/// The names of the settings: the flags of [`AutoscalingArgs`], without dashes.
+/// The names of the settings: the flags of the table's rows marked as settings, without
+/// dashes, in `--help` order.
 pub fn setting_names() -> Vec<String> {
-    use clap::CommandFactory;
-    SettingsCli::command()
-        .get_arguments()
-        .filter_map(|a| a.get_long().map(str::to_string))
+    (crate::landing::implemented(crate::flags::FLAGS, true).into_iter())
+        .map(|(f, _)| f.name.to_string())
         .collect()
 }
 
-/// Whether `name` (a flag without dashes) is a setting: a flag of [`AutoscalingArgs`].
+/// Whether `name` (a flag without dashes) is a setting.
 pub fn is_setting(name: &str) -> bool {
-    use clap::CommandFactory;
-    SettingsCli::command()
-        .get_arguments()
-        .any(|a| a.get_long() == Some(name))
-}
-
-/// Every flag, to tell a flag that is not a setting from a name that is no flag at all.
-#[derive(Debug, clap::Parser)]
-#[command(no_binary_name = true, disable_help_flag = true)]
-struct AllFlagsCli {
-    #[command(flatten)]
-    run: RunArgs,
+    (crate::flags::FLAGS.iter()).any(|f| f.name == name && f.how().is_some_and(|u| u.setting))
 }
 
 impl AutoscalingArgs {
@@ -1191,35 +634,45 @@ impl AutoscalingArgs {
     pub fn from_settings<'a>(
         settings: impl IntoIterator<Item = (&'a str, &'a [String])>,
     ) -> Result<AutoscalingArgs, SettingError> {
-        use clap::{CommandFactory, FromArgMatches};
-        let mut cmd = SettingsCli::command();
-        let mut out = AutoscalingArgs::default();
-        for (name, values) in settings {
-            let err = |why: String| SettingError {
-                name: name.to_string(),
-                why,
-            };
-            let is_name = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !name.starts_with('-');
-            if !is_name {
-                return Err(err(unknown_setting(name, None)));
-            }
-            let argv = values.iter().map(|v| format!("--{name}={v}"));
-            let m = cmd
-                .try_get_matches_from_mut(argv)
-                .map_err(|e| err(setting_why(name, &e)))?;
-            out.update_from_arg_matches(&m)
-                .map_err(|e| err(setting_why(name, &e)))?;
-        }
-        Ok(out)
+        settings_of(crate::flags::FLAGS, settings).map(|given| AutoscalingArgs { given })
     }
 }
 
+/// [`AutoscalingArgs::from_settings`] with the settings of `table`.
+pub(crate) fn settings_of<'a>(
+    table: &'static [crate::flags::UpstreamFlag],
+    settings: impl IntoIterator<Item = (&'a str, &'a [String])>,
+) -> Result<Layer, SettingError> {
+    let mut cmd = settings_command(table);
+    let mut out = Layer::default();
+    for (name, values) in settings {
+        let err = |why: String| SettingError {
+            name: name.to_string(),
+            why,
+        };
+        let is_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !name.starts_with('-');
+        if !is_name {
+            return Err(err(unknown_setting(table, name, None)));
+        }
+        let argv = values.iter().map(|v| format!("--{name}={v}"));
+        let m = cmd
+            .try_get_matches_from_mut(argv)
+            .map_err(|e| err(setting_why(table, name, &e)))?;
+        out.merge(Layer::from_matches(table, true, &m));
+    }
+    Ok(out)
+}
+
 /// The reason of a refused setting, in the setting's terms rather than the command line's.
-fn setting_why(name: &str, e: &clap::Error) -> String {
+fn setting_why(
+    table: &'static [crate::flags::UpstreamFlag],
+    name: &str,
+    e: &clap::Error,
+) -> String {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     match e.kind() {
         ErrorKind::UnknownArgument => {
@@ -1227,7 +680,7 @@ fn setting_why(name: &str, e: &clap::Error) -> String {
                 Some(ContextValue::String(s)) => Some(s.trim_start_matches('-').to_string()),
                 _ => None,
             };
-            unknown_setting(name, tip)
+            unknown_setting(table, name, tip)
         }
         ErrorKind::ArgumentConflict => {
             "takes one value (only repeatable flags take a list)".to_string()
@@ -1241,12 +694,12 @@ fn setting_why(name: &str, e: &clap::Error) -> String {
 }
 
 /// Why `name` is not a setting: a flag of the live process only, or no flag at all.
-fn unknown_setting(name: &str, tip: Option<String>) -> String {
-    use clap::CommandFactory;
-    let is_flag = AllFlagsCli::command()
-        .get_arguments()
-        .any(|a| a.get_long() == Some(name));
-    if is_flag {
+fn unknown_setting(
+    table: &'static [crate::flags::UpstreamFlag],
+    name: &str,
+    tip: Option<String>,
+) -> String {
+    if table.iter().any(|f| f.name == name) {
         return format!(
             "--{name} is a flag of the live process, not a setting of the decision, the loop \
              or the drain; give it on the command line if at all"
@@ -1321,6 +774,7 @@ fn dashes_for_underscores(arg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autoscaler_model::Range;
     use clap::Parser;
 
     #[derive(Debug, Parser)]
@@ -1824,17 +1278,30 @@ mod tests {
     #[test]
     fn go_flag_syntax_is_accepted() {
         // Space-separated values, single-dash long flags, bare booleans.
+        let a = parse(&[
+            "-scan-interval",
+            "20s",
+            "-v",
+            "3",
+            "--leader-elect=false",
+            "--leader-elect",
+        ]);
+        assert!(a.is_err(), "a single-valued flag is given once");
         let a = parse(&["-scan-interval", "20s", "-v", "3", "--leader-elect"]).unwrap();
-        assert_eq!(a.autoscaling.scan_interval, Some(s(20)));
-        assert_eq!(a.verbosity, Some(3));
-        assert_eq!(a.leader_elect, Some(true));
+        assert_eq!(a.values("scan-interval"), ["20s"]);
+        assert_eq!(a.values("v"), ["3"]);
+        assert_eq!(a.values("leader-elect"), ["true"]);
+        let o = RunOptions::build(&a, None, &no_env).unwrap();
+        assert_eq!(o.controller.scan_interval, s(20));
+        assert_eq!(o.verbosity, 3);
+        assert!(o.controller.leader_elect);
         // `--flag false` does not consume `false`: it is an unexpected argument.
         let e = parse(&["--leader-elect", "false"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("false"), "{e}");
         for (text, v) in [("T", true), ("0", false), ("False", false)] {
-            let a = parse(&[&format!("--scale-down-enabled={text}")]).unwrap();
-            assert_eq!(a.autoscaling.scale_down.scale_down_enabled, Some(v));
+            let o = build(&[&format!("--scale-down-enabled={text}")]).unwrap();
+            assert_eq!(o.controller.autoscaler.scale_down.enabled, v);
         }
     }
 

@@ -1514,7 +1514,7 @@ fn options(
 /// Where the scan interval was given: `--scan-interval` when on the command line, else the
 /// scenario's option.
 fn scan_interval_error(cli: Option<&CommandLine>, value: String, why: String) -> ScenarioError {
-    if cli.is_some_and(|c| c.args.autoscaling.scan_interval.is_some()) {
+    if cli.is_some_and(|c| c.args.is_given("scan-interval")) {
         ScenarioError::Options(OptionsError::Flag {
             flag: "scan-interval",
             value,

@@ -76,9 +76,9 @@ pub fn load(args: &SimulateArgs) -> Result<Scenario, CliError> {
             "built-in scenario".to_string(),
         ),
     };
-    let file = match &args.run.config {
+    let file = match args.run.config() {
         Some(p) => {
-            Some(autoscaler_options::load_config(p).map_err(|e| CliError::usage(anyhow!("{e}")))?)
+            Some(autoscaler_options::load_config(&p).map_err(|e| CliError::usage(anyhow!("{e}")))?)
         }
         None => None,
     };
