@@ -26,7 +26,7 @@ use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
-use crate::landing::{Draft, Heading, Lands, Use};
+use crate::landing::{Draft, Heading, Lands, Refused, Use};
 use crate::options::{CLUSTERAPI_PROVIDER, OPENSHIFT_PROVIDER, names_of, parse_address};
 
 /// How upstream parses a flag's value.
@@ -222,7 +222,7 @@ fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
 
 /// `--startup-taint` and its deprecated name `--ignore-taint`: the keys of both, as one layer
 /// gives them (a layer giving either replaces both).
-fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), (String, String)> {
+fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), Refused> {
     let mut keys = d.layer.texts("ignore-taint");
     keys.extend(d.layer.texts("startup-taint"));
     d.c.autoscaler.scale_up.template.taints.startup = keys;
@@ -230,7 +230,7 @@ fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), (String, String)> {
 }
 
 /// `--gpu-total`, each `type:min:max`.
-fn gpu_total(d: &mut Draft, v: &[String]) -> Result<(), (String, String)> {
+fn gpu_total(d: &mut Draft, v: &[String]) -> Result<(), Refused> {
     let mut gpus = Vec::with_capacity(v.len());
     for t in v {
         gpus.push(parse_gpu_limit(t).map_err(|why| (t.clone(), why.to_string()))?);

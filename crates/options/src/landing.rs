@@ -56,7 +56,7 @@ pub(crate) enum Lands {
     /// Text, checked by the setter (its error is the reason the value is refused).
     Text(fn(&mut Draft, &str) -> Result<(), String>),
     /// A repeatable text; the setter's error names the value refused and why.
-    Texts(fn(&mut Draft, &[String]) -> Result<(), (String, String)>),
+    Texts(fn(&mut Draft, &[String]) -> Result<(), Refused>),
     /// A repeatable, comma-separated list of names (pflag's string slices).
     Names(fn(&mut Draft, &[String])),
     /// `--logging-format`.
@@ -89,6 +89,9 @@ impl fmt::Debug for Lands {
         f.write_str(name)
     }
 }
+
+/// A value of a repeatable flag refused by its setter, and why.
+pub(crate) type Refused = (String, String);
 
 /// The `--help` section of an implemented flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,7 +240,7 @@ fn land(
 /// `options:` all read a flag's text with.
 fn parser(lands: Lands) -> ValueParser {
     match lands {
-        Lands::ConfigFile | Lands::Path(_) => value_parser!(PathBuf).into(),
+        Lands::ConfigFile | Lands::Path(_) => value_parser!(PathBuf),
         Lands::Bool(_) => ValueParser::new(go_bool),
         Lands::Duration(_) => ValueParser::new(go_duration),
         Lands::Fraction(_) => ValueParser::new(fraction),
@@ -248,7 +251,7 @@ fn parser(lands: Lands) -> ValueParser {
         Lands::Long(_) => value_parser!(i64).into(),
         Lands::Seconds(_) => value_parser!(u64).into(),
         Lands::Level(_) => value_parser!(u8).range(0..=10).into(),
-        Lands::Text(_) | Lands::Texts(_) | Lands::Names(_) => value_parser!(String).into(),
+        Lands::Text(_) | Lands::Texts(_) | Lands::Names(_) => value_parser!(String),
         Lands::LogFormat(_) => value_parser!(LogFormat).into(),
         Lands::Consolidation(_) => ValueParser::new(|s: &str| s.parse::<ConsolidationMode>()),
     }
