@@ -385,121 +385,60 @@ impl ClusterAutoscalerResource {
         }
     }
 
-    /// Each field given, as the flag it stands for and the flag's text.
+    /// Each field given, as the flag it stands for (the flag table's row naming the field) and
+    /// the flag's text.
     fn origins(&self) -> Result<Vec<Origin>, ConfigFileError> {
         let s = &self.spec;
-        let mut out = Vec::new();
-        let mut add = |field: &str, flag: &'static str, value: String| {
-            out.push(Origin {
-                flag,
-                value,
-                field: field.to_string(),
-            })
-        };
+        let mut texts: Vec<(String, String)> = Vec::new();
+        let mut add = |field: &str, value: String| texts.push((field.to_string(), value));
         if let Some(p) = s.pod_priority_threshold {
-            add(
-                "spec.podPriorityThreshold",
-                "expendable-pods-priority-cutoff",
-                p.to_string(),
-            );
+            add("spec.podPriorityThreshold", p.to_string());
         }
         if let Some(l) = &s.resource_limits {
             let range = |r: &RangeSpec| format!("{}:{}", r.min, r.max);
             if let Some(n) = l.max_nodes_total {
-                add(
-                    "spec.resourceLimits.maxNodesTotal",
-                    "max-nodes-total",
-                    n.to_string(),
-                );
+                add("spec.resourceLimits.maxNodesTotal", n.to_string());
             }
             if let Some(c) = &l.cores {
-                add("spec.resourceLimits.cores", "cores-total", range(c));
+                add("spec.resourceLimits.cores", range(c));
             }
             if let Some(m) = &l.memory {
-                add("spec.resourceLimits.memory", "memory-total", range(m));
+                add("spec.resourceLimits.memory", range(m));
             }
             for (i, g) in l.gpus.iter().flatten().enumerate() {
                 let value = format!("{}:{}:{}", g.kind, g.min, g.max);
-                add(
-                    &format!("spec.resourceLimits.gpus[{i}]"),
-                    "gpu-total",
-                    value,
-                );
+                add(&format!("spec.resourceLimits.gpus[{i}]"), value);
             }
         }
         if let Some(d) = &s.scale_down {
-            add(
-                "spec.scaleDown.enabled",
-                "scale-down-enabled",
-                d.enabled.to_string(),
-            );
-            let texts = [
-                (
-                    "delayAfterAdd",
-                    "scale-down-delay-after-add",
-                    &d.delay_after_add,
-                ),
-                (
-                    "delayAfterDelete",
-                    "scale-down-delay-after-delete",
-                    &d.delay_after_delete,
-                ),
-                (
-                    "delayAfterFailure",
-                    "scale-down-delay-after-failure",
-                    &d.delay_after_failure,
-                ),
-                ("unneededTime", "scale-down-unneeded-time", &d.unneeded_time),
-                (
-                    "utilizationThreshold",
-                    "scale-down-utilization-threshold",
-                    &d.utilization_threshold,
-                ),
+            add("spec.scaleDown.enabled", d.enabled.to_string());
+            let durations = [
+                ("delayAfterAdd", &d.delay_after_add),
+                ("delayAfterDelete", &d.delay_after_delete),
+                ("delayAfterFailure", &d.delay_after_failure),
+                ("unneededTime", &d.unneeded_time),
+                ("utilizationThreshold", &d.utilization_threshold),
             ];
-            for (name, flag, text) in texts {
+            for (name, text) in durations {
                 if let Some(t) = text {
-                    add(&format!("spec.scaleDown.{name}"), flag, t.clone());
+                    add(&format!("spec.scaleDown.{name}"), t.clone());
                 }
             }
             if let Some(m) = d.cordon_node_before_terminating {
-                add(
-                    "spec.scaleDown.cordonNodeBeforeTerminating",
-                    "cordon-node-before-terminating",
-                    m.flag_value(),
-                );
+                add("spec.scaleDown.cordonNodeBeforeTerminating", m.flag_value());
             }
         }
-        if let Some(t) = s
-            .scale_up
-            .as_ref()
-            .and_then(|u| u.new_pod_scale_up_delay.as_ref())
-        {
-            add(
-                "spec.scaleUp.newPodScaleUpDelay",
-                "new-pod-scale-up-delay",
-                t.clone(),
-            );
+        if let Some(t) = (s.scale_up.as_ref()).and_then(|u| u.new_pod_scale_up_delay.as_ref()) {
+            add("spec.scaleUp.newPodScaleUpDelay", t.clone());
         }
         if let Some(m) = s.enforce_node_group_min_size {
-            add(
-                "spec.enforceNodeGroupMinSize",
-                "enforce-node-group-min-size",
-                m.flag_value(),
-            );
+            add("spec.enforceNodeGroupMinSize", m.flag_value());
         }
         for (i, t) in s.startup_taints.iter().flatten().enumerate() {
-            add(
-                &format!("spec.startupTaints[{i}]"),
-                "startup-taint",
-                t.clone(),
-            );
+            add(&format!("spec.startupTaints[{i}]"), t.clone());
         }
         if let Some(g) = s.max_pod_grace_period {
-            add(
-                "spec.maxPodGracePeriod",
-                "max-graceful-termination-sec",
-                g.to_string(),
-            );
+            add("spec.maxPodGracePeriod", g.to_string());
         }
         if let Some(t) = &s.max_node_provision_time {
             // Named here: the flag's validation would name the flag.
@@ -509,37 +448,23 @@ impl ClusterAutoscalerResource {
                     format!("{t:?} must be greater than 0"),
                 ));
             }
-            add(
-                "spec.maxNodeProvisionTime",
-                "max-node-provision-time",
-                t.clone(),
-            );
+            add("spec.maxNodeProvisionTime", t.clone());
         }
         let bools = [
-            (
-                "balanceSimilarNodeGroups",
-                "balance-similar-node-groups",
-                s.balance_similar_node_groups,
-            ),
+            ("balanceSimilarNodeGroups", s.balance_similar_node_groups),
             (
                 "ignoreDaemonsetsUtilization",
-                "ignore-daemonsets-utilization",
                 s.ignore_daemonsets_utilization,
             ),
-            (
-                "skipNodesWithLocalStorage",
-                "skip-nodes-with-local-storage",
-                s.skip_nodes_with_local_storage,
-            ),
+            ("skipNodesWithLocalStorage", s.skip_nodes_with_local_storage),
         ];
-        for (name, flag, b) in bools {
+        for (name, b) in bools {
             if let Some(b) = b {
-                add(&format!("spec.{name}"), flag, b.to_string());
+                add(&format!("spec.{name}"), b.to_string());
             }
         }
         for (i, l) in s.balancing_ignored_labels.iter().flatten().enumerate() {
-            let field = format!("spec.balancingIgnoredLabels[{i}]");
-            add(&field, "balancing-ignore-label", l.clone());
+            add(&format!("spec.balancingIgnoredLabels[{i}]"), l.clone());
         }
         if let Some(list) = &s.expanders {
             let mut names = Vec::with_capacity(list.len());
@@ -552,9 +477,23 @@ impl ClusterAutoscalerResource {
                 })?;
                 names.push(name.as_str());
             }
-            add("spec.expanders", "expander", names.join(","));
+            add("spec.expanders", names.join(","));
         }
-        Ok(out)
+        (texts.into_iter())
+            .map(
+                |(field_path, value)| match crate::flags::flag_of_field(&field_path) {
+                    Some(flag) => Ok(Origin {
+                        flag,
+                        value,
+                        field: field_path,
+                    }),
+                    None => Err(field(
+                        &field_path,
+                        "no flag stands for this field".to_string(),
+                    )),
+                },
+            )
+            .collect()
     }
 
     /// `spec.logVerbosity`, 0 to 10.
@@ -575,8 +514,9 @@ impl ClusterAutoscalerResource {
 /// Each field of the resource with the flag it stands for (`spec.scaleDown.unneededTime`,
 /// `scale-down-unneeded-time`), as [`ClusterAutoscalerResource::settings`] maps them: read
 /// from a resource with every field set (the struct literals below name every field, so the
-/// compiler asks for a new one here), for `docs/flags.md`.
-pub(crate) fn field_flags() -> Vec<(&'static str, String)> {
+/// compiler asks for a new one here), to check the flag table names every field.
+#[cfg(test)]
+fn field_flags() -> Vec<(&'static str, String)> {
     let range = || Some(RangeSpec { min: 0, max: 1 });
     let text = |t: &str| Some(t.to_string());
     let every = ClusterAutoscalerResource {
@@ -661,6 +601,14 @@ mod tests {
             "spec.scaleDown.unneededTime".to_string(),
         );
         assert!(fields.contains(&unneeded));
+        // The flag table names exactly the fields of the resource.
+        let mut rows: Vec<(&str, String)> = (crate::flags::FLAGS.iter())
+            .filter_map(|f| f.file_field().map(|k| (f.name, k.to_string())))
+            .collect();
+        let mut fields = fields;
+        rows.sort();
+        fields.sort();
+        assert_eq!(rows, fields);
     }
 
     #[test]

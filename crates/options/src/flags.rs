@@ -9,13 +9,11 @@
 //! stand for) and where its value lands; clap's arguments, the settings and `docs/flags.md`
 //! ([`markdown`]) are all made from the rows. It never reads the environment or logs anything.
 //!
-//! Adding a flag is one row here plus its use:
-//! - not implemented: `f(name, upstream default, Kind, none(why) | gap(why, ours), Source)`;
-//! - implemented: `imp(name, default, Kind, Source, run(..) | setting(..))`, `setting` when a
-//!   scenario's `options:` may give it; `run|setting(position in --help, Heading, VALUE name,
-//!   help, Lands::Type(|d, v| d.c.field = v))`, the variant picking the value's parser;
-//! - then read the field where it is used; `docs/flags.md`: `UPDATE_FLAGS_DOC=1 cargo test -p
-//!   autoscaler-options flags_doc_is_current`.
+//! Adding a flag is one row here plus its use. Not implemented: `f(name, default, Kind,
+//! none(why) | gap(why, ours), Source)`. Implemented: `imp(name, default, Kind, Source,
+//! setting|run(place in --help, Heading, "VALUE", "help", Lands::Type(|d, v| d.c.field = v)))`
+//! (`setting`: a scenario's `options:` takes it too; `.file("spec.x")` after it: a `--config`
+//! field stands for it). Then regenerate docs/flags.md (see `flags_doc_is_current`).
 
 use std::fmt;
 use std::time::Duration;
@@ -108,6 +106,30 @@ impl UpstreamFlag {
     pub(crate) fn how(&self) -> Option<&Use> {
         self.how.as_ref()
     }
+
+    /// The implemented row, also given by `field` of the `ClusterAutoscaler` resource of
+    /// `--config` (the path of the field, `spec.scaleDown.unneededTime`; a list's field without
+    /// an index).
+    const fn file(mut self, field: &'static str) -> UpstreamFlag {
+        if let Some(u) = &mut self.how {
+            u.file = Some(field);
+        }
+        self
+    }
+
+    /// The field of the `ClusterAutoscaler` resource of `--config` that gives this flag.
+    pub(crate) fn file_field(&self) -> Option<&'static str> {
+        self.how.as_ref().and_then(|u| u.file)
+    }
+}
+
+/// The flag a field of the `ClusterAutoscaler` resource stands for (`spec.resourceLimits.gpus[1]`:
+/// `gpu-total`).
+pub(crate) fn flag_of_field(field: &str) -> Option<&'static str> {
+    let key = field.split('[').next().unwrap_or_default();
+    (FLAGS.iter())
+        .find(|f| f.file_field() == Some(key))
+        .map(|f| f.name)
 }
 
 /// A row of a flag that is not implemented.
@@ -161,6 +183,7 @@ pub(crate) const fn run(
         help,
         setting: false,
         lands,
+        file: None,
     }
 }
 
@@ -269,15 +292,15 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("cloud-config", "", Text, A, run(30, General, "FILE", "Cluster API: kubeconfig of the management cluster, where the Machines, MachineSets, MachineDeployments and MachinePools live (nodes and pods are read through `--kubeconfig`) [default: the cluster of `--kubeconfig`, see `--clusterapi-cloud-config-authoritative`]", Lands::Text(|d, v| { d.cloud_config = Some(v.to_string()); Ok(()) }))),
     imp("cloud-provider", "build-dependent (clusterapi here)", Text, A, run(60, General, "NAME", "Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of openshift-machine-api plus Cluster API, in one process) [default: clusterapi]", Lands::Text(cloud_provider))),
     imp("namespace", "kube-system", Text, A, run(50, General, "NAMESPACE", "Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap", Lands::Text(|d, v| { d.c.namespace = v.to_string(); Ok(()) }))),
-    imp("enforce-node-group-min-size", "false", Bool, A, setting(260, ScaleUp, "BOOL", "Grow node groups below their min size", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.enforce_node_group_min_size = v))),
+    imp("enforce-node-group-min-size", "false", Bool, A, setting(260, ScaleUp, "BOOL", "Grow node groups below their min size", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.enforce_node_group_min_size = v))).file("spec.enforceNodeGroupMinSize"),
     imp("scale-down-unready-enabled", "true", Bool, A, setting(690, ScaleDown, "BOOL", "Scale down unready nodes (after --scale-down-unready-time)", Lands::Bool(|d, v| d.c.autoscaler.scale_down.unready_enabled = v))),
-    imp("scale-down-delay-after-add", "10m0s", Dur, A, setting(430, ScaleDown, "DURATION", "Wait after a scale-up before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_add = v))),
+    imp("scale-down-delay-after-add", "10m0s", Dur, A, setting(430, ScaleDown, "DURATION", "Wait after a scale-up before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_add = v))).file("spec.scaleDown.delayAfterAdd"),
     imp("scale-down-delay-type-local", "false", Bool, A, setting(710, ScaleDown, "BOOL", "The --scale-down-delay-after-* delays hold only the node group concerned", Lands::Bool(|d, v| d.c.autoscaler.scale_down.delay_type_local = v))),
-    imp("scale-down-delay-after-delete", "0s", Dur, A, setting(440, ScaleDown, "DURATION", "Wait after a node deletion before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_delete = v))),
-    imp("scale-down-delay-after-failure", "3m0s", Dur, A, setting(450, ScaleDown, "DURATION", "Wait after a failed scale-down before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_failure = v))),
-    imp("scale-down-unneeded-time", "10m0s", Dur, A, setting(460, ScaleDown, "DURATION", "How long a node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unneeded_time = v))),
+    imp("scale-down-delay-after-delete", "0s", Dur, A, setting(440, ScaleDown, "DURATION", "Wait after a node deletion before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_delete = v))).file("spec.scaleDown.delayAfterDelete"),
+    imp("scale-down-delay-after-failure", "3m0s", Dur, A, setting(450, ScaleDown, "DURATION", "Wait after a failed scale-down before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_failure = v))).file("spec.scaleDown.delayAfterFailure"),
+    imp("scale-down-unneeded-time", "10m0s", Dur, A, setting(460, ScaleDown, "DURATION", "How long a node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unneeded_time = v))).file("spec.scaleDown.unneededTime"),
     imp("scale-down-unready-time", "20m0s", Dur, A, setting(470, ScaleDown, "DURATION", "How long an unready node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unready_time = v))),
-    imp("scale-down-utilization-threshold", "0.5", Float, A, setting(480, ScaleDown, "RATIO", "Utilization below which a node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.utilization_threshold = v))),
+    imp("scale-down-utilization-threshold", "0.5", Float, A, setting(480, ScaleDown, "RATIO", "Utilization below which a node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.utilization_threshold = v))).file("spec.scaleDown.utilizationThreshold"),
     imp("scale-down-gpu-utilization-threshold", "0.5", Float, A, setting(490, ScaleDown, "RATIO", "GPU utilization below which a GPU node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.gpu_utilization_threshold = v))),
     imp("scale-down-non-empty-candidates-count", "30", Int, A, setting(500, ScaleDown, "INT", "Non-empty nodes found removable per pass; 0 or less: no limit", Lands::Long(non_empty_candidates_count))),
     imp("scale-down-candidates-pool-ratio", "0.1", Float, A, setting(510, ScaleDown, "RATIO", "Share of nodes tried as extra candidates when some fail, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.candidates_pool_ratio = v))),
@@ -285,21 +308,21 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("node-deletion-delay-timeout", "2m0s", Dur, A, setting(660, ScaleDown, "DURATION", "Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations to go before it is deleted anyway; 0s: no wait", Lands::Duration(|d, v| d.c.node_deletion_delay_timeout = v))),
     f("node-deletion-batcher-interval", "0s", Dur, gap("deletions are not batched over time; each loop deletes what it decided", "0s"), A),
     imp("scan-interval", "10s", Dur, A, setting(200, General, "DURATION", "How often the cluster is re-evaluated (in `simulate`, in virtual time)", Lands::Duration(|d, v| d.c.scan_interval = v))),
-    imp("max-nodes-total", "0", Int, A, setting(350, ScaleUp, "INT", "Most nodes in the cluster, 0 for no limit", Lands::Count(|d, v| d.c.autoscaler.scale_up.limits.max_nodes_total = v))),
+    imp("max-nodes-total", "0", Int, A, setting(350, ScaleUp, "INT", "Most nodes in the cluster, 0 for no limit", Lands::Count(|d, v| d.c.autoscaler.scale_up.limits.max_nodes_total = v))).file("spec.resourceLimits.maxNodesTotal"),
     imp("max-bulk-soft-taint-count", "10", Int, A, setting(540, ScaleDown, "INT", "Nodes soft-tainted or untainted per pass", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_bulk_soft_taint_count = v))),
     f("max-bulk-soft-taint-time", "3s", Dur, none("soft taints are applied within the loop without a separate time bound; --max-bulk-soft-taint-count bounds them"), A),
     imp("max-total-unready-percentage", "45", Float, A, setting(770, ClusterState, "PERCENT", "Percentage of unready nodes above which the autoscaler halts, 0 to 100", Lands::Percent(|d, v| d.c.autoscaler.cluster_state.max_total_unready_percentage = v))),
     imp("ok-total-unready-count", "3", Int, A, setting(760, ClusterState, "INT", "Unready nodes allowed regardless of the percentage", Lands::Count(|d, v| d.c.autoscaler.cluster_state.ok_total_unready_count = v))),
     f("scale-up-from-zero", "true", Bool, gap("scale-up always runs when no node is ready; turning it off is not supported", "true"), A),
     f("parallel-scale-up", "false", Bool, gap("the node groups one loop grows (several when pending pods need different kinds of nodes, and the similar groups of --balance-similar-node-groups) are resized one after another, not concurrently", "false"), A),
-    imp("max-node-provision-time", "15m0s", Dur, A, setting(740, ClusterState, "DURATION", "How long a new node may take to register", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.max_node_provision_time = v))),
+    imp("max-node-provision-time", "15m0s", Dur, A, setting(740, ClusterState, "DURATION", "How long a new node may take to register", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.max_node_provision_time = v))).file("spec.maxNodeProvisionTime"),
     imp("max-node-startup-time", "15m0s", Dur, A, setting(750, ClusterState, "DURATION", "How long a registered node may take to become Ready", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.max_node_startup_time = v))),
     imp("max-pod-eviction-time", "2m0s", Dur, A, setting(210, General, "DURATION", "How long a drain retries an eviction refused by a PodDisruptionBudget", Lands::Duration(|d, v| d.c.max_pod_eviction_time = v))),
     f("estimator", "binpacking", Text, gap("binpacking is the only estimator", "binpacking"), A),
-    imp("expander", "least-waste", Text, A, setting(220, ScaleUp, "NAMES", "Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price, priority, and unit-price (ours, not upstream's: the lowest price per unit of what the pods need; docs/decision-quality.md)", Lands::Text(|d, v| { d.c.autoscaler.scale_up.expander = ExpanderChain::parse(v).map_err(|e| e.to_string())?; Ok(()) }))),
+    imp("expander", "least-waste", Text, A, setting(220, ScaleUp, "NAMES", "Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price, priority, and unit-price (ours, not upstream's: the lowest price per unit of what the pods need; docs/decision-quality.md)", Lands::Text(|d, v| { d.c.autoscaler.scale_up.expander = ExpanderChain::parse(v).map_err(|e| e.to_string())?; Ok(()) }))).file("spec.expanders"),
     f("grpc-expander-cert", "", Text, gap("the grpc expander is not supported", ""), A),
     f("grpc-expander-url", "", Text, gap("the grpc expander is not supported", ""), A),
-    imp("ignore-daemonsets-utilization", "false", Bool, A, setting(570, ScaleDown, "BOOL", "DaemonSet pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.ignore_daemonsets = v))),
+    imp("ignore-daemonsets-utilization", "false", Bool, A, setting(570, ScaleDown, "BOOL", "DaemonSet pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.ignore_daemonsets = v))).file("spec.ignoreDaemonsetsUtilization"),
     imp("ignore-mirror-pods-utilization", "false", Bool, A, setting(580, ScaleDown, "BOOL", "Mirror (static) pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.ignore_mirror_pods = v))),
     imp("write-status-configmap", "true", Bool, A, run(160, General, "BOOL", "Write the status ConfigMap", Lands::Bool(|d, v| d.c.write_status_configmap = v))),
     imp("status-config-map-name", "cluster-autoscaler-status", Text, A, run(170, General, "NAME", "Name of the status ConfigMap", Lands::Text(|d, v| { d.c.status_config_map_name = v.to_string(); Ok(()) }))),
@@ -307,15 +330,15 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-binpacking-time", "5m0s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     imp("max-failing-time", "15m0s", Dur, A, run(190, General, "DURATION", "`/health-check` fails when loops kept failing for this long", Lands::Duration(|d, v| d.c.max_failing_time = v))),
     imp("max-startup-time", "20m0s", Dur, A, run(810, ClusterState, "DURATION", "`/health-check` fails when no loop succeeded this long after this replica started running loops", Lands::Duration(|d, v| d.c.max_startup_time = v))),
-    imp("balance-similar-node-groups", "false", Bool, A, setting(270, ScaleUp, "BOOL", "Balance the sizes of similar node groups", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.balance_similar_node_groups = v))),
+    imp("balance-similar-node-groups", "false", Bool, A, setting(270, ScaleUp, "BOOL", "Balance the sizes of similar node groups", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.balance_similar_node_groups = v))).file("spec.balanceSimilarNodeGroups"),
     f("unremovable-node-recheck-timeout", "5m0s", Dur, none("every node is re-evaluated each loop"), A),
-    imp("expendable-pods-priority-cutoff", "-10", Int, A, setting(230, ScaleUp, "INT", "Pods with a priority below this never cause a scale-up", Lands::Int(expendable_pods_priority_cutoff))),
+    imp("expendable-pods-priority-cutoff", "-10", Int, A, setting(230, ScaleUp, "INT", "Pods with a priority below this never cause a scale-up", Lands::Int(expendable_pods_priority_cutoff))).file("spec.podPriorityThreshold"),
     f("regional", "false", Bool, none(OTHER_PROVIDER), A),
-    imp("new-pod-scale-up-delay", "0s", Dur, A, setting(240, ScaleUp, "DURATION", "Pods younger than this are not acted on yet", Lands::Duration(|d, v| d.c.autoscaler.scale_up.pending.new_pod_scale_up_delay = v))),
+    imp("new-pod-scale-up-delay", "0s", Dur, A, setting(240, ScaleUp, "DURATION", "Pods younger than this are not acted on yet", Lands::Duration(|d, v| d.c.autoscaler.scale_up.pending.new_pod_scale_up_delay = v))).file("spec.scaleUp.newPodScaleUpDelay"),
     f("scale-from-unschedulable", "false", Bool, gap("a node template's .spec.unschedulable is always honoured", "false"), A),
     f("profiling", "false", Bool, gap("there is no /debug/pprof endpoint", "false"), A),
     imp("clusterapi-cloud-config-authoritative", "false", Bool, A, run(40, General, "BOOL", "Cluster API: without `--cloud-config`, the management cluster is the one the autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s", Lands::Bool(|d, v| d.authoritative = v))),
-    imp("cordon-node-before-terminating", "true", Bool, A, setting(650, ScaleDown, "BOOL", "Cordon a node with its deletion taint (uncordoned if the deletion fails)", Lands::Bool(|d, v| d.c.cordon_node_before_terminating = v))),
+    imp("cordon-node-before-terminating", "true", Bool, A, setting(650, ScaleDown, "BOOL", "Cordon a node with its deletion taint (uncordoned if the deletion fails)", Lands::Bool(|d, v| d.c.cordon_node_before_terminating = v))).file("spec.scaleDown.cordonNodeBeforeTerminating"),
     imp("daemonset-eviction-for-empty-nodes", "false", Bool, A, setting(630, ScaleDown, "BOOL", "Evict DaemonSet pods from empty nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.daemonset_eviction_for_empty_nodes = v))),
     imp("daemonset-eviction-for-occupied-nodes", "true", Bool, A, setting(640, ScaleDown, "BOOL", "Evict DaemonSet pods from drained nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.daemonset_eviction_for_occupied_nodes = v))),
     f("user-agent", "cluster-autoscaler", Text, gap("the client sends its own User-Agent", "cluster-autoscaler"), A),
@@ -332,7 +355,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-nodegroup-binpacking-duration", "10s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     f("fastpath-binpacking-enabled", "false", Bool, none(GO_TUNING), A),
     imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_system_pods = v))),
-    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_local_storage = v))),
+    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_local_storage = v))).file("spec.skipNodesWithLocalStorage"),
     imp("skip-nodes-with-custom-controller-pods", "true", Bool, A, setting(610, ScaleDown, "BOOL", "Nodes with pods of custom controllers are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_custom_controller_pods = v))),
     imp("min-replica-count", "0", Int, A, setting(620, ScaleDown, "INT", "Pods of ReplicaSets with fewer replicas block removal", Lands::Int(|d, v| d.c.autoscaler.scale_down.drain.min_replica_count = v))),
     imp("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, A, setting(700, ScaleDown, "DURATION", "How long after its creation a kube-system pod without a PDB blocks its node's removal (with --skip-nodes-with-system-pods; the spelling is upstream's)", Lands::Duration(|d, v| d.c.autoscaler.scale_down.drain.blocking_system_pod_disruption_timeout_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
@@ -357,7 +380,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("gce-concurrent-refreshes", "1", Int, none(OTHER_PROVIDER), A),
     f("gce-mig-instances-min-refresh-wait-time", "5s", Dur, none(OTHER_PROVIDER), A),
     f("aws-use-static-instance-list", "false", Bool, none(OTHER_PROVIDER), A),
-    imp("balancing-ignore-label", "[]", List, A, setting(280, ScaleUp, "LABEL", "A label ignored when comparing node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.ignored_labels = v.to_vec(); Ok(()) }))),
+    imp("balancing-ignore-label", "[]", List, A, setting(280, ScaleUp, "LABEL", "A label ignored when comparing node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.ignored_labels = v.to_vec(); Ok(()) }))).file("spec.balancingIgnoredLabels"),
     imp("balancing-label", "[]", List, A, setting(290, ScaleUp, "LABEL", "A label that alone decides similarity of node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.balancing_labels = v.to_vec(); Ok(()) }))),
     f("startup-taint-prefix", "[]", List, gap("startup taints are matched by exact key (--startup-taint), not by prefix", ""), A),
     f("pod-injection-limit", "5000", Int, none("no fake pods are injected"), A),
@@ -383,15 +406,15 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("ignore-taint", "[]", List, A, setting(340, ScaleUp, "KEY", "Deprecated name of `--startup-taint`; repeatable", Lands::Texts(startup_taints))),
     f("enable-dynamic-resource-allocation", "true", Bool, gap("Dynamic Resource Allocation objects (ResourceClaims) are not read", "false"), A),
     f("cluster-snapshot-parallelism", "16", Int, none(GO_TUNING), A),
-    imp("scale-down-enabled", "true", Bool, A, setting(420, ScaleDown, "BOOL", "Scale the cluster down", Lands::Bool(|d, v| d.c.autoscaler.scale_down.enabled = v))),
+    imp("scale-down-enabled", "true", Bool, A, setting(420, ScaleDown, "BOOL", "Scale the cluster down", Lands::Bool(|d, v| d.c.autoscaler.scale_down.enabled = v))).file("spec.scaleDown.enabled"),
     f("nodes", "[]", List, none("Cluster API finds node groups by their annotations and --node-group-auto-discovery, as upstream's Cluster API provider does"), A),
     imp("node-group-auto-discovery", "[]", List, A, run(70, General, "SPEC", "Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; repeatable (ORed)", Lands::Texts(|d, v| { d.auto_discovery = v.to_vec(); Ok(()) }))),
     f("scheduler-config-file", "", Text, gap("a custom kube-scheduler configuration is not supported; the default plugins' filters are used", ""), A),
-    imp("cores-total", "0:320000", Text, A, setting(360, ScaleUp, "MIN:MAX", "Cores in the cluster, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.cpu = Range::parse_cores(v).map_err(|e| e.to_string())?; Ok(()) }))),
-    imp("memory-total", "0:6400000", Text, A, setting(370, ScaleUp, "MIN:MAX", "Memory in the cluster in GiB, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.memory = Range::parse_memory_gib(v).map_err(|e| e.to_string())?; Ok(()) }))),
-    imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.max_graceful_termination_sec = v))),
-    imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))),
-    imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))),
+    imp("cores-total", "0:320000", Text, A, setting(360, ScaleUp, "MIN:MAX", "Cores in the cluster, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.cpu = Range::parse_cores(v).map_err(|e| e.to_string())?; Ok(()) }))).file("spec.resourceLimits.cores"),
+    imp("memory-total", "0:6400000", Text, A, setting(370, ScaleUp, "MIN:MAX", "Memory in the cluster in GiB, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.memory = Range::parse_memory_gib(v).map_err(|e| e.to_string())?; Ok(()) }))).file("spec.resourceLimits.memory"),
+    imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.max_graceful_termination_sec = v))).file("spec.maxPodGracePeriod"),
+    imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))).file("spec.resourceLimits.gpus"),
+    imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))).file("spec.startupTaints"),
     imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints.status = v.to_vec(); Ok(()) }))),
     imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.bypassed_schedulers = names_of(v)))),
     imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.allowed_schedulers = names_of(v)))),
@@ -406,7 +429,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("leader-elect-resource-name", "cluster-autoscaler", Text, LE, run(150, General, "NAME", "Name of the Lease", Lands::Text(|d, v| { d.c.lease_name = v.to_string(); Ok(()) }))),
     f("leader-elect-resource-namespace", "", Text, none("the Lease is in --namespace"), LE),
     // klog and component-base logs
-    imp("v", "0", Int, L, run(90, General, "LEVEL", "Log verbosity, 0 to 10 [default: 1]: 0-1 decisions and changes (info), 2-4 also why (debug), 5-7 everything of the autoscaler (trace), 8 also the HTTP client's requests, 9-10 every library's traces", Lands::Level(|d, v| d.verbosity = v))),
+    imp("v", "0", Int, L, run(90, General, "LEVEL", "Log verbosity, 0 to 10 [default: 1]: 0-1 decisions and changes (info), 2-4 also why (debug), 5-7 everything of the autoscaler (trace), 8 also the HTTP client's requests, 9-10 every library's traces", Lands::Level(|d, v| d.verbosity = v))).file("spec.logVerbosity"),
     f("vmodule", "", Text, gap("per-file verbosity is not supported; RUST_LOG sets per-module levels", ""), L),
     imp("logging-format", "text", Text, L, run(100, General, "FORMAT", "Log format: `text` (one line per record) or `json` (one JSON object per line)", Lands::LogFormat(|d, v| d.logging_format = v))),
     f("log-flush-frequency", "5s", Dur, none("log lines are written unbuffered"), L),
@@ -437,7 +460,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("consolidate-after", "1m", Dur, Ours, setting(730, ScaleDown, "DURATION", "How long a node's pods must stay unchanged before consolidation considers it. Ours, not upstream's", Lands::Duration(|d, v| d.c.autoscaler.consolidation.consolidate_after = v))),
 ];
 
-/// The flags defined from the registry rather than by a typed field.
+/// The flags not implemented: parsed and judged by their kind and status alone.
 fn registry_defined() -> impl Iterator<Item = &'static UpstreamFlag> {
     FLAGS
         .iter()
@@ -538,7 +561,7 @@ fn arg(flag: &'static UpstreamFlag) -> Arg {
     let (heading, why) = match flag.status {
         Status::Gap { why, .. } => (GAP_HEADING, why),
         Status::NoEffect(why) => (NO_EFFECT_HEADING, why),
-        // Never: an implemented flag has a typed definition (see `registry_defined`).
+        // Never: an implemented flag is defined from its `Use` (see `registry_defined`).
         Status::Implemented => (NO_EFFECT_HEADING, ""),
     };
     let mut a = Arg::new(flag.name)
@@ -561,7 +584,7 @@ fn arg(flag: &'static UpstreamFlag) -> Arg {
     a
 }
 
-/// The upstream flags that are not implemented and not typed elsewhere, parsed from the
+/// The upstream flags that are not implemented, parsed from the
 /// registry: the values given on the command line, by flag, already validated.
 #[derive(Clone, Debug, Default)]
 pub struct CompatArgs {
@@ -723,7 +746,6 @@ fn run_command() -> Command {
 /// registry and (for implemented flags) the help of `run`'s flags.
 pub fn markdown() -> String {
     let cmd = run_command();
-    let fields = crate::config::field_flags();
     let mut out = String::from(
         "# Flags\n\n\
          <!-- Generated from crates/options/src/flags.rs; regenerate with\n     \
@@ -774,9 +796,8 @@ pub fn markdown() -> String {
             } else {
                 format!("`{}`", flag.default)
             };
-            let mut also: Vec<String> = (fields.iter())
-                .filter(|(f, _)| *f == flag.name)
-                .map(|(_, field)| format!("`--config` `{field}`"))
+            let mut also: Vec<String> = (flag.file_field().into_iter())
+                .map(|field| format!("`--config` `{field}`"))
                 .collect();
             if crate::options::is_setting(flag.name) {
                 also.push("scenario `options:`".to_string());
@@ -842,7 +863,7 @@ mod tests {
     }
 
     /// Each flag given its upstream default, in upstream's `--name=value` syntax, parses and
-    /// validates: the typed flags accept upstream's spelling of their defaults (`10m0s`,
+    /// validates: the implemented flags accept upstream's spelling of their defaults (`10m0s`,
     /// `0:320000`, `-10`), and a default never asks for a missing feature.
     #[test]
     fn every_flag_accepts_its_upstream_default() {
@@ -903,7 +924,7 @@ mod tests {
         assert!(checked > 60, "only {checked} defaults checked");
     }
 
-    /// A typed flag reads its value as its registry row says: a Go boolean (`--flag`,
+    /// An implemented flag reads its value as its registry row says: a Go boolean (`--flag`,
     /// `--flag=false`), a Go duration, or a repeatable list.
     #[test]
     fn typed_flags_parse_as_their_registry_kind() {

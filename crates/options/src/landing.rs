@@ -135,6 +135,8 @@ pub(crate) struct Use {
     pub(crate) setting: bool,
     /// Its value type and setter.
     pub(crate) lands: Lands,
+    /// The field of the `ClusterAutoscaler` resource of `--config` that stands for it, if any.
+    pub(crate) file: Option<&'static str>,
 }
 
 /// The options being built, layer after layer: the controller's configuration plus what the
