@@ -301,8 +301,8 @@ pub(crate) fn augment(cmd: Command, table: &'static [UpstreamFlag], settings: bo
         .fold(cmd, |cmd, (flag, u)| cmd.arg(arg(flag, u)))
 }
 
-/// The values one layer gives, per flag, as given (a path may be any bytes), in the table's
-/// order.
+/// The values one layer gives, per flag, as given (a path may be any bytes), in the order the
+/// flags were first given (the command line's: the table's).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Layer {
     given: Vec<(&'static UpstreamFlag, Vec<OsString>)>,
