@@ -196,7 +196,8 @@ pub struct BoundReport {
     /// How the nodes needed at an instant are found: `one node shape` or `linear program over
     /// N node shapes`.
     pub method: String,
-    /// Node-hours of the fewest nodes holding the bound pods' requests at each sample.
+    /// Node-hours of the fewest nodes holding the bound pods' requests at each sample, work
+    /// evictions made lost left out (see `distance`).
     pub node_hours: f64,
     /// Cost of the cheapest mix of node shapes doing so.
     pub cost: f64,

@@ -657,6 +657,27 @@ mod termination_tests {
     }
 
     #[test]
+    fn samples_count_empty_nodes_and_those_never_used() {
+        let (mut w, _) = one_node(33);
+        w.sample_metrics();
+        w.add_pod(bare_pod("p", None, Some(0)), Some(20_000))
+            .unwrap();
+        w.advance(5_000);
+        w.sample_metrics();
+        w.advance(30_000);
+        w.sample_metrics();
+        let m = w.take_metrics();
+        // The samples taken here (the world also samples every 10 s).
+        let last: Vec<(usize, usize)> = [61_000, 66_000, 96_000]
+            .iter()
+            .filter_map(|&t| m.samples.iter().rfind(|s| s.at_ms == t))
+            .map(|s| (s.empty_per_group.values().sum(), s.empty_fresh))
+            .collect();
+        // Empty and never used; holding the pod; empty after it ended.
+        assert_eq!(last, vec![(1, 1), (0, 0), (1, 0)]);
+    }
+
+    #[test]
     fn a_task_that_starts_over_loses_only_the_work_it_does_again() {
         use crate::Restart;
         use crate::time::SimTime;
