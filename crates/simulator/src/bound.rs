@@ -4,7 +4,8 @@
 //!
 //! At each metrics sample of the run (the same samples, hence the same time base and the same
 //! trace rows, as the report's node-hours) the demand is the summed requests of the pods bound
-//! to a node, DaemonSet pods excepted (they come with nodes, not with the workload). Bound pods
+//! to a node, DaemonSet pods excepted (they come with nodes, not with the workload); the report
+//! takes the work evictions made lost out of it first (see `distance`). Bound pods
 //! rather than all live pods: a pod waiting for a node does not stretch the demand, so over a run
 //! each pod counts for exactly the time it ran, and the bound is a true lower bound of the run
 //! (no node set smaller than it could have held those pods at those instants).
@@ -22,7 +23,9 @@ use std::collections::BTreeMap;
 
 use autoscaler_model::Resources;
 use autoscaler_model::{parse_milli, parse_units};
+#[cfg(test)]
 use autoscaler_world::Sample;
+use autoscaler_world::SimTime;
 use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 use super::scenario::Group;
@@ -89,20 +92,32 @@ pub struct FluidBound {
     pub by_resource: BTreeMap<String, f64>,
 }
 
-/// The bound of a run sampled by `samples`, over the node `shapes` of its groups.
+/// The bound of a run sampled by `samples`, over the node `shapes` of its groups (all their
+/// bound pods counted).
+#[cfg(test)]
 pub fn fluid_bound(shapes: &[Shape], samples: &[Sample]) -> FluidBound {
+    let points: Vec<(SimTime, &Resources)> = samples
+        .iter()
+        .map(|s| (s.at_ms, &s.bound_requests))
+        .collect();
+    fluid_bound_of(shapes, &points)
+}
+
+/// The bound of a demand given at instants `(at_ms, requests)`, oldest first: each demand holds
+/// until the next instant (the last one counts for no time).
+pub fn fluid_bound_of(shapes: &[Shape], points: &[(SimTime, &Resources)]) -> FluidBound {
     let shapes = distinct(shapes);
     let mut out = FluidBound::default();
     let mut uncovered = std::collections::BTreeSet::new();
     // Consecutive samples often hold the same pods: their programs are solved once.
     let mut last: Option<(Resources, (f64, f64))> = None;
-    let mut at_sample = |s: &Sample| -> (f64, f64) {
-        if let Some((r, answer)) = &last
-            && *r == s.bound_requests
+    let mut at_sample = |r: &Resources| -> (f64, f64) {
+        if let Some((seen, answer)) = &last
+            && seen == r
         {
             return *answer;
         }
-        let d = demand(&s.bound_requests);
+        let d = demand(r);
         for (name, v) in &d {
             if *v > 0.0 && !shapes.iter().any(|sh| offers(sh, name)) {
                 uncovered.insert(name.clone());
@@ -110,21 +125,21 @@ pub fn fluid_bound(shapes: &[Shape], samples: &[Sample]) -> FluidBound {
         }
         let nodes = cheapest(&shapes, &d, |_| 1.0);
         let cost = cheapest(&shapes, &d, |sh| sh.price);
-        last = Some((s.bound_requests.clone(), (nodes, cost)));
+        last = Some((r.clone(), (nodes, cost)));
         (nodes, cost)
     };
-    let per_sample: Vec<(f64, f64)> = samples.iter().map(&mut at_sample).collect();
+    let per_sample: Vec<(f64, f64)> = points.iter().map(|(_, r)| at_sample(r)).collect();
     let largest = |name: &str| {
         shapes
             .iter()
             .filter_map(|s| s.allocatable.get(name).copied())
             .fold(0.0, f64::max)
     };
-    for (w, (nodes, cost)) in samples.windows(2).zip(&per_sample) {
-        let hours = w[1].at_ms.saturating_sub(w[0].at_ms) as f64 / 3_600_000.0;
+    for (w, (nodes, cost)) in points.windows(2).zip(&per_sample) {
+        let hours = w[1].0.saturating_sub(w[0].0) as f64 / 3_600_000.0;
         out.node_hours += nodes * hours;
         out.cost += cost * hours;
-        for (name, v) in demand(&w[0].bound_requests) {
+        for (name, v) in demand(w[0].1) {
             let cap = largest(&name);
             if cap > 0.0 {
                 *out.by_resource.entry(name).or_default() += v / cap * hours;
@@ -256,6 +271,8 @@ mod tests {
             nodes_per_group: BTreeMap::new(),
             machines_per_group: BTreeMap::new(),
             bound_requests: r,
+            empty_per_group: BTreeMap::new(),
+            empty_fresh: 0,
         }
     }
 

@@ -17,6 +17,7 @@
 mod bench;
 mod bound;
 mod cost;
+mod distance;
 mod driver;
 mod error;
 // The fuzz suite; its generators and bounds are shared with the binary's suite (`testing`).

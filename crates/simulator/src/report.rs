@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use autoscaler_world::SimTime;
 use serde::Serialize;
 
-use super::bound::{FluidBound, Shape, fluid_bound};
+use super::bound::{FluidBound, Shape};
+use super::distance::{DistanceReport, distance};
 use super::driver::RunLog;
 use super::scenario::Scenario;
 use crate::text::count;
@@ -195,7 +196,8 @@ pub struct BoundReport {
     /// How the nodes needed at an instant are found: `one node shape` or `linear program over
     /// N node shapes`.
     pub method: String,
-    /// Node-hours of the fewest nodes holding the bound pods' requests at each sample.
+    /// Node-hours of the fewest nodes holding the bound pods' requests at each sample, work
+    /// evictions made lost left out (see `distance`).
     pub node_hours: f64,
     /// Cost of the cheapest mix of node shapes doing so.
     pub cost: f64,
@@ -260,8 +262,10 @@ pub struct Report {
     pub node_hours: f64,
     /// Total cost.
     pub cost: f64,
-    /// The fluid lower bound and the ratios against it.
+    /// The fluid lower bound of the trace's own work and the ratios against it.
     pub bound: BoundReport,
+    /// Where the run's node-hours above the bound are, and the work evictions lost.
+    pub distance: DistanceReport,
     /// Scale-ups (all groups).
     pub scale_ups: u64,
     /// Nodes removed (all groups).
@@ -374,8 +378,17 @@ impl Report {
                 stale_marks_cleared: gl.stale_marks_cleared,
             });
         }
-        let shapes: Vec<Shape> = s.groups.iter().filter_map(Shape::of_group).collect();
-        let fluid = fluid_bound(&shapes, samples);
+        let shaped: Vec<(String, Shape)> = s
+            .groups
+            .iter()
+            .filter_map(|g| {
+                let id = format!("{}/{}", g.spec.namespace, g.spec.name);
+                Some((id, Shape::of_group(g)?))
+            })
+            .collect();
+        let shapes: Vec<Shape> = shaped.iter().map(|(_, sh)| sh.clone()).collect();
+        let split = distance(&shaped, samples, &log.metrics.lost_runs, log.evictions);
+        let fluid = split.bound;
         let fallbacks = log
             .fallbacks
             .iter()
@@ -409,6 +422,7 @@ impl Report {
             node_hours: round3(groups.iter().map(|g| g.node_hours).sum()),
             cost: round3(groups.iter().map(|g| g.cost).sum()),
             bound: bound_report(&shapes, &fluid, &groups),
+            distance: split.report,
             scale_ups: groups.iter().map(|g| g.scale_ups).sum(),
             scale_downs: groups.iter().map(|g| g.nodes_removed).sum(),
             failed_provisionings: groups.iter().map(|g| g.failed_provisionings).sum(),
@@ -639,6 +653,7 @@ impl Report {
             self.node_hours, self.cost
         );
         let _ = writeln!(o, "{}", self.bound_line());
+        let _ = writeln!(o, "{}", crate::distance::summary_lines(&self.distance));
         let _ = writeln!(
             o,
             "Scale-ups: {}  nodes removed: {}  drains: {} ({} given up)  evictions: {} ({} refused by a PDB, retried)",

@@ -367,6 +367,11 @@ impl Cluster {
         st.started = Some(now);
         st.unschedulable = None;
         let (created, lifetime, uid) = (st.created, st.lifetime, st.uid.clone());
+        if let Some(task) = crate::workloads::task_of(st, id) {
+            let requests = st.view.requests.clone();
+            let pod = format!("{}/{}", id.0, id.1);
+            self.metrics.task_started(&task, pod, &requests, now);
+        }
         self.pending.remove(&queued);
         self.sched_epoch += 1;
         self.metrics.pod_started(PodWait {

@@ -17,8 +17,10 @@ use k8s_openapi::api::policy::v1 as policy;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Owner};
+use crate::metrics::LostRun;
 use crate::queue::NsName;
+use crate::time::SimTime;
 
 /// Why an eviction was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -182,10 +184,46 @@ impl Disruption {
                 }
             }
         }
+        let lost = lost_run_start(c, &id);
         c.delete_pod_gracefully(&id, grace_sec);
+        if let Some((requests, from_ms)) = lost {
+            let to_ms = c
+                .pods
+                .get(&id)
+                .and_then(|st| st.terminating)
+                .unwrap_or(c.now);
+            c.metrics.lost_runs.push(LostRun {
+                pod: pod_key,
+                requests,
+                from_ms,
+                to_ms,
+            });
+        }
         self.refresh(c);
         Ok(())
     }
+}
+
+/// A bound pod's requests and the start of its lost time, as it is evicted now: its whole run
+/// for a Job's pod; else from now (its termination; a replayed task's redone part was recorded
+/// when it started, and ends here, and the task's progress is remembered for its next run).
+/// `None` for an unbound pod or a DaemonSet's.
+fn lost_run_start(c: &mut Cluster, id: &NsName) -> Option<(autoscaler_model::Resources, SimTime)> {
+    let st = c.pods.get(id)?;
+    st.node.as_ref()?;
+    let started = st.started.unwrap_or(c.now);
+    let from = match st.owner {
+        Owner::DaemonSet(..) => return None,
+        // A Job's new pod is not linked to this one: its whole run counts as lost.
+        Owner::Job(_) => started,
+        _ => c.now,
+    };
+    let requests = st.view.requests.clone();
+    if let Some(task) = crate::workloads::task_of(st, id) {
+        let now = c.now;
+        c.metrics.task_evicted(&task, started, now);
+    }
+    Some((requests, from))
 }
 
 /// A budget's state as the disruption controller computes it now.
@@ -616,5 +654,60 @@ mod termination_tests {
             );
             assert!(w.live_pods().is_empty(), "a finished pod is not replaced");
         }
+    }
+
+    #[test]
+    fn samples_count_empty_nodes_and_those_never_used() {
+        let (mut w, _) = one_node(33);
+        w.sample_metrics();
+        w.add_pod(bare_pod("p", None, Some(0)), Some(20_000))
+            .unwrap();
+        w.advance(5_000);
+        w.sample_metrics();
+        w.advance(30_000);
+        w.sample_metrics();
+        let m = w.take_metrics();
+        // The samples taken here (the world also samples every 10 s).
+        let last: Vec<(usize, usize)> = [61_000, 66_000, 96_000]
+            .iter()
+            .filter_map(|&t| m.samples.iter().rfind(|s| s.at_ms == t))
+            .map(|s| (s.empty_per_group.values().sum(), s.empty_fresh))
+            .collect();
+        // Empty and never used; holding the pod; empty after it ended.
+        assert_eq!(last, vec![(1, 1), (0, 0), (1, 0)]);
+    }
+
+    #[test]
+    fn a_task_that_starts_over_loses_only_the_work_it_does_again() {
+        use crate::Restart;
+        use crate::time::SimTime;
+        let (mut w, _) = one_node(31);
+        let mut p = bare_pod("vm-1", None, Some(0));
+        p["metadata"]["labels"] = json!({"app": "trace"});
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job",
+            "name": "trace", "uid": "u", "controller": true}]);
+        w.add_replayed_pod(p, 60_000, Restart::Rerun).unwrap();
+        let evict_after = |w: &mut World, ms: SimTime| {
+            w.advance(1_000);
+            let (name, node) = pods_of(w, "trace").remove(0);
+            assert!(node.is_some(), "{name} bound");
+            w.advance(ms);
+            w.evict("default", &name, None).unwrap();
+        };
+        // The first run gets 10-11 s far; the second is evicted after 5-6 s, all of it work
+        // done before; the third does the first run's 10-11 s again.
+        evict_after(&mut w, 10_000);
+        evict_after(&mut w, 5_000);
+        w.advance(1_000);
+        assert!(pods_of(&w, "trace")[0].1.is_some(), "the third run");
+        let runs: Vec<(SimTime, SimTime)> = (w.take_metrics().lost_runs.iter())
+            .filter(|r| r.to_ms > r.from_ms)
+            .map(|r| (r.from_ms, r.to_ms))
+            .collect();
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        let (second, third) = (runs[0].1 - runs[0].0, runs[1].1 - runs[1].0);
+        assert!((5_000..=6_000).contains(&second), "{runs:?}");
+        assert!((10_000..=11_000).contains(&third), "{runs:?}");
+        assert!(runs[1].0 >= runs[0].1, "{runs:?}");
     }
 }

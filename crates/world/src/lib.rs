@@ -39,7 +39,7 @@ pub use cluster::WorldError;
 pub use eviction::{BudgetStatus, EvictionError};
 pub use faults::{Fault, FaultKind, ProvisioningDelay};
 pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};
-pub use metrics::{Metrics, NAMED_WAITS, PodWait, Sample};
+pub use metrics::{LostRun, Metrics, NAMED_WAITS, PodWait, Sample};
 pub use objects::{WatchEvent, WatchEventKind, key as object_key};
 pub use readiness::NOT_READY_TAINT;
 pub use scoring::Scoring;

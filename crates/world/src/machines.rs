@@ -320,6 +320,13 @@ impl Machines {
         self.machines.values().map(|m| (&m.group, m.node.is_some()))
     }
 
+    /// Per registered Machine: its MachineDeployment and its Node's name.
+    pub(crate) fn registered(&self) -> impl Iterator<Item = (&NsName, &str)> {
+        self.machines
+            .values()
+            .filter_map(|m| Some((&m.group, m.node.as_deref()?)))
+    }
+
     /// Machines the set deleted although they were healthy and unmarked, oldest first.
     pub(crate) fn unmarked_healthy_deletions(&self) -> &[UnmarkedDeletion] {
         &self.unmarked_deletions

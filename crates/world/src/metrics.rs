@@ -6,7 +6,7 @@
 //!
 //! It records only; it never decides anything and never reads the real clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use autoscaler_model::Resources;
 
@@ -34,6 +34,28 @@ pub struct Sample {
     /// excepted: what the nodes must hold at least, whatever their number (the report's fluid
     /// bound is built from it).
     pub bound_requests: Resources,
+    /// Registered nodes per MachineDeployment (`namespace/name`) holding no pod but DaemonSet
+    /// pods; groups without such a node are left out.
+    pub empty_per_group: BTreeMap<String, usize>,
+    /// Of the empty registered nodes, those that have held no other pod at any sample since
+    /// they registered (capacity bought ahead of its use, or never used).
+    pub empty_fresh: usize,
+}
+
+/// Time a pod held a node for work that is lost: from `from_ms` to `to_ms` its requests did
+/// work an evicted run had done already (the first part of a replayed task's run after an
+/// eviction, up to the furthest an earlier run got), a run of a Job's pod that was evicted, or
+/// nothing (an evicted pod's termination).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostRun {
+    /// The pod, `namespace/name`.
+    pub pod: String,
+    /// Its requests.
+    pub requests: Resources,
+    /// Start of the lost time.
+    pub from_ms: SimTime,
+    /// Its end (for a redone part, the furthest an earlier run got, or this run's eviction).
+    pub to_ms: SimTime,
 }
 
 /// How long one pod waited from creation to running.
@@ -66,6 +88,13 @@ pub struct Metrics {
     pub waits: Vec<PodWait>,
     /// Every pod's wait (ms), in the order pods started.
     pub wait_ms: Vec<SimTime>,
+    /// Evicted pods' lost runs, in eviction order.
+    pub lost_runs: Vec<LostRun>,
+    /// Nodes seen holding a pod other than DaemonSet pods at a sample.
+    pub(crate) used_nodes: BTreeSet<String>,
+    /// Per replayed task that starts over when evicted (keyed by its first pod, `namespace/name`):
+    /// the furthest any of its runs got, and the lost run its current run opened, if any.
+    pub(crate) progress: BTreeMap<String, (SimTime, Option<usize>)>,
 }
 
 impl Metrics {
@@ -75,6 +104,38 @@ impl Metrics {
         if self.waits.len() < NAMED_WAITS {
             self.waits.push(wait);
         }
+    }
+
+    /// A task that starts over (`task`) started on a node at `now`: the first part of its run,
+    /// up to the furthest an evicted run of it got, does that work again and is lost.
+    pub(crate) fn task_started(
+        &mut self,
+        task: &str,
+        pod: String,
+        requests: &Resources,
+        now: SimTime,
+    ) {
+        if let Some((done, open)) = self.progress.get_mut(task)
+            && *done > 0
+        {
+            self.lost_runs.push(LostRun {
+                pod,
+                requests: requests.clone(),
+                from_ms: now,
+                to_ms: now.saturating_add(*done),
+            });
+            *open = Some(self.lost_runs.len() - 1);
+        }
+    }
+
+    /// A run of the task `task` that started at `started` is evicted at `now`: its redone part
+    /// ends here at the latest, and the task's furthest progress is remembered.
+    pub(crate) fn task_evicted(&mut self, task: &str, started: SimTime, now: SimTime) {
+        let (done, open) = self.progress.entry(task.to_string()).or_default();
+        if let Some(run) = open.take().and_then(|i| self.lost_runs.get_mut(i)) {
+            run.to_ms = run.to_ms.min(now);
+        }
+        *done = (*done).max(now.saturating_sub(started));
     }
 
     /// How many pods started.
@@ -102,6 +163,8 @@ pub(crate) fn sample<'a>(
         nodes_per_group: BTreeMap::new(),
         machines_per_group: BTreeMap::new(),
         bound_requests: Resources::default(),
+        empty_per_group: BTreeMap::new(),
+        empty_fresh: 0,
     };
     for (bound, unschedulable) in pods {
         if bound {

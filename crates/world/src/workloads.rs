@@ -257,6 +257,16 @@ pub enum Restart {
 /// every replacement's name.
 const REPLAY_OF: &str = "simulate.cluster-autoscaler/replay-of";
 
+/// The task a replayed pod that starts over belongs to (`namespace/first pod`), for the metrics
+/// of lost work; `None` for other pods.
+pub(crate) fn task_of(st: &crate::cluster::PodState, (ns, name): &NsName) -> Option<String> {
+    if st.owner != Owner::Replayed(Restart::Rerun) {
+        return None;
+    }
+    let first = st.view.annotation(REPLAY_OF).unwrap_or(name);
+    Some(format!("{ns}/{first}"))
+}
+
 /// Creates at once the replacement of a replayed pod whose object was `obj`, to run `left` ms:
 /// the same labels, annotations, owner references and spec, unbound, named after the first pod.
 fn replace_replayed(c: &mut Cluster, obj: &Value, left: SimTime, restart: Restart) {

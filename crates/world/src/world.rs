@@ -445,9 +445,29 @@ fn sample_metrics(c: &mut Cluster, machines: &Machines) {
         machines.groups(),
         machines.members(),
     );
+    let mut holding: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for p in c.pods.values() {
-        if p.node.is_some() && !matches!(p.owner, Owner::DaemonSet(..)) {
+        if let Some(node) = &p.node
+            && !matches!(p.owner, Owner::DaemonSet(..))
+        {
             s.bound_requests.add(&p.view.requests);
+            holding.insert(node);
+        }
+    }
+    // Which registered nodes are empty, and which of them never held a pod at a sample: the
+    // report splits the run's distance to its bound with them.
+    for (group, node) in machines.registered() {
+        if holding.contains(node) {
+            if !c.metrics.used_nodes.contains(node) {
+                c.metrics.used_nodes.insert(node.to_string());
+            }
+        } else {
+            *s.empty_per_group
+                .entry(format!("{}/{}", group.0, group.1))
+                .or_default() += 1;
+            if !c.metrics.used_nodes.contains(node) {
+                s.empty_fresh += 1;
+            }
         }
     }
     c.metrics.samples.push(s);
