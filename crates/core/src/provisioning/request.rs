@@ -8,17 +8,25 @@
 //!    against pending pods and, through the drain rules' custom-controller check, against
 //!    scale-down), minus the request's pods already scheduled; once all are scheduled the
 //!    booking ends (`BookingExpired=True`, `CapacityBookingConsumed`);
-//! 3. one request is taken up per loop (`Accepted=True`), the first in creation order that is
-//!    neither provisioned nor failed and whose retry backoff (after `Provisioned=False`) is over:
-//!    - check-capacity: all its pods are placed in the snapshot; if all fit they stay placed (the
-//!      booking starts) and `Provisioned=True` (`CapacityIsFound`) is written, else
-//!      `Provisioned=False` (`CapacityIsNotFound`, retried after backoff) or, with the `noRetry`
-//!      parameter, `Failed=True`; never a scale-up;
-//!    - best-effort-atomic: the pods that fit existing or upcoming nodes are placed; the others
-//!      go to one scale-up decision that must help every one of them: then its increases are the
-//!      request's (`Provisioned=True`, `CapacityIsProvisioned`, written when the scale-up is
-//!      asked for, as upstream's "best effort" does), else no group grows at all
-//!      (`Provisioned=False`, `CapacityIsNotFound`, retried after backoff).
+//! 3. atomic scale-ups on their way (`Provisioned=False`, `CapacityIsBeingProvisioned`, ours):
+//!    once every pod fits Ready nodes, `Provisioned=True` (`CapacityIsProvisioned`) and the
+//!    booking starts; meanwhile the pods that fit Ready nodes hold their room; if the nodes on
+//!    their way no longer hold the rest (the scale-up failed or was reverted),
+//!    `Provisioned=False` (`CapacityIsNotFound`), retried after backoff;
+//! 4. one request is taken up per loop (`Accepted=True`), the first in creation order that is
+//!    neither provisioned nor failed and whose retry backoff (after `Provisioned=False`) is over,
+//!    in the requests' turn (requests and ordinary pods take turns for the loop's scale-up, as
+//!    upstream's wrapper orchestrator has them; [`RequestsInput::regular_pending`]):
+//!    - all its pods fit the snapshot as it is: they stay placed (the booking starts) and
+//!      `Provisioned=True` (`CapacityIsFound`);
+//!    - check-capacity, if not: `Provisioned=False` (`CapacityIsNotFound`, retried after
+//!      backoff) or, with the `noRetry` parameter, `Failed=True`; never a scale-up;
+//!    - best-effort-atomic, if not: one scale-up decision that must help every pod: then its
+//!      increases are the loop's scale-up and `Provisioned=False` (`CapacityIsBeingProvisioned`)
+//!      until step 3 sees the pods fit Ready nodes (upstream writes `Provisioned=True` at once);
+//!      else no group grows at all: `Failed=True` (`CapacityCannotFit`, ours) when the groups at
+//!      their max sizes could not hold the pods even with every node emptied, else
+//!      `Provisioned=False` (`CapacityIsNotFound`, retried after backoff).
 //!
 //! Pods consuming a request (`autoscaling.x-k8s.io/consume-provisioning-request` or the legacy
 //! annotation) are served by that request: [`RequestsDecision::serves`] says which pending pods
