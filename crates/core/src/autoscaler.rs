@@ -993,6 +993,7 @@ impl Autoscaler {
         self.run_loop(view, controllers, in_flight, now_ms, budget, timer, None)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_loop(
         &mut self,
         view: &ClusterView<'_>,

@@ -600,10 +600,15 @@ impl<'a> Driver<'a> {
                 .collect();
         }
         let decision = outcome.capacity.take();
+        let atomic = self.atomic_errors(decision.as_ref());
         for action in outcome.actions {
             self.apply(action);
         }
-        self.write_capacity(decision);
+        self.check_atomic(t, &atomic);
+        if decision.is_some() {
+            self.write_capacity(decision);
+            self.check_bookings(t);
+        }
         self.check_world(t);
     }
 

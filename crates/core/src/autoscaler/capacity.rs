@@ -34,7 +34,7 @@ impl Autoscaler {
         let upcoming: Vec<usize> = status.groups.iter().map(|g| g.upcoming).collect();
         let blocked =
             |g: usize, _: &NodeGroup| status.groups.get(g).and_then(|s| s.blocked_reason());
-        let regular_pending = view.pods.iter().any(|p| waits_for_scale_up(p));
+        let regular_pending = view.pods.iter().any(waits_for_scale_up);
         decide_with(
             &mut self.requests,
             objects,

@@ -981,8 +981,10 @@ fn alternating_loops(count: u32, loops: usize) -> Vec<Vec<(String, usize)>> {
         .unschedulable()
         .arc();
     let pods = vec![regular];
-    let mut objects = autoscaler_model::CapacityObjects::default();
-    objects.requests = vec![request("train", CLASS_BEST_EFFORT_ATOMIC, count, json!([]))];
+    let mut objects = autoscaler_model::CapacityObjects {
+        requests: vec![request("train", CLASS_BEST_EFFORT_ATOMIC, count, json!([]))],
+        ..Default::default()
+    };
     objects
         .templates
         .insert(("batch".into(), "worker".into()), w.template.clone());

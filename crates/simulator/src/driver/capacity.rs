@@ -87,6 +87,79 @@ impl Driver<'_> {
         }
     }
 
+    /// The scale-up errors so far of the groups of `decision`'s atomic scale-up (to tell after
+    /// the loop's actions whether it was applied whole).
+    pub(super) fn atomic_errors(&self, decision: Option<&CapacityDecision>) -> Vec<(String, u64)> {
+        let Some(up) = decision.and_then(|d| d.requests.scale_up.as_ref()) else {
+            return Vec::new();
+        };
+        up.result
+            .increases
+            .iter()
+            .map(|i| {
+                let g = super::short(i.group.as_str());
+                let errors = self.log.groups.get(&g).map_or(0, |l| l.scale_up_errors);
+                (g, errors)
+            })
+            .collect()
+    }
+
+    /// Records a violation when the loop's atomic scale-up (its groups' errors `before` the
+    /// actions) was applied to some of its groups and refused for others.
+    pub(super) fn check_atomic(&mut self, t: SimTime, before: &[(String, u64)]) {
+        let failed: Vec<&str> = before
+            .iter()
+            .filter(|(g, n)| self.log.groups.get(g).map_or(0, |l| l.scale_up_errors) > *n)
+            .map(|(g, _)| g.as_str())
+            .collect();
+        if !failed.is_empty() && failed.len() < before.len() {
+            self.log.safety.violation(
+                t,
+                format!(
+                    "an atomic scale-up was half-applied: refused for {}, applied to the rest",
+                    failed.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// Records a violation for every request still booked (`Provisioned=True` without
+    /// `BookingExpired`) past the booking time plus one loop: a booking must never hold its
+    /// room (and block scale-down) longer.
+    pub(super) fn check_bookings(&mut self, t: SimTime) {
+        let booking = u64::try_from(self.options.capacity.requests.booking_ms).unwrap_or(0);
+        let limit = booking.saturating_add(self.scenario.scan_interval);
+        let mut late = Vec::new();
+        for r in &self.log.requests {
+            let Some(p) = r.provisioned_ms else { continue };
+            if t.saturating_sub(p) <= limit {
+                continue;
+            }
+            let (ns, name) = r.key.split_once('/').unwrap_or_default();
+            let key = object_key(GROUP, "ProvisioningRequest", ns, name);
+            let expired = self
+                .world
+                .objects()
+                .get(&key)
+                .and_then(|o| o.pointer("/status/conditions"))
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["status"] == "True"
+                            && (c["type"] == "BookingExpired" || c["type"] == "Failed")
+                    })
+                });
+            if !expired {
+                late.push(r.key.clone());
+            }
+        }
+        for key in late {
+            self.log
+                .safety
+                .violation(t, format!("the booking of {key} outlived the booking time"));
+        }
+    }
+
     /// Carries out the status writes of `decision` on the world, then lets every arrival read
     /// its request's status and react.
     pub(super) fn write_capacity(&mut self, decision: Option<CapacityDecision>) {
