@@ -655,7 +655,8 @@ spec:
         NOW,
         "--enable-provisioning-requests",
     ]);
-    // 5 GPU pods: the gpu group (1 node, max 3) cannot take them all, so it grows by nothing.
+    // 5 GPU pods: the gpu group (max 3 nodes of 1 GPU) can never take them all, so it grows
+    // by nothing and the request fails.
     let line = stdout
         .lines()
         .find(|l| l.starts_with("  ProvisioningRequest batch/huge"))
@@ -663,15 +664,15 @@ spec:
     assert!(
         line.starts_with(
             "  ProvisioningRequest batch/huge (best-effort-atomic-scale-up.autoscaling.x-k8s.io): \
-             capacity not found: only "
+             can never fit: only 3 of 5 pods fit ("
         ),
         "{line}"
     );
     assert!(
-        line.ends_with(
+        line.contains(
             "writes Accepted=True (Accepted: ProvisioningRequest is accepted by \
-             ClusterAutoscaler), Provisioned=False (CapacityIsNotFound: Capacity is not found, \
-             CA will try to find it later.)"
+             ClusterAutoscaler), Failed=True (CapacityCannotFit: The node groups cannot hold all \
+             pods even at their max sizes: only 3 of 5 pods fit ("
         ),
         "{line}"
     );

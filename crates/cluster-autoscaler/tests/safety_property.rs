@@ -36,6 +36,22 @@ enum Views {
     /// Up to date, with consolidation on (`--consolidation=replace`, ours) and several drains
     /// at once, so that multi-node commands and replacements happen.
     Consolidating,
+    /// Up to date, with jobs arriving through ProvisioningRequests of both classes and a
+    /// CapacityBuffer, all three capacity flags on: the same invariants, and an atomic
+    /// scale-up is never half-applied, a booking never outlives its time.
+    Capacity,
+}
+
+/// The command-line flags of a run on `views`.
+fn flags(views: Views) -> &'static [&'static str] {
+    match views {
+        Views::Capacity => &[
+            "--enable-provisioning-requests=true",
+            "--capacity-buffer-controller-enabled=true",
+            "--capacity-buffer-pod-injection-enabled=true",
+        ],
+        _ => &[],
+    }
 }
 
 /// A random scenario for `seed`.
@@ -107,6 +123,20 @@ fn scenario(seed: u64, views: Views) -> String {
         "  - {{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {{name: web, namespace: default}}, spec: {{minAvailable: {}, selector: {{matchLabels: {{app: web}}}}}}}}",
         rng.random_range(1..=3)
     );
+    // Its own generator, as for the lag: the rest is the scenario of the current views.
+    let mut cap = ChaCha8Rng::seed_from_u64(seed ^ 0xCA_9AC1);
+    if views == Views::Capacity {
+        let _ = writeln!(
+            s,
+            "  - {{apiVersion: v1, kind: PodTemplate, metadata: {{name: spare, namespace: default}}, template: {{spec: {{containers: [{{name: c, image: i, resources: {{requests: {{cpu: {}m, memory: 1Gi}}}}}}]}}}}}}",
+            cap.random_range(300..=2000)
+        );
+        let _ = writeln!(
+            s,
+            "  - {{apiVersion: autoscaling.x-k8s.io/v1beta1, kind: CapacityBuffer, metadata: {{name: spare, namespace: default}}, spec: {{podTemplateRef: {{name: spare}}, replicas: {}}}}}",
+            cap.random_range(1..=4)
+        );
+    }
     let _ = writeln!(s, "workloads:");
     let schedule: Vec<String> = (0..rng.random_range(1..=4))
         .map(|i| {
@@ -134,6 +164,23 @@ fn scenario(seed: u64, views: Views) -> String {
             dur(&mut rng, 60, 1200)
         );
     }
+    if views == Views::Capacity {
+        for i in 0..cap.random_range(1..=3) {
+            let class = if cap.random_bool(0.5) {
+                "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+            } else {
+                "check-capacity.autoscaling.x-k8s.io"
+            };
+            let _ = writeln!(
+                s,
+                "  - {{kind: provisioning-request, name: req{i}, namespace: batch, class: {class}, at: {}m, count: {}, duration: {}, pod: {{cpu: {}m, memory: 1Gi}}}}",
+                cap.random_range(0..70),
+                cap.random_range(1..=8),
+                dur(&mut cap, 60, 1200),
+                cap.random_range(300..=3000)
+            );
+        }
+    }
     s
 }
 
@@ -148,6 +195,7 @@ fn run(seed: u64, views: Views) -> Value {
         .args(["simulate", "--quiet", "--report"])
         .arg(&report)
         .arg(&file)
+        .args(flags(views))
         .output()
         .expect("run the binary");
     assert!(
@@ -166,6 +214,8 @@ fn check(seeds: &[u64], views: Views) {
     let started = std::time::Instant::now();
     let failures = std::sync::Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicU64::new(0);
+    // Requests answered over all seeds: with requests, the runs must have decided some.
+    let answered = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|scope| {
         for _ in 0..2 {
             scope.spawn(|| {
@@ -175,6 +225,12 @@ fn check(seeds: &[u64], views: Views) {
                         break;
                     };
                     let r = run(seed, views);
+                    let n = r["capacity"]["requests"].as_array().map_or(0, |rs| {
+                        rs.iter()
+                            .filter(|x| !x["answered_after_s"].is_null())
+                            .count()
+                    });
+                    answered.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
                     let safety = r["safety_violations"].as_u64().unwrap_or(u64::MAX);
                     let pdb = r["pdb_violations"].as_u64().unwrap_or(u64::MAX);
                     assert!(
@@ -193,6 +249,9 @@ fn check(seeds: &[u64], views: Views) {
         }
     });
     let failures = failures.into_inner().unwrap();
+    if views == Views::Capacity && !seeds.is_empty() {
+        assert!(answered.into_inner() > 0, "no request was ever answered");
+    }
     eprintln!(
         "{} seeds in {:.1}s, {} failing",
         seeds.len(),
@@ -223,6 +282,12 @@ fn random_faults_on_stale_views_never_break_the_safety_invariants() {
 #[test]
 fn random_faults_with_consolidation_never_break_the_safety_invariants() {
     check(&seeds(100), Views::Consolidating);
+}
+
+#[test]
+fn random_faults_with_requests_and_buffers_never_break_the_safety_invariants() {
+    // Half the seeds of the others: each run with a buffer is run twice (with and without it).
+    check(&seeds(50), Views::Capacity);
 }
 
 /// Seeds beyond the default range that once found a defect, kept so it stays fixed.
@@ -257,4 +322,13 @@ fn scenarios_are_random_per_seed_and_the_same_for_a_seed() {
         .filter(|l| !l.starts_with("watch_lag"))
         .collect();
     assert_eq!(same.join("\n") + "\n", scenario(7, Views::Current));
+    // With requests and buffers: the same scenario, plus them.
+    let cap = scenario(7, Views::Capacity);
+    assert!(cap.contains("kind: provisioning-request"), "{cap}");
+    assert!(cap.contains("kind: CapacityBuffer"), "{cap}");
+    let base: Vec<&str> = cap
+        .lines()
+        .filter(|l| !l.contains("provisioning-request") && !l.contains("name: spare"))
+        .collect();
+    assert_eq!(base.join("\n") + "\n", scenario(7, Views::Current));
 }

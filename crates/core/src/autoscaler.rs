@@ -47,6 +47,7 @@ use autoscaler_model::{CloudProvider, NodeGroup};
 use autoscaler_model::{ClusterTotals, ResourceLimits};
 use autoscaler_model::{DisruptionBudgets, PodDisruptionBudget};
 
+mod capacity;
 mod consolidate;
 
 /// The objects one decision reads.
@@ -531,6 +532,11 @@ pub struct LoopOutcome {
     /// What consolidation decided (nothing while it is off); its deletions are also in
     /// `scale_down.deletions`.
     pub consolidation: ConsolidationPlan,
+    /// The capacity-on-request decision of a loop run with
+    /// [`Autoscaler::run_once_with_capacity`] on a healthy cluster: its status writes are the
+    /// shell's to carry out; a best-effort-atomic scale-up is already in `scale_up` and
+    /// `actions`.
+    pub capacity: Option<crate::provisioning::CapacityDecision>,
 }
 
 /// The autoscaler: options plus the state kept between loops.
@@ -551,6 +557,8 @@ pub struct Autoscaler {
     reuse_placements: bool,
     /// Consolidation's timers and pending replacement.
     consolidation: ConsolidationState,
+    /// ProvisioningRequests' retry backoff and turn, kept between loops.
+    requests: crate::provisioning::request::Requests,
 }
 
 /// Whether `pod` belongs in the scheduling snapshot: bound to a node and not terminal.
@@ -866,6 +874,7 @@ impl Autoscaler {
             cache: SnapshotCache::default(),
             reuse_placements: true,
             consolidation: ConsolidationState::default(),
+            requests: Default::default(),
         }
     }
 
@@ -931,7 +940,40 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
     ) -> LoopOutcome {
-        self.run_loop(view, controllers, in_flight, now_ms, budget, Timer::off())
+        self.run_loop(
+            view,
+            controllers,
+            in_flight,
+            now_ms,
+            budget,
+            Timer::off(),
+            None,
+        )
+    }
+
+    /// [`Autoscaler::run_once`] with the cluster's ProvisioningRequests, CapacityBuffers and
+    /// PodTemplates `objects`, decided as the options' `capacity` says after the cluster
+    /// state's update; the decision is in [`LoopOutcome::capacity`]. In a loop that takes a
+    /// request up, the loop's scale-up is that request's (or none), never an ordinary one.
+    pub fn run_once_with_capacity(
+        &mut self,
+        view: &ClusterView<'_>,
+        controllers: &dyn ControllerLookup,
+        in_flight: InFlight,
+        objects: &autoscaler_model::CapacityObjects,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+    ) -> LoopOutcome {
+        let objects = self.options.capacity.any().then_some(objects);
+        self.run_loop(
+            view,
+            controllers,
+            in_flight,
+            now_ms,
+            budget,
+            Timer::off(),
+            objects,
+        )
     }
 
     /// [`Autoscaler::run_once`], timing its phases with `clock` into [`LoopOutcome::phases`].
@@ -948,9 +990,10 @@ impl Autoscaler {
             clock: Some(clock),
             phases: Vec::new(),
         };
-        self.run_loop(view, controllers, in_flight, now_ms, budget, timer)
+        self.run_loop(view, controllers, in_flight, now_ms, budget, timer, None)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_loop(
         &mut self,
         view: &ClusterView<'_>,
@@ -959,6 +1002,7 @@ impl Autoscaler {
         now_ms: i64,
         budget: &mut dyn Budget,
         mut timer: Timer<'_>,
+        capacity: Option<&autoscaler_model::CapacityObjects>,
     ) -> LoopOutcome {
         // Nodes still waiting for their accelerators are seen as not ready all through the loop.
         let marked =
@@ -982,13 +1026,30 @@ impl Autoscaler {
                 ..LoopOutcome::default()
             };
         }
+        // Requests and buffers first: the loop goes on with their pods (booked room held,
+        // consumer pods left to their request, buffer pods after the real ones).
+        let capacity = capacity.map(|o| self.decide_capacity(view, o, &status, now_ms, budget));
+        let loop_pods = capacity.as_ref().map(|c| c.pods_for_loop(view.pods));
+        let view = &ClusterView {
+            pods: loop_pods.as_deref().unwrap_or(view.pods),
+            ..*view
+        };
         // Scale-up and scale-down share one fork of the kept snapshot: the pending pods the
         // scale-up filter placed stay placed for scale-down, which must see them there.
         let mut warnings = Vec::new();
         self.cache.sync(view, &mut warnings);
         let depth = self.cache.snapshot.depth();
         self.cache.snapshot.fork();
-        let (up, placed) = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
+        let (mut up, placed) = self.decide_scale_up(view, &status, now_ms, budget, &mut timer);
+        if let Some(c) = capacity.as_ref().filter(|c| c.requests.took_turn) {
+            // The request's turn: its all-or-nothing scale-up (or none) is the loop's.
+            up.result = c
+                .requests
+                .scale_up
+                .as_ref()
+                .map(|d| d.result.clone())
+                .unwrap_or_default();
+        }
         let up = ScaleUpDecision {
             warnings: [warnings, up.warnings].concat(),
             ..up
@@ -1037,6 +1098,7 @@ impl Autoscaler {
             refused,
             phases: timer.phases,
             consolidation,
+            capacity,
         }
     }
 

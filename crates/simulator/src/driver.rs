@@ -34,6 +34,8 @@ use super::informer::Informer;
 use super::scenario::{Scenario, TimedPod, group_object};
 use super::trace::{TraceError, TraceFeed};
 
+mod capacity;
+
 /// The autoscaler's namespace (upstream's `--namespace` default), where the priority
 /// expander's ConfigMap is read, as the live shell reads it.
 const NAMESPACE: &str = "kube-system";
@@ -131,6 +133,10 @@ pub struct RunLog {
     pub removals: Vec<(SimTime, u64)>,
     /// The pods still pending at the end, grouped by why.
     pub never_started: Vec<NeverStarted>,
+    /// The jobs that arrived through ProvisioningRequests, in arrival order.
+    pub requests: Vec<super::arrival::RequestLog>,
+    /// The ready CapacityBuffers (`namespace/name`) with their replicas, as last resolved.
+    pub buffers: BTreeMap<String, u32>,
 }
 
 /// Pods that never started, grouped by the same reasons.
@@ -401,6 +407,7 @@ impl<'a> Driver<'a> {
                     _ => break,
                 }
             }
+            self.create_arrivals(t);
             self.world.step_until(t);
             self.restart_if_due(t);
             self.one_loop(t);
@@ -531,6 +538,11 @@ impl<'a> Driver<'a> {
         let provider = self.provider();
         let now = self.now_ms();
         let objects = self.informer.objects_without_pods();
+        let capacity = self
+            .options
+            .capacity
+            .any()
+            .then(|| capacity::objects_of(self.informer.store()));
         let in_flight = self.actuation.in_flight(&provider);
         // The priority expander's ConfigMap, read before each loop as the live shell reads it.
         let priorities = self.informer.priority_text(NAMESPACE);
@@ -546,9 +558,26 @@ impl<'a> Driver<'a> {
                 actions: Vec::new(),
             });
         }
-        let outcome =
-            self.autoscaler
-                .run_once(&view, &objects.controllers, in_flight, now, &mut Unlimited);
+        let mut outcome = match &capacity {
+            Some((c, _)) => self.autoscaler.run_once_with_capacity(
+                &view,
+                &objects.controllers,
+                in_flight,
+                c,
+                now,
+                &mut Unlimited,
+            ),
+            None => self.autoscaler.run_once(
+                &view,
+                &objects.controllers,
+                in_flight,
+                now,
+                &mut Unlimited,
+            ),
+        };
+        for e in capacity.map(|(_, e)| e).unwrap_or_default() {
+            self.error(format!("skipped: {e}"));
+        }
         self.record_outcome(t, &outcome);
         self.said = autoscaler_words(&outcome);
         self.log.safety.checks += 1;
@@ -570,8 +599,15 @@ impl<'a> Driver<'a> {
                 .map(autoscaler_kube::describe)
                 .collect();
         }
+        let decision = outcome.capacity.take();
+        let atomic = self.atomic_errors(decision.as_ref());
         for action in outcome.actions {
             self.apply(action);
+        }
+        self.check_atomic(t, &atomic);
+        if decision.is_some() {
+            self.write_capacity(decision);
+            self.check_bookings(t);
         }
         self.check_world(t);
     }

@@ -14,8 +14,10 @@
 //! the same scenario and seed give a byte-identical report.
 #![warn(missing_docs)]
 
+mod arrival;
 mod bench;
 mod bound;
+mod capacity_report;
 mod cost;
 mod distance;
 mod driver;

@@ -311,6 +311,9 @@ pub struct Report {
     pub removals: Vec<RemovalReport>,
     /// Samples over time.
     pub timeline: Vec<Point>,
+    /// ProvisioningRequests and CapacityBuffers (absent when the run had none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::capacity_report::CapacityReport>,
 }
 
 fn secs(ms: SimTime) -> f64 {
@@ -502,6 +505,7 @@ impl Report {
                     bound_nodes: round3(bound_nodes),
                 })
                 .collect(),
+            capacity: super::capacity_report::CapacityReport::new(log),
         }
     }
 
@@ -714,6 +718,9 @@ impl Report {
             for e in self.actuation_error_samples.iter().take(5) {
                 let _ = writeln!(o, "  {e}");
             }
+        }
+        if let Some(c) = &self.capacity {
+            o.push_str(&c.text());
         }
         o
     }

@@ -498,6 +498,8 @@ pub enum WorkloadFile {
     StatefulSet(StatefulSetFile),
     /// Bare pods replayed from a trace CSV (`../shared/traces/README.md` format).
     Trace(TraceFile),
+    /// A job arriving through a ProvisioningRequest, as Kueue creates it.
+    ProvisioningRequest(super::arrival::RequestFile),
 }
 
 impl<'de> Deserialize<'de> for WorkloadFile {
@@ -518,9 +520,17 @@ impl<'de> Deserialize<'de> for WorkloadFile {
             "daemon-set" => variant(rest).map(WorkloadFile::DaemonSet),
             "stateful-set" => variant(rest).map(WorkloadFile::StatefulSet),
             "trace" => variant(rest).map(WorkloadFile::Trace),
+            "provisioning-request" => variant(rest).map(WorkloadFile::ProvisioningRequest),
             other => Err(D::Error::unknown_variant(
                 other,
-                &["deployment", "job", "daemon-set", "stateful-set", "trace"],
+                &[
+                    "deployment",
+                    "job",
+                    "daemon-set",
+                    "stateful-set",
+                    "trace",
+                    "provisioning-request",
+                ],
             )),
         }
     }
@@ -620,6 +630,8 @@ pub struct Scenario {
     pub replica_sets: Vec<ReplicaSetSpec>,
     /// Jobs with their creation time.
     pub jobs: Vec<(SimTime, JobSpec)>,
+    /// Jobs arriving through ProvisioningRequests, in arrival order.
+    pub requests: Vec<super::arrival::RequestArrival>,
     /// DaemonSets.
     pub daemon_sets: Vec<DaemonSetSpec>,
     /// Trace replays, in workload order; their rows are read during the run.
@@ -820,6 +832,7 @@ impl Scenario {
             faults,
             replica_sets: Vec::new(),
             jobs: Vec::new(),
+            requests: Vec::new(),
             daemon_sets: Vec::new(),
             traces: Vec::new(),
             stateful_sets: Vec::new(),
@@ -846,6 +859,7 @@ impl Scenario {
             WorkloadFile::DaemonSet(d) => (Some(&d.name), &d.namespace),
             WorkloadFile::StatefulSet(s) => (Some(&s.name), &s.namespace),
             WorkloadFile::Trace(t) => (t.name.as_ref(), &t.namespace),
+            WorkloadFile::ProvisioningRequest(r) => (Some(&r.name), &r.namespace),
         };
         if let Some(name) = name {
             check_name(&format!("{field}.name"), name, NameRule::Subdomain)?;
@@ -906,6 +920,21 @@ impl Scenario {
                         duration_ms: ms(&format!("{field}.duration"), duration)?,
                     },
                 ));
+            }
+            WorkloadFile::ProvisioningRequest(r) => {
+                pod_count(&format!("{field}.count"), r.count)?;
+                let at =
+                    r.at.as_deref()
+                        .map(|t| ms(&format!("{field}.at"), t))
+                        .transpose()?
+                        .unwrap_or(0);
+                let duration_ms = ms(&format!("{field}.duration"), &r.duration)?;
+                let template = template(&format!("{field}.pod"), &r.name, &r.pod)?;
+                let arrival = super::arrival::RequestArrival::read(r, at, duration_ms, template)
+                    .map_err(|e| invalid(format!("{field}.count"), e))?;
+                // Kept in arrival order (stable for equal times: the file's order).
+                let i = self.requests.partition_point(|a| a.at <= at);
+                self.requests.insert(i, arrival);
             }
             WorkloadFile::DaemonSet(DaemonSetFile {
                 name,

@@ -210,7 +210,19 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
     let (log, snapshot) = run.map_err(|e| CliError::usage(anyhow!("{e}")))?;
     bar.finish_and_clear();
     let wall = started.elapsed();
-    let report = report::Report::new(&s, &log);
+    let mut report = report::Report::new(&s, &log);
+    if let Some(c) = &mut report.capacity
+        && c.buffers.is_some()
+        && s.options.capacity.buffer_pods
+    {
+        // The same scenario without the buffers' pods, for the comparison.
+        let without = without_buffer_pods(&s);
+        let driver = driver::Driver::new(&without).map_err(|e| CliError::usage(anyhow!("{e}")))?;
+        let log = driver
+            .run(&mut |_| {})
+            .map_err(|e| CliError::usage(anyhow!("{e}")))?;
+        c.set_without_buffers(&log);
+    }
     let summary = report.summary();
     if args.quiet {
         let tail: Vec<&str> = summary
@@ -256,6 +268,14 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         eprintln!("error: {e}");
     }
     first.map_or(Ok(()), Err)
+}
+
+/// `s` with CapacityBuffers resolved but their pods not injected
+/// (`--capacity-buffer-pod-injection-enabled=false`).
+fn without_buffer_pods(s: &Scenario) -> Scenario {
+    let mut without = s.clone();
+    without.options.capacity.buffer_pods = false;
+    without
 }
 
 /// The `--snapshot-out` file: a comment header (scenario, loop time, `plan --now` value, the

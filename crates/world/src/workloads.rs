@@ -27,6 +27,8 @@ use crate::time::SimTime;
 pub struct PodTemplate {
     /// Pod labels.
     pub labels: BTreeMap<String, String>,
+    /// Pod annotations (e.g. a ProvisioningRequest's consume annotation).
+    pub annotations: BTreeMap<String, String>,
     /// The pod spec (`spec` of a Pod), as JSON.
     pub spec: Value,
 }
@@ -42,13 +44,18 @@ impl PodTemplate {
     pub fn new() -> PodTemplate {
         PodTemplate {
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             spec: json!({"containers": [{"name": "app", "image": "sim/app"}]}),
         }
     }
 
     /// A template from an arbitrary pod spec.
     pub fn from_spec(labels: BTreeMap<String, String>, spec: Value) -> PodTemplate {
-        PodTemplate { labels, spec }
+        PodTemplate {
+            labels,
+            annotations: BTreeMap::new(),
+            spec,
+        }
     }
 
     /// Sets the first container's requests.
@@ -69,6 +76,12 @@ impl PodTemplate {
     /// Adds a label.
     pub fn label(mut self, k: &str, v: &str) -> PodTemplate {
         self.labels.insert(k.to_string(), v.to_string());
+        self
+    }
+
+    /// Adds an annotation.
+    pub fn annotation(mut self, k: &str, v: &str) -> PodTemplate {
+        self.annotations.insert(k.to_string(), v.to_string());
         self
     }
 
@@ -111,13 +124,17 @@ impl PodTemplate {
         if spec.get("schedulerName").is_none() {
             spec["schedulerName"] = json!("default-scheduler");
         }
-        json!({
+        let mut pod = json!({
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": ns, "labels": self.labels, "ownerReferences": [owner]},
             "spec": spec,
             "status": {"phase": "Pending"},
-        })
+        });
+        if !self.annotations.is_empty() {
+            pod["metadata"]["annotations"] = json!(self.annotations);
+        }
+        pod
     }
 
     fn as_object(&self) -> Value {

@@ -29,6 +29,8 @@ use crate::storage::{self, CsiSpec, StatefulSetSpec, Storage};
 use crate::time::SimTime;
 use crate::workloads::{DaemonSetSpec, JobSpec, ReplicaSetSpec, Restart, Workloads};
 
+mod status;
+
 pub use crate::cluster::WorldError;
 pub use crate::faults::{Fault, FaultKind, ProvisioningDelay};
 
@@ -319,6 +321,12 @@ impl World {
     /// the machine controller; anything else (PDBs, ConfigMaps, ...) is stored as is.
     pub fn apply(&mut self, obj: Value) -> Result<ObjectKey, WorldError> {
         let k = ObjectStore::key_of(&obj, "apply")?;
+        // A CRD's status subresource: only `write_status` sets the status.
+        let obj = if status::has_status_subresource(&k) {
+            self.without_status_write(&k, obj)
+        } else {
+            obj
+        };
         match (k.group.as_str(), k.kind.as_str()) {
             ("", "Pod") => self.cluster.create_pod(obj, Owner::None, None).map(|_| k),
             ("", "Node") => {

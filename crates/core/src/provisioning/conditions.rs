@@ -24,6 +24,17 @@ pub const CAPACITY_IS_FOUND_MSG: &str = "Capacity is found in the cluster";
 pub const CAPACITY_IS_PROVISIONED_REASON: &str = "CapacityIsProvisioned";
 /// Message of `Provisioned=True` with [`CAPACITY_IS_PROVISIONED_REASON`] (upstream's text).
 pub const CAPACITY_IS_PROVISIONED_MSG: &str = "Capacity is found in the cluster";
+/// Reason of `Provisioned=False` while the nodes of a best-effort-atomic scale-up are on their
+/// way (ours: upstream writes `Provisioned=True` when it asks for them; we write it once the
+/// pods fit Ready nodes, so a job admitted on it starts at once).
+pub const CAPACITY_IS_BEING_PROVISIONED_REASON: &str = "CapacityIsBeingProvisioned";
+/// Message of `Provisioned=False` with [`CAPACITY_IS_BEING_PROVISIONED_REASON`].
+pub const CAPACITY_IS_BEING_PROVISIONED_MSG: &str =
+    "Scale-up for all pods is requested, CA waits for the nodes to be Ready.";
+/// Reason of `Failed=True` for a best-effort-atomic request that can never fit: the node
+/// groups at their max sizes (and the cluster's resource limits) cannot hold all its pods even
+/// with every node empty (ours: upstream retries such a request until it expires).
+pub const CAPACITY_CANNOT_FIT_REASON: &str = "CapacityCannotFit";
 /// Reason of `Failed=True` when the pods could not be made from the PodTemplates.
 pub const FAILED_TO_CREATE_PODS_REASON: &str = "FailedToCreatePods";
 /// Reason of `Failed=True` when the pods of a booking could not be made any more.

@@ -92,11 +92,19 @@ impl CapacityDecision {
                 Verdict::Waiting => "waiting for its turn or its retry backoff".into(),
                 Verdict::PodsFailed(e) => format!("its pods cannot be made: {e}"),
                 Verdict::Fits => "all its pods fit the cluster".into(),
+                Verdict::ScaledUp(groups) if groups.is_empty() => {
+                    "the nodes on their way hold all its pods: no new scale-up".into()
+                }
                 Verdict::ScaledUp(groups) => {
                     let g: Vec<String> = groups.iter().map(|(g, n)| format!("{g} +{n}")).collect();
                     format!("one scale-up for all its pods: {}", g.join(", "))
                 }
+                Verdict::Provisioning { held, wanted } => format!(
+                    "waiting for its nodes to be Ready: {held} of {wanted} pods fit Ready nodes"
+                ),
+                Verdict::NodesReady => "its nodes are Ready: all its pods fit".into(),
                 Verdict::NotFound(why) => format!("capacity not found: {why}"),
+                Verdict::CannotFit(why) => format!("can never fit: {why}"),
             };
             let mut line = format!("ProvisioningRequest {} ({}): {what}", r.key, r.class);
             if let Some(w) = self
@@ -171,12 +179,36 @@ pub fn decide(
     rng: &mut ChaCha8Rng,
     budget: &mut dyn Budget,
 ) -> CapacityDecision {
+    decide_with(
+        state, objects, view, config, opts, now_ms, blocked, None, None, rng, budget,
+    )
+}
+
+/// [`decide`] as a loop of `run` or `simulate` does it: with the loop's `upcoming` nodes per
+/// group index and, when `regular_pending` is given, requests and ordinary pending pods taking
+/// turns for the scale-up (see [`RequestsInput::regular_pending`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decide_with(
+    state: &mut Requests,
+    objects: &CapacityObjects,
+    view: &ClusterView<'_>,
+    config: &crate::autoscaler::ScaleUpConfig,
+    opts: &CapacityOptions,
+    now_ms: i64,
+    blocked: &dyn Fn(usize, &NodeGroup) -> Option<String>,
+    upcoming: Option<&[usize]>,
+    regular_pending: Option<bool>,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> CapacityDecision {
     let template = |ns: &str, n: &str| objects.template(ns, n);
     let input = RequestsInput {
         view,
         template: &template,
         config,
         blocked,
+        upcoming,
+        regular_pending,
     };
     let requests = state.decide(
         &objects.requests,

@@ -8,17 +8,25 @@
 //!    against pending pods and, through the drain rules' custom-controller check, against
 //!    scale-down), minus the request's pods already scheduled; once all are scheduled the
 //!    booking ends (`BookingExpired=True`, `CapacityBookingConsumed`);
-//! 3. one request is taken up per loop (`Accepted=True`), the first in creation order that is
-//!    neither provisioned nor failed and whose retry backoff (after `Provisioned=False`) is over:
-//!    - check-capacity: all its pods are placed in the snapshot; if all fit they stay placed (the
-//!      booking starts) and `Provisioned=True` (`CapacityIsFound`) is written, else
-//!      `Provisioned=False` (`CapacityIsNotFound`, retried after backoff) or, with the `noRetry`
-//!      parameter, `Failed=True`; never a scale-up;
-//!    - best-effort-atomic: the pods that fit existing or upcoming nodes are placed; the others
-//!      go to one scale-up decision that must help every one of them: then its increases are the
-//!      request's (`Provisioned=True`, `CapacityIsProvisioned`, written when the scale-up is
-//!      asked for, as upstream's "best effort" does), else no group grows at all
-//!      (`Provisioned=False`, `CapacityIsNotFound`, retried after backoff).
+//! 3. atomic scale-ups on their way (`Provisioned=False`, `CapacityIsBeingProvisioned`, ours):
+//!    once every pod fits Ready nodes, `Provisioned=True` (`CapacityIsProvisioned`) and the
+//!    booking starts; meanwhile the pods that fit Ready nodes hold their room; if the nodes on
+//!    their way no longer hold the rest (the scale-up failed or was reverted),
+//!    `Provisioned=False` (`CapacityIsNotFound`), retried after backoff;
+//! 4. one request is taken up per loop (`Accepted=True`), the first in creation order that is
+//!    neither provisioned nor failed and whose retry backoff (after `Provisioned=False`) is over,
+//!    in the requests' turn (requests and ordinary pods take turns for the loop's scale-up, as
+//!    upstream's wrapper orchestrator has them; [`RequestsInput::regular_pending`]):
+//!    - all its pods fit the snapshot as it is: they stay placed (the booking starts) and
+//!      `Provisioned=True` (`CapacityIsFound`);
+//!    - check-capacity, if not: `Provisioned=False` (`CapacityIsNotFound`, retried after
+//!      backoff) or, with the `noRetry` parameter, `Failed=True`; never a scale-up;
+//!    - best-effort-atomic, if not: one scale-up decision that must help every pod: then its
+//!      increases are the loop's scale-up and `Provisioned=False` (`CapacityIsBeingProvisioned`)
+//!      until step 3 sees the pods fit Ready nodes (upstream writes `Provisioned=True` at once);
+//!      else no group grows at all: `Failed=True` (`CapacityCannotFit`, ours) when the groups at
+//!      their max sizes could not hold the pods even with every node emptied, else
+//!      `Provisioned=False` (`CapacityIsNotFound`, retried after backoff).
 //!
 //! Pods consuming a request (`autoscaling.x-k8s.io/consume-provisioning-request` or the legacy
 //! annotation) are served by that request: [`RequestsDecision::serves`] says which pending pods
@@ -44,7 +52,7 @@ use autoscaler_model::{
     PARAMETER_NO_RETRY, PARAMETER_PROCESSOR_INSTANCE, ProvisioningRequest,
     RequestCondition as Condition, consumed_request, pods_for_request,
 };
-use autoscaler_model::{Pod, PodTemplate};
+use autoscaler_model::{MIRROR_POD_ANNOTATION, Pod, PodTemplate};
 
 /// How long a booking lasts after `Provisioned=True` (upstream's reservation time, 10 min).
 pub const BOOKING_MS: i64 = 10 * 60 * 1000;
@@ -118,19 +126,26 @@ pub struct RetryBackoff {
 }
 
 impl RetryBackoff {
-    /// Whether `request` may be tried at `now_ms`; a request tried after its wait has its
-    /// next wait doubled.
-    fn available(
-        &mut self,
-        request: &ProvisioningRequest,
-        opts: &RequestOptions,
-        now_ms: i64,
-    ) -> bool {
+    /// Whether `request` may be tried at `now_ms` (its wait after `Provisioned=False` is over).
+    fn is_due(&self, request: &ProvisioningRequest, opts: &RequestOptions, now_ms: i64) -> bool {
         let Some(p) = request.condition(ConditionType::Provisioned) else {
             return true;
         };
         if p.status != ConditionStatus::False {
             return p.status != ConditionStatus::True;
+        }
+        let wait = self.wait_of(request).unwrap_or(opts.initial_backoff_ms);
+        p.last_transition_ms.saturating_add(wait) < now_ms
+    }
+
+    /// Records that `request`, due, is tried now: after a `Provisioned=False` its next wait
+    /// doubles.
+    fn tried(&mut self, request: &ProvisioningRequest, opts: &RequestOptions) {
+        if request
+            .condition(ConditionType::Provisioned)
+            .is_none_or(|p| p.status != ConditionStatus::False)
+        {
+            return;
         }
         let key: Arc<str> = if request.uid.is_empty() {
             request.key().into()
@@ -139,9 +154,6 @@ impl RetryBackoff {
         };
         let at = self.waits.iter().position(|(k, _)| *k == key);
         let wait = at.map_or(opts.initial_backoff_ms, |i| self.waits[i].1);
-        if p.last_transition_ms.saturating_add(wait) >= now_ms {
-            return false;
-        }
         if let Some(i) = at {
             self.waits.remove(i);
         }
@@ -150,7 +162,6 @@ impl RetryBackoff {
         }
         let next = wait.saturating_mul(2).min(opts.max_backoff_ms);
         self.waits.push_back((key, next));
-        true
     }
 
     /// The current wait of `request`, if remembered.
@@ -209,10 +220,23 @@ pub enum Verdict {
     PodsFailed(String),
     /// check-capacity or best-effort-atomic: all pods fit the cluster as it is.
     Fits,
-    /// best-effort-atomic: one scale-up for all pods (group, nodes).
+    /// best-effort-atomic: one scale-up for all pods (group, nodes), or none when the nodes
+    /// already on their way hold them; `Provisioned=True` waits for the nodes to be Ready.
     ScaledUp(Vec<(String, usize)>),
+    /// best-effort-atomic, scaled up in an earlier loop: its nodes are not all Ready yet; this
+    /// many of its pods hold room on Ready nodes (of this many not yet scheduled).
+    Provisioning {
+        /// Pods placed on Ready nodes.
+        held: usize,
+        /// Pods wanted.
+        wanted: usize,
+    },
+    /// best-effort-atomic: every pod fits Ready nodes now, `Provisioned=True`.
+    NodesReady,
     /// The room is not there (why), retried after backoff (or failed with `noRetry`).
     NotFound(String),
+    /// best-effort-atomic: the node groups can never hold all its pods (why): failed.
+    CannotFit(String),
 }
 
 /// One request's decision.
@@ -239,6 +263,9 @@ pub struct RequestsDecision {
     /// The best-effort-atomic scale-up, when one was decided: its increases are to be carried
     /// out together, before (and instead of) any other scale-up of the loop.
     pub scale_up: Option<ScaleUpDecision>,
+    /// Whether a request was taken up this loop: the loop's scale-up is then the request's
+    /// (upstream alternates the two between loops), never an ordinary one.
+    pub took_turn: bool,
     /// `(namespace, name)` of every request of a served class.
     served: BTreeSet<(String, String)>,
 }
@@ -267,6 +294,9 @@ impl RequestsDecision {
 pub struct Requests {
     /// The retry backoff.
     pub backoff: RetryBackoff,
+    /// Whether the next loop that has both a request to take up and ordinary pods waiting for
+    /// a scale-up is the request's (upstream's wrapper orchestrator flips this every loop).
+    pub request_turn: bool,
 }
 
 /// What one loop's request decisions read besides the requests.
@@ -279,6 +309,13 @@ pub struct RequestsInput<'a, 'v> {
     pub config: &'a ScaleUpConfig,
     /// Why a group must not grow now (backoff, unhealthy), if it must not.
     pub blocked: &'a dyn Fn(usize, &NodeGroup) -> Option<String>,
+    /// The upcoming nodes per group index, as the loop counts them (`None`: target minus
+    /// started nodes).
+    pub upcoming: Option<&'a [usize]>,
+    /// Whether ordinary pending pods wait for a scale-up this loop: `Some` makes requests and
+    /// ordinary pods take turns as upstream's loop does; `None` takes a request up whatever
+    /// else waits (what `plan` shows of one loop).
+    pub regular_pending: Option<bool>,
 }
 
 /// A request being decided: its conditions as they will be written.
@@ -435,13 +472,79 @@ impl Requests {
             }
         }
 
-        // 3. One request taken up.
-        let mut taken = false;
+        // 2b. Atomic scale-ups on their way: Provisioned once every pod fits Ready nodes.
+        for w in &mut work {
+            if w.verdict.is_some() || !being_provisioned(w.request) {
+                continue;
+            }
+            let r = w.request;
+            let scheduled = scheduled_consumers(view, r);
+            let total = usize::try_from(r.pod_count()).unwrap_or(usize::MAX);
+            let mut pods = match pods_for_request(r, input.template) {
+                Ok(p) => p,
+                Err(e) => {
+                    let msg = format!("Couldn't create pods, err: {e}");
+                    w.set(
+                        ConditionType::Failed,
+                        ConditionStatus::True,
+                        FAILED_TO_CREATE_PODS_REASON,
+                        &msg,
+                        now_ms,
+                    );
+                    w.verdict = Some(Verdict::PodsFailed(msg));
+                    continue;
+                }
+            };
+            pods.truncate(total.saturating_sub(scheduled));
+            let wanted = pods.len();
+            let (fits, placed, _) = check_capacity(&mut snapshot, pods.clone());
+            if fits {
+                out.booked.extend(bound(&snapshot, placed));
+                w.set(
+                    ConditionType::Provisioned,
+                    ConditionStatus::True,
+                    CAPACITY_IS_PROVISIONED_REASON,
+                    CAPACITY_IS_PROVISIONED_MSG,
+                    now_ms,
+                );
+                w.verdict = Some(Verdict::NodesReady);
+                continue;
+            }
+            // Still on their way if the upcoming nodes hold the rest; if they no longer do (the
+            // scale-up failed, timed out or was reverted), the request is retried after backoff.
+            match self::atomic(&mut snapshot, input, pods, now_ms, rng, budget) {
+                Atomic::Fits(fit) => {
+                    let placed = place_on_existing(&mut snapshot, fit).placed;
+                    let held = placed.len();
+                    out.booked.extend(bound(&snapshot, placed));
+                    w.verdict = Some(Verdict::Provisioning { held, wanted });
+                }
+                Atomic::ScaleUp(..) | Atomic::NotFound(_) => {
+                    w.set(
+                        ConditionType::Provisioned,
+                        ConditionStatus::False,
+                        CAPACITY_IS_NOT_FOUND_REASON,
+                        CAPACITY_IS_NOT_FOUND_MSG,
+                        now_ms,
+                    );
+                    w.verdict = Some(Verdict::NotFound(
+                        "the nodes asked for did not come (scale-up failed or timed out)".into(),
+                    ));
+                }
+            }
+        }
+
+        // 3. One request taken up, in its turn.
+        let take_up = match input.regular_pending {
+            None | Some(false) => true,
+            Some(true) => self.request_turn,
+        };
+        let mut had_candidate = false;
         for w in &mut work {
             if w.verdict.is_some() {
                 continue;
             }
-            if taken || !self.backoff.available(w.request, opts, now_ms) {
+            if out.took_turn || !self.backoff.is_due(w.request, opts, now_ms) {
                 w.verdict = Some(Verdict::Waiting);
                 continue;
             }
@@ -460,7 +563,13 @@ impl Requests {
                     continue;
                 }
             };
-            taken = true;
+            had_candidate = true;
+            if !take_up {
+                w.verdict = Some(Verdict::Waiting);
+                continue;
+            }
+            out.took_turn = true;
+            self.backoff.tried(r, opts);
             w.set(
                 ConditionType::Accepted,
                 ConditionStatus::True,
@@ -468,31 +577,44 @@ impl Requests {
                 ACCEPTED_MSG,
                 now_ms,
             );
+            let (fits, placed, why) = check_capacity(&mut snapshot, pods.clone());
+            if fits {
+                // The room is there now: the booking starts in this loop.
+                out.booked.extend(bound(&snapshot, placed));
+                w.set(
+                    ConditionType::Provisioned,
+                    ConditionStatus::True,
+                    CAPACITY_IS_FOUND_REASON,
+                    CAPACITY_IS_FOUND_MSG,
+                    now_ms,
+                );
+                w.verdict = Some(Verdict::Fits);
+                continue;
+            }
             if &*r.class == CLASS_BEST_EFFORT_ATOMIC {
-                let verdict = self::atomic(&mut snapshot, input, pods, now_ms, rng, budget);
-                // The pods that fit existing nodes hold that room from this loop on, as the
-                // booking will in the next ones (so no pending pod counts on it meanwhile).
-                if let Atomic::Fits(fit) | Atomic::ScaleUp(_, fit) = &verdict {
-                    let placed = place_on_existing(&mut snapshot, fit.clone()).placed;
-                    out.booked.extend(bound(&snapshot, placed));
-                }
-                match verdict {
-                    Atomic::Fits(_) => {
+                match self::atomic(&mut snapshot, input, pods.clone(), now_ms, rng, budget) {
+                    Atomic::Fits(fit) => {
+                        // The nodes on their way hold the rest: no new scale-up.
+                        let placed = place_on_existing(&mut snapshot, fit).placed;
+                        out.booked.extend(bound(&snapshot, placed));
                         w.set(
                             ConditionType::Provisioned,
-                            ConditionStatus::True,
-                            CAPACITY_IS_FOUND_REASON,
-                            CAPACITY_IS_FOUND_MSG,
+                            ConditionStatus::False,
+                            CAPACITY_IS_BEING_PROVISIONED_REASON,
+                            CAPACITY_IS_BEING_PROVISIONED_MSG,
                             now_ms,
                         );
-                        w.verdict = Some(Verdict::Fits);
+                        w.verdict = Some(Verdict::ScaledUp(Vec::new()));
                     }
-                    Atomic::ScaleUp(d, _) => {
+                    Atomic::ScaleUp(d, fit) => {
+                        // The pods that fit existing nodes hold that room from this loop on.
+                        let placed = place_on_existing(&mut snapshot, fit).placed;
+                        out.booked.extend(bound(&snapshot, placed));
                         w.set(
                             ConditionType::Provisioned,
-                            ConditionStatus::True,
-                            CAPACITY_IS_PROVISIONED_REASON,
-                            CAPACITY_IS_PROVISIONED_MSG,
+                            ConditionStatus::False,
+                            CAPACITY_IS_BEING_PROVISIONED_REASON,
+                            CAPACITY_IS_BEING_PROVISIONED_MSG,
                             now_ms,
                         );
                         let groups = d
@@ -505,51 +627,55 @@ impl Requests {
                         out.scale_up = Some(*d);
                     }
                     Atomic::NotFound(why) => {
-                        w.set(
-                            ConditionType::Provisioned,
-                            ConditionStatus::False,
-                            CAPACITY_IS_NOT_FOUND_REASON,
-                            CAPACITY_IS_NOT_FOUND_MSG,
-                            now_ms,
-                        );
-                        w.verdict = Some(Verdict::NotFound(why));
+                        if let Some(never) = never_fits(input, pods, now_ms, rng, budget) {
+                            let msg = format!(
+                                "The node groups cannot hold all pods even at their max sizes: {never}"
+                            );
+                            w.set(
+                                ConditionType::Failed,
+                                ConditionStatus::True,
+                                CAPACITY_CANNOT_FIT_REASON,
+                                &msg,
+                                now_ms,
+                            );
+                            w.verdict = Some(Verdict::CannotFit(never));
+                        } else {
+                            w.set(
+                                ConditionType::Provisioned,
+                                ConditionStatus::False,
+                                CAPACITY_IS_NOT_FOUND_REASON,
+                                CAPACITY_IS_NOT_FOUND_MSG,
+                                now_ms,
+                            );
+                            w.verdict = Some(Verdict::NotFound(why));
+                        }
                     }
                 }
             } else {
-                let (fits, placed, why) = check_capacity(&mut snapshot, pods);
-                if fits {
-                    out.booked.extend(bound(&snapshot, placed));
+                if r.parameters.get(PARAMETER_NO_RETRY).map(String::as_str) == Some("true") {
+                    // Failed lets Kueue retry elsewhere instead of holding its quota.
                     w.set(
-                        ConditionType::Provisioned,
+                        ConditionType::Failed,
                         ConditionStatus::True,
-                        CAPACITY_IS_FOUND_REASON,
-                        CAPACITY_IS_FOUND_MSG,
+                        CAPACITY_IS_NOT_FOUND_REASON,
+                        CAPACITY_IS_NOT_FOUND_NO_RETRY_MSG,
                         now_ms,
                     );
-                    w.verdict = Some(Verdict::Fits);
                 } else {
-                    if r.parameters.get(PARAMETER_NO_RETRY).map(String::as_str) == Some("true") {
-                        // Failed lets Kueue retry elsewhere instead of holding its quota.
-                        w.set(
-                            ConditionType::Failed,
-                            ConditionStatus::True,
-                            CAPACITY_IS_NOT_FOUND_REASON,
-                            CAPACITY_IS_NOT_FOUND_NO_RETRY_MSG,
-                            now_ms,
-                        );
-                    } else {
-                        w.set(
-                            ConditionType::Provisioned,
-                            ConditionStatus::False,
-                            CAPACITY_IS_NOT_FOUND_REASON,
-                            CAPACITY_IS_NOT_FOUND_MSG,
-                            now_ms,
-                        );
-                    }
-                    w.verdict = Some(Verdict::NotFound(why));
+                    w.set(
+                        ConditionType::Provisioned,
+                        ConditionStatus::False,
+                        CAPACITY_IS_NOT_FOUND_REASON,
+                        CAPACITY_IS_NOT_FOUND_MSG,
+                        now_ms,
+                    );
                 }
+                w.verdict = Some(Verdict::NotFound(why));
             }
         }
+        // The turn passes: a loop that had no request to take up gives the next one to the
+        // requests (upstream's wrapper orchestrator).
+        self.request_turn = !(had_candidate && take_up);
 
         for w in work {
             let r = w.request;
@@ -570,6 +696,87 @@ impl Requests {
         }
         out
     }
+}
+
+/// Whether `request` is a best-effort-atomic request whose scale-up was asked for and whose
+/// nodes are awaited (`Provisioned=False`, [`CAPACITY_IS_BEING_PROVISIONED_REASON`]).
+fn being_provisioned(request: &ProvisioningRequest) -> bool {
+    &*request.class == CLASS_BEST_EFFORT_ATOMIC
+        && request
+            .condition(ConditionType::Provisioned)
+            .is_some_and(|p| {
+                p.status == ConditionStatus::False
+                    && p.reason == CAPACITY_IS_BEING_PROVISIONED_REASON
+            })
+}
+
+/// How many pods consuming `request` are scheduled (they hold their room themselves).
+fn scheduled_consumers(view: &ClusterView<'_>, request: &ProvisioningRequest) -> usize {
+    view.pods
+        .iter()
+        .filter(|p| p.node_name.is_some() && !p.is_terminal())
+        .filter(|p| consumed_request(p) == Some((&*request.namespace, &*request.name)))
+        .count()
+}
+
+/// Whether all `pods` could never be held, with why: the same scale-up decision on the cluster
+/// with every node emptied (but of its DaemonSet and mirror pods), no group blocked, each group
+/// free to grow to its max size under the cluster's resource limits. A backoff, a stockout or
+/// room taken by other pods passes; a max size or a limit that is too small does not.
+fn never_fits(
+    input: &RequestsInput<'_, '_>,
+    pods: Vec<Arc<Pod>>,
+    now_ms: i64,
+    rng: &mut ChaCha8Rng,
+    budget: &mut dyn Budget,
+) -> Option<String> {
+    let total = pods.len();
+    let view = input.view;
+    let mut all: Vec<Arc<Pod>> = view
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_some() && !p.is_terminal())
+        .filter(|p| {
+            p.owner
+                .as_ref()
+                .is_some_and(|o| o.kind.as_str() == "DaemonSet")
+                || p.annotation(MIRROR_POD_ANNOTATION).is_some()
+        })
+        .cloned()
+        .collect();
+    all.extend(pods);
+    let emptied = ClusterView {
+        pods: &all,
+        ..*view
+    };
+    let mut warnings = Vec::new();
+    let mut snapshot = build_snapshot(&emptied, &mut warnings);
+    let d = decide_scale_up_with_upcoming(
+        &mut snapshot,
+        &emptied,
+        input.config,
+        now_ms,
+        &|_, _| None,
+        input.upcoming,
+        rng,
+        budget,
+    );
+    let helped = d.fit_existing.len() + d.result.triggered.len();
+    if d.set_aside.is_empty() && d.result.no_scale_up.is_empty() && helped == total {
+        return None;
+    }
+    let mut why = format!("only {helped} of {total} pods fit");
+    if let Some(n) = d.result.no_scale_up.first() {
+        let reasons: Vec<String> = n
+            .reasons
+            .iter()
+            .map(|(g, r)| format!("{}: {r}", g.as_str()))
+            .collect();
+        if !reasons.is_empty() {
+            why.push_str(&format!(" ({})", reasons.join(", ")));
+        }
+    }
+    Some(why)
 }
 
 /// The placed pods, bound to their nodes (as the view holds scheduled pods).
@@ -642,7 +849,7 @@ fn atomic(
         input.config,
         now_ms,
         input.blocked,
-        None,
+        input.upcoming,
         rng,
         budget,
     );

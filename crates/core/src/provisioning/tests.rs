@@ -116,6 +116,8 @@ impl World {
             template: &lookup,
             config: &ScaleUpConfig::default(),
             blocked: &|_, _| None,
+            upcoming: None,
+            regular_pending: None,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         state.decide(requests, &input, opts, now, &mut rng, &mut Unlimited)
@@ -507,28 +509,136 @@ fn an_atomic_request_for_eight_gpu_nodes_gets_one_scale_up_of_eight() {
     assert_eq!(up.result.increases.len(), 1);
     assert_eq!(up.result.increases[0].delta, 8);
     assert_eq!(up.result.increases[0].new_target, 8);
+    // Provisioned waits for the nodes to be Ready (ours; upstream writes True here).
     let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
-    assert_eq!(p.status, ConditionStatus::True);
-    assert_eq!(p.reason, "CapacityIsProvisioned");
+    assert_eq!(p.status, ConditionStatus::False);
+    assert_eq!(p.reason, "CapacityIsBeingProvisioned");
+    let a = cond(write_for(&d, "train"), ConditionType::Accepted);
+    assert_eq!(a.status, ConditionStatus::True);
     assert_eq!(
         d.requests[0].verdict,
         Verdict::ScaledUp(vec![("gpu".into(), 8)])
     );
+    assert!(d.took_turn);
+}
+
+/// The GPU world after the scale-up of eight: the group's target is 8, with `ready` of its
+/// nodes registered and Ready.
+fn gpu_world_scaled(max: usize, target: usize, ready: usize) -> World {
+    let nodes: Vec<Arc<Node>> = (0..ready)
+        .map(|i| node(&format!("g{i}"), 8000, 1))
+        .collect();
+    let refs: Vec<&Arc<Node>> = nodes.iter().collect();
+    let mut g = group("gpu", &refs, 0, max, node("tmpl", 8000, 1));
+    g.target_size = target;
+    for i in ready..target {
+        g.instances.push(Instance {
+            id: format!("test:///g{i}").into(),
+            state: InstanceState::Creating,
+            error: None,
+        });
+    }
+    World {
+        nodes,
+        pods: vec![],
+        provider: StaticProvider::new(vec![g]),
+        template: template("4", Some("1")),
+    }
 }
 
 #[test]
-fn an_atomic_request_that_fits_only_six_under_the_max_grows_nothing() {
+fn an_atomic_request_is_provisioned_once_its_pods_fit_ready_nodes_not_before() {
+    let accepted = condition("Accepted", "True", T0);
+    let being = json!({"type": "Provisioned", "status": "False",
+        "reason": "CapacityIsBeingProvisioned", "message": "m", "lastTransitionTime": ts(T0)});
+    let r = request(
+        "train",
+        CLASS_BEST_EFFORT_ATOMIC,
+        8,
+        json!([accepted, being]),
+    );
+    let mut state = Requests::default();
+    // Five of eight nodes Ready, three on their way: still waiting, no write, no new scale-up;
+    // the five hold their room.
+    let w = gpu_world_scaled(10, 8, 5);
+    let d = w.decide(&mut state, std::slice::from_ref(&r), &on(), T0 + 3 * MIN);
+    assert_eq!(
+        d.requests[0].verdict,
+        Verdict::Provisioning { held: 5, wanted: 8 }
+    );
+    assert!(d.writes.is_empty(), "{:?}", d.writes);
+    assert!(d.scale_up.is_none());
+    assert_eq!(d.booked.len(), 5);
+    // All eight Ready: Provisioned=True (upstream's reason), and the booking starts.
+    let w = gpu_world_scaled(10, 8, 8);
+    let d = w.decide(&mut state, std::slice::from_ref(&r), &on(), T0 + 5 * MIN);
+    assert_eq!(d.requests[0].verdict, Verdict::NodesReady);
+    let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::True);
+    assert_eq!(p.reason, "CapacityIsProvisioned");
+    assert_eq!(p.last_transition_ms, T0 + 5 * MIN);
+    assert_eq!(d.booked.len(), 8);
+    assert!(d.scale_up.is_none());
+}
+
+#[test]
+fn an_atomic_scale_up_that_never_comes_sends_the_request_back_to_retry() {
+    let being = json!({"type": "Provisioned", "status": "False",
+        "reason": "CapacityIsBeingProvisioned", "message": "m", "lastTransitionTime": ts(T0)});
+    let r = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([being]));
+    // The scale-up was reverted (target back to 2 of 2 Ready): the room is not coming.
+    let w = gpu_world_scaled(10, 2, 2);
+    let d = w.decide(&mut Requests::default(), &[r], &on(), T0 + 20 * MIN);
+    let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::False);
+    assert_eq!(p.reason, "CapacityIsNotFound");
+    assert!(d.booked.is_empty());
+    assert!(d.scale_up.is_none());
+}
+
+#[test]
+fn an_atomic_request_that_fits_only_six_under_the_max_fails_and_grows_nothing() {
     let w = gpu_world(6);
     let r = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([]));
     let d = w.decide(&mut Requests::default(), &[r], &on(), T0);
     assert!(d.scale_up.is_none(), "no partial growth: {:?}", d.scale_up);
+    let f = cond(write_for(&d, "train"), ConditionType::Failed);
+    assert_eq!(f.status, ConditionStatus::True);
+    assert_eq!(f.reason, "CapacityCannotFit");
+    assert!(f.message.contains("only 6 of 8 pods fit"), "{}", f.message);
+    let Verdict::CannotFit(why) = &d.requests[0].verdict else {
+        panic!("{:?}", d.requests[0].verdict)
+    };
+    assert!(why.starts_with("only 6 of 8 pods fit"), "{why}");
+}
+
+#[test]
+fn an_atomic_request_that_does_not_fit_now_is_retried_after_backoff_not_failed() {
+    // Room for all eight under the max, but the group is backed off (a stockout): not now.
+    let w = gpu_world(10);
+    let r = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([]));
+    let view = ClusterView::of(&w.nodes, &w.pods, &w.provider);
+    let t = &w.template;
+    let lookup = move |ns: &str, n: &str| (ns == "batch" && n == "worker").then_some(t);
+    let input = RequestsInput {
+        view: &view,
+        template: &lookup,
+        config: &ScaleUpConfig::default(),
+        blocked: &|_, _| Some("in backoff after failed scale-up".into()),
+        upcoming: None,
+        regular_pending: None,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let d = Requests::default().decide(&[r], &input, &on(), T0, &mut rng, &mut Unlimited);
+    assert!(d.scale_up.is_none());
     let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
     assert_eq!(p.status, ConditionStatus::False);
     assert_eq!(p.reason, "CapacityIsNotFound");
-    let Verdict::NotFound(why) = &d.requests[0].verdict else {
-        panic!("{:?}", d.requests[0].verdict)
-    };
-    assert!(why.starts_with("only 6 of 8 pods could be helped"), "{why}");
+    assert!(
+        !write_for(&d, "train").set.contains(&ConditionType::Failed),
+        "a backoff passes: retried, not failed"
+    );
+    assert!(matches!(d.requests[0].verdict, Verdict::NotFound(_)));
 }
 
 #[test]
@@ -796,6 +906,8 @@ mod properties {
                 template: &lookup,
                 config: &ScaleUpConfig::default(),
                 blocked: &|_, _| None,
+                upcoming: None,
+                regular_pending: None,
             };
             let mut rng = ChaCha8Rng::seed_from_u64(1);
             let d = Requests::default().decide(&reqs, &input, &on(), now, &mut rng, &mut Unlimited);
@@ -815,14 +927,18 @@ mod properties {
                     let g = &w.provider.node_groups()[inc.index];
                     prop_assert!(inc.new_target <= g.max_size, "{:?} beyond max {}", inc, g.max_size);
                 }
+                // Provisioned waits for the nodes: False, being provisioned.
                 let c = write.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned).unwrap();
-                prop_assert_eq!(c.status, ConditionStatus::True);
+                prop_assert_eq!(c.status, ConditionStatus::False);
+                prop_assert_eq!(&*c.reason, "CapacityIsBeingProvisioned");
             }
-            // A request whose Provisioned is False this loop grew nothing.
+            // A request whose capacity was not found (or never fits) this loop grew nothing.
             for wr in &d.writes {
                 let p = wr.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned);
-                if wr.set.contains(&ConditionType::Provisioned)
-                    && p.is_some_and(|c| c.status == ConditionStatus::False)
+                let failed = wr.set.contains(&ConditionType::Failed);
+                if failed || (wr.set.contains(&ConditionType::Provisioned)
+                    && p.is_some_and(|c| c.status == ConditionStatus::False
+                        && &*c.reason == "CapacityIsNotFound"))
                 {
                     prop_assert!(d.scale_up.is_none());
                 }
@@ -853,4 +969,78 @@ mod properties {
             }
         }
     }
+}
+
+/// Loops of the whole autoscaler on the GPU world (empty, max 20) with an ordinary pending
+/// pod and an atomic request for `count` pods, until `loops`: per loop, the increases.
+fn alternating_loops(count: u32, loops: usize) -> Vec<Vec<(String, usize)>> {
+    let w = gpu_world(20);
+    let regular = PodBuilder::new("web", 4000, GI)
+        .owner("ReplicaSet", "web")
+        .resource("nvidia.com/gpu", 1)
+        .unschedulable()
+        .arc();
+    let pods = vec![regular];
+    let mut objects = autoscaler_model::CapacityObjects {
+        requests: vec![request("train", CLASS_BEST_EFFORT_ATOMIC, count, json!([]))],
+        ..Default::default()
+    };
+    objects
+        .templates
+        .insert(("batch".into(), "worker".into()), w.template.clone());
+    let mut options = AutoscalerOptions::default();
+    options.capacity.requests = on();
+    let mut a = Autoscaler::new(options);
+    let mut out = Vec::new();
+    for i in 0..loops {
+        let view = ClusterView::of(&w.nodes, &pods, &w.provider);
+        let o = a.run_once_with_capacity(
+            &view,
+            &NoControllerLookup,
+            InFlight::default(),
+            &objects,
+            T0 + i as i64 * 10_000,
+            &mut Unlimited,
+        );
+        let c = o.capacity.as_ref().expect("a capacity decision");
+        // The loop's scale-up is the request's whenever it took its turn.
+        if c.requests.took_turn {
+            let theirs: Vec<usize> = c
+                .requests
+                .scale_up
+                .iter()
+                .flat_map(|d| d.result.increases.iter().map(|i| i.delta))
+                .collect();
+            let ours: Vec<usize> = o
+                .scale_up
+                .result
+                .increases
+                .iter()
+                .map(|i| i.delta)
+                .collect();
+            assert_eq!(theirs, ours);
+        }
+        out.push(
+            o.scale_up
+                .result
+                .increases
+                .iter()
+                .map(|i| (i.group.as_str().to_string(), i.delta))
+                .collect(),
+        );
+        // Carry the request's writes over, as the shell's status writes would.
+        for wr in &c.requests.writes {
+            objects.requests[0].conditions = wr.conditions.clone();
+        }
+    }
+    out
+}
+
+#[test]
+fn requests_and_ordinary_pods_take_turns_for_the_loops_scale_up() {
+    let ups = alternating_loops(8, 2);
+    // Loop 1 is the ordinary pod's (upstream starts there): one node for it, the request waits.
+    assert_eq!(ups[0], [("gpu".to_string(), 1)]);
+    // Loop 2 is the request's: exactly its eight, nothing for anyone else.
+    assert_eq!(ups[1], [("gpu".to_string(), 8)]);
 }

@@ -1,0 +1,204 @@
+//! The driver's part of capacity on request: the arrivals of jobs through ProvisioningRequests
+//! (their objects created at their time, their pods once provisioned, as Kueue does), and the
+//! status writes of a loop's capacity decision carried out through the world's status
+//! subresource, as the live shell writes them (whole conditions, with the version read as a
+//! precondition; a conflict is an error of the run, never retried blindly).
+//!
+//! It decides nothing: the decisions are the core's, the reactions are the arrivals'.
+
+use autoscaler_core::{CapacityDecision, ResolvedBuffer, format_time_ms};
+use autoscaler_model::{CapacityObjects, ObjectStore, RequestCondition};
+use autoscaler_world::{SimTime, object_key};
+use serde_json::{Value, json};
+
+use super::Driver;
+
+/// The API group of the capacity kinds.
+const GROUP: &str = "autoscaling.x-k8s.io";
+
+/// The capacity objects the informer holds, with the objects that do not convert named (they
+/// are skipped, as the live shell skips them).
+pub(super) fn objects_of(store: &ObjectStore) -> (CapacityObjects, Vec<String>) {
+    let (objects, errors) = CapacityObjects::from_store(store);
+    (objects, errors.iter().map(|e| e.to_string()).collect())
+}
+
+/// `conditions` as the API holds them.
+fn conditions_json(conditions: &[RequestCondition]) -> Value {
+    Value::Array(
+        conditions
+            .iter()
+            .map(|c| {
+                json!({"type": c.type_.as_str(), "status": c.status.as_str(),
+                       "reason": c.reason, "message": c.message,
+                       "lastTransitionTime": format_time_ms(c.last_transition_ms),
+                       "observedGeneration": c.observed_generation})
+            })
+            .collect(),
+    )
+}
+
+/// The status the buffer controller writes on `b`, at `now_ms` unless the stored condition
+/// already says the same (its transition time is then kept).
+fn buffer_status_json(b: &ResolvedBuffer, stored: Option<&Value>, now_ms: i64) -> Value {
+    let s = &b.status;
+    let status = if s.ready { "True" } else { "False" };
+    let same = stored
+        .and_then(|v| v.pointer("/conditions/0"))
+        .filter(|c| {
+            c["type"] == s.condition
+                && c["status"] == status
+                && c["reason"] == s.reason
+                && c["message"] == s.message.as_str()
+        })
+        .and_then(|c| c.get("lastTransitionTime").cloned());
+    let mut out = json!({
+        "provisioningStrategy": &*s.strategy,
+        "conditions": [{"type": s.condition, "status": status, "reason": s.reason,
+                        "message": s.message,
+                        "lastTransitionTime": same.unwrap_or_else(|| json!(format_time_ms(now_ms)))}],
+    });
+    if let Some(t) = &s.pod_template {
+        out["podTemplateRef"] = json!({"name": &**t});
+    }
+    if let Some(r) = s.replicas {
+        out["replicas"] = json!(r);
+    }
+    out
+}
+
+impl Driver<'_> {
+    /// Creates the PodTemplates and ProvisioningRequests of the arrivals due by `t`, each at its
+    /// own instant.
+    pub(super) fn create_arrivals(&mut self, t: SimTime) {
+        let s = self.scenario;
+        while let Some(a) = s.requests.get(self.log.requests.len()) {
+            if a.at > t {
+                break;
+            }
+            self.world.step_until(a.at);
+            let log = a.log(self.world.now());
+            self.log.requests.push(log);
+            for o in a.objects() {
+                if let Err(e) = self.world.apply(o) {
+                    self.error(format!("ProvisioningRequest {}: {e}", a.key()));
+                }
+            }
+        }
+    }
+
+    /// The scale-up errors so far of the groups of `decision`'s atomic scale-up (to tell after
+    /// the loop's actions whether it was applied whole).
+    pub(super) fn atomic_errors(&self, decision: Option<&CapacityDecision>) -> Vec<(String, u64)> {
+        let Some(up) = decision.and_then(|d| d.requests.scale_up.as_ref()) else {
+            return Vec::new();
+        };
+        up.result
+            .increases
+            .iter()
+            .map(|i| {
+                let g = super::short(i.group.as_str());
+                let errors = self.log.groups.get(&g).map_or(0, |l| l.scale_up_errors);
+                (g, errors)
+            })
+            .collect()
+    }
+
+    /// Records a violation when the loop's atomic scale-up (its groups' errors `before` the
+    /// actions) was applied to some of its groups and refused for others.
+    pub(super) fn check_atomic(&mut self, t: SimTime, before: &[(String, u64)]) {
+        let failed: Vec<&str> = before
+            .iter()
+            .filter(|(g, n)| self.log.groups.get(g).map_or(0, |l| l.scale_up_errors) > *n)
+            .map(|(g, _)| g.as_str())
+            .collect();
+        if !failed.is_empty() && failed.len() < before.len() {
+            self.log.safety.violation(
+                t,
+                format!(
+                    "an atomic scale-up was half-applied: refused for {}, applied to the rest",
+                    failed.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// Records a violation for every request still booked (`Provisioned=True` without
+    /// `BookingExpired`) past the booking time plus one loop: a booking must never hold its
+    /// room (and block scale-down) longer.
+    pub(super) fn check_bookings(&mut self, t: SimTime) {
+        let booking = u64::try_from(self.options.capacity.requests.booking_ms).unwrap_or(0);
+        let limit = booking.saturating_add(self.scenario.scan_interval);
+        let mut late = Vec::new();
+        for r in &self.log.requests {
+            let Some(p) = r.provisioned_ms else { continue };
+            if t.saturating_sub(p) <= limit {
+                continue;
+            }
+            let (ns, name) = r.key.split_once('/').unwrap_or_default();
+            let key = object_key(GROUP, "ProvisioningRequest", ns, name);
+            let expired = self
+                .world
+                .objects()
+                .get(&key)
+                .and_then(|o| o.pointer("/status/conditions"))
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["status"] == "True"
+                            && (c["type"] == "BookingExpired" || c["type"] == "Failed")
+                    })
+                });
+            if !expired {
+                late.push(r.key.clone());
+            }
+        }
+        for key in late {
+            self.log
+                .safety
+                .violation(t, format!("the booking of {key} outlived the booking time"));
+        }
+    }
+
+    /// Carries out the status writes of `decision` on the world, then lets every arrival read
+    /// its request's status and react.
+    pub(super) fn write_capacity(&mut self, decision: Option<CapacityDecision>) {
+        let now = self.now_ms();
+        if let Some(d) = decision {
+            for w in &d.requests.writes {
+                let key = object_key(GROUP, "ProvisioningRequest", &w.namespace, &w.name);
+                let status = json!({"conditions": conditions_json(&w.conditions)});
+                if let Err(e) = self.world.write_status(&key, status, &w.resource_version) {
+                    self.error(format!("status of {key}: {e}"));
+                }
+            }
+            for b in &d.buffers {
+                if let Some(r) = b.status.replicas.filter(|_| b.status.ready) {
+                    self.log.buffers.insert(b.key.clone(), r);
+                }
+                if !d.write_buffer_status {
+                    continue;
+                }
+                let s = &b.status;
+                let key = object_key(GROUP, "CapacityBuffer", &s.namespace, &s.name);
+                let stored = self.world.objects().get(&key).and_then(|o| o.get("status"));
+                let status = buffer_status_json(b, stored, now);
+                if stored == Some(&status) {
+                    continue;
+                }
+                if let Err(e) = self.world.write_status(&key, status, &s.resource_version) {
+                    self.error(format!("status of {key}: {e}"));
+                }
+            }
+        }
+        let s = self.scenario;
+        for (a, log) in s.requests.iter().zip(self.log.requests.iter_mut()) {
+            if let Err(e) = a.react(&mut self.world, log) {
+                self.log.error_count += 1;
+                if self.log.errors.len() < 50 {
+                    self.log.errors.push(e);
+                }
+            }
+        }
+    }
+}
