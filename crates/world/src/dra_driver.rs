@@ -106,9 +106,11 @@ impl DraDriver {
         }
     }
 
-    /// The scheduler's tick: pods whose templates were missing get their claims if the
-    /// templates exist now.
+    /// The scheduler's tick: new pods get their claims, and pods whose templates were missing
+    /// get theirs if the templates exist now.
     pub(crate) fn tick(&mut self, c: &mut Cluster) {
+        // Pods created by an API call since the last event get their claims before the pass.
+        self.reconcile(c);
         if self.waiting.is_empty() {
             return;
         }
@@ -754,6 +756,40 @@ mod tests {
                 .next()
                 .is_none()
         );
+    }
+
+    /// A bare pod added through the API gets its claim before the next scheduler pass, and a
+    /// pod naming a template that does not exist yet gets its claim once it does.
+    #[test]
+    fn bare_pods_get_their_claims_and_a_late_template_is_waited_for() {
+        let mut w = gpu_world();
+        w.step_until(45_000);
+        let pod = |name: &str, template: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x",
+                    "resources": {"claims": [{"name": "gpu"}]}}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}})
+        };
+        w.add_pod(pod("bare", "one-gpu"), None).unwrap();
+        w.add_pod(pod("late", "later"), None).unwrap();
+        w.step_until(47_000);
+        let bound =
+            |w: &World, name: &str| w.live_pods().iter().any(|p| p.1 == name && p.2.is_some());
+        assert!(bound(&w, "bare"));
+        assert!(!bound(&w, "late"));
+        assert!(pending_message(&w)[0].contains("\"later\" not found"));
+        w.apply(
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "later", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}}}),
+        )
+        .unwrap();
+        w.step_until(49_000);
+        assert!(bound(&w, "late"));
+        assert_eq!(claims(&w).len(), 2);
+        assert_eq!(w.dra_violations(), Vec::<String>::new());
     }
 
     #[test]
