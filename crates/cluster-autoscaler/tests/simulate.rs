@@ -1002,3 +1002,44 @@ fn a_node_holding_a_zonal_volume_is_removed_only_if_its_zone_has_room() {
         "db-b-0 moved within zone b"
     );
 }
+
+/// examples/gpu-dra.yaml: pods claiming 1 to 8 GPUs through DRA claim templates all start on
+/// GPU nodes added for them, every claim is allocated within what the nodes publish (checked
+/// every loop as a safety invariant), and the GPU group shrinks back to its min once the jobs
+/// are done.
+#[test]
+fn dra_claims_get_gpu_nodes_that_go_after() {
+    let (r, out) = simulate("gpu-dra", &["examples/gpu-dra.yaml"]);
+    assert_eq!(num(&r, "/pods_pending_at_end"), 0.0, "{out}");
+    assert_eq!(
+        r["never_started"].as_array().map(Vec::len),
+        Some(0),
+        "{out}"
+    );
+    let jobs = ["tune-", "eval-", "train-", "pretrain-"];
+    let started = r["pod_starts"]
+        .as_array()
+        .expect("pod starts")
+        .iter()
+        .filter(|p| {
+            let pod = p["pod"].as_str().unwrap_or("");
+            jobs.iter()
+                .any(|j| pod.starts_with(&format!("default/{j}")))
+        })
+        .count();
+    // 6 one-GPU, 3 two-GPU, 2 four-GPU and 1 eight-GPU pods.
+    assert!(started >= 12, "every DRA pod started: {started}");
+    assert_eq!(
+        num(&r, "/safety_violations"),
+        0.0,
+        "{}",
+        r["safety_violation_samples"]
+    );
+    let gpu = &r["groups"][1];
+    assert_eq!(gpu["group"], "default/gpu");
+    // 28 GPUs are claimed at once and a node publishes 8: at least 3 nodes beside the first.
+    assert!(num(gpu, "/nodes_max") >= 4.0, "{gpu}");
+    assert!(num(gpu, "/nodes_added") >= 3.0, "{gpu}");
+    assert_eq!(num(gpu, "/nodes_end"), 1.0, "shrunk back to its min: {gpu}");
+    assert!(num(gpu, "/nodes_removed") >= 3.0, "{gpu}");
+}

@@ -1029,7 +1029,7 @@ impl Pod {
                 .collect();
         }
 
-        out.resource_claims = crate::dra::pod_claims(&ctx.object, pod)?;
+        out.resource_claims = crate::dra::pod_claims(&ctx.object, pod)?.into();
         out.update_equivalence();
         Ok(out)
     }

@@ -306,6 +306,9 @@ impl<'a> Driver<'a> {
             if let Some(csi) = &g.csi {
                 world.set_group_csi(&g.spec.name, csi.clone());
             }
+            if let Some(dra) = &g.dra {
+                world.set_group_dra(&g.spec.name, dra.clone());
+            }
             world
                 .apply(group_object(g, CLUSTER))
                 .map_err(err(format!("node group {}", g.spec.name)))?;
@@ -614,6 +617,12 @@ impl<'a> Driver<'a> {
 
     /// Records the careless Machine deletions the world saw since the last check.
     fn check_world(&mut self, t: SimTime) {
+        // DRA: no device allocated twice, none that its claim's node does not publish.
+        if self.scenario.groups.iter().any(|g| g.dra.is_some()) {
+            for v in self.world.dra_violations() {
+                self.log.safety.violation(t, format!("DRA: {v}"));
+            }
+        }
         let all = self.world.unmarked_healthy_deletions();
         if all.len() == self.unmarked_seen {
             return;

@@ -3,7 +3,8 @@
 //! group's target below its live Machines or its min, never remove an instance already on its
 //! way out, never grow a group in backoff, above its max or past `--max-nodes-total` or the
 //! core limit; the world never loses a healthy Machine to a careless decrease; a node is never
-//! deleted with pods that were not moved.
+//! deleted with pods that were not moved; with DRA drivers, no device is allocated twice nor
+//! allocated where its claim's node does not publish it.
 //!
 //! It decides only whether an invariant held and records what broke. It never changes an
 //! action or the world.

@@ -7,6 +7,8 @@
 //! command line's `--config` and flags layered around them. It never runs anything and never
 //! reads the clock.
 
+mod dra;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -14,8 +16,9 @@ use autoscaler_actuation::ActuationOptions;
 use autoscaler_core::AutoscalerOptions;
 use autoscaler_model::parse_duration;
 use autoscaler_world::{
-    ClaimTemplate, CsiSpec, DaemonSetSpec, DeletePolicy, Fault, FaultKind, JobSpec, NodeGroupSpec,
-    PodTemplate, ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime, StatefulSetSpec,
+    ClaimTemplate, CsiSpec, DaemonSetSpec, DeletePolicy, DraDriverSpec, Fault, FaultKind, JobSpec,
+    NodeGroupSpec, PodTemplate, ProvisioningDelay, ReplicaSetSpec, Scoring, SimTime,
+    StatefulSetSpec,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -232,6 +235,32 @@ pub struct GroupFile {
     /// The CSI driver of the nodes (each gets a CSINode with its attach limit).
     #[serde(default)]
     pub csi: Option<CsiFile>,
+    /// The DRA driver of the nodes (each publishes its devices as a ResourceSlice).
+    #[serde(default)]
+    pub dra: Option<DraFile>,
+}
+
+/// The DRA driver the nodes of a group run: each node publishes `devices` devices (named
+/// `<prefix>-0`, `<prefix>-1`, ...) in one ResourceSlice `delay` after it joins.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DraFile {
+    /// Driver name (`spec.driver` of the slices; device classes select it).
+    pub driver: String,
+    /// How long after a node joins Ready its slice is published (default 0s).
+    #[serde(default)]
+    pub delay: Option<String>,
+    /// Devices per node (1 to 128, a slice's limit).
+    pub devices: u32,
+    /// Device name prefix (default `gpu`).
+    #[serde(default)]
+    pub device_prefix: Option<String>,
+    /// Attributes of every device, as the API writes them (`model: {string: h100}`).
+    #[serde(default)]
+    pub attributes: serde_json::Map<String, Value>,
+    /// Capacities of every device (`memory: 80Gi`).
+    #[serde(default)]
+    pub capacity: BTreeMap<String, String>,
 }
 
 /// The CSI driver the nodes of a group run.
@@ -311,9 +340,27 @@ pub struct PodFile {
     /// Tolerations, as in a pod spec.
     #[serde(default)]
     pub tolerations: Vec<Value>,
+    /// DRA claims of the pod (`spec.resourceClaims`, each also claimed by its container).
+    #[serde(default)]
+    pub claims: Vec<PodClaimFile>,
     /// Any further pod spec fields (merged over the generated spec).
     #[serde(default)]
     pub spec: Option<Value>,
+}
+
+/// A DRA claim of a pod: made from a ResourceClaimTemplate for each pod, or an existing
+/// ResourceClaim shared by the pods naming it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodClaimFile {
+    /// The entry's name (a DNS label).
+    pub name: String,
+    /// `resourceClaimTemplateName`.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// `resourceClaimName`.
+    #[serde(default)]
+    pub claim: Option<String>,
 }
 
 /// A change of a Deployment's replicas at a time.
@@ -589,6 +636,8 @@ pub struct Group {
     pub delay: Option<ProvisioningDelay>,
     /// The CSI driver of its nodes.
     pub csi: Option<CsiSpec>,
+    /// The DRA driver of its nodes.
+    pub dra: Option<DraDriverSpec>,
 }
 
 /// A validated scenario, ready to build a world from.
@@ -842,6 +891,7 @@ impl Scenario {
         for (i, w) in f.workloads.iter().enumerate() {
             s.add_workload(&format!("workloads[{i}]"), w, base)?;
         }
+        dra::check_references(&f.workloads, &s.objects)?;
         super::cost::check(&s, "duration")?;
         super::cost::check_starts(&s, &f.workloads)?;
         Ok(s)
@@ -1262,6 +1312,7 @@ fn check_object(field: &str, o: &Value) -> Result<(), ScenarioError> {
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             typed::<scheduling::v1::PriorityClass>(field, o).map(drop)
         }
+        ("resource.k8s.io/v1", _) => dra::check_object(field, kind, o),
         ("policy/v1", "PodDisruptionBudget") => {
             let pdb = typed::<policy::v1::PodDisruptionBudget>(field, o)?;
             let spec = pdb.spec.unwrap_or_default();
@@ -1435,6 +1486,11 @@ fn group(field: &str, g: &GroupFile) -> Result<Group, ScenarioError> {
                 max_volumes: c.max_volumes,
             }),
         },
+        dra: g
+            .dra
+            .as_ref()
+            .map(|d| dra::driver(&format!("{field}.dra"), d))
+            .transpose()?,
     })
 }
 
@@ -1467,6 +1523,7 @@ fn template(field: &str, name: &str, p: &PodFile) -> Result<PodTemplate, Scenari
     if !p.tolerations.is_empty() {
         t.spec["tolerations"] = Value::Array(p.tolerations.clone());
     }
+    dra::pod_claims(&format!("{field}.claims"), &p.claims, &mut t.spec)?;
     if let Some(extra) = &p.spec {
         let Some(obj) = extra.as_object() else {
             return Err(invalid(format!("{field}.spec"), "must be a mapping"));

@@ -196,6 +196,10 @@ pub(crate) struct Cluster {
     gc_scanned: bool,
     /// The metrics log (pod waits are recorded here as pods start).
     pub metrics: Metrics,
+    /// Pods with DRA claims created since the DRA controller last looked.
+    pub claim_pods_created: Vec<NsName>,
+    /// Pods with DRA claims gone since the DRA controller last looked: id, uid and last view.
+    pub claim_pods_ended: Vec<(NsName, String, Arc<Pod>)>,
 }
 
 impl Cluster {
@@ -222,6 +226,8 @@ impl Cluster {
             terminal: Vec::new(),
             gc_scanned: false,
             metrics: Metrics::default(),
+            claim_pods_created: Vec::new(),
+            claim_pods_ended: Vec::new(),
         }
     }
 
@@ -311,6 +317,9 @@ impl Cluster {
         view.uid = Arc::from(uid.as_str());
         view.creation_ms = Some(self.epoch_ms + self.now as i64);
         let node = view.node_name.map(|n| n.as_str().to_string());
+        if !view.resource_claims.is_empty() {
+            self.claim_pods_created.push(id.clone());
+        }
         self.pod_seq += 1;
         self.pending
             .insert((-view.priority, self.pod_seq, id.clone()));
@@ -387,6 +396,28 @@ impl Cluster {
         true
     }
 
+    /// Reads a pending pod's model view again from its stored object (a controller changed its
+    /// status, e.g. the claims made for it), keeping its uid and creation time.
+    pub fn refresh_pod_view(&mut self, id: &NsName) {
+        let k = key("", "Pod", &id.0, &id.1);
+        let Some(obj) = self.store.get(&k).cloned() else {
+            return;
+        };
+        let Ok(mut view) = pod_view(&obj, &k) else {
+            return;
+        };
+        let Some(st) = self.pods.get_mut(id) else {
+            return;
+        };
+        if st.node.is_some() {
+            return;
+        }
+        view.uid = st.view.uid.clone();
+        view.creation_ms = st.view.creation_ms;
+        st.view = Arc::new(view);
+        self.sched_epoch += 1;
+    }
+
     /// Writes a bound pod's object: nodeName, phase Running, the started conditions.
     fn write_running(&mut self, id: &NsName, node: &str) {
         let ts = self.timestamp();
@@ -436,6 +467,9 @@ impl Cluster {
     /// otherwise the object is deleted. The owner sees it through [`Cluster::take_removed`].
     pub fn remove_pod(&mut self, id: &NsName, terminal: Option<&str>) -> Option<PodState> {
         let st = self.pods.remove(id)?;
+        if !st.view.resource_claims.is_empty() {
+            (self.claim_pods_ended).push((id.clone(), st.uid.clone(), st.view.clone()));
+        }
         self.pending
             .remove(&(-st.view.priority, st.seq, id.clone()));
         self.sched_epoch += 1;

@@ -19,6 +19,7 @@
 
 pub(crate) mod cluster;
 mod device_plugin;
+mod dra_driver;
 mod eviction;
 mod faults;
 mod machines;
@@ -36,6 +37,7 @@ mod workloads;
 mod world;
 
 pub use cluster::WorldError;
+pub use dra_driver::DraDriverSpec;
 pub use eviction::{BudgetStatus, EvictionError};
 pub use faults::{Fault, FaultKind, ProvisioningDelay};
 pub use machines::{DeletePolicy, NodeGroupSpec, UnmarkedDeletion};

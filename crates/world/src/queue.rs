@@ -46,6 +46,8 @@ pub(crate) enum Event {
         uid: String,
         resources: Vec<(String, String)>,
     },
+    /// A node's DRA driver publishes its ResourceSlice.
+    DraPublish { node: String, uid: String },
 }
 
 #[derive(Debug)]

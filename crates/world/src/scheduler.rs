@@ -121,8 +121,10 @@ impl Scheduler {
                         .node(nid)
                         .map(|n| n.node.name.as_str().to_string());
                     // PreBind: the pod binds only once its claims are bound (see storage).
+                    // Then its DRA claims are allocated and reserved for it (see dra_driver).
                     if let Some(name) = name
                         && crate::storage::pre_bind(c, &id, &name).is_ok()
+                        && crate::dra_driver::reserve(c, &id, &name).is_ok()
                     {
                         c.bind(&id, &name);
                     }

@@ -18,6 +18,7 @@ use crate::text::count;
 pub mod claims;
 pub mod cluster;
 pub mod consolidation;
+pub mod gpus;
 pub mod phases;
 
 use cluster::Shape;
@@ -100,6 +101,11 @@ pub struct BenchArgs {
     /// (WaitForFirstConsumer); every node has a CSI attach limit.
     #[arg(long, default_value_t = 0.0, value_name = "FRACTION")]
     pub pvc_fraction: f64,
+    /// Makes it a GPU cluster (ours): every node has 8 GPUs and every pending pod asks for
+    /// one, as an extended resource (`extended`: `nvidia.com/gpu`) or through a DRA claim
+    /// template (`dra`: a ResourceSlice of 8 devices per node), to compare the two.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub gpus: Option<gpus::Gpus>,
 }
 
 impl BenchArgs {
@@ -186,6 +192,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let mut cluster = cluster::generate(&shape)
         .map_err(|e| CliError::usage(anyhow!("the synthetic cluster of these flags: {e}")))?;
     claims::add_claims(&mut cluster, args.pvc_fraction);
+    if let Some(mode) = args.gpus {
+        gpus::add_gpus(&mut cluster, mode);
+    }
     let generated_rss = memory().map(|m| m.rss);
     let results = phases::measure(
         &cluster,
@@ -287,6 +296,17 @@ fn render(
             out,
             "--pvc-fraction {}: that share of the pods use a PersistentVolumeClaim",
             args.pvc_fraction
+        );
+    }
+    if let Some(mode) = args.gpus {
+        let how = match mode {
+            gpus::Gpus::Extended => "as the extended resource nvidia.com/gpu",
+            gpus::Gpus::Dra => "through a DRA claim template (a ResourceSlice per node)",
+        };
+        let _ = writeln!(
+            out,
+            "--gpus: {} GPUs per node, one per pending pod {how}",
+            gpus::GPUS_PER_NODE
         );
     }
     let _ = writeln!(out);
