@@ -118,8 +118,8 @@ const fn gap(why: &'static str, ours: &'static str) -> Status {
 
 const OTHER_PROVIDER: &str = "a setting of another cloud provider";
 const GO_TUNING: &str = "tunes upstream's Go implementation; ours has no such knob";
-const PROV_REQ: &str = "tunes ProvisioningRequest handling, which this autoscaler does not have \
-                        (see --enable-provisioning-requests)";
+const PROV_REQ: &str = "tunes upstream's batch processing of check-capacity ProvisioningRequests; \
+                        ours takes one request per loop (see --enable-provisioning-requests)";
 const KLOG_FORMAT: &str = "klog output formatting; ours writes its own text or JSON lines";
 
 /// Every upstream flag, in upstream's order within each source.
@@ -210,10 +210,10 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-allocatable-difference-ratio", "0.05", Float, IMPL, A),
     f("force-ds", "false", Bool, gap("scale-up does not block node groups too small for all DaemonSet pods", "false"), A),
     f("dynamic-node-delete-delay-after-taint-enabled", "false", Bool, gap("the delay after tainting is fixed (--node-delete-delay-after-taint)", "false"), A),
-    f("enable-provisioning-requests", "false", Bool, gap("ProvisioningRequest objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
-    f("provisioning-request-initial-backoff-time", "1m0s", Dur, none(PROV_REQ), A),
-    f("provisioning-request-max-backoff-time", "10m0s", Dur, none(PROV_REQ), A),
-    f("provisioning-request-max-backoff-cache-size", "1000", Int, none(PROV_REQ), A),
+    f("enable-provisioning-requests", "false", Bool, IMPL, A),
+    f("provisioning-request-initial-backoff-time", "1m0s", Dur, IMPL, A),
+    f("provisioning-request-max-backoff-time", "10m0s", Dur, IMPL, A),
+    f("provisioning-request-max-backoff-cache-size", "1000", Int, IMPL, A),
     f("frequent-loops-enabled", "true", Bool, gap("a loop always runs early when new unschedulable pods appear", "true"), A),
     f("async-node-groups", "false", Bool, gap("node groups are never created or deleted", "false"), A),
     f("enable-proactive-scaleup", "false", Bool, gap("proactive scale-up (for pods not created yet) is not supported", "false"), A),
@@ -235,10 +235,10 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("force-delete-failed-nodes", "false", Bool, gap("failed nodes are deleted only down to the node group's min size", "false"), A),
     f("enable-csi-node-aware-scheduling", "false", Bool, none("the volume filters always honour CSINode attach limits, as upstream does only when this is true"), A),
     f("predicate-parallelism", "4", Int, none(GO_TUNING), A),
-    f("check-capacity-processor-instance", "", Text, none(PROV_REQ), A),
+    f("check-capacity-processor-instance", "", Text, IMPL, A),
     f("node-deletion-candidate-ttl", "0s", Dur, gap("unneeded-node markings are not kept across restarts", "0s"), A),
-    f("capacity-buffer-controller-enabled", "false", Bool, gap("CapacityBuffer objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
-    f("capacity-buffer-pod-injection-enabled", "false", Bool, gap("CapacityBuffer objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
+    f("capacity-buffer-controller-enabled", "false", Bool, IMPL, A),
+    f("capacity-buffer-pod-injection-enabled", "false", Bool, IMPL, A),
     f("capacity-buffer-pod-dry-run-enabled", "true", Bool, none("tunes CapacityBuffer handling, which this autoscaler does not have"), A),
     f("capacity-buffer-ready-replicas-enabled", "false", Bool, none("tunes CapacityBuffer handling, which this autoscaler does not have"), A),
     f("node-removal-latency-tracking-enabled", "false", Bool, gap("node removal latency is not tracked", "false"), A),

@@ -29,8 +29,9 @@ pub use flags::{
     UpstreamFlag, markdown as flags_markdown, with_table_defaults,
 };
 pub use options::{
-    AutoscalingArgs, CLUSTERAPI_PROVIDER, ClusterStateArgs, DEFAULT_VERBOSITY, LogFormat,
-    ManagementCluster, OPENSHIFT_PROVIDER, OptionsError, RunArgs, RunOptions, ScaleDownArgs,
-    ScaleUpArgs, SettingError, is_setting, normalize_args, parse_address, setting_names,
+    AutoscalingArgs, CLUSTERAPI_PROVIDER, CapacityArgs, ClusterStateArgs, DEFAULT_VERBOSITY,
+    LogFormat, ManagementCluster, OPENSHIFT_PROVIDER, OptionsError, RunArgs, RunOptions,
+    ScaleDownArgs, ScaleUpArgs, SettingError, is_setting, normalize_args, parse_address,
+    setting_names,
 };
 pub use yaml::from_str as yaml_from_str;

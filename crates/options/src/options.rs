@@ -199,6 +199,73 @@ pub struct AutoscalingArgs {
     /// Cluster-state flags.
     #[command(flatten)]
     pub cluster_state: ClusterStateArgs,
+    /// Capacity-on-request flags (ProvisioningRequests, CapacityBuffers).
+    #[command(flatten)]
+    pub capacity: CapacityArgs,
+}
+
+/// Capacity-on-request flags: ProvisioningRequests and CapacityBuffers
+/// (docs/provisioning-requests.md).
+#[derive(Clone, Debug, Default, clap::Args)]
+#[command(next_help_heading = "Capacity on request")]
+pub struct CapacityArgs {
+    /// Act on ProvisioningRequests (`autoscaling.x-k8s.io/v1`): check-capacity and
+    /// best-effort-atomic-scale-up classes, conditions written through the status subresource.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub enable_provisioning_requests: Option<bool>,
+    /// First wait before a ProvisioningRequest whose capacity was not found is tried again.
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub provisioning_request_initial_backoff_time: Option<Duration>,
+    /// Longest wait between tries of a ProvisioningRequest (the wait doubles up to it).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    pub provisioning_request_max_backoff_time: Option<Duration>,
+    /// ProvisioningRequests whose retry backoff is remembered (the least recently tried is
+    /// forgotten first).
+    #[arg(long, value_name = "INT")]
+    pub provisioning_request_max_backoff_cache_size: Option<usize>,
+    /// The check-capacity ProvisioningRequests this instance serves: those whose
+    /// `processorInstance` parameter names it (empty: those without the parameter).
+    #[arg(long, value_name = "NAME")]
+    pub check_capacity_processor_instance: Option<String>,
+    /// Resolve CapacityBuffers into pods and write their status.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub capacity_buffer_controller_enabled: Option<bool>,
+    /// Add the ready CapacityBuffers' virtual pods to the loop's pending pods.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub capacity_buffer_pod_injection_enabled: Option<bool>,
+}
+
+fn apply_capacity(a: &CapacityArgs, c: &mut ControllerConfig) {
+    let cap = &mut c.autoscaler.capacity;
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    set(&mut cap.requests.enabled, a.enable_provisioning_requests);
+    set(
+        &mut cap.requests.initial_backoff_ms,
+        a.provisioning_request_initial_backoff_time.map(ms),
+    );
+    set(
+        &mut cap.requests.max_backoff_ms,
+        a.provisioning_request_max_backoff_time.map(ms),
+    );
+    set(
+        &mut cap.requests.max_backoff_cache_size,
+        a.provisioning_request_max_backoff_cache_size,
+    );
+    set(
+        &mut cap.requests.check_capacity_processor_instance,
+        a.check_capacity_processor_instance.clone(),
+    );
+    set(
+        &mut cap.buffer_controller,
+        a.capacity_buffer_controller_enabled,
+    );
+    set(
+        &mut cap.buffer_pods,
+        a.capacity_buffer_pod_injection_enabled,
+    );
 }
 
 /// Scale-up flags.
@@ -711,17 +778,6 @@ impl RunOptions {
         let ignored_flags = args.compat.no_effect_given();
         let unsupported = args.compat.unsupported();
         c.unsupported_settings = unsupported.iter().map(ToString::to_string).collect();
-        // Capacity on request is decided by `plan` only (the controller does not act on it
-        // yet, so the flags stay gaps there): their values switch it on for `plan`.
-        let on = |flag: &str| {
-            unsupported
-                .iter()
-                .any(|u| u.flag == flag && go_bool(&u.value) == Ok(true))
-        };
-        let capacity = &mut c.autoscaler.capacity;
-        capacity.requests.enabled = on("enable-provisioning-requests");
-        capacity.buffer_controller = on("capacity-buffer-controller-enabled");
-        capacity.buffer_pods = on("capacity-buffer-pod-injection-enabled");
         Ok(RunOptions {
             controller: c,
             kubeconfig: args.kubeconfig.clone(),
@@ -762,6 +818,7 @@ fn apply_autoscaling(a: &AutoscalingArgs, c: &mut ControllerConfig) -> Result<()
     apply_scale_up(&a.scale_up, c)?;
     apply_scale_down(&a.scale_down, c);
     apply_cluster_state(&a.cluster_state, c);
+    apply_capacity(&a.capacity, c);
     Ok(())
 }
 
@@ -1749,7 +1806,7 @@ mod tests {
     #[test]
     fn gap_flags_asking_for_a_missing_feature_are_said() {
         let o = build(&[
-            "--enable-provisioning-requests=true",
+            "--scale-up-from-zero=false",
             "--profiling",
             "--parallel-scale-up=false",
             "--estimator=binpacking",
@@ -1759,18 +1816,44 @@ mod tests {
         .unwrap();
         let flags: Vec<&str> = o.unsupported.iter().map(|u| u.flag).collect();
         // In registry order.
-        assert_eq!(flags, ["profiling", "enable-provisioning-requests"]);
-        assert_eq!(o.unsupported[0].value, "true");
+        assert_eq!(flags, ["scale-up-from-zero", "profiling"]);
+        assert_eq!(o.unsupported[0].value, "false");
         assert_eq!(o.ignored_flags, ["predicate-parallelism", "feature-gates"]);
         assert_eq!(o.controller.unsupported_settings.len(), 2);
         assert!(
-            o.controller.unsupported_settings[1]
-                .starts_with("--enable-provisioning-requests=true: ProvisioningRequest"),
+            o.controller.unsupported_settings[0]
+                .starts_with("--scale-up-from-zero=false: scale-up always runs"),
             "{:?}",
             o.controller.unsupported_settings
         );
-        let o = build(&["--enable-provisioning-requests=false"]).unwrap();
+        let o = build(&["--scale-up-from-zero=true"]).unwrap();
         assert!(o.unsupported.is_empty() && o.ignored_flags.is_empty());
+    }
+
+    #[test]
+    fn the_capacity_on_request_flags_land_in_the_core_options_and_are_no_gap() {
+        let o = build(&[]).unwrap();
+        assert_eq!(
+            o.controller.autoscaler.capacity,
+            autoscaler_core::CapacityOptions::default()
+        );
+        let o = build(&[
+            "--enable-provisioning-requests",
+            "--provisioning-request-initial-backoff-time=30s",
+            "--provisioning-request-max-backoff-time=5m",
+            "--provisioning-request-max-backoff-cache-size=50",
+            "--check-capacity-processor-instance=east",
+            "--capacity-buffer-controller-enabled=true",
+            "--capacity-buffer-pod-injection-enabled=true",
+        ])
+        .unwrap();
+        assert!(o.unsupported.is_empty(), "{:?}", o.unsupported);
+        let c = &o.controller.autoscaler.capacity;
+        assert!(c.requests.enabled && c.buffer_controller && c.buffer_pods);
+        assert_eq!(c.requests.initial_backoff_ms, 30_000);
+        assert_eq!(c.requests.max_backoff_ms, 300_000);
+        assert_eq!(c.requests.max_backoff_cache_size, 50);
+        assert_eq!(c.requests.check_capacity_processor_instance, "east");
     }
 
     #[test]
