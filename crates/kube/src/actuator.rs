@@ -577,11 +577,12 @@ impl Actuator {
     /// Replaces the status of a ProvisioningRequest or CapacityBuffer through its `/status`
     /// subresource (a `PUT` of the whole object, as upstream's `UpdateStatus`), on the
     /// workload cluster. The object's `resourceVersion` is the precondition: a `409` means it
-    /// changed since the decision (the next loop decides again on the fresh object).
+    /// changed since the decision (the next loop decides again on the fresh object). Returns
+    /// the object as the API server stored it.
     pub async fn write_status(
         &self,
         update: &autoscaler_actuation::StatusUpdate,
-    ) -> Result<(), ActuationError> {
+    ) -> Result<Value, ActuationError> {
         let key = &update.key;
         let (group, version) = update
             .api_version
@@ -610,13 +611,17 @@ impl Actuator {
                     detail: e.to_string(),
                 }
             })?;
-        api.replace_status(&key.name, &PostParams::default(), &object)
+        let stored = api
+            .replace_status(&key.name, &PostParams::default(), &object)
             .await
-            .map(drop)
             .map_err(api_err(format!(
                 "update status of {}",
                 update.object_name()
-            )))
+            )))?;
+        serde_json::to_value(&stored).map_err(|e| ActuationError::BadObject {
+            object: key.clone(),
+            detail: e.to_string(),
+        })
     }
 
     /// Asks the Eviction API to evict the pod with `grace_period_sec`. A refusal (429, a

@@ -283,7 +283,10 @@ mod tests {
                 };
                 seen.push((req.method.clone(), req.uri.clone(), req.body.clone()));
                 if code == 200 {
-                    respond(send, 200, &req.body);
+                    // Stored, at the next version.
+                    let mut stored = req.body.clone();
+                    stored["metadata"]["resourceVersion"] = json!("42");
+                    respond(send, 200, &stored);
                 } else {
                     respond(
                         send,
@@ -296,9 +299,10 @@ mod tests {
             }
             seen
         });
+        let informer = Arc::new(Mutex::new(Informer::from_store(&s)));
         let mut executor = crate::execute::Executor::new(
             Arc::new(crate::actuator::Actuator::new(c)),
-            Arc::new(Mutex::new(Informer::from_store(&s))),
+            informer.clone(),
             ClusterApiConfig::default(),
             ActuationOptions::default(),
         );
@@ -330,6 +334,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // What was written is cached at once (the watch event may come later).
+        let inf = informer.lock().unwrap();
+        let cached = inf
+            .store()
+            .get(&autoscaler_actuation::request_key("batch", "a"))
+            .unwrap();
+        assert_eq!(cached["metadata"]["resourceVersion"], "42");
+        assert_eq!(cached["status"]["conditions"][1]["type"], "Provisioned");
     }
 
     #[test]
