@@ -327,3 +327,56 @@ async fn an_atomic_request_gets_one_scale_up_and_its_pods_consume_the_booking() 
     .await;
     assert_eq!(replicas(&h), 3);
 }
+
+/// A CapacityBuffer of 2 pods' worth of room on an empty group: with the controller flag its
+/// status says `ReadyForProvisioning=True` with 2 replicas (written through `/status`); with
+/// pod injection its virtual pods drive a scale-up like pending pods (2 nodes of 4 CPUs for 2
+/// pods of 3 CPUs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffer_gets_its_status_and_its_room() {
+    let h = start_world(0).await;
+    h.with_world(|w| w.apply(template("3")).expect("template"));
+    let buffer = json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": "headroom", "namespace": "batch"},
+        "spec": {"podTemplateRef": {"name": "worker"}, "replicas": 2}
+    });
+    let path = "/apis/autoscaling.x-k8s.io/v1beta1/namespaces/batch/capacitybuffers";
+    let (code, body) = api(&h, "POST", path.into(), &buffer).await;
+    assert_eq!(code, 201, "{body}");
+    let ca = start(
+        h.kubeconfig_path(),
+        &[
+            "--capacity-buffer-controller-enabled",
+            "--capacity-buffer-pod-injection-enabled",
+        ],
+    );
+    let status = || {
+        h.with_world(|w| {
+            w.objects()
+                .list("autoscaling.x-k8s.io", "CapacityBuffer")
+                .find(|(k, _)| k.name == "headroom")
+                .and_then(|(_, v)| v.get("status").cloned())
+        })
+        .unwrap_or(Value::Null)
+    };
+    wait_for(&ca, "the buffer's status", Duration::from_secs(30), || {
+        status()["conditions"][0]["status"] == "True"
+    })
+    .await;
+    let s = status();
+    assert_eq!(s["replicas"], 2, "{s}");
+    assert_eq!(s["podTemplateRef"]["name"], "worker", "{s}");
+    assert_eq!(s["conditions"][0]["type"], "ReadyForProvisioning", "{s}");
+    assert_eq!(
+        s["conditions"][0]["reason"], "AttributesSetSuccessfully",
+        "{s}"
+    );
+    wait_for(
+        &ca,
+        "room for the buffer's pods",
+        Duration::from_secs(30),
+        || replicas(&h) == 2,
+    )
+    .await;
+}
