@@ -151,6 +151,9 @@ pub struct RunArgs {
     /// The settings of the decision, the loop and the drain (those `simulate` honours).
     #[command(flatten)]
     pub autoscaling: AutoscalingArgs,
+    /// Capacity-on-request flags (ProvisioningRequests, CapacityBuffers): `run` and `plan`.
+    #[command(flatten)]
+    pub capacity: CapacityArgs,
     /// `/health-check` fails when no loop succeeded this long after this replica started
     /// running loops.
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
@@ -199,9 +202,6 @@ pub struct AutoscalingArgs {
     /// Cluster-state flags.
     #[command(flatten)]
     pub cluster_state: ClusterStateArgs,
-    /// Capacity-on-request flags (ProvisioningRequests, CapacityBuffers).
-    #[command(flatten)]
-    pub capacity: CapacityArgs,
 }
 
 /// Capacity-on-request flags: ProvisioningRequests and CapacityBuffers
@@ -773,6 +773,7 @@ impl RunOptions {
             apply_autoscaling(scenario, &mut c)?;
         }
         apply_autoscaling(&args.autoscaling, &mut c)?;
+        apply_capacity(&args.capacity, &mut c);
         validate(&c)?;
 
         let ignored_flags = args.compat.no_effect_given();
@@ -818,7 +819,6 @@ fn apply_autoscaling(a: &AutoscalingArgs, c: &mut ControllerConfig) -> Result<()
     apply_scale_up(&a.scale_up, c)?;
     apply_scale_down(&a.scale_down, c);
     apply_cluster_state(&a.cluster_state, c);
-    apply_capacity(&a.capacity, c);
     Ok(())
 }
 
