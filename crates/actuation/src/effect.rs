@@ -155,6 +155,13 @@ pub enum EffectKind {
         /// The nodes.
         nodes: Vec<Sym>,
     },
+    /// Replace the status of a ProvisioningRequest or CapacityBuffer through its `/status`
+    /// subresource, with the `resourceVersion` the decision read as precondition (a `409`
+    /// answers [`Reply::Failed`] of class `Conflict`; the next loop decides again).
+    WriteStatus {
+        /// The object to send.
+        update: crate::status_write::StatusUpdate,
+    },
 }
 
 /// How an effect went.
@@ -284,6 +291,18 @@ pub enum Report {
         refused: Vec<PodRef>,
         /// Pods not evicted (refused, or not tried after a refusal).
         not_evicted: usize,
+    },
+    /// A status write ([`EffectKind::WriteStatus`]) was accepted.
+    StatusWritten {
+        /// `Kind namespace/name`.
+        object: String,
+    },
+    /// A status write failed (a `Conflict`: the object changed; decided again next loop).
+    StatusWriteFailed {
+        /// `Kind namespace/name`.
+        object: String,
+        /// Why.
+        error: ActionError,
     },
 }
 

@@ -113,7 +113,7 @@ impl Default for ActuationOptions {
 
 /// What a reply is for.
 #[derive(Clone, Debug)]
-enum Waiting {
+pub(crate) enum Waiting {
     ScaleUp {
         group: NodeGroupId,
         delta: usize,
@@ -146,6 +146,10 @@ enum Waiting {
         group: NodeGroupId,
         nodes: Vec<Sym>,
         drained: bool,
+    },
+    /// A status write of the object named (`Kind namespace/name`).
+    Status {
+        object: String,
     },
 }
 
@@ -226,7 +230,7 @@ impl Actuation {
             .min()
     }
 
-    fn effect(&mut self, waiting: Waiting, kind: EffectKind) -> Effect {
+    pub(crate) fn effect(&mut self, waiting: Waiting, kind: EffectKind) -> Effect {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.waiting.insert(ticket, waiting);
@@ -663,6 +667,10 @@ impl Actuation {
                 };
                 out = self.read(group, nodes, drained, found, lookup);
             }
+            Waiting::Status { object } => self.reports.push(match error {
+                None => Report::StatusWritten { object },
+                Some(error) => Report::StatusWriteFailed { object, error },
+            }),
             Waiting::ScaleUp { group, delta } => self.reports.push(match error {
                 None => Report::ScaledUp { group, delta },
                 Some(error) => Report::ScaleUpFailed {

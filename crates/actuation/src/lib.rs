@@ -16,6 +16,7 @@ mod hold;
 mod inflight;
 mod informer;
 mod stale_mark;
+mod status_write;
 
 pub use effect::{Correction, Effect, EffectKind, Purpose, Reply, Report, Ticket, provider_error};
 pub use inflight::{Actuation, ActuationOptions};
@@ -23,3 +24,6 @@ pub use informer::{
     ClusterLookup, Informer, InformerLookup, blocking_pods, lock as lock_informer, pod_view,
 };
 pub use stale_mark::STALE_MARK_GRACE_MS;
+pub use status_write::{
+    StaleObject, StatusUpdate, buffer_key, buffer_update, request_key, request_update,
+};

@@ -249,11 +249,7 @@ async fn scale_up_then_scale_down_end_to_end() {
     );
     // A flag asking for a feature this autoscaler does not have: accepted, and listed in the
     // status ConfigMap.
-    let ca = Autoscaler::start(
-        h.kubeconfig_path(),
-        "ca-0",
-        &["--enable-provisioning-requests=true"],
-    );
+    let ca = Autoscaler::start(h.kubeconfig_path(), "ca-0", &["--parallel-scale-up=true"]);
     add_pods(&h, "job", 3);
 
     wait_for("replicas rise to 3", Duration::from_secs(30), || {
@@ -278,7 +274,7 @@ async fn scale_up_then_scale_down_end_to_end() {
     let status = status_text(&h).unwrap_or_default();
     assert!(
         status.contains("unsupportedSettings:")
-            && status.contains("--enable-provisioning-requests=true: ProvisioningRequest"),
+            && status.contains("--parallel-scale-up=true: the node groups"),
         "{status}"
     );
     wait_for("a TriggeredScaleUp event", Duration::from_secs(10), || {

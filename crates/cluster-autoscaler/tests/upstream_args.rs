@@ -247,7 +247,8 @@ fn openshift_operator_args_are_accepted() {
 }
 
 /// The operator's arguments minus the two that other changes bring (the `openshift` provider
-/// name and cordoning), so the rest is checked now; the provisioning-request gap is said.
+/// name and cordoning), so the rest is checked now; `--enable-provisioning-requests` is
+/// implemented, not a gap.
 #[test]
 fn openshift_operator_args_without_the_provider_name_are_accepted() {
     let stderr = accepted(
@@ -255,7 +256,7 @@ fn openshift_operator_args_without_the_provider_name_are_accepted() {
         &openshift_operator_args("--cloud-provider=clusterapi", None),
     );
     assert!(
-        stderr.contains("--enable-provisioning-requests") && stderr.contains("does not have"),
+        !stderr.contains("--enable-provisioning-requests"),
         "{stderr}"
     );
     for no_effect in [
@@ -271,20 +272,17 @@ fn openshift_operator_args_without_the_provider_name_are_accepted() {
 fn a_gap_is_said_at_start_and_its_default_is_silent() {
     let stderr = accepted(
         "gap",
-        &[
-            "--enable-provisioning-requests=true",
-            "--log_file=/tmp/ca.log",
-        ],
+        &["--parallel-scale-up=true", "--log_file=/tmp/ca.log"],
     );
     for needle in [
-        "--enable-provisioning-requests",
-        "ProvisioningRequest objects are decided by `plan` only",
+        "--parallel-scale-up",
+        "resized one after another, not concurrently",
         "--log-file",
         "never to files",
     ] {
         assert!(stderr.contains(needle), "{needle}: {stderr}");
     }
-    let stderr = accepted("gap", &["--enable-provisioning-requests=false"]);
+    let stderr = accepted("gap", &["--parallel-scale-up=false"]);
     assert!(!stderr.contains("does not have"), "{stderr}");
 }
 
@@ -323,11 +321,11 @@ fn help_groups_the_flags_without_effect_and_the_unsupported_ones() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("Accepted without effect (upstream compatibility)"));
     assert!(help.contains("Accepted, not supported"));
-    assert!(help.contains("--enable-provisioning-requests"));
+    assert!(help.contains("--parallel-scale-up"));
     // Short help stays readable: the registry-only flags are left out of it.
     let out = bin().args(["run", "-h"]).output().expect("runs");
     let short = String::from_utf8_lossy(&out.stdout);
-    assert!(!short.contains("--enable-provisioning-requests"), "{short}");
+    assert!(!short.contains("--parallel-scale-up"), "{short}");
     assert!(short.contains("--scan-interval"));
 }
 

@@ -88,6 +88,10 @@ pub struct FacadeOptions {
     pub watch_list: bool,
 }
 
+/// The group-versions of the ProvisioningRequest (`v1`) and CapacityBuffer (`v1beta1`) CRDs,
+/// withheld by default as on a cluster without them; [`FacadeHandle::install`] serves them.
+pub const CAPACITY_CRDS: [&str; 2] = ["autoscaling.x-k8s.io/v1", "autoscaling.x-k8s.io/v1beta1"];
+
 impl Default for FacadeOptions {
     fn default() -> Self {
         FacadeOptions {
@@ -98,7 +102,7 @@ impl Default for FacadeOptions {
             watch_log_retention: 20_000,
             bookmark_interval: Duration::from_secs(2),
             watch_list: true,
-            withheld: Vec::new(),
+            withheld: CAPACITY_CRDS.iter().map(|gv| gv.to_string()).collect(),
             version: ServerVersion::default(),
         }
     }

@@ -224,6 +224,26 @@ pub const RESOURCES: &[Resource] = &[
         true,
         &["status", "scale"],
     ),
+    r("", "v1", "podtemplates", "PodTemplate", true, &[]),
+    // SIG Autoscaling's CRDs, with the status subresource their CRDs declare; withheld by
+    // default (a cluster without the CRDs), served once installed
+    // ([`crate::FacadeHandle::install`] `autoscaling.x-k8s.io/v1` and `/v1beta1`).
+    r(
+        "autoscaling.x-k8s.io",
+        "v1",
+        "provisioningrequests",
+        "ProvisioningRequest",
+        true,
+        &["status"],
+    ),
+    r(
+        "autoscaling.x-k8s.io",
+        "v1beta1",
+        "capacitybuffers",
+        "CapacityBuffer",
+        true,
+        &["status"],
+    ),
     // OpenShift's cluster-scoped singleton (`default`) that configures the autoscaler; served
     // as its CRD serves it, so that `run` without `--config` finds and watches it.
     r(

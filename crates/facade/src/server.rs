@@ -471,6 +471,14 @@ fn create(sh: &Shared, t: &Target, body: &Bytes) -> Reply {
     }
     let mut obj = parse_body(body)?;
     normalize(t, &mut obj)?;
+    // A custom resource whose CRD declares `subresources.status` (SIG Autoscaling's) is
+    // created without status: only `/status` writes it.
+    if t.res.group == "autoscaling.x-k8s.io"
+        && t.res.subresources.contains(&"status")
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
     if obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)

@@ -992,3 +992,69 @@ async fn storage_kinds_are_listed_got_and_watched_and_claims_get_volumes() {
     assert!(gone, "the volume goes with its claim");
     h.shutdown().await;
 }
+
+/// The ProvisioningRequest CRD: `404` until installed; then served as a CRD with
+/// `subresources.status` serves it: a write to the object keeps the stored status, a write to
+/// `/status` changes only the status, and a stale `resourceVersion` is a `409`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provisioning_request_crd_is_served_once_installed_with_its_status_subresource() {
+    let (h, client) = start(1.0, FacadeOptions::default()).await;
+    let gvk = GroupVersionKind::gvk("autoscaling.x-k8s.io", "v1", "ProvisioningRequest");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "provisioningrequests");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "batch", &ar);
+    let err = api.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&err), Some(404), "{err}");
+
+    for gv in autoscaler_facade::CAPACITY_CRDS {
+        h.install(gv);
+    }
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+        "metadata": {"name": "job", "namespace": "batch"},
+        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                 "podSets": [{"podTemplateRef": {"name": "w"}, "count": 1}]},
+        "status": {"conditions": [{"type": "Accepted", "status": "True"}]}
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "a create ignores status: {:?}",
+        created.data
+    );
+
+    // /status: only the status changes, even when the body changes the spec too.
+    let mut with_status = created.clone();
+    with_status.data["status"] = json!({"conditions": [{"type": "Provisioned", "status": "True"}]});
+    with_status.data["spec"]["podSets"][0]["count"] = json!(5);
+    let written = api
+        .replace_status("job", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert_eq!(
+        written.data["status"]["conditions"][0]["type"],
+        "Provisioned"
+    );
+    assert_eq!(written.data["spec"]["podSets"][0]["count"], 1);
+
+    // The object: the status stays as stored.
+    let mut spec_change = written.clone();
+    spec_change.data["status"] = json!({});
+    spec_change.data["spec"]["podSets"][0]["count"] = json!(2);
+    let replaced = api
+        .replace("job", &PostParams::default(), &spec_change)
+        .await
+        .unwrap();
+    assert_eq!(replaced.data["spec"]["podSets"][0]["count"], 2);
+    assert_eq!(
+        replaced.data["status"]["conditions"][0]["type"],
+        "Provisioned"
+    );
+
+    // The version the status write read is stale now.
+    let err = api
+        .replace_status("job", &PostParams::default(), &with_status)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(409), "{err}");
+}

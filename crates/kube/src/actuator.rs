@@ -574,6 +574,56 @@ impl Actuator {
         Ok(out)
     }
 
+    /// Replaces the status of a ProvisioningRequest or CapacityBuffer through its `/status`
+    /// subresource (a `PUT` of the whole object, as upstream's `UpdateStatus`), on the
+    /// workload cluster. The object's `resourceVersion` is the precondition: a `409` means it
+    /// changed since the decision (the next loop decides again on the fresh object). Returns
+    /// the object as the API server stored it.
+    pub async fn write_status(
+        &self,
+        update: &autoscaler_actuation::StatusUpdate,
+    ) -> Result<Value, ActuationError> {
+        let key = &update.key;
+        let (group, version) = update
+            .api_version
+            .split_once('/')
+            .filter(|(g, v)| !g.is_empty() && !v.is_empty())
+            .ok_or_else(|| ActuationError::BadObject {
+                object: key.clone(),
+                detail: format!(
+                    "apiVersion {:?} is not <group>/<version>",
+                    update.api_version
+                ),
+            })?;
+        let ar = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: update.api_version.clone(),
+            kind: key.kind.clone(),
+            plural: update.plural.into(),
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &ar);
+        let object: DynamicObject =
+            serde_json::from_value((*update.object).clone()).map_err(|e| {
+                ActuationError::BadObject {
+                    object: key.clone(),
+                    detail: e.to_string(),
+                }
+            })?;
+        let stored = api
+            .replace_status(&key.name, &PostParams::default(), &object)
+            .await
+            .map_err(api_err(format!(
+                "update status of {}",
+                update.object_name()
+            )))?;
+        serde_json::to_value(&stored).map_err(|e| ActuationError::BadObject {
+            object: key.clone(),
+            detail: e.to_string(),
+        })
+    }
+
     /// Asks the Eviction API to evict the pod with `grace_period_sec`. A refusal (429, a
     /// PodDisruptionBudget that allows no disruption now) is retried after 1s, doubling up to
     /// 10s, until `deadline`; still refused then, it is [`ActuationError::EvictionBlocked`]. A

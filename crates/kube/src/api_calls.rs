@@ -124,6 +124,19 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         call("resource.k8s.io", "resourceclaimtemplates", "watch"),
         call("resource.k8s.io", "resourceslices", "list"),
         call("resource.k8s.io", "resourceslices", "watch"),
+        // Capacity on request (optional: with --enable-provisioning-requests or the buffer
+        // flags): read, status replaced through the status subresource; PodTemplates and
+        // Deployments shape the requests' and buffers' pods.
+        call("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+        call("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
+        call("autoscaling.x-k8s.io", "provisioningrequests/status", "update"),
+        call("autoscaling.x-k8s.io", "capacitybuffers", "list"),
+        call("autoscaling.x-k8s.io", "capacitybuffers", "watch"),
+        call("autoscaling.x-k8s.io", "capacitybuffers/status", "update"),
+        call("", "podtemplates", "list"),
+        call("", "podtemplates", "watch"),
+        call("apps", "deployments", "list"),
+        call("apps", "deployments", "watch"),
         // Priority expander ConfigMap (read) and the status ConfigMap (written), in --namespace.
         own_ns("", "configmaps", "get"),
         own_ns("", "configmaps", "list"),

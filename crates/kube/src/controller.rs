@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
+use autoscaler_core::ErrorClass;
 use autoscaler_core::Unlimited;
 use autoscaler_core::is_unprocessed;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, PhaseClock};
@@ -24,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::Clients;
 use crate::actuator::Actuator;
+use crate::capacity::CapacityLoop;
 use crate::correlator::{CorrelatorOptions, DropReason};
 use crate::events::{
     EventSink, EventSpec, NoScaleDownEvents, PublishStats, events_of, max_nodes_total_event,
@@ -242,7 +244,13 @@ pub async fn run_with_options(
         explain.clone(),
         stopped(stop_rx.clone()),
     ));
+    let capacity = &config.autoscaler.capacity;
     let watch_config = WatchConfig {
+        capacity: crate::watch::CapacityWatch {
+            requests: capacity.requests.enabled,
+            buffers: capacity.buffer_controller || capacity.buffer_pods,
+            ..Default::default()
+        },
         rediscover_while_unserved: config.scan_interval,
         skipped: Arc::new(SkippedObjects::new(Some(metrics.clone()))),
         ..WatchConfig::new(&config.namespace, config.clusterapi.clone())
@@ -544,6 +552,7 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         None => config.autoscaler.clone(),
     };
     let mut term = Term {
+        capacity: CapacityLoop::new(initial.seed),
         autoscaler: Autoscaler::new(initial),
         executor,
         events,
@@ -619,6 +628,8 @@ struct Term {
     gpus: Gpus,
     /// What `NoScaleDown` events said about which node (`--emit-unremovable-node-events`).
     no_scale_down: NoScaleDownEvents,
+    /// The capacity-on-request state (requests' retry backoff).
+    capacity: CapacityLoop,
 }
 
 /// The GPU of each node group (from a registered node of the group, else the provider's
@@ -686,7 +697,10 @@ impl Term {
     /// One loop; false when something in it failed.
     async fn one_loop(&mut self, parts: &Parts, config: &ControllerConfig) -> bool {
         let now_ms = jiff::Timestamp::now().as_millisecond();
-        let (provider, objects, pods, priorities) = {
+        // ProvisioningRequests, CapacityBuffers and PodTemplates, when a flag asks for them;
+        // the objects the model refuses are named as skipped by the watches.
+        let capacity_on = self.autoscaler.options().capacity.any();
+        let (provider, objects, pods, priorities, capacity_objects) = {
             let mut inf = autoscaler_actuation::lock_informer(&parts.informer);
             // This loop sees every pod that became unschedulable and every group that
             // appeared so far.
@@ -701,12 +715,25 @@ impl Term {
             let objects = inf.objects_without_pods();
             let pods = inf.pods().clone();
             let priorities = inf.priority_text(&config.namespace);
-            (provider, objects, pods, priorities)
+            let capacity_objects =
+                capacity_on.then(|| autoscaler_model::CapacityObjects::from_store(inf.store()).0);
+            (provider, objects, pods, priorities, capacity_objects)
         };
         self.autoscaler.set_priority_text(priorities.as_deref());
         let in_flight = self.executor.in_flight(&provider);
-        let (outcome, status, events) = {
+        let capacity = capacity_objects.as_ref().map(|o| {
             let view = ClusterView::of_objects(&objects, &pods, &*provider);
+            let d = self
+                .capacity
+                .decide(o, &view, self.autoscaler.options(), now_ms);
+            crate::capacity::log(&d);
+            d
+        });
+        // Consumers of a served request leave the loop; booked and buffer pods join it.
+        let capacity_pods = capacity.as_ref().map(|c| c.pods_for_loop(&pods));
+        let loop_pods: &[Arc<autoscaler_model::Pod>] = capacity_pods.as_deref().unwrap_or(&pods);
+        let (outcome, status, events) = {
+            let view = ClusterView::of_objects(&objects, loop_pods, &*provider);
             let outcome = self.autoscaler.run_once_timed(
                 &view,
                 &objects.controllers,
@@ -763,13 +790,38 @@ impl Term {
                 // A refusal is a bug of the decision; the action is not carried out.
                 tracing::error!(action = ?r.action, why = %r.why, "unsafe action refused");
             }
+            self.capacity.observe(&outcome.status);
             (outcome, status, events)
         };
 
         let act = Instant::now();
-        let reports = self.executor.apply(outcome.actions).await;
-        let ok = self.record(parts, &reports);
+        // An unhealthy cluster gets no scale-up, the atomic one included.
+        let healthy = outcome.status.healthy;
+        let actions = match &capacity {
+            Some(c) if healthy => crate::capacity::with_atomic_scale_up(outcome.actions, c),
+            _ => outcome.actions,
+        };
+        let reports = self.executor.apply(actions).await;
+        let mut ok = self.record(parts, &reports);
         self.publish_failures(parts, &reports).await;
+        if let Some(c) = &capacity {
+            // A failed atomic scale-up provisions nothing: its request is not written as
+            // provisioned (decided again next loop, with the group backed off).
+            let atomic_failed = (c.requests.scale_up.iter())
+                .flat_map(|up| up.result.increases.iter())
+                .any(|i| {
+                    !healthy
+                        || reports.iter().any(|r| {
+                            matches!(r, Report::ScaleUpFailed { group, .. } if *group == i.group)
+                        })
+                });
+            let updates = {
+                let inf = autoscaler_actuation::lock_informer(&parts.informer);
+                crate::capacity::status_updates(c, inf.store(), now_ms, atomic_failed)
+            };
+            let reports = self.executor.write_statuses(updates).await;
+            ok &= self.record(parts, &reports);
+        }
         parts
             .metrics
             .function_duration("act", act.elapsed().as_secs_f64());
@@ -931,6 +983,18 @@ fn record_metrics(m: &Metrics, r: &Report, gpus: &Gpus) -> bool {
                 timeout_sec,
                 "delay-deletion annotation not removed in time (--node-deletion-delay-timeout); deleting anyway"
             );
+        }
+        Report::StatusWritten { object } => tracing::debug!(%object, "status written"),
+        Report::StatusWriteFailed { object, error } if error.class == ErrorClass::Conflict => {
+            tracing::info!(%object, %error, "status not written: the object changed since the decision; decided again next loop");
+        }
+        Report::StatusWriteFailed { object, error } if error.class == ErrorClass::NotFound => {
+            tracing::info!(%object, "status not written: the object is gone");
+        }
+        Report::StatusWriteFailed { object, error } => {
+            tracing::warn!(%object, %error, class = error.class.as_str(), "status write failed");
+            m.error("apiCallError");
+            return false;
         }
         Report::TaintFailed {
             node,

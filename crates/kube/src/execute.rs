@@ -171,6 +171,20 @@ impl Executor {
         self.handle(Wake::Timer).await
     }
 
+    /// Writes the statuses of capacity-on-request objects, one effect each, in order; returns
+    /// what each came to ([`Report::StatusWritten`], [`Report::StatusWriteFailed`]).
+    pub async fn write_statuses(
+        &mut self,
+        updates: Vec<autoscaler_actuation::StatusUpdate>,
+    ) -> Vec<Report> {
+        let effects: Vec<Effect> = updates
+            .into_iter()
+            .map(|u| self.actuation.write_status(u))
+            .collect();
+        self.run(effects).await;
+        self.actuation.take_reports()
+    }
+
     /// Waits until an eviction answers or a drain's wakeup time comes. Cancel-safe: nothing
     /// is lost when another branch of a `select!` wins; pass what it returns to
     /// [`Executor::handle`].
@@ -275,6 +289,23 @@ impl Executor {
                 .await
                 .map(drop),
             EffectKind::Evict { .. } => Ok(()),
+            EffectKind::WriteStatus { update } => {
+                // What was written is cached at once, as upstream's client remembers it: the
+                // next loop must not decide on the version before the write when the watch
+                // event is late (an atomic request taken up twice would grow twice).
+                self.actuator.write_status(update).await.map(|mut stored| {
+                    if let Some(o) = stored.as_object_mut() {
+                        o.entry("apiVersion")
+                            .or_insert_with(|| update.api_version.clone().into());
+                        o.entry("kind")
+                            .or_insert_with(|| update.key.kind.clone().into());
+                        if let Some(md) = o.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                            md.remove("managedFields");
+                        }
+                    }
+                    lock(&self.informer).apply(update.key.clone(), Some(Arc::new(stored)));
+                })
+            }
             EffectKind::ReadPods { nodes } => {
                 return match self.actuator.pods_on_nodes(nodes).await {
                     Ok(pods) => Reply::Pods(pods),

@@ -10,6 +10,7 @@ mod actuator;
 mod allocator;
 mod api_calls;
 mod bounded;
+mod capacity;
 mod compat;
 mod config_resource;
 mod controller;
@@ -56,7 +57,7 @@ pub use plan::{
 };
 pub use slim::SlimPod;
 pub use status::initializing_yaml as initializing_status_yaml;
-pub use watch::{WatchConfig, start as start_watches};
+pub use watch::{CapacityWatch, WatchConfig, start as start_watches};
 
 /// The two API clients of the management/workload split. The workload cluster holds the nodes
 /// and pods (and the Lease, events and status ConfigMap); the management cluster holds the

@@ -64,6 +64,10 @@ use crate::lenient::{Decoded, Undecodable};
 use crate::skipped::SkippedObjects;
 use crate::slim::SlimPod;
 
+#[path = "capacity_watch.rs"]
+mod capacity;
+pub use capacity::{CapacityWatch, capacity_versions};
+
 /// The Cluster API kinds watched, when their group serves them.
 pub const CLUSTER_API_KINDS: [&str; 4] =
     ["MachineDeployment", "MachineSet", "MachinePool", "Machine"];
@@ -87,6 +91,8 @@ pub struct WatchConfig {
     pub skipped: Arc<SkippedObjects>,
     /// The version of `storage.k8s.io` CSIStorageCapacity is read at ([`capacity_version`]).
     pub capacity_version: String,
+    /// The capacity-on-request kinds watched (none by default).
+    pub capacity: CapacityWatch,
 }
 
 impl WatchConfig {
@@ -100,6 +106,7 @@ impl WatchConfig {
             rediscover_while_unserved: Duration::from_secs(10),
             skipped: Arc::new(SkippedObjects::default()),
             capacity_version: "v1".to_string(),
+            capacity: CapacityWatch::default(),
         }
     }
 }
@@ -373,6 +380,11 @@ fn log_discovered(config: &WatchConfig, resources: &[ApiResource]) {
 pub async fn start(clients: &Clients, mut config: WatchConfig) -> Result<Watches, WatchError> {
     let resources = discover_clusterapi(&clients.management, &config.clusterapi).await?;
     config.capacity_version = capacity_version(&clients.workload).await.to_string();
+    if config.capacity.any() {
+        let (requests, buffers) = capacity_versions(&clients.workload).await;
+        config.capacity.request_version = requests;
+        config.capacity.buffer_version = buffers;
+    }
     log_discovered(&config, &resources);
     let mut watches = start_with(clients, &config, resources);
     watches.keep_discovering(clients.management.clone(), config);
@@ -436,6 +448,7 @@ pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiRes
         OnNotFound::Missing,
     );
     spawn_storage(&mut tasks, &shared, c, &config.capacity_version);
+    capacity::spawn_capacity(&mut tasks, &shared, c, &config.capacity);
     spawn_typed::<api::ConfigMap>(
         &mut tasks,
         &shared,
@@ -883,7 +896,7 @@ fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, error: &watcher
     let e = crate::lenient::truncate(&error.to_string(), MAX_ERROR_IN_LOG);
     if on_404 == OnNotFound::Optional && (not_found(error) || forbidden(error)) {
         if shared.pending.send_if_modified(|p| p.remove(name)) {
-            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity or DRA devices unknown)");
+            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity, DRA devices or capacity requests unknown)");
         } else {
             tracing::debug!(kind = %name, error = %e, "optional kind still not readable");
         }

@@ -202,7 +202,7 @@ pub(crate) const fn setting(
     }
 }
 
-use Heading::{ClusterState, General, ScaleDown, ScaleUp};
+use Heading::{CapacityOnRequest, ClusterState, General, ScaleDown, ScaleUp};
 use Kind::{Bool, Duration as Dur, Float, Gates, Int, List, Severity, Text};
 use Source::{
     Autoscaling as A, FeatureGates as FG, LeaderElection as LE, Logging as L, Ours, Removed,
@@ -216,8 +216,8 @@ const fn gap(why: &'static str, ours: &'static str) -> Status {
 
 const OTHER_PROVIDER: &str = "a setting of another cloud provider";
 const GO_TUNING: &str = "tunes upstream's Go implementation; ours has no such knob";
-const PROV_REQ: &str = "tunes ProvisioningRequest handling, which this autoscaler does not have \
-                        (see --enable-provisioning-requests)";
+const PROV_REQ: &str = "tunes upstream's batch processing of check-capacity ProvisioningRequests; \
+                        ours takes one request per loop (see --enable-provisioning-requests)";
 const KLOG_FORMAT: &str = "klog output formatting; ours writes its own text or JSON lines";
 
 // The setters that do more than store a value.
@@ -366,10 +366,10 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("max-allocatable-difference-ratio", "0.05", Float, A, setting(300, ScaleUp, "RATIO", "Largest relative difference of allocatable between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.max_allocatable_difference_ratio = v))),
     f("force-ds", "false", Bool, gap("scale-up does not block node groups too small for all DaemonSet pods", "false"), A),
     f("dynamic-node-delete-delay-after-taint-enabled", "false", Bool, gap("the delay after tainting is fixed (--node-delete-delay-after-taint)", "false"), A),
-    f("enable-provisioning-requests", "false", Bool, gap("ProvisioningRequest objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
-    f("provisioning-request-initial-backoff-time", "1m0s", Dur, none(PROV_REQ), A),
-    f("provisioning-request-max-backoff-time", "10m0s", Dur, none(PROV_REQ), A),
-    f("provisioning-request-max-backoff-cache-size", "1000", Int, none(PROV_REQ), A),
+    imp("enable-provisioning-requests", "false", Bool, A, setting(850, CapacityOnRequest, "BOOL", "Act on ProvisioningRequests (`autoscaling.x-k8s.io/v1`): check-capacity and best-effort-atomic-scale-up classes, conditions written through the status subresource", Lands::Bool(|d, v| d.c.autoscaler.capacity.requests.enabled = v))),
+    imp("provisioning-request-initial-backoff-time", "1m0s", Dur, A, setting(851, CapacityOnRequest, "DURATION", "First wait before a ProvisioningRequest whose capacity was not found is tried again", Lands::Duration(|d, v| d.c.autoscaler.capacity.requests.initial_backoff_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
+    imp("provisioning-request-max-backoff-time", "10m0s", Dur, A, setting(852, CapacityOnRequest, "DURATION", "Longest wait between tries of a ProvisioningRequest (the wait doubles up to it)", Lands::Duration(|d, v| d.c.autoscaler.capacity.requests.max_backoff_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
+    imp("provisioning-request-max-backoff-cache-size", "1000", Int, A, setting(853, CapacityOnRequest, "INT", "ProvisioningRequests whose retry backoff is remembered (the least recently tried is forgotten first)", Lands::Count(|d, v| d.c.autoscaler.capacity.requests.max_backoff_cache_size = v))),
     f("frequent-loops-enabled", "true", Bool, gap("a loop always runs early when new unschedulable pods appear", "true"), A),
     f("async-node-groups", "false", Bool, gap("node groups are never created or deleted", "false"), A),
     f("enable-proactive-scaleup", "false", Bool, gap("proactive scale-up (for pods not created yet) is not supported", "false"), A),
@@ -391,10 +391,10 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("force-delete-failed-nodes", "false", Bool, gap("failed nodes are deleted only down to the node group's min size", "false"), A),
     f("enable-csi-node-aware-scheduling", "false", Bool, none("the volume filters always honour CSINode attach limits, as upstream does only when this is true"), A),
     f("predicate-parallelism", "4", Int, none(GO_TUNING), A),
-    f("check-capacity-processor-instance", "", Text, none(PROV_REQ), A),
+    imp("check-capacity-processor-instance", "", Text, A, setting(854, CapacityOnRequest, "NAME", "The check-capacity ProvisioningRequests this instance serves: those whose `processorInstance` parameter names it (empty: those without the parameter)", Lands::Text(|d, v| { d.c.autoscaler.capacity.requests.check_capacity_processor_instance = v.to_string(); Ok(()) }))),
     f("node-deletion-candidate-ttl", "0s", Dur, gap("unneeded-node markings are not kept across restarts", "0s"), A),
-    f("capacity-buffer-controller-enabled", "false", Bool, gap("CapacityBuffer objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
-    f("capacity-buffer-pod-injection-enabled", "false", Bool, gap("CapacityBuffer objects are decided by `plan` only; `run` does not act on them yet", "false"), A),
+    imp("capacity-buffer-controller-enabled", "false", Bool, A, setting(855, CapacityOnRequest, "BOOL", "Resolve CapacityBuffers into pods and write their status", Lands::Bool(|d, v| d.c.autoscaler.capacity.buffer_controller = v))),
+    imp("capacity-buffer-pod-injection-enabled", "false", Bool, A, setting(856, CapacityOnRequest, "BOOL", "Add the ready CapacityBuffers' virtual pods to the loop's pending pods", Lands::Bool(|d, v| d.c.autoscaler.capacity.buffer_pods = v))),
     f("capacity-buffer-pod-dry-run-enabled", "true", Bool, none("tunes CapacityBuffer handling, which this autoscaler does not have"), A),
     f("capacity-buffer-ready-replicas-enabled", "false", Bool, none("tunes CapacityBuffer handling, which this autoscaler does not have"), A),
     f("node-removal-latency-tracking-enabled", "false", Bool, gap("node removal latency is not tracked", "false"), A),

@@ -104,6 +104,8 @@ pub(crate) enum Heading {
     ScaleDown,
     /// Cluster state and backoff.
     ClusterState,
+    /// ProvisioningRequests and CapacityBuffers.
+    CapacityOnRequest,
 }
 
 impl Heading {
@@ -113,6 +115,7 @@ impl Heading {
             Heading::ScaleUp => "Scale-up",
             Heading::ScaleDown => "Scale-down",
             Heading::ClusterState => "Cluster state and backoff",
+            Heading::CapacityOnRequest => "Capacity on request",
         }
     }
 }

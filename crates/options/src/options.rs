@@ -395,17 +395,6 @@ impl RunOptions {
         let ignored_flags = args.compat.no_effect_given();
         let unsupported = args.compat.unsupported();
         c.unsupported_settings = unsupported.iter().map(ToString::to_string).collect();
-        // Capacity on request is decided by `plan` only (the controller does not act on it
-        // yet, so the flags stay gaps there): their values switch it on for `plan`.
-        let on = |flag: &str| {
-            unsupported
-                .iter()
-                .any(|u| u.flag == flag && go_bool(&u.value) == Ok(true))
-        };
-        let capacity = &mut c.autoscaler.capacity;
-        capacity.requests.enabled = on("enable-provisioning-requests");
-        capacity.buffer_controller = on("capacity-buffer-controller-enabled");
-        capacity.buffer_pods = on("capacity-buffer-pod-injection-enabled");
         Ok(RunOptions {
             controller: c,
             kubeconfig: d.kubeconfig,
@@ -1203,7 +1192,7 @@ mod tests {
     #[test]
     fn gap_flags_asking_for_a_missing_feature_are_said() {
         let o = build(&[
-            "--enable-provisioning-requests=true",
+            "--scale-up-from-zero=false",
             "--profiling",
             "--parallel-scale-up=false",
             "--estimator=binpacking",
@@ -1213,18 +1202,44 @@ mod tests {
         .unwrap();
         let flags: Vec<&str> = o.unsupported.iter().map(|u| u.flag).collect();
         // In registry order.
-        assert_eq!(flags, ["profiling", "enable-provisioning-requests"]);
-        assert_eq!(o.unsupported[0].value, "true");
+        assert_eq!(flags, ["scale-up-from-zero", "profiling"]);
+        assert_eq!(o.unsupported[0].value, "false");
         assert_eq!(o.ignored_flags, ["predicate-parallelism", "feature-gates"]);
         assert_eq!(o.controller.unsupported_settings.len(), 2);
         assert!(
-            o.controller.unsupported_settings[1]
-                .starts_with("--enable-provisioning-requests=true: ProvisioningRequest"),
+            o.controller.unsupported_settings[0]
+                .starts_with("--scale-up-from-zero=false: scale-up always runs"),
             "{:?}",
             o.controller.unsupported_settings
         );
-        let o = build(&["--enable-provisioning-requests=false"]).unwrap();
+        let o = build(&["--scale-up-from-zero=true"]).unwrap();
         assert!(o.unsupported.is_empty() && o.ignored_flags.is_empty());
+    }
+
+    #[test]
+    fn the_capacity_on_request_flags_land_in_the_core_options_and_are_no_gap() {
+        let o = build(&[]).unwrap();
+        assert_eq!(
+            o.controller.autoscaler.capacity,
+            autoscaler_core::CapacityOptions::default()
+        );
+        let o = build(&[
+            "--enable-provisioning-requests",
+            "--provisioning-request-initial-backoff-time=30s",
+            "--provisioning-request-max-backoff-time=5m",
+            "--provisioning-request-max-backoff-cache-size=50",
+            "--check-capacity-processor-instance=east",
+            "--capacity-buffer-controller-enabled=true",
+            "--capacity-buffer-pod-injection-enabled=true",
+        ])
+        .unwrap();
+        assert!(o.unsupported.is_empty(), "{:?}", o.unsupported);
+        let c = &o.controller.autoscaler.capacity;
+        assert!(c.requests.enabled && c.buffer_controller && c.buffer_pods);
+        assert_eq!(c.requests.initial_backoff_ms, 30_000);
+        assert_eq!(c.requests.max_backoff_ms, 300_000);
+        assert_eq!(c.requests.max_backoff_cache_size, 50);
+        assert_eq!(c.requests.check_capacity_processor_instance, "east");
     }
 
     #[test]

@@ -855,6 +855,12 @@ impl<'a> Driver<'a> {
                 unschedulable,
             } => reply_of(self.world.set_unschedulable(node.as_str(), *unschedulable)),
             EffectKind::ReadPods { nodes } => self.read_pods(nodes),
+            // The simulated world holds no ProvisioningRequests or CapacityBuffers yet, and the
+            // driver asks for no status write; a write that came would find nothing.
+            EffectKind::WriteStatus { update } => Reply::Failed(ActionError::new(
+                ErrorClass::NotFound,
+                format!("{}: not in the simulated world", update.object_name()),
+            )),
             EffectKind::Evict {
                 pod,
                 grace_period_sec,
@@ -1032,6 +1038,10 @@ impl<'a> Driver<'a> {
                 self.error(format!(
                     "drain of {node} gave up: {not_evicted} pod(s) could not be evicted"
                 ));
+            }
+            Report::StatusWritten { .. } => {}
+            Report::StatusWriteFailed { object, error } => {
+                self.error(format!("status of {object}: {error}"))
             }
         }
     }

@@ -190,6 +190,7 @@ pub(super) fn check_references(
             WorkloadFile::Job(j) => (&j.namespace, &j.pod),
             WorkloadFile::DaemonSet(d) => (&d.namespace, &d.pod),
             WorkloadFile::StatefulSet(s) => (&s.namespace, &s.pod),
+            WorkloadFile::ProvisioningRequest(r) => (&r.namespace, &r.pod),
             WorkloadFile::Trace(_) => continue,
         };
         for (j, c) in pod.claims.iter().enumerate() {
