@@ -17,11 +17,11 @@
 //!
 //! DRA devices join the rule (upstream's DRA custom-resources processor): a node of a group whose
 //! provider template carries ResourceSlices (the Cluster API `dra-driver` annotation) waits until
-//! its DRA driver has published its own slices, one at least of every driver the template has.
-//! Upstream asks for the template's very device names; we ask for the drivers only, since a
-//! template from annotations names its devices `gpu-<i>` and a real driver may name them
-//! otherwise (upstream's node would then stay unready for good). On a server without the DRA
-//! API no slice can ever appear, and the DRA part of the rule is off.
+//! its DRA drivers have published its own: for each driver, as many complete pools as the
+//! template has (upstream's DRA design: "it waits for the expected number of complete
+//! ResourcePools from each driver", so a device the template names or describes otherwise than
+//! the driver does not keep the node unready for good). On a server without the DRA API no
+//! slice can ever appear, and the DRA part of the rule is off.
 //!
 //! It never changes a node that advertises its accelerators, never reads anything but the
 //! view, and costs nothing on a cluster where no node qualifies (the view is used as is).
@@ -78,8 +78,8 @@ pub fn promises_devices(group_template: &Node) -> bool {
 }
 
 /// Whether `node` waits for DRA devices: its group's provider template (`group_template`)
-/// carries slices of a driver of which the node has no slice yet (its own copies, or those
-/// `dra` holds for its name). Always false when the server does not serve the DRA API.
+/// carries pools of a driver of which the node has fewer complete pools yet (its own copies, or
+/// those `dra` holds for its name). Always false when the server does not serve the DRA API.
 pub fn lacks_promised_devices(node: &Node, dra: &Dra, group_template: Option<&Node>) -> bool {
     let Some(promised) = group_template.and_then(|t| t.devices.as_ref()) else {
         return false;
@@ -91,11 +91,23 @@ pub fn lacks_promised_devices(node: &Node, dra: &Dra, group_template: Option<&No
         Some(d) => d.slices.as_slice(),
         None => dra.node_slices(node.name),
     };
-    promised
-        .slices
+    let (want, have) = (pools(&promised.slices), pools(own));
+    want.chunk_by(|a, b| a.0 == b.0).any(|driver_pools| {
+        let driver = driver_pools[0].0;
+        have.iter().filter(|(d, _)| *d == driver).count() < driver_pools.len()
+    })
+}
+
+/// The distinct (driver, pool) pairs of `slices` with devices (a pool may span several slices).
+fn pools(slices: &[Arc<autoscaler_model::ResourceSlice>]) -> Vec<(Sym, &str)> {
+    let mut pools: Vec<(Sym, &str)> = slices
         .iter()
         .filter(|s| !s.devices.is_empty())
-        .any(|p| !own.iter().any(|s| s.driver == p.driver))
+        .map(|s| (s.driver, &*s.pool))
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    pools
 }
 
 /// The copy of `node` the loop sees while its accelerators are missing: its `Ready` condition
@@ -388,6 +400,29 @@ mod tests {
         // A node carrying its own copies (made from a template) has them.
         let copy = node("c").with(|c| c.devices = t.devices.clone()).build();
         assert!(!lacks_promised_devices(&copy, &Dra::default(), Some(&t)));
+    }
+
+    /// Upstream's design: the node waits for as many complete pools of each driver as the
+    /// template has, whatever the devices are named.
+    #[test]
+    fn a_node_waits_for_every_pool_the_template_has() {
+        let pool = |node: &str, pool: &str| autoscaler_model::ResourceSlice {
+            pool: Arc::from(pool),
+            name: Arc::from(format!("{node}-{pool}")),
+            ..gpu_slice(node, "gpu.nvidia.com")
+        };
+        let t = node("t")
+            .with(|n| {
+                n.devices = Some(Arc::new(autoscaler_model::NodeDevices {
+                    slices: vec![Arc::new(pool("t", "p0")), Arc::new(pool("t", "p1"))],
+                }))
+            })
+            .build();
+        let n = node("a").build();
+        let one = dra_with(vec![pool("a", "x")]);
+        assert!(lacks_promised_devices(&n, &one, Some(&t)));
+        let two = dra_with(vec![pool("a", "x"), pool("a", "y")]);
+        assert!(!lacks_promised_devices(&n, &two, Some(&t)));
     }
 
     #[test]
