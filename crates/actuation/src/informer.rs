@@ -16,6 +16,7 @@ use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider, DiscoveryCache
 use autoscaler_core::PodRef;
 use autoscaler_core::is_expendable;
 use autoscaler_core::is_unschedulable;
+use autoscaler_model::Dra;
 use autoscaler_model::MIRROR_POD_ANNOTATION;
 use autoscaler_model::Node;
 use autoscaler_model::ObjectKey;
@@ -73,6 +74,10 @@ pub struct Informer {
     /// The storage model read at `storage_version`: one `Arc` while nothing it reads changes, so
     /// snapshots keep what they prepared for it.
     storage: Option<(u64, Arc<Storage>)>,
+    /// The DRA kinds the API server answered `404` for (it does not serve
+    /// `resource.k8s.io/v1`): while any is, the view's DRA objects are [`Dra::unserved`] and a
+    /// pod with claims cannot be simulated.
+    dra_unserved: BTreeSet<String>,
 }
 
 /// Whether the object is one the storage model reads.
@@ -421,12 +426,30 @@ impl Informer {
         out
     }
 
+    /// Notes whether the API server serves the DRA kind `kind` (`false` when its list or watch
+    /// answered `404`, `true` once it listed).
+    pub fn set_dra_served(&mut self, kind: &str, served: bool) {
+        let changed = if served {
+            self.dra_unserved.remove(kind)
+        } else {
+            self.dra_unserved.insert(kind.to_string())
+        };
+        if changed {
+            self.storage_version += 1;
+            self.rest_version += 1;
+        }
+    }
+
     /// The storage model, read again only when a storage object changed.
     fn storage(&mut self) -> Arc<Storage> {
         match &self.storage {
             Some((v, s)) if *v == self.storage_version => s.clone(),
             _ => {
-                let s = Arc::new(Storage::from_store(&self.rest).0);
+                let mut s = Storage::from_store(&self.rest).0;
+                if !self.dra_unserved.is_empty() {
+                    s.set_dra(Arc::new(Dra::unserved()));
+                }
+                let s = Arc::new(s);
                 self.storage = Some((self.storage_version, s.clone()));
                 s
             }

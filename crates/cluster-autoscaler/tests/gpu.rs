@@ -1,5 +1,6 @@
 //! GPUs end to end: `plan` on snapshots of GPU node groups whose newest node has not
-//! advertised its GPUs yet (its device plugin is starting).
+//! advertised its GPUs yet (its device plugin is starting, or its DRA driver has not published
+//! its ResourceSlices).
 
 use std::process::Command;
 
@@ -49,6 +50,25 @@ fn a_node_whose_gpus_are_not_advertised_yet_is_upcoming_not_unneeded() {
         .and_then(|s| s.split("\nScale-down:").next())
         .expect("a scale-up section");
     assert!(scale_up.starts_with("  none\n"), "{stdout}");
+    assert!(!stdout.contains("gpu-b: unneeded"), "{stdout}");
+    assert!(!stdout.contains("taint gpu-b"), "{stdout}");
+    assert!(!stdout.contains("increase "), "{stdout}");
+}
+
+/// The DRA flavour: the group's template has the GPU of its `dra-driver` annotation, and the
+/// newest node's DRA driver has not published its ResourceSlice yet: that node is starting, the
+/// pod whose claim waits for it causes no scale-up, and the node is not offered for removal.
+#[test]
+fn a_node_whose_dra_slices_are_not_published_yet_is_upcoming_not_unneeded() {
+    let stdout = plan("gpu-dra-driver-starting.yaml");
+    assert_lines(
+        &stdout,
+        &[
+            "Cluster: healthy (1 ready, 0 unready, 1 starting, 0 being deleted)",
+            "  MachineDeployment/default/gpu: size 2 (min 1, max 5), 1 upcoming",
+            "  1 pending pod fits existing or upcoming nodes: ml/train-2",
+        ],
+    );
     assert!(!stdout.contains("gpu-b: unneeded"), "{stdout}");
     assert!(!stdout.contains("taint gpu-b"), "{stdout}");
     assert!(!stdout.contains("increase "), "{stdout}");

@@ -517,6 +517,8 @@ fn capacity(
                 "{what}: annotation {GPU_TYPE_KEY} is {t:?}: not an extended resource name; GPUs ignored"
             )),
         },
+        // With a DRA driver the count describes the driver's devices, not a resource.
+        (None, _) if crate::devices::names_dra_driver(ann) => {}
         (None, _) => warnings.push(format!(
             "{what}: annotation {GPU_COUNT_KEY} without {GPU_TYPE_KEY}: GPUs ignored"
         )),

@@ -16,6 +16,7 @@
 mod annotations;
 mod changes;
 mod config;
+mod devices;
 mod infrastructure;
 mod provider;
 
@@ -24,6 +25,7 @@ pub use changes::{
     ApplyError, DELETE_MACHINE_VALUE, ObjectChange, ProviderError, RebaseError, ReplicasBase, apply,
 };
 pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
+pub use devices::DRA_DRIVER_KEY;
 pub use infrastructure::INFRASTRUCTURE_GROUP;
 pub use provider::{
     BoundsSource, ClusterApiProvider, DiscoveryCache, MachineInfo, ScalableResource, placeholder_id,

@@ -23,6 +23,7 @@ use crate::annotations;
 use crate::config::{
     ClusterApiConfig, OPENSHIFT_API_GROUP, OPENSHIFT_CLUSTER_API_NAMESPACE, cluster_name_of,
 };
+use crate::devices;
 use crate::infrastructure;
 
 /// Kind of a MachineDeployment.
@@ -505,6 +506,7 @@ impl ClusterApiProvider {
         infrastructure::add_extended(&mut shape, infra.as_ref());
         let template = annotations::template_node(&id, &shape, &config.default_arch);
         let template = infrastructure::with_node_info(template, &shape, infra.as_ref());
+        let template = devices::with_dra_devices(template, &filled, &what, warnings);
         if template.is_none() && !machine_infos.iter().any(|m| m.has_node()) {
             if replicas == 0 {
                 return Err(format!(

@@ -1005,8 +1005,11 @@ impl Autoscaler {
         capacity: Option<&autoscaler_model::CapacityObjects>,
     ) -> LoopOutcome {
         // Nodes still waiting for their accelerators are seen as not ready all through the loop.
-        let marked =
-            crate::cluster_state::accelerator::with_unready_accelerators(view.nodes, view.provider);
+        let marked = crate::cluster_state::accelerator::with_unready_accelerators(
+            view.nodes,
+            view.provider,
+            view.storage.dra(),
+        );
         let view = &ClusterView {
             nodes: marked.as_deref().unwrap_or(view.nodes),
             ..*view

@@ -146,6 +146,7 @@ struct SlimSpec {
     volumes: Option<Vec<api::Volume>>,
     resources: Option<api::ResourceRequirements>,
     overhead: Option<BTreeMap<String, Quantity>>,
+    resource_claims: Option<Vec<api::PodResourceClaim>>,
 }
 
 impl SlimSpec {
@@ -168,6 +169,7 @@ impl SlimSpec {
             volumes: self.volumes,
             resources: self.resources,
             overhead: self.overhead,
+            resource_claims: self.resource_claims,
             ..Default::default()
         }
     }
@@ -202,6 +204,7 @@ struct SlimStatus {
     conditions: Option<Vec<api::PodCondition>>,
     container_statuses: Option<Vec<SlimContainerStatus>>,
     init_container_statuses: Option<Vec<SlimContainerStatus>>,
+    resource_claim_statuses: Option<Vec<api::PodResourceClaimStatus>>,
 }
 
 impl SlimStatus {
@@ -215,6 +218,7 @@ impl SlimStatus {
             conditions: self.conditions,
             container_statuses: statuses(self.container_statuses),
             init_container_statuses: statuses(self.init_container_statuses),
+            resource_claim_statuses: self.resource_claim_statuses,
             ..Default::default()
         }
     }
@@ -396,6 +400,11 @@ mod tests {
                 "resources",
                 json!({"requests": {"cpu": "3"}, "limits": {"memory": "4Gi"}}),
             ),
+            (
+                "resourceClaims",
+                json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                {"name": "shared", "resourceClaimName": "shared-gpu"}]),
+            ),
         ]
     }
 
@@ -430,6 +439,10 @@ mod tests {
                 "initContainerStatuses",
                 json!([{"name": "side", "image": "i", "imageID": "",
                 "ready": false, "restartCount": 0, "allocatedResources": {"cpu": "200m"}}]),
+            ),
+            (
+                "resourceClaimStatuses",
+                json!([{"name": "gpu", "resourceClaimName": "p-gpu-x7k2p"}]),
             ),
         ]
     }

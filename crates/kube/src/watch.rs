@@ -5,7 +5,10 @@
 //!
 //! CSIStorageCapacity is optional: a server that does not serve it (`404`) or an identity not
 //! allowed to read it (`403`) leaves it empty with a warning, and it counts as synced, since
-//! kube-scheduler too treats capacity as unknown (not as zero) when it has none.
+//! kube-scheduler too treats capacity as unknown (not as zero) when it has none. The DRA kinds
+//! (`resource.k8s.io/v1`) are optional too, but a `404` for them (a server below 1.34) is told to
+//! the informer, whose view then says DRA is not served: a pod with claims gets "cannot be
+//! simulated" instead of being simulated against no devices.
 //!
 //! Pods come as a streaming list (a watch with `sendInitialEvents`) where the server serves
 //! one, in pages otherwise, decoded with only the fields the model reads ([`SlimPod`]). Each
@@ -716,6 +719,9 @@ fn spawn_dra(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Client)
     spawn_optional::<resource::ResourceSlice>(tasks, shared, c);
 }
 
+/// How the sync state names the DRA kinds: `resource.k8s.io/<Kind>`.
+const DRA_PREFIX: &str = "resource.k8s.io/";
+
 /// One optional cluster-wide kind, kept whole and checked by the model only.
 fn spawn_optional<K>(tasks: &mut Vec<JoinHandle<()>>, shared: &Shared, c: &kube::Client)
 where
@@ -723,7 +729,37 @@ where
 {
     let config = watcher::Config::default();
     let api = Api::all(c.clone());
-    spawn_typed_with::<K>(tasks, shared, api, config, keep, any, OnNotFound::Optional);
+    spawn_typed_with::<K>(
+        tasks,
+        shared,
+        api,
+        config,
+        keep,
+        check_dra,
+        OnNotFound::Optional,
+    );
+}
+
+/// Whether the model takes the DRA object (a CEL selector that does not compile, a bad
+/// quantity, a list longer than the API allows drop it): read as the view reads it, so the
+/// object is named among the skipped ones while the rest goes on.
+fn check_dra<K: Serialize>(o: &K) -> Result<(), String> {
+    let mut store = ObjectStore::new();
+    // Typed objects serialize with their kind; one that does not is no DRA object to check.
+    let Ok(value) = serde_json::to_value(o) else {
+        return Ok(());
+    };
+    if store.insert(value, "watch").is_err() {
+        return Ok(());
+    }
+    match autoscaler_model::Dra::from_store(&store)
+        .1
+        .into_iter()
+        .next()
+    {
+        Some(e) => Err(e.error),
+        None => Ok(()),
+    }
 }
 
 /// How the sync state ([`Watches::sync_state`]) names the Pods.
@@ -895,6 +931,13 @@ fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, error: &watcher
     // A decoding error quotes the value it choked on, which a server can make any length.
     let e = crate::lenient::truncate(&error.to_string(), MAX_ERROR_IN_LOG);
     if on_404 == OnNotFound::Optional && (not_found(error) || forbidden(error)) {
+        // A DRA kind not served (below Kubernetes 1.34): pods with claims cannot be simulated,
+        // which the view must say rather than show a cluster without DRA objects.
+        if let Some(kind) = name.strip_prefix(DRA_PREFIX)
+            && not_found(error)
+        {
+            shared.lock().set_dra_served(kind, false);
+        }
         if shared.pending.send_if_modified(|p| p.remove(name)) {
             tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity, DRA devices or capacity requests unknown)");
         } else {
@@ -1067,7 +1110,13 @@ impl<T: Cached, F> Consumer<T, F> {
                 let skipped = std::mem::take(&mut self.skipped_in_list);
                 self.shared.skipped.relisted(&self.kind, &skipped);
                 let shared = &self.shared;
-                T::relist(&mut shared.lock(), &self.group, &self.kind, objects);
+                {
+                    let mut informer = shared.lock();
+                    T::relist(&mut informer, &self.group, &self.kind, objects);
+                    if self.group == autoscaler_model::DRA_GROUP {
+                        informer.set_dra_served(&self.kind, true);
+                    }
+                }
                 shared.pending.send_if_modified(|p| p.remove(&self.name));
                 Some(())
             }
@@ -2127,6 +2176,116 @@ mod tests {
                     assert_eq!(store.list("storage.k8s.io", kind).count(), 0, "{kind}");
                 }
             }
+            drop(watches);
+            server.abort();
+        }
+    }
+
+    fn dra_classes() -> Vec<Value> {
+        let class = |name: &str, cel: &str| {
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": cel}}]}})
+        };
+        vec![
+            class("gpu", "device.driver == 'gpu.example.com'"),
+            class("bad-cel", "device.driver == "),
+        ]
+    }
+
+    fn dra_slices() -> Vec<Value> {
+        let slice = |name: &str, node: &str, devices: usize| {
+            let devices: Vec<Value> = (0..devices)
+                .map(|i| json!({"name": format!("gpu-{i}")}))
+                .collect();
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": name},
+                "spec": {"driver": "gpu.example.com", "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices}})
+        };
+        let mut bad_quantity = slice("bad-quantity", "n3", 1);
+        bad_quantity["spec"]["devices"][0]["capacity"] = json!({"memory": {"value": "12XYZ"}});
+        vec![
+            slice("good", "n1", 2),
+            slice("too-many", "n2", 129),
+            bad_quantity,
+        ]
+    }
+
+    /// A server below Kubernetes 1.34 answers `404` (a Status body) for `resource.k8s.io/v1`:
+    /// the watches sync, no API counts as missing, and the view says DRA is not served (a pod
+    /// with claims then gets "cannot be simulated"). A server serving it, even with no object,
+    /// gives a view where DRA is available.
+    #[tokio::test(start_paused = true)]
+    async fn dra_kinds_answering_404_make_the_view_say_dra_is_not_served() {
+        for served in [false, true] {
+            let (client, mut handle) = mock();
+            let server = tokio::spawn(async move {
+                let mut open = Vec::new();
+                while let Some((req, send)) = handle.next_request().await {
+                    let uri = req.uri().to_string();
+                    if uri.starts_with("/apis/resource.k8s.io/v1/") && !served {
+                        not_found_reply(send);
+                    } else if uri.contains("sendInitialEvents=true") {
+                        refuse(send, 422);
+                    } else if uri.contains("watch=true") {
+                        open.push(send);
+                    } else {
+                        let items = match req.uri().path() {
+                            "/apis/resource.k8s.io/v1/deviceclasses" => dra_classes(),
+                            "/apis/resource.k8s.io/v1/resourceslices" => dra_slices(),
+                            _ => Vec::new(),
+                        };
+                        reply(
+                            send,
+                            &json!({"apiVersion": "v1", "kind": "List",
+                                "metadata": {"resourceVersion": "1"}, "items": items}),
+                        );
+                    }
+                }
+            });
+            let config = WatchConfig::new("kube-system", ClusterApiConfig::default());
+            let watches = start_with(&Clients::joined(client), &config, Vec::new());
+            until("synced", || watches.is_synced()).await;
+            if served {
+                // The malformed slices are named among the skipped ones; the good one stays.
+                let (count, objects) = config.skipped.summary();
+                assert_eq!(count, 2, "{objects:?}");
+                let has = |prefix: &str| objects.iter().any(|o| o.starts_with(prefix));
+                assert!(
+                    has("ResourceSlice too-many: field spec.devices"),
+                    "{objects:?}"
+                );
+                assert!(
+                    has("ResourceSlice bad-quantity: field spec.devices[0].capacity"),
+                    "{objects:?}"
+                );
+                let mut inf = watches.informer().lock().expect("informer");
+                let storage = inf.objects_without_pods().storage;
+                let node = |n: &str| autoscaler_model::Sym::new(n);
+                assert_eq!(storage.dra().node_slices(node("n1")).len(), 1);
+                assert!(storage.dra().node_slices(node("n2")).is_empty());
+                assert!(storage.dra().node_slices(node("n3")).is_empty());
+                // A selector that does not compile is kept, as kube-scheduler keeps the class:
+                // a pod asking for it gets the compile error as its reason (scheduling::dra).
+                assert!(storage.dra().class("gpu").is_some());
+                let bad = storage.dra().class("bad-cel").expect("kept");
+                assert!(bad.selectors[0].compile_error().is_some());
+            }
+            assert!(
+                watches.api_not_found().notified().now_or_never().is_none(),
+                "DRA is optional (served: {served})"
+            );
+            let available = watches
+                .informer()
+                .lock()
+                .expect("informer")
+                .objects_without_pods()
+                .storage
+                .dra()
+                .is_available();
+            assert_eq!(available, served);
             drop(watches);
             server.abort();
         }

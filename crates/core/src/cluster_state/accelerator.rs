@@ -15,13 +15,21 @@
 //! GPUs. It advertises them when its allocatable has a GPU resource (any `*/gpu`, or upstream's
 //! `microsoft.com/directx`) above zero.
 //!
+//! DRA devices join the rule (upstream's DRA custom-resources processor): a node of a group whose
+//! provider template carries ResourceSlices (the Cluster API `dra-driver` annotation) waits until
+//! its DRA drivers have published its own: for each driver, as many complete pools as the
+//! template has (upstream's DRA design: "it waits for the expected number of complete
+//! ResourcePools from each driver", so a device the template names or describes otherwise than
+//! the driver does not keep the node unready for good). On a server without the DRA API no
+//! slice can ever appear, and the DRA part of the rule is off.
+//!
 //! It never changes a node that advertises its accelerators, never reads anything but the
 //! view, and costs nothing on a cluster where no node qualifies (the view is used as is).
 
 use std::sync::Arc;
 
 use autoscaler_model::{
-    CloudProvider, Node, NodeCondition, ResourceName, Resources, Sym, Taint, TaintEffect,
+    CloudProvider, Dra, Node, NodeCondition, ResourceName, Resources, Sym, Taint, TaintEffect,
 };
 
 /// The taint the node lifecycle controller puts on a node whose `Ready` condition is not `True`:
@@ -60,6 +68,48 @@ pub fn lacks_promised_accelerators(
     labelled || group_template.is_some_and(|t| has_accelerators(&t.capacity))
 }
 
+/// Whether the group's provider template (`group_template`) promises DRA devices: it carries
+/// slices with a device at least.
+pub fn promises_devices(group_template: &Node) -> bool {
+    group_template
+        .devices
+        .as_ref()
+        .is_some_and(|d| d.slices.iter().any(|s| !s.devices.is_empty()))
+}
+
+/// Whether `node` waits for DRA devices: its group's provider template (`group_template`)
+/// carries pools of a driver of which the node has fewer complete pools yet (its own copies, or
+/// those `dra` holds for its name). Always false when the server does not serve the DRA API.
+pub fn lacks_promised_devices(node: &Node, dra: &Dra, group_template: Option<&Node>) -> bool {
+    let Some(promised) = group_template.and_then(|t| t.devices.as_ref()) else {
+        return false;
+    };
+    if !dra.is_available() {
+        return false;
+    }
+    let own = match &node.devices {
+        Some(d) => d.slices.as_slice(),
+        None => dra.node_slices(node.name),
+    };
+    let (want, have) = (pools(&promised.slices), pools(own));
+    want.chunk_by(|a, b| a.0 == b.0).any(|driver_pools| {
+        let driver = driver_pools[0].0;
+        have.iter().filter(|(d, _)| *d == driver).count() < driver_pools.len()
+    })
+}
+
+/// The distinct (driver, pool) pairs of `slices` with devices (a pool may span several slices).
+fn pools(slices: &[Arc<autoscaler_model::ResourceSlice>]) -> Vec<(Sym, &str)> {
+    let mut pools: Vec<(Sym, &str)> = slices
+        .iter()
+        .filter(|s| !s.devices.is_empty())
+        .map(|s| (s.driver, &*s.pool))
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    pools
+}
+
 /// The copy of `node` the loop sees while its accelerators are missing: its `Ready` condition
 /// `False` since its creation (as upstream's copy), and the `not-ready` taint the node lifecycle
 /// controller sets on such a node.
@@ -89,22 +139,24 @@ pub fn unready_copy(node: &Node) -> Node {
     copy
 }
 
-/// The view's nodes with every node that lacks its promised accelerators replaced by its
-/// [`unready_copy`], in the same order; `None` when no node qualifies (the view stands as is).
+/// The view's nodes with every node that lacks its promised accelerators (extended resources
+/// or DRA devices, `dra` holding the published slices) replaced by its [`unready_copy`], in the
+/// same order; `None` when no node qualifies (the view stands as is).
 pub fn with_unready_accelerators(
     nodes: &[Arc<Node>],
     provider: &dyn CloudProvider,
+    dra: &Dra,
 ) -> Option<Vec<Arc<Node>>> {
     // Looked up once: a label no object carries is not interned, and no node has it.
     let gpu_label = provider.gpu_label().and_then(Sym::lookup);
     let groups = provider.node_groups();
-    // Which groups' templates promise accelerators, found once per loop.
+    // Which groups' templates promise accelerators or devices, found once per loop.
     let promising: Vec<Option<&Node>> = groups
         .iter()
         .map(|g| {
             g.template
                 .as_deref()
-                .filter(|t| has_accelerators(&t.capacity))
+                .filter(|t| has_accelerators(&t.capacity) || promises_devices(t))
         })
         .collect();
     let any_template = promising.iter().any(Option::is_some);
@@ -119,7 +171,10 @@ pub fn with_unready_accelerators(
             .node_group_of(node)
             .and_then(|g| promising.get(g).copied().flatten())
     };
-    let lacking = |n: &Node| lacks_promised_accelerators(n, gpu_label, template_of(n));
+    let lacking = |n: &Node| {
+        let t = template_of(n);
+        lacks_promised_accelerators(n, gpu_label, t) || lacks_promised_devices(n, dra, t)
+    };
     let first = nodes.iter().position(|n| lacking(n))?;
     let mut out = nodes.to_vec();
     for n in &mut out[first..] {
@@ -271,16 +326,118 @@ mod tests {
             node("fresh").label(LABEL, "t4").arc(),
         ];
         let p = Capi(group(&["busy", "fresh"], None));
-        let out = with_unready_accelerators(&nodes, &p).expect("one node replaced");
+        let out =
+            with_unready_accelerators(&nodes, &p, &Dra::default()).expect("one node replaced");
         assert!(Arc::ptr_eq(&out[0], &nodes[0]));
         assert!(!out[1].is_ready() && nodes[1].is_ready());
         // The same nodes under a provider with no GPU label and no GPU template: untouched.
-        assert!(with_unready_accelerators(&nodes, &group(&["busy", "fresh"], None)).is_none());
+        assert!(
+            with_unready_accelerators(&nodes, &group(&["busy", "fresh"], None), &Dra::default())
+                .is_none()
+        );
         // A template with GPUs makes its group's unlabelled nodes wait too.
         let plain = vec![node("fresh").arc()];
         let t = node("t").resource("nvidia.com/gpu", 1).build();
-        let out = with_unready_accelerators(&plain, &group(&["fresh"], Some(t))).unwrap();
+        let out = with_unready_accelerators(&plain, &group(&["fresh"], Some(t)), &Dra::default())
+            .unwrap();
         assert!(!out[0].is_ready());
+    }
+
+    fn gpu_slice(node: &str, driver: &str) -> autoscaler_model::ResourceSlice {
+        autoscaler_model::ResourceSlice {
+            name: Arc::from(format!("{node}-{driver}")),
+            driver: Sym::new(driver),
+            pool: Arc::from(node),
+            generation: 1,
+            slice_count: 1,
+            reach: autoscaler_model::SliceReach::Node(Sym::new(node)),
+            devices: vec![autoscaler_model::Device {
+                name: Arc::from("gpu-0"),
+                attributes: Vec::new(),
+                capacity: Vec::new(),
+            }],
+        }
+    }
+
+    /// A template from the Cluster API `dra-driver` annotation: one slice of `gpu.nvidia.com`.
+    fn dra_template() -> Node {
+        node("t")
+            .with(|n| {
+                n.devices = Some(Arc::new(autoscaler_model::NodeDevices {
+                    slices: vec![Arc::new(gpu_slice("t", "gpu.nvidia.com"))],
+                }))
+            })
+            .build()
+    }
+
+    fn dra_with(slices: Vec<autoscaler_model::ResourceSlice>) -> Dra {
+        let mut dra = Dra::default();
+        dra.set_slices(slices);
+        dra
+    }
+
+    /// Upstream's DRA processor: a node whose group template has slices is not ready until its
+    /// driver has published its own; a slice of another driver does not count; a template
+    /// without slices promises nothing; without the DRA API the rule is off.
+    #[test]
+    fn a_template_with_slices_makes_a_node_wait_for_its_own() {
+        let t = dra_template();
+        let n = node("a").build();
+        assert!(lacks_promised_devices(&n, &Dra::default(), Some(&t)));
+        let published = dra_with(vec![gpu_slice("a", "gpu.nvidia.com")]);
+        assert!(!lacks_promised_devices(&n, &published, Some(&t)));
+        let other_node = dra_with(vec![gpu_slice("b", "gpu.nvidia.com")]);
+        assert!(lacks_promised_devices(&n, &other_node, Some(&t)));
+        let other_driver = dra_with(vec![gpu_slice("a", "gpu.amd.com")]);
+        assert!(lacks_promised_devices(&n, &other_driver, Some(&t)));
+        assert!(!lacks_promised_devices(
+            &n,
+            &Dra::default(),
+            Some(&node("t").build())
+        ));
+        assert!(!lacks_promised_devices(&n, &Dra::default(), None));
+        assert!(!lacks_promised_devices(&n, &Dra::unserved(), Some(&t)));
+        // A node carrying its own copies (made from a template) has them.
+        let copy = node("c").with(|c| c.devices = t.devices.clone()).build();
+        assert!(!lacks_promised_devices(&copy, &Dra::default(), Some(&t)));
+    }
+
+    /// Upstream's design: the node waits for as many complete pools of each driver as the
+    /// template has, whatever the devices are named.
+    #[test]
+    fn a_node_waits_for_every_pool_the_template_has() {
+        let pool = |node: &str, pool: &str| autoscaler_model::ResourceSlice {
+            pool: Arc::from(pool),
+            name: Arc::from(format!("{node}-{pool}")),
+            ..gpu_slice(node, "gpu.nvidia.com")
+        };
+        let t = node("t")
+            .with(|n| {
+                n.devices = Some(Arc::new(autoscaler_model::NodeDevices {
+                    slices: vec![Arc::new(pool("t", "p0")), Arc::new(pool("t", "p1"))],
+                }))
+            })
+            .build();
+        let n = node("a").build();
+        let one = dra_with(vec![pool("a", "x")]);
+        assert!(lacks_promised_devices(&n, &one, Some(&t)));
+        let two = dra_with(vec![pool("a", "x"), pool("a", "y")]);
+        assert!(!lacks_promised_devices(&n, &two, Some(&t)));
+    }
+
+    #[test]
+    fn nodes_without_their_slices_are_replaced_in_the_view() {
+        let nodes = vec![node("busy").arc(), node("fresh").arc()];
+        let p = group(&["busy", "fresh"], Some(dra_template()));
+        let dra = dra_with(vec![gpu_slice("busy", "gpu.nvidia.com")]);
+        let out = with_unready_accelerators(&nodes, &p, &dra).expect("one node replaced");
+        assert!(Arc::ptr_eq(&out[0], &nodes[0]));
+        assert!(!out[1].is_ready());
+        let both = dra_with(vec![
+            gpu_slice("busy", "gpu.nvidia.com"),
+            gpu_slice("fresh", "gpu.nvidia.com"),
+        ]);
+        assert!(with_unready_accelerators(&nodes, &p, &both).is_none());
     }
 
     /// The loop on the issue's cluster: a busy GPU node, a second node of the group Ready for a
@@ -354,6 +511,43 @@ mod tests {
             let fresh = Sym::new("fresh");
             assert!(!out.scale_down.unneeded.iter().any(|(n, _)| *n == fresh));
             assert!(!out.scale_down.soft_taint.contains(&fresh));
+        }
+
+        /// The DRA flavour: the group's template has a DRA driver's slice, `busy` has published
+        /// its slice and `fresh` (a minute old) has not: `fresh` is upcoming, never unneeded.
+        #[test]
+        fn a_node_waiting_for_its_dra_slices_is_upcoming_not_unneeded() {
+            let nodes = vec![
+                node("busy").with(|n| n.creation_ms = Some(0)).arc(),
+                node("fresh")
+                    .with(|n| n.creation_ms = Some(NOW - 60_000))
+                    .arc(),
+            ];
+            let p = Capi(group(&["busy", "fresh"], Some(dra_template())));
+            let mut storage = autoscaler_model::Storage::default();
+            storage.set_dra(Arc::new(dra_with(vec![gpu_slice(
+                "busy",
+                "gpu.nvidia.com",
+            )])));
+            let storage = Arc::new(storage);
+            let view = ClusterView {
+                storage: &storage,
+                ..ClusterView::of(&nodes, &[], &p)
+            };
+            let out = Autoscaler::new(AutoscalerOptions::default()).run_once(
+                &view,
+                &NoControllerLookup,
+                InFlight::default(),
+                NOW,
+                &mut Unlimited,
+            );
+            let g = &out.status.groups[0];
+            assert_eq!(
+                (g.readiness.ready, g.readiness.not_started, g.upcoming),
+                (1, 1, 1)
+            );
+            let fresh = Sym::new("fresh");
+            assert!(!out.scale_down.unneeded.iter().any(|(n, _)| *n == fresh));
         }
 
         /// Past the startup time it is unready, as upstream counts it.

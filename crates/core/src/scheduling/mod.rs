@@ -7,6 +7,8 @@
 
 pub mod budget;
 pub mod dra;
+#[cfg(test)]
+mod dra_property;
 pub mod predicates;
 pub mod snapshot;
 pub mod volumes;
