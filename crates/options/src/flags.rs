@@ -262,7 +262,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("status-taint", "[]", List, IMPL, A),
     f("bypassed-scheduler-names", "[]", List, IMPL, A),
     f("allowed-scheduler-names", "[]", List, IMPL, A),
-    f("drain-priority-config", "", Text, gap("pods are evicted all at once, not in priority groups", ""), A),
+    f("drain-priority-config", "", Text, IMPL, A),
     f("scheduler-verbosity", "0", Int, none("there is no embedded kube-scheduler to log"), A),
     // component-base: BindLeaderElectionFlags
     f("leader-elect", "true", Bool, IMPL, LE),

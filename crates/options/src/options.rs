@@ -392,6 +392,21 @@ pub struct ScaleDownArgs {
     /// upstream's [default: 1m].
     #[arg(long, value_name = "DURATION", value_parser = go_duration)]
     pub consolidate_after: Option<Duration>,
+    /// `priority:seconds` couples separated by commas (e.g. `10000:20,1000:100,0:60`): drains
+    /// evict pods by priority, lowest couple first, each couple waited for before the next,
+    /// each eviction's grace capped by its couple's seconds; DaemonSet pods are staged by their
+    /// priority too. Not with --max-graceful-termination-sec. Empty: all pods at once.
+    #[arg(long, value_name = "PRIORITY:SECONDS,...", value_parser = drain_priority_config)]
+    pub drain_priority_config: Option<String>,
+}
+
+/// `--drain-priority-config`: checked by its parser (empty: not given, as upstream).
+fn drain_priority_config(text: &str) -> Result<String, String> {
+    if !text.is_empty() {
+        text.parse::<autoscaler_core::DrainPriorityConfig>()
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(text.to_string())
 }
 
 fn consolidation_mode(text: &str) -> Result<autoscaler_core::ConsolidationMode, String> {
@@ -960,6 +975,10 @@ fn apply_scale_down(a: &ScaleDownArgs, c: &mut ControllerConfig) {
     let k = &mut c.autoscaler.consolidation;
     set(&mut k.mode, a.consolidation);
     set(&mut k.consolidate_after, a.consolidate_after);
+    if let Some(text) = &a.drain_priority_config {
+        // Checked by the flag's parser; empty stands for not given.
+        c.autoscaler.scale_down.drain_priority = text.parse().ok();
+    }
 }
 
 fn apply_cluster_state(a: &ClusterStateArgs, c: &mut ControllerConfig) {
@@ -1069,6 +1088,17 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
         if v == 0 {
             return Err(flag_err(flag, v, "must be at least 1"));
         }
+    }
+    // Upstream refuses the two together: the couples' seconds replace the one cap.
+    if let Some(p) = &sd.drain_priority
+        && sd.max_graceful_termination_sec
+            != autoscaler_core::ScaleDownOptions::default().max_graceful_termination_sec
+    {
+        return Err(flag_err(
+            "drain-priority-config",
+            p,
+            "could not use --drain-priority-config together with --max-graceful-termination-sec",
+        ));
     }
     if sd.drain.min_replica_count < 0 {
         return Err(flag_err(
@@ -1858,6 +1888,54 @@ mod tests {
         assert_eq!(
             n(&["ca", "run", "--min-replica-count", "-1"]),
             ["ca", "run", "--min-replica-count", "-1"]
+        );
+    }
+
+    /// `--drain-priority-config` as upstream: couples parsed and sorted, empty means not given,
+    /// a malformed value refused by its parser (exit 2), and refused with a
+    /// `--max-graceful-termination-sec` other than its default.
+    #[test]
+    fn drain_priority_config_reaches_scale_down_and_refuses_the_grace_flag() {
+        let o = build(&["--drain-priority-config=10000:20,1000:100,0:60"]).unwrap();
+        let p = o.controller.autoscaler.scale_down.drain_priority.as_ref();
+        assert_eq!(
+            p.map(|p| p.to_string()).as_deref(),
+            Some("0:60,1000:100,10000:20")
+        );
+        let none = build(&["--drain-priority-config="]).unwrap();
+        assert!(
+            none.controller
+                .autoscaler
+                .scale_down
+                .drain_priority
+                .is_none()
+        );
+        for bad in [
+            "--drain-priority-config=10000",
+            "--drain-priority-config=a:1",
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().contains("--drain-priority-config"), "{e}");
+        }
+        let e = build(&[
+            "--drain-priority-config=0:60",
+            "--max-graceful-termination-sec=60",
+        ])
+        .err()
+        .expect("refused together");
+        assert!(
+            e.to_string().contains("--max-graceful-termination-sec"),
+            "{e}"
+        );
+        // The default value given explicitly is not told apart from the default (upstream's
+        // current check compares with the default).
+        assert!(
+            build(&[
+                "--drain-priority-config=0:60",
+                "--max-graceful-termination-sec=600",
+            ])
+            .is_ok()
         );
     }
 

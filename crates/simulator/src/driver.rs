@@ -1197,6 +1197,7 @@ workloads:
                     name: web.name.as_arc().clone(),
                 },
                 grace_period_sec,
+                stage: 0,
             }],
             sequential: true,
         });
