@@ -51,7 +51,9 @@ pub(crate) fn expiry(
     }
     let f = &input.in_flight;
     let drains_left = input.max_drain_parallelism.saturating_sub(f.drains);
-    let all_left = (input.max_scale_down_parallelism).saturating_sub(f.empty + f.drains);
+    let all_left = input
+        .max_scale_down_parallelism
+        .saturating_sub(f.empty + f.drains);
     let mut expired = expired(snapshot, input, rules, now_ms);
     // Oldest first; ties by name, for a stable order.
     expired.sort_by(|a, b| {
@@ -111,7 +113,11 @@ fn expired(
     let mut out = Vec::new();
     for (id, info) in snapshot.nodes() {
         let node = &info.node;
-        let Some(g) = (input.provider.node_group_of(node)).filter(|&g| g < groups.len()) else {
+        let Some(g) = input
+            .provider
+            .node_group_of(node)
+            .filter(|&g| g < groups.len())
+        else {
             continue;
         };
         let group = &groups[g];
