@@ -76,9 +76,18 @@ pub(crate) fn expiry(
         {
             return Some(command(input, e, dest, CommandKind::Delete));
         }
+        // The new node comes first: the group's max size and the cluster-wide maximums
+        // (`--max-nodes-total`, `--cores-total`...) are counted before the old node goes.
         let shape = input.shapes.iter().find(|s| s.group == e.group);
-        let may_grow = group.target_size < group.max_size && !group.options.zero_or_max_scaling;
-        if let Some(shape) = shape.filter(|_| may_grow) {
+        let may_grow = |sh: &&ReplacementShape| {
+            group.target_size < group.max_size
+                && !group.options.zero_or_max_scaling
+                && (input.limits)
+                    .max_new_nodes(&input.totals, &sh.template.node, 1)
+                    .0
+                    >= 1
+        };
+        if let Some(shape) = shape.filter(may_grow) {
             if e.to_move.len() > *pods_left {
                 return None;
             }
@@ -258,6 +267,23 @@ mod tests {
     /// with one 300m pod on 1000m; its own shape for replacements. The command at 2h, with the
     /// group's `budgets`, with consolidation off.
     fn at_two_hours(min: usize, budgets: &str) -> Option<ConsolidationCommand> {
+        at_two_hours_with(min, budgets, ResourceLimits::default())
+    }
+
+    /// [`at_two_hours`] with no budget and `--max-nodes-total` = `max_nodes`.
+    fn at_two_hours_limited(min: usize, max_nodes: usize) -> Option<ConsolidationCommand> {
+        let limits = ResourceLimits {
+            max_nodes_total: max_nodes,
+            ..ResourceLimits::default()
+        };
+        at_two_hours_with(min, "[]", limits)
+    }
+
+    fn at_two_hours_with(
+        min: usize,
+        budgets: &str,
+        limits: ResourceLimits,
+    ) -> Option<ConsolidationCommand> {
         let mut ng = NodeGroup::new("g", min, 10, 2);
         ng.options.disruption = GroupDisruption {
             expire_after: Some(Duration::from_secs(3600)),
@@ -293,7 +319,7 @@ mod tests {
                 daemonset_pods: Vec::new(),
             },
         }];
-        let (drain, limits) = (DrainOptions::default(), ResourceLimits::default());
+        let drain = DrainOptions::default();
         let input = ConsolidationInput {
             provider: &provider,
             budgets: DisruptionBudgets::new(Vec::new()),
@@ -355,6 +381,14 @@ mod tests {
             }
         );
         assert_eq!(cmd.deletions[0].node.as_str(), "old");
+    }
+
+    /// A replacement never takes the cluster above `--max-nodes-total` (found by the safety
+    /// property test: an expired node at the group's min size was replaced at the maximum).
+    #[test]
+    fn no_replacement_above_the_cluster_wide_maximum() {
+        assert!(at_two_hours_limited(2, 2).is_none());
+        assert!(at_two_hours_limited(2, 3).is_some());
     }
 
     /// Expiry keeps to the group's disruption budget.
