@@ -1918,12 +1918,12 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{bad}");
             assert!(e.to_string().contains("--drain-priority-config"), "{e}");
         }
-        let e = build(&[
+        let Err(e) = build(&[
             "--drain-priority-config=0:60",
             "--max-graceful-termination-sec=60",
-        ])
-        .err()
-        .expect("refused together");
+        ]) else {
+            panic!("refused together");
+        };
         assert!(
             e.to_string().contains("--max-graceful-termination-sec"),
             "{e}"
