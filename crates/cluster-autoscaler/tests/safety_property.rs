@@ -45,7 +45,7 @@ fn group_settings(seed: u64, g: u32, views: Views) -> String {
     if views != Views::Consolidating {
         return String::new();
     }
-    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0xB0D6_E7 ^ u64::from(g));
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x00B0_D6E7 ^ u64::from(g));
     let key = |k: &str| format!("cluster.x-k8s.io/cluster-api-autoscaler-{k}");
     let mut ann = Vec::new();
     if r.random_bool(0.6) {
