@@ -1,7 +1,9 @@
 //! One drain in flight: evict the node's pods (one at a time or all at once, each with its own
 //! grace period), wait until they are gone, then delete the node; give up (and have the taint
 //! removed) when an eviction fails, when budgets still refuse at the deadline, or when evicted
-//! pods outlive the longest of their grace periods and a margin.
+//! pods outlive the longest of their grace periods and a margin. With `--drain-priority-config`
+//! the pods come in stages: each stage is evicted (its own eviction deadline) and waited for
+//! as a whole before the next one starts, as upstream's priority evictor does.
 //!
 //! It only keeps the drain's state and says what comes next ([`Next`]); tickets, provider calls
 //! and reports are [`crate::Actuation`]'s. It never reads a clock (times are given) and never
@@ -67,10 +69,15 @@ type Attempt = (Ticket, PodEviction, Option<Option<(ActionError, bool)>>);
 pub(crate) struct Drain {
     pub(crate) group: NodeGroupId,
     pub(crate) node: Sym,
-    /// Every pod to evict with its grace period (those still on the node are waited for).
+    /// The pods of the current stage with their grace periods (those still on the node are
+    /// waited for).
     pub(crate) pods: Vec<PodEviction>,
+    /// The pods of the stages to come, in stage order.
+    later: Vec<PodEviction>,
     sequential: bool,
     pub(crate) deadline_ms: i64,
+    /// How long each stage's evictions may be refused (`--max-pod-eviction-time`).
+    eviction_window_ms: i64,
     /// Pods not evicted yet and not being tried, in order.
     left: Vec<PodEviction>,
     trying: Vec<Attempt>,
@@ -100,13 +107,22 @@ impl Drain {
         deadline_ms: i64,
         hold: Hold,
     ) -> Drain {
+        let mut pods = pods;
+        let first = pods.first().map_or(0, |p| p.stage);
+        let cut = pods
+            .iter()
+            .position(|p| p.stage != first)
+            .unwrap_or(pods.len());
+        let later = pods.split_off(cut);
         Drain {
             group,
             node,
             left: pods.clone(),
             pods,
+            later,
             sequential,
             deadline_ms,
+            eviction_window_ms: deadline_ms.saturating_sub(hold.after_taint_ms),
             trying: Vec::new(),
             evicted: 0,
             refused: Vec::new(),
@@ -119,7 +135,25 @@ impl Drain {
 
     /// Pods not evicted yet.
     pub(crate) fn not_evicted(&self) -> usize {
-        self.left.len() + self.trying.len()
+        self.left.len() + self.trying.len() + self.later.len()
+    }
+
+    /// The current stage's pods are gone: starts the next stage at `now_ms` (its evictions get
+    /// their own deadline), or says there is none.
+    pub(crate) fn next_stage(&mut self, now_ms: i64) -> bool {
+        let Some(stage) = self.later.first().map(|p| p.stage) else {
+            return false;
+        };
+        let cut = (self.later.iter())
+            .position(|p| p.stage != stage)
+            .unwrap_or(self.later.len());
+        let rest = self.later.split_off(cut);
+        self.pods = std::mem::replace(&mut self.later, rest);
+        self.left = self.pods.clone();
+        self.phase = Phase::Evicting;
+        self.deadline_ms = now_ms.saturating_add(self.eviction_window_ms);
+        self.retry_at_ms = now_ms;
+        true
     }
 
     /// Stepped: a new round of evictions when none is in flight (every pod not evicted yet is

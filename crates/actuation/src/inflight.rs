@@ -815,6 +815,12 @@ impl Actuation {
             }
             return;
         }
+        // `--drain-priority-config`: the next stage starts once this one is gone.
+        if d.next_stage(now_ms) {
+            let next = d.step(now_ms);
+            self.follow(i, next, lookup, now_ms, out);
+            return;
+        }
         let Some(view) = lookup.node(node.as_str()) else {
             // The node is gone already: nothing left to delete.
             d.phase = Phase::Finished;
@@ -925,6 +931,7 @@ mod tests {
                 .map(|p| PodEviction {
                     pod: pod(p),
                     grace_period_sec: 5,
+                    stage: 0,
                 })
                 .collect(),
             sequential,
@@ -1107,6 +1114,7 @@ mod tests {
             .map(|(name, grace_period_sec)| PodEviction {
                 pod: pod(name),
                 grace_period_sec,
+                stage: 0,
             })
             .collect();
         let action = Action::DrainAndDelete {
@@ -1137,6 +1145,74 @@ mod tests {
         assert!(matches!(e.as_slice(), [u] if matches!(u.kind(), EffectKind::Untaint { .. })));
         assert!(matches!(a.take_reports().last(),
             Some(Report::DrainFailed { error, .. }) if error.message.contains("after 70s")));
+    }
+
+    /// A drain of `general-a` evicting web-1 (grace 2 s) in stage 0 and web-9 (grace 40 s) in
+    /// stage 1, as `--drain-priority-config` stages them.
+    fn staged() -> (Fixture, Actuation) {
+        let mut f = Fixture::new();
+        let mut a = immediate();
+        let evict = [("web-1", 2, 0), ("web-9", 40, 1)]
+            .into_iter()
+            .map(|(name, grace_period_sec, stage)| PodEviction {
+                pod: pod(name),
+                grace_period_sec,
+                stage,
+            })
+            .collect();
+        let action = Action::DrainAndDelete {
+            group: NodeGroupId::from(GENERAL),
+            node: Sym::new("general-a"),
+            evict,
+            sequential: false,
+        };
+        a.start(action, &mut f.lookup(), 0);
+        (f, a)
+    }
+
+    /// Upstream's priority evictor: a stage is evicted, then waited for until its pods are
+    /// gone, and only then is the next stage evicted.
+    #[test]
+    fn a_staged_drain_evicts_the_next_stage_once_the_previous_is_gone() {
+        let (mut f, mut a) = staged();
+        let e = a.step(&mut f.lookup(), 0);
+        assert_eq!(evicts(&e), ["web-1"], "stage 0 alone");
+        for e in &e {
+            a.reply(e.ticket(), Reply::Done, &mut f.lookup(), 0);
+        }
+        // web-1 still runs: stage 1 waits.
+        assert!(evicts(&a.step(&mut f.lookup(), 1_000)).is_empty());
+        f.gone("web-1");
+        let e = a.step(&mut f.lookup(), 6_000);
+        assert_eq!(evicts(&e), ["web-9"], "{e:?}");
+        assert!(matches!(
+            e[0].kind(),
+            EffectKind::Evict {
+                grace_period_sec: 40,
+                ..
+            }
+        ));
+        assert!(a.is_draining("general-a"));
+    }
+
+    /// A stage whose pods outstay their grace and the margin fails the drain; the later stages
+    /// are never evicted.
+    #[test]
+    fn a_stage_that_never_leaves_fails_the_drain_before_the_next() {
+        let (mut f, mut a) = staged();
+        let e = a.step(&mut f.lookup(), 0);
+        for e in &e {
+            a.reply(e.ticket(), Reply::Done, &mut f.lookup(), 0);
+        }
+        let mut evicted = Vec::new();
+        for now in (1_000..=40_000).step_by(1_000) {
+            evicted.extend(evicts(&a.step(&mut f.lookup(), now)));
+        }
+        assert!(evicted.is_empty(), "{evicted:?}");
+        assert!(!a.is_draining("general-a"));
+        assert!(matches!(a.take_reports().last(),
+            Some(Report::DrainFailed { error, not_evicted: 1, .. })
+                if error.message.contains("after 32s")));
     }
 
     /// The fixture's view, with a delay-deletion annotation on every node while `annotated`.

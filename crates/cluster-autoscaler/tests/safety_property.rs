@@ -54,6 +54,51 @@ fn flags(views: Views) -> &'static [&'static str] {
     }
 }
 
+/// With consolidation on, random per-group settings of ours (disruption budgets, some in a
+/// window; a minimum node age; node expiry) from their own generator, so that the rest of the
+/// scenario is the one of the current views.
+fn group_settings(seed: u64, g: u32, views: Views) -> String {
+    if views != Views::Consolidating {
+        return String::new();
+    }
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x00B0_D6E7 ^ u64::from(g));
+    let key = |k: &str| format!("cluster.x-k8s.io/cluster-api-autoscaler-{k}");
+    let mut ann = Vec::new();
+    if r.random_bool(0.6) {
+        let nodes = ["\"0\"", "\"1\"", "\"50%\"", "2"][r.random_range(0..4)];
+        let window = if r.random_bool(0.5) {
+            format!(
+                r#", "schedule": "*/20 * * * *", "duration": "{}m""#,
+                r.random_range(1..20)
+            )
+        } else {
+            String::new()
+        };
+        ann.push(format!(
+            "{}: '[{{\"nodes\": {nodes}{window}}}]'",
+            key("disruption-budgets")
+        ));
+    }
+    if r.random_bool(0.3) {
+        ann.push(format!(
+            "{}: {}",
+            key("consolidation-min-node-age"),
+            dur(&mut r, 0, 900)
+        ));
+    }
+    if r.random_bool(0.3) {
+        ann.push(format!(
+            "{}: {}",
+            key("node-expire-after"),
+            dur(&mut r, 600, 2400)
+        ));
+    }
+    if ann.is_empty() {
+        return String::new();
+    }
+    format!(", annotations: {{{}}}", ann.join(", "))
+}
+
 /// A random scenario for `seed`.
 fn scenario(seed: u64, views: Views) -> String {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -93,10 +138,11 @@ fn scenario(seed: u64, views: Views) -> String {
         let max = rng.random_range(2..=6);
         let replicas = rng.random_range(min..=max.min(2));
         let policy = ["Random", "Newest", "Oldest"][rng.random_range(0..3)];
+        let delay = dur(&mut rng, 30, 150);
         let _ = writeln!(
             s,
-            "  - {{name: g{g}, min: {min}, max: {max}, replicas: {replicas}, cpu: \"4\", memory: 16Gi, delete_policy: {policy}, provisioning_delay: {{min: 30s, max: {}}}}}",
-            dur(&mut rng, 30, 150)
+            "  - {{name: g{g}, min: {min}, max: {max}, replicas: {replicas}, cpu: \"4\", memory: 16Gi, delete_policy: {policy}, provisioning_delay: {{min: 30s, max: {delay}}}{}}}",
+            group_settings(seed, g, views)
         );
     }
     let _ = writeln!(s, "faults:");

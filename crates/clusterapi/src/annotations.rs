@@ -304,6 +304,37 @@ pub(crate) fn price(
     }
 }
 
+/// Consolidation's per-group settings (ours) from the `<group>/cluster-api-autoscaler-*`
+/// annotations; malformed values are warned about and read on the safe side.
+pub(crate) fn disruption(
+    ann: &BTreeMap<String, String>,
+    config: &crate::config::ClusterApiConfig,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> autoscaler_model::GroupDisruption {
+    let keys = [
+        "consolidation",
+        "disruption-budgets",
+        "node-expire-after",
+        "consolidation-min-node-age",
+    ]
+    .map(|s| config.disruption_key(s));
+    let get = |i: usize| {
+        let key: &str = &keys[i];
+        ann.get(key)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .map(|v| (key, v))
+    };
+    let texts = autoscaler_model::DisruptionAnnotations {
+        consolidation: get(0),
+        budgets: get(1),
+        expire_after: get(2),
+        min_node_age: get(3),
+    };
+    autoscaler_model::group_disruption(texts, what, warnings)
+}
+
 /// What a scalable resource says about the nodes it creates.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct NodeShape {
@@ -567,6 +598,44 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// Consolidation's group annotations (ours) reach the group's options; a malformed one is
+    /// a warning naming the object and the key, read on the safe side.
+    #[test]
+    fn consolidation_annotations_are_read_and_bad_ones_warned_about() {
+        let config = crate::config::ClusterApiConfig::default();
+        let k = |s: &str| config.disruption_key(s);
+        assert_eq!(
+            k("consolidation"),
+            "cluster.x-k8s.io/cluster-api-autoscaler-consolidation"
+        );
+        let (mode, budgets, age) = (
+            k("consolidation"),
+            k("disruption-budgets"),
+            k("consolidation-min-node-age"),
+        );
+        let a = ann(&[
+            (mode.as_str(), "replace"),
+            (budgets.as_str(), r#"[{"nodes": "1"}]"#),
+            (age.as_str(), "ten minutes"),
+        ]);
+        let mut w = Vec::new();
+        let d = disruption(&a, &config, "MachineDeployment ns/md", &mut w);
+        assert_eq!(
+            d.consolidation,
+            Some(autoscaler_model::GroupConsolidation::Replace)
+        );
+        assert_eq!(d.allowed(10, 0), Some(1));
+        assert_eq!(d.min_node_age, Some(std::time::Duration::MAX));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(&format!("MachineDeployment ns/md: annotation {age}")),
+            "{w:?}"
+        );
+        let mut w = Vec::new();
+        assert!(disruption(&ann(&[]), &config, "md", &mut w).is_empty());
+        assert!(w.is_empty());
     }
 
     #[test]

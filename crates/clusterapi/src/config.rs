@@ -278,6 +278,13 @@ impl ClusterApiConfig {
         )
     }
 
+    /// `<group>/cluster-api-autoscaler-<setting>`: consolidation's per-group settings (ours,
+    /// named as the price annotation): `consolidation`, `disruption-budgets`,
+    /// `node-expire-after` and `consolidation-min-node-age`.
+    pub fn disruption_key(&self, setting: &str) -> String {
+        format!("{}/cluster-api-autoscaler-{setting}", self.api_group)
+    }
+
     /// `<group>/delete-machine`: the Machine annotation that makes its owner remove it first.
     pub fn delete_machine_key(&self) -> String {
         format!("{}/delete-machine", self.api_group)

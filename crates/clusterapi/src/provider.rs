@@ -536,6 +536,7 @@ impl ClusterApiProvider {
         group.template = template;
         group.options = options;
         group.node_price_per_hour = annotations::price(&ann, &config.price_key(), &what, warnings);
+        group.options.disruption = annotations::disruption(&ann, config, &what, warnings);
         group.rolling_out = rolling_out(&sets);
         Ok(Some((
             group,

@@ -29,8 +29,12 @@ pub struct PodEviction {
     /// The pod.
     pub pod: PodRef,
     /// Grace period, seconds: the pod's own `terminationGracePeriodSeconds` (30 s when unset),
-    /// at most `--max-graceful-termination-sec`.
+    /// at most `--max-graceful-termination-sec` (with `--drain-priority-config`: at most its
+    /// couple's seconds).
     pub grace_period_sec: u64,
+    /// Drain stage (`--drain-priority-config`): a drain evicts stage 0's pods, waits until they
+    /// are gone, then the next stage's; 0 for every pod without the flag.
+    pub stage: u32,
 }
 
 /// One step for the shell.
@@ -194,6 +198,7 @@ pub fn scale_down_actions(plan: &ScaleDownPlan, now_ms: i64) -> Vec<Action> {
                         name: p.name.as_arc().clone(),
                     },
                     grace_period_sec: eviction_grace_sec(p, d.grace_period_sec),
+                    stage: 0,
                 })
                 .collect(),
             sequential: d.sequential_evictions,

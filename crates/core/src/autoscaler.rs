@@ -17,7 +17,7 @@ use crate::actions::{Action, scale_down_actions, scale_up_actions};
 use crate::cluster_state::{ClusterState, ClusterStateOptions, ClusterStatus, Event};
 use crate::outcome::Outcome;
 use crate::scale_down::consolidation::{
-    ConsolidationMode, ConsolidationOptions, ConsolidationPlan, ConsolidationState,
+    ConsolidationOptions, ConsolidationPlan, ConsolidationState,
 };
 use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
@@ -1072,7 +1072,11 @@ impl Autoscaler {
             &mut timer,
         );
         actions.extend(scale_up_actions(&up.result));
-        let consolidation = if self.options.consolidation.mode == ConsolidationMode::Off {
+        let on = crate::scale_down::disruption_budget::GroupRules::any_on(
+            view.provider,
+            self.options.consolidation.mode,
+        );
+        let consolidation = if !on {
             ConsolidationPlan::default()
         } else {
             self.consolidate(
@@ -1090,7 +1094,15 @@ impl Autoscaler {
         };
         self.cache.close_forks(depth);
         timer.stop(Phase::ScaleDown, down_start);
+        let start = actions.len();
         actions.extend(scale_down_actions(&down, now_ms));
+        if let Some(config) = &self.options.scale_down.drain_priority {
+            crate::scale_down::drain_priority::stage_drains(
+                &mut actions[start..],
+                &down.deletions,
+                config,
+            );
+        }
         let (actions, refused) = crate::safety::enforce(actions, view.provider, &status);
         LoopOutcome {
             scale_up: up,

@@ -78,6 +78,7 @@ pub use scale_down::consolidation::{
     ConsolidationState, ReplacementShape, plan_consolidation,
 };
 pub use scale_down::drain::{PodDrain, classify_pod, is_expendable};
+pub use scale_down::drain_priority::{DrainPriority, DrainPriorityConfig, DrainPriorityError};
 pub use scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Unremovable,
     Waiting, plan_scale_down,

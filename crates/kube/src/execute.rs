@@ -512,6 +512,7 @@ mod tests {
                     name: Arc::from("web-1"),
                 },
                 grace_period_sec: 5,
+                stage: 0,
             }],
             sequential: true,
         }

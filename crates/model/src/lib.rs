@@ -23,6 +23,7 @@ mod capacity_objects;
 mod controller;
 mod convert;
 mod daemonset;
+mod disruption;
 mod dra;
 mod duration;
 mod intern;
@@ -57,6 +58,10 @@ pub use capacity_buffer::{
 pub use capacity_objects::{CapacityObjects, Workload, WorkloadKey};
 pub use controller::{ControllerLookup, ControllerState, NoControllerLookup};
 pub use daemonset::DaemonSet;
+pub use disruption::{
+    BudgetNodes, DisruptionAnnotations, GroupConsolidation, GroupDisruption, NodeBudget,
+    group_disruption, parse_budgets,
+};
 pub use dra::{
     AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimSpec,
     ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceId, DeviceRequest, Dra,

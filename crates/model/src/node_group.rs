@@ -91,6 +91,8 @@ pub struct NodeGroupOptions {
     pub max_node_provision_time: Option<Duration>,
     /// Atomic scaling: the group grows to its max or not at all, and shrinks as a whole.
     pub zero_or_max_scaling: bool,
+    /// Consolidation's settings for this group (ours): mode, budgets, node lifetime.
+    pub disruption: crate::disruption::GroupDisruption,
 }
 
 /// A node group view.

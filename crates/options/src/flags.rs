@@ -253,6 +253,16 @@ fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), Refused> {
 }
 
 /// `--gpu-total`, each `type:min:max`.
+/// `--drain-priority-config`: empty stands for not given, as upstream.
+fn drain_priority_config(d: &mut Draft, text: &str) -> Result<(), String> {
+    d.c.autoscaler.scale_down.drain_priority = if text.is_empty() {
+        None
+    } else {
+        Some(text.parse().map_err(|e: autoscaler_core::DrainPriorityError| e.to_string())?)
+    };
+    Ok(())
+}
+
 fn gpu_total(d: &mut Draft, v: &[String]) -> Result<(), Refused> {
     let mut gpus = Vec::with_capacity(v.len());
     for t in v {
@@ -418,7 +428,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints.status = v.to_vec(); Ok(()) }))),
     imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.bypassed_schedulers = names_of(v)))),
     imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.allowed_schedulers = names_of(v)))),
-    f("drain-priority-config", "", Text, gap("pods are evicted all at once, not in priority groups", ""), A),
+    imp("drain-priority-config", "", Text, A, setting(535, ScaleDown, "PRIORITY:SECONDS,...", "`priority:seconds` couples separated by commas (e.g. `10000:20,1000:100,0:60`): drains evict pods by priority, lowest couple first, each couple waited for before the next, each eviction's grace capped by its couple's seconds; DaemonSet pods are staged by their priority too. Not with --max-graceful-termination-sec. Empty: all pods at once", Lands::Text(drain_priority_config))),
     f("scheduler-verbosity", "0", Int, none("there is no embedded kube-scheduler to log"), A),
     // component-base: BindLeaderElectionFlags
     imp("leader-elect", "true", Bool, LE, run(110, General, "BOOL", "Elect a leader on a Lease before acting", Lands::Bool(|d, v| d.c.leader_elect = v))),

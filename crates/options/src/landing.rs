@@ -492,6 +492,7 @@ mod tests {
                 ("node-group-auto-discovery", _) => "clusterapi:namespace=x",
                 ("logging-format", _) => "json",
                 ("consolidation", _) => "delete",
+                ("drain-priority-config", _) => "1000:100,0:60",
                 (_, Lands::Bool(_)) if flag.default == "true" => "false",
                 (_, Lands::Bool(_)) => "true",
                 (_, Lands::Duration(_)) => "7m7s",

@@ -517,6 +517,17 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
             return Err(flag_err(flag, v, "must be at least 1"));
         }
     }
+    // Upstream refuses the two together: the couples' seconds replace the one cap.
+    if let Some(p) = &sd.drain_priority
+        && sd.max_graceful_termination_sec
+            != autoscaler_core::ScaleDownOptions::default().max_graceful_termination_sec
+    {
+        return Err(flag_err(
+            "drain-priority-config",
+            p,
+            "could not use --drain-priority-config together with --max-graceful-termination-sec",
+        ));
+    }
     if sd.drain.min_replica_count < 0 {
         return Err(flag_err(
             "min-replica-count",
@@ -1340,6 +1351,55 @@ mod tests {
         assert_eq!(
             n(&["ca", "run", "--min-replica-count", "-1"]),
             ["ca", "run", "--min-replica-count", "-1"]
+        );
+    }
+
+    /// `--drain-priority-config` as upstream: couples parsed and sorted, empty means not given,
+    /// a malformed value refused by its parser (exit 2), and refused with a
+    /// `--max-graceful-termination-sec` other than its default.
+    #[test]
+    fn drain_priority_config_reaches_scale_down_and_refuses_the_grace_flag() {
+        let o = build(&["--drain-priority-config=10000:20,1000:100,0:60"]).unwrap();
+        let p = o.controller.autoscaler.scale_down.drain_priority.as_ref();
+        assert_eq!(
+            p.map(|p| p.to_string()).as_deref(),
+            Some("0:60,1000:100,10000:20")
+        );
+        let none = build(&["--drain-priority-config="]).unwrap();
+        assert!(
+            none.controller
+                .autoscaler
+                .scale_down
+                .drain_priority
+                .is_none()
+        );
+        for bad in [
+            "--drain-priority-config=10000",
+            "--drain-priority-config=a:1",
+        ] {
+            let Err(e) = build(&[bad]) else {
+                panic!("{bad} refused");
+            };
+            assert!(e.to_string().contains("--drain-priority-config"), "{e}");
+        }
+        let Err(e) = build(&[
+            "--drain-priority-config=0:60",
+            "--max-graceful-termination-sec=60",
+        ]) else {
+            panic!("refused together");
+        };
+        assert!(
+            e.to_string().contains("--max-graceful-termination-sec"),
+            "{e}"
+        );
+        // The default value given explicitly is not told apart from the default (upstream's
+        // current check compares with the default).
+        assert!(
+            build(&[
+                "--drain-priority-config=0:60",
+                "--max-graceful-termination-sec=600",
+            ])
+            .is_ok()
         );
     }
 

@@ -1252,6 +1252,7 @@ workloads:
                     name: web.name.as_arc().clone(),
                 },
                 grace_period_sec,
+                stage: 0,
             }],
             sequential: true,
         });

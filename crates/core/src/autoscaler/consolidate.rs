@@ -12,9 +12,10 @@
 use crate::actions::Action;
 use crate::cluster_state::{ClusterStatus, Event};
 use crate::scale_down::consolidation::{
-    CONSOLIDATION_EVENT, CommandKind, ConsolidationInput, ConsolidationMode, ConsolidationPlan,
-    ReplacementShape, plan_consolidation, record_deletions,
+    CONSOLIDATION_EVENT, CommandKind, ConsolidationInput, ConsolidationPlan, ReplacementShape,
+    plan_consolidation, record_deletions,
 };
+use crate::scale_down::disruption_budget::GroupRules;
 use crate::scale_down::{InFlight, ScaleDownPlan};
 use crate::scale_up::estimator::Budget;
 use autoscaler_model::ClusterTotals;
@@ -70,7 +71,8 @@ impl Autoscaler {
         let hold = !up.result.increases.is_empty()
             || !down.deletions.is_empty()
             || (upcoming > 0 && !waiting);
-        let shapes: Vec<ReplacementShape> = if opts.mode == ConsolidationMode::Replace && !hold {
+        let replace = GroupRules::any_replace(view.provider, opts.mode);
+        let shapes: Vec<ReplacementShape> = if replace && !hold {
             let groups = view.provider.node_groups();
             let members = GroupMembers::of(view, groups.len(), now_ms, taints);
             let snapshot = &self.cache.snapshot;
@@ -158,7 +160,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::scale_down::consolidation::ConsolidationOptions;
+    use crate::scale_down::consolidation::{ConsolidationMode, ConsolidationOptions};
     use crate::scheduling::budget::Unlimited;
     use crate::{Action, AutoscalerOptions, InFlight, LoopOutcome, Node, Pod};
     use autoscaler_model::NoControllerLookup;

@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
+use super::disruption_budget::GroupRules;
 use super::drain::{DrainContext, DrainOptions, drain_node};
 use super::removal::{Hints, try_remove};
 use super::{InFlight, NodeDeletion, ms};
@@ -328,7 +329,7 @@ pub fn plan_consolidation(
     budget: &mut dyn Budget,
 ) -> ConsolidationPlan {
     let mut plan = ConsolidationPlan::default();
-    if opts.mode == ConsolidationMode::Off {
+    if !GroupRules::any_on(input.provider, opts.mode) {
         state.quiet.clear();
         state.pending = None;
         return plan;
@@ -351,7 +352,24 @@ pub fn plan_consolidation(
     }
     let groups = input.provider.node_groups();
     let pricing = Pricing::of(groups);
-    let mut candidates = candidates(snapshot, state, &input, opts, &pricing, now_ms, None);
+    let rules = GroupRules::of(
+        input.provider,
+        snapshot,
+        opts.mode,
+        &input.in_flight,
+        &[],
+        now_ms,
+    );
+    let mut candidates = candidates(
+        snapshot,
+        state,
+        &input,
+        opts,
+        &pricing,
+        now_ms,
+        None,
+        Some(&rules),
+    );
     plan.candidates = candidates.len();
     // Best saving per disrupted pod first; ties by name, for a stable order.
     candidates.sort_by(|a, b| {
@@ -363,12 +381,20 @@ pub fn plan_consolidation(
         input: &input,
         opts,
         pricing: &pricing,
+        rules: &rules,
     };
-    plan.command = snapshot.forked(|s| {
-        search
-            .empty(s, &candidates)
-            .or_else(|| search.multi(s, &candidates, &mut work))
-            .or_else(|| search.single(s, &candidates, &mut work))
+    // Node lifetime first: an expired node is replaced whatever consolidation would save.
+    let mut left = work.pods_left;
+    let expiry = super::node_lifetime::expiry(snapshot, &input, &rules, now_ms, &mut left);
+    work.pods_simulated += work.pods_left - left;
+    work.pods_left = left;
+    plan.command = expiry.or_else(|| {
+        snapshot.forked(|s| {
+            search
+                .empty(s, &candidates)
+                .or_else(|| search.multi(s, &candidates, &mut work))
+                .or_else(|| search.single(s, &candidates, &mut work))
+        })
     });
     if let Some(c) = &plan.command
         && let CommandKind::Replace { group, .. } = &c.kind
@@ -442,11 +468,14 @@ fn follow_pending(
         &pricing,
         now_ms,
         Some(&pending.nodes),
+        None,
     );
+    let rules = GroupRules::default();
     let search = Search {
         input,
         opts,
         pricing: &pricing,
+        rules: &rules,
     };
     let pods: usize = cands.iter().map(|c| c.to_move.len()).sum();
     let found = if cands.len() == pending.nodes.len() && work.take(pods) {
@@ -509,7 +538,8 @@ fn update_quiet(snapshot: &ClusterSnapshot, state: &mut ConsolidationState, now_
     state.quiet = next;
 }
 
-/// Every node that may be consolidated now.
+/// Every node that may be consolidated now (within its group's `rules`, when given).
+#[allow(clippy::too_many_arguments)]
 fn candidates(
     snapshot: &ClusterSnapshot,
     state: &ConsolidationState,
@@ -518,6 +548,7 @@ fn candidates(
     pricing: &Pricing,
     now_ms: i64,
     only: Option<&[Sym]>,
+    rules: Option<&GroupRules>,
 ) -> Vec<Candidate> {
     let groups = input.provider.node_groups();
     let after = ms(opts.consolidate_after);
@@ -557,6 +588,7 @@ fn candidates(
             || group.options.zero_or_max_scaling
             || group.rolling_out
             || group.target_size.saturating_sub(in_flight) <= group.min_size
+            || rules.is_some_and(|r| !r.admits(g, node, now_ms))
         {
             continue;
         }
@@ -589,6 +621,8 @@ struct Search<'s, 'i> {
     input: &'s ConsolidationInput<'i>,
     opts: &'s ConsolidationOptions,
     pricing: &'s Pricing,
+    /// The groups' modes and budgets.
+    rules: &'s GroupRules,
 }
 
 /// A set of nodes that can go, and where their pods would land.
@@ -614,7 +648,7 @@ impl Search<'_, '_> {
     fn empty(&self, s: &ClusterSnapshot, cands: &[Candidate]) -> Option<ConsolidationCommand> {
         let (all, _) = self.slots();
         let mut chosen: Vec<Candidate> = Vec::new();
-        let mut keep = Keep::new(self.input);
+        let mut keep = Keep::new(self.input, self.rules);
         for c in cands.iter().filter(|c| c.to_move.is_empty()) {
             if chosen.len() >= all {
                 break;
@@ -643,7 +677,7 @@ impl Search<'_, '_> {
         work: &mut Work<'_>,
     ) -> Option<ConsolidationCommand> {
         let (all, drains) = self.slots();
-        let mut keep = Keep::new(self.input);
+        let mut keep = Keep::new(self.input, self.rules);
         let prefix: Vec<Candidate> = cands
             .iter()
             .filter(|c| !c.to_move.is_empty())
@@ -689,7 +723,7 @@ impl Search<'_, '_> {
             .filter(|c| !c.to_move.is_empty())
             .take(self.opts.max_single_node_candidates)
         {
-            if !Keep::new(self.input).admit(s, c) {
+            if !Keep::new(self.input, self.rules).admit(s, c) {
                 continue;
             }
             if let Some(found) = self.try_set(s, std::slice::from_ref(c), work) {
@@ -717,7 +751,7 @@ impl Search<'_, '_> {
         if let Some(found) = s.forked(|s| place(s, set, None)) {
             return Some(found);
         }
-        if self.opts.mode != ConsolidationMode::Replace {
+        if !set.iter().all(|c| self.rules.replaces(c.group)) {
             return None;
         }
         let cost: f64 = set.iter().map(|c| c.cost).sum();
@@ -879,15 +913,17 @@ fn place(
 /// search.
 struct Keep<'a, 'i> {
     input: &'a ConsolidationInput<'i>,
+    rules: &'a GroupRules,
     leaving: Vec<usize>,
     totals: ClusterTotals,
     budgets: DisruptionBudgets,
 }
 
 impl<'a, 'i> Keep<'a, 'i> {
-    fn new(input: &'a ConsolidationInput<'i>) -> Self {
+    fn new(input: &'a ConsolidationInput<'i>, rules: &'a GroupRules) -> Self {
         Keep {
             input,
+            rules,
             leaving: vec![0; input.provider.node_groups().len()],
             totals: input.totals.clone(),
             budgets: input.budgets.clone(),
@@ -900,7 +936,9 @@ impl<'a, 'i> Keep<'a, 'i> {
         let group = &self.input.provider.node_groups()[c.group];
         let in_flight = self.input.in_flight.per_group.get(c.group).copied();
         let leaving = in_flight.unwrap_or(0) + self.leaving[c.group];
-        if group.target_size.saturating_sub(leaving) <= group.min_size {
+        if group.target_size.saturating_sub(leaving) <= group.min_size
+            || !self.rules.has_room(c.group, self.leaving[c.group])
+        {
             return false;
         }
         let Some(info) = s.node(c.id) else {

@@ -29,8 +29,11 @@
 
 pub mod consolidation;
 mod deletion;
+pub(crate) mod disruption_budget;
 pub mod drain;
+pub mod drain_priority;
 mod eligibility;
+mod node_lifetime;
 pub mod removal;
 mod simulation;
 mod soft_taint;
@@ -99,6 +102,10 @@ pub struct ScaleDownOptions {
     /// `--scale-down-delay-type-local` (false): the delays after a scale-up, a deletion and a
     /// failed deletion hold only the node group concerned, not the whole cluster.
     pub delay_type_local: bool,
+    /// `--drain-priority-config` (none): drains evict pods in priority stages, each with its
+    /// own grace cap (see `drain_priority`); none: all at once, capped by
+    /// `--max-graceful-termination-sec`.
+    pub drain_priority: Option<drain_priority::DrainPriorityConfig>,
 }
 
 impl Default for ScaleDownOptions {
@@ -123,6 +130,7 @@ impl Default for ScaleDownOptions {
             drain: DrainOptions::default(),
             unready_enabled: true,
             delay_type_local: false,
+            drain_priority: None,
         }
     }
 }
