@@ -81,15 +81,17 @@ fn node(name: &str, cpu: i64, gpu: i64) -> Arc<Node> {
 
 fn group(id: &str, nodes: &[&Arc<Node>], min: usize, max: usize, tmpl: Arc<Node>) -> NodeGroup {
     let mut g = NodeGroup::new(id, min, max, nodes.len());
-    g.instances = nodes
-        .iter()
-        .map(|n| Instance {
-            id: n.provider_id.clone().unwrap(),
-            state: InstanceState::Running,
-            error: None,
-        })
-        .collect();
-    g.template = Some(tmpl);
+    g = g.with_instances(
+        nodes
+            .iter()
+            .map(|n| Instance {
+                id: n.provider_id.clone().unwrap(),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect(),
+    );
+    g = g.with_template(Some(tmpl));
     g
 }
 
@@ -813,7 +815,7 @@ mod properties {
                 prop_assert!(up.result.no_scale_up.is_empty());
                 for inc in &up.result.increases {
                     let g = &w.provider.node_groups()[inc.index];
-                    prop_assert!(inc.new_target <= g.max_size, "{:?} beyond max {}", inc, g.max_size);
+                    prop_assert!(inc.new_target <= g.max_size(), "{:?} beyond max {}", inc, g.max_size());
                 }
                 let c = write.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned).unwrap();
                 prop_assert_eq!(c.status, ConditionStatus::True);
