@@ -10,9 +10,9 @@
 use std::sync::{Arc, LazyLock};
 
 use super::drain::{self, DrainContext};
+use super::unneeded_nodes::UnneededNodes;
 use super::utilization::{Utilization, utilization};
 use super::{Pass, ScaleDownState, Unremovable};
-use crate::scale_down::unneeded::UnneededNodes;
 use crate::scale_down::utilization::with_devices;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::Node;
