@@ -56,7 +56,7 @@ impl StaleMarks {
         let mut due = Vec::new();
         let groups = provider.node_groups().iter();
         for (group, resource) in groups.zip(provider.resources()) {
-            if busy(group.id.as_str()) {
+            if busy(group.id().as_str()) {
                 continue;
             }
             for m in resource.stale_marks() {
@@ -64,7 +64,7 @@ impl StaleMarks {
                 let since = self.since_ms.get(key).copied().unwrap_or(now_ms);
                 if now_ms.saturating_sub(since) >= STALE_MARK_GRACE_MS {
                     due.push(DueMark {
-                        group: group.id.clone(),
+                        group: group.id().clone(),
                         machine: key.clone(),
                         node: m.node_name.as_deref().map(Sym::new),
                     });

@@ -14,7 +14,7 @@ mod plan;
 mod run;
 
 // The error every command ends with (exit codes 1 and 2); the simulator's commands return it too.
-use autoscaler_simulator::CliError;
+use autoscaler_options::CliError;
 
 /// Kubernetes cluster autoscaler.
 #[derive(Debug, Parser)]

@@ -8,15 +8,16 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use autoscaler_model::CsiNode;
 use autoscaler_model::HOSTNAME_LABEL;
 use autoscaler_model::Labels;
 use autoscaler_model::Node;
 use autoscaler_model::NodeCondition;
-use autoscaler_model::NodeGroupOptions;
 use autoscaler_model::Sym;
 use autoscaler_model::parse_duration;
+use autoscaler_model::{NodeGroupOptions, NodeGroupOptionsError};
 use autoscaler_model::{ResourceName, Resources};
 use autoscaler_model::{Taint, TaintEffect};
 use autoscaler_model::{parse_milli, parse_units};
@@ -251,34 +252,62 @@ pub(crate) fn options(
             continue;
         }
         let value = value.to_lowercase();
-        let ratio = |warnings: &mut Vec<String>| match value.trim().parse::<f64>() {
-            Ok(f) if (0.0..=1.0).contains(&f) => Some(f),
+        // A malformed value is reported and ignored; the group keeps the cluster-wide value.
+        let ratio = |o: NodeGroupOptions,
+                     warnings: &mut Vec<String>,
+                     set: fn(
+            NodeGroupOptions,
+            f64,
+        ) -> Result<NodeGroupOptions, NodeGroupOptionsError>| {
+            match value.trim().parse::<f64>().map(|f| set(o.clone(), f)) {
+                Ok(Ok(o)) => o,
+                _ => {
+                    warnings.push(format!(
+                        "{what}: annotation {key} is {value:?}: not a number between 0 and 1; ignored"
+                    ));
+                    o
+                }
+            }
+        };
+        let duration =
+            |o: NodeGroupOptions,
+             warnings: &mut Vec<String>,
+             set: fn(NodeGroupOptions, Duration) -> NodeGroupOptions| {
+                match parse_duration(&value) {
+                    Ok(d) => set(o, d),
+                    Err(e) => {
+                        warnings.push(format!("{what}: annotation {key}: {e}; ignored"));
+                        o
+                    }
+                }
+            };
+        o = match name {
+            "scaledownutilizationthreshold" => ratio(
+                o,
+                warnings,
+                NodeGroupOptions::with_scale_down_utilization_threshold,
+            ),
+            "scaledowngpuutilizationthreshold" => ratio(
+                o,
+                warnings,
+                NodeGroupOptions::with_scale_down_gpu_utilization_threshold,
+            ),
+            "scaledownunneededtime" => {
+                duration(o, warnings, NodeGroupOptions::with_scale_down_unneeded_time)
+            }
+            "scaledownunreadytime" => {
+                duration(o, warnings, NodeGroupOptions::with_scale_down_unready_time)
+            }
+            "maxnodeprovisiontime" => {
+                duration(o, warnings, NodeGroupOptions::with_max_node_provision_time)
+            }
             _ => {
                 warnings.push(format!(
-                    "{what}: annotation {key} is {value:?}: not a number between 0 and 1; ignored"
+                    "{what}: annotation {key} names an option this autoscaler does not support; ignored"
                 ));
-                None
+                o
             }
         };
-        let duration = |warnings: &mut Vec<String>| match parse_duration(&value) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                warnings.push(format!("{what}: annotation {key}: {e}; ignored"));
-                None
-            }
-        };
-        match name {
-            "scaledownutilizationthreshold" => o.scale_down_utilization_threshold = ratio(warnings),
-            "scaledowngpuutilizationthreshold" => {
-                o.scale_down_gpu_utilization_threshold = ratio(warnings)
-            }
-            "scaledownunneededtime" => o.scale_down_unneeded_time = duration(warnings),
-            "scaledownunreadytime" => o.scale_down_unready_time = duration(warnings),
-            "maxnodeprovisiontime" => o.max_node_provision_time = duration(warnings),
-            _ => warnings.push(format!(
-                "{what}: annotation {key} names an option this autoscaler does not support; ignored"
-            )),
-        }
     }
     o
 }
@@ -702,16 +731,16 @@ mod tests {
         ]);
         let mut w = Vec::new();
         let o = options(&a, p, "MachineSet ns/x", &mut w);
-        assert_eq!(o.scale_down_utilization_threshold, Some(0.3));
-        assert_eq!(o.scale_down_gpu_utilization_threshold, None);
+        assert_eq!(o.scale_down_utilization_threshold(), Some(0.3));
+        assert_eq!(o.scale_down_gpu_utilization_threshold(), None);
         // Values are lowercased, as upstream does.
         assert_eq!(
-            o.scale_down_unneeded_time,
+            o.scale_down_unneeded_time(),
             Some(std::time::Duration::from_secs(300))
         );
-        assert_eq!(o.scale_down_unready_time, None);
+        assert_eq!(o.scale_down_unready_time(), None);
         assert_eq!(
-            o.max_node_provision_time,
+            o.max_node_provision_time(),
             Some(std::time::Duration::from_secs(1200))
         );
         assert_eq!(w.len(), 3, "{w:?}");

@@ -211,7 +211,8 @@ mod tests {
         store.insert(md, "test").expect("inserted");
         let (p, warnings) = ClusterApiProvider::discover(&store, &config);
         assert!(warnings.is_empty(), "{warnings:?}");
-        let t = p.node_groups()[0].template.as_ref().expect("a template");
+        let groups = p.node_groups();
+        let t = groups[0].template().expect("a template");
         assert!(
             t.capacity.iter().all(|(name, _)| !name.is_gpu()),
             "{:?}",

@@ -427,7 +427,7 @@ impl ClusterApiProvider {
 
     /// Index of the group with this id.
     pub fn group_index(&self, id: &str) -> Option<usize> {
-        self.groups.iter().position(|g| g.id.as_str() == id)
+        self.groups.iter().position(|g| g.id().as_str() == id)
     }
 
     /// The scalable resource of the group with this id.
@@ -519,25 +519,30 @@ impl ClusterApiProvider {
             ));
         }
         let options = annotations::options(&ann, &config.options_prefix(), &what, warnings);
-        let mut group = NodeGroup::new(
+        let price = annotations::price(&ann, &config.price_key(), &what, warnings);
+        let group = NodeGroup::try_new(
             &id,
             min_size,
             max_size,
             usize::try_from(replicas).unwrap_or(0),
-        );
-        group.instances = machine_infos
-            .iter()
-            .map(|m| Instance {
-                id: m.instance_id.clone(),
-                state: m.state,
-                error: m.error.clone(),
-            })
-            .collect();
-        group.template = template;
-        group.options = options;
-        group.node_price_per_hour = annotations::price(&ann, &config.price_key(), &what, warnings);
-        group.options.disruption = annotations::disruption(&ann, config, &what, warnings);
-        group.rolling_out = rolling_out(&sets);
+        )
+        .and_then(|g| g.with_node_price_per_hour(price))
+        .map_err(|e| e.to_string())?
+        .with_instances(
+            machine_infos
+                .iter()
+                .map(|m| Instance {
+                    id: m.instance_id.clone(),
+                    state: m.state,
+                    error: m.error.clone(),
+                })
+                .collect(),
+        )
+        .with_template(template)
+        .with_options(
+            options.with_disruption(annotations::disruption(&ann, config, &what, warnings)),
+        )
+        .with_rolling_out(rolling_out(&sets));
         Ok(Some((
             group,
             ScalableResource {
@@ -984,7 +989,7 @@ impl CloudProvider for ClusterApiProvider {
 impl ClusterApiProvider {
     /// The id of the group `node` belongs to.
     pub fn group_id_of(&self, node: &Node) -> Option<&NodeGroupId> {
-        self.node_group_of(node).map(|i| &self.groups[i].id)
+        self.node_group_of(node).map(|i| self.groups[i].id())
     }
 }
 
@@ -1040,19 +1045,19 @@ mod tests {
                     "no group and no warning: {:?}", warnings
                 ),
                 [g] => {
-                    prop_assert!(g.min_size <= g.max_size && g.max_size > 0);
+                    prop_assert!(g.min_size() <= g.max_size() && g.max_size() > 0);
                     prop_assert!(replicas >= 0);
-                    if let Some(t) = &g.template {
+                    if let Some(t) = &g.template() {
                         prop_assert!(t.capacity.cpu > 0 && t.capacity.memory > 0);
                         prop_assert!(t.capacity.pods > 0);
                     }
-                    if let Some(u) = g.options.scale_down_utilization_threshold {
+                    if let Some(u) = g.options().scale_down_utilization_threshold() {
                         prop_assert!((0.0..=1.0).contains(&u));
                     }
                     // Resizes never panic either.
-                    let _ = p.increase_size(g.id.as_str(), 1);
-                    let _ = p.decrease_target_size(g.id.as_str(), 1);
-                    let _ = p.delete_nodes(g.id.as_str(), &[]);
+                    let _ = p.increase_size(g.id().as_str(), 1);
+                    let _ = p.decrease_target_size(g.id().as_str(), 1);
+                    let _ = p.delete_nodes(g.id().as_str(), &[]);
                 }
                 more => prop_assert!(false, "one object, {} groups", more.len()),
             }
@@ -1137,9 +1142,9 @@ mod tests {
         let price = |n: &str| {
             p.node_groups()
                 .iter()
-                .find(|g| g.id.as_str() == format!("MachineDeployment/ns/{n}"))
+                .find(|g| g.id().as_str() == format!("MachineDeployment/ns/{n}"))
                 .expect("group")
-                .node_price_per_hour
+                .node_price_per_hour()
         };
         assert_eq!(price("priced"), Some(0.75));
         assert_eq!(price("malformed"), None);
@@ -1234,7 +1239,7 @@ mod rollout_tests {
         let [g] = p.node_groups() else {
             panic!("one group: {w:?}")
         };
-        g.rolling_out
+        g.rolling_out()
     }
 
     #[test]

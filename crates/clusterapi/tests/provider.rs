@@ -15,7 +15,9 @@ use autoscaler_model::ObjectKey;
 use autoscaler_model::ObjectStore;
 use autoscaler_model::ResourceName;
 use autoscaler_model::TaintEffect;
-use autoscaler_model::{CloudProvider, InstanceErrorClass, InstanceState, NodeGroup};
+use autoscaler_model::{
+    CloudProvider, InstanceErrorClass, InstanceState, NodeGroup, NodeGroupOptions,
+};
 
 const CAPI: &str = include_str!("fixtures/capi.yaml");
 const OPENSHIFT: &str = include_str!("fixtures/openshift.yaml");
@@ -28,7 +30,7 @@ fn store(text: &str) -> ObjectStore {
 }
 
 fn ids(p: &ClusterApiProvider) -> Vec<&str> {
-    p.node_groups().iter().map(|g| g.id.as_str()).collect()
+    p.node_groups().iter().map(|g| g.id().as_str()).collect()
 }
 
 fn group<'a>(p: &'a ClusterApiProvider, id: &str) -> &'a NodeGroup {
@@ -131,18 +133,19 @@ fn auto_discovery_filters_by_namespace_cluster_and_labels_ored() {
 fn sizes_come_from_annotations_and_replicas() {
     let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
     let g = group(&p, "MachineDeployment/default/md-workers");
-    assert_eq!((g.min_size, g.max_size, g.target_size), (1, 5, 3));
+    assert_eq!((g.min_size(), g.max_size(), g.target_size()), (1, 5, 3));
     let g = group(&p, "MachineDeployment/default/md-gpu");
-    assert_eq!((g.min_size, g.max_size, g.target_size), (0, 4, 0));
+    assert_eq!((g.min_size(), g.max_size(), g.target_size()), (0, 4, 0));
     let g = group(&p, "MachineSet/other/ms-standalone");
-    assert_eq!((g.min_size, g.max_size, g.target_size), (2, 3, 2));
+    assert_eq!((g.min_size(), g.max_size(), g.target_size()), (2, 3, 2));
 }
 
 #[test]
 fn instances_carry_state_and_failures() {
     let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
     let g = group(&p, "MachineDeployment/default/md-workers");
-    let inst: Vec<(&str, InstanceState)> = g.instances.iter().map(|i| (&*i.id, i.state)).collect();
+    let inst: Vec<(&str, InstanceState)> =
+        g.instances().iter().map(|i| (&*i.id, i.state)).collect();
     assert_eq!(
         inst,
         [
@@ -156,10 +159,10 @@ fn instances_carry_state_and_failures() {
     );
     assert_eq!(
         placeholder_id("default", "md-workers-7d9f8-ccccc"),
-        &*g.instances[2].id
+        &*g.instances()[2].id
     );
-    assert!(g.instances[0].error.is_none() && g.instances[1].error.is_none());
-    let e = g.instances[2]
+    assert!(g.instances()[0].error.is_none() && g.instances()[1].error.is_none());
+    let e = g.instances()[2]
         .error
         .as_ref()
         .expect("failed machine reports an error");
@@ -168,7 +171,8 @@ fn instances_carry_state_and_failures() {
     assert!(e.message.contains("InsufficientInstanceCapacity"));
 
     let g = group(&p, "MachineSet/other/ms-standalone");
-    let inst: Vec<(&str, InstanceState)> = g.instances.iter().map(|i| (&*i.id, i.state)).collect();
+    let inst: Vec<(&str, InstanceState)> =
+        g.instances().iter().map(|i| (&*i.id, i.state)).collect();
     // The second Machine has no providerID: the one of its Node is used.
     assert_eq!(
         inst,
@@ -197,8 +201,8 @@ fn instances_carry_state_and_failures() {
 fn scale_from_zero_template_from_capacity_annotations() {
     let (p, _) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
     let t = group(&p, "MachineDeployment/default/md-gpu")
-        .template
-        .clone()
+        .template()
+        .cloned()
         .expect("template");
     assert_eq!(t.capacity.cpu, 8000);
     assert_eq!(t.capacity.memory, 32 << 30);
@@ -230,7 +234,7 @@ fn scale_from_zero_template_from_capacity_annotations() {
     // A group with nodes and no capacity annotations has no provider template.
     assert!(
         group(&p, "MachineDeployment/default/md-workers")
-            .template
+            .template()
             .is_none()
     );
 }
@@ -238,19 +242,19 @@ fn scale_from_zero_template_from_capacity_annotations() {
 #[test]
 fn per_group_options_override_globals() {
     let (p, w) = ClusterApiProvider::discover(&store(CAPI), &ClusterApiConfig::default());
-    let o = &group(&p, "MachineDeployment/default/md-workers").options;
-    assert_eq!(o.scale_down_utilization_threshold, Some(0.4));
-    assert_eq!(o.scale_down_gpu_utilization_threshold, Some(0.2));
-    assert_eq!(o.scale_down_unneeded_time, Some(Duration::from_secs(900)));
-    assert_eq!(o.scale_down_unready_time, Some(Duration::from_secs(1500)));
-    assert_eq!(o.max_node_provision_time, Some(Duration::from_secs(3600)));
+    let o = &group(&p, "MachineDeployment/default/md-workers").options();
+    assert_eq!(o.scale_down_utilization_threshold(), Some(0.4));
+    assert_eq!(o.scale_down_gpu_utilization_threshold(), Some(0.2));
+    assert_eq!(o.scale_down_unneeded_time(), Some(Duration::from_secs(900)));
+    assert_eq!(o.scale_down_unready_time(), Some(Duration::from_secs(1500)));
+    assert_eq!(o.max_node_provision_time(), Some(Duration::from_secs(3600)));
     assert!(
         !w.iter().any(|w| w.contains("autoscaling-options")),
         "{w:?}"
     );
     assert_eq!(
-        group(&p, "MachineDeployment/default/md-gpu").options,
-        Default::default()
+        group(&p, "MachineDeployment/default/md-gpu").options(),
+        &NodeGroupOptions::default()
     );
 }
 
@@ -295,7 +299,7 @@ fn delete_nodes_marks_machines_then_lowers_replicas() {
     assert_eq!(r.replicas, 2);
     assert!(r.machines[0].marked_for_deletion);
     assert!(!r.machines[1].marked_for_deletion);
-    assert_eq!(group(&p2, id).target_size, 2);
+    assert_eq!(group(&p2, id).target_size(), 2);
 }
 
 #[test]
@@ -388,8 +392,8 @@ fn marked_machines_are_on_their_way_out_and_never_decremented_twice() {
     apply(&mut s, &changes).unwrap();
     let (p, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
     let g = group(&p, md);
-    assert_eq!(g.target_size, 2);
-    let marked = g.instances.iter().find(|i| &*i.id == failed).unwrap();
+    assert_eq!(g.target_size(), 2);
+    let marked = g.instances().iter().find(|i| &*i.id == failed).unwrap();
     assert_eq!(marked.state, InstanceState::Deleting);
     // Asked again (a re-issued deletion), the marked Machine is not decremented a second time.
     assert_eq!(p.delete_instances(md, &[failed]).unwrap(), vec![]);
@@ -435,10 +439,10 @@ fn openshift_machine_sets_and_machine_autoscalers() {
     );
 
     let a = group(&p, "MachineSet/openshift-machine-api/ocp-worker-us-east-1a");
-    assert_eq!((a.min_size, a.max_size, a.target_size), (1, 4, 2));
-    assert_eq!(a.instances.len(), 2);
-    assert_eq!(a.instances[0].state, InstanceState::Running);
-    let failed = &a.instances[1];
+    assert_eq!((a.min_size(), a.max_size(), a.target_size()), (1, 4, 2));
+    assert_eq!(a.instances().len(), 2);
+    assert_eq!(a.instances()[0].state, InstanceState::Running);
+    let failed = &a.instances()[1];
     assert_eq!(failed.state, InstanceState::Creating);
     let e = failed.error.as_ref().unwrap();
     assert_eq!(
@@ -447,7 +451,7 @@ fn openshift_machine_sets_and_machine_autoscalers() {
     );
 
     let b = group(&p, "MachineSet/openshift-machine-api/ocp-worker-us-east-1b");
-    assert_eq!((b.min_size, b.max_size), (1, 6));
+    assert_eq!((b.min_size(), b.max_size()), (1, 6));
     let r = p
         .resource("MachineSet/openshift-machine-api/ocp-worker-us-east-1b")
         .unwrap();
@@ -503,8 +507,7 @@ fn openshift_mode_reads_machine_api_and_cluster_api_in_one_provider() {
     // Scale from zero from OpenShift's annotations.
     let gpu = group(&p, "MachineSet/openshift-machine-api/ocp-gpu-us-east-1a");
     let t = gpu
-        .template
-        .as_ref()
+        .template()
         .expect("a template from machine.openshift.io/*");
     assert_eq!(t.capacity.cpu, 8_000);
     assert_eq!(t.capacity.memory, 32_768 << 20);
@@ -580,10 +583,10 @@ fn openshift_mode_scales_each_group_through_its_own_api() {
     apply(&mut s, &shrink).unwrap();
 
     let (p3, _) = ClusterApiProvider::discover(&s, &config);
-    assert_eq!(group(&p3, gpu).target_size, 2);
-    assert_eq!(group(&p3, worker).target_size, 1);
+    assert_eq!(group(&p3, gpu).target_size(), 2);
+    assert_eq!(group(&p3, worker).target_size(), 1);
     assert!(p3.resource(worker).unwrap().machines[1].marked_for_deletion);
-    assert_eq!(group(&p3, migrated).target_size, 1);
+    assert_eq!(group(&p3, migrated).target_size(), 1);
     assert!(p3.resource(migrated).unwrap().machines[0].marked_for_deletion);
 }
 

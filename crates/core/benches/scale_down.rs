@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
         let node = NodeBuilder::new(&name, 16_000, 64 * GI)
             .with_provider_id(&format!("test:///{name}"))
             .arc();
-        groups[n % GROUPS].instances.push(Instance {
+        groups[n % GROUPS].push_instance(Instance {
             id: node.provider_id.clone().unwrap(),
             state: InstanceState::Running,
             error: None,

@@ -58,7 +58,7 @@ fn cluster(
             .label("group", &format!("ng-{g}"))
             .build();
         node.provider_id = Some(Arc::from(format!("test:///{name}")));
-        groups[g].instances.push(Instance {
+        groups[g].push_instance(Instance {
             id: node.provider_id.clone().unwrap(),
             state: InstanceState::Running,
             error: None,

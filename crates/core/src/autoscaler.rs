@@ -273,7 +273,7 @@ fn scale_up_on_fork(
             .enumerate()
             .map(|(g, group)| match upcoming {
                 Some(u) => u.get(g).copied().unwrap_or(0),
-                None => group.target_size.saturating_sub(members.started[g]),
+                None => group.target_size().saturating_sub(members.started[g]),
             })
             .collect();
         let nodes = snapshot.len();
@@ -476,13 +476,15 @@ fn add_upcoming_nodes(
     let groups = view.provider.node_groups();
     for (g, &n) in decision.upcoming.iter().enumerate() {
         let Ok(t) = &templates[g] else { continue };
-        let unregistered = groups[g].target_size.saturating_sub(members.names[g].len());
+        let unregistered = groups[g]
+            .target_size()
+            .saturating_sub(members.names[g].len());
         totals.add_node(&t.template.node, unregistered.min(n));
         for i in 0..n {
             add_upcoming_node(
                 snapshot,
                 &t.template.node,
-                &format!("upcoming-{}-{i}", groups[g].id.as_str().replace('/', "-")),
+                &format!("upcoming-{}-{i}", groups[g].id().as_str().replace('/', "-")),
                 view.daemonsets,
                 &mut decision.warnings,
             );
@@ -1314,14 +1316,16 @@ mod tests {
     /// One group `ng` with `nodes` registered 4-CPU nodes and the given target.
     fn provider(nodes: &[&str], target: usize) -> StaticProvider {
         let mut g = NodeGroup::new("ng", 0, 10, target);
-        g.instances = nodes
-            .iter()
-            .map(|n| Instance {
-                id: Arc::from(format!("test:///{n}")),
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
+        g = g.with_instances(
+            nodes
+                .iter()
+                .map(|n| Instance {
+                    id: Arc::from(format!("test:///{n}")),
+                    state: InstanceState::Running,
+                    error: None,
+                })
+                .collect(),
+        );
         StaticProvider::new(vec![g])
     }
 
@@ -1554,14 +1558,16 @@ mod loop_tests {
             })
             .collect();
         let mut g = NodeGroup::new("ng", 1, 10, target);
-        g.instances = nodes
-            .iter()
-            .map(|n| Instance {
-                id: n.provider_id.clone().unwrap(),
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
+        g = g.with_instances(
+            nodes
+                .iter()
+                .map(|n| Instance {
+                    id: n.provider_id.clone().unwrap(),
+                    state: InstanceState::Running,
+                    error: None,
+                })
+                .collect(),
+        );
         (nodes, StaticProvider::new(vec![g]))
     }
 
@@ -1820,10 +1826,12 @@ mod state_tests {
 
     fn group(id: &str, nodes: &[Arc<Node>]) -> NodeGroup {
         let mut g = NodeGroup::new(id, 0, 20, nodes.len());
-        g.instances = nodes
-            .iter()
-            .map(|n| instance(n.name.as_str(), InstanceState::Running, None))
-            .collect();
+        g = g.with_instances(
+            nodes
+                .iter()
+                .map(|n| instance(n.name.as_str(), InstanceState::Running, None))
+                .collect(),
+        );
         g
     }
 
@@ -1877,44 +1885,44 @@ mod state_tests {
                 Action::IncreaseSize {
                     group, new_target, ..
                 } => {
-                    let g = p.groups_mut().iter_mut().find(|g| g.id == *group).unwrap();
-                    while g.instances.len() < *new_target {
-                        let id = format!("{}-new{}", group, g.instances.len());
-                        g.instances
-                            .push(instance(&id, InstanceState::Creating, error.clone()));
+                    let g = p.groups_mut().iter_mut().find(|g| g.id() == group).unwrap();
+                    while g.instances().len() < *new_target {
+                        let id = format!("{}-new{}", group, g.instances().len());
+                        g.push_instance(instance(&id, InstanceState::Creating, error.clone()));
                     }
-                    g.target_size = *new_target;
+                    g.set_target_size(*new_target);
                 }
                 Action::DecreaseTargetSize { group, delta } => {
-                    let g = p.groups_mut().iter_mut().find(|g| g.id == *group).unwrap();
+                    let g = p.groups_mut().iter_mut().find(|g| g.id() == group).unwrap();
                     // As Cluster API's provider: never below the instances that exist.
                     let live = g
-                        .instances
+                        .instances()
                         .iter()
                         .filter(|i| i.state != InstanceState::Deleting)
                         .count();
                     assert!(
-                        g.target_size - delta >= live,
+                        g.target_size() - delta >= live,
                         "target {} - {delta} below {live} live instances",
-                        g.target_size
+                        g.target_size()
                     );
                     for _ in 0..*delta {
                         if let Some(i) = g
-                            .instances
+                            .instances()
                             .iter()
                             .rposition(|i| i.state == InstanceState::Creating)
                         {
-                            g.instances.remove(i);
+                            let removed = g.instances()[i].id.clone();
+                            g.retain_instances(|i| i.id != removed);
                         }
                     }
-                    g.target_size -= delta;
+                    g.set_target_size(g.target_size() - delta);
                 }
                 Action::DeleteInstances {
                     group, instances, ..
                 } => {
-                    let g = p.groups_mut().iter_mut().find(|g| g.id == *group).unwrap();
-                    g.instances.retain(|i| !instances.contains(&i.id));
-                    g.target_size -= instances.len();
+                    let g = p.groups_mut().iter_mut().find(|g| g.id() == group).unwrap();
+                    g.retain_instances(|i| !instances.contains(&i.id));
+                    g.set_target_size(g.target_size() - instances.len());
                 }
                 _ => {}
             }
@@ -2063,9 +2071,8 @@ mod state_tests {
             .map(|i| node(&format!("n{i}"), i >= unready))
             .collect();
         let mut g = group("ng", &nodes);
-        g.instances
-            .push(instance("ghost", InstanceState::Running, None));
-        g.target_size += 1;
+        g.push_instance(instance("ghost", InstanceState::Running, None));
+        g.set_target_size(g.target_size() + 1);
         let mut pods: Vec<Arc<Pod>> = nodes.iter().map(|n| busy(n.name.as_str(), 2000)).collect();
         pods.push(pending("p"));
         (nodes, pods, StaticProvider::new(vec![g]))
@@ -2106,8 +2113,9 @@ mod state_tests {
         let (nodes, pods, mut p) = unready_cluster(3);
         // Without the instance that never registered.
         let g = &mut p.groups_mut()[0];
-        g.instances.pop();
-        g.target_size -= 1;
+        let ghost = g.instances().last().map(|i| i.id.clone());
+        g.retain_instances(|i| Some(&i.id) != ghost.as_ref());
+        g.set_target_size(g.target_size() - 1);
         p.reindex();
         let mut a = Autoscaler::new(AutoscalerOptions::default());
         let out = run(&mut a, &nodes, &pods, &p, T0);
@@ -2148,10 +2156,10 @@ mod state_tests {
         for with_instances in [true, false] {
             let mut g = NodeGroup::new("stuck", 0, 10, 2);
             if with_instances {
-                g.instances = vec![
+                g = g.with_instances(vec![
                     instance("s1", InstanceState::Creating, None),
                     instance("s2", InstanceState::Creating, None),
-                ];
+                ]);
             }
             let p = StaticProvider::new(vec![g]);
             let mut a = Autoscaler::new(AutoscalerOptions::default());

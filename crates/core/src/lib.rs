@@ -123,7 +123,7 @@ mod tests {
             .with_provider_id("test:///n1")
             .arc();
         let mut group = NodeGroup::new("ng", 0, 3, 1);
-        group.instances.push(Instance {
+        group.push_instance(Instance {
             id: Arc::from("test:///n1"),
             state: InstanceState::Running,
             error: None,

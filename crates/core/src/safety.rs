@@ -25,7 +25,7 @@ pub struct Refused {
 
 fn live(group: &NodeGroup) -> usize {
     group
-        .instances
+        .instances()
         .iter()
         .filter(|i| i.state != InstanceState::Deleting)
         .count()
@@ -38,7 +38,7 @@ pub fn enforce(
     status: &ClusterStatus,
 ) -> (Vec<Action>, Vec<Refused>) {
     let groups = provider.node_groups();
-    let find = |id: &autoscaler_model::NodeGroupId| groups.iter().find(|g| g.id == *id);
+    let find = |id: &autoscaler_model::NodeGroupId| groups.iter().find(|g| g.id() == id);
     let mut removed: FxHashSet<Arc<str>> = FxHashSet::default();
     let mut kept = Vec::with_capacity(actions.len());
     let mut refused = Vec::new();
@@ -54,21 +54,21 @@ pub fn enforce(
                     .and_then(|s| s.backoff.as_ref());
                 match (find(group), backoff) {
                     (_, Some(b)) => Some(format!("{group} is backed off ({})", b.reason.code)),
-                    (Some(g), None) if *new_target > g.max_size => {
-                        Some(format!("{new_target} is above the max {}", g.max_size))
+                    (Some(g), None) if *new_target > g.max_size() => {
+                        Some(format!("{new_target} is above the max {}", g.max_size()))
                     }
                     _ => None,
                 }
             }
             Action::DecreaseTargetSize { group, delta } => find(group).and_then(|g| {
-                let target = g.target_size.checked_sub(*delta);
-                let floor = live(g).max(g.min_size);
+                let target = g.target_size().checked_sub(*delta);
+                let floor = live(g).max(g.min_size());
                 (target.is_none_or(|t| t < floor)).then(|| {
                     format!(
                         "target {} - {delta} is below the {} live instances or the min {}",
-                        g.target_size,
+                        g.target_size(),
                         live(g),
-                        g.min_size
+                        g.min_size()
                     )
                 })
             }),
@@ -77,7 +77,7 @@ pub fn enforce(
             } => {
                 let deleting = |id: &Arc<str>| {
                     find(group).is_some_and(|g| {
-                        g.instances
+                        g.instances()
                             .iter()
                             .any(|i| i.id == *id && i.state == InstanceState::Deleting)
                     })
@@ -111,15 +111,17 @@ mod tests {
 
     fn provider(target: usize, states: &[InstanceState]) -> StaticProvider {
         let mut g = NodeGroup::new("ng", 1, 5, target);
-        g.instances = states
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Instance {
-                id: Arc::from(format!("i{i}")),
-                state: *s,
-                error: None,
-            })
-            .collect();
+        g = g.with_instances(
+            states
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Instance {
+                    id: Arc::from(format!("i{i}")),
+                    state: *s,
+                    error: None,
+                })
+                .collect(),
+        );
         StaticProvider::new(vec![g])
     }
 

@@ -49,7 +49,7 @@ impl CapacityLoop {
         now_ms: i64,
     ) -> CapacityDecision {
         let blocked = &self.blocked;
-        let why = |_: usize, g: &NodeGroup| blocked.get(&g.id).cloned();
+        let why = |_: usize, g: &NodeGroup| blocked.get(g.id()).cloned();
         decide_capacity(
             &mut self.requests,
             objects,

@@ -655,18 +655,14 @@ impl Gpus {
                 .and_then(|g| groups.get(g))
             {
                 gpus.groups
-                    .entry(g.id.clone())
+                    .entry(g.id().clone())
                     .or_insert_with(|| gpu.clone());
             }
             gpus.nodes.insert(node.name, gpu);
         }
         for g in groups {
-            if let Some(gpu) = g
-                .template
-                .as_ref()
-                .and_then(|t| GpuLabels::of_node(t, label))
-            {
-                gpus.groups.entry(g.id.clone()).or_insert(gpu);
+            if let Some(gpu) = g.template().and_then(|t| GpuLabels::of_node(t, label)) {
+                gpus.groups.entry(g.id().clone()).or_insert(gpu);
             }
         }
         gpus
@@ -1148,20 +1144,20 @@ mod tests {
         ];
         let group = |id: &str, node: &str| {
             let mut g = NodeGroup::new(id, 0, 5, 1);
-            g.instances = vec![Instance {
+            g = g.with_instances(vec![Instance {
                 id: Arc::from(format!("test:///{node}")),
                 state: InstanceState::Running,
                 error: None,
-            }];
+            }]);
             g
         };
         let mut zero = NodeGroup::new("a100s", 0, 5, 0);
-        zero.template = Some(
+        zero = zero.with_template(Some(
             NodeBuilder::new("t", 8000, 32 * GI)
                 .resource("nvidia.com/gpu", 8)
                 .label("accel", "a100")
                 .arc(),
-        );
+        ));
         struct Labelled(StaticProvider);
         impl autoscaler_model::CloudProvider for Labelled {
             fn node_groups(&self) -> &[NodeGroup] {

@@ -630,7 +630,7 @@ pub(crate) fn increases_text(
     increases
         .iter()
         .map(|i| {
-            let max = groups.get(i.index).map_or(0, |g| g.max_size);
+            let max = groups.get(i.index).map_or(0, |g| g.max_size());
             let why = match i.reason {
                 _ if !reasons => "",
                 IncreaseReason::PendingPods => "",

@@ -108,7 +108,10 @@ fn scale_up_lines(view: &ClusterView<'_>, outcome: &LoopOutcome, out: &mut Lines
             .map(|g| {
                 format!(
                     "{} (target {}, min {}, max {})",
-                    g.id, g.target_size, g.min_size, g.max_size
+                    g.id(),
+                    g.target_size(),
+                    g.min_size(),
+                    g.max_size()
                 )
             })
             .collect::<Vec<_>>();

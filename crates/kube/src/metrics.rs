@@ -565,7 +565,7 @@ impl Metrics {
         self.scheduler_unprocessed(0);
 
         self.max_nodes_count
-            .set(count(groups.iter().map(|g| g.max_size).sum()));
+            .set(count(groups.iter().map(|g| g.max_size()).sum()));
         let totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n).filter(|n| {
             n.deletion_ms.is_none()
                 && !n

@@ -536,6 +536,6 @@ fn price_of(view: &ClusterView<'_>, id: &NodeGroupId) -> Option<f64> {
     view.provider
         .node_groups()
         .iter()
-        .find(|g| &g.id == id)
-        .and_then(|g| g.node_price_per_hour)
+        .find(|g| g.id() == id)
+        .and_then(|g| g.node_price_per_hour())
 }

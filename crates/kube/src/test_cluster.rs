@@ -32,15 +32,17 @@ impl Cluster {
             })
             .collect();
         let mut g = NodeGroup::new("ng", 1, max, 2);
-        g.instances = nodes
-            .iter()
-            .filter_map(|n| n.provider_id.clone())
-            .map(|id| Instance {
-                id,
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
+        g = g.with_instances(
+            nodes
+                .iter()
+                .filter_map(|n| n.provider_id.clone())
+                .map(|id| Instance {
+                    id,
+                    state: InstanceState::Running,
+                    error: None,
+                })
+                .collect(),
+        );
         let mut pods = vec![
             PodBuilder::new("busy", 3500, GI)
                 .owner("ReplicaSet", "a")

@@ -90,7 +90,7 @@ pub use names::{
 pub use node::{CsiDriverLimit, CsiNode, Node, NodeCondition};
 pub use node_group::{
     CloudProvider, Instance, InstanceError, InstanceErrorClass, InstanceState, NodeGroup,
-    NodeGroupError, NodeGroupId, NodeGroupOptions, StaticProvider,
+    NodeGroupError, NodeGroupId, NodeGroupOptions, NodeGroupOptionsError, StaticProvider,
 };
 pub use objects::{ClusterObjects, StoreControllers, read_objects, read_objects_but_storage};
 pub use pdb::{DisruptionBudgets, IntOrPercent, PdbBlocked, PdbIndices, PodDisruptionBudget};

@@ -258,7 +258,10 @@ fn drain_priority_config(d: &mut Draft, text: &str) -> Result<(), String> {
     d.c.autoscaler.scale_down.drain_priority = if text.is_empty() {
         None
     } else {
-        Some(text.parse().map_err(|e: autoscaler_core::DrainPriorityError| e.to_string())?)
+        Some(
+            text.parse()
+                .map_err(|e: autoscaler_core::DrainPriorityError| e.to_string())?,
+        )
     };
     Ok(())
 }
@@ -383,8 +386,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("frequent-loops-enabled", "true", Bool, gap("a loop always runs early when new unschedulable pods appear", "true"), A),
     f("async-node-groups", "false", Bool, gap("node groups are never created or deleted", "false"), A),
     f("enable-proactive-scaleup", "false", Bool, gap("proactive scale-up (for pods not created yet) is not supported", "false"), A),
-    f("salvo-scale-up", "false", Bool, gap("one scale-up per loop", "false"), A),
-    f("salvo-scale-up-budget", "1m0s", Dur, none("tunes --salvo-scale-up, which this autoscaler does not have"), A),
+    f("salvo-scale-up", "false", Bool, none("scale-up always serves several options per loop, in rounds that see the nodes of the earlier ones, as upstream does with --salvo-scale-up=true"), A),
+    f("salvo-scale-up-budget", "1m0s", Dur, none("scale-up's rounds have no time budget: they end when no pod or no group is left, within --max-nodes-per-scaleup"), A),
     f("scaleup-simulation-for-skipped-node-groups-enabled", "false", Bool, gap("node groups skipped for scale-up are not simulated", "false"), A),
     f("bulk-mig-instances-listing-enabled", "false", Bool, none(OTHER_PROVIDER), A),
     f("gce-concurrent-refreshes", "1", Int, none(OTHER_PROVIDER), A),

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod bounded_file;
+mod cli_error;
 mod config;
 mod flags;
 mod landing;
@@ -19,6 +20,7 @@ pub use bounded_file::{
     CERTIFICATE_LIMIT, CONFIG_LIMIT, FileError, KUBECONFIG_LIMIT, SCENARIO_LIMIT, SNAPSHOT_LIMIT,
     TOKEN_LIMIT, read_bounded, read_bounded_text, size as file_size,
 };
+pub use cli_error::CliError;
 pub use config::{
     API_VERSION as CONFIG_API_VERSION, CLUSTER_SOURCE as CONFIG_CLUSTER_SOURCE,
     ClusterAutoscalerResource, ConfigFileError, FileSettings, GpuSpec, KIND as CONFIG_KIND, Mode,

@@ -21,7 +21,6 @@ mod capacity_report;
 mod cost;
 mod distance;
 mod driver;
-mod error;
 // The fuzz suite; its generators and bounds are shared with the binary's suite (`testing`).
 #[cfg(any(test, feature = "test-util"))]
 mod fuzz;
@@ -35,7 +34,6 @@ mod text;
 mod trace;
 
 pub use bench::{BenchArgs, run as bench};
-pub use error::CliError;
 pub use simulate::{SimulateArgs, load, run};
 
 /// The fuzz suite's generators and bounds, shared with the binary's own suite (`test-util`).

@@ -58,12 +58,12 @@ pub fn check_actions(
             Action::IncreaseSize {
                 group, new_target, ..
             } => {
-                let Some(g) = groups.iter().find(|g| g.id == *group) else {
+                let Some(g) = groups.iter().find(|g| g.id() == group) else {
                     continue;
                 };
-                let delta = new_target.saturating_sub(g.target_size);
+                let delta = new_target.saturating_sub(g.target_size());
                 grown += delta;
-                if let Some(t) = &g.template {
+                if let Some(t) = &g.template() {
                     grown_cpu += t.allocatable.cpu.saturating_mul(delta as i64);
                 }
                 let status = outcome.status.groups.iter().find(|s| s.id == *group);
@@ -73,10 +73,10 @@ pub fn check_actions(
                         b.reason.code
                     ));
                 }
-                if *new_target > g.max_size {
+                if *new_target > g.max_size() {
                     out.push(format!(
                         "{group} grown to {new_target}, above its max {}",
-                        g.max_size
+                        g.max_size()
                     ));
                 }
             }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::CliError;
 use crate::{cost, driver, report, scenario, svg};
+use autoscaler_options::CliError;
 use autoscaler_options::RunArgs;
 use scenario::{CommandLine, DEFAULT_SCENARIO, Scenario, ScenarioError};
 

@@ -138,7 +138,7 @@ impl Autoscaler {
         });
         match &cmd.kind {
             CommandKind::Replace { group_index, group } => {
-                let target = view.provider.node_groups()[*group_index].target_size;
+                let target = view.provider.node_groups()[*group_index].target_size();
                 actions.push(Action::IncreaseSize {
                     group: group.clone(),
                     delta: 1,
@@ -183,7 +183,7 @@ mod tests {
                     .with_provider_id(&id)
                     .arc(),
             );
-            group.instances.push(Instance {
+            group.push_instance(Instance {
                 id: Arc::from(id.as_str()),
                 state: InstanceState::Running,
                 error: None,

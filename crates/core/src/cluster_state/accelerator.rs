@@ -154,8 +154,8 @@ pub fn with_unready_accelerators(
     let promising: Vec<Option<&Node>> = groups
         .iter()
         .map(|g| {
-            g.template
-                .as_deref()
+            g.template()
+                .map(|t| &**t)
                 .filter(|t| has_accelerators(&t.capacity) || promises_devices(t))
         })
         .collect();
@@ -210,15 +210,16 @@ mod tests {
 
     fn group(ids: &[&str], template: Option<Node>) -> StaticProvider {
         let mut g = NodeGroup::new("gpu", 0, 5, ids.len());
-        g.instances = ids
-            .iter()
-            .map(|id| Instance {
-                id: Arc::from(format!("test:///{id}")),
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
-        g.template = template.map(Arc::new);
+        g = g.with_instances(
+            ids.iter()
+                .map(|id| Instance {
+                    id: Arc::from(format!("test:///{id}")),
+                    state: InstanceState::Running,
+                    error: None,
+                })
+                .collect(),
+        );
+        g = g.with_template(template.map(Arc::new));
         StaticProvider::new(vec![g])
     }
 

@@ -317,8 +317,8 @@ impl ClusterState {
 
     fn provision_ms(&self, group: &NodeGroup) -> i64 {
         ms(group
-            .options
-            .max_node_provision_time
+            .options()
+            .max_node_provision_time()
             .unwrap_or(self.options.max_node_provision_time))
     }
 
@@ -397,7 +397,7 @@ impl ClusterState {
         }
         // Forget what the provider no longer shows.
         self.instances.retain(|id, _| pass.seen.contains(id));
-        let ids: FxHashSet<&NodeGroupId> = groups.iter().map(|g| &g.id).collect();
+        let ids: FxHashSet<&NodeGroupId> = groups.iter().map(|g| g.id()).collect();
         self.groups.retain(|id, _| ids.contains(id));
         if !pass.healthy {
             out.actions
@@ -438,7 +438,7 @@ impl ClusterState {
         out: &mut StateUpdate,
     ) {
         let g = self.observe_instances(pass, group, readiness);
-        let mem = self.groups.entry(group.id.clone()).or_default();
+        let mem = self.groups.entry(group.id().clone()).or_default();
         let reverting = mem.expire_revert(group, g.now_ms);
         // Capacity still expected: instances on their way and target not yet created, never
         // more than the group's max allows.
@@ -446,7 +446,7 @@ impl ClusterState {
             0
         } else {
             (g.readiness.unregistered + g.readiness.missing)
-                .min(group.max_size.saturating_sub(g.active))
+                .min(group.max_size().saturating_sub(g.active))
         };
         let long_pending = g
             .long
@@ -485,7 +485,7 @@ impl ClusterState {
     ) -> GroupPass<'a> {
         let (now_ms, provision_ms) = (pass.now_ms, self.provision_ms(group));
         let (mut failed, mut long, mut without_node) = (Vec::new(), Vec::new(), 0usize);
-        for inst in &group.instances {
+        for inst in group.instances() {
             if pass.registered.contains(&inst.id) || inst.state == InstanceState::Deleting {
                 continue;
             }
@@ -513,12 +513,12 @@ impl ClusterState {
         // Instances that exist and are not being deleted: a node being drained still has its
         // instance until the provider removes it, so count instances, not nodes.
         let live = group
-            .instances
+            .instances()
             .iter()
             .filter(|i| i.state != InstanceState::Deleting)
             .count()
             .max(active + without_node);
-        readiness.missing = group.target_size.saturating_sub(live);
+        readiness.missing = group.target_size().saturating_sub(live);
         GroupPass {
             group,
             now_ms,
@@ -543,14 +543,14 @@ impl ClusterState {
                 code: err.code.clone(),
                 message: err.message.clone(),
             };
-            let until = self.backoff.record_failure(&g.group.id, reason, g.now_ms);
+            let until = self.backoff.record_failure(g.group.id(), reason, g.now_ms);
             out.events.push(Event {
                 reason: SCALE_UP_FAILED,
-                object: g.group.id.to_string(),
+                object: g.group.id().to_string(),
                 message: format!(
                     "{} instance(s) of {} failed ({}: {}: {}); deleting them; backed off until {}",
                     new_failures.len(),
-                    g.group.id,
+                    g.group.id(),
                     class_name(err.class),
                     err.code,
                     err.message,
@@ -584,11 +584,11 @@ impl ClusterState {
             if reason == DELETE_UNREGISTERED {
                 out.events.push(Event {
                     reason,
-                    object: g.group.id.to_string(),
+                    object: g.group.id().to_string(),
                     message: format!(
                         "Removing {} instance(s) of {} that did not register within {}s: {}",
                         due.len(),
-                        g.group.id,
+                        g.group.id(),
                         g.provision_ms / 1000,
                         due.iter().map(|s| &**s).collect::<Vec<_>>().join(", ")
                     ),
@@ -596,7 +596,7 @@ impl ClusterState {
                 });
             }
             out.actions.push(Action::DeleteInstances {
-                group: g.group.id.clone(),
+                group: g.group.id().clone(),
                 instances: due,
                 reason,
             });
@@ -626,12 +626,12 @@ impl ClusterState {
         reverted: usize,
     ) -> GroupStatus {
         let group = g.group;
-        let mem = self.groups.entry(group.id.clone()).or_default();
+        let mem = self.groups.entry(group.id().clone()).or_default();
         let unhealthy = unhealthy_reason(mem, g, reverted, &self.options);
         let reverting = reverting || reverted > 0;
         // A group in backoff has shown that its new instances cannot be relied on: they stop
         // counting as capacity so that pending pods can fall back to other groups.
-        let backoff = self.backoff.active(&group.id, g.now_ms);
+        let backoff = self.backoff.active(group.id(), g.now_ms);
         let upcoming = g.readiness.not_started
             + if reverting || backoff.is_some() {
                 0
@@ -639,10 +639,10 @@ impl ClusterState {
                 unfulfilled
             };
         GroupStatus {
-            id: group.id.clone(),
-            min_size: group.min_size,
-            max_size: group.max_size,
-            target_size: group.target_size,
+            id: group.id().clone(),
+            min_size: group.min_size(),
+            max_size: group.max_size(),
+            target_size: group.target_size(),
             readiness: g.readiness.clone(),
             upcoming,
             requests: mem.requests.clone(),
@@ -685,7 +685,7 @@ impl GroupMemory {
     /// returns whether one is still under way.
     fn expire_revert(&mut self, group: &NodeGroup, now_ms: i64) -> bool {
         if let Some((from, at)) = self.pending_revert
-            && (group.target_size != from || now_ms.saturating_sub(at) > REISSUE_MS)
+            && (group.target_size() != from || now_ms.saturating_sub(at) > REISSUE_MS)
         {
             self.pending_revert = None;
         }
@@ -756,10 +756,10 @@ fn follow_requests(mem: &mut GroupMemory, backoff: &mut Backoff, g: &GroupPass<'
         && mem.last_active.is_some_and(|before| g.active > before)
         && let Some(since) = completed_since
         && backoff
-            .get(&g.group.id)
+            .get(g.group.id())
             .is_some_and(|b| b.last_failure_ms <= since)
     {
-        backoff.remove(&g.group.id);
+        backoff.remove(g.group.id());
     }
 }
 
@@ -802,7 +802,7 @@ fn time_out(
             g.provision_ms / 1000
         ),
     };
-    let until = backoff.record_failure(&group.id, reason, g.now_ms);
+    let until = backoff.record_failure(group.id(), reason, g.now_ms);
     // Only the part of the target that has no instance is reverted here: instances that exist
     // without a node are deleted by name once they are past their own provision time, each with
     // its own decrement. Lowering the target for them too would remove one machine twice, and
@@ -814,14 +814,14 @@ fn time_out(
     } else {
         g.readiness
             .missing
-            .min(group.target_size.saturating_sub(group.min_size))
+            .min(group.target_size().saturating_sub(group.min_size()))
     };
     if revert > 0 {
         out.actions.push(Action::DecreaseTargetSize {
-            group: group.id.clone(),
+            group: group.id().clone(),
             delta: revert,
         });
-        mem.pending_revert = Some((group.target_size, g.now_ms));
+        mem.pending_revert = Some((group.target_size(), g.now_ms));
     }
     let (reason, what) = if ours {
         (SCALE_UP_TIMED_OUT, "Scale-up")
@@ -831,18 +831,18 @@ fn time_out(
     let fix = if revert > 0 {
         format!(
             "target lowered by {revert} to {}",
-            group.target_size.saturating_sub(revert)
+            group.target_size().saturating_sub(revert)
         )
     } else {
         "the instances that never registered are deleted".to_string()
     };
     out.events.push(Event {
         reason,
-        object: group.id.to_string(),
+        object: group.id().to_string(),
         message: format!(
             "{what} of {} timed out: {waiting} node(s) did not register within {}s; {fix}; \
              backed off until {}",
-            group.id,
+            group.id(),
             g.provision_ms / 1000,
             format_time_ms(until)
         ),
@@ -861,12 +861,12 @@ fn unhealthy_reason(
 ) -> Option<String> {
     let group = g.group;
     let all_nodes = g.active + g.readiness.being_deleted;
-    if group.target_size > 0 && all_nodes == 0 {
+    if group.target_size() > 0 && all_nodes == 0 {
         let since = *mem.no_nodes_since_ms.get_or_insert(g.now_ms);
         if g.now_ms.saturating_sub(since) > g.provision_ms {
             return Some(format!(
                 "target size {} but no node registered for longer than {}s",
-                group.target_size,
+                group.target_size(),
                 g.provision_ms / 1000
             ));
         }
@@ -875,7 +875,7 @@ fn unhealthy_reason(
     }
     let requested: usize = mem.requests.iter().map(|r| r.delta).sum();
     let min_acceptable = group
-        .target_size
+        .target_size()
         .saturating_sub(requested + reverted)
         .saturating_sub(g.readiness.failed + g.readiness.long_unregistered);
     let unjustified = min_acceptable.saturating_sub(g.readiness.ready);
@@ -900,14 +900,16 @@ mod tests {
 
     fn provider(nodes: &[Arc<Node>], target: usize) -> StaticProvider {
         let mut g = NodeGroup::new("ng", 0, 20, target);
-        g.instances = nodes
-            .iter()
-            .map(|n| Instance {
-                id: n.provider_id.clone().unwrap_or_else(|| Arc::from("")),
-                state: InstanceState::Running,
-                error: None,
-            })
-            .collect();
+        g = g.with_instances(
+            nodes
+                .iter()
+                .map(|n| Instance {
+                    id: n.provider_id.clone().unwrap_or_else(|| Arc::from("")),
+                    state: InstanceState::Running,
+                    error: None,
+                })
+                .collect(),
+        );
         StaticProvider::new(vec![g])
     }
 
@@ -1034,7 +1036,7 @@ mod tests {
         let id = NodeGroupId::from("ng");
         let nodes = vec![node("n1", true)];
         let mut p = provider(&nodes, 2);
-        p.groups_mut()[0].instances.push(Instance {
+        p.groups_mut()[0].push_instance(Instance {
             id: Arc::from("clusterapi://ns/m2"),
             state: InstanceState::Creating,
             error: None,
@@ -1049,27 +1051,33 @@ mod tests {
                 match a {
                     Action::DecreaseTargetSize { delta, .. } => {
                         let live = g
-                            .instances
+                            .instances()
                             .iter()
                             .filter(|i| i.state != InstanceState::Deleting)
                             .count();
-                        assert!(g.target_size - delta >= live, "at +{}s: {a:?}", step * 5);
-                        g.target_size -= delta;
+                        assert!(g.target_size() - delta >= live, "at +{}s: {a:?}", step * 5);
+                        g.set_target_size(g.target_size() - delta);
                         decrements += delta;
                     }
                     Action::DeleteInstances { instances, .. } => {
-                        for i in g.instances.iter_mut().filter(|i| instances.contains(&i.id)) {
+                        let mut removed = 0;
+                        for i in g
+                            .instances_mut()
+                            .iter_mut()
+                            .filter(|i| instances.contains(&i.id))
+                        {
                             assert_ne!(i.state, InstanceState::Deleting, "removed twice");
                             i.state = InstanceState::Deleting;
-                            g.target_size -= 1;
-                            decrements += 1;
+                            removed += 1;
                         }
+                        g.set_target_size(g.target_size() - removed);
+                        decrements += removed;
                     }
                     other => panic!("unexpected {other:?}"),
                 }
             }
             assert!(
-                g.target_size >= 1,
+                g.target_size() >= 1,
                 "at +{}s the target fell under the Ready node",
                 step * 5
             );
@@ -1084,7 +1092,7 @@ mod tests {
             }
         }
         assert_eq!(decrements, 1);
-        assert_eq!(p.groups_mut()[0].target_size, 1);
+        assert_eq!(p.groups_mut()[0].target_size(), 1);
     }
 
     #[test]

@@ -81,15 +81,17 @@ fn node(name: &str, cpu: i64, gpu: i64) -> Arc<Node> {
 
 fn group(id: &str, nodes: &[&Arc<Node>], min: usize, max: usize, tmpl: Arc<Node>) -> NodeGroup {
     let mut g = NodeGroup::new(id, min, max, nodes.len());
-    g.instances = nodes
-        .iter()
-        .map(|n| Instance {
-            id: n.provider_id.clone().unwrap(),
-            state: InstanceState::Running,
-            error: None,
-        })
-        .collect();
-    g.template = Some(tmpl);
+    g = g.with_instances(
+        nodes
+            .iter()
+            .map(|n| Instance {
+                id: n.provider_id.clone().unwrap(),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect(),
+    );
+    g = g.with_template(Some(tmpl));
     g
 }
 
@@ -530,9 +532,9 @@ fn gpu_world_scaled(max: usize, target: usize, ready: usize) -> World {
         .collect();
     let refs: Vec<&Arc<Node>> = nodes.iter().collect();
     let mut g = group("gpu", &refs, 0, max, node("tmpl", 8000, 1));
-    g.target_size = target;
+    g.set_target_size(target);
     for i in ready..target {
-        g.instances.push(Instance {
+        g.push_instance(Instance {
             id: format!("test:///g{i}").into(),
             state: InstanceState::Creating,
             error: None,
@@ -925,7 +927,7 @@ mod properties {
                 prop_assert!(up.result.no_scale_up.is_empty());
                 for inc in &up.result.increases {
                     let g = &w.provider.node_groups()[inc.index];
-                    prop_assert!(inc.new_target <= g.max_size, "{:?} beyond max {}", inc, g.max_size);
+                    prop_assert!(inc.new_target <= g.max_size(), "{:?} beyond max {}", inc, g.max_size());
                 }
                 // Provisioned waits for the nodes: False, being provisioned.
                 let c = write.conditions.iter().find(|c| c.type_ == ConditionType::Provisioned).unwrap();

@@ -267,12 +267,12 @@ struct Pricing {
 impl Pricing {
     fn of(groups: &[NodeGroup]) -> Pricing {
         Pricing {
-            priced: !groups.is_empty() && groups.iter().all(|g| g.node_price_per_hour.is_some()),
+            priced: !groups.is_empty() && groups.iter().all(|g| g.node_price_per_hour().is_some()),
         }
     }
 
     fn cost(&self, group: &NodeGroup, node: &Node) -> f64 {
-        match group.node_price_per_hour {
+        match group.node_price_per_hour() {
             Some(p) if self.priced => p,
             _ => size(node),
         }
@@ -511,7 +511,7 @@ pub(crate) fn record_deletions(state: &mut super::ScaleDownState, deletions: &[N
 fn index_of(groups: &[NodeGroup], id: &NodeGroupId) -> usize {
     groups
         .iter()
-        .position(|g| &g.id == id)
+        .position(|g| g.id() == id)
         .unwrap_or(usize::MAX)
 }
 
@@ -585,9 +585,9 @@ fn candidates(
             || node.annotation(SCALE_DOWN_DISABLED_ANNOTATION) == Some("true")
             || node.deletion_ms.is_some()
             || node.taints.iter().any(|t| t.key == to_be_deleted)
-            || group.options.zero_or_max_scaling
-            || group.rolling_out
-            || group.target_size.saturating_sub(in_flight) <= group.min_size
+            || group.options().zero_or_max_scaling()
+            || group.rolling_out()
+            || group.target_size().saturating_sub(in_flight) <= group.min_size()
             || rules.is_some_and(|r| !r.admits(g, node, now_ms))
         {
             continue;
@@ -785,7 +785,7 @@ impl Search<'_, '_> {
     /// Whether the group may get one more node (its max size, the cluster-wide maximums, counted
     /// before the replaced nodes go: the new node comes first).
     fn may_grow(&self, group: &NodeGroup, node: &Node) -> bool {
-        if group.target_size >= group.max_size || group.options.zero_or_max_scaling {
+        if group.target_size() >= group.max_size() || group.options().zero_or_max_scaling() {
             return false;
         }
         (self.input.limits)
@@ -808,9 +808,9 @@ impl Search<'_, '_> {
                 (
                     CommandKind::Replace {
                         group_index: sh.group,
-                        group: g.id.clone(),
+                        group: g.id().clone(),
                     },
-                    format!(", replaced by one node of {}", g.id),
+                    format!(", replaced by one node of {}", g.id()),
                 )
             }
             None => (CommandKind::Delete, String::new()),
@@ -838,7 +838,7 @@ impl Search<'_, '_> {
             .map(|(c, destinations)| NodeDeletion {
                 node: c.name,
                 group_index: c.group,
-                group: groups[c.group].id.clone(),
+                group: groups[c.group].id().clone(),
                 empty: c.to_move.is_empty(),
                 evict: c.to_move.iter().chain(&c.evict_only).cloned().collect(),
                 destinations,
@@ -936,7 +936,7 @@ impl<'a, 'i> Keep<'a, 'i> {
         let group = &self.input.provider.node_groups()[c.group];
         let in_flight = self.input.in_flight.per_group.get(c.group).copied();
         let leaving = in_flight.unwrap_or(0) + self.leaving[c.group];
-        if group.target_size.saturating_sub(leaving) <= group.min_size
+        if group.target_size().saturating_sub(leaving) <= group.min_size()
             || !self.rules.has_room(c.group, self.leaving[c.group])
         {
             return false;
@@ -1003,12 +1003,14 @@ mod tests {
         let mut all = Vec::new();
         for (g, (id, min, price, nodes)) in groups.iter().enumerate() {
             let mut ng = NodeGroup::new(id, *min, 100, nodes.len());
-            ng.node_price_per_hour = Some(*price);
+            ng = ng
+                .with_node_price_per_hour(Some(*price))
+                .expect("a valid price");
             for (name, cpu, pods) in nodes.iter() {
                 let n = NodeBuilder::new(name, *cpu, 64 * GI)
                     .with_provider_id(&format!("test:///{name}"))
                     .arc();
-                ng.instances.push(Instance {
+                ng.push_instance(Instance {
                     id: n.provider_id.clone().unwrap(),
                     state: InstanceState::Running,
                     error: None,
@@ -1029,7 +1031,9 @@ mod tests {
         }
         for (id, cpu, price) in spare {
             let mut ng = NodeGroup::new(id, 0, 100, 0);
-            ng.node_price_per_hour = Some(*price);
+            ng = ng
+                .with_node_price_per_hour(Some(*price))
+                .expect("a valid price");
             shapes.push(ReplacementShape {
                 group: ngs.len(),
                 template: NodeTemplate {
@@ -1261,12 +1265,12 @@ mod tests {
         let new = NodeBuilder::new("small-1", 2000, 64 * GI)
             .with_provider_id("test:///small-1")
             .arc();
-        c.provider.groups_mut()[1].instances.push(Instance {
+        c.provider.groups_mut()[1].push_instance(Instance {
             id: Arc::from("test:///small-1"),
             state: InstanceState::Running,
             error: None,
         });
-        c.provider.groups_mut()[1].target_size = 1;
+        c.provider.groups_mut()[1].set_target_size(1);
         c.provider.reindex();
         c.snapshot.add_node(new).unwrap();
         let cmd = c

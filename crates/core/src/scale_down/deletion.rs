@@ -53,7 +53,7 @@ pub(super) fn plan(
     for r in removable {
         let since = state.unneeded.since(r.cand.name).unwrap_or(pass.now_ms);
         let local = || {
-            let delays = state.per_group.get(&groups[r.cand.group].id)?;
+            let delays = state.per_group.get(groups[r.cand.group].id())?;
             delayed(
                 delays.last_scale_up_ms,
                 delays.last_delete_ms,
@@ -61,7 +61,9 @@ pub(super) fn plan(
                 opts,
                 pass.now_ms,
             )
-            .map(|why| Waiting::Cooldown(format!("node group {}: {why}", groups[r.cand.group].id)))
+            .map(|why| {
+                Waiting::Cooldown(format!("node group {}: {why}", groups[r.cand.group].id()))
+            })
         };
         let waiting = match &cooldown {
             Some(why) => Some(Waiting::Cooldown(why.clone())),
@@ -86,7 +88,7 @@ impl Slots<'_, '_, '_> {
         let empty = c.to_move.is_empty();
         if self.pass.now_ms < deletable_at_ms {
             Some(Waiting::UnneededTime { deletable_at_ms })
-        } else if group.target_size.saturating_sub(leaving) <= group.min_size {
+        } else if group.target_size().saturating_sub(leaving) <= group.min_size() {
             Some(Waiting::MinSize)
         } else if self.empty + self.drains >= opts.max_scale_down_parallelism
             || (!empty && self.drains >= opts.max_drain_parallelism)
@@ -118,7 +120,7 @@ impl Slots<'_, '_, '_> {
         NodeDeletion {
             node: c.name,
             group_index: c.group,
-            group: self.groups[c.group].id.clone(),
+            group: self.groups[c.group].id().clone(),
             empty,
             evict: c.to_move.iter().chain(&c.evict_only).cloned().collect(),
             destinations: r.destinations,
@@ -131,11 +133,11 @@ impl Slots<'_, '_, '_> {
 /// How long a node must stay unneeded before deletion: the unready time for unready nodes,
 /// each overridable per group.
 fn unneeded_wait(group: &NodeGroup, ready: bool, opts: &ScaleDownOptions) -> Duration {
-    let o = &group.options;
+    let o = group.options();
     if ready {
-        o.scale_down_unneeded_time.unwrap_or(opts.unneeded_time)
+        o.scale_down_unneeded_time().unwrap_or(opts.unneeded_time)
     } else {
-        o.scale_down_unready_time.unwrap_or(opts.unready_time)
+        o.scale_down_unready_time().unwrap_or(opts.unready_time)
     }
 }
 

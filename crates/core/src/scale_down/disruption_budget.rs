@@ -62,7 +62,7 @@ impl GroupRules {
             .iter()
             .enumerate()
             .map(|(g, group)| {
-                let d = &group.options.disruption;
+                let d = &group.options().disruption();
                 let mode = match d.consolidation {
                     None => global,
                     Some(GroupConsolidation::Off) => ConsolidationMode::Off,
@@ -88,7 +88,7 @@ impl GroupRules {
     pub(crate) fn any_on(provider: &dyn CloudProvider, global: ConsolidationMode) -> bool {
         global != ConsolidationMode::Off
             || provider.node_groups().iter().any(|g| {
-                let d = &g.options.disruption;
+                let d = &g.options().disruption();
                 d.expire_after.is_some()
                     || matches!(
                         d.consolidation,
@@ -101,7 +101,7 @@ impl GroupRules {
     /// annotation may ask for it) or whose nodes expire.
     pub(crate) fn any_replace(provider: &dyn CloudProvider, global: ConsolidationMode) -> bool {
         provider.node_groups().iter().any(|g| {
-            let d = &g.options.disruption;
+            let d = &g.options().disruption();
             d.expire_after.is_some()
                 || match d.consolidation {
                     None => global == ConsolidationMode::Replace,
@@ -157,13 +157,13 @@ mod tests {
         let mut ngs = Vec::new();
         for (g, (n, d)) in groups.iter().enumerate() {
             let mut ng = NodeGroup::new(&format!("g{g}"), 0, 100, *n);
-            ng.options.disruption = d.clone();
+            ng.set_options(ng.options().clone().with_disruption(d.clone()));
             for i in 0..*n {
                 let name = format!("g{g}-{i}");
                 let node = NodeBuilder::new(&name, 1000, 16 * GI)
                     .with_provider_id(&format!("test:///{name}"))
                     .arc();
-                ng.instances.push(Instance {
+                ng.push_instance(Instance {
                     id: node.provider_id.clone().unwrap(),
                     state: InstanceState::Running,
                     error: None,

@@ -10,9 +10,9 @@
 use std::sync::{Arc, LazyLock};
 
 use super::drain::{self, DrainContext};
+use super::unneeded_nodes::UnneededNodes;
 use super::utilization::{Utilization, utilization};
 use super::{Pass, ScaleDownState, Unremovable};
-use crate::scale_down::unneeded::UnneededNodes;
 use crate::scale_down::utilization::with_devices;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::Node;
@@ -136,10 +136,10 @@ impl Judge<'_, '_, '_> {
             return Err(Unremovable::BeingDeleted);
         }
         let group = &self.groups[g];
-        if group.options.zero_or_max_scaling {
+        if group.options().zero_or_max_scaling() {
             return Err(Unremovable::AtomicGroup);
         }
-        if group.rolling_out {
+        if group.rolling_out() {
             return Err(Unremovable::RollingOut);
         }
         let in_flight = self
@@ -150,7 +150,7 @@ impl Judge<'_, '_, '_> {
             .get(g)
             .copied()
             .unwrap_or(0);
-        if group.target_size.saturating_sub(in_flight) <= group.min_size {
+        if group.target_size().saturating_sub(in_flight) <= group.min_size() {
             return Err(Unremovable::MinSizeReached);
         }
         Ok(g)
@@ -158,12 +158,12 @@ impl Judge<'_, '_, '_> {
 
     /// Whether `util` is below the group's threshold (GPU nodes against the GPU one).
     fn check_underutilized(&self, group: &NodeGroup, util: Utilization) -> Result<(), Unremovable> {
-        let o = &group.options;
+        let o = group.options();
         let threshold = if util.gpu {
-            o.scale_down_gpu_utilization_threshold
+            o.scale_down_gpu_utilization_threshold()
                 .unwrap_or(self.pass.opts.gpu_utilization_threshold)
         } else {
-            o.scale_down_utilization_threshold
+            o.scale_down_utilization_threshold()
                 .unwrap_or(self.pass.opts.utilization_threshold)
         };
         if util.value >= threshold {

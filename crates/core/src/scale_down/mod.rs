@@ -23,7 +23,8 @@
 //!    ([`utilization`]) included, and the candidates' order;
 //! 2. `simulation`: the removal simulation on a fork of the snapshot ([`removal`] places one
 //!    node's pods), with the PodDisruptionBudgets committed node by node;
-//! 3. [`unneeded`]: the timers of the removable nodes and the hints of their pods;
+//! 3. [`unneeded`]: the timers of the removable nodes (kept in `unneeded_nodes`, which
+//!    eligibility reads too) and the hints of their pods;
 //! 4. `soft_taint`: which nodes get or lose the soft taint;
 //! 5. `deletion`: which unneeded nodes are deleted now, and why the others wait.
 
@@ -38,6 +39,7 @@ pub mod removal;
 mod simulation;
 mod soft_taint;
 pub mod unneeded;
+mod unneeded_nodes;
 pub mod utilization;
 
 use std::collections::BTreeMap;
@@ -47,7 +49,7 @@ use std::time::Duration;
 
 use crate::scale_down::drain::{Blocked, DrainOptions};
 use crate::scale_down::removal::{Hints, NoPlace};
-use crate::scale_down::unneeded::UnneededNodes;
+use crate::scale_down::unneeded_nodes::UnneededNodes;
 use crate::scale_down::utilization::UtilizationOptions;
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};

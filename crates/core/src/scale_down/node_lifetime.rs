@@ -45,7 +45,7 @@ pub(crate) fn expiry(
     let groups = input.provider.node_groups();
     if groups
         .iter()
-        .all(|g| g.options.disruption.expire_after.is_none())
+        .all(|g| g.options().disruption().expire_after.is_none())
     {
         return None;
     }
@@ -71,7 +71,7 @@ pub(crate) fn expiry(
         *pods_left -= e.to_move.len();
         let group = &groups[e.group];
         let in_flight = f.per_group.get(e.group).copied().unwrap_or(0);
-        if group.target_size.saturating_sub(in_flight) > group.min_size
+        if group.target_size().saturating_sub(in_flight) > group.min_size()
             && let Some(dest) = snapshot.forked(|s| place(s, &e, None))
         {
             return Some(command(input, e, dest, CommandKind::Delete));
@@ -80,8 +80,8 @@ pub(crate) fn expiry(
         // (`--max-nodes-total`, `--cores-total`...) are counted before the old node goes.
         let shape = input.shapes.iter().find(|s| s.group == e.group);
         let may_grow = |sh: &&ReplacementShape| {
-            group.target_size < group.max_size
-                && !group.options.zero_or_max_scaling
+            group.target_size() < group.max_size()
+                && !group.options().zero_or_max_scaling()
                 && (input.limits)
                     .max_new_nodes(&input.totals, &sh.template.node, 1)
                     .0
@@ -95,7 +95,7 @@ pub(crate) fn expiry(
             if let Some(dest) = snapshot.forked(|s| place(s, &e, Some(shape))) {
                 let kind = CommandKind::Replace {
                     group_index: e.group,
-                    group: group.id.clone(),
+                    group: group.id().clone(),
                 };
                 return Some(command(input, e, dest, kind));
             }
@@ -130,7 +130,7 @@ fn expired(
             continue;
         };
         let group = &groups[g];
-        let Some(max_age) = group.options.disruption.expire_after else {
+        let Some(max_age) = group.options().disruption().expire_after else {
             continue;
         };
         let Some(age_ms) = node.creation_ms.map(|c| now_ms.saturating_sub(c)) else {
@@ -140,8 +140,8 @@ fn expired(
             || !node.is_ready()
             || node.deletion_ms.is_some()
             || node.taints.iter().any(|t| t.key == to_be_deleted)
-            || group.options.zero_or_max_scaling
-            || group.rolling_out
+            || group.options().zero_or_max_scaling()
+            || group.rolling_out()
             || !rules.has_room(g, 0)
         {
             continue;
@@ -221,8 +221,8 @@ fn command(
         e.name,
         e.age_ms / 1000,
         group
-            .options
-            .disruption
+            .options()
+            .disruption()
             .expire_after
             .map_or(0, |d| d.as_secs()),
         e.to_move.len()
@@ -235,7 +235,7 @@ fn command(
         deletions: vec![NodeDeletion {
             node: e.name,
             group_index: e.group,
-            group: group.id.clone(),
+            group: group.id().clone(),
             empty: e.to_move.is_empty(),
             evict: e.evict,
             destinations,
@@ -285,11 +285,11 @@ mod tests {
         limits: ResourceLimits,
     ) -> Option<ConsolidationCommand> {
         let mut ng = NodeGroup::new("g", min, 10, 2);
-        ng.options.disruption = GroupDisruption {
+        ng.set_options(ng.options().clone().with_disruption(GroupDisruption {
             expire_after: Some(Duration::from_secs(3600)),
             budgets: parse_budgets(budgets).unwrap(),
             ..GroupDisruption::default()
-        };
+        }));
         let mut snapshot = ClusterSnapshot::new();
         let mut all = Vec::new();
         for (name, created) in [("old", 0), ("young", 90 * 60_000)] {
@@ -298,7 +298,7 @@ mod tests {
                 .build();
             node.creation_ms = Some(created);
             let node = Arc::new(node);
-            ng.instances.push(Instance {
+            ng.push_instance(Instance {
                 id: node.provider_id.clone().unwrap(),
                 state: InstanceState::Running,
                 error: None,

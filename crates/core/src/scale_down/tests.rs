@@ -10,7 +10,7 @@ use autoscaler_model::PodDisruptionBudget;
 use autoscaler_model::Volume;
 use autoscaler_model::testing::{GI, MI, NodeBuilder, PodBuilder};
 use autoscaler_model::{DELETION_CANDIDATE_TAINT, SCALE_DOWN_DISABLED_ANNOTATION};
-use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
+use autoscaler_model::{Instance, InstanceState, NodeGroup, NodeGroupOptions, StaticProvider};
 use autoscaler_model::{LabelSelector, Labels};
 
 use proptest::prelude::*;
@@ -38,7 +38,7 @@ fn world(min: usize, spec: Vec<(NodeBuilder, Vec<PodBuilder>)>) -> World {
     let mut nodes = Vec::new();
     for (nb, pods) in spec {
         let n = nb.arc();
-        group.instances.push(Instance {
+        group.push_instance(Instance {
             id: n.provider_id.clone().unwrap(),
             state: InstanceState::Running,
             error: None,
@@ -329,7 +329,11 @@ fn an_atomic_group_never_loses_a_single_node() {
         .map(|i| (node(&format!("atomic-{i}"), 4000), vec![]))
         .collect();
     let mut w = world(0, spec);
-    w.provider.groups_mut()[0].options.zero_or_max_scaling = true;
+    let atomic = w.provider.node_groups()[0]
+        .options()
+        .clone()
+        .with_zero_or_max_scaling(true);
+    w.provider.groups_mut()[0].set_options(atomic);
     let mut state = ScaleDownState::default();
     plan_at(&mut w, &mut state, &ScaleDownOptions::default(), 0);
     let p = plan_at(&mut w, &mut state, &ScaleDownOptions::default(), 11 * MIN);
@@ -682,9 +686,11 @@ fn group_options_override_threshold_and_unneeded_time() {
         ],
     );
     // Cluster-wide 0.5 would find ov-a (0.3) unneeded; the group's 0.2 does not.
-    w.provider.groups_mut()[0]
-        .options
-        .scale_down_utilization_threshold = Some(0.2);
+    w.provider.groups_mut()[0].set_options(
+        NodeGroupOptions::default()
+            .with_scale_down_utilization_threshold(0.2)
+            .expect("a ratio"),
+    );
     let p = plan_at(
         &mut w,
         &mut ScaleDownState::default(),
@@ -699,9 +705,12 @@ fn group_options_override_threshold_and_unneeded_time() {
         })
     );
     // A group threshold of 0.4 and unneeded time of 2 minutes: deleted at 2 minutes.
-    let g = &mut w.provider.groups_mut()[0].options;
-    g.scale_down_utilization_threshold = Some(0.4);
-    g.scale_down_unneeded_time = Some(Duration::from_secs(120));
+    w.provider.groups_mut()[0].set_options(
+        NodeGroupOptions::default()
+            .with_scale_down_utilization_threshold(0.4)
+            .expect("a ratio")
+            .with_scale_down_unneeded_time(Duration::from_secs(120)),
+    );
     let opts = ScaleDownOptions::default();
     let mut state = ScaleDownState::default();
     plan_at(&mut w, &mut state, &opts, 0);
@@ -1065,7 +1074,7 @@ fn build(spec: &Spec) -> (World, ScaleDownOptions) {
         if let Some(g) = groups.get_mut(ns.group) {
             let id = format!("test:///{name}");
             nb = nb.with_provider_id(&id);
-            g.instances.push(Instance {
+            g.push_instance(Instance {
                 id: Arc::from(id.as_str()),
                 state: InstanceState::Running,
                 error: None,
@@ -1083,8 +1092,9 @@ fn build(spec: &Spec) -> (World, ScaleDownOptions) {
         nodes.push(n);
     }
     for (g, gs) in groups.iter_mut().zip(&spec.groups) {
-        g.target_size =
-            usize::try_from((g.instances.len() as i64 + gs.delta).max(0)).expect("non-negative");
+        g.set_target_size(
+            usize::try_from((g.instances().len() as i64 + gs.delta).max(0)).expect("non-negative"),
+        );
     }
     let mut limits = ResourceLimits::default();
     if let Some(pct) = spec.cores_min_pct {
@@ -1235,13 +1245,13 @@ fn check_plan(
         let flight = w.in_flight.per_group.get(g).copied().unwrap_or(0);
         if per_group[g] > 0 {
             prop_assert!(
-                group.target_size >= flight + per_group[g] + group.min_size,
+                group.target_size() >= flight + per_group[g] + group.min_size(),
                 "group {} target {} in flight {} deleted {} min {}",
                 g,
-                group.target_size,
+                group.target_size(),
                 flight,
                 per_group[g],
-                group.min_size
+                group.min_size()
             );
         }
     }
@@ -1319,7 +1329,7 @@ mod hint_tests {
             let n = NodeBuilder::new(name, 4000, 16 * GI)
                 .with_provider_id(&format!("test:///{name}"))
                 .arc();
-            g.instances.push(Instance {
+            g.push_instance(Instance {
                 id: n.provider_id.clone().unwrap(),
                 state: InstanceState::Running,
                 error: None,
@@ -1445,7 +1455,7 @@ fn nodes_of_a_group_being_rolled_out_stay() {
     let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
     assert_eq!(p.deletions.len(), 1);
     let mut group = w.provider.node_groups()[0].clone();
-    group.rolling_out = true;
+    group = group.with_rolling_out(true);
     w.provider = StaticProvider::new(vec![group]);
     let p = plan_at(&mut w, &mut ScaleDownState::default(), &opts, 0);
     assert!(p.deletions.is_empty() && p.unneeded.is_empty());

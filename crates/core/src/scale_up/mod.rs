@@ -208,7 +208,7 @@ pub fn scale_up(
     let mut d = Decision {
         grown: vec![false; input.groups.len()],
         reasons: Verdicts::new(
-            input.groups.iter().map(|g| g.group.id.clone()).collect(),
+            input.groups.iter().map(|g| g.group.id().clone()).collect(),
             pods.len(),
         ),
         remaining: (0..pods.len()).collect(),
@@ -286,14 +286,14 @@ impl Decision<'_, '_> {
         for i in 0..self.input.groups.len() {
             let g = &self.input.groups[i];
             let group = g.group;
-            if group.target_size >= group.min_size || g.blocked.is_some() {
+            if group.target_size() >= group.min_size() || g.blocked.is_some() {
                 continue;
             }
             let Ok(t) = &g.template else { continue };
-            let missing = group.min_size - group.target_size;
+            let missing = group.min_size() - group.target_size();
             // Never above the max (a min above the max is bad data), nor beyond the
             // per-scale-up budget.
-            let headroom = group.max_size.saturating_sub(group.target_size);
+            let headroom = group.max_size().saturating_sub(group.target_size());
             let per_scale_up_left = self.per_scale_up_left();
             let wanted = missing.min(headroom).min(per_scale_up_left);
             let notes = &mut self.result.notes;
@@ -303,7 +303,7 @@ impl Decision<'_, '_> {
                 } else {
                     "max nodes per scale-up reached"
                 };
-                notes.push(format!("{}: growing to min size capped: {why}", group.id));
+                notes.push(format!("{}: growing to min size capped: {why}", group.id()));
             }
             let node = &t.template.node;
             let (n, why) = self
@@ -311,7 +311,7 @@ impl Decision<'_, '_> {
                 .limits
                 .max_new_nodes(&self.input.totals, node, wanted);
             if let Some(why) = why {
-                notes.push(format!("{}: growing to min size capped: {why}", group.id));
+                notes.push(format!("{}: growing to min size capped: {why}", group.id()));
             }
             if n > 0 {
                 self.grow(i, n, IncreaseReason::MinSize);
@@ -334,9 +334,9 @@ impl Decision<'_, '_> {
         self.added_total += delta;
         self.result.increases.push(GroupIncrease {
             index: gi,
-            group: g.group.id.clone(),
+            group: g.group.id().clone(),
             delta,
-            new_target: g.group.target_size + delta,
+            new_target: g.group.target_size() + delta,
             reason,
         });
     }
@@ -409,11 +409,11 @@ impl Decision<'_, '_> {
             return Err(why.clone());
         }
         let template = g.template.as_ref().map_err(ToString::to_string)?;
-        let atomic = group.options.zero_or_max_scaling;
-        if atomic && group.target_size > 0 {
+        let atomic = group.options().zero_or_max_scaling();
+        if atomic && group.target_size() > 0 {
             return Err("atomic node group already scaled up".into());
         }
-        let headroom = group.max_size.saturating_sub(group.target_size);
+        let headroom = group.max_size().saturating_sub(group.target_size());
         if headroom == 0 {
             return Err("max node group size reached".into());
         }
@@ -494,8 +494,8 @@ impl Decision<'_, '_> {
             .map(|&gi| {
                 let g = self.input.groups[gi].group;
                 BalanceTarget {
-                    current: g.target_size,
-                    max: g.max_size,
+                    current: g.target_size(),
+                    max: g.max_size(),
                 }
             })
             .collect();
@@ -521,7 +521,7 @@ impl Decision<'_, '_> {
         if members.len() > 1 {
             let names: Vec<String> = members
                 .iter()
-                .map(|&gi| self.input.groups[gi].group.id.to_string())
+                .map(|&gi| self.input.groups[gi].group.id().to_string())
                 .collect();
             self.result.notes.push(format!(
                 "balanced {} new nodes over similar groups {}",
@@ -545,8 +545,8 @@ impl Decision<'_, '_> {
         let mut members = vec![chosen_group];
         let atomic = self.input.groups[chosen_group]
             .group
-            .options
-            .zero_or_max_scaling;
+            .options()
+            .zero_or_max_scaling();
         if self.opts.balance_similar_node_groups && !atomic {
             let chosen = Chosen {
                 group: chosen_group,
@@ -624,13 +624,13 @@ fn option(group: &NodeGroup, b: &Bound<'_>, est: &Estimate, pods: &[Arc<Pod>]) -
         requests.add(&pods[p].requests);
     }
     ExpansionOption {
-        group: group.id.clone(),
+        group: group.id().clone(),
         // An atomic group jumps straight to its max.
         node_count: if b.atomic { b.headroom } else { est.node_count },
         pods: placed,
         pods_requests: requests,
         node_allocatable: b.template.template.node.allocatable.clone(),
-        node_price_per_hour: group.node_price_per_hour,
+        node_price_per_hour: group.node_price_per_hour(),
     }
 }
 
@@ -659,7 +659,7 @@ fn within_limits(
         if let Some(why) = why {
             notes.push(format!(
                 "{}: balanced share of {share} nodes capped to {n}: {why}",
-                g.group.id
+                g.group.id()
             ));
         }
         totals.add_node(&t.template.node, n);
@@ -674,8 +674,8 @@ fn within_limits(
         let Ok(t) = &g.template else { continue };
         let room = g
             .group
-            .max_size
-            .saturating_sub(g.group.target_size + deltas[k]);
+            .max_size()
+            .saturating_sub(g.group.target_size() + deltas[k]);
         let (n, _) = input
             .limits
             .max_new_nodes(&totals, &t.template.node, room.min(cut));
@@ -723,7 +723,7 @@ fn similar_members(
     let candidates: Vec<usize> = find_similar(chosen_shape, &shapes, balancing)
         .into_iter()
         .map(|s| shape_group[s])
-        .filter(|&gi| !grown[gi] && !input.groups[gi].group.options.zero_or_max_scaling)
+        .filter(|&gi| !grown[gi] && !input.groups[gi].group.options().zero_or_max_scaling())
         .collect();
     let mut members = Vec::new();
     for gi in candidates {
@@ -745,7 +745,7 @@ fn similar_members(
             }
             // A group at its max has no estimate; it takes part (and gets nothing) as seed
             // 001's split skips it.
-            _ => g.blocked.is_none() && g.group.target_size >= g.group.max_size,
+            _ => g.blocked.is_none() && g.group.target_size() >= g.group.max_size(),
         };
         if takes_part {
             members.push(gi);
@@ -956,10 +956,11 @@ mod tests {
         }
         for n in &r.no_scale_up {
             for g in groups {
-                if !n.reasons.contains_key(&g.group.id) {
+                if !n.reasons.contains_key(g.group.id()) {
                     return Err(format!(
                         "pod {} has no reason for {}",
-                        n.pod.name, g.group.id
+                        n.pod.name,
+                        g.group.id()
                     ));
                 }
             }
@@ -1064,7 +1065,7 @@ mod tests {
         // there (with B open, B would get the 4th node instead of C).
         let seed_groups = || {
             let mut groups = seed_001_groups(3);
-            groups[2].group.target_size = 3;
+            groups[2].group.set_target_size(3);
             groups
         };
         for pick in ["A", "C"] {
@@ -1267,7 +1268,7 @@ mod tests {
         for (id, nodes) in expected {
             let groups: Vec<G> = gpu_groups()
                 .into_iter()
-                .filter(|g| g.group.id.as_str() == id || g.group.id.as_str() == "cpu")
+                .filter(|g| g.group.id().as_str() == id || g.group.id().as_str() == "cpu")
                 .collect();
             let r = Case::new(groups, gpu_pods("gpu", 3)).run();
             assert_eq!(deltas(&r), d(&[(id, nodes)]));
@@ -1298,7 +1299,7 @@ mod tests {
     fn a_cpu_group_is_no_option_for_gpu_pods() {
         let groups: Vec<G> = gpu_groups()
             .into_iter()
-            .filter(|g| g.group.id.as_str() == "cpu")
+            .filter(|g| g.group.id().as_str() == "cpu")
             .collect();
         let r = Case::new(groups, gpu_pods("gpu", 3)).run();
         assert!(r.increases.is_empty());
@@ -1420,7 +1421,8 @@ mod tests {
 
     fn atomic(target: usize) -> G {
         let mut g = group("atomic", 0, 5, target, machine("at", 4).build());
-        g.group.options.zero_or_max_scaling = true;
+        g.group
+            .set_options(g.group.options().clone().with_zero_or_max_scaling(true));
         g
     }
 
@@ -1538,8 +1540,10 @@ mod tests {
             node.capacity.memory = node.capacity.memory / 100 * 99;
             node.allocatable.memory = node.capacity.memory;
         }
-        let mut g = group(&format!("g{i}"), min, max, target, node);
-        g.group.options.zero_or_max_scaling = atomic;
+        // No group has its min above its max (`NodeGroup::try_new` refuses one).
+        let mut g = group(&format!("g{i}"), min.min(max), max, target, node);
+        g.group
+            .set_options(g.group.options().clone().with_zero_or_max_scaling(atomic));
         if blocked {
             g.blocked = Some("in backoff after failed scale-up".into());
         }
@@ -1611,10 +1615,10 @@ mod tests {
             let mut after = case.totals.clone();
             for inc in &r.increases {
                 let g = &case.groups[inc.index];
-                prop_assert_eq!(&g.group.id, &inc.group);
+                prop_assert_eq!(g.group.id(), &inc.group);
                 prop_assert!(inc.delta > 0);
-                prop_assert_eq!(inc.new_target, g.group.target_size + inc.delta);
-                prop_assert!(inc.new_target <= g.group.max_size, "{:?}", inc);
+                prop_assert_eq!(inc.new_target, g.group.target_size() + inc.delta);
+                prop_assert!(inc.new_target <= g.group.max_size(), "{:?}", inc);
                 prop_assert!(g.blocked.is_none(), "blocked group grown: {:?}", inc);
                 let t = g.template.as_ref().expect("a group without template never grows");
                 after.add_node(&t.template.node, inc.delta);

@@ -131,7 +131,7 @@ pub fn build_template(
                 TemplateSource::Node(info.node.name),
             )
         }
-        None => match &group.template {
+        None => match group.template() {
             Some(t) => (
                 sanitize(t, &name, opts),
                 Vec::new(),
@@ -159,7 +159,10 @@ pub fn build_template(
 
 /// A name no real node has: `template-node-for-<group id>` with `/` replaced.
 fn template_name(group: &NodeGroup) -> String {
-    format!("template-node-for-{}", group.id.as_str().replace('/', "-"))
+    format!(
+        "template-node-for-{}",
+        group.id().as_str().replace('/', "-")
+    )
 }
 
 /// A copy of `node` as a brand-new node of its group would register.
@@ -329,7 +332,7 @@ mod tests {
     #[test]
     fn startup_and_status_taints_of_a_provider_template_are_left_out() {
         let mut g = NodeGroup::new("ng0", 0, 5, 0);
-        g.template = Some(
+        g = g.with_template(Some(
             NodeBuilder::new("whatever", 8000, 32 * GI)
                 .taint("example.com/warming", "", TaintEffect::NoSchedule)
                 .taint(
@@ -340,7 +343,7 @@ mod tests {
                 .taint("example.com/degraded", "", TaintEffect::NoSchedule)
                 .taint("gpu", "true", TaintEffect::NoSchedule)
                 .arc(),
-        );
+        ));
         let opts = TemplateOptions {
             taints: TaintConfig {
                 startup: vec!["example.com/warming".into()],
@@ -376,7 +379,7 @@ mod tests {
             build_template(&g, &[], &[], &TemplateOptions::default()).unwrap_err(),
             NoTemplate::Unavailable
         );
-        g.template = Some(NodeBuilder::new("whatever", 8000, 32 * GI).arc());
+        g = g.with_template(Some(NodeBuilder::new("whatever", 8000, 32 * GI).arc()));
         let t = build_template(
             &g,
             &[],

@@ -258,7 +258,7 @@ mod removal {
                     .with(|n| n.creation_ms = Some(0))
                     .arc(),
             );
-            group.instances.push(Instance {
+            group.push_instance(Instance {
                 id: Arc::from(format!("test:///{name}")),
                 state: InstanceState::Running,
                 error: None,

@@ -91,8 +91,16 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
     let groups_n = shape.groups.max(1);
     let max = 4 * shape.nodes / groups_n + 1000;
     let mut groups: Vec<NodeGroup> = (0..groups_n)
-        .map(|g| NodeGroup::new(&group_id(g), 0, max, 0))
-        .collect();
+        .map(|g| {
+            let id = group_id(g);
+            NodeGroup::try_new(&id, 0, max, 0).map_err(|e| ModelError::Invalid {
+                object: format!("node group {id}"),
+                field: "maxSize".into(),
+                value: max.to_string(),
+                why: e.to_string(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
     let mut nodes = Vec::with_capacity(shape.nodes);
     let mut conversion = (Duration::ZERO, Duration::ZERO);
     let mut convert_pod = |pod: &api::Pod| -> Result<Arc<Pod>, ModelError> {
@@ -110,12 +118,12 @@ pub fn generate(shape: &Shape) -> Result<Cluster, ModelError> {
         node_conversion.0 += start.elapsed();
         node_conversion.1 += thread_cpu().saturating_sub(cpu);
         let group = &mut groups[n % groups_n];
-        group.instances.push(Instance {
+        group.push_instance(Instance {
             id: node.provider_id.clone().unwrap_or_default(),
             state: InstanceState::Running,
             error: None,
         });
-        group.target_size += 1;
+        group.set_target_size(group.target_size() + 1);
         nodes.push(Arc::new(node));
     }
     let mut pods = Vec::with_capacity(shape.pods + shape.pending);
@@ -365,12 +373,12 @@ mod tests {
         let groups = c.provider.node_groups();
         assert_eq!(groups.len(), 3);
         // 20 nodes over 3 groups: 7, 7, 6.
-        let targets: Vec<usize> = groups.iter().map(|g| g.target_size).collect();
+        let targets: Vec<usize> = groups.iter().map(|g| g.target_size()).collect();
         assert_eq!(targets, vec![7, 7, 6]);
         for g in groups {
-            assert_eq!(g.min_size, 0);
-            assert_eq!(g.max_size, 4 * 20 / 3 + 1000);
-            assert_eq!(g.instances.len(), g.target_size);
+            assert_eq!(g.min_size(), 0);
+            assert_eq!(g.max_size(), 4 * 20 / 3 + 1000);
+            assert_eq!(g.instances().len(), g.target_size());
         }
         for (n, node) in c.nodes.iter().enumerate() {
             assert_eq!(c.provider.node_group_of(node), Some(n % 3));

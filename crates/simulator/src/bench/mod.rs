@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::anyhow;
 use autoscaler_model::{parse_milli, parse_units};
 
-use crate::CliError;
 use crate::text::count;
+use autoscaler_options::CliError;
 
 pub mod claims;
 pub mod cluster;

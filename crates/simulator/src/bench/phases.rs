@@ -313,7 +313,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
     let mut next_provider = cluster.provider.clone();
     for inc in &outcome.scale_up.result.increases {
         if let Some(g) = next_provider.groups_mut().get_mut(inc.index) {
-            g.target_size = inc.new_target;
+            g.set_target_size(inc.new_target);
         }
     }
     let next_view = ClusterView {
@@ -404,14 +404,14 @@ fn estimate_phase(
                 phase,
                 samples: Vec::new(),
                 cpu: Vec::new(),
-                decisions: format!("no template for {}: {e}", group.id),
+                decisions: format!("no template for {}: {e}", group.id()),
             };
         }
     };
     let pods = select_pending(view.pods, NOW_MS, &Default::default()).eligible;
     let max_nodes = group
-        .max_size
-        .saturating_sub(group.target_size)
+        .max_size()
+        .saturating_sub(group.target_size())
         .min(settings.max_nodes_per_scale_up);
     let ((samples, cpu), result) = time(settings.iterations, || {
         let limits = EstimatorLimits {
@@ -425,7 +425,7 @@ fn estimate_phase(
             let mut s = format!(
                 "{} of {} for {} of {} pods",
                 count(e.node_count as u64, "new node"),
-                group.id.as_str().rsplit('/').next().unwrap_or_default(),
+                group.id().as_str().rsplit('/').next().unwrap_or_default(),
                 e.placed_count(),
                 pods.len()
             );

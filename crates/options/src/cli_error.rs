@@ -1,6 +1,8 @@
 //! The error a command of the binary ends with, and the exit code it maps to: 2 for bad usage or
-//! bad input, 1 for a failure while running. `simulate` and `bench` return it; `run` and `plan`,
-//! in the binary, return the same type. It decides the exit code only and never prints.
+//! bad input (a flag, a file, an object the user gave), 1 for a failure while running. `simulate`
+//! and `bench` (the simulator) and `run` and `plan` (the binary) all return it; it lives here,
+//! beside the reading of the user's input, so that both import it from the crate below them. It
+//! decides the exit code only and never prints.
 
 /// A failure of a command, with the exit code it maps to.
 #[derive(Debug)]
