@@ -2230,6 +2230,54 @@ mod tests {
             None,
         ),
         ("consolidate-after", "5m", &["--consolidate-after=5m"], None),
+        (
+            "drain-priority-config",
+            "\"1000:100,0:60\"",
+            &["--drain-priority-config=1000:100,0:60"],
+            None,
+        ),
+        (
+            "enable-provisioning-requests",
+            "true",
+            &["--enable-provisioning-requests=true"],
+            None,
+        ),
+        (
+            "provisioning-request-initial-backoff-time",
+            "30s",
+            &["--provisioning-request-initial-backoff-time=30s"],
+            None,
+        ),
+        (
+            "provisioning-request-max-backoff-time",
+            "5m",
+            &["--provisioning-request-max-backoff-time=5m"],
+            None,
+        ),
+        (
+            "provisioning-request-max-backoff-cache-size",
+            "50",
+            &["--provisioning-request-max-backoff-cache-size=50"],
+            None,
+        ),
+        (
+            "check-capacity-processor-instance",
+            "east",
+            &["--check-capacity-processor-instance=east"],
+            None,
+        ),
+        (
+            "capacity-buffer-controller-enabled",
+            "true",
+            &["--capacity-buffer-controller-enabled=true"],
+            None,
+        ),
+        (
+            "capacity-buffer-pod-injection-enabled",
+            "true",
+            &["--capacity-buffer-pod-injection-enabled=true"],
+            None,
+        ),
     ];
 
     /// The three sources give one configuration for one setting: a scenario's `options:`, the
