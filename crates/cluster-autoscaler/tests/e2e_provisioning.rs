@@ -173,6 +173,17 @@ fn has(h: &FacadeHandle, name: &str, type_: &str, status: &str, reason: &str) ->
         .any(|(t, s, r)| t == type_ && s == status && r == reason)
 }
 
+/// The reasons of the events the autoscaler published.
+fn event_reasons(h: &FacadeHandle) -> Vec<String> {
+    h.with_world(|w| {
+        w.objects()
+            .list("events.k8s.io", "Event")
+            .chain(w.objects().list("", "Event"))
+            .filter_map(|(_, v)| Some(v.get("reason")?.as_str()?.to_string()))
+            .collect()
+    })
+}
+
 fn replicas(h: &FacadeHandle) -> i64 {
     h.with_world(|w| {
         w.objects()
@@ -296,6 +307,14 @@ async fn an_atomic_request_gets_one_scale_up_and_its_pods_consume_the_booking() 
     )
     .await;
     assert_eq!(replicas(&h), 3, "one scale-up for all three pods");
+    // The request's scale-up is the loop's own, recorded as any scale-up is.
+    wait_for(
+        &ca,
+        "a ScaledUpGroup event",
+        Duration::from_secs(30),
+        || event_reasons(&h).iter().any(|r| r == "ScaledUpGroup"),
+    )
+    .await;
     h.with_world(|w| {
         for i in 0..3 {
             w.add_pod(consumer(&format!("train-{i}"), "train"), None)

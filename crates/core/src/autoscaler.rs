@@ -995,6 +995,28 @@ impl Autoscaler {
         self.run_loop(view, controllers, in_flight, now_ms, budget, timer, None)
     }
 
+    /// [`Autoscaler::run_once_with_capacity`] (or [`Autoscaler::run_once`] when `objects` is
+    /// `None`), timing its phases with `clock` into [`LoopOutcome::phases`]: the live shell's
+    /// loop.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_once_with_capacity_timed(
+        &mut self,
+        view: &ClusterView<'_>,
+        controllers: &dyn ControllerLookup,
+        in_flight: InFlight,
+        objects: Option<&autoscaler_model::CapacityObjects>,
+        now_ms: i64,
+        budget: &mut dyn Budget,
+        clock: &dyn PhaseClock,
+    ) -> LoopOutcome {
+        let timer = Timer {
+            clock: Some(clock),
+            phases: Vec::new(),
+        };
+        let objects = objects.filter(|_| self.options.capacity.any());
+        self.run_loop(view, controllers, in_flight, now_ms, budget, timer, objects)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn run_loop(
         &mut self,

@@ -538,6 +538,18 @@ fn stale(t: &Target) -> ApiError {
 /// moves when the spec changes.
 fn replace(w: &mut World, t: &Target, old: &Value, mut new: Value) -> Reply {
     let has_status = t.res.subresources.contains(&"status");
+    if t.sub.as_deref() == Some("status") && t.res.group == "autoscaling.x-k8s.io" {
+        // The world keeps these kinds' status on an ordinary write: only its status write
+        // changes it, against the version the caller read (or the stored one).
+        let rv = resource_version(&new)
+            .or(resource_version(old))
+            .unwrap_or_default()
+            .to_string();
+        let status = new.get("status").cloned().unwrap_or_else(|| json!({}));
+        w.write_status(&t.key(), status, &rv)
+            .map_err(|e| world_error(t, e))?;
+        return Ok((StatusCode::OK, stored(w, t)?));
+    }
     if t.sub.as_deref() == Some("status") {
         let status = new.get("status").cloned();
         new = old.clone();

@@ -1,98 +1,16 @@
-//! Capacity on request in `run`: one loop's ProvisioningRequests, CapacityBuffers and
-//! PodTemplates (from the watches' cache) handed to the core's decisions before the loop, and
-//! what comes of them carried out: the loop's pods are the decision's (consumers left to their
-//! request, booked and buffer pods added), the best-effort-atomic scale-up replaces the loop's
-//! own, and the conditions and buffer statuses are written through the status subresource.
+//! Capacity on request in `run`: what comes of the core's capacity decision
+//! (`LoopOutcome::capacity`, decided with the loop by `Autoscaler::run_once_with_capacity_timed`)
+//! carried out: the requests' conditions and the buffers' statuses, built as status-subresource
+//! writes against the watches' cached objects.
 //!
-//! It never decides (the core's `decide_capacity` does) and never writes itself: the status
-//! writes are effects carried out by the executor, built here against the cached objects (a
-//! write decided on an object that changed since is dropped: the next loop decides again).
-
-use std::collections::BTreeMap;
+//! It never decides (the core does, best-effort-atomic scale-up included) and never writes
+//! itself: the writes are effects carried out by the executor (a write decided on an object
+//! that changed since is dropped: the next loop decides again).
 
 use autoscaler_actuation::{StatusUpdate, buffer_update, request_update};
 use autoscaler_actuation::{buffer_key, request_key};
-use autoscaler_core::{
-    Action, AutoscalerOptions, CapacityDecision, ClusterStatus, ClusterView, Requests, Unlimited,
-    Verdict, decide_capacity,
-};
-use autoscaler_model::{CapacityObjects, NodeGroup, NodeGroupId, ObjectStore};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
-/// The capacity-on-request state of one leadership term: the requests' retry backoff and the
-/// groups the last loop found blocked.
-#[derive(Debug)]
-pub(crate) struct CapacityLoop {
-    requests: Requests,
-    rng: ChaCha8Rng,
-    /// Why each group must not grow, as the last loop's status said (backoff, unhealthy).
-    blocked: BTreeMap<NodeGroupId, String>,
-}
-
-impl CapacityLoop {
-    /// A fresh state (as each term starts: another leader may have acted meanwhile).
-    pub(crate) fn new(seed: u64) -> CapacityLoop {
-        CapacityLoop {
-            requests: Requests::default(),
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            blocked: BTreeMap::new(),
-        }
-    }
-
-    /// Decides this loop's requests and buffers on `view` (the pods as the API has them).
-    pub(crate) fn decide(
-        &mut self,
-        objects: &CapacityObjects,
-        view: &ClusterView<'_>,
-        options: &AutoscalerOptions,
-        now_ms: i64,
-    ) -> CapacityDecision {
-        let blocked = &self.blocked;
-        let why = |_: usize, g: &NodeGroup| blocked.get(g.id()).cloned();
-        decide_capacity(
-            &mut self.requests,
-            objects,
-            view,
-            &options.scale_up,
-            &options.capacity,
-            now_ms,
-            &why,
-            &mut self.rng,
-            &mut Unlimited,
-        )
-    }
-
-    /// Remembers which groups the loop found blocked, for the next loop's requests.
-    pub(crate) fn observe(&mut self, status: &ClusterStatus) {
-        self.blocked = status
-            .groups
-            .iter()
-            .filter_map(|g| Some((g.id.clone(), g.blocked_reason()?)))
-            .collect();
-    }
-}
-
-/// The loop's actions with the best-effort-atomic scale-up of `decision`, when there is one:
-/// its increases, together, instead of the loop's own (upstream alternates the two; a loop
-/// with an atomic scale-up grows nothing else). Without one, `actions` as they are.
-pub(crate) fn with_atomic_scale_up(
-    actions: Vec<Action>,
-    decision: &CapacityDecision,
-) -> Vec<Action> {
-    let Some(up) = &decision.requests.scale_up else {
-        return actions;
-    };
-    let atomic = up.result.increases.iter().map(|i| Action::IncreaseSize {
-        group: i.group.clone(),
-        delta: i.delta,
-        new_target: i.new_target,
-    });
-    let rest = actions
-        .into_iter()
-        .filter(|a| !matches!(a, Action::IncreaseSize { .. }));
-    atomic.chain(rest).collect()
-}
+use autoscaler_core::{CapacityDecision, Verdict};
+use autoscaler_model::ObjectStore;
 
 /// The status writes of `decision` against the cached objects of `store`: each request's
 /// conditions, and (with `--capacity-buffer-controller-enabled`) each buffer's status that
@@ -156,7 +74,9 @@ pub(crate) fn log(decision: &CapacityDecision) {
 mod tests {
     use super::*;
     use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-    use autoscaler_model::Pod;
+    use autoscaler_core::{AutoscalerOptions, ClusterView, Requests, Unlimited, decide_capacity};
+    use autoscaler_model::{CapacityObjects, NodeGroup, Pod};
+    use rand::SeedableRng;
     use std::sync::Arc;
 
     const NOW_MS: i64 = 1_767_225_600_000;
@@ -199,7 +119,18 @@ mod tests {
         let view = ClusterView::of_objects(&cluster, pods, &provider);
         let mut options = AutoscalerOptions::default();
         options.capacity.requests.enabled = true;
-        CapacityLoop::new(1).decide(&objects, &view, &options, NOW_MS)
+        let none = |_: usize, _: &NodeGroup| None;
+        decide_capacity(
+            &mut Requests::default(),
+            &objects,
+            &view,
+            &options.scale_up,
+            &options.capacity,
+            NOW_MS,
+            &none,
+            &mut rand_chacha::ChaCha8Rng::seed_from_u64(1),
+            &mut Unlimited,
+        )
     }
 
     #[test]
@@ -342,46 +273,5 @@ mod tests {
             .unwrap();
         assert_eq!(cached["metadata"]["resourceVersion"], "42");
         assert_eq!(cached["status"]["conditions"][1]["type"], "Provisioned");
-    }
-
-    #[test]
-    fn an_atomic_scale_up_replaces_the_loop_s_own() {
-        let mut d = CapacityDecision::default();
-        let loop_actions = vec![
-            Action::IncreaseSize {
-                group: NodeGroupId::from("MachineDeployment/ns/other"),
-                delta: 1,
-                new_target: 2,
-            },
-            Action::DecreaseTargetSize {
-                group: NodeGroupId::from("MachineDeployment/ns/other"),
-                delta: 1,
-            },
-        ];
-        assert_eq!(with_atomic_scale_up(loop_actions.clone(), &d), loop_actions);
-        let mut up = autoscaler_core::LoopOutcome::default().scale_up;
-        up.result.increases.push(autoscaler_core::GroupIncrease {
-            index: 0,
-            group: NodeGroupId::from("MachineDeployment/ns/gpu"),
-            delta: 8,
-            new_target: 8,
-            reason: autoscaler_core::IncreaseReason::PendingPods,
-        });
-        d.requests.scale_up = Some(up);
-        let got = with_atomic_scale_up(loop_actions, &d);
-        assert_eq!(
-            got,
-            vec![
-                Action::IncreaseSize {
-                    group: NodeGroupId::from("MachineDeployment/ns/gpu"),
-                    delta: 8,
-                    new_target: 8,
-                },
-                Action::DecreaseTargetSize {
-                    group: NodeGroupId::from("MachineDeployment/ns/other"),
-                    delta: 1,
-                },
-            ]
-        );
     }
 }

@@ -25,7 +25,6 @@ use tokio::time::Instant;
 
 use crate::Clients;
 use crate::actuator::Actuator;
-use crate::capacity::CapacityLoop;
 use crate::correlator::{CorrelatorOptions, DropReason};
 use crate::events::{
     EventSink, EventSpec, NoScaleDownEvents, PublishStats, events_of, max_nodes_total_event,
@@ -552,7 +551,6 @@ async fn lead(parts: &Parts, config: &ControllerConfig) {
         None => config.autoscaler.clone(),
     };
     let mut term = Term {
-        capacity: CapacityLoop::new(initial.seed),
         autoscaler: Autoscaler::new(initial),
         executor,
         events,
@@ -628,8 +626,6 @@ struct Term {
     gpus: Gpus,
     /// What `NoScaleDown` events said about which node (`--emit-unremovable-node-events`).
     no_scale_down: NoScaleDownEvents,
-    /// The capacity-on-request state (requests' retry backoff).
-    capacity: CapacityLoop,
 }
 
 /// The GPU of each node group (from a registered node of the group, else the provider's
@@ -717,27 +713,22 @@ impl Term {
         };
         self.autoscaler.set_priority_text(priorities.as_deref());
         let in_flight = self.executor.in_flight(&provider);
-        let capacity = capacity_objects.as_ref().map(|o| {
-            let view = ClusterView::of_objects(&objects, &pods, &*provider);
-            let d = self
-                .capacity
-                .decide(o, &view, self.autoscaler.options(), now_ms);
-            crate::capacity::log(&d);
-            d
-        });
-        // Consumers of a served request leave the loop; booked and buffer pods join it.
-        let capacity_pods = capacity.as_ref().map(|c| c.pods_for_loop(&pods));
-        let loop_pods: &[Arc<autoscaler_model::Pod>] = capacity_pods.as_deref().unwrap_or(&pods);
         let (outcome, status, events) = {
-            let view = ClusterView::of_objects(&objects, loop_pods, &*provider);
-            let outcome = self.autoscaler.run_once_timed(
+            let view = ClusterView::of_objects(&objects, &pods, &*provider);
+            // The core decides the requests and buffers with the loop (its scale-up is the
+            // request's in the requests' turn); their status writes are in `outcome.capacity`.
+            let outcome = self.autoscaler.run_once_with_capacity_timed(
                 &view,
                 &objects.controllers,
                 in_flight,
+                capacity_objects.as_ref(),
                 now_ms,
                 &mut Unlimited,
                 &LoopClock(Instant::now()),
             );
+            if let Some(d) = &outcome.capacity {
+                crate::capacity::log(d);
+            }
             for (phase, took) in &outcome.phases {
                 parts
                     .metrics
@@ -786,30 +777,22 @@ impl Term {
                 // A refusal is a bug of the decision; the action is not carried out.
                 tracing::error!(action = ?r.action, why = %r.why, "unsafe action refused");
             }
-            self.capacity.observe(&outcome.status);
             (outcome, status, events)
         };
 
         let act = Instant::now();
-        // An unhealthy cluster gets no scale-up, the atomic one included.
-        let healthy = outcome.status.healthy;
-        let actions = match &capacity {
-            Some(c) if healthy => crate::capacity::with_atomic_scale_up(outcome.actions, c),
-            _ => outcome.actions,
-        };
-        let reports = self.executor.apply(actions).await;
+        let reports = self.executor.apply(outcome.actions).await;
         let mut ok = self.record(parts, &reports);
         self.publish_failures(parts, &reports).await;
-        if let Some(c) = &capacity {
-            // A failed atomic scale-up provisions nothing: its request is not written as
+        if let Some(c) = &outcome.capacity {
+            // A failed atomic scale-up provisions nothing: its request is not written as being
             // provisioned (decided again next loop, with the group backed off).
             let atomic_failed = (c.requests.scale_up.iter())
                 .flat_map(|up| up.result.increases.iter())
                 .any(|i| {
-                    !healthy
-                        || reports.iter().any(|r| {
-                            matches!(r, Report::ScaleUpFailed { group, .. } if *group == i.group)
-                        })
+                    reports.iter().any(
+                        |r| matches!(r, Report::ScaleUpFailed { group, .. } if *group == i.group),
+                    )
                 });
             let updates = {
                 let inf = autoscaler_actuation::lock_informer(&parts.informer);

@@ -974,8 +974,9 @@ mod properties {
 }
 
 /// Loops of the whole autoscaler on the GPU world (empty, max 20) with an ordinary pending
-/// pod and an atomic request for `count` pods, until `loops`: per loop, the increases.
-fn alternating_loops(count: u32, loops: usize) -> Vec<Vec<(String, usize)>> {
+/// pod and an atomic request for `count` pods, until `loops`: per loop, the increases. `timed`:
+/// through the live shell's entry (phases timed), else the simulator's.
+fn alternating_loops(count: u32, loops: usize, timed: bool) -> Vec<Vec<(String, usize)>> {
     let w = gpu_world(20);
     let regular = PodBuilder::new("web", 4000, GI)
         .owner("ReplicaSet", "web")
@@ -996,14 +997,29 @@ fn alternating_loops(count: u32, loops: usize) -> Vec<Vec<(String, usize)>> {
     let mut out = Vec::new();
     for i in 0..loops {
         let view = ClusterView::of(&w.nodes, &pods, &w.provider);
-        let o = a.run_once_with_capacity(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            &objects,
-            T0 + i as i64 * 10_000,
-            &mut Unlimited,
-        );
+        let now = T0 + i as i64 * 10_000;
+        let o = if timed {
+            let o = a.run_once_with_capacity_timed(
+                &view,
+                &NoControllerLookup,
+                InFlight::default(),
+                Some(&objects),
+                now,
+                &mut Unlimited,
+                &StoppedClock,
+            );
+            assert!(!o.phases.is_empty(), "the phases are timed");
+            o
+        } else {
+            a.run_once_with_capacity(
+                &view,
+                &NoControllerLookup,
+                InFlight::default(),
+                &objects,
+                now,
+                &mut Unlimited,
+            )
+        };
         let c = o.capacity.as_ref().expect("a capacity decision");
         // The loop's scale-up is the request's whenever it took its turn.
         if c.requests.took_turn {
@@ -1040,9 +1056,41 @@ fn alternating_loops(count: u32, loops: usize) -> Vec<Vec<(String, usize)>> {
 
 #[test]
 fn requests_and_ordinary_pods_take_turns_for_the_loops_scale_up() {
-    let ups = alternating_loops(8, 2);
+    let ups = alternating_loops(8, 2, false);
     // Loop 1 is the ordinary pod's (upstream starts there): one node for it, the request waits.
     assert_eq!(ups[0], [("gpu".to_string(), 1)]);
     // Loop 2 is the request's: exactly its eight, nothing for anyone else.
     assert_eq!(ups[1], [("gpu".to_string(), 8)]);
+}
+
+/// A phase clock that never moves.
+struct StoppedClock;
+
+impl crate::autoscaler::PhaseClock for StoppedClock {
+    fn elapsed(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
+
+/// The live shell's timed entry decides the requests exactly as the untimed one, loop by loop;
+/// without capacity objects it decides none.
+#[test]
+fn the_timed_loop_decides_capacity_as_the_untimed_one() {
+    assert_eq!(
+        alternating_loops(8, 3, true),
+        alternating_loops(8, 3, false)
+    );
+    let w = gpu_world(20);
+    let mut options = AutoscalerOptions::default();
+    options.capacity.requests = on();
+    let o = Autoscaler::new(options).run_once_with_capacity_timed(
+        &ClusterView::of(&w.nodes, &[], &w.provider),
+        &NoControllerLookup,
+        InFlight::default(),
+        None,
+        T0,
+        &mut Unlimited,
+        &StoppedClock,
+    );
+    assert!(o.capacity.is_none());
 }
