@@ -105,7 +105,14 @@ fn atomic_requests_get_all_their_nodes_or_fail_and_check_capacity_is_answered_ne
 
 #[test]
 fn without_the_flag_requests_are_left_alone() {
-    let (r, _) = simulate("provreq-off", &["examples/provisioning-request.yaml"]);
+    // The example's `options:` turn the flag on; the command line wins over them.
+    let (r, _) = simulate(
+        "provreq-off",
+        &[
+            "examples/provisioning-request.yaml",
+            "--enable-provisioning-requests=false",
+        ],
+    );
     for key in ["batch/train", "batch/too-big", "batch/check"] {
         let x = request(&r, key);
         assert!(x["answered_after_s"].is_null(), "{x}");
