@@ -47,7 +47,7 @@ use super::removal::{Hints, try_remove};
 use super::{InFlight, NodeDeletion, ms};
 use crate::scale_up::estimator::NodeTemplate;
 use crate::scheduling::budget::Budget;
-use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
+use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::ControllerLookup;
 use autoscaler_model::DisruptionBudgets;
 use autoscaler_model::Node;
@@ -166,6 +166,31 @@ pub struct ConsolidationInput<'a> {
     /// Something else is under way (a scale-up, a deletion, nodes on their way): keep the
     /// timers and follow a pending replacement, but start nothing new.
     pub hold: bool,
+}
+
+impl<'a> ConsolidationInput<'a> {
+    /// The drain rules of this pass, at `now_ms`.
+    pub(super) fn drain_context(&self, now_ms: i64) -> DrainContext<'_> {
+        DrainContext {
+            opts: self.drain,
+            budgets: &self.budgets,
+            controllers: self.controllers,
+            now_ms,
+        }
+    }
+
+    /// The snapshot's nodes of a known group, with the group's index and view (consolidation
+    /// and node expiry both walk them so).
+    pub(super) fn grouped_nodes<'s>(
+        &'s self,
+        snapshot: &'s ClusterSnapshot,
+    ) -> impl Iterator<Item = (NodeId, &'s NodeInfo, usize, &'s NodeGroup)> + 's {
+        let groups = self.provider.node_groups();
+        snapshot.nodes().filter_map(move |(id, info)| {
+            let g = self.provider.node_group_of(&info.node)?;
+            groups.get(g).map(|group| (id, info, g, group))
+        })
+    }
 }
 
 /// A replacement asked for and not Ready yet: the nodes it replaces are drained once it is.
@@ -550,26 +575,12 @@ fn candidates(
     only: Option<&[Sym]>,
     rules: Option<&GroupRules>,
 ) -> Vec<Candidate> {
-    let groups = input.provider.node_groups();
     let after = ms(opts.consolidate_after);
     let to_be_deleted = Sym::new(TO_BE_DELETED_TAINT);
-    let ctx = DrainContext {
-        opts: input.drain,
-        budgets: &input.budgets,
-        controllers: input.controllers,
-        now_ms,
-    };
+    let ctx = input.drain_context(now_ms);
     let mut out = Vec::new();
-    for (id, info) in snapshot.nodes() {
+    for (id, info, g, group) in input.grouped_nodes(snapshot) {
         let node = &info.node;
-        let Some(g) = input
-            .provider
-            .node_group_of(node)
-            .filter(|&g| g < groups.len())
-        else {
-            continue;
-        };
-        let group = &groups[g];
         // Nodes waiting for their replacement were chosen quiet; the new node's arrival is
         // what they wait for, not more quiet time.
         let quiet = match only {

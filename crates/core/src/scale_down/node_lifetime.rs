@@ -17,7 +17,7 @@ use super::consolidation::{
     CommandKind, ConsolidationCommand, ConsolidationInput, ReplacementShape,
 };
 use super::disruption_budget::GroupRules;
-use super::drain::{DrainContext, drain_node};
+use super::drain::drain_node;
 use super::removal::{Hints, try_remove};
 use super::{NodeDeletion, ms};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId};
@@ -111,25 +111,11 @@ fn expired(
     rules: &GroupRules,
     now_ms: i64,
 ) -> Vec<Expired> {
-    let groups = input.provider.node_groups();
     let to_be_deleted = Sym::new(TO_BE_DELETED_TAINT);
-    let ctx = DrainContext {
-        opts: input.drain,
-        budgets: &input.budgets,
-        controllers: input.controllers,
-        now_ms,
-    };
+    let ctx = input.drain_context(now_ms);
     let mut out = Vec::new();
-    for (id, info) in snapshot.nodes() {
+    for (id, info, g, group) in input.grouped_nodes(snapshot) {
         let node = &info.node;
-        let Some(g) = input
-            .provider
-            .node_group_of(node)
-            .filter(|&g| g < groups.len())
-        else {
-            continue;
-        };
-        let group = &groups[g];
         let Some(max_age) = group.options().disruption().expire_after else {
             continue;
         };
