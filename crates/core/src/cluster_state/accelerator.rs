@@ -16,12 +16,20 @@
 //! `microsoft.com/directx`) above zero.
 //!
 //! DRA devices join the rule (upstream's DRA custom-resources processor): a node of a group whose
-//! provider template carries ResourceSlices (the Cluster API `dra-driver` annotation) waits until
-//! its DRA drivers have published its own: for each driver, as many complete pools as the
-//! template has (upstream's DRA design: "it waits for the expected number of complete
-//! ResourcePools from each driver", so a device the template names or describes otherwise than
-//! the driver does not keep the node unready for good). On a server without the DRA API no
+//! template carries ResourceSlices waits until its DRA drivers have published its own: for each
+//! driver, as many complete pools as the template has (upstream's DRA design: "it waits for the
+//! expected number of complete ResourcePools from each driver", so a device the template names
+//! or describes otherwise than the driver does not keep the node unready for good). The template
+//! is the group's as the loop builds it: the provider's (the Cluster API `dra-driver`
+//! annotation) when it has slices, as upstream; else, ours, the one built from a Ready node of
+//! the group that has published its slices (the node with the most pools), which carries copies
+//! of them. Upstream asks the provider only, and the Cluster API provider gives no template to
+//! a group that is not at zero and has no annotation, so there a new node counts as started the
+//! moment it is Ready and its pods cause a second scale-up. On a server without the DRA API no
 //! slice can ever appear, and the DRA part of the rule is off.
+//!
+//! GPUs as extended resources keep upstream's rule (the label, or the provider template's
+//! GPUs): a node advertising `nvidia.com/gpu` promises nothing to the group's unlabelled nodes.
 //!
 //! It never changes a node that advertises its accelerators, never reads anything but the
 //! view, and costs nothing on a cluster where no node qualifies (the view is used as is).
@@ -29,7 +37,8 @@
 use std::sync::Arc;
 
 use autoscaler_model::{
-    CloudProvider, Dra, Node, NodeCondition, ResourceName, Resources, Sym, Taint, TaintEffect,
+    CloudProvider, Dra, Node, NodeCondition, ResourceName, ResourceSlice, Resources, Sym, Taint,
+    TaintEffect,
 };
 
 /// The taint the node lifecycle controller puts on a node whose `Ready` condition is not `True`:
@@ -77,29 +86,38 @@ pub fn promises_devices(group_template: &Node) -> bool {
         .is_some_and(|d| d.slices.iter().any(|s| !s.devices.is_empty()))
 }
 
-/// Whether `node` waits for DRA devices: its group's provider template (`group_template`)
-/// carries pools of a driver of which the node has fewer complete pools yet (its own copies, or
-/// those `dra` holds for its name). Always false when the server does not serve the DRA API.
-pub fn lacks_promised_devices(node: &Node, dra: &Dra, group_template: Option<&Node>) -> bool {
-    let Some(promised) = group_template.and_then(|t| t.devices.as_ref()) else {
+/// Whether `node` waits for DRA devices: its group's template promises slices (`promised`) with
+/// pools of a driver of which the node has fewer complete pools yet (its own copies, or those
+/// `dra` holds for its name). Always false when the server does not serve the DRA API.
+pub fn lacks_promised_devices(
+    node: &Node,
+    dra: &Dra,
+    promised: Option<&[Arc<ResourceSlice>]>,
+) -> bool {
+    let Some(promised) = promised else {
         return false;
     };
     if !dra.is_available() {
         return false;
     }
-    let own = match &node.devices {
-        Some(d) => d.slices.as_slice(),
-        None => dra.node_slices(node.name),
-    };
-    let (want, have) = (pools(&promised.slices), pools(own));
+    let (want, have) = (pools(promised), pools(own_slices(node, dra)));
     want.chunk_by(|a, b| a.0 == b.0).any(|driver_pools| {
         let driver = driver_pools[0].0;
         have.iter().filter(|(d, _)| *d == driver).count() < driver_pools.len()
     })
 }
 
+/// The slices `node` has: its own copies (a node made from a template), or those `dra` holds
+/// for its name.
+fn own_slices<'a>(node: &'a Node, dra: &'a Dra) -> &'a [Arc<ResourceSlice>] {
+    match &node.devices {
+        Some(d) => d.slices.as_slice(),
+        None => dra.node_slices(node.name),
+    }
+}
+
 /// The distinct (driver, pool) pairs of `slices` with devices (a pool may span several slices).
-fn pools(slices: &[Arc<autoscaler_model::ResourceSlice>]) -> Vec<(Sym, &str)> {
+fn pools(slices: &[Arc<ResourceSlice>]) -> Vec<(Sym, &str)> {
     let mut pools: Vec<(Sym, &str)> = slices
         .iter()
         .filter(|s| !s.devices.is_empty())
@@ -139,6 +157,67 @@ pub fn unready_copy(node: &Node) -> Node {
     copy
 }
 
+/// What a group's template promises its nodes: the provider template's accelerators, and the
+/// slices of the provider template or, failing those, of the group's Ready node with the most
+/// pools.
+#[derive(Clone, Copy, Default)]
+struct Promise<'a> {
+    gpu_template: Option<&'a Node>,
+    slices: Option<&'a [Arc<ResourceSlice>]>,
+}
+
+impl Promise<'_> {
+    fn is_some(&self) -> bool {
+        self.gpu_template.is_some() || self.slices.is_some()
+    }
+}
+
+/// Each group's promise (by group index), `None` when no group promises anything.
+fn promises<'a>(
+    nodes: &'a [Arc<Node>],
+    provider: &'a dyn CloudProvider,
+    dra: &'a Dra,
+) -> Option<Vec<Promise<'a>>> {
+    let mut out: Vec<Promise<'a>> = provider
+        .node_groups()
+        .iter()
+        .map(|g| {
+            let t = g.template().map(|t| &**t);
+            Promise {
+                gpu_template: t.filter(|t| has_accelerators(&t.capacity)),
+                slices: t
+                    .filter(|t| promises_devices(t))
+                    .and_then(|t| t.devices.as_ref())
+                    .map(|d| d.slices.as_slice()),
+            }
+        })
+        .collect();
+    // The template built from a node carries its slices: the group's Ready node with the most
+    // pools speaks for a group whose provider template has none. Nothing to look at on a
+    // cluster without DRA objects.
+    if dra.is_available() && !dra.is_empty() {
+        let from_provider: Vec<bool> = out.iter().map(|p| p.slices.is_some()).collect();
+        let mut most = vec![0usize; out.len()];
+        for node in nodes {
+            let own = dra.node_slices(node.name);
+            if own.iter().all(|s| s.devices.is_empty()) || !node.is_ready() {
+                continue;
+            }
+            let Some(g) = provider
+                .node_group_of(node)
+                .filter(|&g| g < out.len() && !from_provider[g])
+            else {
+                continue;
+            };
+            let n = pools(own).len();
+            if n > most[g] {
+                (most[g], out[g].slices) = (n, Some(own));
+            }
+        }
+    }
+    out.iter().any(Promise::is_some).then_some(out)
+}
+
 /// The view's nodes with every node that lacks its promised accelerators (extended resources
 /// or DRA devices, `dra` holding the published slices) replaced by its [`unready_copy`], in the
 /// same order; `None` when no node qualifies (the view stands as is).
@@ -149,31 +228,22 @@ pub fn with_unready_accelerators(
 ) -> Option<Vec<Arc<Node>>> {
     // Looked up once: a label no object carries is not interned, and no node has it.
     let gpu_label = provider.gpu_label().and_then(Sym::lookup);
-    let groups = provider.node_groups();
-    // Which groups' templates promise accelerators or devices, found once per loop.
-    let promising: Vec<Option<&Node>> = groups
-        .iter()
-        .map(|g| {
-            g.template()
-                .map(|t| &**t)
-                .filter(|t| has_accelerators(&t.capacity) || promises_devices(t))
-        })
-        .collect();
-    let any_template = promising.iter().any(Option::is_some);
-    if gpu_label.is_none() && !any_template {
+    // What each group promises, found once per loop.
+    let promised = promises(nodes, provider, dra);
+    if gpu_label.is_none() && promised.is_none() {
         return None;
     }
-    let template_of = |node: &Node| {
-        if !any_template {
-            return None;
-        }
-        provider
+    let promise_of = |node: &Node| match &promised {
+        Some(p) => provider
             .node_group_of(node)
-            .and_then(|g| promising.get(g).copied().flatten())
+            .and_then(|g| p.get(g).copied())
+            .unwrap_or_default(),
+        None => Promise::default(),
     };
     let lacking = |n: &Node| {
-        let t = template_of(n);
-        lacks_promised_accelerators(n, gpu_label, t) || lacks_promised_devices(n, dra, t)
+        let p = promise_of(n);
+        lacks_promised_accelerators(n, gpu_label, p.gpu_template)
+            || lacks_promised_devices(n, dra, p.slices)
     };
     let first = nodes.iter().position(|n| lacking(n))?;
     let mut out = nodes.to_vec();
@@ -360,6 +430,11 @@ mod tests {
         }
     }
 
+    /// The slices a template promises.
+    fn slices_of(t: &Node) -> Option<&[Arc<autoscaler_model::ResourceSlice>]> {
+        t.devices.as_ref().map(|d| d.slices.as_slice())
+    }
+
     /// A template from the Cluster API `dra-driver` annotation: one slice of `gpu.nvidia.com`.
     fn dra_template() -> Node {
         node("t")
@@ -384,23 +459,27 @@ mod tests {
     fn a_template_with_slices_makes_a_node_wait_for_its_own() {
         let t = dra_template();
         let n = node("a").build();
-        assert!(lacks_promised_devices(&n, &Dra::default(), Some(&t)));
+        assert!(lacks_promised_devices(&n, &Dra::default(), slices_of(&t)));
         let published = dra_with(vec![gpu_slice("a", "gpu.nvidia.com")]);
-        assert!(!lacks_promised_devices(&n, &published, Some(&t)));
+        assert!(!lacks_promised_devices(&n, &published, slices_of(&t)));
         let other_node = dra_with(vec![gpu_slice("b", "gpu.nvidia.com")]);
-        assert!(lacks_promised_devices(&n, &other_node, Some(&t)));
+        assert!(lacks_promised_devices(&n, &other_node, slices_of(&t)));
         let other_driver = dra_with(vec![gpu_slice("a", "gpu.amd.com")]);
-        assert!(lacks_promised_devices(&n, &other_driver, Some(&t)));
+        assert!(lacks_promised_devices(&n, &other_driver, slices_of(&t)));
         assert!(!lacks_promised_devices(
             &n,
             &Dra::default(),
-            Some(&node("t").build())
+            slices_of(&node("t").build())
         ));
         assert!(!lacks_promised_devices(&n, &Dra::default(), None));
-        assert!(!lacks_promised_devices(&n, &Dra::unserved(), Some(&t)));
+        assert!(!lacks_promised_devices(&n, &Dra::unserved(), slices_of(&t)));
         // A node carrying its own copies (made from a template) has them.
         let copy = node("c").with(|c| c.devices = t.devices.clone()).build();
-        assert!(!lacks_promised_devices(&copy, &Dra::default(), Some(&t)));
+        assert!(!lacks_promised_devices(
+            &copy,
+            &Dra::default(),
+            slices_of(&t)
+        ));
     }
 
     /// Upstream's design: the node waits for as many complete pools of each driver as the
@@ -421,9 +500,9 @@ mod tests {
             .build();
         let n = node("a").build();
         let one = dra_with(vec![pool("a", "x")]);
-        assert!(lacks_promised_devices(&n, &one, Some(&t)));
+        assert!(lacks_promised_devices(&n, &one, slices_of(&t)));
         let two = dra_with(vec![pool("a", "x"), pool("a", "y")]);
-        assert!(!lacks_promised_devices(&n, &two, Some(&t)));
+        assert!(!lacks_promised_devices(&n, &two, slices_of(&t)));
     }
 
     #[test]
@@ -439,6 +518,69 @@ mod tests {
             gpu_slice("fresh", "gpu.nvidia.com"),
         ]);
         assert!(with_unready_accelerators(&nodes, &p, &both).is_none());
+    }
+
+    /// Ours beyond upstream's provider template (a Cluster API group that is not at zero and has
+    /// no `dra-driver` annotation has none): a Ready node of the group that has published its
+    /// slices promises them to the group's other nodes, as the template the loop builds from it
+    /// carries them. A node of no group is left alone.
+    #[test]
+    fn a_ready_node_with_its_slices_promises_them_to_its_group() {
+        let nodes = vec![node("busy").arc(), node("fresh").arc(), node("stray").arc()];
+        let p = group(&["busy", "fresh"], None);
+        let dra = dra_with(vec![gpu_slice("busy", "gpu.nvidia.com")]);
+        let out = with_unready_accelerators(&nodes, &p, &dra).expect("fresh waits for its slices");
+        assert!(Arc::ptr_eq(&out[0], &nodes[0]));
+        assert!(!out[1].is_ready(), "fresh has not published its slices");
+        assert!(Arc::ptr_eq(&out[2], &nodes[2]), "stray is in no group");
+        // Once its driver has published, the view stands; without the DRA API, too.
+        let both = dra_with(vec![
+            gpu_slice("busy", "gpu.nvidia.com"),
+            gpu_slice("fresh", "gpu.nvidia.com"),
+        ]);
+        assert!(with_unready_accelerators(&nodes, &p, &both).is_none());
+        assert!(with_unready_accelerators(&nodes, &p, &Dra::unserved()).is_none());
+        // No node of the group has slices: nothing is promised.
+        let other = dra_with(vec![gpu_slice("stray", "gpu.nvidia.com")]);
+        assert!(with_unready_accelerators(&nodes, &p, &other).is_none());
+    }
+
+    /// The promise is the node of the group with the most pools (a node whose driver has
+    /// published part of them promises no less than a complete one), and only a Ready node
+    /// promises: a node that is no template source does not speak for the group.
+    #[test]
+    fn the_promise_is_the_fullest_ready_node_of_the_group() {
+        let pool = |node: &str, pool: &str| autoscaler_model::ResourceSlice {
+            pool: Arc::from(format!("{node}-{pool}")),
+            name: Arc::from(format!("{node}-{pool}")),
+            ..gpu_slice(node, "gpu.nvidia.com")
+        };
+        let nodes = vec![node("half").arc(), node("full").arc()];
+        let p = group(&["half", "full"], None);
+        let dra = dra_with(vec![
+            pool("half", "p0"),
+            pool("full", "p0"),
+            pool("full", "p1"),
+        ]);
+        let out = with_unready_accelerators(&nodes, &p, &dra).expect("half waits");
+        assert!(!out[0].is_ready() && Arc::ptr_eq(&out[1], &nodes[1]));
+        // `full` is not Ready: `half` speaks for the group, and has what it promises.
+        let down = node("full").not_ready().arc();
+        let nodes = vec![nodes[0].clone(), down];
+        assert!(with_unready_accelerators(&nodes, &p, &dra).is_none());
+    }
+
+    /// Extended-resource GPUs keep upstream's rule (the provider's GPU label, or ours: the
+    /// provider template's GPUs): a group's node advertising `nvidia.com/gpu` promises nothing
+    /// to an unlabelled node of the group, which may well have no GPU.
+    #[test]
+    fn a_node_with_gpus_promises_no_gpus_to_its_group() {
+        let nodes = vec![
+            node("busy").resource("nvidia.com/gpu", 1).arc(),
+            node("fresh").arc(),
+        ];
+        let p = group(&["busy", "fresh"], None);
+        assert!(with_unready_accelerators(&nodes, &p, &Dra::default()).is_none());
     }
 
     /// The loop on the issue's cluster: a busy GPU node, a second node of the group Ready for a
