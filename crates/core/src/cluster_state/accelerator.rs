@@ -30,6 +30,8 @@
 //!
 //! GPUs as extended resources keep upstream's rule (the label, or the provider template's
 //! GPUs): a node advertising `nvidia.com/gpu` promises nothing to the group's unlabelled nodes.
+//! The label is the provider's word that a node will have GPUs; DRA has no such label, so a
+//! group's own nodes are the only witness when its provider has no template.
 //!
 //! It never changes a node that advertises its accelerators, never reads anything but the
 //! view, and costs nothing on a cluster where no node qualifies (the view is used as is).
