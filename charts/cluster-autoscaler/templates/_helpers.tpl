@@ -71,4 +71,8 @@ ClusterRole or, with rbac.clusterScoped=false, a Role in the auto-discovery name
 - apiGroups: {{ toJson .groups }}
   resources: ["machinedeployments/scale", "machinesets/scale", "machinepools/scale"]
   verbs: ["get", "patch", "update"]
+# The infrastructure machine templates the scalable resources reference (scale from zero).
+- apiGroups: ["infrastructure.cluster.x-k8s.io"]
+  resources: ["*"]
+  verbs: ["list", "watch"]
 {{- end -}}

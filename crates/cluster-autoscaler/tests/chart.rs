@@ -505,7 +505,12 @@ fn namespaced_values_grant_the_cluster_api_in_a_role_only() {
     );
     // The ClusterRole is deploy/rbac.yaml's without the Cluster API (and Machine API) objects.
     let base = parse_docs(&read("deploy/rbac.yaml"), "rbac.yaml");
-    let machine_groups = ["cluster.x-k8s.io", "machine.openshift.io"];
+    // The infrastructure templates go with the Cluster API objects, in the namespace.
+    let machine_groups = [
+        "cluster.x-k8s.io",
+        "machine.openshift.io",
+        "infrastructure.cluster.x-k8s.io",
+    ];
     let expected: BTreeSet<_> = grants(object(&base, "ClusterRole", RELEASE))
         .into_iter()
         .filter(|(g, _, _)| !machine_groups.contains(&g.as_str()))

@@ -952,19 +952,24 @@ async fn json_logs_one_line_per_failure_and_a_final_line() {
 /// reachable only with a Role confined to their namespace), the nodes and pods behind another
 /// (the workload cluster). The binary reads each from its own cluster (`--cloud-config` and
 /// `--kubeconfig`), scales up for a pending pod and removes the node once it is unneeded.
-/// The management view (only `cluster.x-k8s.io`, through a Role confined to [`NS`]) and the
-/// workload view (everything else) of `h`.
+/// The management view (only `cluster.x-k8s.io` and the infrastructure templates'
+/// `infrastructure.cluster.x-k8s.io`, through a Role confined to [`NS`]) and the workload view
+/// (everything else) of `h`.
 async fn split_views(
     h: &FacadeHandle,
 ) -> (autoscaler_facade::ViewHandle, autoscaler_facade::ViewHandle) {
     use autoscaler_facade::{GroupFilter, NamespaceRole, ViewOptions};
-    let capi = "cluster.x-k8s.io".to_string();
+    // The infrastructure templates live beside the Cluster API objects.
+    let capi = vec![
+        "cluster.x-k8s.io".to_string(),
+        "infrastructure.cluster.x-k8s.io".to_string(),
+    ];
     let management = h
         .open_view(ViewOptions {
-            groups: GroupFilter::Only(vec![capi.clone()]),
+            groups: GroupFilter::Only(capi.clone()),
             role: Some(NamespaceRole {
                 namespace: NS.into(),
-                groups: vec![capi.clone()],
+                groups: capi.clone(),
             }),
             kubeconfig_path: None,
         })
@@ -972,7 +977,7 @@ async fn split_views(
         .expect("management view");
     let workload = h
         .open_view(ViewOptions {
-            groups: GroupFilter::Except(vec![capi]),
+            groups: GroupFilter::Except(capi),
             ..ViewOptions::default()
         })
         .await
@@ -1023,6 +1028,12 @@ async fn management_and_workload_clusters_apart() {
     let log = ca.log();
     assert!(!log.contains("forbidden"), "{}", support::tail(&log));
     assert!(log.contains("--cloud-config"), "{}", support::tail(&log));
+    // The templates the MachineDeployment names, read in its namespace like the rest.
+    assert!(
+        log.contains("watching the infrastructure templates of this kind"),
+        "{}",
+        support::tail(&log)
+    );
     drop(ca);
     drop((management, workload));
     h.shutdown().await;

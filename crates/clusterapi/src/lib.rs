@@ -26,7 +26,7 @@ pub use changes::{
 };
 pub use config::{AutoDiscovery, ClusterApiConfig, ConfigError};
 pub use devices::DRA_DRIVER_KEY;
-pub use infrastructure::INFRASTRUCTURE_GROUP;
+pub use infrastructure::{INFRASTRUCTURE_GROUP, reference as infrastructure_reference};
 pub use provider::{
     BoundsSource, ClusterApiProvider, DiscoveryCache, MachineInfo, ScalableResource, placeholder_id,
 };

@@ -224,6 +224,26 @@ pub const RESOURCES: &[Resource] = &[
         true,
         &["status", "scale"],
     ),
+    // Cluster API infrastructure machine templates, whose `status.capacity` and
+    // `status.nodeInfo` tell what a group's nodes look like (scale from zero): the Docker
+    // provider's kind, and the one the world's MachineDeployments reference. Other kinds of
+    // the group answer `404`, as on a cluster without their provider's CRDs.
+    r(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "dockermachinetemplates",
+        "DockerMachineTemplate",
+        true,
+        &[],
+    ),
+    r(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "simmachinetemplates",
+        "SimMachineTemplate",
+        true,
+        &[],
+    ),
     r("", "v1", "podtemplates", "PodTemplate", true, &[]),
     // SIG Autoscaling's CRDs, with the status subresource their CRDs declare; withheld by
     // default (a cluster without the CRDs), served once installed

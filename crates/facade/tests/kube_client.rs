@@ -881,6 +881,71 @@ async fn cluster_autoscaler_is_cluster_scoped_and_watched() {
     h.shutdown().await;
 }
 
+/// Infrastructure machine templates are served as their provider's CRD serves them:
+/// discovered (namespaced, at `v1beta1`), listed with their status, and watched through a
+/// status change; a kind of the group no provider installed answers `404`.
+#[tokio::test]
+async fn infrastructure_templates_are_discovered_listed_and_watched() {
+    let (h, client) = start(1.0, FacadeOptions::default()).await;
+    let template = |gpus: &str| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "DockerMachineTemplate",
+            "metadata": {"name": "gpu", "namespace": "capi"},
+            "spec": {"template": {"spec": {}}},
+            "status": {"capacity": {"cpu": "8", "nvidia.com/gpu": gpus}}})
+    };
+    h.with_world(|w| w.apply(template("1")).map(drop)).unwrap();
+    let group = kube::discovery::group(&client, "infrastructure.cluster.x-k8s.io")
+        .await
+        .unwrap();
+    let (ar, caps) = group.recommended_kind("DockerMachineTemplate").unwrap();
+    assert_eq!(
+        (ar.api_version.as_str(), ar.plural.as_str()),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "dockermachinetemplates"
+        )
+    );
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    assert!(group.recommended_kind("AWSMachineTemplate").is_none());
+    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capi", &ar);
+    let listed = templates.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        listed.items[0].data["status"]["capacity"]["nvidia.com/gpu"],
+        "1"
+    );
+    let rv = listed.metadata.resource_version.unwrap();
+    let mut events = templates
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    h.with_world(|w| w.replace_object(template("2")).map(drop))
+        .unwrap();
+    let seen = loop {
+        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Modified(o)))) => break o,
+            Ok(Ok(Some(_))) => continue,
+            other => panic!("watch ended early: {other:?}"),
+        }
+    };
+    assert_eq!(seen.data["status"]["capacity"]["nvidia.com/gpu"], "2");
+    // A kind of the group that is not installed, as on the real server.
+    let aws = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "AWSMachineTemplate",
+        ),
+        "awsmachinetemplates",
+    );
+    let aws: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capi", &aws);
+    let err = aws.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&err), Some(404), "{err}");
+    h.shutdown().await;
+}
+
 #[tokio::test]
 async fn storage_kinds_are_listed_got_and_watched_and_claims_get_volumes() {
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};

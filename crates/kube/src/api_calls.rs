@@ -11,7 +11,9 @@
 pub struct ApiCall {
     /// API group (`""` for the core group).
     pub group: &'static str,
-    /// Resource, with its subresource when there is one (`pods/eviction`).
+    /// Resource, with its subresource when there is one (`pods/eviction`); `*` for every
+    /// resource of the group (the infrastructure templates, whose kinds only the references
+    /// name).
     pub resource: &'static str,
     /// RBAC verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`.
     pub verb: &'static str,
@@ -159,6 +161,10 @@ pub const API_CALLS: &[ApiCall] = api_calls! {
         // OpenShift's ClusterAutoscaler singleton `default` (the settings, watched).
         call("autoscaling.openshift.io", "clusterautoscalers", "list"),
         call("autoscaling.openshift.io", "clusterautoscalers", "watch"),
+        // The infrastructure machine templates the scalable resources reference (scale from
+        // zero by `status.capacity`): any kind of the providers' group, as upstream grants.
+        call("infrastructure.cluster.x-k8s.io", "*", "list"),
+        call("infrastructure.cluster.x-k8s.io", "*", "watch"),
     ],
     machine_api_groups: ["cluster.x-k8s.io", "machine.openshift.io"],
 };
@@ -177,9 +183,12 @@ pub struct Classified {
 }
 
 impl Classified {
-    /// Whether this is the call `c` (group, resource and verb).
+    /// Whether this is the call `c` (group, resource and verb; `c`'s resource `*` matches
+    /// every resource, as in RBAC).
     pub fn is(&self, c: &ApiCall) -> bool {
-        self.group == c.group && self.resource == c.resource && self.verb == c.verb
+        self.group == c.group
+            && (c.resource == "*" || self.resource == c.resource)
+            && self.verb == c.verb
     }
 }
 
@@ -345,6 +354,18 @@ mod tests {
             assert!(!set.contains(&(g, r, "get")), "{r}: list/watch only");
         }
         assert!(set.contains(&("autoscaling.openshift.io", "machineautoscalers", "watch")));
+        // Infrastructure templates: read only, of any kind of the providers' group, and the
+        // only wildcard.
+        let infra = autoscaler_clusterapi::INFRASTRUCTURE_GROUP;
+        assert!(set.contains(&(infra, "*", "list")) && set.contains(&(infra, "*", "watch")));
+        assert!(
+            API_CALLS
+                .iter()
+                .filter(|c| c.resource.contains('*'))
+                .all(|c| c.group == infra
+                    && c.resource == "*"
+                    && ["list", "watch"].contains(&c.verb))
+        );
         assert!(API_CALLS.iter().all(|c| {
             const VERBS: [&str; 7] = [
                 "get", "list", "watch", "create", "update", "patch", "delete",
@@ -471,6 +492,27 @@ mod tests {
             "storage is read only"
         );
         assert!(!is_declared(&Method::GET, "/metrics"));
+        // Any infrastructure template kind, read only.
+        assert!(is_declared(
+            &Method::GET,
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/awsmachinetemplates?watch=true"
+        ));
+        assert!(is_declared(
+            &Method::GET,
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/dockermachinetemplates?"
+        ));
+        assert!(!is_declared(
+            &Method::GET,
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/ns/dockermachinetemplates/t"
+        ));
+        assert!(!is_declared(
+            &Method::PATCH,
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/ns/dockermachinetemplates/t"
+        ));
+        assert!(!is_declared(
+            &Method::GET,
+            "/apis/infrastructure.example.com/v1/dockermachinetemplates?"
+        ));
     }
 
     /// (group, resource, verb) granted by one role.
@@ -485,7 +527,12 @@ mod tests {
                 let s = s
                     .as_str()
                     .unwrap_or_else(|| panic!("{what}: {field} holds a non-string"));
-                assert!(!s.contains('*'), "{what}: wildcard {s:?} in {field}");
+                // The one wildcard: every resource of a group, declared as such in API_CALLS
+                // (which the comparisons below hold the grants to).
+                assert!(
+                    !s.contains('*') || (field == "resources" && s == "*"),
+                    "{what}: wildcard {s:?} in {field}"
+                );
                 s.to_string()
             })
             .collect()
@@ -633,9 +680,15 @@ mod tests {
             str_at(binding, &["roleRef", "name"]),
             str_at(role, &["metadata", "name"])
         );
+        // The Cluster API objects and the infrastructure templates they reference, both read
+        // in the auto-discovery namespace.
+        let groups = [
+            "cluster.x-k8s.io",
+            autoscaler_clusterapi::INFRASTRUCTURE_GROUP,
+        ];
         let wanted: Grants = API_CALLS
             .iter()
-            .filter(|c| c.group == "cluster.x-k8s.io")
+            .filter(|c| groups.contains(&c.group))
             .map(|c| (c.group.into(), c.resource.into(), c.verb.into()))
             .collect();
         assert!(!wanted.is_empty());

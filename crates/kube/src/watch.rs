@@ -71,6 +71,9 @@ use crate::slim::SlimPod;
 mod capacity;
 pub use capacity::{CapacityWatch, capacity_versions};
 
+#[path = "infrastructure_watch.rs"]
+mod infrastructure;
+
 /// The Cluster API kinds watched, when their group serves them.
 pub const CLUSTER_API_KINDS: [&str; 4] =
     ["MachineDeployment", "MachineSet", "MachinePool", "Machine"];
@@ -247,6 +250,8 @@ struct Shared {
     /// Signalled when a dynamic kind answers `404`.
     rediscover: Arc<Notify>,
     skipped: Arc<SkippedObjects>,
+    /// The infrastructure kinds the scalable resources reference, watched as they appear.
+    infrastructure: infrastructure::InfrastructureKinds,
 }
 
 impl Shared {
@@ -258,6 +263,7 @@ impl Shared {
             new_unschedulable: Arc::new(Notify::new()),
             rediscover: Arc::new(Notify::new()),
             skipped,
+            infrastructure: infrastructure::InfrastructureKinds::default(),
         }
     }
 
@@ -399,7 +405,10 @@ pub async fn start(clients: &Clients, mut config: WatchConfig) -> Result<Watches
 /// (from [`discover_clusterapi`], from the management cluster). Must be called within a tokio
 /// runtime.
 pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiResource>) -> Watches {
-    let shared = Shared::new(config.skipped.clone());
+    let shared = Shared {
+        infrastructure: infrastructure::InfrastructureKinds::skipping(&config.clusterapi.groups()),
+        ..Shared::new(config.skipped.clone())
+    };
     let mut tasks = Vec::new();
     let all = watcher::Config::default;
     let c = &clients.workload;
@@ -459,6 +468,13 @@ pub fn start_with(clients: &Clients, config: &WatchConfig, resources: Vec<ApiRes
         all().fields(&format!("metadata.name={PRIORITY_CONFIG_MAP_NAME}")),
         keep,
     );
+    // Before the Cluster API kinds, which note the templates they reference.
+    infrastructure::spawn_infrastructure(
+        &mut tasks,
+        &shared,
+        clients.management.clone(),
+        config.clusterapi.watch_namespace().map(str::to_string),
+    );
     let mut dynamic = DynamicTasks::new();
     for ar in resources {
         let name = format!("{}/{}", ar.group, ar.kind);
@@ -491,10 +507,14 @@ fn spawn_dynamic(
         api_version: ar.api_version.clone(),
         kind: ar.kind.clone(),
     };
+    let noted = shared.clone();
     let encode = move |mut o: DynamicObject| {
         // List items may come without their type; the store keys objects by it.
         o.types = Some(types.clone());
-        encode(&o).map(Entry::valid)
+        let entry = encode(&o).map(Entry::valid)?;
+        // The infrastructure template it names is watched before this kind counts as synced.
+        (noted.infrastructure).note(&noted, &entry.key.kind, &entry.value);
+        Some(entry)
     };
     let (group, kind) = (ar.group.clone(), ar.kind.clone());
     let config = watcher::Config::default();
