@@ -7,6 +7,7 @@
 
 pub mod budget;
 pub mod dra;
+pub mod dra_search;
 #[cfg(test)]
 mod dra_property;
 pub mod predicates;
