@@ -1125,8 +1125,14 @@ status:
                  {requests: [a, b/big], matchAttribute: example.com/pcie_root}]",
             ),
             claim("unqualified", "[{matchAttribute: numa}]"),
-            claim("unknown-request", "[{requests: [c], matchAttribute: x.io/numa}]"),
-            claim("unknown-sub", "[{requests: [b/small], matchAttribute: x.io/numa}]"),
+            claim(
+                "unknown-request",
+                "[{requests: [c], matchAttribute: x.io/numa}]",
+            ),
+            claim(
+                "unknown-sub",
+                "[{requests: [b/small], matchAttribute: x.io/numa}]",
+            ),
             claim("distinct", "[{distinctAttribute: x.io/numa}]"),
             claim("empty", "[{requests: [a]}]"),
         ]
@@ -1142,11 +1148,20 @@ status:
         let mut texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         texts.sort();
         let want = [
-            ("ml/distinct", "spec.devices.constraints[0].distinctAttribute"),
+            (
+                "ml/distinct",
+                "spec.devices.constraints[0].distinctAttribute",
+            ),
             ("ml/empty", "spec.devices.constraints[0].matchAttribute"),
-            ("ml/unknown-request", "spec.devices.constraints[0].requests[0]"),
+            (
+                "ml/unknown-request",
+                "spec.devices.constraints[0].requests[0]",
+            ),
             ("ml/unknown-sub", "spec.devices.constraints[0].requests[0]"),
-            ("ml/unqualified", "spec.devices.constraints[0].matchAttribute"),
+            (
+                "ml/unqualified",
+                "spec.devices.constraints[0].matchAttribute",
+            ),
         ];
         assert_eq!(texts.len(), want.len(), "{texts:?}");
         for (text, (claim, field)) in texts.iter().zip(want) {

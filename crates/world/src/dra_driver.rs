@@ -23,9 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use autoscaler_core::{
-    DeviceSource, MAX_SEARCH_STEPS, SearchError, allocate_devices,
-};
+use autoscaler_core::{DeviceSource, MAX_SEARCH_STEPS, SearchError, allocate_devices};
 use autoscaler_model::{
     ClaimSpec, DRA_GROUP, DeviceId, Dra, Pod, PodClaimSource, ResourceSlice, SliceReach, Sym,
 };
@@ -374,11 +372,12 @@ pub(crate) fn reserve(c: &mut Cluster, id: &NsName, node: &str) -> Result<(), Re
         })
         .collect();
     let in_use = |id: &DeviceId| dra.is_allocated(id);
-    let picks = allocate_devices(&dra, &specs, &sources, &in_use, MAX_SEARCH_STEPS)
-        .map_err(|e| match e {
+    let picks = allocate_devices(&dra, &specs, &sources, &in_use, MAX_SEARCH_STEPS).map_err(
+        |e| match e {
             SearchError::NoFit => ReserveError::CannotAllocate,
             e => ReserveError::Allocation(e.to_string()),
-        })?;
+        },
+    )?;
     let mut picks = picks.into_iter();
     for (_, results) in writes.iter_mut().filter(|w| w.1.is_some()) {
         let list: Vec<Value> = (picks.next().unwrap_or_default().into_iter())

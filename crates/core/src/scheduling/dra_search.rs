@@ -260,9 +260,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 Next::Device { c, r, a, k, from } => self.device(c, r, a, k, from),
                 Next::Backtrack => match self.stack.pop() {
                     None => return Err(SearchError::NoFit),
-                    Some(Choice::Alternative { c, r, a }) => {
-                        Next::Alternative { c, r, a: a + 1 }
-                    }
+                    Some(Choice::Alternative { c, r, a }) => Next::Alternative { c, r, a: a + 1 },
                     Some(Choice::Device { c, r, a, k, at }) => {
                         self.release(c, r, a, at);
                         Next::Device {
@@ -356,8 +354,7 @@ impl<'s, 'a> Search<'s, 'a> {
         let missing = n - k;
         // Past the claim's result size, or fewer candidates left than devices missing: no pick
         // from here on completes the alternative.
-        if self.picks[c].len() + missing > MAX_RESULTS
-            || self.list(c, r, a).len() < from + missing
+        if self.picks[c].len() + missing > MAX_RESULTS || self.list(c, r, a).len() < from + missing
         {
             return Next::Backtrack;
         }
@@ -595,7 +592,10 @@ mod tests {
             )
         ));
         // Greedy would take gpu-0 and gpu-1 (different NUMA nodes); the allocator backtracks.
-        assert_eq!(search(&d, &[]), Ok(vec!["gpu=gpu-0".into(), "gpu=gpu-2".into()]));
+        assert_eq!(
+            search(&d, &[]),
+            Ok(vec!["gpu=gpu-0".into(), "gpu=gpu-2".into()])
+        );
         assert_eq!(
             search(&d, &["gpu-0"]),
             Ok(vec!["gpu=gpu-1".into(), "gpu=gpu-3".into()])
@@ -727,10 +727,147 @@ mod tests {
         ));
         assert_eq!(
             search(&d, &[]),
-            Err("request all: cannot add device gpu.example.com/n1/gpu-1 because a claim \
+            Err(
+                "request all: cannot add device gpu.example.com/n1/gpu-1 because a claim \
                  constraint would not be satisfied"
-                .into())
+                    .into()
+            )
         );
+    }
+
+    /// Random small claims against a brute-force allocator: the search finds an allocation
+    /// exactly when one exists, and the same first one (requests in order, each request's
+    /// devices the first combination in slice order that lets the rest succeed).
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A device: its NUMA node (if any), whether it is an `a` model, whether it is taken.
+        type Dev = (Option<u8>, bool, bool);
+        /// A request: its count, whether it wants `a` models only.
+        type Req = (usize, bool);
+
+        fn objects(devices: &[Dev], requests: &[Req], constrained: &[bool]) -> Dra {
+            let attrs: Vec<String> = devices
+                .iter()
+                .map(|(numa, a, _)| {
+                    let model = if *a { "a" } else { "b" };
+                    match numa {
+                        Some(n) => format!("{{numa: {{int: {n}}}, model: {{string: {model}}}}}"),
+                        None => format!("{{model: {{string: {model}}}}}"),
+                    }
+                })
+                .collect();
+            let attrs: Vec<&str> = attrs.iter().map(String::as_str).collect();
+            let reqs: Vec<String> = requests
+                .iter()
+                .enumerate()
+                .map(|(i, (count, only_a))| {
+                    let sel = if *only_a {
+                        ", selectors: [{cel: {expression: \"device.attributes['gpu.example.com'].model == 'a'\"}}]"
+                    } else {
+                        ""
+                    };
+                    format!("{{name: r{i}, exactly: {{deviceClassName: gpu, count: {count}{sel}}}}}")
+                })
+                .collect();
+            let names: Vec<String> = (0..requests.len())
+                .filter(|&i| constrained[i])
+                .map(|i| format!("r{i}"))
+                .collect();
+            let constraint = if names.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", constraints: [{{requests: [{}], matchAttribute: gpu.example.com/numa}}]",
+                    names.join(", ")
+                )
+            };
+            dra(&format!(
+                "{}---\n{}",
+                slice(&attrs),
+                claim(&format!("{{requests: [{}]{constraint}}}", reqs.join(", ")))
+            ))
+        }
+
+        /// Whether an allocation exists, by brute force; `used` gets the first in the
+        /// allocator's order: per request, every combination of unused matching free devices
+        /// in order, the constraint checked on the whole.
+        fn brute(
+            devices: &[Dev],
+            requests: &[Req],
+            constrained: &[bool],
+            r: usize,
+            used: &mut Vec<Vec<usize>>,
+        ) -> bool {
+            if r == requests.len() {
+                let numas: Vec<Option<u8>> = (0..requests.len())
+                    .filter(|&i| constrained[i])
+                    .flat_map(|i| used[i].iter().map(|&d| devices[d].0))
+                    .collect();
+                return numas.iter().all(|n| n.is_some() && *n == numas[0]);
+            }
+            let (count, only_a) = requests[r];
+            let taken: Vec<usize> = used.iter().flatten().copied().collect();
+            let candidates: Vec<usize> = (0..devices.len())
+                .filter(|&d| !devices[d].2 && (!only_a || devices[d].1) && !taken.contains(&d))
+                .collect();
+            combinations(&candidates, count).into_iter().any(|combo| {
+                used.push(combo);
+                if brute(devices, requests, constrained, r + 1, used) {
+                    return true;
+                }
+                used.pop();
+                false
+            })
+        }
+
+        /// The `k`-combinations of `items`, in lexicographic order.
+        fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
+            if k == 0 {
+                return vec![Vec::new()];
+            }
+            let mut out = Vec::new();
+            for (i, &first) in items.iter().enumerate() {
+                for mut rest in combinations(&items[i + 1..], k - 1) {
+                    rest.insert(0, first);
+                    out.push(rest);
+                }
+            }
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+            #[test]
+            fn the_search_finds_the_first_allocation_there_is(
+                devices in prop::collection::vec(
+                    (prop::option::of(0u8..2), any::<bool>(), prop::bool::weighted(0.2)),
+                    1..=6,
+                ),
+                requests in prop::collection::vec((1usize..=2, prop::bool::weighted(0.3)), 1..=3),
+                constrained in prop::collection::vec(any::<bool>(), 3),
+            ) {
+                let objects = objects(&devices, &requests, &constrained);
+                let taken: Vec<String> = (0..devices.len())
+                    .filter(|&d| devices[d].2)
+                    .map(|d| format!("gpu-{d}"))
+                    .collect();
+                let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
+                let got = search(&objects, &taken);
+                let mut used = Vec::new();
+                let want = if brute(&devices, &requests, &constrained, 0, &mut used) {
+                    let picks = used.iter().enumerate().flat_map(|(r, ds)| {
+                        ds.iter().map(move |d| format!("r{r}=gpu-{d}"))
+                    });
+                    Ok(picks.collect::<Vec<_>>())
+                } else {
+                    Err("cannot allocate all claims".to_string())
+                };
+                prop_assert_eq!(got, want);
+            }
+        }
     }
 
     #[test]

@@ -7,9 +7,9 @@
 
 pub mod budget;
 pub mod dra;
-pub mod dra_search;
 #[cfg(test)]
 mod dra_property;
+pub mod dra_search;
 pub mod predicates;
 pub mod snapshot;
 pub mod volumes;
