@@ -95,6 +95,9 @@ pub use scale_up::{
     ConsideredOption, GroupIncrease, IncreaseReason, ScaleUpOptions, ScaleUpResult,
 };
 pub use scheduling::budget::{Budget, Unlimited};
+pub use scheduling::dra_search::{
+    DevicePick, DeviceSource, MAX_SEARCH_STEPS, SearchError, allocate_devices,
+};
 pub use scheduling::predicates::{Prepared, Unfit, check_node_static};
 pub use scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 

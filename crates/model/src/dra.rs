@@ -12,8 +12,12 @@
 //! pool whose newest generation has fewer slices than `resourceSliceCount` is incomplete and
 //! offers no device (the allocator would not allocate from it either).
 //!
-//! Not modelled (a claim using them is allocated as if they were absent): `constraints`
-//! (`matchAttribute`), device `config`, device taints and tolerations, partitionable devices
+//! A claim's `constraints` are modelled for `matchAttribute` (the GA constraint); a constraint
+//! with `distinctAttribute` (alpha in 1.34, behind `DRAConsumableCapacity`) is refused as
+//! unsupported, as the scheduler's stable allocator refuses it.
+//!
+//! Not modelled (a claim using them is allocated as if they were absent): device `config`,
+//! device taints and tolerations (alpha in 1.34, behind `DRADeviceTaints`), partitionable devices
 //! (`sharedCounters`), consumable capacity, binding conditions, per-device node selection.
 
 mod cel;
@@ -87,11 +91,36 @@ pub struct DeviceRequest {
     pub alternatives: Vec<Subrequest>,
 }
 
-/// What a claim (or a claim template) asks for: `spec.devices.requests`.
+/// What a claim (or a claim template) asks for: `spec.devices.requests` and `constraints`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClaimSpec {
     /// The requests, each of which must be allocated.
     pub requests: Vec<DeviceRequest>,
+    /// `constraints`: every one must hold for the devices allocated to the claim.
+    pub constraints: Vec<DeviceConstraint>,
+}
+
+/// One entry of a claim's `spec.devices.constraints`: `matchAttribute`, all devices allocated
+/// for the requests it names have the attribute, with one value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceConstraint {
+    /// `requests`: request names (`request`, or `request/subrequest` for one alternative of a
+    /// `firstAvailable` request); empty means every request of the claim.
+    pub requests: Vec<Arc<str>>,
+    /// `matchAttribute`: a fully qualified attribute name (`domain/id`).
+    pub attribute: Arc<str>,
+}
+
+impl DeviceConstraint {
+    /// Whether a device allocated for `request` through its alternative `alternative` (the
+    /// result's name: `request` or `request/subrequest`) is bound by this constraint.
+    pub fn applies_to(&self, request: &str, alternative: &str) -> bool {
+        self.requests.is_empty()
+            || self
+                .requests
+                .iter()
+                .any(|r| **r == *request || **r == *alternative)
+    }
 }
 
 /// A device, by the names the allocation result uses.
@@ -189,6 +218,24 @@ pub struct Device {
     pub attributes: Vec<(Arc<str>, AttrValue)>,
     /// `capacity` values, by (possibly qualified) name.
     pub capacity: Vec<(Arc<str>, Quantity)>,
+}
+
+impl Device {
+    /// The attribute named by the fully qualified `name` (`domain/id`), as the allocator looks it
+    /// up: the attribute of that exact name, or, when the domain is the device's `driver`, the
+    /// attribute named by the id alone (a driver's own attributes may omit its domain).
+    pub fn attribute(&self, driver: &str, name: &str) -> Option<&AttrValue> {
+        let find = |n: &str| {
+            self.attributes
+                .iter()
+                .find(|(k, _)| **k == *n)
+                .map(|(_, v)| v)
+        };
+        find(name).or_else(|| match name.split_once('/') {
+            Some((domain, id)) if domain == driver => find(id),
+            _ => None,
+        })
+    }
 }
 
 /// Which nodes reach a slice's devices.
@@ -627,7 +674,97 @@ fn claim_spec(
             alternatives,
         });
     }
-    Ok(ClaimSpec { requests: out })
+    let constraints = devices.and_then(|d| d.constraints.as_ref());
+    let constraints = constraints.map_or(&[][..], |c| c.as_slice());
+    let field = format!("{path}.constraints");
+    bounded(object, &field, constraints, MAX_REQUESTS)?;
+    let constraints = (constraints.iter().enumerate())
+        .map(|(i, c)| constraint(object, &format!("{field}[{i}]"), c, &out))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ClaimSpec {
+        requests: out,
+        constraints,
+    })
+}
+
+/// Longest domain of a fully qualified attribute name (the API's `DeviceMaxDomainLength`).
+const MAX_DOMAIN_LEN: usize = 63;
+
+/// Longest id of an attribute name (the API's `DeviceMaxIDLength`).
+const MAX_ID_LEN: usize = 32;
+
+/// One entry of `constraints`, at `path`, checked as the API server validates it: exactly one
+/// kind of constraint, a fully qualified attribute name, requests that the claim has.
+fn constraint(
+    object: &str,
+    path: &str,
+    c: &resource::DeviceConstraint,
+    requests: &[DeviceRequest],
+) -> Result<DeviceConstraint, ModelError> {
+    if let Some(d) = c.distinct_attribute.as_deref() {
+        return Err(invalid(
+            object,
+            &format!("{path}.distinctAttribute"),
+            d,
+            "distinctAttribute (alpha, DRAConsumableCapacity) is not supported",
+        ));
+    }
+    let Some(name) = c.match_attribute.as_deref() else {
+        return Err(ModelError::Missing {
+            object: object.to_string(),
+            field: format!("{path}.matchAttribute"),
+        });
+    };
+    let at = format!("{path}.matchAttribute");
+    let qualified = name.split_once('/').is_some_and(|(domain, id)| {
+        let domain_ok = !domain.is_empty()
+            && domain.len() <= MAX_DOMAIN_LEN
+            && domain.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            });
+        let id_ok = !id.is_empty()
+            && id.len() <= MAX_ID_LEN
+            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !id.as_bytes()[0].is_ascii_digit();
+        domain_ok && id_ok
+    });
+    if !qualified {
+        return Err(invalid(
+            object,
+            &at,
+            name,
+            "must be a fully qualified attribute name (domain/id)",
+        ));
+    }
+    let names = c.requests.as_deref().unwrap_or(&[]);
+    let field = format!("{path}.requests");
+    bounded(object, &field, names, MAX_REQUESTS)?;
+    for (i, n) in names.iter().enumerate() {
+        let (main, sub) = match n.split_once('/') {
+            Some((m, s)) => (m, Some(s)),
+            None => (n.as_str(), None),
+        };
+        let known = requests.iter().any(|r| {
+            *r.name == *main && sub.is_none_or(|_| r.alternatives.iter().any(|a| *a.name == **n))
+        });
+        if !known {
+            return Err(invalid(
+                object,
+                &format!("{field}[{i}]"),
+                n,
+                "must be the name of a request in the claim",
+            ));
+        }
+    }
+    Ok(DeviceConstraint {
+        requests: names.iter().map(|n| Arc::from(n.as_str())).collect(),
+        attribute: Arc::from(name),
+    })
 }
 
 fn class_from_k8s(key: &ObjectKey, o: &resource::DeviceClass) -> Result<DeviceClass, ModelError> {
@@ -968,6 +1105,92 @@ status:
         assert_eq!(&*c.reserved_for[0], "p1");
         let id = &c.allocation.as_ref().unwrap().devices[0].id;
         assert!(dra.is_allocated(id));
+    }
+
+    #[test]
+    fn constraints_convert_and_bad_ones_are_errors_naming_the_field() {
+        let claim = |name: &str, constraints: &str| {
+            format!(
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n\
+                 metadata: {{name: {name}, namespace: ml}}\nspec:\n  devices:\n    requests:\n    \
+                 - {{name: a, exactly: {{deviceClassName: g}}}}\n    \
+                 - name: b\n      firstAvailable: [{{name: big, deviceClassName: g}}]\n    \
+                 constraints: {constraints}\n"
+            )
+        };
+        let yaml = [
+            claim(
+                "ok",
+                "[{matchAttribute: gpu.example.com/numa}, \
+                 {requests: [a, b/big], matchAttribute: example.com/pcie_root}]",
+            ),
+            claim("unqualified", "[{matchAttribute: numa}]"),
+            claim(
+                "unknown-request",
+                "[{requests: [c], matchAttribute: x.io/numa}]",
+            ),
+            claim(
+                "unknown-sub",
+                "[{requests: [b/small], matchAttribute: x.io/numa}]",
+            ),
+            claim("distinct", "[{distinctAttribute: x.io/numa}]"),
+            claim("empty", "[{requests: [a]}]"),
+        ]
+        .join("---\n");
+        let (dra, errors) = Dra::from_store(&store(&yaml));
+        let spec = &dra.claim(Sym::new("ml"), &Arc::from("ok")).unwrap().spec;
+        assert_eq!(spec.constraints.len(), 2);
+        assert!(spec.constraints[0].requests.is_empty());
+        assert_eq!(&*spec.constraints[0].attribute, "gpu.example.com/numa");
+        let c = &spec.constraints[1];
+        assert!(c.applies_to("a", "a") && c.applies_to("b", "b/big"));
+        assert!(!c.applies_to("b", "b/small"));
+        let mut texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        texts.sort();
+        let want = [
+            (
+                "ml/distinct",
+                "spec.devices.constraints[0].distinctAttribute",
+            ),
+            ("ml/empty", "spec.devices.constraints[0].matchAttribute"),
+            (
+                "ml/unknown-request",
+                "spec.devices.constraints[0].requests[0]",
+            ),
+            ("ml/unknown-sub", "spec.devices.constraints[0].requests[0]"),
+            (
+                "ml/unqualified",
+                "spec.devices.constraints[0].matchAttribute",
+            ),
+        ];
+        assert_eq!(texts.len(), want.len(), "{texts:?}");
+        for (text, (claim, field)) in texts.iter().zip(want) {
+            assert!(text.contains(claim) && text.contains(field), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_attribute_is_found_by_its_full_name_or_in_the_drivers_domain() {
+        let device = Device {
+            name: Arc::from("gpu-0"),
+            attributes: vec![
+                (Arc::from("numa"), AttrValue::Int(1)),
+                (Arc::from("example.com/numa"), AttrValue::Int(2)),
+            ],
+            capacity: Vec::new(),
+        };
+        let d = "gpu.example.com";
+        assert_eq!(
+            device.attribute(d, "gpu.example.com/numa"),
+            Some(&AttrValue::Int(1))
+        );
+        assert_eq!(
+            device.attribute(d, "example.com/numa"),
+            Some(&AttrValue::Int(2))
+        );
+        // Another domain does not see the driver's own attributes.
+        assert_eq!(device.attribute(d, "other.com/numa"), None);
+        assert_eq!(device.attribute(d, "numa"), Some(&AttrValue::Int(1)));
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub use disruption::{
 };
 pub use dra::{
     AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimSpec,
-    ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceId, DeviceRequest, Dra,
+    ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, Dra,
     MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
     PodClaimSource, ResourceClaim, ResourceSlice, SliceReach, Subrequest,
 };

@@ -8,23 +8,24 @@
 //!   pod is created (`<pod>-<entry>-<suffix>`, owned by the pod, named in the pod's
 //!   `status.resourceClaimStatuses`), and when a pod ends drops it from `reservedFor`, deletes
 //!   the claims made for it and deallocates a claim nobody is reserved for any more.
-//! - At bind ([`reserve`]) the pod's unallocated claims are allocated on the chosen node, as
-//!   kube-scheduler's structured allocator does (devices in slice order, the node's name as the
-//!   allocation's node selector), and every claim is reserved for the pod.
+//! - At bind ([`reserve`]) the pod's unallocated claims are allocated on the chosen node by the
+//!   core's structured allocator search (`autoscaler_core::allocate_devices`: devices in slice
+//!   order, backtracking, `matchAttribute` constraints kept), the node's name as the
+//!   allocation's node selector, and every claim is reserved for the pod.
 //!
 //! It decides device allocation and claim life cycles only; feasibility is the core's filter
 //! (the scheduler binds only where it said the claims fit). It must never allocate a device twice
 //! nor a device the node does not publish ([`violations`] checks both over the stored claims),
 //! and never iterate a hash map where the order could leak into results. Not modelled: slices
 //! reached through a node selector (only `nodeName` and `allNodes` slices are allocated from),
-//! device taints, `matchAttribute` constraints, admin access requests sharing devices.
+//! device taints, admin access requests sharing devices.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use autoscaler_core::{DeviceSource, MAX_SEARCH_STEPS, SearchError, allocate_devices};
 use autoscaler_model::{
-    AllocationMode, ClaimSpec, DRA_GROUP, DeviceId, Dra, Pod, PodClaimSource, ResourceSlice,
-    SliceReach, Sym,
+    ClaimSpec, DRA_GROUP, DeviceId, Dra, Pod, PodClaimSource, ResourceSlice, SliceReach, Sym,
 };
 use serde_json::{Value, json};
 
@@ -324,6 +325,10 @@ pub(crate) enum ReserveError {
     /// The claims cannot all be allocated from the node's free devices.
     #[error("cannot allocate all claims")]
     CannotAllocate,
+    /// The allocator stopped with an error (a selector failed, its search gave up, a claim's
+    /// constraint cannot hold).
+    #[error("{0}")]
+    Allocation(String),
 }
 
 /// kube-scheduler's Reserve and PreBind for pod `id` on node `node`: its unallocated claims are
@@ -346,19 +351,47 @@ pub(crate) fn reserve(c: &mut Cluster, id: &NsName, node: &str) -> Result<(), Re
                 .filter(|s| s.reach == SliceReach::AllNodes),
         )
         .collect();
-    let mut picked: BTreeSet<DeviceId> = BTreeSet::new();
     let mut writes: Vec<(String, Option<Value>)> = Vec::new();
+    let mut specs: Vec<&ClaimSpec> = Vec::new();
     for name in claims_of(&view) {
         let claim = dra
             .claim(ns, &Arc::from(name.as_str()))
             .ok_or_else(|| ReserveError::ClaimNotFound(name.clone()))?;
         if claim.allocation.is_some() {
             writes.push((name, None));
-            continue;
+        } else {
+            specs.push(&claim.spec);
+            writes.push((name, Some(Value::Null)));
         }
-        let results = allocate(&dra, &claim.spec, &slices, &mut picked)
-            .ok_or(ReserveError::CannotAllocate)?;
-        writes.push((name, Some(results)));
+    }
+    // The pod's unallocated claims together, as the scheduler's allocator takes them.
+    let sources: Vec<DeviceSource<'_>> = (slices.iter())
+        .map(|s| DeviceSource {
+            slice: s,
+            node: None,
+        })
+        .collect();
+    let in_use = |id: &DeviceId| dra.is_allocated(id);
+    let picks = allocate_devices(&dra, &specs, &sources, &in_use, MAX_SEARCH_STEPS).map_err(
+        |e| match e {
+            SearchError::NoFit => ReserveError::CannotAllocate,
+            e => ReserveError::Allocation(e.to_string()),
+        },
+    )?;
+    let mut picks = picks.into_iter();
+    for (_, results) in writes.iter_mut().filter(|w| w.1.is_some()) {
+        let list: Vec<Value> = (picks.next().unwrap_or_default().into_iter())
+            .map(|p| {
+                let id = sources[p.source].id(p.device);
+                let mut r = json!({"request": &*p.request, "driver": id.driver.as_str(),
+                    "pool": &*id.pool, "device": &*id.device});
+                if p.admin_access {
+                    r["adminAccess"] = json!(true);
+                }
+                r
+            })
+            .collect();
+        *results = Some(Value::Array(list));
     }
     for (name, results) in writes {
         let k = key(DRA_GROUP, "ResourceClaim", &id.0, &name);
@@ -395,84 +428,6 @@ pub(crate) fn reserve(c: &mut Cluster, id: &NsName, node: &str) -> Result<(), Re
     dra_changed(c);
     debug_assert_eq!(violations(c.store.objects()), Vec::<String>::new());
     Ok(())
-}
-
-/// Allocates `spec` from the free devices of `slices` not yet `picked` (which gains them), as
-/// the structured allocator does: requests in order, for each the first alternative that can
-/// be satisfied, devices in slice order. Returns `status.allocation.devices.results`.
-fn allocate(
-    dra: &Dra,
-    spec: &ClaimSpec,
-    slices: &[&Arc<ResourceSlice>],
-    picked: &mut BTreeSet<DeviceId>,
-) -> Option<Value> {
-    let mut results = Vec::new();
-    for request in &spec.requests {
-        let mut done = false;
-        for alt in &request.alternatives {
-            let Some(class) = dra.class(&alt.class) else {
-                continue;
-            };
-            let mut matching: Vec<(DeviceId, bool)> = Vec::new();
-            for slice in slices {
-                for d in &slice.devices {
-                    let id = DeviceId {
-                        driver: slice.driver,
-                        pool: slice.pool.clone(),
-                        device: d.name.clone(),
-                        node: None,
-                    };
-                    if picked.contains(&id) {
-                        continue;
-                    }
-                    let ok = class
-                        .selectors
-                        .iter()
-                        .chain(&alt.selectors)
-                        .all(|s| dra.selector_matches(s, slice, d) == Ok(true));
-                    if ok {
-                        let free = alt.admin_access || !dra.is_allocated(&id);
-                        matching.push((id, free));
-                    }
-                }
-            }
-            let chosen: Vec<DeviceId> = match alt.mode {
-                AllocationMode::ExactCount(n) => {
-                    let free: Vec<DeviceId> = (matching.into_iter())
-                        .filter(|m| m.1)
-                        .map(|m| m.0)
-                        .take(n as usize)
-                        .collect();
-                    if free.len() < n as usize {
-                        continue;
-                    }
-                    free
-                }
-                AllocationMode::All => {
-                    if matching.is_empty() || matching.iter().any(|m| !m.1) {
-                        continue;
-                    }
-                    matching.into_iter().map(|m| m.0).collect()
-                }
-            };
-            for id in chosen {
-                let mut r = json!({"request": &*alt.name, "driver": id.driver.as_str(),
-                    "pool": &*id.pool, "device": &*id.device});
-                if alt.admin_access {
-                    r["adminAccess"] = json!(true);
-                } else {
-                    picked.insert(id);
-                }
-                results.push(r);
-            }
-            done = true;
-            break;
-        }
-        if !done {
-            return None;
-        }
-    }
-    Some(Value::Array(results))
 }
 
 /// Pod `id` (uid `uid`, model view `view`) no longer runs: each of its claims drops it from
@@ -789,6 +744,54 @@ mod tests {
         w.step_until(49_000);
         assert!(bound(&w, "late"));
         assert_eq!(claims(&w).len(), 2);
+        assert_eq!(w.dra_violations(), Vec::<String>::new());
+    }
+
+    /// At bind, a claim's devices keep its `matchAttribute` constraint: of four GPUs on NUMA
+    /// nodes 0, 1, 0, 1, each pod's pair shares one NUMA node.
+    #[test]
+    fn bind_keeps_match_attribute_constraints() {
+        let mut w = gpu_world();
+        let devices = (0..4)
+            .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"numa": {"int": i % 2}}}))
+            .collect();
+        w.set_group_dra(
+            "gpu",
+            DraDriverSpec {
+                driver: CLASS.into(),
+                delay_ms: 30_000,
+                devices,
+            },
+        );
+        w.apply(
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "numa-pair", "namespace": "default"},
+            "spec": {"spec": {"devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS, "count": 2}}],
+                "constraints": [{"matchAttribute": "gpu.example.com/numa"}]}}}}),
+        )
+        .unwrap();
+        w.add_job(job("pairs", "numa-pair", 2)).unwrap();
+        w.step_until(45_000);
+        assert_eq!(w.pending_count(), 0);
+        let numa = |device: &str| device["gpu-".len()..].parse::<u32>().unwrap() % 2;
+        let mut pairs = Vec::new();
+        for c in claims(&w) {
+            let results = c
+                .pointer("/status/allocation/devices/results")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let devices: Vec<String> = results
+                .iter()
+                .map(|r| r["device"].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(devices.len(), 2, "{c}");
+            assert_eq!(numa(&devices[0]), numa(&devices[1]), "{devices:?}");
+            pairs.push(devices);
+        }
+        pairs.sort();
+        assert_eq!(pairs, [["gpu-0", "gpu-2"], ["gpu-1", "gpu-3"]]);
         assert_eq!(w.dra_violations(), Vec::<String>::new());
     }
 

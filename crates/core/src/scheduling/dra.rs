@@ -12,11 +12,15 @@
 //! other pod the filter is one emptiness test. It never panics; a CEL selector that fails is a
 //! reason on the pod.
 //!
-//! Known simplifications, besides those of `autoscaler_model`'s DRA objects ([`Dra`]): devices are picked greedily
-//! in slice order, request by request, without the allocator's backtracking (a claim whose
-//! requests overlap may be refused where a different pick would fit); a claim made from a
-//! template that the controller has not created yet is simulated as that controller will make
-//! it, named `<pod>-<entry>`.
+//! Devices are picked as the structured allocator picks them: greedily first (each request's
+//! first free devices, in slice order), which is the allocator's own first try; when that fails
+//! and another pick could succeed (several requests compete), or when it could be wrong (a
+//! claim with `matchAttribute` constraints), the allocator's full search with backtracking runs
+//! ([`crate::scheduling::dra_search`], bounded in steps).
+//!
+//! Known simplifications, besides those of `autoscaler_model`'s DRA objects ([`Dra`]): a claim
+//! made from a template that the controller has not created yet is simulated as that controller
+//! will make it, named `<pod>-<entry>`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +28,9 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
+use crate::scheduling::dra_search::{
+    self, DeviceSource, MAX_SEARCH_STEPS, SearchError, allocate_devices,
+};
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::{
@@ -65,6 +72,12 @@ pub enum DraUnfit {
     NotAvailable,
     /// Filter: the unallocated claims cannot all be allocated from the node's free devices.
     CannotAllocate,
+    /// Filter: the allocator's search gave up (its step bound, our stand-in for the filter's
+    /// timeout).
+    TimedOut,
+    /// Filter: the allocator refused a claim whose `All` request's devices cannot keep one of
+    /// its constraints.
+    Constraint(Arc<str>),
 }
 
 impl fmt::Display for DraUnfit {
@@ -85,6 +98,8 @@ impl fmt::Display for DraUnfit {
             DraUnfit::Selector(e) => f.write_str(e),
             DraUnfit::NotAvailable => f.write_str("resourceclaim not available on the node"),
             DraUnfit::CannotAllocate => f.write_str("cannot allocate all claims"),
+            DraUnfit::TimedOut => f.write_str("timed out trying to allocate devices"),
+            DraUnfit::Constraint(e) => f.write_str(e),
         }
     }
 }
@@ -311,6 +326,9 @@ impl ClusterSnapshot {
         if claims.iter().all(|c| c.allocation.is_some()) {
             return Ok(vec![None; claims.len()]);
         }
+        if dra_search::needs_search(unallocated(claims)) {
+            return self.allocate_searched(claims, node);
+        }
         let dra = self.dra_objects();
         let state = self.dra_state();
         let pools = reachable(dra, node);
@@ -395,8 +413,78 @@ impl ClusterSnapshot {
                     break;
                 }
                 if !done {
+                    if dra_search::could_backtrack(unallocated(claims)) {
+                        return self.allocate_searched(claims, node);
+                    }
                     return Err(DraUnfit::CannotAllocate);
                 }
+            }
+            let node_selector = if local {
+                Some(name_selector(node))
+            } else {
+                selector
+            };
+            out.push(Some(Arc::new(ClaimAllocation {
+                node_selector,
+                devices,
+            })));
+        }
+        Ok(out)
+    }
+
+    /// [`ClusterSnapshot::allocate`] by the allocator's search with backtracking.
+    fn allocate_searched(
+        &self,
+        claims: &[Resolved],
+        node: &Node,
+    ) -> Result<Vec<Option<Arc<ClaimAllocation>>>, DraUnfit> {
+        let dra = self.dra_objects();
+        let state = self.dra_state();
+        let pools = reachable(dra, node);
+        let sources: Vec<DeviceSource<'_>> = (pools.iter())
+            .map(|p| DeviceSource {
+                slice: p.slice,
+                node: p.node,
+            })
+            .collect();
+        let specs: Vec<&ClaimSpec> = unallocated(claims).collect();
+        let in_use = |id: &DeviceId| state.in_use(dra, id);
+        let picks = allocate_devices(dra, &specs, &sources, &in_use, MAX_SEARCH_STEPS);
+        let mut picks = picks
+            .map_err(|e| match e {
+                SearchError::NoFit => DraUnfit::CannotAllocate,
+                SearchError::Selector(e) => DraUnfit::Selector(e),
+                SearchError::StepLimit => DraUnfit::TimedOut,
+                SearchError::ConstraintConflict { claim, .. } => {
+                    let key = claims.iter().filter(|c| c.allocation.is_none()).nth(claim);
+                    let name = key.map_or(String::new(), |c| format!("{}/{}", c.key.0, c.key.1));
+                    DraUnfit::Constraint(Arc::from(format!("claim {name}, {e}")))
+                }
+            })?
+            .into_iter();
+        let mut out = Vec::with_capacity(claims.len());
+        for c in claims {
+            if c.allocation.is_some() {
+                out.push(None);
+                continue;
+            }
+            let mut local = false;
+            let mut selector: Option<NodeSelector> = None;
+            let mut devices = Vec::new();
+            for p in picks.next().unwrap_or_default() {
+                let pool = &pools[p.source];
+                match &pool.slice.reach {
+                    SliceReach::Node(_) => local = true,
+                    SliceReach::Selector(s) if pool.node.is_none() => {
+                        selector.get_or_insert_with(|| s.clone());
+                    }
+                    _ => local |= pool.node.is_some(),
+                }
+                devices.push(AllocatedDevice {
+                    request: p.request,
+                    id: sources[p.source].id(p.device),
+                    admin_access: p.admin_access,
+                });
             }
             let node_selector = if local {
                 Some(name_selector(node))
@@ -559,6 +647,14 @@ fn reachable<'a>(dra: &'a Dra, node: &'a Node) -> Vec<Pool<'a>> {
         }
     }
     out
+}
+
+/// The specs of the claims not allocated yet, in order.
+fn unallocated(claims: &[Resolved]) -> impl Iterator<Item = &ClaimSpec> + Clone {
+    claims
+        .iter()
+        .filter(|c| c.allocation.is_none())
+        .map(|c| &*c.spec)
 }
 
 /// Whether an allocation's devices are reachable from `node`.
@@ -818,6 +914,97 @@ spec:
         assert_eq!(check(&s, &all, "gpu-1"), Ok(()));
         assert_eq!(
             check(&s, &all, "cpu-a"),
+            Err("cannot allocate all claims".into())
+        );
+    }
+
+    /// Node `cpu-a` gets four GPUs: `x0` and `x2` on NUMA node 0, `x1` on 1, `x3` without the
+    /// attribute; templates ask for two GPUs (or one) sharing `gpu.example.com/numa`.
+    const NUMA: &str = "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: cpu-a-slice}
+spec:
+  driver: gpu.example.com
+  nodeName: cpu-a
+  pool: {name: cpu-a, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: x0, attributes: {numa: {int: 0}}}
+  - {name: x1, attributes: {numa: {int: 1}}}
+  - {name: x2, attributes: {numa: {int: 0}}}
+  - {name: x3}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: numa-pair, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com, count: 2}}]
+      constraints: [{matchAttribute: gpu.example.com/numa}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: numa-one, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+      constraints: [{matchAttribute: gpu.example.com/numa}]
+";
+
+    #[test]
+    fn match_attribute_takes_devices_sharing_the_value_and_refuses_others() {
+        let mut s = snapshot(NUMA);
+        s.fork();
+        let pair = from_template("pair", "numa-pair");
+        assert_eq!(check(&s, &pair, "cpu-a"), Ok(()));
+        place(&mut s, &pair, "cpu-a");
+        // x0 and x2 went (the greedy pick x0, x1 breaks the constraint): x1 and x3 are left,
+        // which do not share a NUMA node.
+        let id = s.node_id(Sym::new("cpu-a")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (2, 4));
+        assert_eq!(
+            check(&s, &from_template("pair-2", "numa-pair"), "cpu-a"),
+            Err("cannot allocate all claims".into())
+        );
+        // A device without the attribute never keeps the constraint.
+        place(&mut s, &from_template("one", "numa-one"), "cpu-a");
+        assert_eq!(
+            check(&s, &from_template("one-2", "numa-one"), "cpu-a"),
+            Err("cannot allocate all claims".into())
+        );
+        // Nor do devices of different values (gpu-1's a100 and h100 have no NUMA node at all).
+        assert_eq!(
+            check(&s, &from_template("pair-3", "numa-pair"), "gpu-1"),
+            Err("cannot allocate all claims".into())
+        );
+    }
+
+    #[test]
+    fn backtracking_finds_the_fit_the_greedy_pick_misses() {
+        let s = snapshot(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: any-and-a100, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: any, exactly: {deviceClassName: gpu.example.com}}
+      - name: a100
+        exactly:
+          deviceClassName: gpu.example.com
+          selectors: [{cel: {expression: \"device.attributes['gpu.example.com'].model == 'a100'\"}}]
+",
+        );
+        // gpu-1 has an a100 then an h100: `any` first takes the a100 that `a100` needs; the
+        // allocator gives `any` the h100 instead.
+        let pod = from_template("p", "any-and-a100");
+        assert_eq!(check(&s, &pod, "gpu-1"), Ok(()));
+        assert_eq!(
+            check(&s, &pod, "gpu-2"),
             Err("cannot allocate all claims".into())
         );
     }

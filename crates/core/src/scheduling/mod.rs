@@ -9,6 +9,7 @@ pub mod budget;
 pub mod dra;
 #[cfg(test)]
 mod dra_property;
+pub mod dra_search;
 pub mod predicates;
 pub mod snapshot;
 pub mod volumes;

@@ -80,6 +80,7 @@ fn dra(cluster: &mut Cluster) {
                     admin_access: false,
                 }],
             }],
+            constraints: Vec::new(),
         }),
     });
     let devices: Vec<Device> = (0..GPUS_PER_NODE)
