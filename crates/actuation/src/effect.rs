@@ -82,6 +82,14 @@ pub enum Correction {
         /// Why (`ScaleUpFailed`, `DeleteUnregistered`).
         reason: &'static str,
     },
+    /// An increase of an atomic scale-up set back because another group of the same
+    /// scale-up failed to grow (replicas back to the count they had).
+    RevertIncrease {
+        /// Nodes the increase had added.
+        delta: usize,
+        /// The ProvisioningRequest the scale-up was for, `namespace/name`.
+        request: String,
+    },
     /// A delete-machine mark of this autoscaler removed from a Machine its owner will not
     /// delete (the owner deleted another Machine for the lowered replicas); its node is
     /// untainted once the mark is gone.

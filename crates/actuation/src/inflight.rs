@@ -118,6 +118,8 @@ pub(crate) enum Waiting {
         group: NodeGroupId,
         delta: usize,
     },
+    /// A step of an atomic scale-up (the run travels with its ticket).
+    Atomic(Box<crate::atomic::AtomicRun>),
     Correction {
         group: NodeGroupId,
         correction: Correction,
@@ -230,6 +232,10 @@ impl Actuation {
             .min()
     }
 
+    pub(crate) fn report(&mut self, report: Report) {
+        self.reports.push(report);
+    }
+
     pub(crate) fn effect(&mut self, waiting: Waiting, kind: EffectKind) -> Effect {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
@@ -285,6 +291,9 @@ impl Actuation {
                         Vec::new()
                     }
                 }
+            }
+            Action::AtomicIncreaseSize { request, increases } => {
+                self.start_atomic(request, increases, lookup)
             }
             Action::DecreaseTargetSize { group, delta } => {
                 let changes = lookup
@@ -603,6 +612,7 @@ impl Actuation {
         self.drains.iter().any(|d| d.group.as_str() == group)
             || self.held.iter().any(|h| h.group.as_str() == group)
             || self.waiting.values().any(|w| match w {
+                Waiting::Atomic(run) if run.touches(group) => true,
                 Waiting::ScaleUp { group: g, .. }
                 | Waiting::Correction { group: g, .. }
                 | Waiting::Delete { group: g, .. }
@@ -671,6 +681,7 @@ impl Actuation {
                 None => Report::StatusWritten { object },
                 Some(error) => Report::StatusWriteFailed { object, error },
             }),
+            Waiting::Atomic(run) => out = self.atomic_replied(*run, error, lookup),
             Waiting::ScaleUp { group, delta } => self.reports.push(match error {
                 None => Report::ScaledUp { group, delta },
                 Some(error) => Report::ScaleUpFailed {

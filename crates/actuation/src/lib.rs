@@ -10,6 +10,7 @@
 //! carry actions out through the same code.
 #![warn(missing_docs)]
 
+mod atomic;
 mod drain;
 mod effect;
 mod hold;

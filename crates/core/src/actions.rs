@@ -37,6 +37,17 @@ pub struct PodEviction {
     pub stage: u32,
 }
 
+/// One group's part of an [`Action::AtomicIncreaseSize`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Increase {
+    /// Group.
+    pub group: NodeGroupId,
+    /// Nodes to add.
+    pub delta: usize,
+    /// Target size after the increase.
+    pub new_target: usize,
+}
+
 /// One step for the shell.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -48,6 +59,15 @@ pub enum Action {
         delta: usize,
         /// Target size after the increase.
         new_target: usize,
+    },
+    /// Grow several node groups for one best-effort-atomic ProvisioningRequest, all of them or
+    /// none (upstream's `AtomicIncreaseSize`): the groups grow one after the other, and when one
+    /// change fails the ones already made are set back.
+    AtomicIncreaseSize {
+        /// The request, `namespace/name`.
+        request: String,
+        /// The groups' increases, in the order they are made.
+        increases: Vec<Increase>,
     },
     /// Lower a group's target by `delta` without removing any registered node (target-size
     /// correction, or the unfulfilled part of a timed-out scale-up): only instances that have no
@@ -117,6 +137,26 @@ pub fn to_be_deleted_taint(now_ms: i64) -> Taint {
     }
 }
 
+impl Action {
+    /// The group increases this action asks for (`IncreaseSize`, or each group of an
+    /// `AtomicIncreaseSize`), for checks that judge every growth alike.
+    pub fn increases(&self) -> Vec<Increase> {
+        match self {
+            Action::IncreaseSize {
+                group,
+                delta,
+                new_target,
+            } => vec![Increase {
+                group: group.clone(),
+                delta: *delta,
+                new_target: *new_target,
+            }],
+            Action::AtomicIncreaseSize { increases, .. } => increases.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// The soft taint of an unneeded node: `DeletionCandidateOfClusterAutoscaler=<unix seconds>:PreferNoSchedule`.
 pub fn deletion_candidate_taint(now_ms: i64) -> Taint {
     Taint {
@@ -137,6 +177,23 @@ pub fn scale_up_actions(result: &ScaleUpResult) -> Vec<Action> {
             new_target: i.new_target,
         })
         .collect()
+}
+
+/// The action of a best-effort-atomic scale-up for `request`: all its increases in one
+/// [`Action::AtomicIncreaseSize`] (none when nothing grows).
+pub fn atomic_scale_up_action(request: &str, result: &ScaleUpResult) -> Option<Action> {
+    (!result.increases.is_empty()).then(|| Action::AtomicIncreaseSize {
+        request: request.to_string(),
+        increases: result
+            .increases
+            .iter()
+            .map(|i| Increase {
+                group: i.group.clone(),
+                delta: i.delta,
+                new_target: i.new_target,
+            })
+            .collect(),
+    })
 }
 
 /// The actions of a scale-down plan at `now_ms`: soft taints and their removal, then for each

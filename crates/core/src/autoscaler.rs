@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
 
-use crate::actions::{Action, scale_down_actions, scale_up_actions};
+use crate::actions::{Action, scale_down_actions};
 use crate::cluster_state::{ClusterState, ClusterStateOptions, ClusterStatus, Event};
 use crate::outcome::Outcome;
 use crate::scale_down::consolidation::{
@@ -1095,7 +1095,7 @@ impl Autoscaler {
             budget,
             &mut timer,
         );
-        actions.extend(scale_up_actions(&up.result));
+        actions.extend(capacity::scale_up_actions_of(capacity.as_ref(), &up.result));
         let on = crate::scale_down::disruption_budget::GroupRules::any_on(
             view.provider,
             self.options.consolidation.mode,

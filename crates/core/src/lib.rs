@@ -51,7 +51,7 @@ mod scheduling;
 
 // The front door: the small API the shells use.
 pub use actions::{
-    Action, PodEviction, PodRef, deletion_candidate_taint, failed_deletion_actions,
+    Action, Increase, PodEviction, PodRef, deletion_candidate_taint, failed_deletion_actions,
     to_be_deleted_taint,
 };
 pub use autoscaler::{

@@ -42,24 +42,29 @@ pub fn enforce(
     let mut removed: FxHashSet<Arc<str>> = FxHashSet::default();
     let mut kept = Vec::with_capacity(actions.len());
     let mut refused = Vec::new();
+    let grow = |group: &autoscaler_model::NodeGroupId, new_target: usize| {
+        let backoff = status
+            .groups
+            .iter()
+            .find(|s| s.id == *group)
+            .and_then(|s| s.backoff.as_ref());
+        match (find(group), backoff) {
+            (_, Some(b)) => Some(format!("{group} is backed off ({})", b.reason.code)),
+            (Some(g), None) if new_target > g.max_size() => {
+                Some(format!("{new_target} is above the max {}", g.max_size()))
+            }
+            _ => None,
+        }
+    };
     for action in actions {
         let why = match &action {
             Action::IncreaseSize {
                 group, new_target, ..
-            } => {
-                let backoff = status
-                    .groups
-                    .iter()
-                    .find(|s| s.id == *group)
-                    .and_then(|s| s.backoff.as_ref());
-                match (find(group), backoff) {
-                    (_, Some(b)) => Some(format!("{group} is backed off ({})", b.reason.code)),
-                    (Some(g), None) if *new_target > g.max_size() => {
-                        Some(format!("{new_target} is above the max {}", g.max_size()))
-                    }
-                    _ => None,
-                }
-            }
+            } => grow(group, *new_target),
+            // All or none: one group that must not grow refuses the whole scale-up.
+            Action::AtomicIncreaseSize { increases, .. } => increases.iter().find_map(|i| {
+                grow(&i.group, i.new_target).map(|why| format!("{}: {why}", i.group))
+            }),
             Action::DecreaseTargetSize { group, delta } => find(group).and_then(|g| {
                 let target = g.target_size().checked_sub(*delta);
                 let floor = live(g).max(g.min_size());
@@ -190,5 +195,35 @@ mod tests {
         let (kept, refused) = enforce(vec![del("i1"), del("i1"), del("i2")], &p, &status(false));
         assert_eq!(kept, vec![del("i1")]);
         assert_eq!(refused.len(), 2, "named twice, and already deleting");
+    }
+
+    #[test]
+    fn an_atomic_scale_up_with_one_group_past_its_max_is_refused_whole() {
+        let mut a = NodeGroup::new("a", 0, 5, 3);
+        a = a.with_instances(Vec::new());
+        let b = NodeGroup::new("b", 0, 2, 1);
+        let p = StaticProvider::new(vec![a, b]);
+        let inc = |g: &str, delta, new_target| crate::actions::Increase {
+            group: g.into(),
+            delta,
+            new_target,
+        };
+        let atomic = |second| Action::AtomicIncreaseSize {
+            request: "batch/train".into(),
+            increases: vec![inc("a", 2, 5), second],
+        };
+        let ok = atomic(inc("b", 1, 2));
+        assert_eq!(
+            enforce(vec![ok.clone()], &p, &ClusterStatus::default()).0,
+            vec![ok]
+        );
+        let (kept, refused) = enforce(vec![atomic(inc("b", 2, 3))], &p, &ClusterStatus::default());
+        assert!(kept.is_empty(), "{kept:?}");
+        assert_eq!(refused.len(), 1);
+        assert!(
+            refused[0].why.starts_with("b: 3 is above the max 2"),
+            "{}",
+            refused[0].why
+        );
     }
 }

@@ -9,31 +9,22 @@
 
 use autoscaler_actuation::{StatusUpdate, buffer_update, request_update};
 use autoscaler_actuation::{buffer_key, request_key};
-use autoscaler_core::{CapacityDecision, Verdict};
+use autoscaler_core::CapacityDecision;
 use autoscaler_model::ObjectStore;
 
 /// The status writes of `decision` against the cached objects of `store`: each request's
 /// conditions, and (with `--capacity-buffer-controller-enabled`) each buffer's status that
 /// changed. A write whose object changed or left since the decision is dropped, said at
-/// debug level: the next loop decides on the fresh object. With `atomic_failed` (the atomic
-/// scale-up was not carried out), the request it was for is not written.
+/// debug level: the next loop decides on the fresh object. (An atomic scale-up that failed is
+/// said in the decision first: `RequestsDecision::scale_up_failed`.)
 pub(crate) fn status_updates(
     decision: &CapacityDecision,
     store: &ObjectStore,
     now_ms: i64,
-    atomic_failed: bool,
 ) -> Vec<StatusUpdate> {
     let mut out = Vec::new();
-    let scaled_up: Vec<&str> = (decision.requests.requests.iter())
-        .filter(|r| matches!(r.verdict, Verdict::ScaledUp(_)))
-        .map(|r| r.key.as_str())
-        .collect();
     for w in &decision.requests.writes {
         let name = format!("{}/{}", w.namespace, w.name);
-        if atomic_failed && scaled_up.contains(&name.as_str()) {
-            tracing::info!(request = %name, "atomic scale-up failed: the request is decided again next loop");
-            continue;
-        }
         let key = request_key(&w.namespace, &w.name);
         let Some(cached) = store.get(&key) else {
             tracing::debug!(request = %name, "request gone before its status write");
@@ -142,7 +133,7 @@ mod tests {
             "41",
         ));
         let d = decide(&s, &[]);
-        let updates = status_updates(&d, &s, NOW_MS, false);
+        let updates = status_updates(&d, &s, NOW_MS);
         assert_eq!(updates.len(), 1);
         let o = &updates[0].object;
         assert_eq!(o["metadata"]["resourceVersion"], "41");
@@ -183,7 +174,7 @@ mod tests {
             1,
             "42",
         ));
-        assert!(status_updates(&d, &newer, NOW_MS, false).is_empty());
+        assert!(status_updates(&d, &newer, NOW_MS).is_empty());
     }
 
     /// The writes go as `PUT .../status` with the version decided on; a `409` is a conflict,
@@ -203,7 +194,7 @@ mod tests {
             request("b", "check-capacity.autoscaling.x-k8s.io", 100, "52")
         ));
         let d = decide(&s, &[]);
-        let updates = status_updates(&d, &s, NOW_MS, false);
+        let updates = status_updates(&d, &s, NOW_MS);
         assert_eq!(updates.len(), 1, "one request taken up per loop");
         let (c, mut mock) = client();
         let server = tokio::spawn(async move {

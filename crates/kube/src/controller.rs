@@ -784,19 +784,25 @@ impl Term {
         let reports = self.executor.apply(outcome.actions).await;
         let mut ok = self.record(parts, &reports);
         self.publish_failures(parts, &reports).await;
-        if let Some(c) = &outcome.capacity {
-            // A failed atomic scale-up provisions nothing: its request is not written as being
-            // provisioned (decided again next loop, with the group backed off).
-            let atomic_failed = (c.requests.scale_up.iter())
+        if let Some(mut c) = outcome.capacity {
+            // A failed atomic scale-up provisions nothing (its groups grown before the failure
+            // were set back): its request is written Provisioned=False, retried after backoff.
+            let failed = (c.requests.scale_up.iter())
                 .flat_map(|up| up.result.increases.iter())
-                .any(|i| {
-                    reports.iter().any(
-                        |r| matches!(r, Report::ScaleUpFailed { group, .. } if *group == i.group),
-                    )
+                .find_map(|i| {
+                    reports.iter().find_map(|r| match r {
+                        Report::ScaleUpFailed { group, error, .. } if *group == i.group => {
+                            Some(format!("{group}: {error}"))
+                        }
+                        _ => None,
+                    })
                 });
+            if let Some(why) = failed {
+                c.requests.scale_up_failed(&why);
+            }
             let updates = {
                 let inf = autoscaler_actuation::lock_informer(&parts.informer);
-                crate::capacity::status_updates(c, inf.store(), now_ms, atomic_failed)
+                crate::capacity::status_updates(&c, inf.store(), now_ms)
             };
             let reports = self.executor.write_statuses(updates).await;
             ok &= self.record(parts, &reports);
@@ -921,6 +927,12 @@ fn record_metrics(m: &Metrics, r: &Report, gpus: &Gpus) -> bool {
                 "removed a stale delete-machine mark (the set deleted another Machine for the lowered replicas) and the node's deletion taint"
             )
         }
+        Report::Corrected {
+            group,
+            correction: Correction::RevertIncrease { delta, request },
+        } => {
+            tracing::warn!(%group, delta, %request, "set back a group of a failed atomic scale-up")
+        }
         Report::Corrected { group, correction } => {
             tracing::info!(%group, what = correction_name(correction), "node group corrected")
         }
@@ -930,6 +942,17 @@ fn record_metrics(m: &Metrics, r: &Report, gpus: &Gpus) -> bool {
             error,
         } if *reason == DELETE_UNREGISTERED => {
             tracing::warn!(%group, ?instances, %error, "could not delete unregistered instances");
+            m.error("cloudProviderError");
+            return false;
+        }
+        Report::CorrectionFailed {
+            group,
+            correction: Correction::RevertIncrease { delta, request },
+            error,
+        } => {
+            // The group stays grown: an ordinary scale-up from now on, left to the cluster
+            // state (unneeded nodes scaled down, or the provision timeout lowers the target).
+            tracing::error!(%group, delta, %request, %error, class = error.class.as_str(), "could not set back a group of a failed atomic scale-up: it stays grown");
             m.error("cloudProviderError");
             return false;
         }
@@ -999,6 +1022,7 @@ fn correction_name(c: &Correction) -> &'static str {
         Correction::DecreaseTargetSize { .. } => "DecreaseTargetSize",
         Correction::DeleteInstances { reason, .. } => reason,
         Correction::ClearStaleMark { .. } => "ClearStaleMark",
+        Correction::RevertIncrease { .. } => "RevertIncrease",
     }
 }
 

@@ -374,6 +374,14 @@ pub fn describe(a: &Action) -> String {
             delta,
             new_target,
         } => format!("increase {group} by {delta} to {new_target}"),
+        Action::AtomicIncreaseSize { request, increases } => format!(
+            "increase {} (all or none, for ProvisioningRequest {request})",
+            increases
+                .iter()
+                .map(|i| format!("{} by {} to {}", i.group, i.delta, i.new_target))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Action::DecreaseTargetSize { group, delta } => {
             format!("decrease the target of {group} by {delta}")
         }

@@ -602,12 +602,15 @@ impl<'a> Driver<'a> {
                 .map(autoscaler_kube::describe)
                 .collect();
         }
-        let decision = outcome.capacity.take();
-        let atomic = self.atomic_errors(decision.as_ref());
+        let mut decision = outcome.capacity.take();
+        let atomic = self.atomic_replicas(decision.as_ref());
         for action in outcome.actions {
             self.apply(action);
         }
-        self.check_atomic(t, &atomic);
+        // A failed atomic scale-up: its request is written as not found, as `run` writes it.
+        if let (Some(why), Some(d)) = (self.check_atomic(t, &atomic), decision.as_mut()) {
+            d.requests.scale_up_failed(&why);
+        }
         if decision.is_some() {
             self.write_capacity(decision);
             self.check_bookings(t);
@@ -981,6 +984,8 @@ impl<'a> Driver<'a> {
                         e.instances_deleted += instances.len() as u64
                     }
                     Correction::ClearStaleMark { .. } => e.stale_marks_cleared += 1,
+                    // An atomic scale-up's group set back: its target lowered again.
+                    Correction::RevertIncrease { .. } => e.target_decreases += 1,
                 }
             }
             Report::CorrectionFailed {
@@ -997,6 +1002,9 @@ impl<'a> Driver<'a> {
                 Correction::ClearStaleMark { machine, .. } => {
                     format!("clear the stale deletion mark of {machine} in {group}: {error}")
                 }
+                Correction::RevertIncrease { delta, request } => format!(
+                    "set back {group} by {delta} after the atomic scale-up for {request} failed: {error}"
+                ),
             }),
             Report::TaintFailed {
                 node, add, error, ..

@@ -55,29 +55,30 @@ pub fn check_actions(
     let mut grown_cpu = 0i64;
     for action in &outcome.actions {
         match action {
-            Action::IncreaseSize {
-                group, new_target, ..
-            } => {
-                let Some(g) = groups.iter().find(|g| g.id() == group) else {
-                    continue;
-                };
-                let delta = new_target.saturating_sub(g.target_size());
-                grown += delta;
-                if let Some(t) = &g.template() {
-                    grown_cpu += t.allocatable.cpu.saturating_mul(delta as i64);
-                }
-                let status = outcome.status.groups.iter().find(|s| s.id == *group);
-                if let Some(b) = status.and_then(|s| s.backoff.as_ref()) {
-                    out.push(format!(
-                        "{group} grown to {new_target} inside its backoff ({})",
-                        b.reason.code
-                    ));
-                }
-                if *new_target > g.max_size() {
-                    out.push(format!(
-                        "{group} grown to {new_target}, above its max {}",
-                        g.max_size()
-                    ));
+            Action::IncreaseSize { .. } | Action::AtomicIncreaseSize { .. } => {
+                for inc in action.increases() {
+                    let (group, new_target) = (&inc.group, &inc.new_target);
+                    let Some(g) = groups.iter().find(|g| g.id() == group) else {
+                        continue;
+                    };
+                    let delta = new_target.saturating_sub(g.target_size());
+                    grown += delta;
+                    if let Some(t) = &g.template() {
+                        grown_cpu += t.allocatable.cpu.saturating_mul(delta as i64);
+                    }
+                    let status = outcome.status.groups.iter().find(|s| s.id == *group);
+                    if let Some(b) = status.and_then(|s| s.backoff.as_ref()) {
+                        out.push(format!(
+                            "{group} grown to {new_target} inside its backoff ({})",
+                            b.reason.code
+                        ));
+                    }
+                    if *new_target > g.max_size() {
+                        out.push(format!(
+                            "{group} grown to {new_target}, above its max {}",
+                            g.max_size()
+                        ));
+                    }
                 }
             }
             Action::DecreaseTargetSize { group, delta } => {

@@ -12,8 +12,11 @@
 
 use std::sync::Arc;
 
+use crate::actions::{Action, atomic_scale_up_action, scale_up_actions};
 use crate::cluster_state::ClusterStatus;
+use crate::provisioning::request::Verdict;
 use crate::provisioning::{CapacityDecision, decide_with};
+use crate::scale_up::ScaleUpResult;
 use crate::scale_up::estimator::Budget;
 use crate::scale_up::pending::is_unschedulable;
 use autoscaler_model::{CapacityObjects, NodeGroup, Pod, consumed_request};
@@ -48,6 +51,27 @@ impl Autoscaler {
             &mut self.rng,
             budget,
         )
+    }
+}
+
+/// The loop's scale-up actions for `result`: in a loop whose scale-up is a best-effort-atomic
+/// request's, one [`Action::AtomicIncreaseSize`] for all its groups (carried out all or none);
+/// else one `IncreaseSize` per group.
+pub(super) fn scale_up_actions_of(
+    capacity: Option<&CapacityDecision>,
+    result: &ScaleUpResult,
+) -> Vec<Action> {
+    let request = capacity
+        .filter(|c| c.requests.took_turn && c.requests.scale_up.is_some())
+        .and_then(|c| {
+            c.requests
+                .requests
+                .iter()
+                .find(|r| matches!(&r.verdict, Verdict::ScaledUp(g) if !g.is_empty()))
+        });
+    match request {
+        Some(r) => atomic_scale_up_action(&r.key, result).into_iter().collect(),
+        None => scale_up_actions(result),
     }
 }
 

@@ -289,6 +289,44 @@ impl RequestsDecision {
     }
 }
 
+impl RequestsDecision {
+    /// Says that the best-effort-atomic scale-up this decision asked for was not carried out
+    /// (a group's change failed, why; the groups grown before it were set back): its request
+    /// is written `Provisioned=False` (`CapacityIsNotFound`), as upstream writes it when its
+    /// scale-up fails, so it is tried again after its retry backoff (the failed group is backed
+    /// off meanwhile). The condition keeps the decision's time and generation.
+    pub fn scale_up_failed(&mut self, why: &str) {
+        let Some(r) = (self.requests.iter_mut())
+            .find(|r| matches!(&r.verdict, Verdict::ScaledUp(g) if !g.is_empty()))
+        else {
+            return;
+        };
+        r.verdict = Verdict::NotFound(format!("the scale-up failed: {why}"));
+        let Some(w) = (self.writes.iter_mut())
+            .find(|w| r.key.split_once('/') == Some((&*w.namespace, &*w.name)))
+        else {
+            return;
+        };
+        let Some(p) = w
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ConditionType::Provisioned)
+        else {
+            return;
+        };
+        let (generation, at) = (p.observed_generation, p.last_transition_ms);
+        add_or_update(
+            &mut w.conditions,
+            ConditionType::Provisioned,
+            ConditionStatus::False,
+            CAPACITY_IS_NOT_FOUND_REASON,
+            CAPACITY_IS_NOT_FOUND_MSG,
+            generation,
+            at,
+        );
+    }
+}
+
 /// The decisions on ProvisioningRequests, with the retry backoff they keep between loops.
 #[derive(Clone, Debug, Default)]
 pub struct Requests {

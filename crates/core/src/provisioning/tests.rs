@@ -524,6 +524,39 @@ fn an_atomic_request_for_eight_gpu_nodes_gets_one_scale_up_of_eight() {
     assert!(d.took_turn);
 }
 
+#[test]
+fn an_atomic_scale_up_that_failed_is_written_not_found_and_retried_after_backoff() {
+    let w = gpu_world(10);
+    let r = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([]));
+    let mut d = w.decide(&mut Requests::default(), &[r], &on(), T0);
+    d.scale_up_failed("gpu: 503");
+    let p = cond(write_for(&d, "train"), ConditionType::Provisioned);
+    assert_eq!(p.status, ConditionStatus::False);
+    assert_eq!(p.reason, "CapacityIsNotFound");
+    assert_eq!(
+        p.message,
+        "Capacity is not found, CA will try to find it later."
+    );
+    assert_eq!(p.last_transition_ms, T0);
+    assert_eq!(
+        d.requests[0].verdict,
+        Verdict::NotFound("the scale-up failed: gpu: 503".into())
+    );
+    // Written so, the request waits for its retry backoff: not taken up a minute later.
+    let mut written = request("train", CLASS_BEST_EFFORT_ATOMIC, 8, json!([]));
+    written.conditions = write_for(&d, "train").conditions.clone();
+    let again = w.decide(
+        &mut Requests::default(),
+        &[written.clone()],
+        &on(),
+        T0 + 30_000,
+    );
+    assert_eq!(again.requests[0].verdict, Verdict::Waiting);
+    assert!(again.scale_up.is_none());
+    let later = w.decide(&mut Requests::default(), &[written], &on(), T0 + 61_000);
+    assert!(later.scale_up.is_some());
+}
+
 /// The GPU world after the scale-up of eight: the group's target is 8, with `ready` of its
 /// nodes registered and Ready.
 fn gpu_world_scaled(max: usize, target: usize, ready: usize) -> World {
@@ -1037,6 +1070,31 @@ fn alternating_loops(count: u32, loops: usize, timed: bool) -> Vec<Vec<(String, 
                 .map(|i| i.delta)
                 .collect();
             assert_eq!(theirs, ours);
+            // ... carried out as one all-or-none action, never as separate increases.
+            let grows: Vec<&crate::actions::Action> = o
+                .actions
+                .iter()
+                .filter(|a| !a.increases().is_empty())
+                .collect();
+            if ours.is_empty() {
+                assert!(grows.is_empty(), "{grows:?}");
+            } else {
+                let [crate::actions::Action::AtomicIncreaseSize { request, increases }] =
+                    grows.as_slice()
+                else {
+                    panic!("not one atomic increase: {grows:?}");
+                };
+                assert_eq!(request, "batch/train");
+                let deltas: Vec<usize> = increases.iter().map(|i| i.delta).collect();
+                assert_eq!(deltas, ours);
+            }
+        } else {
+            assert!(
+                !(o.actions.iter())
+                    .any(|a| matches!(a, crate::actions::Action::AtomicIncreaseSize { .. })),
+                "{:?}",
+                o.actions
+            );
         }
         out.push(
             o.scale_up

@@ -87,40 +87,69 @@ impl Driver<'_> {
         }
     }
 
-    /// The scale-up errors so far of the groups of `decision`'s atomic scale-up (to tell after
-    /// the loop's actions whether it was applied whole).
-    pub(super) fn atomic_errors(&self, decision: Option<&CapacityDecision>) -> Vec<(String, u64)> {
+    /// The world's replicas of each group of `decision`'s atomic scale-up before the loop's
+    /// actions (to tell after them whether it was applied whole or not at all).
+    pub(super) fn atomic_replicas(
+        &mut self,
+        decision: Option<&CapacityDecision>,
+    ) -> Vec<(String, Option<i64>)> {
         let Some(up) = decision.and_then(|d| d.requests.scale_up.as_ref()) else {
             return Vec::new();
         };
-        up.result
-            .increases
-            .iter()
-            .map(|i| {
-                let g = super::short(i.group.as_str());
-                let errors = self.log.groups.get(&g).map_or(0, |l| l.scale_up_errors);
-                (g, errors)
+        let groups: Vec<String> = (up.result.increases.iter())
+            .map(|i| i.group.as_str().to_string())
+            .collect();
+        groups
+            .into_iter()
+            .map(|g| {
+                let r = self.replicas_of(&g);
+                (g, r)
             })
             .collect()
     }
 
-    /// Records a violation when the loop's atomic scale-up (its groups' errors `before` the
-    /// actions) was applied to some of its groups and refused for others.
-    pub(super) fn check_atomic(&mut self, t: SimTime, before: &[(String, u64)]) {
-        let failed: Vec<&str> = before
-            .iter()
-            .filter(|(g, n)| self.log.groups.get(g).map_or(0, |l| l.scale_up_errors) > *n)
-            .map(|(g, _)| g.as_str())
-            .collect();
-        if !failed.is_empty() && failed.len() < before.len() {
+    /// `spec.replicas` of the group `id` in the world itself.
+    fn replicas_of(&mut self, id: &str) -> Option<i64> {
+        let provider = self.provider();
+        let i = provider.group_index(id)?;
+        let key = &provider.resources().get(i)?.key;
+        self.world
+            .objects()
+            .get(key)
+            .and_then(|o| o.pointer("/spec/replicas"))
+            .and_then(Value::as_i64)
+    }
+
+    /// Records a violation when the loop's atomic scale-up (its groups' replicas `before` the
+    /// actions) left some of its groups grown and others not: whole or not at all, a failed
+    /// group's partners set back. Returns which groups did not grow, if any (the scale-up was
+    /// then not carried out).
+    pub(super) fn check_atomic(
+        &mut self,
+        t: SimTime,
+        before: &[(String, Option<i64>)],
+    ) -> Option<String> {
+        let (mut grown, mut kept) = (Vec::new(), Vec::new());
+        for (g, was) in before {
+            let now = self.replicas_of(g);
+            let name = super::short(g);
+            if now > *was {
+                grown.push(name)
+            } else {
+                kept.push(name)
+            }
+        }
+        if !grown.is_empty() && !kept.is_empty() {
             self.log.safety.violation(
                 t,
                 format!(
-                    "an atomic scale-up was half-applied: refused for {}, applied to the rest",
-                    failed.join(", ")
+                    "an atomic scale-up was half-applied: {} grown, {} not",
+                    grown.join(", "),
+                    kept.join(", ")
                 ),
             );
         }
+        (!kept.is_empty()).then(|| format!("{} not grown", kept.join(", ")))
     }
 
     /// Records a violation for every request still booked (`Provisioned=True` without
