@@ -45,7 +45,7 @@ fn num(v: &Value, ptr: &str) -> f64 {
         .unwrap_or_else(|| panic!("{ptr} missing in report"))
 }
 
-/// The five parts sum to the run's node-hours minus the bound's (each rounded to thousandths).
+/// The six parts sum to the run's node-hours minus the bound's (each rounded to thousandths).
 fn assert_parts_sum(r: &Value) {
     let excess = num(r, "/node_hours") - num(r, "/bound/node_hours");
     assert!(
@@ -59,6 +59,7 @@ fn assert_parts_sum(r: &Value) {
         "packing",
         "provisioning",
         "restarted_work",
+        "delayed_work",
     ]
     .iter()
     .map(|p| num(r, &format!("/distance/{p}")))
@@ -113,6 +114,23 @@ fn a_drain_that_restarts_tasks_leaves_the_bound_of_their_work_unchanged() {
     );
     assert_parts_sum(&drained);
     assert_parts_sum(&once);
+}
+
+#[test]
+fn every_run_of_a_trace_has_the_same_bound() {
+    // The same replayed tasks, drained after 3 minutes of unneeded time or never (the nodes are
+    // kept an hour): different evictions, waits and restarts, the same bound of the trace's work.
+    let scenario = scenarios().join("job-trace-drains.yaml");
+    let drained = simulate("drained", &scenario, &[]);
+    let kept = simulate("kept", &scenario, &["--scale-down-unneeded-time", "1h"]);
+    assert!(num(&drained, "/evictions") >= 1.0, "no eviction");
+    assert_eq!(num(&kept, "/evictions"), 0.0);
+    assert_ne!(drained["node_hours"], kept["node_hours"]);
+    for part in ["node_hours", "cost", "node_hours_by_resource"] {
+        assert_eq!(drained["bound"][part], kept["bound"][part], "{part}");
+    }
+    assert_parts_sum(&drained);
+    assert_parts_sum(&kept);
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! At each metrics sample of the run (the same samples, hence the same time base and the same
 //! trace rows, as the report's node-hours) the demand is the summed requests of the pods bound
 //! to a node, DaemonSet pods excepted (they come with nodes, not with the workload); the report
-//! takes the work evictions made lost out of it first (see `distance`). Bound pods
+//! counts replayed pods as the trace gives them instead, and takes the work evictions made lost
+//! out of the rest first (see `distance`). Bound pods
 //! rather than all live pods: a pod waiting for a node does not stretch the demand, so over a run
 //! each pod counts for exactly the time it ran, and the bound is a true lower bound of the run
 //! (no node set smaller than it could have held those pods at those instants).
@@ -271,6 +272,7 @@ mod tests {
             nodes_per_group: BTreeMap::new(),
             machines_per_group: BTreeMap::new(),
             bound_requests: r,
+            timed_requests: Resources::default(),
             empty_per_group: BTreeMap::new(),
             empty_fresh: 0,
         }

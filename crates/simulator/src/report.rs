@@ -390,7 +390,13 @@ impl Report {
             })
             .collect();
         let shapes: Vec<Shape> = shaped.iter().map(|(_, sh)| sh.clone()).collect();
-        let split = distance(&shaped, samples, &log.metrics.lost_runs, log.evictions);
+        let split = distance(
+            &shaped,
+            samples,
+            &log.metrics.lost_runs,
+            &log.metrics.timed_work,
+            log.evictions,
+        );
         let fluid = split.bound;
         let fallbacks = log
             .fallbacks

@@ -184,6 +184,7 @@ impl Disruption {
                 }
             }
         }
+        let timed = c.pods.get(&id).is_some_and(crate::timed_work::is_timed);
         let lost = lost_run_start(c, &id);
         c.delete_pod_gracefully(&id, grace_sec);
         if let Some((requests, from_ms)) = lost {
@@ -197,6 +198,7 @@ impl Disruption {
                 requests,
                 from_ms,
                 to_ms,
+                timed,
             });
         }
         self.refresh(c);

@@ -33,6 +33,7 @@ mod storage;
 #[cfg(test)]
 mod testkit;
 mod time;
+mod timed_work;
 mod workloads;
 mod world;
 
@@ -47,5 +48,6 @@ pub use readiness::NOT_READY_TAINT;
 pub use scoring::Scoring;
 pub use storage::{ClaimTemplate, CsiSpec, StatefulSetSpec};
 pub use time::SimTime;
+pub use timed_work::TimedWork;
 pub use workloads::{DaemonSetSpec, JobSpec, PodTemplate, ReplicaSetSpec, Restart};
 pub use world::{World, WorldConfig};

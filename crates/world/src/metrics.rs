@@ -34,6 +34,9 @@ pub struct Sample {
     /// excepted: what the nodes must hold at least, whatever their number (the report's fluid
     /// bound is built from it).
     pub bound_requests: Resources,
+    /// Of those, the requests of replayed pods (a trace's pods and their replacements): the
+    /// report counts their work as the trace gives it ([`Metrics::timed_work`]) instead.
+    pub timed_requests: Resources,
     /// Registered nodes per MachineDeployment (`namespace/name`) holding no pod but DaemonSet
     /// pods; groups without such a node are left out.
     pub empty_per_group: BTreeMap<String, usize>,
@@ -56,6 +59,8 @@ pub struct LostRun {
     pub from_ms: SimTime,
     /// Its end (for a redone part, the furthest an earlier run got, or this run's eviction).
     pub to_ms: SimTime,
+    /// Whether the pod is replayed work (counted in [`Metrics::timed_work`]).
+    pub timed: bool,
 }
 
 /// How long one pod waited from creation to running.
@@ -90,6 +95,8 @@ pub struct Metrics {
     pub wait_ms: Vec<SimTime>,
     /// Evicted pods' lost runs, in eviction order.
     pub lost_runs: Vec<LostRun>,
+    /// The replayed pods' work as the trace gives it (from arrival, for their duration).
+    pub timed_work: crate::timed_work::TimedWork,
     /// Nodes seen holding a pod other than DaemonSet pods at a sample.
     pub(crate) used_nodes: BTreeSet<String>,
     /// Per replayed task that starts over when evicted (keyed by its first pod, `namespace/name`):
@@ -123,6 +130,7 @@ impl Metrics {
                 requests: requests.clone(),
                 from_ms: now,
                 to_ms: now.saturating_add(*done),
+                timed: true,
             });
             *open = Some(self.lost_runs.len() - 1);
         }
@@ -163,6 +171,7 @@ pub(crate) fn sample<'a>(
         nodes_per_group: BTreeMap::new(),
         machines_per_group: BTreeMap::new(),
         bound_requests: Resources::default(),
+        timed_requests: Resources::default(),
         empty_per_group: BTreeMap::new(),
         empty_fresh: 0,
     };

@@ -476,6 +476,9 @@ fn sample_metrics(c: &mut Cluster, machines: &Machines) {
             && !matches!(p.owner, Owner::DaemonSet(..))
         {
             s.bound_requests.add(&p.view.requests);
+            if crate::timed_work::is_timed(p) {
+                s.timed_requests.add(&p.view.requests);
+            }
             holding.insert(node);
         }
     }
@@ -524,8 +527,14 @@ impl World {
         lifetime_ms: SimTime,
         restart: Restart,
     ) -> Result<(), WorldError> {
-        self.cluster
+        let id = self
+            .cluster
             .create_pod(obj, Owner::Replayed(restart), Some(lifetime_ms))?;
+        let now = self.cluster.now;
+        if let Some(st) = self.cluster.pods.get(&id) {
+            let requests = st.view.requests.clone();
+            (self.cluster.metrics.timed_work).push(now, now.saturating_add(lifetime_ms), &requests);
+        }
         Ok(())
     }
 
