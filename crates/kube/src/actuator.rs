@@ -14,7 +14,7 @@ use autoscaler_clusterapi::{ObjectChange, RebaseError, ReplicasBase};
 use autoscaler_core::{ActionError, ErrorClass};
 use autoscaler_model::ObjectKey;
 use autoscaler_model::Taint;
-use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
+use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT, TO_BE_REPLACED_TAINT};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -32,8 +32,13 @@ const CONFLICT_BACKOFF: Duration = Duration::from_millis(100);
 pub const EVICTION_BACKOFF_START: Duration = Duration::from_secs(1);
 /// Longest pause between two eviction attempts.
 pub const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(10);
-/// The taints only the autoscaler puts on nodes, removed at start.
-pub const AUTOSCALER_TAINTS: [&str; 2] = [TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT];
+/// The taints only the autoscaler puts on nodes, removed at start (the last is ours: a new
+/// process does not know the replacement its predecessor waited for).
+pub const AUTOSCALER_TAINTS: [&str; 3] = [
+    TO_BE_DELETED_TAINT,
+    DELETION_CANDIDATE_TAINT,
+    TO_BE_REPLACED_TAINT,
+];
 /// Put on a node the autoscaler cordons itself (`--cordon-node-before-terminating`), so that
 /// it uncordons only those: a node someone else had cordoned stays cordoned.
 pub const CORDONED_BY_AUTOSCALER_ANNOTATION: &str =

@@ -70,6 +70,9 @@ pub const DELAY_DELETION_ANNOTATION_PREFIX: &str =
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 /// Taint the autoscaler puts on nodes it considers unneeded (soft, PreferNoSchedule).
 pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler";
+/// Taint (ours, NoSchedule) on nodes consolidation replaces, from the decision until they are
+/// drained or the replacement is given up: no new pod lands on them meanwhile.
+pub const TO_BE_REPLACED_TAINT: &str = "ToBeReplacedByClusterAutoscaler";
 /// Prefix of taints that are expected to disappear once a node has started.
 pub const STARTUP_TAINT_PREFIX: &str = "startup-taint.cluster-autoscaler.kubernetes.io/";
 /// Older spelling of [`STARTUP_TAINT_PREFIX`], still honoured upstream.

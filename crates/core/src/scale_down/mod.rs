@@ -29,6 +29,8 @@
 //! 5. `deletion`: which unneeded nodes are deleted now, and why the others wait.
 
 pub mod consolidation;
+#[cfg(test)]
+mod consolidation_work;
 mod deletion;
 pub(crate) mod disruption_budget;
 pub mod drain;
@@ -36,6 +38,7 @@ pub mod drain_priority;
 mod eligibility;
 mod node_lifetime;
 pub mod removal;
+pub(crate) mod replacement_taint;
 mod simulation;
 mod soft_taint;
 pub mod unneeded;

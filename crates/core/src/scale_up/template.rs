@@ -7,7 +7,7 @@
 //! runs. It never invents capacity: a group with neither a node nor a provider template has no
 //! template, and says so.
 
-use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT};
+use autoscaler_model::{DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT, TO_BE_REPLACED_TAINT};
 use std::sync::Arc;
 
 use crate::scale_up::estimator::NodeTemplate;
@@ -185,6 +185,7 @@ pub fn sanitize(node: &Node, name: &str, opts: &TemplateOptions) -> Node {
         let key = t.key.as_str();
         key != TO_BE_DELETED_TAINT
             && key != DELETION_CANDIDATE_TAINT
+            && key != TO_BE_REPLACED_TAINT
             && !CONDITION_TAINTS.contains(&key)
             && !opts.taints.is_startup(key)
             && !opts.taints.is_status(key)
@@ -281,6 +282,7 @@ mod tests {
         let good2 = NodeBuilder::new("ng1-b", 4000, 16 * GI)
             .label("pool", "general")
             .taint(DELETION_CANDIDATE_TAINT, "", TaintEffect::PreferNoSchedule)
+            .taint(TO_BE_REPLACED_TAINT, "", TaintEffect::NoSchedule)
             .taint(
                 "status-taint.cluster-autoscaler.kubernetes.io/gpu-degraded",
                 "",

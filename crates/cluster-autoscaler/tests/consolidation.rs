@@ -1,0 +1,233 @@
+//! Scenario tests of consolidation (`--consolidation`, ours) through `cluster-autoscaler
+//! simulate`: short batch tasks on one shape (`examples/short-tasks.yaml`), and the taint of a
+//! node waiting for its replacement, read from snapshots of the world's objects.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `simulate` with `args` (from the repository's root) and, with `snapshot_at`, a snapshot
+/// of the world's objects then: the report and the objects.
+fn simulate(name: &str, args: &[&str], snapshot_at: Option<&str>) -> (Value, Vec<Value>) {
+    let dir = std::env::temp_dir().join(format!("ca-consolidation-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let report = dir.join("report.json");
+    let snap = dir.join("snapshot.yaml");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cluster-autoscaler"));
+    cmd.arg("simulate")
+        .args(args)
+        .arg("--quiet")
+        .arg("--report")
+        .arg(&report)
+        .current_dir(repo());
+    if let Some(at) = snapshot_at {
+        cmd.args(["--snapshot-at", at, "--snapshot-out"]).arg(&snap);
+    }
+    let out = cmd.output().expect("run the binary");
+    assert!(
+        out.status.success(),
+        "simulate {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report written"))
+            .expect("report is JSON");
+    let objects = match snapshot_at {
+        Some(_) => {
+            let text = std::fs::read_to_string(&snap).expect("snapshot written");
+            serde_yaml_ng::Deserializer::from_str(&text)
+                .map(|d| serde::Deserialize::deserialize(d).expect("a YAML document"))
+                .filter(|v: &Value| !v.is_null())
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    (report, objects)
+}
+
+fn num(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{ptr} missing in report"))
+}
+
+/// Short tasks spread over every node keep each a little over half full, so upstream's
+/// scale-down never removes one; consolidation drains the nodes whose tasks fit elsewhere:
+/// fewer node-hours, no budget broken, the evictions bounded.
+#[test]
+fn consolidation_lowers_the_node_hours_of_short_tasks_spread_on_one_shape() {
+    let run = |mode: &str| {
+        let flag = format!("--consolidation={mode}");
+        simulate(
+            &format!("short-{mode}"),
+            &["examples/short-tasks.yaml", &flag],
+            None,
+        )
+        .0
+    };
+    let off = run("off");
+    let on = run("delete");
+    let hours = |r: &Value| num(r, "/node_hours");
+    assert!(
+        hours(&on) < 0.9 * hours(&off),
+        "node-hours off {} vs delete {}",
+        hours(&off),
+        hours(&on)
+    );
+    assert_eq!(num(&off, "/evictions"), 0.0, "upstream drains nothing here");
+    assert_eq!(num(&on, "/pdb_violations"), 0.0);
+    assert_eq!(num(&on, "/safety_violations"), 0.0);
+    // A drain evicts one node's pods: at most 16 tasks (8 CPUs, tasks of 0.5 CPU at least)
+    // and its DaemonSet pod; one drain at a time (--max-drain-parallelism 1).
+    let (evictions, drains) = (num(&on, "/evictions"), num(&on, "/drains"));
+    assert!(evictions > 0.0, "consolidation drained nothing");
+    assert!(
+        evictions <= 17.0 * drains,
+        "{evictions} evictions in {drains} drains"
+    );
+    assert!(drains <= num(&on, "/scale_downs"), "{drains} drains");
+    assert_eq!(num(&on, "/drains_failed"), 0.0);
+}
+
+/// Two groups: one big node running one pod, and a cheaper small shape that takes it. With
+/// `replace` the big node is replaced; the small node takes `provision` to come (or never
+/// registers), and a Job's pod arrives at 3m, while the replacement is on its way.
+fn replacement_scenario(provision: &str, never_registers: bool) -> String {
+    let fault = if never_registers {
+        "faults:\n  - {group: small, from: 0s, to: 2h, kind: never-registers}\n"
+    } else {
+        ""
+    };
+    format!(
+        "name: replacement-taint
+duration: 12m
+seed: 3
+provisioning_delay: {{min: 10s, max: 10s}}
+options:
+  scan-interval: 10s
+  consolidation: replace
+  max-node-provision-time: 4m
+node_groups:
+  - {{name: big, min: 0, max: 3, replicas: 1, cpu: '8', memory: 32Gi, price_per_hour: 1.0}}
+  - name: small
+    min: 0
+    max: 3
+    cpu: '2'
+    memory: 8Gi
+    price_per_hour: 0.2
+    provisioning_delay: {{min: {provision}, max: {provision}}}
+{fault}workloads:
+  - kind: deployment
+    name: web
+    replicas: 1
+    pod: {{cpu: 500m, memory: 1Gi}}
+  - kind: job
+    name: late
+    at: 3m
+    completions: 1
+    duration: 1h
+    pod: {{cpu: 500m, memory: 1Gi}}
+"
+    )
+}
+
+/// The node of group `prefix` (nodes are named after their group) and its taint keys.
+fn nodes(objects: &[Value]) -> Vec<(String, Vec<String>)> {
+    (objects.iter())
+        .filter(|o| o["kind"] == "Node")
+        .map(|n| {
+            let name = n["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let taints = (n["spec"]["taints"].as_array().into_iter().flatten())
+                .filter_map(|t| t["key"].as_str().map(str::to_string))
+                .collect();
+            (name, taints)
+        })
+        .collect()
+}
+
+/// The node the Job's pod is bound to, if any.
+fn late_pod_node(objects: &[Value]) -> Option<String> {
+    (objects.iter())
+        .filter(|o| o["kind"] == "Pod")
+        .find(|p| {
+            (p["metadata"]["name"].as_str()).is_some_and(|n| n.starts_with("late"))
+                && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+}
+
+const TAINT: &str = "ToBeReplacedByClusterAutoscaler";
+
+fn write_scenario(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ca-consolidation-{}-scn", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, text).expect("write scenario");
+    path
+}
+
+#[test]
+fn a_node_awaiting_its_replacement_takes_no_new_pod() {
+    let path = write_scenario("coming", &replacement_scenario("5m", false));
+    let path = path.to_str().expect("utf-8 path");
+    // At 4m the small node is still provisioning (asked for at about 1m30s, 5 minutes to come).
+    let (_, objects) = simulate("coming", &[path], Some("4m"));
+    let all = nodes(&objects);
+    let big: Vec<_> = all.iter().filter(|(n, _)| n.starts_with("big")).collect();
+    assert_eq!(big.len(), 1, "{all:?}");
+    assert!(
+        big[0].1.iter().any(|k| k == TAINT),
+        "the replaced node is tainted: {all:?}"
+    );
+    assert!(
+        all.iter().all(|(n, _)| !n.starts_with("small")),
+        "the replacement is not there yet: {all:?}"
+    );
+    assert_eq!(
+        late_pod_node(&objects),
+        None,
+        "the pod created at 3m waits for the new node rather than landing on the old one"
+    );
+    // By the end the big node was drained and deleted; the pods run on the small node.
+    let (r, objects) = simulate("coming-end", &[path], Some("11m"));
+    assert_eq!(num(&r, "/pdb_violations"), 0.0);
+    assert_eq!(num(&r, "/safety_violations"), 0.0);
+    let all = nodes(&objects);
+    assert!(all.iter().all(|(n, _)| !n.starts_with("big")), "{all:?}");
+    assert!(late_pod_node(&objects).is_some_and(|n| n.starts_with("small")));
+}
+
+#[test]
+fn the_taint_goes_when_the_replacement_is_given_up() {
+    let path = write_scenario("never", &replacement_scenario("10s", true));
+    let path = path.to_str().expect("utf-8 path");
+    let (_, objects) = simulate("never-4m", &[path], Some("4m"));
+    let all = nodes(&objects);
+    assert!(
+        all.iter()
+            .any(|(n, t)| n.starts_with("big") && t.iter().any(|k| k == TAINT)),
+        "tainted while waiting: {all:?}"
+    );
+    // Given up after --max-node-provision-time (4m): the node stays, untainted, and takes the
+    // pod that waited.
+    let (r, objects) = simulate("never-8m", &[path], Some("8m"));
+    let all = nodes(&objects);
+    let big: Vec<_> = all.iter().filter(|(n, _)| n.starts_with("big")).collect();
+    assert_eq!(big.len(), 1, "{all:?}");
+    assert!(big[0].1.iter().all(|k| k != TAINT), "{all:?}");
+    assert_eq!(late_pod_node(&objects).as_deref(), Some(big[0].0.as_str()));
+    let given_up = (r["events"].as_array().into_iter().flatten()).any(|e| {
+        e["reason"] == "Consolidation"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("given up"))
+    });
+    assert!(given_up, "{}", r["events"]);
+}
