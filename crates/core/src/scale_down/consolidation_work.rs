@@ -137,6 +137,10 @@ fn one_pass_simulates_at_most_the_bound_of_pod_placements() {
         "{} placements: the bound did not bind",
         unbounded.pods_simulated
     );
+    eprintln!(
+        "pod placements simulated: {} with the bound, {} without",
+        plan.pods_simulated, unbounded.pods_simulated
+    );
     let structural =
         3 * (8 * opts.max_multi_node_candidates + opts.max_single_node_candidates) * PODS_PER_NODE;
     assert!(
