@@ -10,7 +10,8 @@
 //! The modules are private; what the shells use is re-exported here, at the root, flat:
 //! - the loop: [`Autoscaler`] with its [`AutoscalerOptions`] (and their parts
 //!   [`ScaleUpConfig`], [`ScaleUpOptions`], [`ScaleDownOptions`], [`ClusterStateOptions`],
-//!   [`BackoffOptions`], [`ExpanderChain`]), the [`ClusterView`] it reads, the [`LoopOutcome`] it
+//!   [`BackoffOptions`], [`ExpanderChain`]; a validated setter refuses a value with an
+//!   [`InvalidOption`]), the [`ClusterView`] it reads, the [`LoopOutcome`] it
 //!   returns with its [`Action`]s (naming pods by [`PodRef`], evictions by [`PodEviction`]),
 //!   [`Event`]s and [`ClusterStatus`], the [`Outcome`]s of carried-out actions fed back through
 //!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and what a loop is
@@ -42,6 +43,7 @@
 mod actions;
 mod autoscaler;
 mod cluster_state;
+mod invalid_option;
 mod outcome;
 mod provisioning;
 mod safety;
@@ -62,6 +64,7 @@ pub use cluster_state::backoff::{BackoffOptions, FailureReason};
 pub use cluster_state::{
     BackoffStatus, ClusterStateOptions, ClusterStatus, Event, GroupReadiness, format_time_ms,
 };
+pub use invalid_option::{InvalidOption, OptionRule};
 pub use outcome::{ActionError, ErrorClass, Outcome};
 pub use provisioning::buffer::{
     BufferStatus, Resolved as ResolvedBuffer, resolve as resolve_buffer,
