@@ -6,6 +6,7 @@
 //! are set) and never reads where the value came from (the shells name their flag or file key).
 
 use std::fmt;
+use std::time::Duration;
 
 /// A value an option's setter refused, naming the field and the rule it broke.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -43,6 +44,12 @@ pub enum OptionRule {
     /// A count that must allow something (a parallelism, a scale-up's nodes).
     #[error("must be at least 1")]
     AtLeastOne,
+    /// A duration that must not be zero (a first backoff, a reset timeout).
+    #[error("must be greater than 0")]
+    Positive,
+    /// A duration that must not be shorter than another field's (the field named).
+    #[error("must not be shorter than {0}")]
+    NotShorterThan(&'static str),
 }
 
 /// `value` if it lies in `0..=1` (NaN does not).
@@ -58,6 +65,31 @@ pub(crate) fn fraction(field: &'static str, value: f64) -> Result<f64, InvalidOp
 /// `value` if it is at least 1.
 pub(crate) fn at_least_one(field: &'static str, value: usize) -> Result<usize, InvalidOption> {
     check(field, value, OptionRule::AtLeastOne, value >= 1)
+}
+
+/// `value` if it is not zero.
+pub(crate) fn positive(field: &'static str, value: Duration) -> Result<Duration, InvalidOption> {
+    check(field, Shown(value), OptionRule::Positive, !value.is_zero()).map(|d| d.0)
+}
+
+/// `value` if it is not shorter than `other`, the value of the field `other_field`.
+pub(crate) fn not_shorter_than(
+    field: &'static str,
+    value: Duration,
+    other_field: &'static str,
+    other: Duration,
+) -> Result<Duration, InvalidOption> {
+    let rule = OptionRule::NotShorterThan(other_field);
+    check(field, Shown(value), rule, value >= other).map(|d| d.0)
+}
+
+/// A duration as `Debug` shows it (`0ns`, `90s`): the text of a refused duration.
+struct Shown(Duration);
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
 }
 
 fn check<T: fmt::Display>(

@@ -37,6 +37,8 @@ pub(crate) enum Lands {
     Bool(fn(&mut Draft, bool)),
     /// A Go duration.
     Duration(fn(&mut Draft, Duration)),
+    /// A Go duration handed to a validated setter of the core's options (as [`Lands::Fraction`]).
+    CheckedDuration(fn(&mut Draft, Duration) -> Result<(), InvalidOption>),
     /// A number from 0 to 1, handed to a validated setter of the core's options: the rule it
     /// breaks is the reason the value is refused.
     Fraction(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
@@ -75,6 +77,7 @@ impl fmt::Debug for Lands {
             Lands::Path(_) => "Path",
             Lands::Bool(_) => "Bool",
             Lands::Duration(_) => "Duration",
+            Lands::CheckedDuration(_) => "CheckedDuration",
             Lands::Fraction(_) => "Fraction",
             Lands::Ratio(_) => "Ratio",
             Lands::Percent(_) => "Percent",
@@ -222,6 +225,9 @@ fn land(
         Lands::Path(f) => f(d, PathBuf::from(values.last().cloned().unwrap_or_default())),
         Lands::Bool(f) => f(d, go_bool(&last).map_err(refused)?),
         Lands::Duration(f) => f(d, go_duration(&last).map_err(refused)?),
+        Lands::CheckedDuration(f) => {
+            f(d, go_duration(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
+        }
         Lands::Fraction(f) => {
             f(d, fraction(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
         }
@@ -255,7 +261,7 @@ fn parser(lands: Lands) -> ValueParser {
     match lands {
         Lands::ConfigFile | Lands::Path(_) => value_parser!(PathBuf),
         Lands::Bool(_) => ValueParser::new(go_bool),
-        Lands::Duration(_) => ValueParser::new(go_duration),
+        Lands::Duration(_) | Lands::CheckedDuration(_) => ValueParser::new(go_duration),
         Lands::Fraction(_) => ValueParser::new(fraction),
         Lands::Ratio(_) => ValueParser::new(non_negative),
         Lands::Percent(_) => ValueParser::new(percentage),
@@ -503,7 +509,7 @@ mod tests {
                 ("drain-priority-config", _) => "1000:100,0:60",
                 (_, Lands::Bool(_)) if flag.default == "true" => "false",
                 (_, Lands::Bool(_)) => "true",
-                (_, Lands::Duration(_)) => "7m7s",
+                (_, Lands::Duration(_) | Lands::CheckedDuration(_)) => "7m7s",
                 (_, Lands::Fraction(_) | Lands::Ratio(_) | Lands::Percent(_)) => "0.37",
                 (_, Lands::Count(_) | Lands::CheckedCount(_)) => "7",
                 (_, Lands::Int(_) | Lands::Long(_) | Lands::Seconds(_)) => "7",

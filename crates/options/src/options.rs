@@ -464,8 +464,6 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
         ("scan-interval", scan_interval),
         ("max-node-provision-time", cs.max_node_provision_time),
         ("max-node-startup-time", cs.max_node_startup_time),
-        ("initial-node-group-backoff-duration", cs.backoff.initial),
-        ("node-group-backoff-reset-timeout", cs.backoff.reset_timeout),
     ];
     for (flag, d) in positive {
         if d.is_zero() {
@@ -473,13 +471,13 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
         }
     }
     let b = &cs.backoff;
-    if b.max < b.initial {
+    if b.max() < b.initial() {
         return Err(flag_err(
             "max-node-group-backoff-duration",
-            fmt_d(b.max),
+            fmt_d(b.max()),
             format!(
                 "must not be shorter than --initial-node-group-backoff-duration ({})",
-                fmt_d(b.initial)
+                fmt_d(b.initial())
             ),
         ));
     }
@@ -892,9 +890,9 @@ mod tests {
         assert_eq!(cs.max_node_startup_time, s(900));
         assert_eq!(cs.ok_total_unready_count, 3);
         assert_eq!(cs.max_total_unready_percentage, 45.0);
-        assert_eq!(cs.backoff.initial, s(300));
-        assert_eq!(cs.backoff.max, s(1800));
-        assert_eq!(cs.backoff.reset_timeout, s(3 * 3600));
+        assert_eq!(cs.backoff.initial(), s(300));
+        assert_eq!(cs.backoff.max(), s(1800));
+        assert_eq!(cs.backoff.reset_timeout(), s(3 * 3600));
     }
 
     /// Startup, ignore and status taints reach templates and readiness alike; scheduler lists
@@ -1172,7 +1170,11 @@ mod tests {
         assert_eq!(cs.ok_total_unready_count, 5);
         assert_eq!(cs.max_total_unready_percentage, 30.0);
         assert_eq!(
-            (cs.backoff.initial, cs.backoff.max, cs.backoff.reset_timeout),
+            (
+                cs.backoff.initial(),
+                cs.backoff.max(),
+                cs.backoff.reset_timeout()
+            ),
             (s(60), s(600), s(3600))
         );
     }
@@ -1475,6 +1477,16 @@ mod tests {
             ),
             (&["--max-drain-parallelism=0"], "max-drain-parallelism", "0"),
             (&["--max-nodes-per-scaleup=0"], "max-nodes-per-scaleup", "0"),
+            (
+                &["--initial-node-group-backoff-duration=0s"],
+                "initial-node-group-backoff-duration",
+                "0s",
+            ),
+            (
+                &["--node-group-backoff-reset-timeout=0s"],
+                "node-group-backoff-reset-timeout",
+                "0s",
+            ),
             // The deprecated flag lands through the same validated setter, and is named.
             (&["--max-empty-bulk-delete=0"], "max-empty-bulk-delete", "0"),
             (&["--min-replica-count=-1"], "min-replica-count", "-1"),
