@@ -640,10 +640,10 @@ mod tests {
             "status": {}});
         let o = options_for(&args, Some(&v1), &env).unwrap();
         let a = &o.controller.autoscaler;
-        assert_eq!(a.scale_down.max_graceful_termination_sec, 60);
-        assert_eq!(a.scale_down.delay_after_add.as_secs(), 120);
+        assert_eq!(a.scale_down.max_graceful_termination_sec(), 60);
+        assert_eq!(a.scale_down.delay_after_add().as_secs(), 120);
         // The flag wins over the resource.
-        assert_eq!(a.scale_down.unneeded_time.as_secs(), 420);
+        assert_eq!(a.scale_down.unneeded_time().as_secs(), 420);
 
         let bad = serde_json::json!({
             "apiVersion": "autoscaling.openshift.io/v1", "kind": "ClusterAutoscaler",
@@ -674,7 +674,7 @@ mod tests {
             none.controller
                 .autoscaler
                 .scale_down
-                .max_graceful_termination_sec,
+                .max_graceful_termination_sec(),
             600
         );
     }

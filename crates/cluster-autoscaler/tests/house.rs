@@ -6,6 +6,9 @@
 //! Only a module gated on the `test-util` feature (the test builders) may be public: it never
 //! ships, and its users are tests and benches.
 //!
+//! The core's option structs other crates build keep their fields private too: the way in is
+//! their validated setters.
+//!
 //! It reads files only; it builds nothing.
 
 use std::fs;
@@ -180,4 +183,85 @@ fn the_check_sees_open_modules_and_deep_paths() {
             (10, "autoscaler_kube::plan::".to_string()),
         ]
     );
+}
+
+/// The core's option structs other crates build, whose fields are private: the way in is their
+/// accessors and validated setters, so no shell can skip a setter's rule. Beside each, the
+/// fields still public: option groups of their own, whose rules the options crate checks.
+const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
+    ("ScaleDownOptions", &["utilization", "drain"]),
+    ("ScaleUpOptions", &["balancing"]),
+    ("BackoffOptions", &[]),
+];
+
+/// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line
+/// numbers.
+fn public_fields(text: &str, name: &str) -> Vec<(usize, String)> {
+    let head = format!("pub struct {name} {{");
+    let mut out = Vec::new();
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if !inside {
+            inside = line == head;
+            continue;
+        }
+        if line == "}" {
+            break;
+        }
+        if let Some(rest) = line.strip_prefix("pub ") {
+            let field = rest.split(':').next().unwrap_or(rest).trim();
+            out.push((i + 1, field.to_string()));
+        }
+    }
+    out
+}
+
+/// The public fields of the closed option structs under `root`'s core, one line per finding.
+fn open_options(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&root.join("crates/core/src"), &mut files);
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for file in files {
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        for (name, open) in CLOSED_OPTIONS {
+            if !text.contains(&format!("pub struct {name} {{")) {
+                continue;
+            }
+            seen.push(*name);
+            for (line, field) in public_fields(&text, name) {
+                if !open.contains(&field.as_str()) {
+                    out.push(format!(
+                        "{}:{line}: `pub {field}` of {name}: keep it private, behind an accessor and a validated setter",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    for (name, _) in CLOSED_OPTIONS {
+        if !seen.contains(name) {
+            out.push(format!("crates/core/src: no `pub struct {name} {{` found"));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_core_options_other_crates_build_have_private_fields() {
+    let found = open_options(&workspace_root());
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_check_sees_public_fields() {
+    let text = "/// Doc.\npub struct ScaleUpOptions {\n    /// A.\n    pub(crate) a: usize,\n    pub b: bool,\n    pub balancing: X,\n}\npub struct Other {\n    pub c: u8,\n}\n";
+    assert_eq!(
+        public_fields(text, "ScaleUpOptions"),
+        [(5, "b".to_string()), (6, "balancing".to_string())]
+    );
+    assert!(public_fields(text, "Missing").is_empty());
 }

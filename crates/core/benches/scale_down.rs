@@ -80,15 +80,13 @@ fn bench(c: &mut Criterion) {
                 in_flight: InFlight::default(),
             };
             let plan = plan_scale_down(&mut snapshot, &mut state, input, &opts, 0, &mut Unlimited);
-            assert_eq!(plan.unneeded.len(), opts.non_empty_candidates_count);
+            assert_eq!(plan.unneeded.len(), opts.non_empty_candidates_count());
             black_box(plan)
         })
     });
     // The same pass with the candidate bound lifted: all 200 underutilized nodes simulated.
-    let all = ScaleDownOptions {
-        non_empty_candidates_count: 1000,
-        ..ScaleDownOptions::default()
-    };
+    let mut all = ScaleDownOptions::default();
+    all.set_non_empty_candidates_count(1000);
     group.bench_function("plan_1000_nodes_every_fifth_at_20pct_all_candidates", |b| {
         b.iter(|| {
             let mut state = ScaleDownState::default();

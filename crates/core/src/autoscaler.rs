@@ -192,7 +192,9 @@ fn build_snapshot_with(
 }
 
 /// Decides the scale-up for `view` at `now_ms` (milliseconds since the Unix epoch). `blocked`
-/// says why a group must not grow now (backoff, unhealthy), if it must not.
+/// says why a group must not grow now (backoff, unhealthy), if it must not. The loop does this
+/// itself; alone, it is for tests and benches.
+#[cfg(any(test, feature = "bench"))]
 pub fn decide_scale_up(
     view: &ClusterView<'_>,
     config: &ScaleUpConfig,
@@ -218,7 +220,7 @@ pub fn decide_scale_up(
     decision
 }
 
-/// [`decide_scale_up`] on a snapshot the caller built from `view` with [`build_snapshot`], which
+/// `decide_scale_up` on a snapshot the caller built from `view` with [`build_snapshot`], which
 /// is left as found (every change is made on a fork and reverted), with the upcoming nodes per
 /// group index given by the caller (the
 /// cluster state's count, which leaves out failed, long-unregistered and reverted instances);

@@ -10,7 +10,8 @@
 //! The modules are private; what the shells use is re-exported here, at the root, flat:
 //! - the loop: [`Autoscaler`] with its [`AutoscalerOptions`] (and their parts
 //!   [`ScaleUpConfig`], [`ScaleUpOptions`], [`ScaleDownOptions`], [`ClusterStateOptions`],
-//!   [`BackoffOptions`], [`ExpanderChain`]), the [`ClusterView`] it reads, the [`LoopOutcome`] it
+//!   [`BackoffOptions`], [`ExpanderChain`]; a validated setter refuses a value with an
+//!   [`InvalidOption`]), the [`ClusterView`] it reads, the [`LoopOutcome`] it
 //!   returns with its [`Action`]s (naming pods by [`PodRef`], evictions by [`PodEviction`]),
 //!   [`Event`]s and [`ClusterStatus`], the [`Outcome`]s of carried-out actions fed back through
 //!   `Autoscaler::observe` (with their [`ActionError`] and its [`ErrorClass`]), and what a loop is
@@ -18,9 +19,14 @@
 //!   simulations ([`Unlimited`]: none);
 //! - the parts of a loop the shells explain or replay on their own: the scheduling snapshot
 //!   ([`ClusterSnapshot`], [`build_snapshot`], [`check_node_static`]), pending pods
-//!   ([`is_unschedulable`], [`place_on_existing`]), templates and the estimator
-//!   ([`build_template`], [`estimate`]), scale-down's plan ([`plan_scale_down`]) and why nodes
-//!   wait or stay ([`Waiting`], [`Unremovable`]).
+//!   ([`is_unschedulable`]), templates and the estimator's limits ([`EstimatorLimits`]) and why
+//!   nodes wait or stay ([`Waiting`], [`Unremovable`]).
+//!
+//! With the feature `bench` (the simulator's `bench` turns it on, to time one phase of a loop
+//! at a time), the phases are entry points of their own too: `select_pending`,
+//! `place_on_existing`, `build_template`, `estimate`, `decide_scale_up`,
+//! `decide_scale_up_with_upcoming`, `plan_scale_down` and `plan_consolidation`. The shells
+//! that decide call the loop.
 //!
 //! The model the decisions read (nodes, pods, quantities, node groups, the object store...) is
 //! the crate `autoscaler_model`; the most used of its types are re-exported here too, so a shell
@@ -42,6 +48,7 @@
 mod actions;
 mod autoscaler;
 mod cluster_state;
+mod invalid_option;
 mod outcome;
 mod provisioning;
 mod safety;
@@ -56,12 +63,13 @@ pub use actions::{
 };
 pub use autoscaler::{
     Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, Phase, PhaseClock, ScaleUpConfig,
-    build_snapshot, decide_scale_up, decide_scale_up_with_upcoming,
+    build_snapshot,
 };
 pub use cluster_state::backoff::{BackoffOptions, FailureReason};
 pub use cluster_state::{
     BackoffStatus, ClusterStateOptions, ClusterStatus, Event, GroupReadiness, format_time_ms,
 };
+pub use invalid_option::{InvalidOption, OptionRule};
 pub use outcome::{ActionError, ErrorClass, Outcome};
 pub use provisioning::buffer::{
     BufferStatus, Resolved as ResolvedBuffer, resolve as resolve_buffer,
@@ -75,22 +83,18 @@ pub use provisioning::{
 };
 pub use scale_down::consolidation::{
     ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationPlan,
-    ConsolidationState, ReplacementShape, plan_consolidation,
+    ConsolidationState, ReplacementShape,
 };
 pub use scale_down::drain::{PodDrain, classify_pod, is_expendable};
 pub use scale_down::drain_priority::{DrainPriority, DrainPriorityConfig, DrainPriorityError};
 pub use scale_down::{
-    InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Unremovable,
-    Waiting, plan_scale_down,
+    InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Unremovable, Waiting,
 };
 pub use scale_up::balance::similar;
-pub use scale_up::estimator::{EstimatorLimits, NodeTemplate, estimate};
+pub use scale_up::estimator::{EstimatorLimits, NodeTemplate};
 pub use scale_up::expander::{Expander, ExpanderChain, ExpanderName};
-pub use scale_up::pending::{
-    SetAside, is_unprocessed, is_unschedulable, place_on_existing, select as select_pending,
-};
+pub use scale_up::pending::{SetAside, is_unprocessed, is_unschedulable};
 pub use scale_up::reasons::GroupReasons;
-pub use scale_up::template::build_template;
 pub use scale_up::{
     ConsideredOption, GroupIncrease, IncreaseReason, ScaleUpOptions, ScaleUpResult,
 };
@@ -100,6 +104,20 @@ pub use scheduling::dra_search::{
 };
 pub use scheduling::predicates::{Prepared, Unfit, check_node_static};
 pub use scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
+
+// The phases of a loop, each alone: for the simulator's `bench` and this crate's benches.
+#[cfg(feature = "bench")]
+pub use autoscaler::{decide_scale_up, decide_scale_up_with_upcoming};
+#[cfg(feature = "bench")]
+pub use scale_down::consolidation::plan_consolidation;
+#[cfg(feature = "bench")]
+pub use scale_down::plan_scale_down;
+#[cfg(feature = "bench")]
+pub use scale_up::estimator::estimate;
+#[cfg(feature = "bench")]
+pub use scale_up::pending::{place_on_existing, select as select_pending};
+#[cfg(feature = "bench")]
+pub use scale_up::template::build_template;
 
 // The model's most used types, for shells that need only these beside the loop (the model
 // crate is their home; new code may import them from either).

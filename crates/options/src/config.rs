@@ -695,14 +695,14 @@ spec:
         assert_eq!(l.gpus[1].0.to_string(), "amd.com/gpu");
         assert_eq!(l.gpus[1].1, Range::new(0, 4).unwrap());
         let sd = &o.scale_down;
-        assert!(sd.enabled);
-        assert_eq!(sd.delay_after_add, Duration::from_secs(600));
-        assert_eq!(sd.delay_after_delete, Duration::from_secs(300));
-        assert_eq!(sd.delay_after_failure, Duration::from_secs(30));
-        assert_eq!(sd.unneeded_time, Duration::from_secs(300));
-        assert_eq!(sd.utilization_threshold, 0.4);
+        assert!(sd.enabled());
+        assert_eq!(sd.delay_after_add(), Duration::from_secs(600));
+        assert_eq!(sd.delay_after_delete(), Duration::from_secs(300));
+        assert_eq!(sd.delay_after_failure(), Duration::from_secs(30));
+        assert_eq!(sd.unneeded_time(), Duration::from_secs(300));
+        assert_eq!(sd.utilization_threshold(), 0.4);
         // Fields the resource does not give keep upstream's defaults.
-        assert_eq!(sd.unready_time, Duration::from_secs(1200));
+        assert_eq!(sd.unready_time(), Duration::from_secs(1200));
         assert_eq!(o.scale_up.expander.to_string(), "least-waste");
     }
 
@@ -734,7 +734,7 @@ spec:
             o.scale_up.pending.new_pod_scale_up_delay,
             Duration::from_secs(45)
         );
-        assert!(o.scale_up.scale_up.enforce_node_group_min_size);
+        assert!(o.scale_up.scale_up.enforce_node_group_min_size());
         assert_eq!(
             o.scale_up.template.taints.startup,
             [
@@ -742,12 +742,12 @@ spec:
                 "ignore-taint.cluster-autoscaler.kubernetes.io/x"
             ]
         );
-        assert_eq!(o.scale_down.max_graceful_termination_sec, 60);
+        assert_eq!(o.scale_down.max_graceful_termination_sec(), 60);
         assert_eq!(
             o.cluster_state.max_node_provision_time,
             Duration::from_secs(1200)
         );
-        assert!(o.scale_up.scale_up.balance_similar_node_groups);
+        assert!(o.scale_up.scale_up.balance_similar_node_groups());
         assert_eq!(
             o.scale_up.scale_up.balancing.ignored_labels,
             ["zone", "rack"]
@@ -755,7 +755,7 @@ spec:
         assert!(o.scale_down.utilization.ignore_daemonsets);
         assert!(!o.scale_down.drain.skip_nodes_with_local_storage);
         assert_eq!(o.scale_up.expander.to_string(), "priority,least-waste");
-        assert!(!o.scale_down.enabled);
+        assert!(!o.scale_down.enabled());
     }
 
     /// Each invalid field is rejected with its path and value.
@@ -931,7 +931,7 @@ status: {}
                 .autoscaler
                 .scale_up
                 .scale_up
-                .enforce_node_group_min_size
+                .enforce_node_group_min_size()
         );
     }
 
@@ -957,17 +957,17 @@ status: {}
         let o = RunOptions::build(&args, Some(&file), &|_| None).unwrap();
         let a = &o.controller.autoscaler;
         // Flags given.
-        assert_eq!(a.scale_down.unneeded_time, Duration::from_secs(420));
+        assert_eq!(a.scale_down.unneeded_time(), Duration::from_secs(420));
         assert_eq!(a.scale_up.limits.max_nodes_total, 50);
         assert_eq!(o.verbosity, 2);
-        assert!(!a.scale_down.enabled);
+        assert!(!a.scale_down.enabled());
         assert_eq!(a.scale_up.limits.cpu, Range::new(0, 64_000).unwrap());
         // From the file, where no flag was given.
-        assert_eq!(a.scale_down.delay_after_delete, Duration::from_secs(300));
-        assert_eq!(a.scale_down.utilization_threshold, 0.4);
+        assert_eq!(a.scale_down.delay_after_delete(), Duration::from_secs(300));
+        assert_eq!(a.scale_down.utilization_threshold(), 0.4);
         assert_eq!(a.scale_up.limits.memory.max(), 256 * GIB);
         // Neither: upstream's default.
-        assert_eq!(a.scale_down.unready_time, Duration::from_secs(1200));
+        assert_eq!(a.scale_down.unready_time(), Duration::from_secs(1200));
         assert_eq!(o.controller.scan_interval, Duration::from_secs(10));
 
         // The file's verbosity applies when `--v` is absent.

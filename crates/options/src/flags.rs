@@ -18,7 +18,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use autoscaler_core::ExpanderChain;
+use autoscaler_core::{ExpanderChain, InvalidOption};
 use autoscaler_model::{Range, parse_duration, parse_gpu_limit};
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
@@ -255,7 +255,7 @@ fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), Refused> {
 /// `--gpu-total`, each `type:min:max`.
 /// `--drain-priority-config`: empty stands for not given, as upstream.
 fn drain_priority_config(d: &mut Draft, text: &str) -> Result<(), String> {
-    d.c.autoscaler.scale_down.drain_priority = if text.is_empty() {
+    let config = if text.is_empty() {
         None
     } else {
         Some(
@@ -263,6 +263,7 @@ fn drain_priority_config(d: &mut Draft, text: &str) -> Result<(), String> {
                 .map_err(|e: autoscaler_core::DrainPriorityError| e.to_string())?,
         )
     };
+    d.c.autoscaler.scale_down.set_drain_priority(config);
     Ok(())
 }
 
@@ -277,18 +278,23 @@ fn gpu_total(d: &mut Draft, v: &[String]) -> Result<(), Refused> {
 
 /// Upstream: a non-positive value turns the limit off.
 fn non_empty_candidates_count(d: &mut Draft, v: i64) {
-    d.c.autoscaler.scale_down.non_empty_candidates_count = usize::try_from(v)
-        .ok()
-        .filter(|&n| n > 0)
-        .unwrap_or(usize::MAX);
+    d.c.autoscaler.scale_down.set_non_empty_candidates_count(
+        usize::try_from(v)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(usize::MAX),
+    );
 }
 
 /// Upstream: --max-empty-bulk-delete alone stands for --max-scale-down-parallelism (its
 /// actuator caps empty and drained deletions together); with both, the latter rules.
-fn max_empty_bulk_delete(d: &mut Draft, v: usize) {
+fn max_empty_bulk_delete(d: &mut Draft, v: usize) -> Result<(), InvalidOption> {
     if !d.layer.gives("max-scale-down-parallelism") {
-        d.c.autoscaler.scale_down.max_scale_down_parallelism = v;
+        d.c.autoscaler
+            .scale_down
+            .set_max_scale_down_parallelism(v)?;
     }
+    Ok(())
 }
 
 /// Every flag: upstream's, in upstream's order within each source, then ours.
@@ -305,24 +311,24 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("cloud-config", "", Text, A, run(30, General, "FILE", "Cluster API: kubeconfig of the management cluster, where the Machines, MachineSets, MachineDeployments and MachinePools live (nodes and pods are read through `--kubeconfig`) [default: the cluster of `--kubeconfig`, see `--clusterapi-cloud-config-authoritative`]", Lands::Text(|d, v| { d.cloud_config = Some(v.to_string()); Ok(()) }))),
     imp("cloud-provider", "build-dependent (clusterapi here)", Text, A, run(60, General, "NAME", "Cloud provider: `clusterapi`, or `openshift` (OpenShift's Machine API MachineSets of openshift-machine-api plus Cluster API, in one process) [default: clusterapi]", Lands::Text(cloud_provider))),
     imp("namespace", "kube-system", Text, A, run(50, General, "NAMESPACE", "Namespace of the leader Lease, the status ConfigMap and the priority-expander ConfigMap", Lands::Text(|d, v| { d.c.namespace = v.to_string(); Ok(()) }))),
-    imp("enforce-node-group-min-size", "false", Bool, A, setting(260, ScaleUp, "BOOL", "Grow node groups below their min size", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.enforce_node_group_min_size = v))).file("spec.enforceNodeGroupMinSize"),
-    imp("scale-down-unready-enabled", "true", Bool, A, setting(690, ScaleDown, "BOOL", "Scale down unready nodes (after --scale-down-unready-time)", Lands::Bool(|d, v| d.c.autoscaler.scale_down.unready_enabled = v))),
-    imp("scale-down-delay-after-add", "10m0s", Dur, A, setting(430, ScaleDown, "DURATION", "Wait after a scale-up before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_add = v))).file("spec.scaleDown.delayAfterAdd"),
-    imp("scale-down-delay-type-local", "false", Bool, A, setting(710, ScaleDown, "BOOL", "The --scale-down-delay-after-* delays hold only the node group concerned", Lands::Bool(|d, v| d.c.autoscaler.scale_down.delay_type_local = v))),
-    imp("scale-down-delay-after-delete", "0s", Dur, A, setting(440, ScaleDown, "DURATION", "Wait after a node deletion before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_delete = v))).file("spec.scaleDown.delayAfterDelete"),
-    imp("scale-down-delay-after-failure", "3m0s", Dur, A, setting(450, ScaleDown, "DURATION", "Wait after a failed scale-down before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.delay_after_failure = v))).file("spec.scaleDown.delayAfterFailure"),
-    imp("scale-down-unneeded-time", "10m0s", Dur, A, setting(460, ScaleDown, "DURATION", "How long a node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unneeded_time = v))).file("spec.scaleDown.unneededTime"),
-    imp("scale-down-unready-time", "20m0s", Dur, A, setting(470, ScaleDown, "DURATION", "How long an unready node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.unready_time = v))),
-    imp("scale-down-utilization-threshold", "0.5", Float, A, setting(480, ScaleDown, "RATIO", "Utilization below which a node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.utilization_threshold = v))).file("spec.scaleDown.utilizationThreshold"),
-    imp("scale-down-gpu-utilization-threshold", "0.5", Float, A, setting(490, ScaleDown, "RATIO", "GPU utilization below which a GPU node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.gpu_utilization_threshold = v))),
+    imp("enforce-node-group-min-size", "false", Bool, A, setting(260, ScaleUp, "BOOL", "Grow node groups below their min size", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.set_enforce_node_group_min_size(v)))).file("spec.enforceNodeGroupMinSize"),
+    imp("scale-down-unready-enabled", "true", Bool, A, setting(690, ScaleDown, "BOOL", "Scale down unready nodes (after --scale-down-unready-time)", Lands::Bool(|d, v| d.c.autoscaler.scale_down.set_unready_enabled(v)))),
+    imp("scale-down-delay-after-add", "10m0s", Dur, A, setting(430, ScaleDown, "DURATION", "Wait after a scale-up before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.set_delay_after_add(v)))).file("spec.scaleDown.delayAfterAdd"),
+    imp("scale-down-delay-type-local", "false", Bool, A, setting(710, ScaleDown, "BOOL", "The --scale-down-delay-after-* delays hold only the node group concerned", Lands::Bool(|d, v| d.c.autoscaler.scale_down.set_delay_type_local(v)))),
+    imp("scale-down-delay-after-delete", "0s", Dur, A, setting(440, ScaleDown, "DURATION", "Wait after a node deletion before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.set_delay_after_delete(v)))).file("spec.scaleDown.delayAfterDelete"),
+    imp("scale-down-delay-after-failure", "3m0s", Dur, A, setting(450, ScaleDown, "DURATION", "Wait after a failed scale-down before scale-down resumes", Lands::Duration(|d, v| d.c.autoscaler.scale_down.set_delay_after_failure(v)))).file("spec.scaleDown.delayAfterFailure"),
+    imp("scale-down-unneeded-time", "10m0s", Dur, A, setting(460, ScaleDown, "DURATION", "How long a node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.set_unneeded_time(v)))).file("spec.scaleDown.unneededTime"),
+    imp("scale-down-unready-time", "20m0s", Dur, A, setting(470, ScaleDown, "DURATION", "How long an unready node must be unneeded before removal", Lands::Duration(|d, v| d.c.autoscaler.scale_down.set_unready_time(v)))),
+    imp("scale-down-utilization-threshold", "0.5", Float, A, setting(480, ScaleDown, "RATIO", "Utilization below which a node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.set_utilization_threshold(v)))).file("spec.scaleDown.utilizationThreshold"),
+    imp("scale-down-gpu-utilization-threshold", "0.5", Float, A, setting(490, ScaleDown, "RATIO", "GPU utilization below which a GPU node may be removed, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.set_gpu_utilization_threshold(v)))),
     imp("scale-down-non-empty-candidates-count", "30", Int, A, setting(500, ScaleDown, "INT", "Non-empty nodes found removable per pass; 0 or less: no limit", Lands::Long(non_empty_candidates_count))),
-    imp("scale-down-candidates-pool-ratio", "0.1", Float, A, setting(510, ScaleDown, "RATIO", "Share of nodes tried as extra candidates when some fail, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.candidates_pool_ratio = v))),
-    imp("scale-down-candidates-pool-min-count", "50", Int, A, setting(520, ScaleDown, "INT", "At least this many extra candidates", Lands::Count(|d, v| d.c.autoscaler.scale_down.candidates_pool_min_count = v))),
+    imp("scale-down-candidates-pool-ratio", "0.1", Float, A, setting(510, ScaleDown, "RATIO", "Share of nodes tried as extra candidates when some fail, 0 to 1", Lands::Fraction(|d, v| d.c.autoscaler.scale_down.set_candidates_pool_ratio(v)))),
+    imp("scale-down-candidates-pool-min-count", "50", Int, A, setting(520, ScaleDown, "INT", "At least this many extra candidates", Lands::Count(|d, v| d.c.autoscaler.scale_down.set_candidates_pool_min_count(v)))),
     imp("node-deletion-delay-timeout", "2m0s", Dur, A, setting(660, ScaleDown, "DURATION", "Longest wait for a node's delay-deletion.cluster-autoscaler.kubernetes.io/* annotations to go before it is deleted anyway; 0s: no wait", Lands::Duration(|d, v| d.c.node_deletion_delay_timeout = v))),
     f("node-deletion-batcher-interval", "0s", Dur, gap("deletions are not batched over time; each loop deletes what it decided", "0s"), A),
     imp("scan-interval", "10s", Dur, A, setting(200, General, "DURATION", "How often the cluster is re-evaluated (in `simulate`, in virtual time)", Lands::Duration(|d, v| d.c.scan_interval = v))),
     imp("max-nodes-total", "0", Int, A, setting(350, ScaleUp, "INT", "Most nodes in the cluster, 0 for no limit", Lands::Count(|d, v| d.c.autoscaler.scale_up.limits.max_nodes_total = v))).file("spec.resourceLimits.maxNodesTotal"),
-    imp("max-bulk-soft-taint-count", "10", Int, A, setting(540, ScaleDown, "INT", "Nodes soft-tainted or untainted per pass", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_bulk_soft_taint_count = v))),
+    imp("max-bulk-soft-taint-count", "10", Int, A, setting(540, ScaleDown, "INT", "Nodes soft-tainted or untainted per pass", Lands::Count(|d, v| d.c.autoscaler.scale_down.set_max_bulk_soft_taint_count(v)))),
     f("max-bulk-soft-taint-time", "3s", Dur, none("soft taints are applied within the loop without a separate time bound; --max-bulk-soft-taint-count bounds them"), A),
     imp("max-total-unready-percentage", "45", Float, A, setting(770, ClusterState, "PERCENT", "Percentage of unready nodes above which the autoscaler halts, 0 to 100", Lands::Percent(|d, v| d.c.autoscaler.cluster_state.max_total_unready_percentage = v))),
     imp("ok-total-unready-count", "3", Int, A, setting(760, ClusterState, "INT", "Unready nodes allowed regardless of the percentage", Lands::Count(|d, v| d.c.autoscaler.cluster_state.ok_total_unready_count = v))),
@@ -343,7 +349,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("max-binpacking-time", "5m0s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     imp("max-failing-time", "15m0s", Dur, A, run(190, General, "DURATION", "`/health-check` fails when loops kept failing for this long", Lands::Duration(|d, v| d.c.max_failing_time = v))),
     imp("max-startup-time", "20m0s", Dur, A, run(810, ClusterState, "DURATION", "`/health-check` fails when no loop succeeded this long after this replica started running loops", Lands::Duration(|d, v| d.c.max_startup_time = v))),
-    imp("balance-similar-node-groups", "false", Bool, A, setting(270, ScaleUp, "BOOL", "Balance the sizes of similar node groups", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.balance_similar_node_groups = v))).file("spec.balanceSimilarNodeGroups"),
+    imp("balance-similar-node-groups", "false", Bool, A, setting(270, ScaleUp, "BOOL", "Balance the sizes of similar node groups", Lands::Bool(|d, v| d.c.autoscaler.scale_up.scale_up.set_balance_similar_node_groups(v)))).file("spec.balanceSimilarNodeGroups"),
     f("unremovable-node-recheck-timeout", "5m0s", Dur, none("every node is re-evaluated each loop"), A),
     imp("expendable-pods-priority-cutoff", "-10", Int, A, setting(230, ScaleUp, "INT", "Pods with a priority below this never cause a scale-up", Lands::Int(expendable_pods_priority_cutoff))).file("spec.podPriorityThreshold"),
     f("regional", "false", Bool, none(OTHER_PROVIDER), A),
@@ -358,13 +364,13 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("emit-per-nodegroup-metrics", "false", Bool, A, run(820, ClusterState, "BOOL", "Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`, `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`)", Lands::Bool(|d, v| d.c.emit_per_nodegroup_metrics = v))),
     f("debugging-snapshot-enabled", "false", Bool, gap("there is no debugging snapshot endpoint", "false"), A),
     f("node-info-cache-expire-time", "87600h0m0s", Dur, none("node templates are computed each loop; there is no node-info cache"), A),
-    imp("initial-node-group-backoff-duration", "5m0s", Dur, A, setting(780, ClusterState, "DURATION", "First backoff of a node group after a failed scale-up", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.initial = v))),
-    imp("max-node-group-backoff-duration", "30m0s", Dur, A, setting(790, ClusterState, "DURATION", "Longest backoff of a node group", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.max = v))),
-    imp("node-group-backoff-reset-timeout", "3h0m0s", Dur, A, setting(800, ClusterState, "DURATION", "Time without failure after which a group's backoff starts over", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.reset_timeout = v))),
-    imp("max-scale-down-parallelism", "10", Int, A, setting(550, ScaleDown, "INT", "Nodes deleted at once, drained ones included, at least 1", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_scale_down_parallelism = v))),
-    imp("max-drain-parallelism", "1", Int, A, setting(560, ScaleDown, "INT", "Non-empty nodes drained at once, at least 1", Lands::Count(|d, v| d.c.autoscaler.scale_down.max_drain_parallelism = v))),
+    imp("initial-node-group-backoff-duration", "5m0s", Dur, A, setting(780, ClusterState, "DURATION", "First backoff of a node group after a failed scale-up", Lands::CheckedDuration(|d, v| d.c.autoscaler.cluster_state.backoff.set_initial(v)))),
+    imp("max-node-group-backoff-duration", "30m0s", Dur, A, setting(790, ClusterState, "DURATION", "Longest backoff of a node group", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.set_max(v)))),
+    imp("node-group-backoff-reset-timeout", "3h0m0s", Dur, A, setting(800, ClusterState, "DURATION", "Time without failure after which a group's backoff starts over", Lands::CheckedDuration(|d, v| d.c.autoscaler.cluster_state.backoff.set_reset_timeout(v)))),
+    imp("max-scale-down-parallelism", "10", Int, A, setting(550, ScaleDown, "INT", "Nodes deleted at once, drained ones included, at least 1", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_down.set_max_scale_down_parallelism(v)))),
+    imp("max-drain-parallelism", "1", Int, A, setting(560, ScaleDown, "INT", "Non-empty nodes drained at once, at least 1", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_down.set_max_drain_parallelism(v)))),
     f("record-duplicated-events", "false", Bool, none("events are aggregated as client-go's correlator does; duplicates within its window are folded either way"), A),
-    imp("max-nodes-per-scaleup", "1000", Int, A, setting(250, ScaleUp, "INT", "Most nodes added in one scale-up", Lands::Count(|d, v| d.c.autoscaler.scale_up.scale_up.max_nodes_per_scale_up = v))),
+    imp("max-nodes-per-scaleup", "1000", Int, A, setting(250, ScaleUp, "INT", "Most nodes added in one scale-up", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_up.scale_up.set_max_nodes_per_scale_up(v)))),
     f("max-nodegroup-binpacking-duration", "10s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     f("fastpath-binpacking-enabled", "false", Bool, none(GO_TUNING), A),
     imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_system_pods = v))),
@@ -419,13 +425,13 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("ignore-taint", "[]", List, A, setting(340, ScaleUp, "KEY", "Deprecated name of `--startup-taint`; repeatable", Lands::Texts(startup_taints))),
     f("enable-dynamic-resource-allocation", "true", Bool, gap("Dynamic Resource Allocation objects (ResourceClaims) are not read", "false"), A),
     f("cluster-snapshot-parallelism", "16", Int, none(GO_TUNING), A),
-    imp("scale-down-enabled", "true", Bool, A, setting(420, ScaleDown, "BOOL", "Scale the cluster down", Lands::Bool(|d, v| d.c.autoscaler.scale_down.enabled = v))).file("spec.scaleDown.enabled"),
+    imp("scale-down-enabled", "true", Bool, A, setting(420, ScaleDown, "BOOL", "Scale the cluster down", Lands::Bool(|d, v| d.c.autoscaler.scale_down.set_enabled(v)))).file("spec.scaleDown.enabled"),
     f("nodes", "[]", List, none("Cluster API finds node groups by their annotations and --node-group-auto-discovery, as upstream's Cluster API provider does"), A),
     imp("node-group-auto-discovery", "[]", List, A, run(70, General, "SPEC", "Node-group auto-discovery: `clusterapi:namespace=NS,clusterName=NAME,<label>=<value>`; repeatable (ORed)", Lands::Texts(|d, v| { d.auto_discovery = v.to_vec(); Ok(()) }))),
     f("scheduler-config-file", "", Text, gap("a custom kube-scheduler configuration is not supported; the default plugins' filters are used", ""), A),
     imp("cores-total", "0:320000", Text, A, setting(360, ScaleUp, "MIN:MAX", "Cores in the cluster, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.cpu = Range::parse_cores(v).map_err(|e| e.to_string())?; Ok(()) }))).file("spec.resourceLimits.cores"),
     imp("memory-total", "0:6400000", Text, A, setting(370, ScaleUp, "MIN:MAX", "Memory in the cluster in GiB, `min:max`", Lands::Text(|d, v| { d.c.autoscaler.scale_up.limits.memory = Range::parse_memory_gib(v).map_err(|e| e.to_string())?; Ok(()) }))).file("spec.resourceLimits.memory"),
-    imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.max_graceful_termination_sec = v))).file("spec.maxPodGracePeriod"),
+    imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.set_max_graceful_termination_sec(v)))).file("spec.maxPodGracePeriod"),
     imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))).file("spec.resourceLimits.gpus"),
     imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))).file("spec.startupTaints"),
     imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints.status = v.to_vec(); Ok(()) }))),
@@ -464,7 +470,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("legacy-stderr-threshold-behavior", "true", Bool, none(KLOG_FORMAT), L),
     f("feature-gates", "", Gates, none("the Kubernetes feature gates of the logging library; nothing here depends on them"), FG),
     // Removed upstream, still in manifests.
-    imp("max-empty-bulk-delete", "10", Int, Removed, setting(680, ScaleDown, "INT", "Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream", Lands::Count(max_empty_bulk_delete))),
+    imp("max-empty-bulk-delete", "10", Int, Removed, setting(680, ScaleDown, "INT", "Deprecated: sets --max-scale-down-parallelism when that is not given, as upstream", Lands::CheckedCount(max_empty_bulk_delete))),
     // Ours, not upstream's (not in docs/flags.md's tables; its introduction names them).
     imp("config", "", Text, Ours, run(10, General, "FILE", "A `ClusterAutoscaler` resource (`autoscaling.openshift.io/v1`, YAML); flags given on the command line win over it", Lands::ConfigFile)),
     imp("enable-explain-endpoint", "false", Bool, Ours, run(830, ClusterState, "BOOL", "Serve the last loop's plan (the document `plan --output json` prints) at `/explain` on `--address`, when this replica leads. Ours, not upstream's", Lands::Bool(|d, v| d.c.enable_explain_endpoint = v))),

@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use autoscaler_core::ConsolidationMode;
+use autoscaler_core::{ConsolidationMode, InvalidOption};
 use autoscaler_kube::ControllerConfig;
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
@@ -37,14 +37,19 @@ pub(crate) enum Lands {
     Bool(fn(&mut Draft, bool)),
     /// A Go duration.
     Duration(fn(&mut Draft, Duration)),
-    /// A number from 0 to 1.
-    Fraction(fn(&mut Draft, f64)),
+    /// A Go duration handed to a validated setter of the core's options (as [`Lands::Fraction`]).
+    CheckedDuration(fn(&mut Draft, Duration) -> Result<(), InvalidOption>),
+    /// A number from 0 to 1, handed to a validated setter of the core's options: the rule it
+    /// breaks is the reason the value is refused.
+    Fraction(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
     /// A finite number >= 0.
     Ratio(fn(&mut Draft, f64)),
     /// A percentage from 0 to 100.
     Percent(fn(&mut Draft, f64)),
     /// A count (>= 0).
     Count(fn(&mut Draft, usize)),
+    /// A count handed to a validated setter of the core's options (as [`Lands::Fraction`]).
+    CheckedCount(fn(&mut Draft, usize) -> Result<(), InvalidOption>),
     /// A 32-bit integer, negative ones included.
     Int(fn(&mut Draft, i32)),
     /// A 64-bit integer, negative ones included.
@@ -72,10 +77,12 @@ impl fmt::Debug for Lands {
             Lands::Path(_) => "Path",
             Lands::Bool(_) => "Bool",
             Lands::Duration(_) => "Duration",
+            Lands::CheckedDuration(_) => "CheckedDuration",
             Lands::Fraction(_) => "Fraction",
             Lands::Ratio(_) => "Ratio",
             Lands::Percent(_) => "Percent",
             Lands::Count(_) => "Count",
+            Lands::CheckedCount(_) => "CheckedCount",
             Lands::Int(_) => "Int",
             Lands::Long(_) => "Long",
             Lands::Seconds(_) => "Seconds",
@@ -218,10 +225,17 @@ fn land(
         Lands::Path(f) => f(d, PathBuf::from(values.last().cloned().unwrap_or_default())),
         Lands::Bool(f) => f(d, go_bool(&last).map_err(refused)?),
         Lands::Duration(f) => f(d, go_duration(&last).map_err(refused)?),
-        Lands::Fraction(f) => f(d, fraction(&last).map_err(refused)?),
+        Lands::CheckedDuration(f) => {
+            f(d, go_duration(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
+        }
+        Lands::Fraction(f) => {
+            f(d, fraction(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
+        }
         Lands::Ratio(f) => f(d, non_negative(&last).map_err(refused)?),
         Lands::Percent(f) => f(d, percentage(&last).map_err(refused)?),
         Lands::Count(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
+        Lands::CheckedCount(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?)
+            .map_err(|e| refused(e.rule().to_string()))?,
         Lands::Int(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::Long(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::Seconds(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
@@ -247,11 +261,11 @@ fn parser(lands: Lands) -> ValueParser {
     match lands {
         Lands::ConfigFile | Lands::Path(_) => value_parser!(PathBuf),
         Lands::Bool(_) => ValueParser::new(go_bool),
-        Lands::Duration(_) => ValueParser::new(go_duration),
+        Lands::Duration(_) | Lands::CheckedDuration(_) => ValueParser::new(go_duration),
         Lands::Fraction(_) => ValueParser::new(fraction),
         Lands::Ratio(_) => ValueParser::new(non_negative),
         Lands::Percent(_) => ValueParser::new(percentage),
-        Lands::Count(_) => value_parser!(usize).into(),
+        Lands::Count(_) | Lands::CheckedCount(_) => value_parser!(usize).into(),
         Lands::Int(_) => value_parser!(i32).into(),
         Lands::Long(_) => value_parser!(i64).into(),
         Lands::Seconds(_) => value_parser!(u64).into(),
@@ -495,9 +509,10 @@ mod tests {
                 ("drain-priority-config", _) => "1000:100,0:60",
                 (_, Lands::Bool(_)) if flag.default == "true" => "false",
                 (_, Lands::Bool(_)) => "true",
-                (_, Lands::Duration(_)) => "7m7s",
+                (_, Lands::Duration(_) | Lands::CheckedDuration(_)) => "7m7s",
                 (_, Lands::Fraction(_) | Lands::Ratio(_) | Lands::Percent(_)) => "0.37",
-                (_, Lands::Count(_) | Lands::Int(_) | Lands::Long(_) | Lands::Seconds(_)) => "7",
+                (_, Lands::Count(_) | Lands::CheckedCount(_)) => "7",
+                (_, Lands::Int(_) | Lands::Long(_) | Lands::Seconds(_)) => "7",
                 (_, Lands::Level(_)) => "7",
                 _ => "x",
             };

@@ -464,8 +464,6 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
         ("scan-interval", scan_interval),
         ("max-node-provision-time", cs.max_node_provision_time),
         ("max-node-startup-time", cs.max_node_startup_time),
-        ("initial-node-group-backoff-duration", cs.backoff.initial),
-        ("node-group-backoff-reset-timeout", cs.backoff.reset_timeout),
     ];
     for (flag, d) in positive {
         if d.is_zero() {
@@ -473,54 +471,31 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
         }
     }
     let b = &cs.backoff;
-    if b.max < b.initial {
+    if b.max() < b.initial() {
         return Err(flag_err(
             "max-node-group-backoff-duration",
-            fmt_d(b.max),
+            fmt_d(b.max()),
             format!(
                 "must not be shorter than --initial-node-group-backoff-duration ({})",
-                fmt_d(b.initial)
+                fmt_d(b.initial())
             ),
         ));
     }
-    let sd = &a.scale_down;
-    for (flag, v, max) in [
-        (
-            "scale-down-utilization-threshold",
-            sd.utilization_threshold,
-            1.0,
-        ),
-        (
-            "scale-down-gpu-utilization-threshold",
-            sd.gpu_utilization_threshold,
-            1.0,
-        ),
-        (
+    // The scale-down and scale-up options' own rules (thresholds, parallelism) were checked
+    // by their setters as each flag landed.
+    let percent = cs.max_total_unready_percentage;
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(flag_err(
             "max-total-unready-percentage",
-            cs.max_total_unready_percentage,
-            100.0,
-        ),
-    ] {
-        if !(0.0..=max).contains(&v) {
-            return Err(flag_err(flag, v, format!("must be between 0 and {max}")));
-        }
+            percent,
+            "must be between 0 and 100",
+        ));
     }
-    for (flag, v) in [
-        ("max-scale-down-parallelism", sd.max_scale_down_parallelism),
-        ("max-drain-parallelism", sd.max_drain_parallelism),
-        (
-            "max-nodes-per-scaleup",
-            a.scale_up.scale_up.max_nodes_per_scale_up,
-        ),
-    ] {
-        if v == 0 {
-            return Err(flag_err(flag, v, "must be at least 1"));
-        }
-    }
+    let sd = &a.scale_down;
     // Upstream refuses the two together: the couples' seconds replace the one cap.
-    if let Some(p) = &sd.drain_priority
-        && sd.max_graceful_termination_sec
-            != autoscaler_core::ScaleDownOptions::default().max_graceful_termination_sec
+    if let Some(p) = sd.drain_priority()
+        && sd.max_graceful_termination_sec()
+            != autoscaler_core::ScaleDownOptions::default().max_graceful_termination_sec()
     {
         return Err(flag_err(
             "drain-priority-config",
@@ -867,9 +842,9 @@ mod tests {
         let up = &c.autoscaler.scale_up;
         assert_eq!(up.pending.expendable_pods_priority_cutoff, -10);
         assert_eq!(up.pending.new_pod_scale_up_delay, Duration::ZERO);
-        assert_eq!(up.scale_up.max_nodes_per_scale_up, 1000);
-        assert!(!up.scale_up.balance_similar_node_groups);
-        assert!(!up.scale_up.enforce_node_group_min_size);
+        assert_eq!(up.scale_up.max_nodes_per_scale_up(), 1000);
+        assert!(!up.scale_up.balance_similar_node_groups());
+        assert!(!up.scale_up.enforce_node_group_min_size());
         assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.05);
         assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.05);
         assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.015);
@@ -886,21 +861,21 @@ mod tests {
         assert!(up.limits.gpus.is_empty());
 
         let d = &c.autoscaler.scale_down;
-        assert!(d.enabled);
-        assert_eq!(d.utilization_threshold, 0.5);
-        assert_eq!(d.gpu_utilization_threshold, 0.5);
-        assert_eq!(d.unneeded_time, s(600));
-        assert_eq!(d.unready_time, s(1200));
-        assert_eq!(d.delay_after_add, s(600));
-        assert_eq!(d.delay_after_delete, Duration::ZERO);
-        assert_eq!(d.delay_after_failure, s(180));
-        assert_eq!(d.max_scale_down_parallelism, 10);
-        assert_eq!(d.max_drain_parallelism, 1);
-        assert_eq!(d.non_empty_candidates_count, 30);
-        assert_eq!(d.candidates_pool_ratio, 0.1);
-        assert_eq!(d.candidates_pool_min_count, 50);
-        assert_eq!(d.max_graceful_termination_sec, 600);
-        assert_eq!(d.max_bulk_soft_taint_count, 10);
+        assert!(d.enabled());
+        assert_eq!(d.utilization_threshold(), 0.5);
+        assert_eq!(d.gpu_utilization_threshold(), 0.5);
+        assert_eq!(d.unneeded_time(), s(600));
+        assert_eq!(d.unready_time(), s(1200));
+        assert_eq!(d.delay_after_add(), s(600));
+        assert_eq!(d.delay_after_delete(), Duration::ZERO);
+        assert_eq!(d.delay_after_failure(), s(180));
+        assert_eq!(d.max_scale_down_parallelism(), 10);
+        assert_eq!(d.max_drain_parallelism(), 1);
+        assert_eq!(d.non_empty_candidates_count(), 30);
+        assert_eq!(d.candidates_pool_ratio(), 0.1);
+        assert_eq!(d.candidates_pool_min_count(), 50);
+        assert_eq!(d.max_graceful_termination_sec(), 600);
+        assert_eq!(d.max_bulk_soft_taint_count(), 10);
         assert!(!d.utilization.ignore_daemonsets);
         assert!(!d.utilization.ignore_mirror_pods);
         assert!(d.drain.skip_nodes_with_system_pods);
@@ -915,9 +890,9 @@ mod tests {
         assert_eq!(cs.max_node_startup_time, s(900));
         assert_eq!(cs.ok_total_unready_count, 3);
         assert_eq!(cs.max_total_unready_percentage, 45.0);
-        assert_eq!(cs.backoff.initial, s(300));
-        assert_eq!(cs.backoff.max, s(1800));
-        assert_eq!(cs.backoff.reset_timeout, s(3 * 3600));
+        assert_eq!(cs.backoff.initial(), s(300));
+        assert_eq!(cs.backoff.max(), s(1800));
+        assert_eq!(cs.backoff.reset_timeout(), s(3 * 3600));
     }
 
     /// Startup, ignore and status taints reach templates and readiness alike; scheduler lists
@@ -977,8 +952,8 @@ mod tests {
         assert!(c.cordon_node_before_terminating);
         assert_eq!(c.node_delete_delay_after_taint, s(5));
         assert_eq!(c.node_deletion_delay_timeout, s(120));
-        assert!(c.autoscaler.scale_down.unready_enabled);
-        assert!(!c.autoscaler.scale_down.delay_type_local);
+        assert!(c.autoscaler.scale_down.unready_enabled());
+        assert!(!c.autoscaler.scale_down.delay_type_local());
         let drain = &c.autoscaler.scale_down.drain;
         assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 3_600_000);
         let o = build(&[
@@ -994,8 +969,8 @@ mod tests {
         assert!(c.cordon_node_before_terminating);
         assert_eq!(c.node_delete_delay_after_taint, s(0));
         assert_eq!(c.node_deletion_delay_timeout, s(30));
-        assert!(!c.autoscaler.scale_down.unready_enabled);
-        assert!(c.autoscaler.scale_down.delay_type_local);
+        assert!(!c.autoscaler.scale_down.unready_enabled());
+        assert!(c.autoscaler.scale_down.delay_type_local());
         let drain = &c.autoscaler.scale_down.drain;
         assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 600_000);
         assert_eq!(c.actuation_options(), {
@@ -1014,7 +989,7 @@ mod tests {
             o.controller
                 .autoscaler
                 .scale_down
-                .max_scale_down_parallelism
+                .max_scale_down_parallelism()
         };
         assert_eq!(parallelism(&["--max-empty-bulk-delete=4"]), 4);
         assert_eq!(
@@ -1146,9 +1121,9 @@ mod tests {
             -5
         );
         assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
-        assert_eq!(up.scale_up.max_nodes_per_scale_up, 50);
-        assert!(up.scale_up.enforce_node_group_min_size);
-        assert!(up.scale_up.balance_similar_node_groups);
+        assert_eq!(up.scale_up.max_nodes_per_scale_up(), 50);
+        assert!(up.scale_up.enforce_node_group_min_size());
+        assert!(up.scale_up.balance_similar_node_groups());
         assert_eq!(up.scale_up.balancing.ignored_labels, ["zone", "rack"]);
         assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.1);
         assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.2);
@@ -1162,26 +1137,26 @@ mod tests {
         assert_eq!(up.limits.gpus[0].1, Range::new(0, 16).unwrap());
         assert_eq!(up.limits.gpus[1].1, Range::new(1, 4).unwrap());
         let d = &c.autoscaler.scale_down;
-        assert!(!d.enabled);
+        assert!(!d.enabled());
         assert_eq!(
             (
-                d.delay_after_add,
-                d.delay_after_delete,
-                d.delay_after_failure,
-                d.unneeded_time,
-                d.unready_time
+                d.delay_after_add(),
+                d.delay_after_delete(),
+                d.delay_after_failure(),
+                d.unneeded_time(),
+                d.unready_time()
             ),
             (s(60), s(120), s(240), s(300), s(360))
         );
-        assert_eq!(d.utilization_threshold, 0.4);
-        assert_eq!(d.gpu_utilization_threshold, 0.3);
-        assert_eq!(d.non_empty_candidates_count, usize::MAX);
-        assert_eq!(d.candidates_pool_ratio, 1.0);
-        assert_eq!(d.candidates_pool_min_count, 7);
-        assert_eq!(d.max_graceful_termination_sec, 60);
-        assert_eq!(d.max_bulk_soft_taint_count, 0);
-        assert_eq!(d.max_scale_down_parallelism, 3);
-        assert_eq!(d.max_drain_parallelism, 2);
+        assert_eq!(d.utilization_threshold(), 0.4);
+        assert_eq!(d.gpu_utilization_threshold(), 0.3);
+        assert_eq!(d.non_empty_candidates_count(), usize::MAX);
+        assert_eq!(d.candidates_pool_ratio(), 1.0);
+        assert_eq!(d.candidates_pool_min_count(), 7);
+        assert_eq!(d.max_graceful_termination_sec(), 60);
+        assert_eq!(d.max_bulk_soft_taint_count(), 0);
+        assert_eq!(d.max_scale_down_parallelism(), 3);
+        assert_eq!(d.max_drain_parallelism(), 2);
         assert!(d.utilization.ignore_daemonsets && d.utilization.ignore_mirror_pods);
         assert!(!d.drain.skip_nodes_with_system_pods);
         assert!(!d.drain.skip_nodes_with_local_storage);
@@ -1195,7 +1170,11 @@ mod tests {
         assert_eq!(cs.ok_total_unready_count, 5);
         assert_eq!(cs.max_total_unready_percentage, 30.0);
         assert_eq!(
-            (cs.backoff.initial, cs.backoff.max, cs.backoff.reset_timeout),
+            (
+                cs.backoff.initial(),
+                cs.backoff.max(),
+                cs.backoff.reset_timeout()
+            ),
             (s(60), s(600), s(3600))
         );
     }
@@ -1327,7 +1306,7 @@ mod tests {
         assert!(e.to_string().contains("false"), "{e}");
         for (text, v) in [("T", true), ("0", false), ("False", false)] {
             let o = build(&[&format!("--scale-down-enabled={text}")]).unwrap();
-            assert_eq!(o.controller.autoscaler.scale_down.enabled, v);
+            assert_eq!(o.controller.autoscaler.scale_down.enabled(), v);
         }
     }
 
@@ -1360,7 +1339,7 @@ mod tests {
     #[test]
     fn drain_priority_config_reaches_scale_down_and_refuses_the_grace_flag() {
         let o = build(&["--drain-priority-config=10000:20,1000:100,0:60"]).unwrap();
-        let p = o.controller.autoscaler.scale_down.drain_priority.as_ref();
+        let p = o.controller.autoscaler.scale_down.drain_priority();
         assert_eq!(
             p.map(|p| p.to_string()).as_deref(),
             Some("0:60,1000:100,10000:20")
@@ -1370,7 +1349,7 @@ mod tests {
             none.controller
                 .autoscaler
                 .scale_down
-                .drain_priority
+                .drain_priority()
                 .is_none()
         );
         for bad in [
@@ -1498,6 +1477,18 @@ mod tests {
             ),
             (&["--max-drain-parallelism=0"], "max-drain-parallelism", "0"),
             (&["--max-nodes-per-scaleup=0"], "max-nodes-per-scaleup", "0"),
+            (
+                &["--initial-node-group-backoff-duration=0s"],
+                "initial-node-group-backoff-duration",
+                "0s",
+            ),
+            (
+                &["--node-group-backoff-reset-timeout=0s"],
+                "node-group-backoff-reset-timeout",
+                "0s",
+            ),
+            // The deprecated flag lands through the same validated setter, and is named.
+            (&["--max-empty-bulk-delete=0"], "max-empty-bulk-delete", "0"),
             (&["--min-replica-count=-1"], "min-replica-count", "-1"),
             (
                 &["--balancing-label=a", "--balancing-ignore-label=b"],

@@ -1813,7 +1813,10 @@ mod tests {
         let text = "name: x\nduration: 1h\noptions:\n  scan-interval: 5s\n  scale-down-unneeded-time: 2m\n  max-nodes-total: 7\n  cores-total: '0:64'\nnode_groups:\n- {name: a, min: 0, max: 2, cpu: '4', memory: 16Gi}\n";
         let s = Scenario::parse(text, Path::new(".")).unwrap();
         assert_eq!(s.scan_interval, 5_000);
-        assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
+        assert_eq!(
+            s.options.scale_down.unneeded_time(),
+            Duration::from_secs(120)
+        );
         assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
         assert_eq!(s.options.scale_up.limits.cpu.max(), 64_000);
     }
@@ -2345,14 +2348,14 @@ mod tests {
         };
         let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
         let d = &s.options.scale_down;
-        assert_eq!(d.unneeded_time, Duration::from_secs(180), "flag over all");
+        assert_eq!(d.unneeded_time(), Duration::from_secs(180), "flag over all");
         assert_eq!(
-            d.delay_after_add,
+            d.delay_after_add(),
             Duration::from_secs(480),
             "scenario over file"
         );
-        assert_eq!(d.utilization_threshold, 0.4, "file over defaults");
-        assert_eq!(d.unready_time, Duration::from_secs(1200), "default");
+        assert_eq!(d.utilization_threshold(), 0.4, "file over defaults");
+        assert_eq!(d.unready_time(), Duration::from_secs(1200), "default");
         assert_eq!(s.options.scale_up.limits.max_nodes_total, 7);
         let gpus: Vec<String> = (s.options.scale_up.limits.gpus.iter())
             .map(|(name, r)| format!("{name}:{}:{}", r.min(), r.max()))
@@ -2372,7 +2375,10 @@ mod tests {
         };
         let s = Scenario::parse_with(&scenario, Path::new("."), &cli).unwrap();
         assert_eq!(s.options.scale_up.limits.gpus.len(), 2);
-        assert_eq!(s.options.scale_down.unneeded_time, Duration::from_secs(120));
+        assert_eq!(
+            s.options.scale_down.unneeded_time(),
+            Duration::from_secs(120)
+        );
         let defaults = ActuationOptions::default().cordon_node_before_terminating(true);
         assert_eq!(s.actuation, defaults, "default 2m, cordoning as upstream");
     }

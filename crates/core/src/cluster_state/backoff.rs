@@ -15,15 +15,16 @@ use std::time::Duration;
 
 use autoscaler_model::{InstanceErrorClass, NodeGroupId};
 
-/// Backoff durations, with upstream's flag names and defaults.
+/// Backoff durations, with upstream's flag names and defaults. Other crates read and set them
+/// through accessors and validated setters (`backoff_options`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackoffOptions {
     /// `--initial-node-group-backoff-duration` (5m).
-    pub initial: Duration,
+    pub(crate) initial: Duration,
     /// `--max-node-group-backoff-duration` (30m).
-    pub max: Duration,
+    pub(crate) max: Duration,
     /// `--node-group-backoff-reset-timeout` (3h).
-    pub reset_timeout: Duration,
+    pub(crate) reset_timeout: Duration,
 }
 
 impl Default for BackoffOptions {

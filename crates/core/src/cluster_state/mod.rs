@@ -13,6 +13,7 @@
 
 pub mod accelerator;
 pub mod backoff;
+mod backoff_options;
 
 use autoscaler_model::{
     CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE,

@@ -37,6 +37,7 @@ pub mod drain;
 pub mod drain_priority;
 mod eligibility;
 mod node_lifetime;
+mod options;
 pub mod removal;
 pub(crate) mod replacement_taint;
 mod simulation;
@@ -64,53 +65,54 @@ use autoscaler_model::{CloudProvider, NodeGroupId};
 use autoscaler_model::{ClusterTotals, LimitReached, ResourceLimits};
 
 /// Options of scale-down (upstream flag names in the field docs; defaults are upstream's).
+/// Other crates read and set the fields through accessors and validated setters (`options`).
 #[derive(Clone, Debug)]
 pub struct ScaleDownOptions {
     /// `--scale-down-enabled` (true).
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `--scale-down-utilization-threshold` (0.5).
-    pub utilization_threshold: f64,
+    pub(crate) utilization_threshold: f64,
     /// `--scale-down-gpu-utilization-threshold` (0.5).
-    pub gpu_utilization_threshold: f64,
+    pub(crate) gpu_utilization_threshold: f64,
     /// `--scale-down-unneeded-time` (10m).
-    pub unneeded_time: Duration,
+    pub(crate) unneeded_time: Duration,
     /// `--scale-down-unready-time` (20m).
-    pub unready_time: Duration,
+    pub(crate) unready_time: Duration,
     /// `--scale-down-delay-after-add` (10m).
-    pub delay_after_add: Duration,
+    pub(crate) delay_after_add: Duration,
     /// `--scale-down-delay-after-delete` (0s).
-    pub delay_after_delete: Duration,
+    pub(crate) delay_after_delete: Duration,
     /// `--scale-down-delay-after-failure` (3m).
-    pub delay_after_failure: Duration,
+    pub(crate) delay_after_failure: Duration,
     /// `--max-scale-down-parallelism` (10): deletions at once, drains included.
-    pub max_scale_down_parallelism: usize,
+    pub(crate) max_scale_down_parallelism: usize,
     /// `--max-drain-parallelism` (1): non-empty nodes drained at once.
-    pub max_drain_parallelism: usize,
+    pub(crate) max_drain_parallelism: usize,
     /// `--scale-down-non-empty-candidates-count` (30): non-empty nodes found removable per pass.
-    pub non_empty_candidates_count: usize,
+    pub(crate) non_empty_candidates_count: usize,
     /// `--scale-down-candidates-pool-ratio` (0.1): extra non-empty candidates tried, as a share
     /// of the nodes, when some fail.
-    pub candidates_pool_ratio: f64,
+    pub(crate) candidates_pool_ratio: f64,
     /// `--scale-down-candidates-pool-min-count` (50): at least this many extra candidates.
-    pub candidates_pool_min_count: usize,
+    pub(crate) candidates_pool_min_count: usize,
     /// `--max-graceful-termination-sec` (600): the longest grace period given to an eviction.
-    pub max_graceful_termination_sec: u64,
+    pub(crate) max_graceful_termination_sec: u64,
     /// `--max-bulk-soft-taint-count` (10): soft taints added or removed per pass.
-    pub max_bulk_soft_taint_count: usize,
+    pub(crate) max_bulk_soft_taint_count: usize,
     /// What counts toward utilization.
     pub utilization: UtilizationOptions,
     /// Drain rules.
     pub drain: DrainOptions,
     /// `--scale-down-unready-enabled` (true): unready nodes may be scaled down (after
     /// `--scale-down-unready-time`); false keeps every unready node.
-    pub unready_enabled: bool,
+    pub(crate) unready_enabled: bool,
     /// `--scale-down-delay-type-local` (false): the delays after a scale-up, a deletion and a
     /// failed deletion hold only the node group concerned, not the whole cluster.
-    pub delay_type_local: bool,
+    pub(crate) delay_type_local: bool,
     /// `--drain-priority-config` (none): drains evict pods in priority stages, each with its
     /// own grace cap (see `drain_priority`); none: all at once, capped by
     /// `--max-graceful-termination-sec`.
-    pub drain_priority: Option<drain_priority::DrainPriorityConfig>,
+    pub(crate) drain_priority: Option<drain_priority::DrainPriorityConfig>,
 }
 
 impl Default for ScaleDownOptions {

@@ -18,6 +18,7 @@
 pub mod balance;
 pub mod estimator;
 pub mod expander;
+mod options;
 pub mod pending;
 pub mod reasons;
 pub mod template;
@@ -40,17 +41,18 @@ use autoscaler_model::Resources;
 use autoscaler_model::{ClusterTotals, ResourceLimits};
 use autoscaler_model::{NodeGroup, NodeGroupId};
 
-/// Options of scale-up.
+/// Options of scale-up. Other crates read and set the fields through accessors and validated
+/// setters (`options`).
 #[derive(Clone, Debug)]
 pub struct ScaleUpOptions {
     /// `--max-nodes-per-scaleup` (1000).
-    pub max_nodes_per_scale_up: usize,
+    pub(crate) max_nodes_per_scale_up: usize,
     /// `--balance-similar-node-groups` (false).
-    pub balance_similar_node_groups: bool,
+    pub(crate) balance_similar_node_groups: bool,
     /// Similarity options for balancing.
     pub balancing: BalancingOptions,
     /// `--enforce-node-group-min-size` (false): grow groups below their min size.
-    pub enforce_node_group_min_size: bool,
+    pub(crate) enforce_node_group_min_size: bool,
 }
 
 impl Default for ScaleUpOptions {

@@ -149,7 +149,8 @@ pub struct Selected {
 
 /// Selects, among `pods`, the unschedulable ones and sets aside expendable and too-young pods.
 /// `now_ms` is the decision time (milliseconds since the Unix epoch). A nominated node is never
-/// known here: see [`select_with`].
+/// known here: see [`select_with`]. The loop calls `select_with`; this is for tests and benches.
+#[cfg(any(test, feature = "bench"))]
 pub fn select<'a>(
     pods: impl IntoIterator<Item = &'a Arc<Pod>>,
     now_ms: i64,

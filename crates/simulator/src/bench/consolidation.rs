@@ -60,8 +60,8 @@ pub fn phase(
         totals: totals.clone(),
         in_flight: InFlight::default(),
         max_drain_parallelism: DRAINS,
-        max_scale_down_parallelism: sd.max_scale_down_parallelism.max(DRAINS),
-        max_graceful_termination_sec: sd.max_graceful_termination_sec,
+        max_scale_down_parallelism: sd.max_scale_down_parallelism().max(DRAINS),
+        max_graceful_termination_sec: sd.max_graceful_termination_sec(),
         shapes: &shapes,
         hold: false,
     };

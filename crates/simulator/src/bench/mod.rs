@@ -203,7 +203,8 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             max_nodes_per_scale_up: args.max_nodes_per_scaleup,
             seed: args.seed,
         },
-    );
+    )
+    .map_err(|e| CliError::usage(anyhow!("the options of these flags: {e}")))?;
     let mut text = render(args, &shape, &results, generated_rss, memory());
     let _ = writeln!(
         text,

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use autoscaler_core::ExpanderChain;
 use autoscaler_core::InFlight;
+use autoscaler_core::InvalidOption;
 use autoscaler_core::NodeInfo;
 use autoscaler_core::ScaleUpOptions;
 use autoscaler_core::ScaleUpResult;
@@ -146,20 +147,20 @@ fn time<T>(iterations: usize, mut f: impl FnMut() -> T) -> (Samples, T) {
     (samples, last.expect("at least one iteration"))
 }
 
-/// The options of the measured loop: upstream defaults, expander `random` with a fixed seed.
-pub fn options(settings: &Settings) -> AutoscalerOptions {
-    AutoscalerOptions {
+/// The options of the measured loop: upstream defaults, expander `random` with a fixed seed;
+/// refused if a setting breaks an option's rule.
+pub fn options(settings: &Settings) -> Result<AutoscalerOptions, InvalidOption> {
+    let mut scale_up = ScaleUpOptions::default();
+    scale_up.set_max_nodes_per_scale_up(settings.max_nodes_per_scale_up)?;
+    Ok(AutoscalerOptions {
         scale_up: ScaleUpConfig {
-            scale_up: ScaleUpOptions {
-                max_nodes_per_scale_up: settings.max_nodes_per_scale_up,
-                ..ScaleUpOptions::default()
-            },
+            scale_up,
             expander: ExpanderChain::parse("random").expect("a known expander"),
             ..ScaleUpConfig::default()
         },
         seed: settings.seed,
         ..AutoscalerOptions::default()
-    }
+    })
 }
 
 /// `ng-3 +134, ng-7 +2` (group names shortened to their last segment), or `none`.
@@ -176,10 +177,10 @@ fn increases(result: &ScaleUpResult) -> String {
     s
 }
 
-/// Measures every phase on `cluster`.
-pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
+/// Measures every phase on `cluster`; refused if a setting breaks an option's rule.
+pub fn measure(cluster: &Cluster, settings: &Settings) -> Result<Vec<PhaseResult>, InvalidOption> {
     let n = settings.iterations;
-    let options = options(settings);
+    let options = options(settings)?;
     let view = ClusterView {
         nodes: &cluster.nodes,
         pods: &cluster.pods,
@@ -356,7 +357,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Vec<PhaseResult> {
             outcome.actions.len()
         ),
     });
-    results
+    Ok(results)
 }
 
 /// The least any phase that reads each pod pays: one field of every pod, in the view's order
@@ -540,6 +541,7 @@ mod tests {
                 seed: 42,
             },
         )
+        .expect("valid settings")
     }
 
     fn decisions<'a>(results: &'a [PhaseResult], phase: &str) -> &'a str {
