@@ -31,6 +31,10 @@
 //! disappeared stops being watched and its objects leave the view. A fixed kind answering `404`
 //! (an API the server may have stopped serving) signals [`Watches::api_not_found`].
 //!
+//! The infrastructure machine templates the scalable resources reference are watched per kind,
+//! lazily, from the management cluster (`infrastructure_watch.rs`): a kind counts as unsynced
+//! from the moment a reference to it is seen until it has listed.
+//!
 //! It never decides anything and never writes to the API.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -959,7 +963,7 @@ fn watch_failed(shared: &Shared, name: &str, on_404: OnNotFound, error: &watcher
             shared.lock().set_dra_served(kind, false);
         }
         if shared.pending.send_if_modified(|p| p.remove(name)) {
-            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity, DRA devices or capacity requests unknown)");
+            tracing::warn!(kind = %name, error = %e, "optional kind not readable; decisions go on without it (storage capacity, DRA devices, capacity requests or infrastructure templates unknown)");
         } else {
             tracing::debug!(kind = %name, error = %e, "optional kind still not readable");
         }
