@@ -31,6 +31,7 @@
 pub mod consolidation;
 mod deletion;
 pub(crate) mod disruption_budget;
+mod disruption_cost;
 pub mod drain;
 pub mod drain_priority;
 mod eligibility;
