@@ -42,6 +42,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use super::disruption_budget::GroupRules;
+use super::disruption_cost::DisruptionCost;
 use super::drain::{DrainContext, DrainOptions, drain_node};
 use super::removal::{Hints, try_remove};
 use super::{InFlight, NodeDeletion, ms};
@@ -115,6 +116,10 @@ pub struct ConsolidationOptions {
     /// How long a replacement may take to become Ready before consolidation gives it up
     /// (`--max-node-provision-time`, 15m; the scale-up itself is reverted by the cluster state).
     pub replacement_timeout: Duration,
+    /// The least time a saving and a Job's lost run are counted for (10m, as upstream's
+    /// `--scale-down-delay-after-add`), and the least age of a node holding pods before it is
+    /// consolidated: see [`DisruptionCost`].
+    pub horizon: Duration,
 }
 
 impl Default for ConsolidationOptions {
@@ -126,6 +131,7 @@ impl Default for ConsolidationOptions {
             max_single_node_candidates: 50,
             max_pods_simulated: 20_000,
             replacement_timeout: Duration::from_secs(15 * 60),
+            horizon: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -271,6 +277,8 @@ struct Candidate {
     to_move: Vec<Arc<Pod>>,
     evict_only: Vec<Arc<Pod>>,
     cost: f64,
+    /// The work its pods would lose, and how long its saving counts.
+    disruption: DisruptionCost,
 }
 
 impl Candidate {
@@ -576,6 +584,8 @@ fn candidates(
     rules: Option<&GroupRules>,
 ) -> Vec<Candidate> {
     let after = ms(opts.consolidate_after);
+    let horizon_ms = ms(opts.horizon);
+    let horizon_h = horizon_ms as f64 / 3_600_000.0;
     let to_be_deleted = Sym::new(TO_BE_DELETED_TAINT);
     let ctx = input.drain_context(now_ms);
     let mut out = Vec::new();
@@ -615,13 +625,26 @@ fn candidates(
         if input.budgets.can_evict(&evicted).is_err() {
             continue;
         }
+        let cost = pricing.cost(group, node);
+        let disruption = DisruptionCost::of(evicted.iter().copied(), node, cost, now_ms, horizon_h);
+        // A node holding pods is kept for the horizon after it came (a replacement, or a node
+        // bought for pods that just arrived: consolidating it at once is the ping-pong that
+        // restarts the same pods again), and kept while its pods' lost work outweighs the
+        // saving of deleting it (then replacing it, which saves less, cannot be worth it).
+        let young = node
+            .creation_ms
+            .is_some_and(|c| now_ms < c.saturating_add(horizon_ms));
+        if only.is_none() && !evicted.is_empty() && (young || !disruption.worth(cost)) {
+            continue;
+        }
         out.push(Candidate {
             id,
             name: node.name,
             group: g,
             to_move: drained.to_move,
             evict_only: drained.to_evict_only,
-            cost: pricing.cost(group, node),
+            cost,
+            disruption,
         });
     }
     out
@@ -766,6 +789,7 @@ impl Search<'_, '_> {
             return None;
         }
         let cost: f64 = set.iter().map(|c| c.cost).sum();
+        let disruption = DisruptionCost::sum(set.iter().map(|c| &c.disruption));
         let groups = self.input.provider.node_groups();
         let mut shapes: Vec<(f64, usize, &ReplacementShape)> = (self.input.shapes.iter())
             .enumerate()
@@ -779,6 +803,8 @@ impl Search<'_, '_> {
                 )
             })
             .filter(|(c, _, _)| *c < cost)
+            // What the new node saves must outweigh the work the set's pods lose.
+            .filter(|(c, _, _)| disruption.worth(cost - c))
             .collect();
         // Cheapest first: the first shape that takes the pods saves the most.
         shapes.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -836,9 +862,26 @@ impl Search<'_, '_> {
         } else {
             format!(", {:.3} per pod disrupted", saved / pods as f64)
         };
+        let d = DisruptionCost::sum(found.nodes.iter().map(|c| &c.disruption));
+        let lost = if d.restarts == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} pod(s) start over, losing {:.3}{} against {:.3} saved over {:.1}h",
+                d.restarts,
+                d.lost,
+                if self.pricing.priced {
+                    ""
+                } else {
+                    " size-hours"
+                },
+                saved * d.hours,
+                d.hours
+            )
+        };
         let explanation = format!(
             "{how} consolidation of {} node(s) [{}]{replaced}: {pods} pod(s) fit elsewhere; \
-             saves {saved:.3}{unit}{per_pod}",
+             saves {saved:.3}{unit}{per_pod}{lost}",
             names.len(),
             names.join(", ")
         );
@@ -1008,6 +1051,17 @@ mod tests {
         groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])],
         spare: &[(&str, i64, f64)],
     ) -> Cluster {
+        cluster_of(groups, spare, |b| b.owner("ReplicaSet", "rs"), |n| n)
+    }
+
+    /// [`cluster`] with each pod and node finished by `pod` and `node`.
+    #[allow(clippy::type_complexity)]
+    fn cluster_of(
+        groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])],
+        spare: &[(&str, i64, f64)],
+        pod: impl Fn(PodBuilder) -> PodBuilder,
+        node: impl Fn(NodeBuilder) -> NodeBuilder,
+    ) -> Cluster {
         let mut snapshot = ClusterSnapshot::new();
         let mut ngs = Vec::new();
         let mut shapes = Vec::new();
@@ -1018,7 +1072,7 @@ mod tests {
                 .with_node_price_per_hour(Some(*price))
                 .expect("a valid price");
             for (name, cpu, pods) in nodes.iter() {
-                let n = NodeBuilder::new(name, *cpu, 64 * GI)
+                let n = node(NodeBuilder::new(name, *cpu, 64 * GI))
                     .with_provider_id(&format!("test:///{name}"))
                     .arc();
                 ng.push_instance(Instance {
@@ -1028,8 +1082,7 @@ mod tests {
                 });
                 let nid = snapshot.add_node(n.clone()).unwrap();
                 for (i, p) in pods.iter().enumerate() {
-                    let pod = PodBuilder::new(&format!("{name}-p{i}"), *p, GI)
-                        .owner("ReplicaSet", "rs")
+                    let pod = pod(PodBuilder::new(&format!("{name}-p{i}"), *p, GI))
                         .label("app", "web")
                         .node_name(name)
                         .arc();
@@ -1297,6 +1350,93 @@ mod tests {
             cmd.explanation
         );
         assert!(state.pending.is_none());
+    }
+
+    /// A Job's task that has run 100 h on a quarter-and-more of a node of 4/h: replacing the
+    /// node restarts it, losing 100 h × 0.375 × 4 = 150. A replacement of 3.5/h saves 0.5/h,
+    /// 50 over the task's 100 h: the node stays. One of 1/h saves 3/h, 300: it is replaced.
+    #[test]
+    fn a_long_task_is_restarted_only_for_a_saving_worth_its_lost_work() {
+        // 100 h before the plan that decides (at MIN).
+        let started = MIN - 100 * 60 * MIN;
+        let task = |b: PodBuilder| {
+            b.owner("Job", "tasks").with(|p| {
+                p.conditions.push(autoscaler_model::PodCondition {
+                    type_: Sym::new("Initialized"),
+                    status: Sym::new("True"),
+                    reason: None,
+                    last_transition_ms: Some(started),
+                })
+            })
+        };
+        let nodes: &[(&str, i64, &[i64])] = &[("a", 4000, &[1500]), ("b", 4000, &[3800])];
+        let opts = mode(ConsolidationMode::Replace);
+        let mut little = cluster_of(
+            &[("big", 0, 4.0, nodes)],
+            &[("small", 2000, 3.5)],
+            task,
+            |n| n,
+        );
+        assert!(
+            little.settled(&opts, 5).command.is_none(),
+            "0.5/h does not pay for 100 h of a task"
+        );
+        let mut big = cluster_of(
+            &[("big", 0, 4.0, nodes)],
+            &[("small", 2000, 1.0)],
+            task,
+            |n| n,
+        );
+        let cmd = big.settled(&opts, 5).command.expect("3/h does");
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        assert!(
+            cmd.explanation.ends_with(
+                "; 1 pod(s) start over, losing 150.000 against 300.000 saved over 100.0h"
+            ),
+            "{}",
+            cmd.explanation
+        );
+        // The same pods as a service's: nothing is lost, the small saving is taken.
+        let mut service = cluster(&[("big", 0, 4.0, nodes)], &[("small", 2000, 3.5)]);
+        let cmd = service
+            .settled(&opts, 5)
+            .command
+            .expect("a service resumes");
+        assert_eq!(nodes_of(&cmd), ["a"]);
+    }
+
+    /// A node that came less than the horizon ago is left alone though its pods fit elsewhere:
+    /// it was bought (or is a replacement) for them, and draining it at once restarts them again.
+    #[test]
+    fn a_node_that_just_came_is_not_consolidated() {
+        let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
+        let a_came_at_0 = |n: NodeBuilder| {
+            n.with(|n| {
+                if n.name.as_str() == "a" {
+                    n.creation_ms = Some(0);
+                }
+            })
+        };
+        let rs = |b: PodBuilder| b.owner("ReplicaSet", "rs");
+        let opts = mode(ConsolidationMode::Delete);
+        // Without a creation time, a goes first (names break the tie).
+        let cmd = cluster(&[("ng", 0, 1.0, nodes)], &[])
+            .settled(&opts, 5)
+            .command
+            .expect("a goes");
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
+        let cmd = c.settled(&opts, 5).command.expect("b goes");
+        assert_eq!(nodes_of(&cmd), ["b"], "{}", cmd.explanation);
+        // Past the horizon (10m), a may go.
+        let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 10 * MIN, 5);
+        let cmd = c
+            .plan(&mut state, &opts, 11 * MIN, 5)
+            .command
+            .expect("a goes");
+        assert_eq!(nodes_of(&cmd), ["a"]);
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod consolidation;
 mod consolidation_work;
 mod deletion;
 pub(crate) mod disruption_budget;
+mod disruption_cost;
 pub mod drain;
 pub mod drain_priority;
 mod eligibility;
