@@ -697,3 +697,44 @@ spec:
     let without = stdout_of(&["plan", "--snapshot", file.as_str(), "--now", NOW]);
     assert!(!without.contains("Capacity on request"), "{without}");
 }
+
+/// In the request's turn (no ordinary pod waits), `plan` shows the atomic scale-up among the
+/// loop's actions as `run` carries it out: one action for all its groups, all or none.
+#[test]
+fn plan_shows_an_atomic_request_s_scale_up_as_one_all_or_none_action() {
+    let extra = "\
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: trainer, namespace: batch}
+template:
+  spec:
+    tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]
+    containers: [{name: c, image: i, resources: {requests: {cpu: \"4\", nvidia.com/gpu: \"1\"}, limits: {nvidia.com/gpu: \"1\"}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: train, namespace: batch, creationTimestamp: \"2025-12-31T23:30:00Z\"}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: trainer}, count: 2}]
+";
+    let base = std::fs::read_to_string(example()).expect("the example snapshot");
+    let quiet = base.replace("reason: Unschedulable}", "reason: SchedulingGated}");
+    let file = TempPath::with_text(&format!("{quiet}\n{extra}"));
+    let stdout = stdout_of(&[
+        "plan",
+        "--snapshot",
+        file.as_str(),
+        "--now",
+        NOW,
+        "--enable-provisioning-requests",
+    ]);
+    assert!(
+        stdout.lines().any(|l| l
+            == "  increase MachineDeployment/default/gpu by 1 to 2 (all or none, for \
+                ProvisioningRequest batch/train)"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("  increase ").count(), 1, "{stdout}");
+}
