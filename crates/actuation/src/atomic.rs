@@ -247,9 +247,11 @@ mod tests {
         }
     }
 
-    /// `(key name, replicas written, precondition version, replicas the precondition expects)`
-    /// of each replicas change of `effect`, and its purpose.
-    fn replicas(effect: &Effect) -> (Vec<(String, i64, Option<String>, i64)>, Purpose) {
+    /// `(key name, replicas written, precondition version, replicas the precondition expects)`.
+    type Set = (String, i64, Option<String>, i64);
+
+    /// Each replicas change of `effect`, and its purpose.
+    fn replicas(effect: &Effect) -> (Vec<Set>, Purpose) {
         let EffectKind::Changes { changes, purpose } = effect.kind() else {
             panic!("not a change: {effect:?}");
         };

@@ -1,41 +1,22 @@
 //! Capacity on request in `plan`: the ProvisioningRequests, CapacityBuffers and PodTemplates of
-//! a snapshot decided by the core before the loop (so booked and buffered room is held in the
-//! loop's view), and those decisions as `plan` prints them.
+//! a snapshot read for the loop, and the loop's decisions on them as `plan` prints them.
 //!
-//! Input and output only: the decisions are the core's (`decide_capacity`). An object that
-//! does not convert is an error naming it and the field (a snapshot file is fixed, not skipped).
+//! Input and output only: the core decides them within the loop
+//! (`Autoscaler::run_once_with_capacity`, the entry `run` uses), so `plan` shows what `run`
+//! would decide. An object that does not convert is an error naming it and the field (a
+//! snapshot file is fixed, not skipped).
 
 use anyhow::anyhow;
-use autoscaler_core::{
-    AutoscalerOptions, CapacityDecision, ClusterView, Requests, Unlimited, decide_capacity,
-};
+use autoscaler_core::CapacityDecision;
 use autoscaler_model::{CapacityObjects, ObjectStore};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 
-/// Decides the capacity-on-request objects of `store` for one loop on `view` at `now_ms`.
-pub fn decide(
-    store: &ObjectStore,
-    view: &ClusterView<'_>,
-    options: &AutoscalerOptions,
-    now_ms: i64,
-) -> anyhow::Result<CapacityDecision> {
+/// The capacity-on-request objects of `store`, every one converted.
+pub fn objects(store: &ObjectStore) -> anyhow::Result<CapacityObjects> {
     let (objects, errors) = CapacityObjects::from_store(store);
     if let Some(e) = errors.first() {
         return Err(anyhow!("{e}"));
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
-    Ok(decide_capacity(
-        &mut Requests::default(),
-        &objects,
-        view,
-        &options.scale_up,
-        &options.capacity,
-        now_ms,
-        &|_, _| None,
-        &mut rng,
-        &mut Unlimited,
-    ))
+    Ok(objects)
 }
 
 /// The section `plan` prints after the loop's report.
@@ -110,7 +91,11 @@ spec: {podTemplateRef: {name: worker}, replicas: 2}
 
     #[test]
     fn plan_shows_each_request_and_buffer_decision_and_the_conditions_it_would_write() {
-        let out = plan(&snapshot_with(REQUESTS), true).unwrap();
+        // The snapshot's pending pods not marked Unschedulable (yet): no ordinary pod waits for
+        // a scale-up, so this loop is the requests' (see the next test).
+        let quiet =
+            snapshot_with(REQUESTS).replace("reason: Unschedulable}", "reason: SchedulingGated}");
+        let out = plan(&quiet, true).unwrap();
         assert!(out.contains("\nCapacity on request:\n"), "{out}");
         assert!(
             out.contains(
@@ -126,6 +111,25 @@ spec: {podTemplateRef: {name: worker}, replicas: 2}
                 "  CapacityBuffer batch/headroom: 2 virtual pods join the pending pods; writes \
                  ReadyForProvisioning=True (AttributesSetSuccessfully: ready), replicas 2\n"
             ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn plan_shows_the_loop_run_would_decide_requests_waiting_while_ordinary_pods_have_their_turn() {
+        // `run`'s first loop with ordinary pods waiting is theirs (upstream's wrapper
+        // orchestrator starts there): the request waits and writes nothing, the buffer's pods
+        // join the loop all the same.
+        let out = plan(&snapshot_with(REQUESTS), true).unwrap();
+        assert!(
+            out.contains(
+                "  ProvisioningRequest batch/small (check-capacity.autoscaling.x-k8s.io): waiting \
+                 for its turn or its retry backoff\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("  CapacityBuffer batch/headroom: 2 virtual pods join the pending pods"),
             "{out}"
         );
     }

@@ -146,10 +146,19 @@ fn live_plan(
     runtime.block_on(async {
         let clients = crate::run::clients_of(opts).await?;
         let namespace = &opts.controller.namespace;
-        let watches =
-            autoscaler_kube::start_watches(&clients, WatchConfig::new(namespace, config.clone()))
-                .await
-                .map_err(|e| CliError::failure(anyhow!("cannot read the cluster: {e}")))?;
+        // The capacity-on-request kinds `run` watches with the same flags.
+        let capacity = &opts.controller.autoscaler.capacity;
+        let watch_config = WatchConfig {
+            capacity: autoscaler_kube::CapacityWatch {
+                requests: capacity.requests.enabled,
+                buffers: capacity.buffer_controller || capacity.buffer_pods,
+                ..Default::default()
+            },
+            ..WatchConfig::new(namespace, config.clone())
+        };
+        let watches = autoscaler_kube::start_watches(&clients, watch_config)
+            .await
+            .map_err(|e| CliError::failure(anyhow!("cannot read the cluster: {e}")))?;
         if tokio::time::timeout(LIST_TIMEOUT, watches.wait_synced())
             .await
             .is_err()
@@ -160,24 +169,39 @@ fn live_plan(
                 watches.unsynced()
             )));
         }
-        let (provider, objects, pods, priorities) = {
+        let (provider, objects, pods, priorities, capacity_objects) = {
             let mut inf = autoscaler_actuation::lock_informer(watches.informer());
             let provider = inf.provider(config);
             let objects = inf.objects_without_pods();
             let pods = inf.pods().clone();
-            (provider, objects, pods, inf.priority_text(namespace))
+            // As `run`: an object that does not convert is skipped (the watches named it).
+            let capacity_objects = (opts.controller.autoscaler.capacity.any())
+                .then(|| autoscaler_model::CapacityObjects::from_store(inf.store()).0);
+            let priorities = inf.priority_text(namespace);
+            (provider, objects, pods, priorities, capacity_objects)
         };
         drop(watches);
         let view = ClusterView::of_objects(&objects, &pods, &*provider);
         let mut autoscaler = Autoscaler::new(opts.controller.autoscaler.clone());
         autoscaler.set_priority_text(priorities.as_deref());
-        let outcome = autoscaler.run_once(
-            &view,
-            &objects.controllers,
-            Actuation::default().in_flight(&provider),
-            now_ms,
-            &mut Unlimited,
-        );
+        let in_flight = Actuation::default().in_flight(&provider);
+        let outcome = match &capacity_objects {
+            Some(c) => autoscaler.run_once_with_capacity(
+                &view,
+                &objects.controllers,
+                in_flight,
+                c,
+                now_ms,
+                &mut Unlimited,
+            ),
+            None => autoscaler.run_once(
+                &view,
+                &objects.controllers,
+                in_flight,
+                now_ms,
+                &mut Unlimited,
+            ),
+        };
         let e = Explained {
             view: &view,
             outcome: &outcome,
@@ -186,8 +210,23 @@ fn live_plan(
             show_nodes: args.show_nodes,
         };
         Ok(match args.output {
-            OutputFormat::Text => explained_text(&e),
-            OutputFormat::Json => explained_json_text(&e),
+            OutputFormat::Text => {
+                let mut out = explained_text(&e);
+                if let Some(c) = &outcome.capacity {
+                    out.push_str(&crate::capacity::text(c));
+                }
+                out
+            }
+            OutputFormat::Json => match &outcome.capacity {
+                None => explained_json_text(&e),
+                Some(c) => {
+                    let mut v = explained_json(&e);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("capacity".into(), crate::capacity::json(c));
+                    }
+                    format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+                }
+            },
         })
     })
 }
@@ -205,7 +244,7 @@ pub fn plan_text(
 ) -> anyhow::Result<String> {
     let d = decide(text, config, options, namespace, now_ms)?;
     let mut out = explained_text(&d.explained(&d.view(), now_ms, show_nodes));
-    if let Some(c) = &d.capacity {
+    if let Some(c) = &d.outcome.capacity {
         out.push_str(&crate::capacity::text(c));
     }
     Ok(out)
@@ -222,7 +261,7 @@ pub fn plan_json(
 ) -> anyhow::Result<serde_json::Value> {
     let d = decide(text, config, options, namespace, now_ms)?;
     let mut out = explained_json(&d.explained(&d.view(), now_ms, show_nodes));
-    if let (Some(c), Some(o)) = (&d.capacity, out.as_object_mut()) {
+    if let (Some(c), Some(o)) = (&d.outcome.capacity, out.as_object_mut()) {
         o.insert("capacity".into(), crate::capacity::json(c));
     }
     Ok(out)
@@ -233,9 +272,8 @@ struct Decided {
     objects: autoscaler_model::ClusterObjects,
     provider: ClusterApiProvider,
     provider_warnings: Vec<String>,
+    /// The loop's decision, capacity on request's included when any of its flags is on.
     outcome: autoscaler_core::LoopOutcome,
-    /// The capacity-on-request decisions, when any are enabled.
-    capacity: Option<autoscaler_core::CapacityDecision>,
 }
 
 impl Decided {
@@ -291,21 +329,34 @@ fn decide(
         provider,
         provider_warnings,
         outcome: Default::default(),
-        capacity: None,
     };
-    if options.capacity.any() {
-        let c = crate::capacity::decide(informer.store(), &d.view(), options, now_ms)?;
-        d.objects.pods = c.pods_for_loop(&d.objects.pods);
-        d.capacity = Some(c);
-    }
+    let capacity = if options.capacity.any() {
+        Some(crate::capacity::objects(informer.store())?)
+    } else {
+        None
+    };
     let mut autoscaler = Autoscaler::new(options.clone());
     autoscaler.set_priority_text(informer.priority_text(namespace).as_deref());
-    d.outcome = autoscaler.run_once(
-        &d.view(),
-        &d.objects.controllers,
-        Actuation::default().in_flight(&d.provider),
-        now_ms,
-        &mut Unlimited,
-    );
+    // The loop `run` runs (requests and buffers decided within it, on its cluster state).
+    let in_flight = Actuation::default().in_flight(&d.provider);
+    let view = d.view();
+    let outcome = match &capacity {
+        Some(objects) => autoscaler.run_once_with_capacity(
+            &view,
+            &d.objects.controllers,
+            in_flight,
+            objects,
+            now_ms,
+            &mut Unlimited,
+        ),
+        None => autoscaler.run_once(
+            &view,
+            &d.objects.controllers,
+            in_flight,
+            now_ms,
+            &mut Unlimited,
+        ),
+    };
+    d.outcome = outcome;
     Ok(d)
 }

@@ -147,3 +147,67 @@ fn a_buffer_of_four_starts_each_bursts_first_four_pods_within_one_scan_interval(
     // Without it, they wait for a scale-up: at least the shortest provisioning delay (60s).
     assert!(without >= 60.0, "p50 without the buffer {without}s");
 }
+
+/// An atomic request for 8 GPU nodes that `--balance-similar-node-groups` splits over two
+/// similar groups (4 each, gpu-b's change first), while the scale API refuses gpu-a for the
+/// first two minutes: the first try grows gpu-b, gpu-a's change fails and gpu-b is set back
+/// (never half applied); the request is written not found, tried again after its backoff (gpu-a
+/// backed off) and then gets its 8 nodes on gpu-b.
+const ATOMIC_ACROSS_GROUPS: &str = "\
+name: atomic-across-groups
+duration: 30m
+seed: 1
+provisioning_delay: {min: 60s, max: 60s}
+options:
+  scan-interval: 10s
+  enable-provisioning-requests: true
+  balance-similar-node-groups: true
+node_groups:
+  - {name: gpu-a, min: 0, max: 8, cpu: \"8\", memory: 32Gi, gpu: {count: 1}, labels: {pool: gpu},
+     annotations: {capacity.cluster-autoscaler.kubernetes.io/labels: pool=gpu}}
+  - {name: gpu-b, min: 0, max: 8, cpu: \"8\", memory: 32Gi, gpu: {count: 1}, labels: {pool: gpu},
+     annotations: {capacity.cluster-autoscaler.kubernetes.io/labels: pool=gpu}}
+faults:
+  - {group: gpu-a, from: 0m, to: 2m, kind: scale-api-error}
+workloads:
+  - kind: provisioning-request
+    name: train
+    namespace: batch
+    at: 1m
+    count: 8
+    duration: 10m
+    pod: {cpu: \"4\", memory: 8Gi, gpu: 1, node_selector: {pool: gpu}}
+";
+
+#[test]
+fn an_atomic_scale_up_whose_second_group_fails_sets_the_first_back() {
+    let dir = std::env::temp_dir().join(format!("ca-cap-atomic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("atomic.yaml");
+    std::fs::write(&file, ATOMIC_ACROSS_GROUPS).expect("write scenario");
+    let (r, out) = simulate(
+        "atomic-across-groups",
+        &[file.to_str().expect("utf-8 path"), "--quiet"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        f(&r["safety_violations"]),
+        0.0,
+        "{}",
+        r["safety_violation_samples"]
+    );
+    let (a, b) = (group(&r, "default/gpu-a"), group(&r, "default/gpu-b"));
+    // The first try: gpu-a refused, gpu-b grown and set back (its target lowered again).
+    assert_eq!(f(&a["scale_up_errors"]), 1.0, "{a}");
+    assert_eq!(f(&a["scale_ups"]), 0.0, "{a}");
+    assert_eq!(f(&b["target_decreases"]), 1.0, "{b}\n{out}");
+    // Then its 8 nodes in one scale-up.
+    assert_eq!(f(&b["scale_ups"]), 2.0, "{b}");
+    assert_eq!(f(&b["nodes_added"]), 12.0, "{b}");
+    // A later try: the request provisioned, its 8 pods run.
+    let train = request(&r, "batch/train");
+    assert!(train["failed"].is_null(), "{train}");
+    assert!(!train["provisioned_after_s"].is_null(), "{train}");
+    assert_eq!(f(&r["pods_created"]), 8.0);
+    assert_eq!(f(&r["pods_pending_at_end"]), 0.0);
+}

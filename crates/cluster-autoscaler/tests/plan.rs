@@ -646,15 +646,28 @@ spec:
   podSets: [{podTemplateRef: {name: trainer}, count: 5}]
 ";
     let base = std::fs::read_to_string(example()).expect("the example snapshot");
-    let file = TempPath::with_text(&format!("{base}\n{extra}"));
-    let stdout = stdout_of(&[
-        "plan",
-        "--snapshot",
-        file.as_str(),
-        "--now",
-        NOW,
-        "--enable-provisioning-requests",
-    ]);
+    let plan = |snapshot: &str| {
+        let file = TempPath::with_text(&format!("{snapshot}\n{extra}"));
+        let args = ["--now", NOW, "--enable-provisioning-requests"];
+        stdout_of(&[&["plan", "--snapshot", file.as_str()][..], &args[..]].concat())
+    };
+    // The snapshot's four pods marked Unschedulable wait too: as in `run`'s first loop, the
+    // ordinary pods take the loop's scale-up and the request waits for its turn (the next
+    // loop's).
+    let stdout = plan(&base);
+    assert!(
+        stdout.contains(
+            "  ProvisioningRequest batch/huge (best-effort-atomic-scale-up.autoscaling.x-k8s.io): \
+             waiting for its turn or its retry backoff\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  increase MachineDeployment/default/general by "),
+        "{stdout}"
+    );
+    // Without them (not marked by kube-scheduler yet), the loop is the request's.
+    let stdout = plan(&base.replace("reason: Unschedulable}", "reason: SchedulingGated}"));
     // 5 GPU pods: the gpu group (max 3 nodes of 1 GPU) can never take them all, so it grows
     // by nothing and the request fails.
     let line = stdout
@@ -680,6 +693,48 @@ spec:
         !stdout.contains("increase MachineDeployment/default/gpu"),
         "{stdout}"
     );
+    let file = TempPath::with_text(&format!("{base}\n{extra}"));
     let without = stdout_of(&["plan", "--snapshot", file.as_str(), "--now", NOW]);
     assert!(!without.contains("Capacity on request"), "{without}");
+}
+
+/// In the request's turn (no ordinary pod waits), `plan` shows the atomic scale-up among the
+/// loop's actions as `run` carries it out: one action for all its groups, all or none.
+#[test]
+fn plan_shows_an_atomic_request_s_scale_up_as_one_all_or_none_action() {
+    let extra = "\
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: trainer, namespace: batch}
+template:
+  spec:
+    tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]
+    containers: [{name: c, image: i, resources: {requests: {cpu: \"4\", nvidia.com/gpu: \"1\"}, limits: {nvidia.com/gpu: \"1\"}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: train, namespace: batch, creationTimestamp: \"2025-12-31T23:30:00Z\"}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: trainer}, count: 2}]
+";
+    let base = std::fs::read_to_string(example()).expect("the example snapshot");
+    let quiet = base.replace("reason: Unschedulable}", "reason: SchedulingGated}");
+    let file = TempPath::with_text(&format!("{quiet}\n{extra}"));
+    let stdout = stdout_of(&[
+        "plan",
+        "--snapshot",
+        file.as_str(),
+        "--now",
+        NOW,
+        "--enable-provisioning-requests",
+    ]);
+    assert!(
+        stdout.lines().any(|l| l
+            == "  increase MachineDeployment/default/gpu by 1 to 2 (all or none, for \
+                ProvisioningRequest batch/train)"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("  increase ").count(), 1, "{stdout}");
 }

@@ -38,7 +38,9 @@ enum Views {
     Consolidating,
     /// Up to date, with jobs arriving through ProvisioningRequests of both classes and a
     /// CapacityBuffer, all three capacity flags on: the same invariants, and an atomic
-    /// scale-up is never half-applied, a booking never outlives its time.
+    /// scale-up is never half-applied (with `--balance-similar-node-groups`, so that one spans
+    /// several groups and a scale API fault can refuse one of them), a booking never outlives
+    /// its time.
     Capacity,
 }
 
@@ -49,6 +51,7 @@ fn flags(views: Views) -> &'static [&'static str] {
             "--enable-provisioning-requests=true",
             "--capacity-buffer-controller-enabled=true",
             "--capacity-buffer-pod-injection-enabled=true",
+            "--balance-similar-node-groups=true",
         ],
         _ => &[],
     }

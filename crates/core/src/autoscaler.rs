@@ -507,8 +507,8 @@ pub struct AutoscalerOptions {
     pub cluster_state: ClusterStateOptions,
     /// Consolidation (ours; off by default).
     pub consolidation: ConsolidationOptions,
-    /// ProvisioningRequests and CapacityBuffers (off by default); the shell decides them with
-    /// [`crate::provisioning::decide`] before the loop.
+    /// ProvisioningRequests and CapacityBuffers (off by default), decided within the loop
+    /// ([`Autoscaler::run_once_with_capacity`]).
     pub capacity: crate::provisioning::CapacityOptions,
 }
 
