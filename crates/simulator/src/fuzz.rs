@@ -12,17 +12,27 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-/// Longest any one input may take (debug build, shared CI machine).
+use crate::cpu_clock::thread_cpu;
+
+/// Most CPU time any one input may take (debug build). CPU time of the thread, not the wall
+/// clock: a loaded machine lengthens the wall clock, not the work an input costs.
 pub const TIME_BOUND: Duration = Duration::from_secs(5);
+/// Longest any one input may take on the wall clock: only a hang (waiting, not working) gets
+/// near it on a loaded machine.
+pub const HANG_BOUND: Duration = Duration::from_secs(60);
 /// Highest peak resident memory the test process may reach.
 pub const MEMORY_BOUND_KB: u64 = 2 * 1024 * 1024;
 
 /// Runs `f` on one input and checks the time and memory bounds.
 pub fn bounded<T>(what: &str, input: &str, f: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), thread_cpu());
     let out = f();
-    let took = start.elapsed();
-    assert!(took < TIME_BOUND, "{what} took {took:?} on:\n{input}");
+    let (took, worked) = (start.elapsed(), thread_cpu().saturating_sub(cpu));
+    assert!(
+        worked < TIME_BOUND,
+        "{what} took {worked:?} of CPU on:\n{input}"
+    );
+    assert!(took < HANG_BOUND, "{what} took {took:?} on:\n{input}");
     if let Some(kb) = peak_rss_kb() {
         assert!(
             kb < MEMORY_BOUND_KB,

@@ -19,6 +19,7 @@ mod bench;
 mod bound;
 mod capacity_report;
 mod cost;
+mod cpu_clock;
 mod distance;
 mod driver;
 // The fuzz suite; its generators and bounds are shared with the binary's suite (`testing`).

@@ -56,15 +56,7 @@ pub struct Settings {
     pub seed: u64,
 }
 
-/// The CPU time this thread has used: on a host busy with other work, the wall clock counts
-/// the time other processes ran too; this clock does not.
-pub fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(
-        u64::try_from(t.tv_sec).unwrap_or(0),
-        u32::try_from(t.tv_nsec).unwrap_or(0),
-    )
-}
+pub(crate) use crate::cpu_clock::thread_cpu;
 
 /// A wall-clock and a CPU-clock reading, to time one run.
 #[derive(Clone, Copy, Debug)]
