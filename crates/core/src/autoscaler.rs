@@ -430,12 +430,24 @@ fn group_templates(
                 .iter()
                 .filter_map(|n| snapshot.node_by_name(*n))
                 .collect();
-            let mut t = build_template(group, &infos, view.daemonsets, options)?;
-            with_csi_of_source(snapshot, &mut t);
-            with_devices_of_source(snapshot, &mut t);
-            Ok(t)
+            group_template(snapshot, group, &infos, view.daemonsets, options)
         })
         .collect()
+}
+
+/// One group's template as the loop builds it: from `members` (its nodes in `snapshot`) or
+/// from the provider, with the CSI drivers and the ResourceSlices of the node it was built from.
+pub fn group_template(
+    snapshot: &ClusterSnapshot,
+    group: &NodeGroup,
+    members: &[&NodeInfo],
+    daemonsets: &[DaemonSet],
+    options: &TemplateOptions,
+) -> Result<GroupTemplate, NoTemplate> {
+    let mut t = build_template(group, members, daemonsets, options)?;
+    with_csi_of_source(snapshot, &mut t);
+    with_devices_of_source(snapshot, &mut t);
+    Ok(t)
 }
 
 /// Gives a template built from a node the CSI drivers and attach limits of that node's CSINode

@@ -24,7 +24,7 @@
 //!
 //! With the feature `bench` (the simulator's `bench` turns it on, to time one phase of a loop
 //! at a time), the phases are entry points of their own too: `select_pending`,
-//! `place_on_existing`, `build_template`, `estimate`, `decide_scale_up`,
+//! `place_on_existing`, `group_template`, `estimate`, `decide_scale_up`,
 //! `decide_scale_up_with_upcoming`, `plan_scale_down` and `plan_consolidation`. The shells
 //! that decide call the loop.
 //!
@@ -107,7 +107,7 @@ pub use scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 
 // The phases of a loop, each alone: for the simulator's `bench` and this crate's benches.
 #[cfg(feature = "bench")]
-pub use autoscaler::{decide_scale_up, decide_scale_up_with_upcoming};
+pub use autoscaler::{decide_scale_up, decide_scale_up_with_upcoming, group_template};
 #[cfg(feature = "bench")]
 pub use scale_down::consolidation::plan_consolidation;
 #[cfg(feature = "bench")]
@@ -116,8 +116,6 @@ pub use scale_down::plan_scale_down;
 pub use scale_up::estimator::estimate;
 #[cfg(feature = "bench")]
 pub use scale_up::pending::{place_on_existing, select as select_pending};
-#[cfg(feature = "bench")]
-pub use scale_up::template::build_template;
 
 // The model's most used types, for shells that need only these beside the loop (the model
 // crate is their home; new code may import them from either).

@@ -19,7 +19,7 @@ use autoscaler_core::NodeInfo;
 use autoscaler_core::ScaleUpOptions;
 use autoscaler_core::ScaleUpResult;
 use autoscaler_core::Unlimited;
-use autoscaler_core::build_template;
+use autoscaler_core::group_template;
 use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig};
 use autoscaler_core::{EstimatorLimits, estimate};
 use autoscaler_core::{ScaleDownInput, ScaleDownState, plan_scale_down};
@@ -390,7 +390,7 @@ fn estimate_phase(
         .filter(|n| cluster.provider.node_group_of(n) == Some(0))
         .filter_map(|n| snapshot.node_by_name(n.name))
         .collect();
-    let template = match build_template(group, &members, &[], &Default::default()) {
+    let template = match group_template(snapshot, group, &members, &[], &Default::default()) {
         Ok(t) => t,
         Err(e) => {
             return PhaseResult {
