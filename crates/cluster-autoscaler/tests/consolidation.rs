@@ -97,7 +97,8 @@ fn consolidation_lowers_the_node_hours_of_short_tasks_spread_on_one_shape() {
 
 /// Two groups: one big node running one pod, and a cheaper small shape that takes it. With
 /// `replace` the big node is replaced; the small node takes `provision` to come (or never
-/// registers), and a Job's pod arrives at 3m, while the replacement is on its way.
+/// registers), and a Job's pod arrives at 13m, while the replacement is on its way (the big node
+/// is consolidated only once it is older than the 10-minute horizon).
 fn replacement_scenario(provision: &str, never_registers: bool) -> String {
     let fault = if never_registers {
         "faults:\n  - {group: small, from: 0s, to: 2h, kind: never-registers}\n"
@@ -106,7 +107,7 @@ fn replacement_scenario(provision: &str, never_registers: bool) -> String {
     };
     format!(
         "name: replacement-taint
-duration: 12m
+duration: 22m
 seed: 3
 provisioning_delay: {{min: 10s, max: 10s}}
 options:
@@ -129,7 +130,7 @@ node_groups:
     pod: {{cpu: 500m, memory: 1Gi}}
   - kind: job
     name: late
-    at: 3m
+    at: 13m
     completions: 1
     duration: 1h
     pod: {{cpu: 500m, memory: 1Gi}}
@@ -176,9 +177,8 @@ fn write_scenario(name: &str, text: &str) -> PathBuf {
 fn a_node_awaiting_its_replacement_takes_no_new_pod() {
     let path = write_scenario("coming", &replacement_scenario("4m", false));
     let path = path.to_str().expect("utf-8 path");
-    // At 4m30s the small node is still provisioning (asked for at about 1m30s, 4 minutes to
-    // come).
-    let (_, objects) = simulate("coming", &[path], Some("4m30s"));
+    // At 13m30s the small node is still provisioning (asked for after 10m, 4 minutes to come).
+    let (_, objects) = simulate("coming", &[path], Some("13m30s"));
     let all = nodes(&objects);
     let big: Vec<_> = all.iter().filter(|(n, _)| n.starts_with("big")).collect();
     assert_eq!(big.len(), 1, "{all:?}");
@@ -193,10 +193,10 @@ fn a_node_awaiting_its_replacement_takes_no_new_pod() {
     assert_eq!(
         late_pod_node(&objects),
         None,
-        "the pod created at 3m waits for the new node rather than landing on the old one"
+        "the pod created at 13m waits for the new node rather than landing on the old one"
     );
     // By the end the big node was drained and deleted; the pods run on the small node.
-    let (r, objects) = simulate("coming-end", &[path], Some("11m"));
+    let (r, objects) = simulate("coming-end", &[path], Some("21m"));
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
     assert_eq!(num(&r, "/safety_violations"), 0.0);
     let all = nodes(&objects);
@@ -208,7 +208,7 @@ fn a_node_awaiting_its_replacement_takes_no_new_pod() {
 fn the_taint_goes_when_the_replacement_is_given_up() {
     let path = write_scenario("never", &replacement_scenario("10s", true));
     let path = path.to_str().expect("utf-8 path");
-    let (_, objects) = simulate("never-4m", &[path], Some("4m"));
+    let (_, objects) = simulate("never-14m", &[path], Some("14m"));
     let all = nodes(&objects);
     assert!(
         all.iter()
@@ -217,7 +217,7 @@ fn the_taint_goes_when_the_replacement_is_given_up() {
     );
     // Given up after --max-node-provision-time (6m): the node stays, untainted, and takes the
     // pod that waited.
-    let (r, objects) = simulate("never-9m", &[path], Some("9m"));
+    let (r, objects) = simulate("never-19m", &[path], Some("19m"));
     let all = nodes(&objects);
     let big: Vec<_> = all.iter().filter(|(n, _)| n.starts_with("big")).collect();
     assert_eq!(big.len(), 1, "{all:?}");
