@@ -192,6 +192,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("ScaleDownOptions", &["utilization", "drain"]),
     ("ScaleUpOptions", &["balancing"]),
     ("BackoffOptions", &[]),
+    ("ClusterStateOptions", &["backoff", "taints"]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

@@ -41,6 +41,9 @@ pub enum OptionRule {
     /// A share, from 0 to 1 (a utilization threshold).
     #[error("must be between 0 and 1")]
     Fraction,
+    /// A percentage, from 0 to 100 (the unready nodes' share).
+    #[error("must be between 0 and 100")]
+    Percentage,
     /// A count that must allow something (a parallelism, a scale-up's nodes).
     #[error("must be at least 1")]
     AtLeastOne,
@@ -59,6 +62,16 @@ pub(crate) fn fraction(field: &'static str, value: f64) -> Result<f64, InvalidOp
         value,
         OptionRule::Fraction,
         (0.0..=1.0).contains(&value),
+    )
+}
+
+/// `value` if it lies in `0..=100` (NaN does not).
+pub(crate) fn percentage(field: &'static str, value: f64) -> Result<f64, InvalidOption> {
+    check(
+        field,
+        value,
+        OptionRule::Percentage,
+        (0.0..=100.0).contains(&value),
     )
 }
 

@@ -744,7 +744,7 @@ spec:
         );
         assert_eq!(o.scale_down.max_graceful_termination_sec(), 60);
         assert_eq!(
-            o.cluster_state.max_node_provision_time,
+            o.cluster_state.max_node_provision_time(),
             Duration::from_secs(1200)
         );
         assert!(o.scale_up.scale_up.balance_similar_node_groups());

@@ -44,8 +44,9 @@ pub(crate) enum Lands {
     Fraction(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
     /// A finite number >= 0.
     Ratio(fn(&mut Draft, f64)),
-    /// A percentage from 0 to 100.
-    Percent(fn(&mut Draft, f64)),
+    /// A percentage from 0 to 100, handed to a validated setter of the core's options (as
+    /// [`Lands::Fraction`]).
+    Percent(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
     /// A count (>= 0).
     Count(fn(&mut Draft, usize)),
     /// A count handed to a validated setter of the core's options (as [`Lands::Fraction`]).
@@ -232,7 +233,9 @@ fn land(
             f(d, fraction(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
         }
         Lands::Ratio(f) => f(d, non_negative(&last).map_err(refused)?),
-        Lands::Percent(f) => f(d, percentage(&last).map_err(refused)?),
+        Lands::Percent(f) => {
+            f(d, percentage(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
+        }
         Lands::Count(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::CheckedCount(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?)
             .map_err(|e| refused(e.rule().to_string()))?,

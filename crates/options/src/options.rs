@@ -460,15 +460,13 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
 /// The rules on the decision's options and the loop interval. Errors name the flag.
 fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result<(), OptionsError> {
     let cs = &a.cluster_state;
-    let positive = [
-        ("scan-interval", scan_interval),
-        ("max-node-provision-time", cs.max_node_provision_time),
-        ("max-node-startup-time", cs.max_node_startup_time),
-    ];
-    for (flag, d) in positive {
-        if d.is_zero() {
-            return Err(flag_err(flag, fmt_d(d), "must be greater than 0"));
-        }
+    // The provision and startup times' rules were checked by their setters as each flag landed.
+    if scan_interval.is_zero() {
+        return Err(flag_err(
+            "scan-interval",
+            fmt_d(scan_interval),
+            "must be greater than 0",
+        ));
     }
     let b = &cs.backoff;
     if b.max() < b.initial() {
@@ -483,14 +481,6 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
     }
     // The scale-down and scale-up options' own rules (thresholds, parallelism) were checked
     // by their setters as each flag landed.
-    let percent = cs.max_total_unready_percentage;
-    if !(0.0..=100.0).contains(&percent) {
-        return Err(flag_err(
-            "max-total-unready-percentage",
-            percent,
-            "must be between 0 and 100",
-        ));
-    }
     let sd = &a.scale_down;
     // Upstream refuses the two together: the couples' seconds replace the one cap.
     if let Some(p) = sd.drain_priority()
@@ -886,10 +876,10 @@ mod tests {
         assert!(d.drain.daemonset_eviction_for_occupied_nodes);
 
         let cs = &c.autoscaler.cluster_state;
-        assert_eq!(cs.max_node_provision_time, s(900));
-        assert_eq!(cs.max_node_startup_time, s(900));
-        assert_eq!(cs.ok_total_unready_count, 3);
-        assert_eq!(cs.max_total_unready_percentage, 45.0);
+        assert_eq!(cs.max_node_provision_time(), s(900));
+        assert_eq!(cs.max_node_startup_time(), s(900));
+        assert_eq!(cs.ok_total_unready_count(), 3);
+        assert_eq!(cs.max_total_unready_percentage(), 45.0);
         assert_eq!(cs.backoff.initial(), s(300));
         assert_eq!(cs.backoff.max(), s(1800));
         assert_eq!(cs.backoff.reset_timeout(), s(3 * 3600));
@@ -1165,10 +1155,10 @@ mod tests {
         assert!(d.drain.daemonset_eviction_for_empty_nodes);
         assert!(!d.drain.daemonset_eviction_for_occupied_nodes);
         let cs = &c.autoscaler.cluster_state;
-        assert_eq!(cs.max_node_provision_time, s(1200));
-        assert_eq!(cs.max_node_startup_time, s(1500));
-        assert_eq!(cs.ok_total_unready_count, 5);
-        assert_eq!(cs.max_total_unready_percentage, 30.0);
+        assert_eq!(cs.max_node_provision_time(), s(1200));
+        assert_eq!(cs.max_node_startup_time(), s(1500));
+        assert_eq!(cs.ok_total_unready_count(), 5);
+        assert_eq!(cs.max_total_unready_percentage(), 30.0);
         assert_eq!(
             (
                 cs.backoff.initial(),
@@ -1446,6 +1436,11 @@ mod tests {
             (
                 &["--max-node-provision-time=0s"],
                 "max-node-provision-time",
+                "0s",
+            ),
+            (
+                &["--max-node-startup-time=0s"],
+                "max-node-startup-time",
                 "0s",
             ),
             (
