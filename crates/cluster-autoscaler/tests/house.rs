@@ -193,6 +193,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("ScaleUpOptions", &["balancing"]),
     ("BackoffOptions", &[]),
     ("ClusterStateOptions", &["backoff", "taints"]),
+    ("DrainOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

@@ -44,6 +44,9 @@ pub enum OptionRule {
     /// A percentage, from 0 to 100 (the unready nodes' share).
     #[error("must be between 0 and 100")]
     Percentage,
+    /// A count that may be zero but not below (a minimum replica count).
+    #[error("must not be negative")]
+    NotNegative,
     /// A count that must allow something (a parallelism, a scale-up's nodes).
     #[error("must be at least 1")]
     AtLeastOne,
@@ -73,6 +76,11 @@ pub(crate) fn percentage(field: &'static str, value: f64) -> Result<f64, Invalid
         OptionRule::Percentage,
         (0.0..=100.0).contains(&value),
     )
+}
+
+/// `value` if it is not below zero.
+pub(crate) fn not_negative(field: &'static str, value: i32) -> Result<i32, InvalidOption> {
+    check(field, value, OptionRule::NotNegative, value >= 0)
 }
 
 /// `value` if it is at least 1.

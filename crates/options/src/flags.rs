@@ -240,7 +240,7 @@ fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
     d.c.autoscaler
         .scale_down
         .drain
-        .expendable_pods_priority_cutoff = v;
+        .set_expendable_pods_priority_cutoff(v);
 }
 
 /// `--startup-taint` and its deprecated name `--ignore-taint`: the keys of both, as one layer
@@ -358,8 +358,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("profiling", "false", Bool, gap("there is no /debug/pprof endpoint", "false"), A),
     imp("clusterapi-cloud-config-authoritative", "false", Bool, A, run(40, General, "BOOL", "Cluster API: without `--cloud-config`, the management cluster is the one the autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s", Lands::Bool(|d, v| d.authoritative = v))),
     imp("cordon-node-before-terminating", "true", Bool, A, setting(650, ScaleDown, "BOOL", "Cordon a node with its deletion taint (uncordoned if the deletion fails)", Lands::Bool(|d, v| d.c.cordon_node_before_terminating = v))).file("spec.scaleDown.cordonNodeBeforeTerminating"),
-    imp("daemonset-eviction-for-empty-nodes", "false", Bool, A, setting(630, ScaleDown, "BOOL", "Evict DaemonSet pods from empty nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.daemonset_eviction_for_empty_nodes = v))),
-    imp("daemonset-eviction-for-occupied-nodes", "true", Bool, A, setting(640, ScaleDown, "BOOL", "Evict DaemonSet pods from drained nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.daemonset_eviction_for_occupied_nodes = v))),
+    imp("daemonset-eviction-for-empty-nodes", "false", Bool, A, setting(630, ScaleDown, "BOOL", "Evict DaemonSet pods from empty nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_daemonset_eviction_for_empty_nodes(v)))),
+    imp("daemonset-eviction-for-occupied-nodes", "true", Bool, A, setting(640, ScaleDown, "BOOL", "Evict DaemonSet pods from drained nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_daemonset_eviction_for_occupied_nodes(v)))),
     f("user-agent", "cluster-autoscaler", Text, gap("the client sends its own User-Agent", "cluster-autoscaler"), A),
     imp("emit-per-nodegroup-metrics", "false", Bool, A, run(820, ClusterState, "BOOL", "Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`, `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`)", Lands::Bool(|d, v| d.c.emit_per_nodegroup_metrics = v))),
     f("debugging-snapshot-enabled", "false", Bool, gap("there is no debugging snapshot endpoint", "false"), A),
@@ -373,11 +373,11 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("max-nodes-per-scaleup", "1000", Int, A, setting(250, ScaleUp, "INT", "Most nodes added in one scale-up", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_up.scale_up.set_max_nodes_per_scale_up(v)))),
     f("max-nodegroup-binpacking-duration", "10s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     f("fastpath-binpacking-enabled", "false", Bool, none(GO_TUNING), A),
-    imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_system_pods = v))),
-    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_local_storage = v))).file("spec.skipNodesWithLocalStorage"),
-    imp("skip-nodes-with-custom-controller-pods", "true", Bool, A, setting(610, ScaleDown, "BOOL", "Nodes with pods of custom controllers are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.skip_nodes_with_custom_controller_pods = v))),
-    imp("min-replica-count", "0", Int, A, setting(620, ScaleDown, "INT", "Pods of ReplicaSets with fewer replicas block removal", Lands::Int(|d, v| d.c.autoscaler.scale_down.drain.min_replica_count = v))),
-    imp("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, A, setting(700, ScaleDown, "DURATION", "How long after its creation a kube-system pod without a PDB blocks its node's removal (with --skip-nodes-with-system-pods; the spelling is upstream's)", Lands::Duration(|d, v| d.c.autoscaler.scale_down.drain.blocking_system_pod_disruption_timeout_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
+    imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_skip_nodes_with_system_pods(v)))),
+    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_skip_nodes_with_local_storage(v)))).file("spec.skipNodesWithLocalStorage"),
+    imp("skip-nodes-with-custom-controller-pods", "true", Bool, A, setting(610, ScaleDown, "BOOL", "Nodes with pods of custom controllers are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_skip_nodes_with_custom_controller_pods(v)))),
+    imp("min-replica-count", "0", Int, A, setting(620, ScaleDown, "INT", "Pods of ReplicaSets with fewer replicas block removal", Lands::CheckedInt(|d, v| d.c.autoscaler.scale_down.drain.set_min_replica_count(v)))),
+    imp("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, A, setting(700, ScaleDown, "DURATION", "How long after its creation a kube-system pod without a PDB blocks its node's removal (with --skip-nodes-with-system-pods; the spelling is upstream's)", Lands::Duration(|d, v| d.c.autoscaler.scale_down.drain.set_blocking_system_pod_disruption_timeout_ms(i64::try_from(v.as_millis()).unwrap_or(i64::MAX))))),
     imp("node-delete-delay-after-taint", "5s", Dur, A, setting(670, ScaleDown, "DURATION", "Wait between the deletion taint and a node's deletion or drain", Lands::Duration(|d, v| d.c.node_delete_delay_after_taint = v))),
     f("scale-down-simulation-timeout", "30s", Dur, none("the scale-down simulation is not cut short by time; --scale-down-non-empty-candidates-count bounds it"), A),
     imp("memory-difference-ratio", "0.015", Float, A, setting(320, ScaleUp, "RATIO", "Largest relative difference of memory capacity between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.memory_difference_ratio = v))),

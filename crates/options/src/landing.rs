@@ -53,6 +53,9 @@ pub(crate) enum Lands {
     CheckedCount(fn(&mut Draft, usize) -> Result<(), InvalidOption>),
     /// A 32-bit integer, negative ones included.
     Int(fn(&mut Draft, i32)),
+    /// A 32-bit integer handed to a validated setter of the core's options (as
+    /// [`Lands::Fraction`]): negative ones reach the setter, which names its rule.
+    CheckedInt(fn(&mut Draft, i32) -> Result<(), InvalidOption>),
     /// A 64-bit integer, negative ones included.
     Long(fn(&mut Draft, i64)),
     /// Seconds (>= 0).
@@ -85,6 +88,7 @@ impl fmt::Debug for Lands {
             Lands::Count(_) => "Count",
             Lands::CheckedCount(_) => "CheckedCount",
             Lands::Int(_) => "Int",
+            Lands::CheckedInt(_) => "CheckedInt",
             Lands::Long(_) => "Long",
             Lands::Seconds(_) => "Seconds",
             Lands::Level(_) => "Level",
@@ -240,6 +244,8 @@ fn land(
         Lands::CheckedCount(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?)
             .map_err(|e| refused(e.rule().to_string()))?,
         Lands::Int(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
+        Lands::CheckedInt(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?)
+            .map_err(|e| refused(e.rule().to_string()))?,
         Lands::Long(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::Seconds(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::Level(f) => match last.parse::<u8>() {
@@ -269,7 +275,7 @@ fn parser(lands: Lands) -> ValueParser {
         Lands::Ratio(_) => ValueParser::new(non_negative),
         Lands::Percent(_) => ValueParser::new(percentage),
         Lands::Count(_) | Lands::CheckedCount(_) => value_parser!(usize).into(),
-        Lands::Int(_) => value_parser!(i32).into(),
+        Lands::Int(_) | Lands::CheckedInt(_) => value_parser!(i32).into(),
         Lands::Long(_) => value_parser!(i64).into(),
         Lands::Seconds(_) => value_parser!(u64).into(),
         Lands::Level(_) => value_parser!(u8).range(0..=10).into(),
@@ -296,7 +302,9 @@ pub(crate) fn arg(flag: &'static UpstreamFlag, u: &Use) -> Arg {
             .action(ArgAction::Set),
         Lands::Texts(_) => a.action(ArgAction::Append),
         Lands::Names(_) => a.action(ArgAction::Append).value_delimiter(','),
-        Lands::Int(_) | Lands::Long(_) => a.allow_negative_numbers(true).action(ArgAction::Set),
+        Lands::Int(_) | Lands::CheckedInt(_) | Lands::Long(_) => {
+            a.allow_negative_numbers(true).action(ArgAction::Set)
+        }
         _ => a.action(ArgAction::Set),
     }
 }
@@ -515,7 +523,9 @@ mod tests {
                 (_, Lands::Duration(_) | Lands::CheckedDuration(_)) => "7m7s",
                 (_, Lands::Fraction(_) | Lands::Ratio(_) | Lands::Percent(_)) => "0.37",
                 (_, Lands::Count(_) | Lands::CheckedCount(_)) => "7",
-                (_, Lands::Int(_) | Lands::Long(_) | Lands::Seconds(_)) => "7",
+                (_, Lands::Int(_) | Lands::CheckedInt(_) | Lands::Long(_) | Lands::Seconds(_)) => {
+                    "7"
+                }
                 (_, Lands::Level(_)) => "7",
                 _ => "x",
             };

@@ -493,13 +493,7 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
             "could not use --drain-priority-config together with --max-graceful-termination-sec",
         ));
     }
-    if sd.drain.min_replica_count < 0 {
-        return Err(flag_err(
-            "min-replica-count",
-            sd.drain.min_replica_count,
-            "must not be negative",
-        ));
-    }
+    // `--min-replica-count` was checked by its setter as the flag landed.
     let bal = &a.scale_up.scale_up.balancing;
     if let Err(e) = bal.validate() {
         let value = bal.balancing_labels.join(",");
@@ -868,12 +862,12 @@ mod tests {
         assert_eq!(d.max_bulk_soft_taint_count(), 10);
         assert!(!d.utilization.ignore_daemonsets);
         assert!(!d.utilization.ignore_mirror_pods);
-        assert!(d.drain.skip_nodes_with_system_pods);
-        assert!(d.drain.skip_nodes_with_local_storage);
-        assert!(d.drain.skip_nodes_with_custom_controller_pods);
-        assert_eq!(d.drain.min_replica_count, 0);
-        assert!(!d.drain.daemonset_eviction_for_empty_nodes);
-        assert!(d.drain.daemonset_eviction_for_occupied_nodes);
+        assert!(d.drain.skip_nodes_with_system_pods());
+        assert!(d.drain.skip_nodes_with_local_storage());
+        assert!(d.drain.skip_nodes_with_custom_controller_pods());
+        assert_eq!(d.drain.min_replica_count(), 0);
+        assert!(!d.drain.daemonset_eviction_for_empty_nodes());
+        assert!(d.drain.daemonset_eviction_for_occupied_nodes());
 
         let cs = &c.autoscaler.cluster_state;
         assert_eq!(cs.max_node_provision_time(), s(900));
@@ -945,7 +939,7 @@ mod tests {
         assert!(c.autoscaler.scale_down.unready_enabled());
         assert!(!c.autoscaler.scale_down.delay_type_local());
         let drain = &c.autoscaler.scale_down.drain;
-        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 3_600_000);
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms(), 3_600_000);
         let o = build(&[
             "--cordon-node-before-terminating",
             "--node-delete-delay-after-taint=0s",
@@ -962,7 +956,7 @@ mod tests {
         assert!(!c.autoscaler.scale_down.unready_enabled());
         assert!(c.autoscaler.scale_down.delay_type_local());
         let drain = &c.autoscaler.scale_down.drain;
-        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 600_000);
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms(), 600_000);
         assert_eq!(c.actuation_options(), {
             use autoscaler_actuation::ActuationOptions;
             ActuationOptions::new(s(120))
@@ -1107,7 +1101,7 @@ mod tests {
             c.autoscaler
                 .scale_down
                 .drain
-                .expendable_pods_priority_cutoff,
+                .expendable_pods_priority_cutoff(),
             -5
         );
         assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
@@ -1148,12 +1142,12 @@ mod tests {
         assert_eq!(d.max_scale_down_parallelism(), 3);
         assert_eq!(d.max_drain_parallelism(), 2);
         assert!(d.utilization.ignore_daemonsets && d.utilization.ignore_mirror_pods);
-        assert!(!d.drain.skip_nodes_with_system_pods);
-        assert!(!d.drain.skip_nodes_with_local_storage);
-        assert!(!d.drain.skip_nodes_with_custom_controller_pods);
-        assert_eq!(d.drain.min_replica_count, 2);
-        assert!(d.drain.daemonset_eviction_for_empty_nodes);
-        assert!(!d.drain.daemonset_eviction_for_occupied_nodes);
+        assert!(!d.drain.skip_nodes_with_system_pods());
+        assert!(!d.drain.skip_nodes_with_local_storage());
+        assert!(!d.drain.skip_nodes_with_custom_controller_pods());
+        assert_eq!(d.drain.min_replica_count(), 2);
+        assert!(d.drain.daemonset_eviction_for_empty_nodes());
+        assert!(!d.drain.daemonset_eviction_for_occupied_nodes());
         let cs = &c.autoscaler.cluster_state;
         assert_eq!(cs.max_node_provision_time(), s(1200));
         assert_eq!(cs.max_node_startup_time(), s(1500));

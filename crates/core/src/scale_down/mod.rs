@@ -35,6 +35,7 @@ mod deletion;
 pub(crate) mod disruption_budget;
 mod disruption_cost;
 pub mod drain;
+mod drain_options;
 pub mod drain_priority;
 mod eligibility;
 mod node_lifetime;
