@@ -194,6 +194,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("BackoffOptions", &[]),
     ("ClusterStateOptions", &["backoff", "taints"]),
     ("DrainOptions", &[]),
+    ("BalancingOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

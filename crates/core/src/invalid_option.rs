@@ -44,6 +44,9 @@ pub enum OptionRule {
     /// A percentage, from 0 to 100 (the unready nodes' share).
     #[error("must be between 0 and 100")]
     Percentage,
+    /// A ratio: a finite number, 0 or more (a difference ratio).
+    #[error("must be a finite number >= 0")]
+    Ratio,
     /// A count that may be zero but not below (a minimum replica count).
     #[error("must not be negative")]
     NotNegative,
@@ -75,6 +78,16 @@ pub(crate) fn percentage(field: &'static str, value: f64) -> Result<f64, Invalid
         value,
         OptionRule::Percentage,
         (0.0..=100.0).contains(&value),
+    )
+}
+
+/// `value` if it is finite and not below zero.
+pub(crate) fn ratio(field: &'static str, value: f64) -> Result<f64, InvalidOption> {
+    check(
+        field,
+        value,
+        OptionRule::Ratio,
+        value.is_finite() && value >= 0.0,
     )
 }
 

@@ -749,7 +749,7 @@ spec:
         );
         assert!(o.scale_up.scale_up.balance_similar_node_groups());
         assert_eq!(
-            o.scale_up.scale_up.balancing.ignored_labels,
+            o.scale_up.scale_up.balancing.ignored_labels(),
             ["zone", "rack"]
         );
         assert!(o.scale_down.utilization.ignore_daemonsets);

@@ -42,8 +42,9 @@ pub(crate) enum Lands {
     /// A number from 0 to 1, handed to a validated setter of the core's options: the rule it
     /// breaks is the reason the value is refused.
     Fraction(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
-    /// A finite number >= 0.
-    Ratio(fn(&mut Draft, f64)),
+    /// A finite number >= 0, handed to a validated setter of the core's options (as
+    /// [`Lands::Fraction`]).
+    Ratio(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
     /// A percentage from 0 to 100, handed to a validated setter of the core's options (as
     /// [`Lands::Fraction`]).
     Percent(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
@@ -236,7 +237,8 @@ fn land(
         Lands::Fraction(f) => {
             f(d, fraction(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
         }
-        Lands::Ratio(f) => f(d, non_negative(&last).map_err(refused)?),
+        Lands::Ratio(f) => f(d, non_negative(&last).map_err(refused)?)
+            .map_err(|e| refused(e.rule().to_string()))?,
         Lands::Percent(f) => {
             f(d, percentage(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
         }

@@ -496,7 +496,7 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
     // `--min-replica-count` was checked by its setter as the flag landed.
     let bal = &a.scale_up.scale_up.balancing;
     if let Err(e) = bal.validate() {
-        let value = bal.balancing_labels.join(",");
+        let value = bal.balancing_labels().join(",");
         return Err(flag_err("balancing-label", value, e));
     }
     Ok(())
@@ -829,11 +829,14 @@ mod tests {
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 1000);
         assert!(!up.scale_up.balance_similar_node_groups());
         assert!(!up.scale_up.enforce_node_group_min_size());
-        assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.05);
-        assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.05);
-        assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.015);
-        assert!(up.scale_up.balancing.ignored_labels.is_empty());
-        assert!(up.scale_up.balancing.balancing_labels.is_empty());
+        assert_eq!(
+            up.scale_up.balancing.max_allocatable_difference_ratio(),
+            0.05
+        );
+        assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.05);
+        assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.015);
+        assert!(up.scale_up.balancing.ignored_labels().is_empty());
+        assert!(up.scale_up.balancing.balancing_labels().is_empty());
         assert!(up.template.taints.startup.is_empty());
         assert_eq!(up.expander.to_string(), "least-waste");
         assert_eq!(up.limits.max_nodes_total, 0);
@@ -1108,10 +1111,13 @@ mod tests {
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 50);
         assert!(up.scale_up.enforce_node_group_min_size());
         assert!(up.scale_up.balance_similar_node_groups());
-        assert_eq!(up.scale_up.balancing.ignored_labels, ["zone", "rack"]);
-        assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.1);
-        assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.2);
-        assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.03);
+        assert_eq!(up.scale_up.balancing.ignored_labels(), ["zone", "rack"]);
+        assert_eq!(
+            up.scale_up.balancing.max_allocatable_difference_ratio(),
+            0.1
+        );
+        assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.2);
+        assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.03);
         assert_eq!(up.template.taints.startup, ["b", "a"]);
         assert_eq!(up.limits.max_nodes_total, 24);
         assert_eq!(up.limits.cpu, Range::new(8000, 128_000).unwrap());
