@@ -195,6 +195,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("ClusterStateOptions", &["backoff", "taints"]),
     ("DrainOptions", &[]),
     ("BalancingOptions", &[]),
+    ("UtilizationOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

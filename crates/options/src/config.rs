@@ -752,7 +752,7 @@ spec:
             o.scale_up.scale_up.balancing.ignored_labels(),
             ["zone", "rack"]
         );
-        assert!(o.scale_down.utilization.ignore_daemonsets);
+        assert!(o.scale_down.utilization.ignore_daemonsets());
         assert!(!o.scale_down.drain.skip_nodes_with_local_storage());
         assert_eq!(o.scale_up.expander.to_string(), "priority,least-waste");
         assert!(!o.scale_down.enabled());

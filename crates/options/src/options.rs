@@ -863,8 +863,8 @@ mod tests {
         assert_eq!(d.candidates_pool_min_count(), 50);
         assert_eq!(d.max_graceful_termination_sec(), 600);
         assert_eq!(d.max_bulk_soft_taint_count(), 10);
-        assert!(!d.utilization.ignore_daemonsets);
-        assert!(!d.utilization.ignore_mirror_pods);
+        assert!(!d.utilization.ignore_daemonsets());
+        assert!(!d.utilization.ignore_mirror_pods());
         assert!(d.drain.skip_nodes_with_system_pods());
         assert!(d.drain.skip_nodes_with_local_storage());
         assert!(d.drain.skip_nodes_with_custom_controller_pods());
@@ -1147,7 +1147,7 @@ mod tests {
         assert_eq!(d.max_bulk_soft_taint_count(), 0);
         assert_eq!(d.max_scale_down_parallelism(), 3);
         assert_eq!(d.max_drain_parallelism(), 2);
-        assert!(d.utilization.ignore_daemonsets && d.utilization.ignore_mirror_pods);
+        assert!(d.utilization.ignore_daemonsets() && d.utilization.ignore_mirror_pods());
         assert!(!d.drain.skip_nodes_with_system_pods());
         assert!(!d.drain.skip_nodes_with_local_storage());
         assert!(!d.drain.skip_nodes_with_custom_controller_pods());

@@ -47,6 +47,7 @@ mod soft_taint;
 pub mod unneeded;
 mod unneeded_nodes;
 pub mod utilization;
+mod utilization_options;
 
 use std::collections::BTreeMap;
 use std::fmt;
