@@ -192,6 +192,10 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("ScaleDownOptions", &["utilization", "drain"]),
     ("ScaleUpOptions", &["balancing"]),
     ("BackoffOptions", &[]),
+    ("ClusterStateOptions", &["backoff", "taints"]),
+    ("DrainOptions", &[]),
+    ("BalancingOptions", &[]),
+    ("UtilizationOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

@@ -1818,7 +1818,9 @@ mod loop_tests {
         );
         let mut o = AutoscalerOptions::default();
         o.scale_down.unneeded_time = std::time::Duration::from_secs(5 * 60);
-        o.cluster_state.max_node_provision_time = std::time::Duration::from_secs(60);
+        o.cluster_state
+            .set_max_node_provision_time(std::time::Duration::from_secs(60))
+            .unwrap();
         a.set_options(o);
         assert_eq!(
             a.cluster_state().options.max_node_provision_time,

@@ -41,6 +41,15 @@ pub enum OptionRule {
     /// A share, from 0 to 1 (a utilization threshold).
     #[error("must be between 0 and 1")]
     Fraction,
+    /// A percentage, from 0 to 100 (the unready nodes' share).
+    #[error("must be between 0 and 100")]
+    Percentage,
+    /// A ratio: a finite number, 0 or more (a difference ratio).
+    #[error("must be a finite number >= 0")]
+    Ratio,
+    /// A count that may be zero but not below (a minimum replica count).
+    #[error("must not be negative")]
+    NotNegative,
     /// A count that must allow something (a parallelism, a scale-up's nodes).
     #[error("must be at least 1")]
     AtLeastOne,
@@ -60,6 +69,31 @@ pub(crate) fn fraction(field: &'static str, value: f64) -> Result<f64, InvalidOp
         OptionRule::Fraction,
         (0.0..=1.0).contains(&value),
     )
+}
+
+/// `value` if it lies in `0..=100` (NaN does not).
+pub(crate) fn percentage(field: &'static str, value: f64) -> Result<f64, InvalidOption> {
+    check(
+        field,
+        value,
+        OptionRule::Percentage,
+        (0.0..=100.0).contains(&value),
+    )
+}
+
+/// `value` if it is finite and not below zero.
+pub(crate) fn ratio(field: &'static str, value: f64) -> Result<f64, InvalidOption> {
+    check(
+        field,
+        value,
+        OptionRule::Ratio,
+        value.is_finite() && value >= 0.0,
+    )
+}
+
+/// `value` if it is not below zero.
+pub(crate) fn not_negative(field: &'static str, value: i32) -> Result<i32, InvalidOption> {
+    check(field, value, OptionRule::NotNegative, value >= 0)
 }
 
 /// `value` if it is at least 1.

@@ -114,7 +114,7 @@ impl ControllerConfig {
                 self.autoscaler
                     .scale_down
                     .drain
-                    .expendable_pods_priority_cutoff,
+                    .expendable_pods_priority_cutoff(),
             )
     }
 }

@@ -744,16 +744,16 @@ spec:
         );
         assert_eq!(o.scale_down.max_graceful_termination_sec(), 60);
         assert_eq!(
-            o.cluster_state.max_node_provision_time,
+            o.cluster_state.max_node_provision_time(),
             Duration::from_secs(1200)
         );
         assert!(o.scale_up.scale_up.balance_similar_node_groups());
         assert_eq!(
-            o.scale_up.scale_up.balancing.ignored_labels,
+            o.scale_up.scale_up.balancing.ignored_labels(),
             ["zone", "rack"]
         );
-        assert!(o.scale_down.utilization.ignore_daemonsets);
-        assert!(!o.scale_down.drain.skip_nodes_with_local_storage);
+        assert!(o.scale_down.utilization.ignore_daemonsets());
+        assert!(!o.scale_down.drain.skip_nodes_with_local_storage());
         assert_eq!(o.scale_up.expander.to_string(), "priority,least-waste");
         assert!(!o.scale_down.enabled());
     }

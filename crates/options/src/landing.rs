@@ -42,16 +42,21 @@ pub(crate) enum Lands {
     /// A number from 0 to 1, handed to a validated setter of the core's options: the rule it
     /// breaks is the reason the value is refused.
     Fraction(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
-    /// A finite number >= 0.
-    Ratio(fn(&mut Draft, f64)),
-    /// A percentage from 0 to 100.
-    Percent(fn(&mut Draft, f64)),
+    /// A finite number >= 0, handed to a validated setter of the core's options (as
+    /// [`Lands::Fraction`]).
+    Ratio(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
+    /// A percentage from 0 to 100, handed to a validated setter of the core's options (as
+    /// [`Lands::Fraction`]).
+    Percent(fn(&mut Draft, f64) -> Result<(), InvalidOption>),
     /// A count (>= 0).
     Count(fn(&mut Draft, usize)),
     /// A count handed to a validated setter of the core's options (as [`Lands::Fraction`]).
     CheckedCount(fn(&mut Draft, usize) -> Result<(), InvalidOption>),
     /// A 32-bit integer, negative ones included.
     Int(fn(&mut Draft, i32)),
+    /// A 32-bit integer handed to a validated setter of the core's options (as
+    /// [`Lands::Fraction`]): negative ones reach the setter, which names its rule.
+    CheckedInt(fn(&mut Draft, i32) -> Result<(), InvalidOption>),
     /// A 64-bit integer, negative ones included.
     Long(fn(&mut Draft, i64)),
     /// Seconds (>= 0).
@@ -84,6 +89,7 @@ impl fmt::Debug for Lands {
             Lands::Count(_) => "Count",
             Lands::CheckedCount(_) => "CheckedCount",
             Lands::Int(_) => "Int",
+            Lands::CheckedInt(_) => "CheckedInt",
             Lands::Long(_) => "Long",
             Lands::Seconds(_) => "Seconds",
             Lands::Level(_) => "Level",
@@ -231,12 +237,17 @@ fn land(
         Lands::Fraction(f) => {
             f(d, fraction(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
         }
-        Lands::Ratio(f) => f(d, non_negative(&last).map_err(refused)?),
-        Lands::Percent(f) => f(d, percentage(&last).map_err(refused)?),
+        Lands::Ratio(f) => f(d, non_negative(&last).map_err(refused)?)
+            .map_err(|e| refused(e.rule().to_string()))?,
+        Lands::Percent(f) => {
+            f(d, percentage(&last).map_err(refused)?).map_err(|e| refused(e.rule().to_string()))?
+        }
         Lands::Count(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::CheckedCount(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?)
             .map_err(|e| refused(e.rule().to_string()))?,
         Lands::Int(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
+        Lands::CheckedInt(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?)
+            .map_err(|e| refused(e.rule().to_string()))?,
         Lands::Long(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::Seconds(f) => f(d, last.parse().map_err(|e| refused(format!("{e}")))?),
         Lands::Level(f) => match last.parse::<u8>() {
@@ -266,7 +277,7 @@ fn parser(lands: Lands) -> ValueParser {
         Lands::Ratio(_) => ValueParser::new(non_negative),
         Lands::Percent(_) => ValueParser::new(percentage),
         Lands::Count(_) | Lands::CheckedCount(_) => value_parser!(usize).into(),
-        Lands::Int(_) => value_parser!(i32).into(),
+        Lands::Int(_) | Lands::CheckedInt(_) => value_parser!(i32).into(),
         Lands::Long(_) => value_parser!(i64).into(),
         Lands::Seconds(_) => value_parser!(u64).into(),
         Lands::Level(_) => value_parser!(u8).range(0..=10).into(),
@@ -293,7 +304,9 @@ pub(crate) fn arg(flag: &'static UpstreamFlag, u: &Use) -> Arg {
             .action(ArgAction::Set),
         Lands::Texts(_) => a.action(ArgAction::Append),
         Lands::Names(_) => a.action(ArgAction::Append).value_delimiter(','),
-        Lands::Int(_) | Lands::Long(_) => a.allow_negative_numbers(true).action(ArgAction::Set),
+        Lands::Int(_) | Lands::CheckedInt(_) | Lands::Long(_) => {
+            a.allow_negative_numbers(true).action(ArgAction::Set)
+        }
         _ => a.action(ArgAction::Set),
     }
 }
@@ -512,7 +525,9 @@ mod tests {
                 (_, Lands::Duration(_) | Lands::CheckedDuration(_)) => "7m7s",
                 (_, Lands::Fraction(_) | Lands::Ratio(_) | Lands::Percent(_)) => "0.37",
                 (_, Lands::Count(_) | Lands::CheckedCount(_)) => "7",
-                (_, Lands::Int(_) | Lands::Long(_) | Lands::Seconds(_)) => "7",
+                (_, Lands::Int(_) | Lands::CheckedInt(_) | Lands::Long(_) | Lands::Seconds(_)) => {
+                    "7"
+                }
                 (_, Lands::Level(_)) => "7",
                 _ => "x",
             };

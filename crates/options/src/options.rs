@@ -460,15 +460,13 @@ fn validate(c: &ControllerConfig) -> Result<(), OptionsError> {
 /// The rules on the decision's options and the loop interval. Errors name the flag.
 fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result<(), OptionsError> {
     let cs = &a.cluster_state;
-    let positive = [
-        ("scan-interval", scan_interval),
-        ("max-node-provision-time", cs.max_node_provision_time),
-        ("max-node-startup-time", cs.max_node_startup_time),
-    ];
-    for (flag, d) in positive {
-        if d.is_zero() {
-            return Err(flag_err(flag, fmt_d(d), "must be greater than 0"));
-        }
+    // The provision and startup times' rules were checked by their setters as each flag landed.
+    if scan_interval.is_zero() {
+        return Err(flag_err(
+            "scan-interval",
+            fmt_d(scan_interval),
+            "must be greater than 0",
+        ));
     }
     let b = &cs.backoff;
     if b.max() < b.initial() {
@@ -483,14 +481,6 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
     }
     // The scale-down and scale-up options' own rules (thresholds, parallelism) were checked
     // by their setters as each flag landed.
-    let percent = cs.max_total_unready_percentage;
-    if !(0.0..=100.0).contains(&percent) {
-        return Err(flag_err(
-            "max-total-unready-percentage",
-            percent,
-            "must be between 0 and 100",
-        ));
-    }
     let sd = &a.scale_down;
     // Upstream refuses the two together: the couples' seconds replace the one cap.
     if let Some(p) = sd.drain_priority()
@@ -503,16 +493,10 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
             "could not use --drain-priority-config together with --max-graceful-termination-sec",
         ));
     }
-    if sd.drain.min_replica_count < 0 {
-        return Err(flag_err(
-            "min-replica-count",
-            sd.drain.min_replica_count,
-            "must not be negative",
-        ));
-    }
+    // `--min-replica-count` was checked by its setter as the flag landed.
     let bal = &a.scale_up.scale_up.balancing;
     if let Err(e) = bal.validate() {
-        let value = bal.balancing_labels.join(",");
+        let value = bal.balancing_labels().join(",");
         return Err(flag_err("balancing-label", value, e));
     }
     Ok(())
@@ -845,11 +829,14 @@ mod tests {
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 1000);
         assert!(!up.scale_up.balance_similar_node_groups());
         assert!(!up.scale_up.enforce_node_group_min_size());
-        assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.05);
-        assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.05);
-        assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.015);
-        assert!(up.scale_up.balancing.ignored_labels.is_empty());
-        assert!(up.scale_up.balancing.balancing_labels.is_empty());
+        assert_eq!(
+            up.scale_up.balancing.max_allocatable_difference_ratio(),
+            0.05
+        );
+        assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.05);
+        assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.015);
+        assert!(up.scale_up.balancing.ignored_labels().is_empty());
+        assert!(up.scale_up.balancing.balancing_labels().is_empty());
         assert!(up.template.taints.startup.is_empty());
         assert_eq!(up.expander.to_string(), "least-waste");
         assert_eq!(up.limits.max_nodes_total, 0);
@@ -876,20 +863,20 @@ mod tests {
         assert_eq!(d.candidates_pool_min_count(), 50);
         assert_eq!(d.max_graceful_termination_sec(), 600);
         assert_eq!(d.max_bulk_soft_taint_count(), 10);
-        assert!(!d.utilization.ignore_daemonsets);
-        assert!(!d.utilization.ignore_mirror_pods);
-        assert!(d.drain.skip_nodes_with_system_pods);
-        assert!(d.drain.skip_nodes_with_local_storage);
-        assert!(d.drain.skip_nodes_with_custom_controller_pods);
-        assert_eq!(d.drain.min_replica_count, 0);
-        assert!(!d.drain.daemonset_eviction_for_empty_nodes);
-        assert!(d.drain.daemonset_eviction_for_occupied_nodes);
+        assert!(!d.utilization.ignore_daemonsets());
+        assert!(!d.utilization.ignore_mirror_pods());
+        assert!(d.drain.skip_nodes_with_system_pods());
+        assert!(d.drain.skip_nodes_with_local_storage());
+        assert!(d.drain.skip_nodes_with_custom_controller_pods());
+        assert_eq!(d.drain.min_replica_count(), 0);
+        assert!(!d.drain.daemonset_eviction_for_empty_nodes());
+        assert!(d.drain.daemonset_eviction_for_occupied_nodes());
 
         let cs = &c.autoscaler.cluster_state;
-        assert_eq!(cs.max_node_provision_time, s(900));
-        assert_eq!(cs.max_node_startup_time, s(900));
-        assert_eq!(cs.ok_total_unready_count, 3);
-        assert_eq!(cs.max_total_unready_percentage, 45.0);
+        assert_eq!(cs.max_node_provision_time(), s(900));
+        assert_eq!(cs.max_node_startup_time(), s(900));
+        assert_eq!(cs.ok_total_unready_count(), 3);
+        assert_eq!(cs.max_total_unready_percentage(), 45.0);
         assert_eq!(cs.backoff.initial(), s(300));
         assert_eq!(cs.backoff.max(), s(1800));
         assert_eq!(cs.backoff.reset_timeout(), s(3 * 3600));
@@ -955,7 +942,7 @@ mod tests {
         assert!(c.autoscaler.scale_down.unready_enabled());
         assert!(!c.autoscaler.scale_down.delay_type_local());
         let drain = &c.autoscaler.scale_down.drain;
-        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 3_600_000);
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms(), 3_600_000);
         let o = build(&[
             "--cordon-node-before-terminating",
             "--node-delete-delay-after-taint=0s",
@@ -972,7 +959,7 @@ mod tests {
         assert!(!c.autoscaler.scale_down.unready_enabled());
         assert!(c.autoscaler.scale_down.delay_type_local());
         let drain = &c.autoscaler.scale_down.drain;
-        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms, 600_000);
+        assert_eq!(drain.blocking_system_pod_disruption_timeout_ms(), 600_000);
         assert_eq!(c.actuation_options(), {
             use autoscaler_actuation::ActuationOptions;
             ActuationOptions::new(s(120))
@@ -1117,17 +1104,20 @@ mod tests {
             c.autoscaler
                 .scale_down
                 .drain
-                .expendable_pods_priority_cutoff,
+                .expendable_pods_priority_cutoff(),
             -5
         );
         assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 50);
         assert!(up.scale_up.enforce_node_group_min_size());
         assert!(up.scale_up.balance_similar_node_groups());
-        assert_eq!(up.scale_up.balancing.ignored_labels, ["zone", "rack"]);
-        assert_eq!(up.scale_up.balancing.max_allocatable_difference_ratio, 0.1);
-        assert_eq!(up.scale_up.balancing.max_free_difference_ratio, 0.2);
-        assert_eq!(up.scale_up.balancing.memory_difference_ratio, 0.03);
+        assert_eq!(up.scale_up.balancing.ignored_labels(), ["zone", "rack"]);
+        assert_eq!(
+            up.scale_up.balancing.max_allocatable_difference_ratio(),
+            0.1
+        );
+        assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.2);
+        assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.03);
         assert_eq!(up.template.taints.startup, ["b", "a"]);
         assert_eq!(up.limits.max_nodes_total, 24);
         assert_eq!(up.limits.cpu, Range::new(8000, 128_000).unwrap());
@@ -1157,18 +1147,18 @@ mod tests {
         assert_eq!(d.max_bulk_soft_taint_count(), 0);
         assert_eq!(d.max_scale_down_parallelism(), 3);
         assert_eq!(d.max_drain_parallelism(), 2);
-        assert!(d.utilization.ignore_daemonsets && d.utilization.ignore_mirror_pods);
-        assert!(!d.drain.skip_nodes_with_system_pods);
-        assert!(!d.drain.skip_nodes_with_local_storage);
-        assert!(!d.drain.skip_nodes_with_custom_controller_pods);
-        assert_eq!(d.drain.min_replica_count, 2);
-        assert!(d.drain.daemonset_eviction_for_empty_nodes);
-        assert!(!d.drain.daemonset_eviction_for_occupied_nodes);
+        assert!(d.utilization.ignore_daemonsets() && d.utilization.ignore_mirror_pods());
+        assert!(!d.drain.skip_nodes_with_system_pods());
+        assert!(!d.drain.skip_nodes_with_local_storage());
+        assert!(!d.drain.skip_nodes_with_custom_controller_pods());
+        assert_eq!(d.drain.min_replica_count(), 2);
+        assert!(d.drain.daemonset_eviction_for_empty_nodes());
+        assert!(!d.drain.daemonset_eviction_for_occupied_nodes());
         let cs = &c.autoscaler.cluster_state;
-        assert_eq!(cs.max_node_provision_time, s(1200));
-        assert_eq!(cs.max_node_startup_time, s(1500));
-        assert_eq!(cs.ok_total_unready_count, 5);
-        assert_eq!(cs.max_total_unready_percentage, 30.0);
+        assert_eq!(cs.max_node_provision_time(), s(1200));
+        assert_eq!(cs.max_node_startup_time(), s(1500));
+        assert_eq!(cs.ok_total_unready_count(), 5);
+        assert_eq!(cs.max_total_unready_percentage(), 30.0);
         assert_eq!(
             (
                 cs.backoff.initial(),
@@ -1446,6 +1436,11 @@ mod tests {
             (
                 &["--max-node-provision-time=0s"],
                 "max-node-provision-time",
+                "0s",
+            ),
+            (
+                &["--max-node-startup-time=0s"],
+                "max-node-startup-time",
                 "0s",
             ),
             (

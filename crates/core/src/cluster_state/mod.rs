@@ -14,6 +14,7 @@
 pub mod accelerator;
 pub mod backoff;
 mod backoff_options;
+mod cluster_state_options;
 
 use autoscaler_model::{
     CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FAILED_TO_SCALE_UP_GROUP, FIX_NODE_GROUP_SIZE,
@@ -43,14 +44,14 @@ const REISSUE_MS: i64 = 2 * 60 * 1000;
 pub struct ClusterStateOptions {
     /// `--max-node-provision-time` (15m): how long a scale-up or a new instance may take to
     /// register. Groups may override it ([`autoscaler_model::NodeGroupOptions`]).
-    pub max_node_provision_time: Duration,
+    pub(crate) max_node_provision_time: Duration,
     /// `--max-node-startup-time` (15m): how long a registered node may take to become Ready
     /// before it counts as unready.
-    pub max_node_startup_time: Duration,
+    pub(crate) max_node_startup_time: Duration,
     /// `--ok-total-unready-count` (3).
-    pub ok_total_unready_count: usize,
+    pub(crate) ok_total_unready_count: usize,
     /// `--max-total-unready-percentage` (45).
-    pub max_total_unready_percentage: f64,
+    pub(crate) max_total_unready_percentage: f64,
     /// Backoff durations.
     pub backoff: BackoffOptions,
     /// Startup and status taints: a Ready node with a startup taint has not started yet.

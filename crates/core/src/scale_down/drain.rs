@@ -36,32 +36,32 @@ pub struct DrainOptions {
     /// `--skip-nodes-with-system-pods` (default true): kube-system pods that are neither
     /// DaemonSet nor mirror pods block unless a PodDisruptionBudget covers them, until
     /// [`DrainOptions::blocking_system_pod_disruption_timeout_ms`] after their creation.
-    pub skip_nodes_with_system_pods: bool,
+    pub(crate) skip_nodes_with_system_pods: bool,
     /// `--blocking-system-pod-distruption-timeout` (upstream's spelling; default 1h), in
     /// milliseconds: how long after its creation such a kube-system pod still blocks; older,
     /// it is evicted like any other (0: never blocks). A pod without a creation time blocks.
-    pub blocking_system_pod_disruption_timeout_ms: i64,
+    pub(crate) blocking_system_pod_disruption_timeout_ms: i64,
     /// `--skip-nodes-with-local-storage` (default true): pods with hostPath or on-disk emptyDir
     /// volumes block unless the `safe-to-evict-local-volumes` annotation lists every one.
-    pub skip_nodes_with_local_storage: bool,
+    pub(crate) skip_nodes_with_local_storage: bool,
     /// `--skip-nodes-with-custom-controller-pods` (default true): only ReplicaSet,
     /// ReplicationController, Job and StatefulSet (and DaemonSet) count as controllers, and the
     /// controller existence / replica checks run.
-    pub skip_nodes_with_custom_controller_pods: bool,
+    pub(crate) skip_nodes_with_custom_controller_pods: bool,
     /// `--min-replica-count` (default 0): pods of a ReplicaSet or ReplicationController with fewer
     /// desired replicas block. Upstream applies it only with
     /// `skip_nodes_with_custom_controller_pods`.
-    pub min_replica_count: i32,
+    pub(crate) min_replica_count: i32,
     /// `--daemonset-eviction-for-empty-nodes` (default false): evict DaemonSet pods from nodes
     /// with no pod to move.
-    pub daemonset_eviction_for_empty_nodes: bool,
+    pub(crate) daemonset_eviction_for_empty_nodes: bool,
     /// `--daemonset-eviction-for-occupied-nodes` (default true): evict DaemonSet pods from nodes
     /// with pods to move.
-    pub daemonset_eviction_for_occupied_nodes: bool,
+    pub(crate) daemonset_eviction_for_occupied_nodes: bool,
     /// `--expendable-pods-priority-cutoff` (default -10, shared with scale-up): pods with a
     /// lower priority are expendable; they never block a removal and are not moved (they go
     /// with their node).
-    pub expendable_pods_priority_cutoff: i32,
+    pub(crate) expendable_pods_priority_cutoff: i32,
 }
 
 impl Default for DrainOptions {

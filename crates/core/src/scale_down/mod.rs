@@ -35,6 +35,7 @@ mod deletion;
 pub(crate) mod disruption_budget;
 mod disruption_cost;
 pub mod drain;
+mod drain_options;
 pub mod drain_priority;
 mod eligibility;
 mod node_lifetime;
@@ -46,6 +47,7 @@ mod soft_taint;
 pub mod unneeded;
 mod unneeded_nodes;
 pub mod utilization;
+mod utilization_options;
 
 use std::collections::BTreeMap;
 use std::fmt;

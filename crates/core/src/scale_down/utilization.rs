@@ -17,9 +17,9 @@ use autoscaler_model::ResourceName;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UtilizationOptions {
     /// `--ignore-daemonsets-utilization`: DaemonSet pods do not count.
-    pub ignore_daemonsets: bool,
+    pub(crate) ignore_daemonsets: bool,
     /// `--ignore-mirror-pods-utilization`: mirror (static) pods do not count.
-    pub ignore_mirror_pods: bool,
+    pub(crate) ignore_mirror_pods: bool,
 }
 
 /// A node's utilization.

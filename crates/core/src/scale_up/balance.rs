@@ -84,18 +84,18 @@ pub const CLUSTER_API_IGNORED_LABELS: &[&str] = &[
 #[derive(Clone, Debug, PartialEq)]
 pub struct BalancingOptions {
     /// Largest relative difference of allocatable, per resource (default 0.05).
-    pub max_allocatable_difference_ratio: f64,
+    pub(crate) max_allocatable_difference_ratio: f64,
     /// Largest relative difference of free resources (allocatable minus DaemonSet requests), per
     /// resource (default 0.05).
-    pub max_free_difference_ratio: f64,
+    pub(crate) max_free_difference_ratio: f64,
     /// Largest relative difference of memory capacity (default 0.015). Every other capacity must
     /// be equal.
-    pub memory_difference_ratio: f64,
+    pub(crate) memory_difference_ratio: f64,
     /// Labels ignored in addition to [`BASIC_IGNORED_LABELS`] and [`CLUSTER_API_IGNORED_LABELS`].
-    pub ignored_labels: Vec<String>,
+    pub(crate) ignored_labels: Vec<String>,
     /// If non-empty, groups are similar exactly when these labels are present on both with equal
     /// values; nothing else is compared.
-    pub balancing_labels: Vec<String>,
+    pub(crate) balancing_labels: Vec<String>,
 }
 
 impl Default for BalancingOptions {

@@ -16,6 +16,7 @@
 //! (estimates fork and revert it).
 
 pub mod balance;
+mod balancing_options;
 pub mod estimator;
 pub mod expander;
 mod options;
