@@ -196,6 +196,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("DrainOptions", &[]),
     ("BalancingOptions", &[]),
     ("UtilizationOptions", &[]),
+    ("PendingOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

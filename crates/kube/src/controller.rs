@@ -739,7 +739,7 @@ impl Term {
                 .metrics
                 .observe_limits(&self.autoscaler.options().scale_up.limits);
             parts.metrics.observe_removals(&view, &outcome, now_ms);
-            let bypassed = &config.autoscaler.scale_up.pending.bypassed_schedulers;
+            let bypassed = &config.autoscaler.scale_up.pending.bypassed_schedulers();
             if !bypassed.is_empty() {
                 let unprocessed = pods.iter().filter(|p| is_unprocessed(p, bypassed)).count();
                 parts.metrics.scheduler_unprocessed(unprocessed);

@@ -684,7 +684,7 @@ spec:
     fn seed_002_resource_maps_field_by_field() {
         let (o, v) = apply(SEED_002).unwrap();
         assert_eq!(v, Some(4));
-        assert_eq!(o.scale_up.pending.expendable_pods_priority_cutoff, -10);
+        assert_eq!(o.scale_up.pending.expendable_pods_priority_cutoff(), -10);
         let l = &o.scale_up.limits;
         assert_eq!(l.max_nodes_total, 24);
         assert_eq!(l.cpu, Range::new(8000, 128_000).unwrap());
@@ -731,7 +731,7 @@ spec:
         .unwrap();
         assert_eq!(v, None);
         assert_eq!(
-            o.scale_up.pending.new_pod_scale_up_delay,
+            o.scale_up.pending.new_pod_scale_up_delay(),
             Duration::from_secs(45)
         );
         assert!(o.scale_up.scale_up.enforce_node_group_min_size());

@@ -236,7 +236,7 @@ fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
     d.c.autoscaler
         .scale_up
         .pending
-        .expendable_pods_priority_cutoff = v;
+        .set_expendable_pods_priority_cutoff(v);
     d.c.autoscaler
         .scale_down
         .drain
@@ -353,7 +353,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("unremovable-node-recheck-timeout", "5m0s", Dur, none("every node is re-evaluated each loop"), A),
     imp("expendable-pods-priority-cutoff", "-10", Int, A, setting(230, ScaleUp, "INT", "Pods with a priority below this never cause a scale-up", Lands::Int(expendable_pods_priority_cutoff))).file("spec.podPriorityThreshold"),
     f("regional", "false", Bool, none(OTHER_PROVIDER), A),
-    imp("new-pod-scale-up-delay", "0s", Dur, A, setting(240, ScaleUp, "DURATION", "Pods younger than this are not acted on yet", Lands::Duration(|d, v| d.c.autoscaler.scale_up.pending.new_pod_scale_up_delay = v))).file("spec.scaleUp.newPodScaleUpDelay"),
+    imp("new-pod-scale-up-delay", "0s", Dur, A, setting(240, ScaleUp, "DURATION", "Pods younger than this are not acted on yet", Lands::Duration(|d, v| d.c.autoscaler.scale_up.pending.set_new_pod_scale_up_delay(v)))).file("spec.scaleUp.newPodScaleUpDelay"),
     f("scale-from-unschedulable", "false", Bool, gap("a node template's .spec.unschedulable is always honoured", "false"), A),
     f("profiling", "false", Bool, gap("there is no /debug/pprof endpoint", "false"), A),
     imp("clusterapi-cloud-config-authoritative", "false", Bool, A, run(40, General, "BOOL", "Cluster API: without `--cloud-config`, the management cluster is the one the autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s", Lands::Bool(|d, v| d.authoritative = v))),
@@ -435,8 +435,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))).file("spec.resourceLimits.gpus"),
     imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))).file("spec.startupTaints"),
     imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints.status = v.to_vec(); Ok(()) }))),
-    imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.bypassed_schedulers = names_of(v)))),
-    imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.allowed_schedulers = names_of(v)))),
+    imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.set_bypassed_schedulers(names_of(v))))),
+    imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.set_allowed_schedulers(names_of(v))))),
     imp("drain-priority-config", "", Text, A, setting(535, ScaleDown, "PRIORITY:SECONDS,...", "`priority:seconds` couples separated by commas (e.g. `10000:20,1000:100,0:60`): drains evict pods by priority, lowest couple first, each couple waited for before the next, each eviction's grace capped by its couple's seconds; DaemonSet pods are staged by their priority too. Not with --max-graceful-termination-sec. Empty: all pods at once", Lands::Text(drain_priority_config))),
     f("scheduler-verbosity", "0", Int, none("there is no embedded kube-scheduler to log"), A),
     // component-base: BindLeaderElectionFlags

@@ -824,8 +824,8 @@ mod tests {
         assert_eq!(c.clusterapi.default_arch, "amd64");
 
         let up = &c.autoscaler.scale_up;
-        assert_eq!(up.pending.expendable_pods_priority_cutoff, -10);
-        assert_eq!(up.pending.new_pod_scale_up_delay, Duration::ZERO);
+        assert_eq!(up.pending.expendable_pods_priority_cutoff(), -10);
+        assert_eq!(up.pending.new_pod_scale_up_delay(), Duration::ZERO);
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 1000);
         assert!(!up.scale_up.balance_similar_node_groups());
         assert!(!up.scale_up.enforce_node_group_min_size());
@@ -904,13 +904,13 @@ mod tests {
         assert_eq!(&a.cluster_state.taints, taints);
         let p = &a.scale_up.pending;
         assert_eq!(
-            p.allowed_schedulers,
+            p.allowed_schedulers(),
             ["default-scheduler", "volcano", "kueue"]
         );
-        assert_eq!(p.bypassed_schedulers, ["volcano"]);
+        assert_eq!(p.bypassed_schedulers(), ["volcano"]);
         let d = build(&[]).unwrap().controller.autoscaler;
-        assert!(d.scale_up.pending.allowed_schedulers.is_empty());
-        assert!(d.scale_up.pending.bypassed_schedulers.is_empty());
+        assert!(d.scale_up.pending.allowed_schedulers().is_empty());
+        assert!(d.scale_up.pending.bypassed_schedulers().is_empty());
         assert_eq!(d.cluster_state.taints, Default::default());
     }
 
@@ -1099,7 +1099,7 @@ mod tests {
         );
         let up = &c.autoscaler.scale_up;
         assert_eq!(up.expander.to_string(), "priority,least-waste");
-        assert_eq!(up.pending.expendable_pods_priority_cutoff, -5);
+        assert_eq!(up.pending.expendable_pods_priority_cutoff(), -5);
         assert_eq!(
             c.autoscaler
                 .scale_down
@@ -1107,7 +1107,7 @@ mod tests {
                 .expendable_pods_priority_cutoff(),
             -5
         );
-        assert_eq!(up.pending.new_pod_scale_up_delay, s(30));
+        assert_eq!(up.pending.new_pod_scale_up_delay(), s(30));
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 50);
         assert!(up.scale_up.enforce_node_group_min_size());
         assert!(up.scale_up.balance_similar_node_groups());

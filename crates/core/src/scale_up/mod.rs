@@ -21,6 +21,7 @@ pub mod estimator;
 pub mod expander;
 mod options;
 pub mod pending;
+mod pending_options;
 pub mod reasons;
 pub mod template;
 

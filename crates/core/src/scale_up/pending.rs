@@ -24,15 +24,15 @@ use autoscaler_model::parse_duration;
 pub struct PendingOptions {
     /// `--expendable-pods-priority-cutoff` (seed 002's `podPriorityThreshold`): pods with a
     /// lower priority never cause a scale-up.
-    pub expendable_pods_priority_cutoff: i32,
+    pub(crate) expendable_pods_priority_cutoff: i32,
     /// `--new-pod-scale-up-delay`: pods younger than this are not acted on yet.
-    pub new_pod_scale_up_delay: Duration,
+    pub(crate) new_pod_scale_up_delay: Duration,
     /// `--allowed-scheduler-names`: when not empty, only pending pods of these schedulers are
     /// acted on.
-    pub allowed_schedulers: Vec<String>,
+    pub(crate) allowed_schedulers: Vec<String>,
     /// `--bypassed-scheduler-names`: pending pods of these schedulers are acted on before the
     /// scheduler has marked them unschedulable.
-    pub bypassed_schedulers: Vec<String>,
+    pub(crate) bypassed_schedulers: Vec<String>,
 }
 
 impl Default for PendingOptions {
