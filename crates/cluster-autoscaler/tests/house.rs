@@ -197,6 +197,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("BalancingOptions", &[]),
     ("UtilizationOptions", &[]),
     ("PendingOptions", &[]),
+    ("TemplateOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

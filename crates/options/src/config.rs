@@ -736,7 +736,7 @@ spec:
         );
         assert!(o.scale_up.scale_up.enforce_node_group_min_size());
         assert_eq!(
-            o.scale_up.template.taints.startup,
+            o.scale_up.template.taints().startup,
             [
                 "node.example.com/starting",
                 "ignore-taint.cluster-autoscaler.kubernetes.io/x"

@@ -248,7 +248,7 @@ fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
 fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), Refused> {
     let mut keys = d.layer.texts("ignore-taint");
     keys.extend(d.layer.texts("startup-taint"));
-    d.c.autoscaler.scale_up.template.taints.startup = keys;
+    d.c.autoscaler.scale_up.template.taints_mut().startup = keys;
     Ok(())
 }
 
@@ -434,7 +434,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.set_max_graceful_termination_sec(v)))).file("spec.maxPodGracePeriod"),
     imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))).file("spec.resourceLimits.gpus"),
     imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))).file("spec.startupTaints"),
-    imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints.status = v.to_vec(); Ok(()) }))),
+    imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints_mut().status = v.to_vec(); Ok(()) }))),
     imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.set_bypassed_schedulers(names_of(v))))),
     imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.set_allowed_schedulers(names_of(v))))),
     imp("drain-priority-config", "", Text, A, setting(535, ScaleDown, "PRIORITY:SECONDS,...", "`priority:seconds` couples separated by commas (e.g. `10000:20,1000:100,0:60`): drains evict pods by priority, lowest couple first, each couple waited for before the next, each eviction's grace capped by its couple's seconds; DaemonSet pods are staged by their priority too. Not with --max-graceful-termination-sec. Empty: all pods at once", Lands::Text(drain_priority_config))),

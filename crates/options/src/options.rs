@@ -362,7 +362,7 @@ impl RunOptions {
         d.apply(&args.given)?;
         let mut c = d.c;
         // Readiness in the cluster state reads the same taints as the templates.
-        c.autoscaler.cluster_state.taints = c.autoscaler.scale_up.template.taints.clone();
+        c.autoscaler.cluster_state.taints = c.autoscaler.scale_up.template.taints().clone();
 
         // Provider.
         let provider = d.provider.as_deref().unwrap_or(CLUSTERAPI_PROVIDER);
@@ -837,7 +837,7 @@ mod tests {
         assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.015);
         assert!(up.scale_up.balancing.ignored_labels().is_empty());
         assert!(up.scale_up.balancing.balancing_labels().is_empty());
-        assert!(up.template.taints.startup.is_empty());
+        assert!(up.template.taints().startup.is_empty());
         assert_eq!(up.expander.to_string(), "least-waste");
         assert_eq!(up.limits.max_nodes_total, 0);
         assert_eq!(up.limits.cpu, Range::new(0, 320_000_000).unwrap());
@@ -898,7 +898,7 @@ mod tests {
         ])
         .unwrap();
         let a = &o.controller.autoscaler;
-        let taints = &a.scale_up.template.taints;
+        let taints = a.scale_up.template.taints();
         assert_eq!(taints.startup, ["b", "a"]);
         assert_eq!(taints.status, ["c", "d"]);
         assert_eq!(&a.cluster_state.taints, taints);
@@ -1118,7 +1118,7 @@ mod tests {
         );
         assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.2);
         assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.03);
-        assert_eq!(up.template.taints.startup, ["b", "a"]);
+        assert_eq!(up.template.taints().startup, ["b", "a"]);
         assert_eq!(up.limits.max_nodes_total, 24);
         assert_eq!(up.limits.cpu, Range::new(8000, 128_000).unwrap());
         assert_eq!(up.limits.memory, Range::new(4 << 30, 256 << 30).unwrap());

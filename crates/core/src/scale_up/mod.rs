@@ -24,6 +24,7 @@ pub mod pending;
 mod pending_options;
 pub mod reasons;
 pub mod template;
+mod template_options;
 
 use std::sync::Arc;
 

@@ -65,7 +65,7 @@ pub struct TemplateOptions {
     /// Startup taints (`--startup-taint`, the older `--ignore-taint`) and status taints
     /// (`--status-taint`): both left out of templates; a node with a startup taint is no
     /// template source (it has not started).
-    pub taints: TaintConfig,
+    pub(crate) taints: TaintConfig,
 }
 
 /// Where a template came from.
