@@ -198,6 +198,7 @@ const CLOSED_OPTIONS: &[(&str, &[&str])] = &[
     ("UtilizationOptions", &[]),
     ("PendingOptions", &[]),
     ("TemplateOptions", &[]),
+    ("ConsolidationOptions", &[]),
 ];
 
 /// The `pub` fields (not `pub(crate)`) of the struct `name` declared in `text`, with their line

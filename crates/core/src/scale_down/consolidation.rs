@@ -103,23 +103,23 @@ impl fmt::Display for ConsolidationMode {
 #[derive(Clone, Debug)]
 pub struct ConsolidationOptions {
     /// `--consolidation` (off).
-    pub mode: ConsolidationMode,
+    pub(crate) mode: ConsolidationMode,
     /// `--consolidate-after` (1m): how long a node's pods must stay unchanged before it is
     /// consolidated (Karpenter's `consolidateAfter`).
-    pub consolidate_after: Duration,
+    pub(crate) consolidate_after: Duration,
     /// Nodes the multi-node search considers (100, as Karpenter).
-    pub max_multi_node_candidates: usize,
+    pub(crate) max_multi_node_candidates: usize,
     /// Single-node trials per pass (50).
-    pub max_single_node_candidates: usize,
+    pub(crate) max_single_node_candidates: usize,
     /// Pod placements simulated per pass, over all trials (20,000).
-    pub max_pods_simulated: usize,
+    pub(crate) max_pods_simulated: usize,
     /// How long a replacement may take to become Ready before consolidation gives it up
     /// (`--max-node-provision-time`, 15m; the scale-up itself is reverted by the cluster state).
-    pub replacement_timeout: Duration,
+    pub(crate) replacement_timeout: Duration,
     /// The least time a saving and a Job's lost run are counted for (10m, as upstream's
     /// `--scale-down-delay-after-add`), and the least age of a node holding pods before it is
     /// consolidated: see [`DisruptionCost`].
-    pub horizon: Duration,
+    pub(crate) horizon: Duration,
 }
 
 impl Default for ConsolidationOptions {

@@ -29,6 +29,7 @@
 //! 5. `deletion`: which unneeded nodes are deleted now, and why the others wait.
 
 pub mod consolidation;
+mod consolidation_options;
 #[cfg(test)]
 mod consolidation_work;
 mod deletion;

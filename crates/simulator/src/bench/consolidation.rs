@@ -13,8 +13,7 @@ use autoscaler_core::{
     Unlimited,
 };
 use autoscaler_core::{
-    ConsolidationInput, ConsolidationMode, ConsolidationOptions, ConsolidationState,
-    ReplacementShape, plan_consolidation,
+    ConsolidationInput, ConsolidationMode, ConsolidationState, ReplacementShape, plan_consolidation,
 };
 use autoscaler_model::{ClusterTotals, DisruptionBudgets, NoControllerLookup};
 
@@ -65,11 +64,9 @@ pub fn phase(
         shapes: &shapes,
         hold: false,
     };
-    let opts = ConsolidationOptions {
-        mode: ConsolidationMode::Replace,
-        ..options.consolidation.clone()
-    };
-    let after = i64::try_from(opts.consolidate_after.as_millis()).unwrap_or(i64::MAX);
+    let mut opts = options.consolidation.clone();
+    opts.set_mode(ConsolidationMode::Replace);
+    let after = i64::try_from(opts.consolidate_after().as_millis()).unwrap_or(i64::MAX);
     let (mut samples, mut cpu): (Vec<Duration>, Vec<Duration>) = Default::default();
     let mut last = None;
     for _ in 0..iterations.max(1) {
