@@ -195,9 +195,7 @@ pub fn run_plugin(
         // often a script); an interactive one stays in the terminal's foreground group.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| fail(format!("cannot start: {e}")))?;
+    let mut child = spawn_unless_busy(&mut cmd).map_err(|e| fail(format!("cannot start: {e}")))?;
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let limit = limits.output;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -534,6 +532,23 @@ impl<S: tower::Service<Request<B>>, B> tower::Service<Request<B>> for Bearer<S> 
             .headers_mut()
             .insert(http::header::AUTHORIZATION, read_header(&self.current));
         self.inner.call(request)
+    }
+}
+
+/// Starts `cmd`, trying again a few times while its executable is busy (`ETXTBSY`): a plugin
+/// file just written (by an installer, a credential rotation, another thread of ours) stays busy
+/// while any process forked meanwhile holds it open for writing, until that process execs.
+fn spawn_unless_busy(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+    let busy = rustix::io::Errno::TXTBSY.raw_os_error();
+    let mut tries = 0u64;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(busy) && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20 * tries));
+            }
+            started => return started,
+        }
     }
 }
 
