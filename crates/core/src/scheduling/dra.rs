@@ -476,33 +476,16 @@ impl ClusterSnapshot {
                 out.push(None);
                 continue;
             }
-            let mut devices = Vec::new();
-            let mut local = false;
-            let mut selector: Option<NodeSelector> = None;
-            for k in picks.iter().filter(|k| k.claim == claim) {
+            let picked = picks.iter().filter(|k| k.claim == claim).map(|k| {
                 let pool = &pools[k.pool];
-                match &pool.slice.reach {
-                    SliceReach::Node(_) => local = true,
-                    SliceReach::Selector(s) if pool.node.is_none() => {
-                        selector.get_or_insert_with(|| s.clone());
-                    }
-                    _ => local |= pool.node.is_some(),
-                }
-                devices.push(AllocatedDevice {
+                let device = AllocatedDevice {
                     request: k.alt.name.clone(),
                     id: pool.id(&pool.slice.devices[k.device].name),
                     admin_access: k.alt.admin_access,
-                });
-            }
-            let node_selector = if local {
-                Some(name_selector(node))
-            } else {
-                selector
-            };
-            out.push(Some(Arc::new(ClaimAllocation {
-                node_selector,
-                devices,
-            })));
+                };
+                (k.pool, device)
+            });
+            out.push(Some(claim_allocation(node, &pools, picked)));
         }
         Ok(out)
     }
@@ -543,33 +526,15 @@ impl ClusterSnapshot {
                 out.push(None);
                 continue;
             }
-            let mut local = false;
-            let mut selector: Option<NodeSelector> = None;
-            let mut devices = Vec::new();
-            for p in picks.next().unwrap_or_default() {
-                let pool = &pools[p.source];
-                match &pool.slice.reach {
-                    SliceReach::Node(_) => local = true,
-                    SliceReach::Selector(s) if pool.node.is_none() => {
-                        selector.get_or_insert_with(|| s.clone());
-                    }
-                    _ => local |= pool.node.is_some(),
-                }
-                devices.push(AllocatedDevice {
-                    request: p.request,
+            let picked = picks.next().unwrap_or_default().into_iter().map(|p| {
+                let device = AllocatedDevice {
                     id: sources[p.source].id(p.device),
+                    request: p.request,
                     admin_access: p.admin_access,
-                });
-            }
-            let node_selector = if local {
-                Some(name_selector(node))
-            } else {
-                selector
-            };
-            out.push(Some(Arc::new(ClaimAllocation {
-                node_selector,
-                devices,
-            })));
+                };
+                (p.source, device)
+            });
+            out.push(Some(claim_allocation(node, &pools, picked)));
         }
         Ok(out)
     }
@@ -694,6 +659,39 @@ fn same_device(pools: &[Pool<'_>], a: (usize, usize), b: (usize, usize)) -> bool
         && pa.slice.driver == pb.slice.driver
         && pa.slice.pool == pb.slice.pool
         && pa.slice.devices[a.1].name == pb.slice.devices[b.1].name
+}
+
+/// The allocation of one claim on `node` from its picked devices, each with the place of its
+/// pool in `pools`: the node's name as node selector when a device is the node's own (or its
+/// template's copy), else the node selector of the slices that reach it.
+fn claim_allocation(
+    node: &Node,
+    pools: &[Pool<'_>],
+    picked: impl Iterator<Item = (usize, AllocatedDevice)>,
+) -> Arc<ClaimAllocation> {
+    let mut local = false;
+    let mut selector: Option<NodeSelector> = None;
+    let mut devices = Vec::new();
+    for (p, device) in picked {
+        let pool = &pools[p];
+        match &pool.slice.reach {
+            SliceReach::Node(_) => local = true,
+            SliceReach::Selector(s) if pool.node.is_none() => {
+                selector.get_or_insert_with(|| s.clone());
+            }
+            _ => local |= pool.node.is_some(),
+        }
+        devices.push(device);
+    }
+    let node_selector = if local {
+        Some(name_selector(node))
+    } else {
+        selector
+    };
+    Arc::new(ClaimAllocation {
+        node_selector,
+        devices,
+    })
 }
 
 /// A slice reachable from a node, with the node whose template copy it is.
