@@ -10,18 +10,7 @@ use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
 
 mod support;
-use support::Autoscaler;
-
-async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let end = tokio::time::Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < end,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use support::{Autoscaler, wait_for};
 
 fn events(h: &FacadeHandle) -> Vec<String> {
     h.with_world(|w| {

@@ -12,21 +12,10 @@ use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
 
 mod support;
-use support::Autoscaler;
+use support::{Autoscaler, wait_for};
 
 const NS: &str = "capi";
 const INFRA: &str = "infrastructure.cluster.x-k8s.io";
-
-async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let end = tokio::time::Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < end,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// `Reason Kind/name: message` of every event.
 fn events(h: &FacadeHandle) -> Vec<String> {

@@ -17,7 +17,7 @@ use autoscaler_world::{NodeGroupSpec, ProvisioningDelay, World, WorldConfig};
 use serde_json::{Value, json};
 
 mod support;
-use support::Autoscaler;
+use support::{Autoscaler, wait_for};
 
 const NS: &str = "capi";
 const MD: &str = "md-a";
@@ -40,17 +40,6 @@ fn start(kubeconfig: &Path, pod_name: &str, extra: &[&str]) -> Autoscaler {
     ]);
     args.extend_from_slice(extra);
     Autoscaler::spawn("explain", pod_name, kubeconfig, &[], &args)
-}
-
-async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let end = tokio::time::Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < end,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// One group of 4-CPU nodes, min 1, max 3, one node, served at 10x speed.

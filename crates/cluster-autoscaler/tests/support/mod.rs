@@ -186,3 +186,15 @@ pub fn http_send(address: &str, method: &str, path: &str, json: &str) -> Option<
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     Some((code, body.to_string()))
 }
+
+/// Waits until `cond` holds, polling every 100 ms; fails the test naming `what` after `timeout`.
+pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let end = tokio::time::Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
