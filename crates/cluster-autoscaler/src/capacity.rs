@@ -72,9 +72,9 @@ spec: {podTemplateRef: {name: worker}, replicas: 2}
 
     fn options(on: bool) -> AutoscalerOptions {
         let mut o = AutoscalerOptions::default();
-        o.capacity.requests.enabled = on;
-        o.capacity.buffer_controller = on;
-        o.capacity.buffer_pods = on;
+        o.capacity.requests_mut().set_enabled(on);
+        o.capacity.set_buffer_controller(on);
+        o.capacity.set_buffer_pods(on);
         o
     }
 

@@ -150,8 +150,8 @@ fn live_plan(
         let capacity = &opts.controller.autoscaler.capacity;
         let watch_config = WatchConfig {
             capacity: autoscaler_kube::CapacityWatch {
-                requests: capacity.requests.enabled,
-                buffers: capacity.buffer_controller || capacity.buffer_pods,
+                requests: capacity.requests().enabled(),
+                buffers: capacity.buffer_controller() || capacity.buffer_pods(),
                 ..Default::default()
             },
             ..WatchConfig::new(namespace, config.clone())

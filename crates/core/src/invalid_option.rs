@@ -47,7 +47,8 @@ pub enum OptionRule {
     /// A ratio: a finite number, 0 or more (a difference ratio).
     #[error("must be a finite number >= 0")]
     Ratio,
-    /// A count that may be zero but not below (a minimum replica count).
+    /// A count or a time that may be zero but not below (a minimum replica count, a backoff in
+    /// milliseconds).
     #[error("must not be negative")]
     NotNegative,
     /// A count that must allow something (a parallelism, a scale-up's nodes).
@@ -91,9 +92,13 @@ pub(crate) fn ratio(field: &'static str, value: f64) -> Result<f64, InvalidOptio
     )
 }
 
-/// `value` if it is not below zero.
-pub(crate) fn not_negative(field: &'static str, value: i32) -> Result<i32, InvalidOption> {
-    check(field, value, OptionRule::NotNegative, value >= 0)
+/// `value` if it is not below zero (a count, or a time in milliseconds).
+pub(crate) fn not_negative<T>(field: &'static str, value: T) -> Result<T, InvalidOption>
+where
+    T: PartialOrd + Default + fmt::Display,
+{
+    let ok = value >= T::default();
+    check(field, value, OptionRule::NotNegative, ok)
 }
 
 /// `value` if it is at least 1.

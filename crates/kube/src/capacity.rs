@@ -109,7 +109,7 @@ mod tests {
         let (provider, _) = ClusterApiProvider::discover(store, &ClusterApiConfig::default());
         let view = ClusterView::of_objects(&cluster, pods, &provider);
         let mut options = AutoscalerOptions::default();
-        options.capacity.requests.enabled = true;
+        options.capacity.requests_mut().set_enabled(true);
         let none = |_: usize, _: &NodeGroup| None;
         decide_capacity(
             &mut Requests::default(),

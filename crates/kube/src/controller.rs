@@ -113,7 +113,7 @@ impl ControllerConfig {
             .expendable_pods_priority_cutoff(
                 self.autoscaler
                     .scale_down
-                    .drain
+                    .drain()
                     .expendable_pods_priority_cutoff(),
             )
     }
@@ -246,8 +246,8 @@ pub async fn run_with_options(
     let capacity = &config.autoscaler.capacity;
     let watch_config = WatchConfig {
         capacity: crate::watch::CapacityWatch {
-            requests: capacity.requests.enabled,
-            buffers: capacity.buffer_controller || capacity.buffer_pods,
+            requests: capacity.requests().enabled(),
+            buffers: capacity.buffer_controller() || capacity.buffer_pods(),
             ..Default::default()
         },
         rediscover_while_unserved: config.scan_interval,

@@ -115,7 +115,9 @@ pub use storage::{
     csi_of,
 };
 pub use store::{ObjectKey, ObjectStore, StoreError, group_of, strict_values, version_of};
-pub use taints::{Taint, TaintConfig, TaintEffect, Toleration, TolerationOp, first_untolerated};
+pub use taints::{
+    InvalidTaintKey, Taint, TaintConfig, TaintEffect, Toleration, TolerationOp, first_untolerated,
+};
 pub use yaml_depth::{
     EXPANSION_ALLOWANCE, EXPANSION_BYTES_PER_BYTE, MAX_DEPTH, TooDeep, check_depth,
 };

@@ -3,6 +3,7 @@
 //! Only `NoSchedule` and `NoExecute` taints keep a pod off a node; `PreferNoSchedule` never does.
 
 use crate::intern::Sym;
+use crate::labels::check_qualified_name;
 use crate::names::{IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX};
 
 /// A taint effect.
@@ -55,15 +56,86 @@ pub struct Taint {
 /// A startup taint means the node has not finished starting: the node counts as not ready. A
 /// status taint only describes the node: it still counts as ready. Both are left out of node
 /// templates, so a new node is not expected to carry them.
+///
+/// Every key listed is a qualified name, as the API requires of a taint key (a key that is not
+/// could never match a node's taint): the constructor and the setters refuse one that is not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaintConfig {
     /// Exact keys of startup taints.
-    pub startup: Vec<String>,
+    startup: Vec<String>,
     /// Exact keys of status taints.
-    pub status: Vec<String>,
+    status: Vec<String>,
+}
+
+/// A taint key [`TaintConfig`] refused: not a qualified name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidTaintKey {
+    field: &'static str,
+    key: String,
+    reason: String,
+}
+
+impl InvalidTaintKey {
+    /// The field the key was meant for (`startup` or `status`).
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The key refused.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Why it was refused (it names the key).
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+/// `keys` if each is a qualified name, or the first that is not, for `field`.
+fn qualified_keys(field: &'static str, keys: Vec<String>) -> Result<Vec<String>, InvalidTaintKey> {
+    for key in &keys {
+        check_qualified_name(key).map_err(|reason| InvalidTaintKey {
+            field,
+            key: key.clone(),
+            reason,
+        })?;
+    }
+    Ok(keys)
 }
 
 impl TaintConfig {
+    /// The startup and status taint keys, each checked to be a qualified name.
+    pub fn new(startup: Vec<String>, status: Vec<String>) -> Result<TaintConfig, InvalidTaintKey> {
+        Ok(TaintConfig {
+            startup: qualified_keys("startup", startup)?,
+            status: qualified_keys("status", status)?,
+        })
+    }
+
+    /// The exact keys of startup taints (`--startup-taint`, `--ignore-taint`).
+    pub fn startup(&self) -> &[String] {
+        &self.startup
+    }
+
+    /// The exact keys of status taints (`--status-taint`).
+    pub fn status(&self) -> &[String] {
+        &self.status
+    }
+
+    /// Sets [`Self::startup`]; each key must be a qualified name (nothing is changed otherwise).
+    pub fn set_startup(&mut self, keys: Vec<String>) -> Result<(), InvalidTaintKey> {
+        self.startup = qualified_keys("startup", keys)?;
+        Ok(())
+    }
+
+    /// Sets [`Self::status`]; each key must be a qualified name (nothing is changed otherwise).
+    pub fn set_status(&mut self, keys: Vec<String>) -> Result<(), InvalidTaintKey> {
+        self.status = qualified_keys("status", keys)?;
+        Ok(())
+    }
+
     /// Whether `key` is a startup taint (listed, or under a startup or ignore prefix).
     pub fn is_startup(&self, key: &str) -> bool {
         key.starts_with(STARTUP_TAINT_PREFIX)
@@ -204,10 +276,11 @@ mod tests {
 
     #[test]
     fn startup_and_status_taints_by_key_and_prefix() {
-        let cfg = TaintConfig {
-            startup: vec!["example.com/warming".into()],
-            status: vec!["example.com/degraded".into()],
-        };
+        let cfg = TaintConfig::new(
+            vec!["example.com/warming".into()],
+            vec!["example.com/degraded".into()],
+        )
+        .unwrap();
         for key in [
             "example.com/warming",
             "startup-taint.cluster-autoscaler.kubernetes.io/cni",
@@ -244,5 +317,42 @@ mod tests {
         assert!(cfg.is_started_ready(true, &status));
         assert!(cfg.is_started_ready(true, &[]));
         assert!(!cfg.is_started_ready(false, &[]));
+    }
+
+    #[test]
+    fn a_key_that_is_not_a_qualified_name_is_refused_naming_its_field() {
+        for bad in [
+            "",
+            "two words",
+            "-lead",
+            "Example.com/x",
+            "example.com/",
+            "a/b/c",
+        ] {
+            let e = TaintConfig::new(vec![bad.into()], vec![]).unwrap_err();
+            assert_eq!((e.field(), e.key()), ("startup", bad), "{e}");
+            let e = TaintConfig::new(vec![], vec![bad.into()]).unwrap_err();
+            assert_eq!((e.field(), e.key()), ("status", bad), "{e}");
+        }
+        let e = TaintConfig::new(vec!["ok".into(), "not ok".into()], vec![]).unwrap_err();
+        assert!(e.to_string().starts_with("startup: \"not ok\""), "{e}");
+        let mut cfg = TaintConfig::default();
+        cfg.set_startup(vec!["example.com/warming".into()]).unwrap();
+        assert!(cfg.set_startup(vec!["bad key".into()]).is_err());
+        assert!(cfg.set_status(vec!["bad key".into()]).is_err());
+        assert_eq!(
+            cfg.startup(),
+            ["example.com/warming"],
+            "a refused list changes nothing"
+        );
+        assert!(cfg.status().is_empty());
+        cfg.set_status(vec![
+            "ignore-taint.cluster-autoscaler.kubernetes.io/x".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            cfg.status(),
+            ["ignore-taint.cluster-autoscaler.kubernetes.io/x"]
+        );
     }
 }

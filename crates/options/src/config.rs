@@ -736,7 +736,7 @@ spec:
         );
         assert!(o.scale_up.scale_up.enforce_node_group_min_size());
         assert_eq!(
-            o.scale_up.template.taints().startup,
+            o.scale_up.template.taints().startup(),
             [
                 "node.example.com/starting",
                 "ignore-taint.cluster-autoscaler.kubernetes.io/x"
@@ -749,11 +749,11 @@ spec:
         );
         assert!(o.scale_up.scale_up.balance_similar_node_groups());
         assert_eq!(
-            o.scale_up.scale_up.balancing.ignored_labels(),
+            o.scale_up.scale_up.balancing().ignored_labels(),
             ["zone", "rack"]
         );
-        assert!(o.scale_down.utilization.ignore_daemonsets());
-        assert!(!o.scale_down.drain.skip_nodes_with_local_storage());
+        assert!(o.scale_down.utilization().ignore_daemonsets());
+        assert!(!o.scale_down.drain().skip_nodes_with_local_storage());
         assert_eq!(o.scale_up.expander.to_string(), "priority,least-waste");
         assert!(!o.scale_down.enabled());
     }

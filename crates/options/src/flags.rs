@@ -19,7 +19,7 @@ use std::fmt;
 use std::time::Duration;
 
 use autoscaler_core::{ExpanderChain, InvalidOption};
-use autoscaler_model::{Range, parse_duration, parse_gpu_limit};
+use autoscaler_model::{InvalidTaintKey, Range, parse_duration, parse_gpu_limit};
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -239,7 +239,7 @@ fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
         .set_expendable_pods_priority_cutoff(v);
     d.c.autoscaler
         .scale_down
-        .drain
+        .drain_mut()
         .set_expendable_pods_priority_cutoff(v);
 }
 
@@ -248,8 +248,17 @@ fn expendable_pods_priority_cutoff(d: &mut Draft, v: i32) {
 fn startup_taints(d: &mut Draft, _: &[String]) -> Result<(), Refused> {
     let mut keys = d.layer.texts("ignore-taint");
     keys.extend(d.layer.texts("startup-taint"));
-    d.c.autoscaler.scale_up.template.taints_mut().startup = keys;
-    Ok(())
+    d.c.autoscaler
+        .scale_up
+        .template
+        .taints_mut()
+        .set_startup(keys)
+        .map_err(refused_key)
+}
+
+/// A taint key refused by the taint configuration: the key, and why.
+fn refused_key(e: InvalidTaintKey) -> Refused {
+    (e.key().to_string(), e.reason().to_string())
 }
 
 /// `--gpu-total`, each `type:min:max`.
@@ -341,8 +350,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("expander", "least-waste", Text, A, setting(220, ScaleUp, "NAMES", "Expander chain, comma-separated: random, most-pods, least-waste, least-nodes, price, priority, and unit-price (ours, not upstream's: the lowest price per unit of what the pods need; docs/decision-quality.md)", Lands::Text(|d, v| { d.c.autoscaler.scale_up.expander = ExpanderChain::parse(v).map_err(|e| e.to_string())?; Ok(()) }))).file("spec.expanders"),
     f("grpc-expander-cert", "", Text, gap("the grpc expander is not supported", ""), A),
     f("grpc-expander-url", "", Text, gap("the grpc expander is not supported", ""), A),
-    imp("ignore-daemonsets-utilization", "false", Bool, A, setting(570, ScaleDown, "BOOL", "DaemonSet pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.set_ignore_daemonsets(v)))).file("spec.ignoreDaemonsetsUtilization"),
-    imp("ignore-mirror-pods-utilization", "false", Bool, A, setting(580, ScaleDown, "BOOL", "Mirror (static) pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization.set_ignore_mirror_pods(v)))),
+    imp("ignore-daemonsets-utilization", "false", Bool, A, setting(570, ScaleDown, "BOOL", "DaemonSet pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization_mut().set_ignore_daemonsets(v)))).file("spec.ignoreDaemonsetsUtilization"),
+    imp("ignore-mirror-pods-utilization", "false", Bool, A, setting(580, ScaleDown, "BOOL", "Mirror (static) pods do not count toward utilization", Lands::Bool(|d, v| d.c.autoscaler.scale_down.utilization_mut().set_ignore_mirror_pods(v)))),
     imp("write-status-configmap", "true", Bool, A, run(160, General, "BOOL", "Write the status ConfigMap", Lands::Bool(|d, v| d.c.write_status_configmap = v))),
     imp("status-config-map-name", "cluster-autoscaler-status", Text, A, run(170, General, "NAME", "Name of the status ConfigMap", Lands::Text(|d, v| { d.c.status_config_map_name = v.to_string(); Ok(()) }))),
     imp("max-inactivity", "10m0s", Dur, A, run(180, General, "DURATION", "`/health-check` fails when no loop ran for this long", Lands::Duration(|d, v| d.c.max_inactivity = v))),
@@ -358,37 +367,37 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("profiling", "false", Bool, gap("there is no /debug/pprof endpoint", "false"), A),
     imp("clusterapi-cloud-config-authoritative", "false", Bool, A, run(40, General, "BOOL", "Cluster API: without `--cloud-config`, the management cluster is the one the autoscaler runs in (in-cluster configuration), never `--kubeconfig`'s", Lands::Bool(|d, v| d.authoritative = v))),
     imp("cordon-node-before-terminating", "true", Bool, A, setting(650, ScaleDown, "BOOL", "Cordon a node with its deletion taint (uncordoned if the deletion fails)", Lands::Bool(|d, v| d.c.cordon_node_before_terminating = v))).file("spec.scaleDown.cordonNodeBeforeTerminating"),
-    imp("daemonset-eviction-for-empty-nodes", "false", Bool, A, setting(630, ScaleDown, "BOOL", "Evict DaemonSet pods from empty nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_daemonset_eviction_for_empty_nodes(v)))),
-    imp("daemonset-eviction-for-occupied-nodes", "true", Bool, A, setting(640, ScaleDown, "BOOL", "Evict DaemonSet pods from drained nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_daemonset_eviction_for_occupied_nodes(v)))),
+    imp("daemonset-eviction-for-empty-nodes", "false", Bool, A, setting(630, ScaleDown, "BOOL", "Evict DaemonSet pods from empty nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain_mut().set_daemonset_eviction_for_empty_nodes(v)))),
+    imp("daemonset-eviction-for-occupied-nodes", "true", Bool, A, setting(640, ScaleDown, "BOOL", "Evict DaemonSet pods from drained nodes", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain_mut().set_daemonset_eviction_for_occupied_nodes(v)))),
     f("user-agent", "cluster-autoscaler", Text, gap("the client sends its own User-Agent", "cluster-autoscaler"), A),
     imp("emit-per-nodegroup-metrics", "false", Bool, A, run(820, ClusterState, "BOOL", "Expose the per-node-group gauges (`node_group_min_count`, `node_group_max_count`, `node_group_target_count`, `node_group_healthiness`, `node_group_backoff_status`)", Lands::Bool(|d, v| d.c.emit_per_nodegroup_metrics = v))),
     f("debugging-snapshot-enabled", "false", Bool, gap("there is no debugging snapshot endpoint", "false"), A),
     f("node-info-cache-expire-time", "87600h0m0s", Dur, none("node templates are computed each loop; there is no node-info cache"), A),
-    imp("initial-node-group-backoff-duration", "5m0s", Dur, A, setting(780, ClusterState, "DURATION", "First backoff of a node group after a failed scale-up", Lands::CheckedDuration(|d, v| d.c.autoscaler.cluster_state.backoff.set_initial(v)))),
-    imp("max-node-group-backoff-duration", "30m0s", Dur, A, setting(790, ClusterState, "DURATION", "Longest backoff of a node group", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff.set_max(v)))),
-    imp("node-group-backoff-reset-timeout", "3h0m0s", Dur, A, setting(800, ClusterState, "DURATION", "Time without failure after which a group's backoff starts over", Lands::CheckedDuration(|d, v| d.c.autoscaler.cluster_state.backoff.set_reset_timeout(v)))),
+    imp("initial-node-group-backoff-duration", "5m0s", Dur, A, setting(780, ClusterState, "DURATION", "First backoff of a node group after a failed scale-up", Lands::CheckedDuration(|d, v| d.c.autoscaler.cluster_state.backoff_mut().set_initial(v)))),
+    imp("max-node-group-backoff-duration", "30m0s", Dur, A, setting(790, ClusterState, "DURATION", "Longest backoff of a node group", Lands::Duration(|d, v| d.c.autoscaler.cluster_state.backoff_mut().set_max(v)))),
+    imp("node-group-backoff-reset-timeout", "3h0m0s", Dur, A, setting(800, ClusterState, "DURATION", "Time without failure after which a group's backoff starts over", Lands::CheckedDuration(|d, v| d.c.autoscaler.cluster_state.backoff_mut().set_reset_timeout(v)))),
     imp("max-scale-down-parallelism", "10", Int, A, setting(550, ScaleDown, "INT", "Nodes deleted at once, drained ones included, at least 1", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_down.set_max_scale_down_parallelism(v)))),
     imp("max-drain-parallelism", "1", Int, A, setting(560, ScaleDown, "INT", "Non-empty nodes drained at once, at least 1", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_down.set_max_drain_parallelism(v)))),
     f("record-duplicated-events", "false", Bool, none("events are aggregated as client-go's correlator does; duplicates within its window are folded either way"), A),
     imp("max-nodes-per-scaleup", "1000", Int, A, setting(250, ScaleUp, "INT", "Most nodes added in one scale-up", Lands::CheckedCount(|d, v| d.c.autoscaler.scale_up.scale_up.set_max_nodes_per_scale_up(v)))),
     f("max-nodegroup-binpacking-duration", "10s", Dur, none("bin-packing is not cut short by time; it is bounded by --max-nodes-per-scaleup"), A),
     f("fastpath-binpacking-enabled", "false", Bool, none(GO_TUNING), A),
-    imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_skip_nodes_with_system_pods(v)))),
-    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_skip_nodes_with_local_storage(v)))).file("spec.skipNodesWithLocalStorage"),
-    imp("skip-nodes-with-custom-controller-pods", "true", Bool, A, setting(610, ScaleDown, "BOOL", "Nodes with pods of custom controllers are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain.set_skip_nodes_with_custom_controller_pods(v)))),
-    imp("min-replica-count", "0", Int, A, setting(620, ScaleDown, "INT", "Pods of ReplicaSets with fewer replicas block removal", Lands::CheckedInt(|d, v| d.c.autoscaler.scale_down.drain.set_min_replica_count(v)))),
-    imp("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, A, setting(700, ScaleDown, "DURATION", "How long after its creation a kube-system pod without a PDB blocks its node's removal (with --skip-nodes-with-system-pods; the spelling is upstream's)", Lands::Duration(|d, v| d.c.autoscaler.scale_down.drain.set_blocking_system_pod_disruption_timeout_ms(i64::try_from(v.as_millis()).unwrap_or(i64::MAX))))),
+    imp("skip-nodes-with-system-pods", "true", Bool, A, setting(590, ScaleDown, "BOOL", "Nodes with kube-system pods (not DaemonSet or mirror pods) without a PDB are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain_mut().set_skip_nodes_with_system_pods(v)))),
+    imp("skip-nodes-with-local-storage", "true", Bool, A, setting(600, ScaleDown, "BOOL", "Nodes with pods using local storage are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain_mut().set_skip_nodes_with_local_storage(v)))).file("spec.skipNodesWithLocalStorage"),
+    imp("skip-nodes-with-custom-controller-pods", "true", Bool, A, setting(610, ScaleDown, "BOOL", "Nodes with pods of custom controllers are kept", Lands::Bool(|d, v| d.c.autoscaler.scale_down.drain_mut().set_skip_nodes_with_custom_controller_pods(v)))),
+    imp("min-replica-count", "0", Int, A, setting(620, ScaleDown, "INT", "Pods of ReplicaSets with fewer replicas block removal", Lands::CheckedInt(|d, v| d.c.autoscaler.scale_down.drain_mut().set_min_replica_count(v)))),
+    imp("blocking-system-pod-distruption-timeout", "1h0m0s", Dur, A, setting(700, ScaleDown, "DURATION", "How long after its creation a kube-system pod without a PDB blocks its node's removal (with --skip-nodes-with-system-pods; the spelling is upstream's)", Lands::Duration(|d, v| d.c.autoscaler.scale_down.drain_mut().set_blocking_system_pod_disruption_timeout_ms(i64::try_from(v.as_millis()).unwrap_or(i64::MAX))))),
     imp("node-delete-delay-after-taint", "5s", Dur, A, setting(670, ScaleDown, "DURATION", "Wait between the deletion taint and a node's deletion or drain", Lands::Duration(|d, v| d.c.node_delete_delay_after_taint = v))),
     f("scale-down-simulation-timeout", "30s", Dur, none("the scale-down simulation is not cut short by time; --scale-down-non-empty-candidates-count bounds it"), A),
-    imp("memory-difference-ratio", "0.015", Float, A, setting(320, ScaleUp, "RATIO", "Largest relative difference of memory capacity between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.set_memory_difference_ratio(v)))),
-    imp("max-free-difference-ratio", "0.05", Float, A, setting(310, ScaleUp, "RATIO", "Largest relative difference of free resources between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.set_max_free_difference_ratio(v)))),
-    imp("max-allocatable-difference-ratio", "0.05", Float, A, setting(300, ScaleUp, "RATIO", "Largest relative difference of allocatable between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing.set_max_allocatable_difference_ratio(v)))),
+    imp("memory-difference-ratio", "0.015", Float, A, setting(320, ScaleUp, "RATIO", "Largest relative difference of memory capacity between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing_mut().set_memory_difference_ratio(v)))),
+    imp("max-free-difference-ratio", "0.05", Float, A, setting(310, ScaleUp, "RATIO", "Largest relative difference of free resources between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing_mut().set_max_free_difference_ratio(v)))),
+    imp("max-allocatable-difference-ratio", "0.05", Float, A, setting(300, ScaleUp, "RATIO", "Largest relative difference of allocatable between similar groups", Lands::Ratio(|d, v| d.c.autoscaler.scale_up.scale_up.balancing_mut().set_max_allocatable_difference_ratio(v)))),
     f("force-ds", "false", Bool, gap("scale-up does not block node groups too small for all DaemonSet pods", "false"), A),
     f("dynamic-node-delete-delay-after-taint-enabled", "false", Bool, gap("the delay after tainting is fixed (--node-delete-delay-after-taint)", "false"), A),
-    imp("enable-provisioning-requests", "false", Bool, A, setting(850, CapacityOnRequest, "BOOL", "Act on ProvisioningRequests (`autoscaling.x-k8s.io/v1`): check-capacity and best-effort-atomic-scale-up classes, conditions written through the status subresource", Lands::Bool(|d, v| d.c.autoscaler.capacity.requests.enabled = v))),
-    imp("provisioning-request-initial-backoff-time", "1m0s", Dur, A, setting(851, CapacityOnRequest, "DURATION", "First wait before a ProvisioningRequest whose capacity was not found is tried again", Lands::Duration(|d, v| d.c.autoscaler.capacity.requests.initial_backoff_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
-    imp("provisioning-request-max-backoff-time", "10m0s", Dur, A, setting(852, CapacityOnRequest, "DURATION", "Longest wait between tries of a ProvisioningRequest (the wait doubles up to it)", Lands::Duration(|d, v| d.c.autoscaler.capacity.requests.max_backoff_ms = i64::try_from(v.as_millis()).unwrap_or(i64::MAX)))),
-    imp("provisioning-request-max-backoff-cache-size", "1000", Int, A, setting(853, CapacityOnRequest, "INT", "ProvisioningRequests whose retry backoff is remembered (the least recently tried is forgotten first)", Lands::Count(|d, v| d.c.autoscaler.capacity.requests.max_backoff_cache_size = v))),
+    imp("enable-provisioning-requests", "false", Bool, A, setting(850, CapacityOnRequest, "BOOL", "Act on ProvisioningRequests (`autoscaling.x-k8s.io/v1`): check-capacity and best-effort-atomic-scale-up classes, conditions written through the status subresource", Lands::Bool(|d, v| d.c.autoscaler.capacity.requests_mut().set_enabled(v)))),
+    imp("provisioning-request-initial-backoff-time", "1m0s", Dur, A, setting(851, CapacityOnRequest, "DURATION", "First wait before a ProvisioningRequest whose capacity was not found is tried again", Lands::CheckedDuration(|d, v| d.c.autoscaler.capacity.requests_mut().set_initial_backoff_ms(i64::try_from(v.as_millis()).unwrap_or(i64::MAX))))),
+    imp("provisioning-request-max-backoff-time", "10m0s", Dur, A, setting(852, CapacityOnRequest, "DURATION", "Longest wait between tries of a ProvisioningRequest (the wait doubles up to it)", Lands::CheckedDuration(|d, v| d.c.autoscaler.capacity.requests_mut().set_max_backoff_ms(i64::try_from(v.as_millis()).unwrap_or(i64::MAX))))),
+    imp("provisioning-request-max-backoff-cache-size", "1000", Int, A, setting(853, CapacityOnRequest, "INT", "ProvisioningRequests whose retry backoff is remembered (the least recently tried is forgotten first)", Lands::Count(|d, v| d.c.autoscaler.capacity.requests_mut().set_max_backoff_cache_size(v)))),
     f("frequent-loops-enabled", "true", Bool, gap("a loop always runs early when new unschedulable pods appear", "true"), A),
     f("async-node-groups", "false", Bool, gap("node groups are never created or deleted", "false"), A),
     f("enable-proactive-scaleup", "false", Bool, gap("proactive scale-up (for pods not created yet) is not supported", "false"), A),
@@ -399,8 +408,8 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("gce-concurrent-refreshes", "1", Int, none(OTHER_PROVIDER), A),
     f("gce-mig-instances-min-refresh-wait-time", "5s", Dur, none(OTHER_PROVIDER), A),
     f("aws-use-static-instance-list", "false", Bool, none(OTHER_PROVIDER), A),
-    imp("balancing-ignore-label", "[]", List, A, setting(280, ScaleUp, "LABEL", "A label ignored when comparing node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.set_ignored_labels(v.to_vec()); Ok(()) }))).file("spec.balancingIgnoredLabels"),
-    imp("balancing-label", "[]", List, A, setting(290, ScaleUp, "LABEL", "A label that alone decides similarity of node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing.set_balancing_labels(v.to_vec()); Ok(()) }))),
+    imp("balancing-ignore-label", "[]", List, A, setting(280, ScaleUp, "LABEL", "A label ignored when comparing node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing_mut().set_ignored_labels(v.to_vec()); Ok(()) }))).file("spec.balancingIgnoredLabels"),
+    imp("balancing-label", "[]", List, A, setting(290, ScaleUp, "LABEL", "A label that alone decides similarity of node groups; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.scale_up.balancing_mut().set_balancing_labels(v.to_vec()); Ok(()) }))),
     f("startup-taint-prefix", "[]", List, gap("startup taints are matched by exact key (--startup-taint), not by prefix", ""), A),
     f("pod-injection-limit", "5000", Int, none("no fake pods are injected"), A),
     f("check-capacity-batch-processing", "false", Bool, none(PROV_REQ), A),
@@ -410,10 +419,10 @@ pub const FLAGS: &[UpstreamFlag] = &[
     f("force-delete-failed-nodes", "false", Bool, gap("failed nodes are deleted only down to the node group's min size", "false"), A),
     f("enable-csi-node-aware-scheduling", "false", Bool, none("the volume filters always honour CSINode attach limits, as upstream does only when this is true"), A),
     f("predicate-parallelism", "4", Int, none(GO_TUNING), A),
-    imp("check-capacity-processor-instance", "", Text, A, setting(854, CapacityOnRequest, "NAME", "The check-capacity ProvisioningRequests this instance serves: those whose `processorInstance` parameter names it (empty: those without the parameter)", Lands::Text(|d, v| { d.c.autoscaler.capacity.requests.check_capacity_processor_instance = v.to_string(); Ok(()) }))),
+    imp("check-capacity-processor-instance", "", Text, A, setting(854, CapacityOnRequest, "NAME", "The check-capacity ProvisioningRequests this instance serves: those whose `processorInstance` parameter names it (empty: those without the parameter)", Lands::Text(|d, v| { d.c.autoscaler.capacity.requests_mut().set_check_capacity_processor_instance(v.to_string()); Ok(()) }))),
     f("node-deletion-candidate-ttl", "0s", Dur, gap("unneeded-node markings are not kept across restarts", "0s"), A),
-    imp("capacity-buffer-controller-enabled", "false", Bool, A, setting(855, CapacityOnRequest, "BOOL", "Resolve CapacityBuffers into pods and write their status", Lands::Bool(|d, v| d.c.autoscaler.capacity.buffer_controller = v))),
-    imp("capacity-buffer-pod-injection-enabled", "false", Bool, A, setting(856, CapacityOnRequest, "BOOL", "Add the ready CapacityBuffers' virtual pods to the loop's pending pods", Lands::Bool(|d, v| d.c.autoscaler.capacity.buffer_pods = v))),
+    imp("capacity-buffer-controller-enabled", "false", Bool, A, setting(855, CapacityOnRequest, "BOOL", "Resolve CapacityBuffers into pods and write their status", Lands::Bool(|d, v| d.c.autoscaler.capacity.set_buffer_controller(v)))),
+    imp("capacity-buffer-pod-injection-enabled", "false", Bool, A, setting(856, CapacityOnRequest, "BOOL", "Add the ready CapacityBuffers' virtual pods to the loop's pending pods", Lands::Bool(|d, v| d.c.autoscaler.capacity.set_buffer_pods(v)))),
     f("capacity-buffer-pod-dry-run-enabled", "true", Bool, none("tunes CapacityBuffer handling, which this autoscaler does not have"), A),
     f("capacity-buffer-ready-replicas-enabled", "false", Bool, none("tunes CapacityBuffer handling, which this autoscaler does not have"), A),
     f("node-removal-latency-tracking-enabled", "false", Bool, gap("node removal latency is not tracked", "false"), A),
@@ -434,7 +443,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("max-graceful-termination-sec", "600", Int, A, setting(530, ScaleDown, "SECONDS", "Longest grace period given to an evicted pod, seconds", Lands::Seconds(|d, v| d.c.autoscaler.scale_down.set_max_graceful_termination_sec(v)))).file("spec.maxPodGracePeriod"),
     imp("gpu-total", "[]", List, A, setting(380, ScaleUp, "TYPE:MIN:MAX", "GPUs of one type in the cluster, `type:min:max`; repeatable", Lands::Texts(gpu_total))).file("spec.resourceLimits.gpus"),
     imp("startup-taint", "[]", List, A, setting(330, ScaleUp, "KEY", "A taint key of a node still starting: while a node carries it the node counts as not ready, and templates leave it out; repeatable", Lands::Texts(startup_taints))).file("spec.startupTaints"),
-    imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| { d.c.autoscaler.scale_up.template.taints_mut().status = v.to_vec(); Ok(()) }))),
+    imp("status-taint", "[]", List, A, setting(390, ScaleUp, "KEY", "A taint key that only reports a node's status: templates leave it out, the node still counts as ready; repeatable", Lands::Texts(|d, v| d.c.autoscaler.scale_up.template.taints_mut().set_status(v.to_vec()).map_err(refused_key)))),
     imp("bypassed-scheduler-names", "[]", List, A, setting(410, ScaleUp, "NAMES", "Pending pods of these schedulers count as unschedulable before the scheduler has marked them, and scale-up does not wait for more new pods; comma-separated or repeated", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.set_bypassed_schedulers(names_of(v))))),
     imp("allowed-scheduler-names", "[]", List, A, setting(400, ScaleUp, "NAMES", "Only pending pods of these schedulers (`spec.schedulerName`) are acted on, comma-separated or repeated [default: every scheduler]", Lands::Names(|d, v| d.c.autoscaler.scale_up.pending.set_allowed_schedulers(names_of(v))))),
     imp("drain-priority-config", "", Text, A, setting(535, ScaleDown, "PRIORITY:SECONDS,...", "`priority:seconds` couples separated by commas (e.g. `10000:20,1000:100,0:60`): drains evict pods by priority, lowest couple first, each couple waited for before the next, each eviction's grace capped by its couple's seconds; DaemonSet pods are staged by their priority too. Not with --max-graceful-termination-sec. Empty: all pods at once", Lands::Text(drain_priority_config))),

@@ -362,7 +362,7 @@ impl RunOptions {
         d.apply(&args.given)?;
         let mut c = d.c;
         // Readiness in the cluster state reads the same taints as the templates.
-        c.autoscaler.cluster_state.taints = c.autoscaler.scale_up.template.taints().clone();
+        *c.autoscaler.cluster_state.taints_mut() = c.autoscaler.scale_up.template.taints().clone();
 
         // Provider.
         let provider = d.provider.as_deref().unwrap_or(CLUSTERAPI_PROVIDER);
@@ -468,7 +468,7 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
             "must be greater than 0",
         ));
     }
-    let b = &cs.backoff;
+    let b = cs.backoff();
     if b.max() < b.initial() {
         return Err(flag_err(
             "max-node-group-backoff-duration",
@@ -494,7 +494,7 @@ fn validate_autoscaler(a: &AutoscalerOptions, scan_interval: Duration) -> Result
         ));
     }
     // `--min-replica-count` was checked by its setter as the flag landed.
-    let bal = &a.scale_up.scale_up.balancing;
+    let bal = a.scale_up.scale_up.balancing();
     if let Err(e) = bal.validate() {
         let value = bal.balancing_labels().join(",");
         return Err(flag_err("balancing-label", value, e));
@@ -830,14 +830,14 @@ mod tests {
         assert!(!up.scale_up.balance_similar_node_groups());
         assert!(!up.scale_up.enforce_node_group_min_size());
         assert_eq!(
-            up.scale_up.balancing.max_allocatable_difference_ratio(),
+            up.scale_up.balancing().max_allocatable_difference_ratio(),
             0.05
         );
-        assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.05);
-        assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.015);
-        assert!(up.scale_up.balancing.ignored_labels().is_empty());
-        assert!(up.scale_up.balancing.balancing_labels().is_empty());
-        assert!(up.template.taints().startup.is_empty());
+        assert_eq!(up.scale_up.balancing().max_free_difference_ratio(), 0.05);
+        assert_eq!(up.scale_up.balancing().memory_difference_ratio(), 0.015);
+        assert!(up.scale_up.balancing().ignored_labels().is_empty());
+        assert!(up.scale_up.balancing().balancing_labels().is_empty());
+        assert!(up.template.taints().startup().is_empty());
         assert_eq!(up.expander.to_string(), "least-waste");
         assert_eq!(up.limits.max_nodes_total, 0);
         assert_eq!(up.limits.cpu, Range::new(0, 320_000_000).unwrap());
@@ -863,23 +863,23 @@ mod tests {
         assert_eq!(d.candidates_pool_min_count(), 50);
         assert_eq!(d.max_graceful_termination_sec(), 600);
         assert_eq!(d.max_bulk_soft_taint_count(), 10);
-        assert!(!d.utilization.ignore_daemonsets());
-        assert!(!d.utilization.ignore_mirror_pods());
-        assert!(d.drain.skip_nodes_with_system_pods());
-        assert!(d.drain.skip_nodes_with_local_storage());
-        assert!(d.drain.skip_nodes_with_custom_controller_pods());
-        assert_eq!(d.drain.min_replica_count(), 0);
-        assert!(!d.drain.daemonset_eviction_for_empty_nodes());
-        assert!(d.drain.daemonset_eviction_for_occupied_nodes());
+        assert!(!d.utilization().ignore_daemonsets());
+        assert!(!d.utilization().ignore_mirror_pods());
+        assert!(d.drain().skip_nodes_with_system_pods());
+        assert!(d.drain().skip_nodes_with_local_storage());
+        assert!(d.drain().skip_nodes_with_custom_controller_pods());
+        assert_eq!(d.drain().min_replica_count(), 0);
+        assert!(!d.drain().daemonset_eviction_for_empty_nodes());
+        assert!(d.drain().daemonset_eviction_for_occupied_nodes());
 
         let cs = &c.autoscaler.cluster_state;
         assert_eq!(cs.max_node_provision_time(), s(900));
         assert_eq!(cs.max_node_startup_time(), s(900));
         assert_eq!(cs.ok_total_unready_count(), 3);
         assert_eq!(cs.max_total_unready_percentage(), 45.0);
-        assert_eq!(cs.backoff.initial(), s(300));
-        assert_eq!(cs.backoff.max(), s(1800));
-        assert_eq!(cs.backoff.reset_timeout(), s(3 * 3600));
+        assert_eq!(cs.backoff().initial(), s(300));
+        assert_eq!(cs.backoff().max(), s(1800));
+        assert_eq!(cs.backoff().reset_timeout(), s(3 * 3600));
     }
 
     /// Startup, ignore and status taints reach templates and readiness alike; scheduler lists
@@ -899,9 +899,9 @@ mod tests {
         .unwrap();
         let a = &o.controller.autoscaler;
         let taints = a.scale_up.template.taints();
-        assert_eq!(taints.startup, ["b", "a"]);
-        assert_eq!(taints.status, ["c", "d"]);
-        assert_eq!(&a.cluster_state.taints, taints);
+        assert_eq!(taints.startup(), ["b", "a"]);
+        assert_eq!(taints.status(), ["c", "d"]);
+        assert_eq!(a.cluster_state.taints(), taints);
         let p = &a.scale_up.pending;
         assert_eq!(
             p.allowed_schedulers(),
@@ -911,7 +911,26 @@ mod tests {
         let d = build(&[]).unwrap().controller.autoscaler;
         assert!(d.scale_up.pending.allowed_schedulers().is_empty());
         assert!(d.scale_up.pending.bypassed_schedulers().is_empty());
-        assert_eq!(d.cluster_state.taints, Default::default());
+        assert_eq!(d.cluster_state.taints(), &Default::default());
+    }
+
+    /// A taint key the API would refuse could never match a node's taint: the flag is refused,
+    /// naming it and the key.
+    #[test]
+    fn a_taint_flag_whose_key_is_not_a_qualified_name_is_refused() {
+        for flag in ["startup-taint", "ignore-taint", "status-taint"] {
+            let e = build(&[
+                &format!("--{flag}=example.com/ok"),
+                &format!("--{flag}=not a key"),
+            ])
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with(&format!("invalid value \"not a key\" for --{flag}: ")),
+                "{e}"
+            );
+            assert!(e.contains("not a qualified name"), "{e}");
+        }
     }
 
     #[test]
@@ -941,7 +960,7 @@ mod tests {
         assert_eq!(c.node_deletion_delay_timeout, s(120));
         assert!(c.autoscaler.scale_down.unready_enabled());
         assert!(!c.autoscaler.scale_down.delay_type_local());
-        let drain = &c.autoscaler.scale_down.drain;
+        let drain = c.autoscaler.scale_down.drain();
         assert_eq!(drain.blocking_system_pod_disruption_timeout_ms(), 3_600_000);
         let o = build(&[
             "--cordon-node-before-terminating",
@@ -958,7 +977,7 @@ mod tests {
         assert_eq!(c.node_deletion_delay_timeout, s(30));
         assert!(!c.autoscaler.scale_down.unready_enabled());
         assert!(c.autoscaler.scale_down.delay_type_local());
-        let drain = &c.autoscaler.scale_down.drain;
+        let drain = c.autoscaler.scale_down.drain();
         assert_eq!(drain.blocking_system_pod_disruption_timeout_ms(), 600_000);
         assert_eq!(c.actuation_options(), {
             use autoscaler_actuation::ActuationOptions;
@@ -1103,7 +1122,7 @@ mod tests {
         assert_eq!(
             c.autoscaler
                 .scale_down
-                .drain
+                .drain()
                 .expendable_pods_priority_cutoff(),
             -5
         );
@@ -1111,14 +1130,14 @@ mod tests {
         assert_eq!(up.scale_up.max_nodes_per_scale_up(), 50);
         assert!(up.scale_up.enforce_node_group_min_size());
         assert!(up.scale_up.balance_similar_node_groups());
-        assert_eq!(up.scale_up.balancing.ignored_labels(), ["zone", "rack"]);
+        assert_eq!(up.scale_up.balancing().ignored_labels(), ["zone", "rack"]);
         assert_eq!(
-            up.scale_up.balancing.max_allocatable_difference_ratio(),
+            up.scale_up.balancing().max_allocatable_difference_ratio(),
             0.1
         );
-        assert_eq!(up.scale_up.balancing.max_free_difference_ratio(), 0.2);
-        assert_eq!(up.scale_up.balancing.memory_difference_ratio(), 0.03);
-        assert_eq!(up.template.taints().startup, ["b", "a"]);
+        assert_eq!(up.scale_up.balancing().max_free_difference_ratio(), 0.2);
+        assert_eq!(up.scale_up.balancing().memory_difference_ratio(), 0.03);
+        assert_eq!(up.template.taints().startup(), ["b", "a"]);
         assert_eq!(up.limits.max_nodes_total, 24);
         assert_eq!(up.limits.cpu, Range::new(8000, 128_000).unwrap());
         assert_eq!(up.limits.memory, Range::new(4 << 30, 256 << 30).unwrap());
@@ -1147,13 +1166,13 @@ mod tests {
         assert_eq!(d.max_bulk_soft_taint_count(), 0);
         assert_eq!(d.max_scale_down_parallelism(), 3);
         assert_eq!(d.max_drain_parallelism(), 2);
-        assert!(d.utilization.ignore_daemonsets() && d.utilization.ignore_mirror_pods());
-        assert!(!d.drain.skip_nodes_with_system_pods());
-        assert!(!d.drain.skip_nodes_with_local_storage());
-        assert!(!d.drain.skip_nodes_with_custom_controller_pods());
-        assert_eq!(d.drain.min_replica_count(), 2);
-        assert!(d.drain.daemonset_eviction_for_empty_nodes());
-        assert!(!d.drain.daemonset_eviction_for_occupied_nodes());
+        assert!(d.utilization().ignore_daemonsets() && d.utilization().ignore_mirror_pods());
+        assert!(!d.drain().skip_nodes_with_system_pods());
+        assert!(!d.drain().skip_nodes_with_local_storage());
+        assert!(!d.drain().skip_nodes_with_custom_controller_pods());
+        assert_eq!(d.drain().min_replica_count(), 2);
+        assert!(d.drain().daemonset_eviction_for_empty_nodes());
+        assert!(!d.drain().daemonset_eviction_for_occupied_nodes());
         let cs = &c.autoscaler.cluster_state;
         assert_eq!(cs.max_node_provision_time(), s(1200));
         assert_eq!(cs.max_node_startup_time(), s(1500));
@@ -1161,9 +1180,9 @@ mod tests {
         assert_eq!(cs.max_total_unready_percentage(), 30.0);
         assert_eq!(
             (
-                cs.backoff.initial(),
-                cs.backoff.max(),
-                cs.backoff.reset_timeout()
+                cs.backoff().initial(),
+                cs.backoff().max(),
+                cs.backoff().reset_timeout()
             ),
             (s(60), s(600), s(3600))
         );
@@ -1215,11 +1234,11 @@ mod tests {
         .unwrap();
         assert!(o.unsupported.is_empty(), "{:?}", o.unsupported);
         let c = &o.controller.autoscaler.capacity;
-        assert!(c.requests.enabled && c.buffer_controller && c.buffer_pods);
-        assert_eq!(c.requests.initial_backoff_ms, 30_000);
-        assert_eq!(c.requests.max_backoff_ms, 300_000);
-        assert_eq!(c.requests.max_backoff_cache_size, 50);
-        assert_eq!(c.requests.check_capacity_processor_instance, "east");
+        assert!(c.requests().enabled() && c.buffer_controller() && c.buffer_pods());
+        assert_eq!(c.requests().initial_backoff_ms(), 30_000);
+        assert_eq!(c.requests().max_backoff_ms(), 300_000);
+        assert_eq!(c.requests().max_backoff_cache_size(), 50);
+        assert_eq!(c.requests().check_capacity_processor_instance(), "east");
     }
 
     #[test]

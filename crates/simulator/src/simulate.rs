@@ -213,7 +213,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
     let mut report = report::Report::new(&s, &log);
     if let Some(c) = &mut report.capacity
         && c.buffers.is_some()
-        && s.options.capacity.buffer_pods
+        && s.options.capacity.buffer_pods()
     {
         // The same scenario without the buffers' pods, for the comparison.
         let without = without_buffer_pods(&s);
@@ -274,7 +274,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
 /// (`--capacity-buffer-pod-injection-enabled=false`).
 fn without_buffer_pods(s: &Scenario) -> Scenario {
     let mut without = s.clone();
-    without.options.capacity.buffer_pods = false;
+    without.options.capacity.set_buffer_pods(false);
     without
 }
 

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
+use autoscaler_model::TaintConfig;
+
 use crate::cluster_state::ClusterStateOptions;
+use crate::cluster_state::backoff::BackoffOptions;
 use crate::invalid_option::{InvalidOption, percentage, positive};
 
 impl ClusterStateOptions {
@@ -54,6 +57,28 @@ impl ClusterStateOptions {
         self.max_total_unready_percentage = percentage("max_total_unready_percentage", value)?;
         Ok(())
     }
+
+    /// The node groups' backoff after a failed scale-up: an option group of its own, whose
+    /// constructor and setters check their values.
+    pub fn backoff(&self) -> &BackoffOptions {
+        &self.backoff
+    }
+
+    /// [`Self::backoff`], to change through its setters.
+    pub fn backoff_mut(&mut self) -> &mut BackoffOptions {
+        &mut self.backoff
+    }
+
+    /// Startup and status taints (`--startup-taint`, `--ignore-taint`, `--status-taint`): a
+    /// Ready node with a startup taint has not started yet.
+    pub fn taints(&self) -> &TaintConfig {
+        &self.taints
+    }
+
+    /// [`Self::taints`], to change through its setters.
+    pub fn taints_mut(&mut self) -> &mut TaintConfig {
+        &mut self.taints
+    }
 }
 
 #[cfg(test)]
@@ -101,5 +126,17 @@ mod tests {
         );
         o.set_max_total_unready_percentage(0.0).unwrap();
         assert_eq!(o.max_total_unready_percentage(), 0.0);
+    }
+
+    #[test]
+    fn the_option_groups_change_through_their_borrows() {
+        let mut o = ClusterStateOptions::default();
+        o.backoff_mut().set_initial(MIN).unwrap();
+        assert!(o.backoff_mut().set_initial(Duration::ZERO).is_err());
+        o.taints_mut()
+            .set_status(vec!["example.com/degraded".into()])
+            .unwrap();
+        assert_eq!(o.backoff().initial(), MIN);
+        assert!(o.taints().is_status("example.com/degraded"));
     }
 }

@@ -53,9 +53,9 @@ pub struct ClusterStateOptions {
     /// `--max-total-unready-percentage` (45).
     pub(crate) max_total_unready_percentage: f64,
     /// Backoff durations.
-    pub backoff: BackoffOptions,
+    pub(crate) backoff: BackoffOptions,
     /// Startup and status taints: a Ready node with a startup taint has not started yet.
-    pub taints: TaintConfig,
+    pub(crate) taints: TaintConfig,
 }
 
 impl Default for ClusterStateOptions {
@@ -964,10 +964,11 @@ mod tests {
     #[test]
     fn a_ready_node_with_a_startup_taint_is_not_started_then_unready() {
         let opts = ClusterStateOptions {
-            taints: TaintConfig {
-                startup: vec!["example.com/warming".into()],
-                status: vec!["example.com/degraded".into()],
-            },
+            taints: TaintConfig::new(
+                vec!["example.com/warming".into()],
+                vec!["example.com/degraded".into()],
+            )
+            .unwrap(),
             ..ClusterStateOptions::default()
         };
         let tainted = |name: &str, key: &str| {

@@ -14,8 +14,10 @@
 //! passed in, nothing is read or written.
 
 pub mod buffer;
+mod capacity_options;
 pub mod conditions;
 pub mod request;
+mod request_options;
 
 #[cfg(test)]
 mod tests;
@@ -36,12 +38,12 @@ use request::{Requests, RequestsDecision, RequestsInput, Verdict};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CapacityOptions {
     /// ProvisioningRequests (`--enable-provisioning-requests` and its tuning flags).
-    pub requests: request::RequestOptions,
+    pub(crate) requests: request::RequestOptions,
     /// `--capacity-buffer-controller-enabled` (false): resolve buffers and write their status.
-    pub buffer_controller: bool,
+    pub(crate) buffer_controller: bool,
     /// `--capacity-buffer-pod-injection-enabled` (false): the ready buffers' virtual pods join
     /// the loop's pending pods.
-    pub buffer_pods: bool,
+    pub(crate) buffer_pods: bool,
 }
 
 impl CapacityOptions {

@@ -63,24 +63,24 @@ pub const EXPIRY_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestOptions {
     /// `--enable-provisioning-requests` (false): act on ProvisioningRequests at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `--provisioning-request-initial-backoff-time` (1m), in milliseconds: the first wait
     /// before a request with `Provisioned=False` is tried again.
-    pub initial_backoff_ms: i64,
+    pub(crate) initial_backoff_ms: i64,
     /// `--provisioning-request-max-backoff-time` (10m), in milliseconds: the wait doubles up to
     /// this.
-    pub max_backoff_ms: i64,
+    pub(crate) max_backoff_ms: i64,
     /// `--provisioning-request-max-backoff-cache-size` (1000): requests whose backoff is
     /// remembered (the least recently tried is forgotten first).
-    pub max_backoff_cache_size: usize,
+    pub(crate) max_backoff_cache_size: usize,
     /// `--check-capacity-processor-instance` (""): the check-capacity requests this instance
     /// serves (those whose `processorInstance` parameter names it); set, best-effort-atomic
     /// requests are left to another instance.
-    pub check_capacity_processor_instance: String,
+    pub(crate) check_capacity_processor_instance: String,
     /// The booking time ([`BOOKING_MS`]; not a flag upstream).
-    pub booking_ms: i64,
+    pub(crate) booking_ms: i64,
     /// The expiry time ([`EXPIRY_MS`]; not a flag upstream).
-    pub expiry_ms: i64,
+    pub(crate) expiry_ms: i64,
 }
 
 impl Default for RequestOptions {

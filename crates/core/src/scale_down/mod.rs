@@ -104,9 +104,9 @@ pub struct ScaleDownOptions {
     /// `--max-bulk-soft-taint-count` (10): soft taints added or removed per pass.
     pub(crate) max_bulk_soft_taint_count: usize,
     /// What counts toward utilization.
-    pub utilization: UtilizationOptions,
+    pub(crate) utilization: UtilizationOptions,
     /// Drain rules.
-    pub drain: DrainOptions,
+    pub(crate) drain: DrainOptions,
     /// `--scale-down-unready-enabled` (true): unready nodes may be scaled down (after
     /// `--scale-down-unready-time`); false keeps every unready node.
     pub(crate) unready_enabled: bool,

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use crate::invalid_option::{InvalidOption, at_least_one, fraction};
 use crate::scale_down::ScaleDownOptions;
+use crate::scale_down::drain::DrainOptions;
 use crate::scale_down::drain_priority::DrainPriorityConfig;
+use crate::scale_down::utilization::UtilizationOptions;
 
 impl ScaleDownOptions {
     /// Whether the cluster is scaled down at all (`--scale-down-enabled`).
@@ -197,6 +199,29 @@ impl ScaleDownOptions {
     pub fn set_drain_priority(&mut self, value: Option<DrainPriorityConfig>) {
         self.drain_priority = value;
     }
+
+    /// What counts toward utilization (`--ignore-daemonsets-utilization`,
+    /// `--ignore-mirror-pods-utilization`): an option group of its own, whose setters check
+    /// their values.
+    pub fn utilization(&self) -> &UtilizationOptions {
+        &self.utilization
+    }
+
+    /// [`Self::utilization`], to change through its setters.
+    pub fn utilization_mut(&mut self) -> &mut UtilizationOptions {
+        &mut self.utilization
+    }
+
+    /// The drain rules (`--skip-nodes-with-*`, `--min-replica-count`, DaemonSet evictions): an
+    /// option group of its own, whose setters check their values.
+    pub fn drain(&self) -> &DrainOptions {
+        &self.drain
+    }
+
+    /// [`Self::drain`], to change through its setters.
+    pub fn drain_mut(&mut self) -> &mut DrainOptions {
+        &mut self.drain
+    }
 }
 
 #[cfg(test)]
@@ -271,5 +296,15 @@ mod tests {
         assert_eq!(o.max_graceful_termination_sec(), 7);
         assert_eq!(o.max_bulk_soft_taint_count(), 8);
         assert!(o.drain_priority().is_some());
+    }
+
+    #[test]
+    fn the_option_groups_change_through_their_borrows() {
+        let mut o = ScaleDownOptions::default();
+        o.utilization_mut().set_ignore_daemonsets(true);
+        o.drain_mut().set_min_replica_count(2).unwrap();
+        assert!(o.drain_mut().set_min_replica_count(-1).is_err());
+        assert!(o.utilization().ignore_daemonsets());
+        assert_eq!(o.drain().min_replica_count(), 2);
     }
 }

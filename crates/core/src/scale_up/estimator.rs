@@ -89,18 +89,33 @@ pub struct NodeTemplate {
 #[derive(Clone, Debug, Default)]
 pub struct EstimatorLimits<B = Unlimited> {
     /// At most this many new nodes; `None` is unlimited.
-    pub max_nodes: Option<usize>,
+    pub(crate) max_nodes: Option<usize>,
     /// The time budget, asked before each pod.
-    pub budget: B,
+    pub(crate) budget: B,
 }
 
 impl EstimatorLimits<Unlimited> {
     /// No node limit and no time limit.
     pub fn unlimited() -> Self {
-        EstimatorLimits {
-            max_nodes: None,
-            budget: Unlimited,
-        }
+        EstimatorLimits::new(None, Unlimited)
+    }
+}
+
+impl<B> EstimatorLimits<B> {
+    /// At most `max_nodes` new nodes (`None`: no limit; `Some(0)`: none, every pod a new node
+    /// would take is skipped), asking `budget` before each pod. No value is impossible.
+    pub fn new(max_nodes: Option<usize>, budget: B) -> Self {
+        EstimatorLimits { max_nodes, budget }
+    }
+
+    /// The most new nodes; `None` is unlimited.
+    pub fn max_nodes(&self) -> Option<usize> {
+        self.max_nodes
+    }
+
+    /// The time budget, asked before each pod.
+    pub fn budget(&self) -> &B {
+        &self.budget
     }
 }
 

@@ -53,7 +53,7 @@ pub struct ScaleUpOptions {
     /// `--balance-similar-node-groups` (false).
     pub(crate) balance_similar_node_groups: bool,
     /// Similarity options for balancing.
-    pub balancing: BalancingOptions,
+    pub(crate) balancing: BalancingOptions,
     /// `--enforce-node-group-min-size` (false): grow groups below their min size.
     pub(crate) enforce_node_group_min_size: bool,
 }

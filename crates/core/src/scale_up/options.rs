@@ -7,6 +7,7 @@
 
 use crate::invalid_option::{InvalidOption, at_least_one};
 use crate::scale_up::ScaleUpOptions;
+use crate::scale_up::balance::BalancingOptions;
 
 impl ScaleUpOptions {
     /// The most nodes one scale-up adds (`--max-nodes-per-scaleup`).
@@ -39,6 +40,17 @@ impl ScaleUpOptions {
     pub fn set_enforce_node_group_min_size(&mut self, value: bool) {
         self.enforce_node_group_min_size = value;
     }
+
+    /// What makes node groups similar for balancing (`--balancing-*`, `--*-difference-ratio`):
+    /// an option group of its own, whose setters check their values.
+    pub fn balancing(&self) -> &BalancingOptions {
+        &self.balancing
+    }
+
+    /// [`Self::balancing`], to change through its setters.
+    pub fn balancing_mut(&mut self) -> &mut BalancingOptions {
+        &mut self.balancing
+    }
 }
 
 #[cfg(test)]
@@ -66,5 +78,13 @@ mod tests {
         o.set_balance_similar_node_groups(true);
         o.set_enforce_node_group_min_size(true);
         assert!(o.balance_similar_node_groups() && o.enforce_node_group_min_size());
+    }
+
+    #[test]
+    fn the_balancing_group_changes_through_its_borrow() {
+        let mut o = ScaleUpOptions::default();
+        o.balancing_mut().set_memory_difference_ratio(0.2).unwrap();
+        assert!(o.balancing_mut().set_memory_difference_ratio(-1.0).is_err());
+        assert_eq!(o.balancing().memory_difference_ratio(), 0.2);
     }
 }

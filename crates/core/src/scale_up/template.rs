@@ -301,10 +301,11 @@ mod tests {
             .collect();
         let refs: Vec<&NodeInfo> = ids.iter().collect();
         let opts = TemplateOptions {
-            taints: TaintConfig {
-                startup: vec!["example.com/warming".into()],
-                status: vec!["example.com/degraded".into()],
-            },
+            taints: TaintConfig::new(
+                vec!["example.com/warming".into()],
+                vec!["example.com/degraded".into()],
+            )
+            .unwrap(),
         };
         let t = build_template(
             &NodeGroup::new("MachineDeployment/ns/ng1", 0, 5, 3),
@@ -347,10 +348,11 @@ mod tests {
                 .arc(),
         ));
         let opts = TemplateOptions {
-            taints: TaintConfig {
-                startup: vec!["example.com/warming".into()],
-                status: vec!["example.com/degraded".into()],
-            },
+            taints: TaintConfig::new(
+                vec!["example.com/warming".into()],
+                vec!["example.com/degraded".into()],
+            )
+            .unwrap(),
         };
         let t = build_template(&g, &[], &[], &opts).unwrap();
         let taints: Vec<&str> = t

@@ -1,6 +1,6 @@
 //! The way into [`TemplateOptions`]: its one field, the taint configuration, is an option group
-//! of its own (its keys are free text, nothing to refuse), so it is read through an accessor and
-//! changed through a `_mut` borrow.
+//! of its own (its setters refuse a key that is not a qualified name), so it is read through an
+//! accessor and changed through a `_mut` borrow.
 
 use autoscaler_model::TaintConfig;
 
@@ -26,10 +26,11 @@ mod tests {
     #[test]
     fn the_taints_land_through_the_borrow() {
         let mut o = TemplateOptions::default();
-        assert!(o.taints().startup.is_empty() && o.taints().status.is_empty());
-        o.taints_mut().startup = vec!["a".into()];
-        o.taints_mut().status = vec!["b".into()];
-        assert_eq!(o.taints().startup, ["a"]);
-        assert_eq!(o.taints().status, ["b"]);
+        assert!(o.taints().startup().is_empty() && o.taints().status().is_empty());
+        o.taints_mut().set_startup(vec!["a".into()]).unwrap();
+        o.taints_mut().set_status(vec!["b".into()]).unwrap();
+        assert!(o.taints_mut().set_status(vec!["not a key".into()]).is_err());
+        assert_eq!(o.taints().startup(), ["a"]);
+        assert_eq!(o.taints().status(), ["b"]);
     }
 }

@@ -54,7 +54,7 @@ pub fn phase(
         provider: &cluster.provider,
         budgets: DisruptionBudgets::new(Vec::new()),
         controllers: &NoControllerLookup,
-        drain: &sd.drain,
+        drain: sd.drain(),
         limits: &options.scale_up.limits,
         totals: totals.clone(),
         in_flight: InFlight::default(),

@@ -407,10 +407,7 @@ fn estimate_phase(
         .saturating_sub(group.target_size())
         .min(settings.max_nodes_per_scale_up);
     let ((samples, cpu), result) = time(settings.iterations, || {
-        let limits = EstimatorLimits {
-            max_nodes: Some(max_nodes),
-            budget: Unlimited,
-        };
+        let limits = EstimatorLimits::new(Some(max_nodes), Unlimited);
         estimate(snapshot, &pods, &template.template, limits)
     });
     let decisions = match result {

@@ -156,7 +156,7 @@ impl Driver<'_> {
     /// `BookingExpired`) past the booking time plus one loop: a booking must never hold its
     /// room (and block scale-down) longer.
     pub(super) fn check_bookings(&mut self, t: SimTime) {
-        let booking = u64::try_from(self.options.capacity.requests.booking_ms).unwrap_or(0);
+        let booking = u64::try_from(self.options.capacity.requests().booking_ms()).unwrap_or(0);
         let limit = booking.saturating_add(self.scenario.scan_interval);
         let mut late = Vec::new();
         for r in &self.log.requests {
