@@ -2,7 +2,7 @@
 //! a snapshot read for the loop, and the loop's decisions on them as `plan` prints them.
 //!
 //! Input and output only: the core decides them within the loop
-//! (`Autoscaler::run_once_with_capacity`, the entry `run` uses), so `plan` shows what `run`
+//! (`Autoscaler::run_once` given the objects, as `run` gives them), so `plan` shows what `run`
 //! would decide. An object that does not convert is an error naming it and the field (a
 //! snapshot file is fixed, not skipped).
 

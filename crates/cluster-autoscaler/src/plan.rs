@@ -14,8 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use autoscaler_actuation::{Actuation, Informer};
 use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
-use autoscaler_core::Unlimited;
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, LoopInput};
 use autoscaler_kube::{
     Explained, WatchConfig, explained_json, explained_json_text, explained_text,
 };
@@ -185,23 +184,12 @@ fn live_plan(
         let mut autoscaler = Autoscaler::new(opts.controller.autoscaler.clone());
         autoscaler.set_priority_text(priorities.as_deref());
         let in_flight = Actuation::default().in_flight(&provider);
-        let outcome = match &capacity_objects {
-            Some(c) => autoscaler.run_once_with_capacity(
-                &view,
-                &objects.controllers,
-                in_flight,
-                c,
-                now_ms,
-                &mut Unlimited,
-            ),
-            None => autoscaler.run_once(
-                &view,
-                &objects.controllers,
-                in_flight,
-                now_ms,
-                &mut Unlimited,
-            ),
-        };
+        let outcome = autoscaler.run_once(
+            LoopInput::new(&view, now_ms)
+                .controllers(&objects.controllers)
+                .in_flight(in_flight)
+                .capacity(capacity_objects.as_ref()),
+        );
         let e = Explained {
             view: &view,
             outcome: &outcome,
@@ -340,23 +328,12 @@ fn decide(
     // The loop `run` runs (requests and buffers decided within it, on its cluster state).
     let in_flight = Actuation::default().in_flight(&d.provider);
     let view = d.view();
-    let outcome = match &capacity {
-        Some(objects) => autoscaler.run_once_with_capacity(
-            &view,
-            &d.objects.controllers,
-            in_flight,
-            objects,
-            now_ms,
-            &mut Unlimited,
-        ),
-        None => autoscaler.run_once(
-            &view,
-            &d.objects.controllers,
-            in_flight,
-            now_ms,
-            &mut Unlimited,
-        ),
-    };
+    let outcome = autoscaler.run_once(
+        LoopInput::new(&view, now_ms)
+            .controllers(&d.objects.controllers)
+            .in_flight(in_flight)
+            .capacity(capacity.as_ref()),
+    );
     d.outcome = outcome;
     Ok(d)
 }

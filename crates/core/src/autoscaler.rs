@@ -22,7 +22,7 @@ use crate::scale_down::consolidation::{
 use crate::scale_down::{
     InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
 };
-use crate::scale_up::estimator::Budget;
+use crate::scale_up::estimator::{Budget, Unlimited};
 use crate::scale_up::expander::ExpanderChain;
 use crate::scale_up::pending::{self, PendingOptions, SetAside};
 use crate::scale_up::template::daemon_pods_for;
@@ -49,6 +49,9 @@ use autoscaler_model::{DisruptionBudgets, PodDisruptionBudget};
 
 mod capacity;
 mod consolidate;
+mod loop_input;
+
+pub use loop_input::LoopInput;
 
 /// The objects one decision reads.
 pub struct ClusterView<'a> {
@@ -352,8 +355,8 @@ impl Phase {
     }
 }
 
-/// A monotonic clock the shell hands to [`Autoscaler::run_once_timed`] to time the phases of a
-/// loop: the core reads it only to measure itself, never to decide.
+/// A monotonic clock the shell hands to [`Autoscaler::run_once`] ([`LoopInput::timed`]) to
+/// time the phases of a loop: the core reads it only to measure itself, never to decide.
 pub trait PhaseClock {
     /// Time since an origin of the caller's choosing; never decreases.
     fn elapsed(&self) -> std::time::Duration;
@@ -520,7 +523,7 @@ pub struct AutoscalerOptions {
     /// Consolidation (ours; off by default).
     pub consolidation: ConsolidationOptions,
     /// ProvisioningRequests and CapacityBuffers (off by default), decided within the loop
-    /// ([`Autoscaler::run_once_with_capacity`]).
+    /// ([`LoopInput::capacity`]).
     pub capacity: crate::provisioning::CapacityOptions,
 }
 
@@ -543,13 +546,13 @@ pub struct LoopOutcome {
     /// not in `actions`.
     pub refused: Vec<crate::safety::Refused>,
     /// How long each phase took, in order, when the loop was given a clock
-    /// ([`Autoscaler::run_once_timed`]); empty otherwise.
+    /// ([`LoopInput::timed`]); empty otherwise.
     pub phases: Vec<(Phase, std::time::Duration)>,
     /// What consolidation decided (nothing while it is off); its deletions are also in
     /// `scale_down.deletions`.
     pub consolidation: ConsolidationPlan,
-    /// The capacity-on-request decision of a loop run with
-    /// [`Autoscaler::run_once_with_capacity`] on a healthy cluster: its status writes are the
+    /// The capacity-on-request decision of a loop given the objects ([`LoopInput::capacity`])
+    /// on a healthy cluster: its status writes are the
     /// shell's to carry out; a best-effort-atomic scale-up is already in `scale_up` and
     /// `actions`.
     pub capacity: Option<crate::provisioning::CapacityDecision>,
@@ -943,92 +946,44 @@ impl Autoscaler {
         self.options.scale_up.expander.set_priority_text(text);
     }
 
-    /// One loop at `now_ms`: cluster state first (broken instances, timed-out scale-ups,
-    /// health, backoff), then, if the cluster is healthy, scale-up for the pending pods and
-    /// scale-down planning on one snapshot of `view`. `in_flight` are deletions started by
-    /// earlier loops and not finished; `budget` bounds bin-packing and removal simulation
-    /// together. An unhealthy cluster only gets its instances without a node removed.
-    pub fn run_once(
-        &mut self,
-        view: &ClusterView<'_>,
-        controllers: &dyn ControllerLookup,
-        in_flight: InFlight,
-        now_ms: i64,
-        budget: &mut dyn Budget,
-    ) -> LoopOutcome {
+    /// One loop over the input's view at its time: cluster state first (broken instances,
+    /// timed-out scale-ups, health, backoff), then, if the cluster is healthy, the
+    /// capacity-on-request decisions (when the input has the objects and the options' `capacity`
+    /// is on: in a loop that takes a request up, the loop's scale-up is that request's or none),
+    /// scale-up for the pending pods and scale-down planning on one snapshot of the view. The
+    /// input's deletions in flight are those started by earlier loops and not finished; its
+    /// budget bounds bin-packing and removal simulation together; its clock, if any, times the
+    /// phases into [`LoopOutcome::phases`]. An unhealthy cluster only gets its instances
+    /// without a node removed.
+    pub fn run_once(&mut self, input: LoopInput<'_>) -> LoopOutcome {
+        let LoopInput {
+            view,
+            now_ms,
+            controllers,
+            in_flight,
+            budget,
+            capacity,
+            clock,
+        } = input;
+        let mut unlimited = Unlimited;
+        let budget: &mut dyn Budget = match budget {
+            Some(budget) => budget,
+            None => &mut unlimited,
+        };
+        let timer = Timer {
+            clock,
+            phases: Vec::new(),
+        };
+        let capacity = capacity.filter(|_| self.options.capacity.any());
         self.run_loop(
             view,
             controllers,
             in_flight,
             now_ms,
             budget,
-            Timer::off(),
-            None,
+            timer,
+            capacity,
         )
-    }
-
-    /// [`Autoscaler::run_once`] with the cluster's ProvisioningRequests, CapacityBuffers and
-    /// PodTemplates `objects`, decided as the options' `capacity` says after the cluster
-    /// state's update; the decision is in [`LoopOutcome::capacity`]. In a loop that takes a
-    /// request up, the loop's scale-up is that request's (or none), never an ordinary one.
-    pub fn run_once_with_capacity(
-        &mut self,
-        view: &ClusterView<'_>,
-        controllers: &dyn ControllerLookup,
-        in_flight: InFlight,
-        objects: &autoscaler_model::CapacityObjects,
-        now_ms: i64,
-        budget: &mut dyn Budget,
-    ) -> LoopOutcome {
-        let objects = self.options.capacity.any().then_some(objects);
-        self.run_loop(
-            view,
-            controllers,
-            in_flight,
-            now_ms,
-            budget,
-            Timer::off(),
-            objects,
-        )
-    }
-
-    /// [`Autoscaler::run_once`], timing its phases with `clock` into [`LoopOutcome::phases`].
-    pub fn run_once_timed(
-        &mut self,
-        view: &ClusterView<'_>,
-        controllers: &dyn ControllerLookup,
-        in_flight: InFlight,
-        now_ms: i64,
-        budget: &mut dyn Budget,
-        clock: &dyn PhaseClock,
-    ) -> LoopOutcome {
-        let timer = Timer {
-            clock: Some(clock),
-            phases: Vec::new(),
-        };
-        self.run_loop(view, controllers, in_flight, now_ms, budget, timer, None)
-    }
-
-    /// [`Autoscaler::run_once_with_capacity`] (or [`Autoscaler::run_once`] when `objects` is
-    /// `None`), timing its phases with `clock` into [`LoopOutcome::phases`]: the live shell's
-    /// loop.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run_once_with_capacity_timed(
-        &mut self,
-        view: &ClusterView<'_>,
-        controllers: &dyn ControllerLookup,
-        in_flight: InFlight,
-        objects: Option<&autoscaler_model::CapacityObjects>,
-        now_ms: i64,
-        budget: &mut dyn Budget,
-        clock: &dyn PhaseClock,
-    ) -> LoopOutcome {
-        let timer = Timer {
-            clock: Some(clock),
-            phases: Vec::new(),
-        };
-        let objects = objects.filter(|_| self.options.capacity.any());
-        self.run_loop(view, controllers, in_flight, now_ms, budget, timer, objects)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1339,7 +1294,6 @@ fn add_upcoming_node(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale_up::estimator::Unlimited;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use autoscaler_model::{Instance, InstanceState, StaticProvider};
     use rand::SeedableRng;
@@ -1585,8 +1539,6 @@ mod tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
-    use crate::scale_up::estimator::Unlimited;
-    use autoscaler_model::NoControllerLookup;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use autoscaler_model::{Instance, InstanceState, StaticProvider};
 
@@ -1623,13 +1575,7 @@ mod loop_tests {
         now: i64,
     ) -> LoopOutcome {
         let view = ClusterView::of(nodes, pods, p);
-        a.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            now,
-            &mut Unlimited,
-        )
+        a.run_once(LoopInput::new(&view, now))
     }
 
     /// A clock that moves one millisecond every time it is read.
@@ -1659,14 +1605,7 @@ mod loop_tests {
         let view = ClusterView::of(&nodes, &pods, &p);
         let clock = Ticking(std::cell::Cell::new(0));
         let mut a = Autoscaler::new(AutoscalerOptions::default());
-        let timed = a.run_once_timed(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            0,
-            &mut Unlimited,
-            &clock,
-        );
+        let timed = a.run_once(LoopInput::new(&view, 0).timed(&clock));
         let labels: Vec<&str> = timed.phases.iter().map(|(ph, _)| ph.label()).collect();
         assert_eq!(
             labels,
@@ -1841,8 +1780,6 @@ mod loop_tests {
 mod state_tests {
     use super::*;
     use crate::outcome::{ActionError, ErrorClass};
-    use crate::scale_up::estimator::Unlimited;
-    use autoscaler_model::NoControllerLookup;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use autoscaler_model::{
         CLUSTER_UNHEALTHY, DELETE_UNREGISTERED, FIX_NODE_GROUP_SIZE, SCALE_UP_FAILED,
@@ -1914,13 +1851,7 @@ mod state_tests {
         now: i64,
     ) -> LoopOutcome {
         let view = ClusterView::of(nodes, pods, p);
-        a.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            now,
-            &mut Unlimited,
-        )
+        a.run_once(LoopInput::new(&view, now))
     }
 
     /// Applies the actions as a provider would: increases create instances (in `Creating`, with
@@ -2645,20 +2576,8 @@ mod state_tests {
             };
             let mut fresh = kept.clone();
             let now = T0 + step as i64 * 10 * SEC;
-            let out = kept.run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                now,
-                &mut Unlimited,
-            );
-            let expected = fresh.run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                now,
-                &mut Unlimited,
-            );
+            let out = kept.run_once(LoopInput::new(&view, now));
+            let expected = fresh.run_once(LoopInput::new(&view, now));
             assert_eq!(format!("{out:?}"), format!("{expected:?}"), "step {step}");
             let mut warnings = Vec::new();
             let built = build_snapshot(&view, &mut warnings);

@@ -62,8 +62,8 @@ pub use actions::{
     to_be_deleted_taint,
 };
 pub use autoscaler::{
-    Autoscaler, AutoscalerOptions, ClusterView, LoopOutcome, Phase, PhaseClock, ScaleUpConfig,
-    build_snapshot,
+    Autoscaler, AutoscalerOptions, ClusterView, LoopInput, LoopOutcome, Phase, PhaseClock,
+    ScaleUpConfig, build_snapshot,
 };
 pub use cluster_state::backoff::{BackoffOptions, FailureReason};
 pub use cluster_state::{
@@ -129,7 +129,6 @@ pub use autoscaler_model::{
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_model::NoControllerLookup;
     use autoscaler_model::StaticProvider;
     use autoscaler_model::testing::{GI, NodeBuilder};
     use std::sync::Arc;
@@ -160,13 +159,7 @@ mod tests {
         };
         let mut autoscaler = Autoscaler::new(AutoscalerOptions::default());
         let now_ms = 1_000_000;
-        let outcome: LoopOutcome = autoscaler.run_once(
-            &view,
-            &NoControllerLookup as &dyn ControllerLookup,
-            InFlight::default(),
-            now_ms,
-            &mut Unlimited as &mut dyn Budget,
-        );
+        let outcome: LoopOutcome = autoscaler.run_once(LoopInput::new(&view, now_ms));
         assert!(outcome.status.healthy);
         let unneeded: Vec<&str> = outcome
             .scale_down

@@ -1,5 +1,5 @@
 //! Capacity on request in `run`: what comes of the core's capacity decision
-//! (`LoopOutcome::capacity`, decided with the loop by `Autoscaler::run_once_with_capacity_timed`)
+//! (`LoopOutcome::capacity`, decided with the loop by `Autoscaler::run_once`)
 //! carried out: the requests' conditions and the buffers' statuses, built as status-subresource
 //! writes against the watches' cached objects.
 //!

@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use autoscaler_clusterapi::ClusterApiConfig;
 use autoscaler_core::ErrorClass;
-use autoscaler_core::Unlimited;
 use autoscaler_core::is_unprocessed;
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, PhaseClock};
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, LoopInput, PhaseClock};
 use autoscaler_model::DELETE_UNREGISTERED;
 use autoscaler_model::NodeGroupId;
 use autoscaler_model::Sym;
@@ -717,14 +716,12 @@ impl Term {
             let view = ClusterView::of_objects(&objects, &pods, &*provider);
             // The core decides the requests and buffers with the loop (its scale-up is the
             // request's in the requests' turn); their status writes are in `outcome.capacity`.
-            let outcome = self.autoscaler.run_once_with_capacity_timed(
-                &view,
-                &objects.controllers,
-                in_flight,
-                capacity_objects.as_ref(),
-                now_ms,
-                &mut Unlimited,
-                &LoopClock(Instant::now()),
+            let outcome = self.autoscaler.run_once(
+                LoopInput::new(&view, now_ms)
+                    .controllers(&objects.controllers)
+                    .in_flight(in_flight)
+                    .capacity(capacity_objects.as_ref())
+                    .timed(&LoopClock(Instant::now())),
             );
             if let Some(d) = &outcome.capacity {
                 crate::capacity::log(d);

@@ -3,10 +3,7 @@
 
 use std::sync::Arc;
 
-use autoscaler_core::InFlight;
-use autoscaler_core::Unlimited;
-use autoscaler_core::{Autoscaler, ClusterView, LoopOutcome};
-use autoscaler_model::NoControllerLookup;
+use autoscaler_core::{Autoscaler, ClusterView, LoopInput, LoopOutcome};
 use autoscaler_model::Node;
 use autoscaler_model::Pod;
 use autoscaler_model::StaticProvider;
@@ -93,12 +90,6 @@ impl Cluster {
 
     /// One loop of `a` at `now`.
     pub(crate) fn run(&self, a: &mut Autoscaler, now: i64) -> LoopOutcome {
-        a.run_once(
-            &self.view(),
-            &NoControllerLookup,
-            InFlight::default(),
-            now,
-            &mut Unlimited,
-        )
+        a.run_once(LoopInput::new(&self.view(), now))
     }
 }

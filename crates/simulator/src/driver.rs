@@ -18,9 +18,8 @@ use autoscaler_clusterapi::{ClusterApiConfig, ClusterApiProvider};
 use autoscaler_clusterapi::{ObjectChange, ReplicasBase};
 use autoscaler_core::Action;
 use autoscaler_core::LoopOutcome;
-use autoscaler_core::Unlimited;
 use autoscaler_core::{ActionError, ErrorClass};
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView};
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, LoopInput};
 use autoscaler_model::ObjectKey;
 use autoscaler_model::TO_BE_DELETED_TAINT;
 use autoscaler_model::{
@@ -561,23 +560,12 @@ impl<'a> Driver<'a> {
                 actions: Vec::new(),
             });
         }
-        let mut outcome = match &capacity {
-            Some((c, _)) => self.autoscaler.run_once_with_capacity(
-                &view,
-                &objects.controllers,
-                in_flight,
-                c,
-                now,
-                &mut Unlimited,
-            ),
-            None => self.autoscaler.run_once(
-                &view,
-                &objects.controllers,
-                in_flight,
-                now,
-                &mut Unlimited,
-            ),
-        };
+        let mut outcome = self.autoscaler.run_once(
+            LoopInput::new(&view, now)
+                .controllers(&objects.controllers)
+                .in_flight(in_flight)
+                .capacity(capacity.as_ref().map(|(c, _)| c)),
+        );
         for e in capacity.map(|(_, e)| e).unwrap_or_default() {
             self.error(format!("skipped: {e}"));
         }

@@ -161,9 +161,7 @@ mod tests {
     use std::time::Duration;
 
     use crate::scale_down::consolidation::{ConsolidationMode, ConsolidationOptions};
-    use crate::scheduling::budget::Unlimited;
-    use crate::{Action, AutoscalerOptions, InFlight, LoopOutcome, Node, Pod};
-    use autoscaler_model::NoControllerLookup;
+    use crate::{Action, AutoscalerOptions, InFlight, LoopInput, LoopOutcome, Node, Pod};
     use autoscaler_model::Storage;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
     use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
@@ -211,13 +209,7 @@ mod tests {
             pdbs: &[],
             storage: Storage::none(),
         };
-        a.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            now_ms,
-            &mut Unlimited,
-        )
+        a.run_once(LoopInput::new(&view, now_ms))
     }
 
     fn autoscaler(mode: ConsolidationMode) -> Autoscaler {
@@ -302,18 +294,12 @@ mod tests {
             empty: 0,
             drains: 1,
         };
-        let out = a.run_once(&view, &NoControllerLookup, busy, t0, &mut Unlimited);
+        let out = a.run_once(LoopInput::new(&view, t0).in_flight(busy));
         assert!(
             drained(&out).is_empty(),
             "--max-drain-parallelism=1 is used up"
         );
-        let out = a.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            t0,
-            &mut Unlimited,
-        );
+        let out = a.run_once(LoopInput::new(&view, t0));
         assert_eq!(drained(&out), ["n1"]);
     }
 }

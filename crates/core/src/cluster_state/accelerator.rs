@@ -589,8 +589,7 @@ mod tests {
     /// minute and labelled but without `nvidia.com/gpu` yet, one pending 1-GPU pod.
     mod in_the_loop {
         use super::*;
-        use crate::{Autoscaler, AutoscalerOptions, ClusterView, InFlight, LoopOutcome, Unlimited};
-        use autoscaler_model::NoControllerLookup;
+        use crate::{Autoscaler, AutoscalerOptions, ClusterView, LoopInput, LoopOutcome};
         use autoscaler_model::testing::PodBuilder;
 
         const NOW: i64 = 100 * 60 * 1000;
@@ -608,13 +607,7 @@ mod tests {
             now: i64,
         ) -> LoopOutcome {
             let view = ClusterView::of(nodes, pods, p);
-            Autoscaler::new(AutoscalerOptions::default()).run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                now,
-                &mut Unlimited,
-            )
+            Autoscaler::new(AutoscalerOptions::default()).run_once(LoopInput::new(&view, now))
         }
 
         fn fresh(age_ms: i64) -> Arc<Node> {
@@ -679,13 +672,8 @@ mod tests {
                 storage: &storage,
                 ..ClusterView::of(&nodes, &[], &p)
             };
-            let out = Autoscaler::new(AutoscalerOptions::default()).run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                NOW,
-                &mut Unlimited,
-            );
+            let out =
+                Autoscaler::new(AutoscalerOptions::default()).run_once(LoopInput::new(&view, NOW));
             let g = &out.status.groups[0];
             assert_eq!(
                 (g.readiness.ready, g.readiness.not_started, g.upcoming),

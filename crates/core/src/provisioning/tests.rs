@@ -11,12 +11,10 @@ use serde_json::{Value, json};
 use super::buffer::resolve;
 use super::request::*;
 use crate::autoscaler::{
-    Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig, decide_scale_up,
+    Autoscaler, AutoscalerOptions, ClusterView, LoopInput, ScaleUpConfig, decide_scale_up,
 };
-use crate::scale_down::InFlight;
 use crate::scheduling::budget::Unlimited;
 use autoscaler_model::CapacityBuffer;
-use autoscaler_model::NoControllerLookup;
 use autoscaler_model::Node;
 use autoscaler_model::Pod;
 use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
@@ -340,13 +338,7 @@ fn a_booked_node_is_not_scaled_down_while_the_booking_lives() {
     let unneeded = |pods: &[Arc<Pod>]| -> Vec<String> {
         let view = ClusterView::of(&w.nodes, pods, &w.provider);
         let mut a = Autoscaler::new(AutoscalerOptions::default());
-        let out = a.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            T0,
-            &mut Unlimited,
-        );
+        let out = a.run_once(LoopInput::new(&view, T0));
         out.scale_down
             .unneeded
             .iter()
@@ -1032,26 +1024,15 @@ fn alternating_loops(count: u32, loops: usize, timed: bool) -> Vec<Vec<(String, 
         let view = ClusterView::of(&w.nodes, &pods, &w.provider);
         let now = T0 + i as i64 * 10_000;
         let o = if timed {
-            let o = a.run_once_with_capacity_timed(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                Some(&objects),
-                now,
-                &mut Unlimited,
-                &StoppedClock,
+            let o = a.run_once(
+                LoopInput::new(&view, now)
+                    .capacity(Some(&objects))
+                    .timed(&StoppedClock),
             );
             assert!(!o.phases.is_empty(), "the phases are timed");
             o
         } else {
-            a.run_once_with_capacity(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                &objects,
-                now,
-                &mut Unlimited,
-            )
+            a.run_once(LoopInput::new(&view, now).capacity(Some(&objects)))
         };
         let c = o.capacity.as_ref().expect("a capacity decision");
         // The loop's scale-up is the request's whenever it took its turn.
@@ -1141,14 +1122,8 @@ fn the_timed_loop_decides_capacity_as_the_untimed_one() {
     let w = gpu_world(20);
     let mut options = AutoscalerOptions::default();
     options.capacity.requests = on();
-    let o = Autoscaler::new(options).run_once_with_capacity_timed(
-        &ClusterView::of(&w.nodes, &[], &w.provider),
-        &NoControllerLookup,
-        InFlight::default(),
-        None,
-        T0,
-        &mut Unlimited,
-        &StoppedClock,
+    let o = Autoscaler::new(options).run_once(
+        LoopInput::new(&ClusterView::of(&w.nodes, &[], &w.provider), T0).timed(&StoppedClock),
     );
     assert!(o.capacity.is_none());
 }

@@ -195,10 +195,8 @@ proptest! {
 /// the devices already allocated there and those the other moved pods take).
 mod removal {
     use super::*;
-    use crate::{Autoscaler, AutoscalerOptions, ClusterView, InFlight, Unlimited};
-    use autoscaler_model::{
-        Instance, InstanceState, NoControllerLookup, NodeGroup, StaticProvider,
-    };
+    use crate::{Autoscaler, AutoscalerOptions, ClusterView, LoopInput};
+    use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
     use std::fmt::Write as _;
 
     const MIN: i64 = 60 * 1000;
@@ -281,13 +279,7 @@ mod removal {
         let mut ca = Autoscaler::new(AutoscalerOptions::default());
         let mut deletions = Vec::new();
         for now in [60 * MIN, 71 * MIN] {
-            let out = ca.run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                now,
-                &mut Unlimited,
-            );
+            let out = ca.run_once(LoopInput::new(&view, now));
             deletions.extend(out.scale_down.deletions);
         }
         let index = |name: Sym| name.as_str()[1..].parse::<usize>().expect("n<i>");
@@ -350,13 +342,7 @@ mod removal {
         let mut ca = Autoscaler::new(AutoscalerOptions::default());
         let mut moved = Vec::new();
         for now in [60 * MIN, 71 * MIN] {
-            let out = ca.run_once(
-                &view,
-                &NoControllerLookup,
-                InFlight::default(),
-                now,
-                &mut Unlimited,
-            );
+            let out = ca.run_once(LoopInput::new(&view, now));
             for d in out.scale_down.deletions {
                 moved.extend(
                     d.destinations

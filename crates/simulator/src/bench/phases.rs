@@ -20,7 +20,7 @@ use autoscaler_core::ScaleUpOptions;
 use autoscaler_core::ScaleUpResult;
 use autoscaler_core::Unlimited;
 use autoscaler_core::group_template;
-use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, ScaleUpConfig};
+use autoscaler_core::{Autoscaler, AutoscalerOptions, ClusterView, LoopInput, ScaleUpConfig};
 use autoscaler_core::{EstimatorLimits, estimate};
 use autoscaler_core::{ScaleDownInput, ScaleDownState, plan_scale_down};
 use autoscaler_core::{build_snapshot, decide_scale_up_with_upcoming};
@@ -278,13 +278,7 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Result<Vec<PhaseResult
 
     let ((samples, cpu), (_autoscaler, outcome)) = time(n, || {
         let mut autoscaler = Autoscaler::new(options.clone());
-        let outcome = autoscaler.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            NOW_MS,
-            &mut Unlimited,
-        );
+        let outcome = autoscaler.run_once(LoopInput::new(&view, NOW_MS));
         // A running autoscaler keeps its state (and snapshot) for the next loop: dropping it is
         // no part of the loop, so it happens outside the timed run.
         (autoscaler, outcome)
@@ -317,21 +311,9 @@ pub fn measure(cluster: &Cluster, settings: &Settings) -> Result<Vec<PhaseResult
     let mut last = None;
     for _ in 0..n.max(1) {
         let mut autoscaler = Autoscaler::new(options.clone());
-        let _ = autoscaler.run_once(
-            &view,
-            &NoControllerLookup,
-            InFlight::default(),
-            NOW_MS,
-            &mut Unlimited,
-        );
+        let _ = autoscaler.run_once(LoopInput::new(&view, NOW_MS));
         let watch = Stopwatch::start();
-        let outcome = autoscaler.run_once(
-            &next_view,
-            &NoControllerLookup,
-            InFlight::default(),
-            NOW_MS + NEXT_LOOP_AFTER_MS,
-            &mut Unlimited,
-        );
+        let outcome = autoscaler.run_once(LoopInput::new(&next_view, NOW_MS + NEXT_LOOP_AFTER_MS));
         let (wall, used) = watch.elapsed();
         samples.push(wall);
         cpu.push(used);
