@@ -1,6 +1,7 @@
 //! Kubernetes Events about what the autoscaler decided and did, with upstream's reasons, on the
 //! objects upstream puts them on: pods (`TriggeredScaleUp`, `NotTriggerScaleUp`, `ScaleDown`,
-//! `ScaleDownFailed`), nodes (`ScaleDown`, `ScaleDownFailed`, `ClusterAutoscalerCleanup`) and
+//! `ScaleDownFailed`, and upstream's reason-less event on a pod that consumes a
+//! ProvisioningRequest), nodes (`ScaleDown`, `ScaleDownFailed`, `ClusterAutoscalerCleanup`) and
 //! the status ConfigMap for cluster-level events (`ScaledUpGroup`, `ScaleDown`,
 //! `ScaleDownEmpty`, `DeleteUnregisteredFailed`, and every event of the core's cluster state:
 //! `ScaleUpTimedOut`, `ScaleUpFailed`, `FailedToScaleUpGroup`, `DeleteUnregistered`,
@@ -31,6 +32,9 @@ use crate::correlator::{Correlator, CorrelatorOptions, Decision, DropReason, Pub
 pub const TRIGGERED_SCALE_UP: &str = "TriggeredScaleUp";
 /// Reason: a pod caused no scale-up (with why).
 pub const NOT_TRIGGER_SCALE_UP: &str = "NotTriggerScaleUp";
+/// Reason of the event on a pending pod left out of the scale-up because it consumes a
+/// ProvisioningRequest: empty, as upstream's pods filter records it.
+pub const CONSUMES_PROVISIONING_REQUEST: &str = "";
 /// Reason: a node is removed, or a pod evicted for that.
 pub const SCALE_DOWN: &str = "ScaleDown";
 /// Reason: removing a node failed.
@@ -231,6 +235,18 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
             message: message.clone(),
             warning: false,
         });
+    }
+    // Pending pods consuming a ProvisioningRequest, left out of the scale-up: upstream's pods
+    // filter records this `Normal` event on them with an empty reason (at most 50 a loop).
+    if let Some(c) = &outcome.capacity {
+        for (pod, message) in c.requests.consumer_events(view.pods) {
+            out.push(EventSpec {
+                target: Target::pod(pod),
+                reason: CONSUMES_PROVISIONING_REQUEST,
+                message: message.into(),
+                warning: false,
+            });
+        }
     }
     for e in &outcome.events {
         out.push(EventSpec {

@@ -158,6 +158,16 @@ impl CapacityDecision {
                 if let Some(r) = s.replicas {
                     line.push_str(&format!(", replicas {r}"));
                 }
+                if self.inject_buffer_pods {
+                    let p = &s.provisioning;
+                    line.push_str(&format!(
+                        ", Provisioning={} ({}{}{})",
+                        if p.injected { "True" } else { "False" },
+                        p.reason,
+                        if p.message.is_empty() { "" } else { ": " },
+                        p.message
+                    ));
+                }
             }
             out.push(line);
         }
