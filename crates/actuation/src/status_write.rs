@@ -183,7 +183,7 @@ const OWN_TYPES: [ConditionType; 5] = [
 
 /// The buffer's object with `status` (replicas, podTemplateRef, provisioningStrategy and the
 /// `ReadyForProvisioning` condition; with `provisioning`, when the buffers' pods are injected,
-/// the `Provisioning` condition too), each condition's transition time kept while its status
+/// the `Provisioning` condition too, on a buffer ready now or before), each condition's transition time kept while its status
 /// does not change, as `meta.SetStatusCondition` does, or `None` when the cached status says
 /// the same already (nothing to write).
 pub fn buffer_update(
@@ -198,6 +198,12 @@ pub fn buffer_update(
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0);
+    // Upstream's pod injection looks only at buffers that were ready or provisioning: one never
+    // ready gets no `Provisioning` condition.
+    let was_ready = ["ReadyForProvisioning", CONDITION_PROVISIONING]
+        .iter()
+        .any(|t| condition_is_true(cached, t));
+    let provisioning = provisioning && (status.ready || was_ready);
     let mut object = cached.clone();
     let s = status_of(&mut object);
     let before = Value::Object(s.clone());
@@ -253,6 +259,19 @@ pub fn buffer_update(
         plural: "capacitybuffers",
         object: Arc::new(object),
     }))
+}
+
+/// Whether `object`'s status has the condition `type_` with status `True`.
+fn condition_is_true(object: &Value, type_: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
 }
 
 /// Puts `condition` (without its transition time) in `conditions` as `meta.SetStatusCondition`
@@ -407,6 +426,12 @@ mod tests {
             json!({"type": "Provisioning", "status": "True", "reason": "FakePodsInjected",
                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
         );
+        // Never ready: no Provisioning condition (upstream's injection does not look at it).
+        let never = buffer_update(&cached, &buffer_status(false), true, 1_767_225_600_000)
+            .unwrap()
+            .unwrap();
+        let cs = never.object["status"]["conditions"].as_array().unwrap();
+        assert_eq!(cs.len(), 1, "{cs:?}");
         // Not ready any more: Provisioning turns False, with a new transition time.
         let written = (*u.object).clone();
         let u = buffer_update(&written, &buffer_status(false), true, 1_767_225_660_000)

@@ -13,7 +13,7 @@
 //! The status says `ReadyForProvisioning=True` (reason `AttributesSetSuccessfully`, message
 //! `ready`) with the replicas, or `False` (reason `error`, message `Buffer not ready for
 //! provisioning: ` and why), and `Provisioning`: `True` (`FakePodsInjected`) when pods were made,
-//! else `False` with upstream's reason (`NotReadyForProvisioning`, `BufferIsEmpty`,
+//! else `False` with upstream's reason (the write leaves it out on a buffer never ready) (`NotReadyForProvisioning`, `BufferIsEmpty`,
 //! `FailedToMakeFakePods`; upstream's `FailedToGetPodTemplate` never arises here: the template
 //! is read once, and a missing one makes the buffer not ready). The virtual pods, named
 //! `capacity-buffer-<name>-<i>` from 1, are pending and unschedulable, owned by the buffer and
@@ -241,6 +241,13 @@ fn number_of_pods(
         }
         None => replicas.ok_or("replicas, percentage and limits are not defined"),
     }
+}
+
+/// Whether `pod` is a CapacityBuffer's virtual pod (annotated as upstream marks them): it
+/// exists only in the loop's view, so nothing is ever sent to the API for it (no eviction, no
+/// event), as upstream's drain skips its buffer pods.
+pub fn is_buffer_pod(pod: &Pod) -> bool {
+    pod.annotation(FAKE_POD_ANNOTATION) == Some(FAKE_POD_ANNOTATION_VALUE)
 }
 
 fn not_ready(buffer: &CapacityBuffer, why: &str) -> Resolved {

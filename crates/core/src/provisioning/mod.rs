@@ -158,7 +158,9 @@ impl CapacityDecision {
                 if let Some(r) = s.replicas {
                     line.push_str(&format!(", replicas {r}"));
                 }
-                if self.inject_buffer_pods {
+                // A buffer not ready gets `Provisioning=False` only if it was ready before,
+                // which the cached status says, not the decision: not shown.
+                if self.inject_buffer_pods && s.ready {
                     let p = &s.provisioning;
                     line.push_str(&format!(
                         ", Provisioning={} ({}{}{})",

@@ -953,6 +953,61 @@ fn a_template_buffer_with_only_limits_gets_what_fits_the_limits() {
     );
 }
 
+/// Upstream makes its buffer pods safe to evict and its drain skips them: scale-down may move
+/// them (a node kept only by buffer pods can go when they fit elsewhere), and no eviction is
+/// ever sent for them (they exist only in the loop's view).
+#[test]
+fn buffer_pods_may_be_moved_by_scale_down_and_are_never_evicted() {
+    use crate::actions::{Action, scale_down_actions};
+    use crate::scale_down::drain::{DrainContext, DrainOptions, PodDrain, classify_pod};
+    use crate::scale_down::{NodeDeletion, ScaleDownPlan};
+    use autoscaler_model::{DisruptionBudgets, Sym};
+
+    let t = template("1", None);
+    let find = |_: &str, n: &str| (n == "worker").then_some(&t);
+    let none = |_: &str, _: &str, _: &str, _: &str| None;
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "replicas": 1})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    let mut placed = (*r.pods[0]).clone();
+    placed.node_name = Some(Sym::new("n1"));
+    let placed = Arc::new(placed);
+    let opts = DrainOptions::default();
+    let budgets = DisruptionBudgets::new(Vec::new());
+    let ctx = DrainContext {
+        opts: &opts,
+        budgets: &budgets,
+        controllers: &NoControllerLookup,
+        now_ms: T0,
+    };
+    assert_eq!(classify_pod(&placed, false, &ctx), PodDrain::Move);
+    let real = PodBuilder::new("real", 100, GI)
+        .owner("ReplicaSet", "web")
+        .arc();
+    let plan = ScaleDownPlan {
+        deletions: vec![NodeDeletion {
+            node: Sym::new("n1"),
+            group_index: 0,
+            group: "g".into(),
+            empty: false,
+            evict: vec![placed, real],
+            destinations: Vec::new(),
+            grace_period_sec: 600,
+            sequential_evictions: false,
+        }],
+        ..Default::default()
+    };
+    let actions = scale_down_actions(&plan, T0);
+    let Some(Action::DrainAndDelete { evict, .. }) = actions.last() else {
+        panic!("{actions:?}")
+    };
+    let names: Vec<&str> = evict.iter().map(|e| &*e.pod.name).collect();
+    assert_eq!(names, ["real"]);
+}
+
 #[test]
 fn buffer_pods_drive_scale_up_and_yield_to_real_pods() {
     // n2 has 4 CPU free; a buffer of two 2-CPU pods fills it; a real 2-CPU pod arrives.
