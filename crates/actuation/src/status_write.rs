@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use autoscaler_core::{BufferStatus, StatusWrite};
 use autoscaler_model::{
-    CAPACITY_API_GROUP, CAPACITY_BUFFER_KIND, ConditionType, ObjectKey, PROVISIONING_REQUEST_KIND,
-    RequestCondition,
+    CAPACITY_API_GROUP, CAPACITY_BUFFER_KIND, CONDITION_PROVISIONING, ConditionType, ObjectKey,
+    PROVISIONING_REQUEST_KIND, RequestCondition,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::{Map, Value, json};
@@ -182,12 +182,14 @@ const OWN_TYPES: [ConditionType; 5] = [
 ];
 
 /// The buffer's object with `status` (replicas, podTemplateRef, provisioningStrategy and the
-/// `ReadyForProvisioning` condition, its transition time kept while its status does not
-/// change, as `meta.SetStatusCondition` does), or `None` when the cached status says the same
-/// already (nothing to write).
+/// `ReadyForProvisioning` condition; with `provisioning`, when the buffers' pods are injected,
+/// the `Provisioning` condition too, on a buffer ready now or before), each condition's transition time kept while its status
+/// does not change, as `meta.SetStatusCondition` does, or `None` when the cached status says
+/// the same already (nothing to write).
 pub fn buffer_update(
     cached: &Value,
     status: &BufferStatus,
+    provisioning: bool,
     now_ms: i64,
 ) -> Result<Option<StatusUpdate>, StaleObject> {
     let key = buffer_key(&status.namespace, &status.name);
@@ -196,27 +198,12 @@ pub fn buffer_update(
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0);
-    let state = if status.ready { "True" } else { "False" };
-    let old = cached
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(status.condition))
-        });
-    let same_state = old.is_some_and(|c| c.get("status").and_then(Value::as_str) == Some(state));
-    let transition = match old {
-        Some(c) if same_state => c.get("lastTransitionTime").cloned().unwrap_or(Value::Null),
-        _ => time_json(now_ms),
-    };
-    let condition = json!({
-        "type": status.condition,
-        "status": state,
-        "reason": status.reason,
-        "message": status.message,
-        "lastTransitionTime": transition,
-        "observedGeneration": generation,
-    });
+    // Upstream's pod injection looks only at buffers that were ready or provisioning: one never
+    // ready gets no `Provisioning` condition.
+    let was_ready = ["ReadyForProvisioning", CONDITION_PROVISIONING]
+        .iter()
+        .any(|t| condition_is_true(cached, t));
+    let provisioning = provisioning && (status.ready || was_ready);
     let mut object = cached.clone();
     let s = status_of(&mut object);
     let before = Value::Object(s.clone());
@@ -237,12 +224,30 @@ pub fn buffer_update(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    match conditions
-        .iter_mut()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(status.condition))
-    {
-        Some(c) => *c = condition,
-        None => conditions.push(condition),
+    set_condition(
+        &mut conditions,
+        json!({
+            "type": status.condition,
+            "status": if status.ready { "True" } else { "False" },
+            "reason": status.reason,
+            "message": status.message,
+            "observedGeneration": generation,
+        }),
+        now_ms,
+    );
+    if provisioning {
+        // Upstream's pod injection leaves the message empty when True, and sets no generation.
+        let p = &status.provisioning;
+        set_condition(
+            &mut conditions,
+            json!({
+                "type": CONDITION_PROVISIONING,
+                "status": if p.injected { "True" } else { "False" },
+                "reason": p.reason,
+                "message": p.message,
+            }),
+            now_ms,
+        );
     }
     s.insert("conditions".into(), Value::Array(conditions));
     if Value::Object(s.clone()) == before {
@@ -254,6 +259,43 @@ pub fn buffer_update(
         plural: "capacitybuffers",
         object: Arc::new(object),
     }))
+}
+
+/// Whether `object`'s status has the condition `type_` with status `True`.
+fn condition_is_true(object: &Value, type_: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+/// Puts `condition` (without its transition time) in `conditions` as `meta.SetStatusCondition`
+/// does: in place of the one of its type, whose transition time is kept while the status is the
+/// same, else `now_ms`; appended when there is none.
+fn set_condition(conditions: &mut Vec<Value>, mut condition: Value, now_ms: i64) {
+    let type_ = condition.get("type").cloned();
+    let old = conditions
+        .iter_mut()
+        .find(|c| c.get("type") == type_.as_ref());
+    let transition = match &old {
+        Some(c) if c.get("status") == condition.get("status") => c
+            .get("lastTransitionTime")
+            .cloned()
+            .unwrap_or_else(|| time_json(now_ms)),
+        _ => time_json(now_ms),
+    };
+    if let Some(m) = condition.as_object_mut() {
+        m.insert("lastTransitionTime".into(), transition);
+    }
+    match old {
+        Some(c) => *c = condition,
+        None => conditions.push(condition),
+    }
 }
 
 impl Actuation {
@@ -271,6 +313,7 @@ impl Actuation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autoscaler_core::BufferProvisioning;
     use autoscaler_model::ConditionStatus;
 
     fn cached_request() -> Value {
@@ -349,7 +392,60 @@ mod tests {
             },
             message: if ready { "ready".into() } else { "no".into() },
             condition: "ReadyForProvisioning",
+            provisioning: BufferProvisioning {
+                injected: ready,
+                reason: if ready {
+                    "FakePodsInjected"
+                } else {
+                    "NotReadyForProvisioning"
+                },
+                message: if ready {
+                    String::new()
+                } else {
+                    "CapacityBuffer is not ready for provisioning".into()
+                },
+            },
         }
+    }
+
+    #[test]
+    fn with_pod_injection_the_provisioning_condition_is_written_too() {
+        let cached = json!({
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": "headroom", "namespace": "web", "resourceVersion": "3",
+                         "generation": 2},
+            "spec": {"podTemplateRef": {"name": "web-pod"}, "replicas": 3}
+        });
+        let u = buffer_update(&cached, &buffer_status(true), true, 1_767_225_600_000)
+            .unwrap()
+            .unwrap();
+        let cs = u.object["status"]["conditions"].as_array().unwrap().clone();
+        assert_eq!(cs.len(), 2, "{cs:?}");
+        assert_eq!(
+            cs[1],
+            json!({"type": "Provisioning", "status": "True", "reason": "FakePodsInjected",
+                   "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        );
+        // Never ready: no Provisioning condition (upstream's injection does not look at it).
+        let never = buffer_update(&cached, &buffer_status(false), true, 1_767_225_600_000)
+            .unwrap()
+            .unwrap();
+        let cs = never.object["status"]["conditions"].as_array().unwrap();
+        assert_eq!(cs.len(), 1, "{cs:?}");
+        // Not ready any more: Provisioning turns False, with a new transition time.
+        let written = (*u.object).clone();
+        let u = buffer_update(&written, &buffer_status(false), true, 1_767_225_660_000)
+            .unwrap()
+            .unwrap();
+        let p = &u.object["status"]["conditions"][1];
+        assert_eq!(
+            (&p["status"], &p["reason"], &p["lastTransitionTime"]),
+            (
+                &json!("False"),
+                &json!("NotReadyForProvisioning"),
+                &json!("2026-01-01T00:01:00Z")
+            )
+        );
     }
 
     #[test]
@@ -360,7 +456,7 @@ mod tests {
                          "generation": 2},
             "spec": {"podTemplateRef": {"name": "web-pod"}, "replicas": 3}
         });
-        let u = buffer_update(&cached, &buffer_status(true), 1_767_225_600_000)
+        let u = buffer_update(&cached, &buffer_status(true), false, 1_767_225_600_000)
             .unwrap()
             .unwrap();
         assert_eq!(u.plural, "capacitybuffers");
@@ -377,11 +473,11 @@ mod tests {
         // Written: the same decision a minute later writes nothing.
         let written = (*u.object).clone();
         assert_eq!(
-            buffer_update(&written, &buffer_status(true), 1_767_225_660_000).unwrap(),
+            buffer_update(&written, &buffer_status(true), false, 1_767_225_660_000).unwrap(),
             None
         );
         // Not ready: the status changes and so does the transition time.
-        let u = buffer_update(&written, &buffer_status(false), 1_767_225_660_000)
+        let u = buffer_update(&written, &buffer_status(false), false, 1_767_225_660_000)
             .unwrap()
             .unwrap();
         let s = &u.object["status"];

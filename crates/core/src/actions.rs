@@ -246,9 +246,11 @@ pub fn scale_down_actions(plan: &ScaleDownPlan, now_ms: i64) -> Vec<Action> {
         out.push(Action::DrainAndDelete {
             group: d.group.clone(),
             node: d.node,
+            // A buffer's virtual pods are moved in the simulation only: nothing to evict.
             evict: d
                 .evict
                 .iter()
+                .filter(|p| !crate::provisioning::buffer::is_buffer_pod(p))
                 .map(|p| PodEviction {
                     pod: PodRef {
                         namespace: p.namespace,

@@ -72,7 +72,8 @@ pub use cluster_state::{
 pub use invalid_option::{InvalidOption, OptionRule};
 pub use outcome::{ActionError, ErrorClass, Outcome};
 pub use provisioning::buffer::{
-    BufferStatus, Resolved as ResolvedBuffer, resolve as resolve_buffer,
+    BufferProvisioning, BufferStatus, Resolved as ResolvedBuffer, is_buffer_pod,
+    resolve as resolve_buffer,
 };
 pub use provisioning::request::{
     BOOKING_MS, EXPIRY_MS, RequestDecision, RequestOptions, Requests, RequestsDecision,

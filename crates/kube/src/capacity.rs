@@ -14,7 +14,7 @@ use autoscaler_model::ObjectStore;
 
 /// The status writes of `decision` against the cached objects of `store`: each request's
 /// conditions, and (with `--capacity-buffer-controller-enabled`) each buffer's status that
-/// changed. A write whose object changed or left since the decision is dropped, said at
+/// changed (its `Provisioning` condition too with `--capacity-buffer-pod-injection-enabled`). A write whose object changed or left since the decision is dropped, said at
 /// debug level: the next loop decides on the fresh object. (An atomic scale-up that failed is
 /// said in the decision first: `RequestsDecision::scale_up_failed`.)
 pub(crate) fn status_updates(
@@ -41,7 +41,7 @@ pub(crate) fn status_updates(
             let Some(cached) = store.get(&buffer_key(&s.namespace, &s.name)) else {
                 continue;
             };
-            match buffer_update(cached, s, now_ms) {
+            match buffer_update(cached, s, decision.inject_buffer_pods, now_ms) {
                 Ok(Some(u)) => out.push(u),
                 Ok(None) => {}
                 Err(e) => {
@@ -157,6 +157,54 @@ mod tests {
             ]
         );
         assert_eq!(d.requests.booked.len(), 2, "the booking holds both pods");
+    }
+
+    /// Upstream's pods filter: every pending pod that consumes a request, whichever, is left out
+    /// of the scale-up and gets a `Normal` event with an empty reason naming the request.
+    #[test]
+    fn pending_consumer_pods_get_upstreams_event() {
+        use crate::events::{CONSUMES_PROVISIONING_REQUEST, Target, events_of};
+        use autoscaler_core::LoopOutcome;
+        use autoscaler_model::testing::PodBuilder;
+
+        let s = store(&request(
+            "job",
+            "check-capacity.autoscaling.x-k8s.io",
+            1,
+            "41",
+        ));
+        let consumer = PodBuilder::new("w-0", 1000, 1 << 30)
+            .namespace("batch")
+            .owner("Job", "train")
+            .unschedulable()
+            .with(|p| {
+                p.annotations = vec![(
+                    "autoscaling.x-k8s.io/consume-provisioning-request".into(),
+                    "nowhere".into(),
+                )]
+            })
+            .arc();
+        let pods = [consumer];
+        let d = decide(&s, &pods);
+        let (cluster, _) = autoscaler_model::read_objects(&s);
+        let (provider, _) = ClusterApiProvider::discover(&s, &ClusterApiConfig::default());
+        let view = ClusterView::of_objects(&cluster, &pods, &provider);
+        let outcome = LoopOutcome {
+            capacity: Some(d),
+            ..LoopOutcome::default()
+        };
+        let events: Vec<_> = events_of(&view, &outcome)
+            .into_iter()
+            .filter(|e| matches!(&e.target, Target::Pod { name, .. } if name == "w-0"))
+            .collect();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].reason, CONSUMES_PROVISIONING_REQUEST);
+        assert!(!events[0].warning);
+        assert_eq!(
+            &*events[0].message,
+            "Unschedulable pod didn't trigger scale-up, because it's consuming \
+             ProvisioningRequest batch/nowhere"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Kubernetes Events about what the autoscaler decided and did, with upstream's reasons, on the
 //! objects upstream puts them on: pods (`TriggeredScaleUp`, `NotTriggerScaleUp`, `ScaleDown`,
-//! `ScaleDownFailed`), nodes (`ScaleDown`, `ScaleDownFailed`, `ClusterAutoscalerCleanup`) and
+//! `ScaleDownFailed`, and upstream's reason-less event on a pod that consumes a
+//! ProvisioningRequest), nodes (`ScaleDown`, `ScaleDownFailed`, `ClusterAutoscalerCleanup`) and
 //! the status ConfigMap for cluster-level events (`ScaledUpGroup`, `ScaleDown`,
 //! `ScaleDownEmpty`, `DeleteUnregisteredFailed`, and every event of the core's cluster state:
 //! `ScaleUpTimedOut`, `ScaleUpFailed`, `FailedToScaleUpGroup`, `DeleteUnregistered`,
@@ -18,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use autoscaler_core::GroupReasons;
 use autoscaler_core::Waiting;
+use autoscaler_core::is_buffer_pod;
 use autoscaler_core::{ClusterView, LoopOutcome};
 use autoscaler_model::Pod;
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, EventSource, ObjectReference};
@@ -31,6 +33,9 @@ use crate::correlator::{Correlator, CorrelatorOptions, Decision, DropReason, Pub
 pub const TRIGGERED_SCALE_UP: &str = "TriggeredScaleUp";
 /// Reason: a pod caused no scale-up (with why).
 pub const NOT_TRIGGER_SCALE_UP: &str = "NotTriggerScaleUp";
+/// Reason of the event on a pending pod left out of the scale-up because it consumes a
+/// ProvisioningRequest: empty, as upstream's pods filter records it.
+pub const CONSUMES_PROVISIONING_REQUEST: &str = "";
 /// Reason: a node is removed, or a pod evicted for that.
 pub const SCALE_DOWN: &str = "ScaleDown";
 /// Reason: removing a node failed.
@@ -209,7 +214,9 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
         let groups = view.provider.node_groups();
         let summary = increases_text(&up.increases, groups, false);
         let message: Arc<str> = format!("pod triggered scale-up: [{summary}]").into();
-        for p in &up.triggered {
+        // A buffer's virtual pods exist only in the loop's view: no event on them (upstream's
+        // status processor leaves them out too).
+        for p in up.triggered.iter().filter(|p| !is_buffer_pod(p)) {
             out.push(EventSpec {
                 target: Target::pod(p),
                 reason: TRIGGERED_SCALE_UP,
@@ -221,7 +228,7 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
     // Pods given the same reasons share them: each message is formatted once (tens of
     // thousands of pending pods times a hundred groups would otherwise be formatted one by one).
     let mut messages: rustc_hash::FxHashMap<usize, Arc<str>> = rustc_hash::FxHashMap::default();
-    for n in &up.no_scale_up {
+    for n in up.no_scale_up.iter().filter(|n| !is_buffer_pod(&n.pod)) {
         let message = messages
             .entry(n.reasons.identity())
             .or_insert_with(|| not_triggered_message(&n.reasons).into());
@@ -231,6 +238,18 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
             message: message.clone(),
             warning: false,
         });
+    }
+    // Pending pods consuming a ProvisioningRequest, left out of the scale-up: upstream's pods
+    // filter records this `Normal` event on them with an empty reason (at most 50 a loop).
+    if let Some(c) = &outcome.capacity {
+        for (pod, message) in c.requests.consumer_events(view.pods) {
+            out.push(EventSpec {
+                target: Target::pod(pod),
+                reason: CONSUMES_PROVISIONING_REQUEST,
+                message: message.into(),
+                warning: false,
+            });
+        }
     }
     for e in &outcome.events {
         out.push(EventSpec {
@@ -281,7 +300,7 @@ pub fn events_of(view: &ClusterView<'_>, outcome: &LoopOutcome) -> Vec<EventSpec
             message: message.into(),
             warning: false,
         });
-        for p in &d.evict {
+        for p in d.evict.iter().filter(|p| !is_buffer_pod(p)) {
             out.push(EventSpec {
                 target: Target::pod(p),
                 reason: SCALE_DOWN,
@@ -777,6 +796,31 @@ mod tests {
         assert!(events.iter().any(|e| e.reason == SCALED_UP_GROUP
             && e.target == Target::StatusConfigMap
             && e.message.contains("ng")));
+    }
+
+    /// A CapacityBuffer's virtual pods exist only in the loop's view: no event names them.
+    #[test]
+    fn a_buffers_virtual_pods_get_no_pod_events() {
+        let c = Cluster::new(3, 3).with_huge_pod();
+        let view = c.view();
+        let mut outcome = c.first_loop();
+        let first = (outcome.scale_up.result.triggered.first().cloned()).expect("a scale-up");
+        let mut fake = (*first).clone();
+        fake.name = "capacity-buffer-headroom-1".into();
+        fake.annotations
+            .push(("podType".into(), "capacityBufferFakePod".into()));
+        outcome
+            .scale_up
+            .result
+            .triggered
+            .push(std::sync::Arc::new(fake));
+        let events = events_of(&view, &outcome);
+        assert!(events.iter().any(|e| e.reason == TRIGGERED_SCALE_UP));
+        assert!(
+            !events.iter().any(|e| matches!(&e.target,
+                Target::Pod { name, .. } if name == "capacity-buffer-headroom-1")),
+            "{events:?}"
+        );
     }
 
     /// Each pod's `NotTriggerScaleUp` message is its own reasons', whether formatted for it or

@@ -45,10 +45,9 @@ pub const RESERVATION_EXPIRED_REASON: &str = "CapacityReservationTimeExpired";
 pub const RESERVATION_EXPIRED_MSG: &str = "Capacity reservation time is expired";
 /// Reason of `BookingExpired=True` once every pod of the request is scheduled.
 pub const BOOKING_CONSUMED_REASON: &str = "CapacityBookingConsumed";
-/// Message of `BookingExpired=True` with [`BOOKING_CONSUMED_REASON`] (ours: upstream's text
-/// was not at hand; the reason is upstream's).
-pub const BOOKING_CONSUMED_MSG: &str =
-    "Capacity booking is consumed by the ProvisioningRequest's pods";
+/// Message of `BookingExpired=True` with [`BOOKING_CONSUMED_REASON`] (upstream's
+/// `CapacityBookingConsumedMsg`).
+pub const BOOKING_CONSUMED_MSG: &str = "Capacity booking consumed: all pods scheduled";
 /// Reason of `Failed=True` for a request never provisioned within the expiry time.
 pub const EXPIRED_REASON: &str = "Expired";
 /// Message of `Failed=True` with [`EXPIRED_REASON`].

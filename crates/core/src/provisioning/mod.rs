@@ -160,6 +160,18 @@ impl CapacityDecision {
                 if let Some(r) = s.replicas {
                     line.push_str(&format!(", replicas {r}"));
                 }
+                // A buffer not ready gets `Provisioning=False` only if it was ready before,
+                // which the cached status says, not the decision: not shown.
+                if self.inject_buffer_pods && s.ready {
+                    let p = &s.provisioning;
+                    line.push_str(&format!(
+                        ", Provisioning={} ({}{}{})",
+                        if p.injected { "True" } else { "False" },
+                        p.reason,
+                        if p.message.is_empty() { "" } else { ": " },
+                        p.message
+                    ));
+                }
             }
             out.push(line);
         }

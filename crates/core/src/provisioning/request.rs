@@ -29,11 +29,13 @@
 //!      `Provisioned=False` (`CapacityIsNotFound`, retried after backoff).
 //!
 //! Pods consuming a request (`autoscaling.x-k8s.io/consume-provisioning-request` or the legacy
-//! annotation) are served by that request: [`RequestsDecision::serves`] says which pending pods
-//! the ordinary scale-up must leave alone. Everything here is pure: time comes in as `now_ms`,
+//! annotation) are served by that request, never by an ordinary scale-up: while requests are
+//! enabled every pending consumer is left out of it, whatever request it names (upstream's pods
+//! filter), see [`RequestsDecision::serves`]; [`RequestsDecision::consumer_events`] gives the
+//! events upstream puts on them. Everything here is pure: time comes in as `now_ms`,
 //! the retry backoff is state the caller keeps between loops; no I/O, no clock.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
@@ -42,7 +44,7 @@ use super::conditions::*;
 use crate::autoscaler::{
     ClusterView, ScaleUpConfig, ScaleUpDecision, build_snapshot, decide_scale_up_with_upcoming,
 };
-use crate::scale_up::pending::place_on_existing;
+use crate::scale_up::pending::{is_unschedulable, place_on_existing};
 use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
 use autoscaler_model::NodeGroup;
@@ -266,16 +268,44 @@ pub struct RequestsDecision {
     /// Whether a request was taken up this loop: the loop's scale-up is then the request's
     /// (upstream alternates the two between loops), never an ordinary one.
     pub took_turn: bool,
-    /// `(namespace, name)` of every request of a served class.
-    served: BTreeSet<(String, String)>,
+    /// Whether ProvisioningRequests are enabled: then every pending pod that consumes one is
+    /// left out of the ordinary scale-up.
+    filters_consumers: bool,
 }
 
+/// At most this many consumer pods get the event saying they triggered no scale-up, per loop
+/// (upstream's `maxProvReqEvent`).
+pub const MAX_CONSUMER_EVENTS: usize = 50;
+
 impl RequestsDecision {
-    /// Whether `pod` consumes a request this instance serves: such a pending pod is served by
-    /// the request's booking or atomic scale-up, never by an ordinary scale-up of its own.
+    /// Whether `pod` consumes a ProvisioningRequest (by either annotation) while requests are
+    /// enabled: such a pending pod is left out of the ordinary scale-up whatever request it
+    /// names (one this instance serves, another class's, or none that exists), as upstream's
+    /// `ProvisioningRequestPodsFilter` leaves it: its request's booking or atomic scale-up
+    /// serves it, never an ordinary scale-up of its own.
     pub fn serves(&self, pod: &Pod) -> bool {
-        consumed_request(pod)
-            .is_some_and(|(ns, n)| self.served.contains(&(ns.to_string(), n.to_string())))
+        self.filters_consumers && consumed_request(pod).is_some()
+    }
+
+    /// The unschedulable pods of `pods` that [`Self::serves`] leaves out, up to
+    /// [`MAX_CONSUMER_EVENTS`], each with the message of the `Normal` event upstream puts on
+    /// them (with an empty reason, as upstream's filter records it).
+    pub fn consumer_events<'p>(&self, pods: &'p [Arc<Pod>]) -> Vec<(&'p Arc<Pod>, String)> {
+        pods.iter()
+            .filter(|p| p.node_name.is_none() && !p.is_terminal() && is_unschedulable(p))
+            .filter_map(|p| {
+                let (_, name) = consumed_request(p).filter(|_| self.filters_consumers)?;
+                Some((
+                    p,
+                    format!(
+                        "Unschedulable pod didn't trigger scale-up, because it's consuming \
+                         ProvisioningRequest {}/{name}",
+                        p.namespace
+                    ),
+                ))
+            })
+            .take(MAX_CONSUMER_EVENTS)
+            .collect()
     }
 
     /// The pods the loop's view should hold: `pods` without the pending pods this decision
@@ -400,6 +430,7 @@ impl Requests {
         if !opts.enabled {
             return out;
         }
+        out.filters_consumers = true;
         let instance = opts.check_capacity_processor_instance.as_str();
         let mut order: Vec<&ProvisioningRequest> = requests.iter().collect();
         order.sort_by(|a, b| {
@@ -422,8 +453,6 @@ impl Requests {
                 w.verdict = Some(Verdict::NotOurs);
                 continue;
             }
-            out.served
-                .insert((r.namespace.to_string(), r.name.to_string()));
             if w.is_true(ConditionType::BookingExpired) || w.is_true(ConditionType::Failed) {
                 w.verdict = Some(Verdict::Finished);
                 continue;

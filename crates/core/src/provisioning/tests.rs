@@ -399,15 +399,67 @@ fn pending_consumer_pods_are_served_by_their_request_not_by_an_ordinary_scale_up
         1,
         json!([condition("Provisioned", "False", T0)]),
     );
-    let d = w.decide(&mut Requests::default(), &[r], &on(), T0 + 1);
-    assert!(d.serves(&consumer));
-    assert!(
-        !d.serves(&stranger),
-        "a request that does not exist serves nobody"
+    let d = w.decide(
+        &mut Requests::default(),
+        std::slice::from_ref(&r),
+        &on(),
+        T0 + 1,
     );
+    assert!(d.serves(&consumer));
+    // As upstream's pods filter: a consumer of a request that does not exist (yet) is left out
+    // of the ordinary scale-up too.
+    assert!(d.serves(&stranger));
     let pods = d.pods_for_loop(&w.pods);
     assert!(!pods.iter().any(|p| Arc::ptr_eq(p, &consumer)));
-    assert!(pods.iter().any(|p| Arc::ptr_eq(p, &stranger)));
+    assert!(!pods.iter().any(|p| Arc::ptr_eq(p, &stranger)));
+    let events: Vec<(&str, String)> = d
+        .consumer_events(&w.pods)
+        .into_iter()
+        .map(|(p, m)| (&*p.name, m))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (
+                "consumer",
+                "Unschedulable pod didn't trigger scale-up, because it's consuming \
+                 ProvisioningRequest batch/job"
+                    .to_string()
+            ),
+            (
+                "stranger",
+                "Unschedulable pod didn't trigger scale-up, because it's consuming \
+                 ProvisioningRequest batch/unknown"
+                    .to_string()
+            )
+        ]
+    );
+    // Requests disabled: consumers are ordinary pending pods, and get no such event.
+    let off = RequestOptions {
+        enabled: false,
+        ..on()
+    };
+    let d = w.decide(&mut Requests::default(), &[r], &off, T0 + 1);
+    assert!(!d.serves(&consumer));
+    assert!(d.consumer_events(&w.pods).is_empty());
+}
+
+#[test]
+fn at_most_fifty_consumer_pods_get_the_event_per_loop() {
+    let mut w = cpu_world();
+    for i in 0..60 {
+        w.pods.push(
+            PodBuilder::new(&format!("c{i}"), 2000, GI)
+                .namespace("batch")
+                .owner("Job", "train")
+                .unschedulable()
+                .with(|p| p.annotations = vec![(CONSUME_ANNOTATION.into(), "job".into())])
+                .arc(),
+        );
+    }
+    let d = w.decide(&mut Requests::default(), &[], &on(), T0);
+    assert_eq!(d.consumer_events(&w.pods).len(), 50);
+    assert_eq!(d.pods_for_loop(&w.pods).len(), w.pods.len() - 60);
 }
 
 #[test]
@@ -715,11 +767,32 @@ fn a_buffer_resolves_to_its_replicas_capped_by_its_limits() {
         r.status.strategy.as_ref(),
         "buffer.x-k8s.io/active-capacity"
     );
-    assert_eq!(&*r.pods[0].name, "capacitybuffer-headroom-0");
+    // Named, counted and annotated as upstream's pod injection makes them: scale-down may move
+    // them (safe to evict).
+    let names: Vec<&str> = r.pods.iter().map(|p| &*p.name).collect();
+    assert_eq!(
+        names,
+        [
+            "capacity-buffer-headroom-1",
+            "capacity-buffer-headroom-2",
+            "capacity-buffer-headroom-3"
+        ]
+    );
     assert_eq!(
         r.pods[0].owner.as_ref().unwrap().kind.as_str(),
         "CapacityBuffer"
     );
+    assert_eq!(
+        r.pods[0].annotation("podType"),
+        Some("capacityBufferFakePod")
+    );
+    assert_eq!(
+        r.pods[0].annotation("cluster-autoscaler.kubernetes.io/safe-to-evict"),
+        Some("true")
+    );
+    let p = &r.status.provisioning;
+    assert!(p.injected);
+    assert_eq!((p.reason, p.message.as_str()), ("FakePodsInjected", ""));
     // 5 CPU of budget over 2 CPU pods: 2.
     let r = resolve(
         &buffer(
@@ -730,7 +803,7 @@ fn a_buffer_resolves_to_its_replicas_capped_by_its_limits() {
     )
     .unwrap();
     assert_eq!(r.status.replicas, Some(2));
-    // Replicas are required with a template.
+    // Neither replicas nor limits with a template: not ready, and so not provisioning.
     let r = resolve(
         &buffer(json!({"podTemplateRef": {"name": "worker"}})),
         &find,
@@ -741,7 +814,29 @@ fn a_buffer_resolves_to_its_replicas_capped_by_its_limits() {
     assert_eq!(r.status.reason, "error");
     assert_eq!(
         r.status.message,
-        "Failed to translate buffer headroom, Replicas should have a value when PodTemplateRef is set"
+        "Buffer not ready for provisioning: couldn't get number of replicas for buffer: \
+         replicas, percentage and limits are not defined"
+    );
+    let p = &r.status.provisioning;
+    assert!(!p.injected);
+    assert_eq!(
+        (p.reason, p.message.as_str()),
+        (
+            "NotReadyForProvisioning",
+            "CapacityBuffer is not ready for provisioning"
+        )
+    );
+    // A missing template: the API's NotFound, as upstream's client words it.
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "gone"}, "replicas": 1})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert_eq!(
+        r.status.message,
+        "Buffer not ready for provisioning: capacity buffer client can't get pod template: \
+         podtemplates \"gone\" not found"
     );
     // Another strategy is not ours.
     assert!(
@@ -756,31 +851,153 @@ fn a_buffer_resolves_to_its_replicas_capped_by_its_limits() {
 }
 
 #[test]
-fn a_workload_buffer_takes_a_percentage_of_its_replicas_bounded_by_replicas() {
+fn a_workload_buffer_takes_the_larger_of_replicas_and_its_percentage_rounded_up() {
+    // Upstream v1beta1: the larger of `replicas` and `percentage` of the scalable's replicas
+    // (rounded up), then capped by `limits`.
     let t = template("1", None).template.unwrap();
     let none = |_: &str, _: &str| None;
-    let web = |ns: &str, g: &str, k: &str, n: &str| {
-        (ns == "batch" && g == "apps" && k == "Deployment" && n == "web").then(|| Workload {
+    let six = |_: &str, _: &str, _: &str, _: &str| {
+        Some(Workload {
             template: t.clone(),
-            replicas: Some(10),
+            replicas: Some(6),
         })
     };
     let scalable = json!({"apiGroup": "apps", "kind": "Deployment", "name": "web"});
-    let count = |spec: Value| resolve(&buffer(spec), &none, &web).unwrap().status;
+    let count = |spec: Value| resolve(&buffer(spec), &none, &six).unwrap().status;
+    // 15% of 6 is 0.9: one pod, not none.
     assert_eq!(
-        count(json!({"scalableRef": scalable, "percentage": 25})).replicas,
-        Some(2)
+        count(json!({"scalableRef": scalable, "percentage": 15})).replicas,
+        Some(1)
     );
+    // 50% of 6 is 3, more than the 1 replica asked.
     assert_eq!(
-        count(json!({"scalableRef": scalable, "percentage": 50, "replicas": 3})).replicas,
+        count(json!({"scalableRef": scalable, "percentage": 50, "replicas": 1})).replicas,
         Some(3)
+    );
+    // 4 replicas are more than 50% of 6.
+    assert_eq!(
+        count(json!({"scalableRef": scalable, "percentage": 50, "replicas": 4})).replicas,
+        Some(4)
+    );
+    // Limits cap the larger: 200% of 6 is 12, 5 CPU hold 5 one-CPU pods.
+    assert_eq!(
+        count(json!({"scalableRef": scalable, "percentage": 200, "limits": {"cpu": "5"}})).replicas,
+        Some(5)
     );
     let s = count(json!({"scalableRef": scalable}));
     assert!(!s.ready);
     assert_eq!(
         s.message,
-        "Couldn't get number of replicas for buffer headroom, replicas and percentage are not defined"
+        "Buffer not ready for provisioning: couldn't get number of replicas for buffer: \
+         replicas, percentage and limits are not defined"
     );
+}
+
+#[test]
+fn a_buffer_of_zero_replicas_is_empty_and_says_so() {
+    let t = template("2", None);
+    let find = |_: &str, n: &str| (n == "worker").then_some(&t);
+    let none = |_: &str, _: &str, _: &str, _: &str| None;
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "replicas": 0})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert!(r.pods.is_empty(), "a buffer of 0 replicas is turned off");
+    assert!(r.status.ready);
+    assert_eq!(r.status.replicas, Some(0));
+    let p = &r.status.provisioning;
+    assert!(!p.injected);
+    assert_eq!(
+        (p.reason, p.message.as_str()),
+        ("BufferIsEmpty", "CapacityBuffer has zero replicas")
+    );
+}
+
+#[test]
+fn a_template_buffer_with_only_limits_gets_what_fits_the_limits() {
+    // The CRD admits `podTemplateRef` with `limits` alone: as many pods as the budget holds.
+    let t = template("2", None);
+    let find = |_: &str, n: &str| (n == "worker").then_some(&t);
+    let none = |_: &str, _: &str, _: &str, _: &str| None;
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "limits": {"cpu": "5"}})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert!(r.status.ready, "{}", r.status.message);
+    assert_eq!(r.status.replicas, Some(2));
+    assert_eq!(r.pods.len(), 2);
+    // A limit on a resource the pods do not request limits nothing: not ready.
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "limits": {"nvidia.com/gpu": "5"}})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    assert!(!r.status.ready);
+    assert_eq!(
+        r.status.message,
+        "Buffer not ready for provisioning: couldn't get number of replicas for buffer: \
+         resources in configured limits not found in the pod template"
+    );
+}
+
+/// Upstream makes its buffer pods safe to evict and its drain skips them: scale-down may move
+/// them (a node kept only by buffer pods can go when they fit elsewhere), and no eviction is
+/// ever sent for them (they exist only in the loop's view).
+#[test]
+fn buffer_pods_may_be_moved_by_scale_down_and_are_never_evicted() {
+    use crate::actions::{Action, scale_down_actions};
+    use crate::scale_down::drain::{DrainContext, DrainOptions, PodDrain, classify_pod};
+    use crate::scale_down::{NodeDeletion, ScaleDownPlan};
+    use autoscaler_model::{DisruptionBudgets, Sym};
+
+    let t = template("1", None);
+    let find = |_: &str, n: &str| (n == "worker").then_some(&t);
+    let none = |_: &str, _: &str, _: &str, _: &str| None;
+    let r = resolve(
+        &buffer(json!({"podTemplateRef": {"name": "worker"}, "replicas": 1})),
+        &find,
+        &none,
+    )
+    .unwrap();
+    let mut placed = (*r.pods[0]).clone();
+    placed.node_name = Some(Sym::new("n1"));
+    let placed = Arc::new(placed);
+    let opts = DrainOptions::default();
+    let budgets = DisruptionBudgets::new(Vec::new());
+    let ctx = DrainContext {
+        opts: &opts,
+        budgets: &budgets,
+        controllers: &NoControllerLookup,
+        now_ms: T0,
+    };
+    assert_eq!(classify_pod(&placed, false, &ctx), PodDrain::Move);
+    let real = PodBuilder::new("real", 100, GI)
+        .owner("ReplicaSet", "web")
+        .arc();
+    let plan = ScaleDownPlan {
+        deletions: vec![NodeDeletion {
+            node: Sym::new("n1"),
+            group_index: 0,
+            group: "g".into(),
+            empty: false,
+            evict: vec![placed, real],
+            destinations: Vec::new(),
+            grace_period_sec: 600,
+            sequential_evictions: false,
+        }],
+        ..Default::default()
+    };
+    let actions = scale_down_actions(&plan, T0);
+    let Some(Action::DrainAndDelete { evict, .. }) = actions.last() else {
+        panic!("{actions:?}")
+    };
+    let names: Vec<&str> = evict.iter().map(|e| &*e.pod.name).collect();
+    assert_eq!(names, ["real"]);
 }
 
 #[test]
@@ -816,7 +1033,7 @@ fn buffer_pods_drive_scale_up_and_yield_to_real_pods() {
     // The real pod is placed first; one buffer pod is left over and grows the group by one.
     assert!(up.fit_existing.iter().any(|p| Arc::ptr_eq(p, &real)));
     assert_eq!(up.result.total_nodes(), 1, "{:?}", up.result);
-    assert_eq!(&*up.result.triggered[0].name, "capacitybuffer-headroom-1");
+    assert_eq!(&*up.result.triggered[0].name, "capacity-buffer-headroom-2");
 }
 
 mod properties {
