@@ -1439,6 +1439,32 @@ mod tests {
         assert_eq!(nodes_of(&cmd), ["a"]);
     }
 
+    /// `--consolidation-horizon`: a node that came a minute ago is kept under the default
+    /// horizon (10m), and consolidated first (names break the tie) under one of 30s.
+    #[test]
+    fn a_short_horizon_lets_a_young_node_go() {
+        let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
+        let a_came_at_0 = |n: NodeBuilder| {
+            n.with(|n| {
+                if n.name.as_str() == "a" {
+                    n.creation_ms = Some(0);
+                }
+            })
+        };
+        let rs = |b: PodBuilder| b.owner("ReplicaSet", "rs");
+        let default = mode(ConsolidationMode::Delete);
+        let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
+        let cmd = c.settled(&default, 1).command.expect("b goes");
+        assert_eq!(nodes_of(&cmd), ["b"], "{}", cmd.explanation);
+        let mut short = mode(ConsolidationMode::Delete);
+        short
+            .set_horizon(Duration::from_secs(30))
+            .expect("a positive horizon");
+        let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
+        let cmd = c.settled(&short, 1).command.expect("a goes");
+        assert_eq!(nodes_of(&cmd), ["a"], "{}", cmd.explanation);
+    }
+
     #[test]
     fn a_replacement_that_never_comes_is_given_up() {
         let mut c = cluster(
