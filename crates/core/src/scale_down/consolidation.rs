@@ -15,11 +15,12 @@
 //! 3. single-node: each candidate in rank order, deleted or replaced by the cheapest shape that
 //!    takes its pods and costs less.
 //!
-//! Candidates are ranked by what they save per pod they disrupt. A node is a candidate when it
-//! is in an autoscaled group that may lose a node (min size, deletions in flight and planned),
-//! not annotated `scale-down-disabled`, not being deleted, Ready, its pods have not changed for
-//! [`ConsolidationOptions::consolidate_after`], every pod may move (the drain rules,
-//! `safe-to-evict`) and the PodDisruptionBudgets allow all its evictions at once.
+//! Candidates are ranked by what they save per pod they disrupt, each pod weighed by its
+//! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's). A node is a
+//! candidate when it is in an autoscaled group that may lose a node (min size, deletions in
+//! flight and planned), not annotated `scale-down-disabled`, not being deleted, Ready, its pods
+//! have not changed for [`ConsolidationOptions::consolidate_after`], every pod may move (the
+//! drain rules, `safe-to-evict`) and the PodDisruptionBudgets allow all its evictions at once.
 //!
 //! The search is bounded by work, not time: at most `max_multi_node_candidates` nodes in the
 //! multi-node search (⌈log2 n⌉ + 1 simulations of at most n nodes), at most
@@ -44,6 +45,7 @@ use rustc_hash::FxHashMap;
 use super::disruption_budget::GroupRules;
 use super::disruption_cost::DisruptionCost;
 use super::drain::{DrainContext, DrainOptions, drain_node};
+use super::eviction_cost::rescheduling_cost;
 use super::removal::{Hints, try_remove};
 use super::{InFlight, NodeDeletion, ms};
 use crate::scale_up::estimator::NodeTemplate;
@@ -279,15 +281,17 @@ struct Candidate {
     cost: f64,
     /// The work its pods would lose, and how long its saving counts.
     disruption: DisruptionCost,
+    /// What moving its pods weighs: their eviction costs summed (one per default pod).
+    weight: f64,
 }
 
 impl Candidate {
-    /// Cost saved per pod disrupted (empty nodes first).
+    /// Cost saved per pod disrupted, each pod weighed by its eviction cost (empty nodes first).
     fn rank(&self) -> f64 {
         if self.to_move.is_empty() {
             f64::INFINITY
         } else {
-            self.cost / self.to_move.len() as f64
+            self.cost / self.weight
         }
     }
 }
@@ -641,6 +645,7 @@ fn candidates(
             id,
             name: node.name,
             group: g,
+            weight: rescheduling_cost(drained.to_move.iter().map(|p| &**p)),
             to_move: drained.to_move,
             evict_only: drained.to_evict_only,
             cost,
@@ -1463,6 +1468,46 @@ mod tests {
         let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
         let cmd = c.settled(&short, 1).command.expect("a goes");
         assert_eq!(nodes_of(&cmd), ["a"], "{}", cmd.explanation);
+    }
+
+    /// Of two nodes that save as much for as many pods, the one whose pods are cheaper to
+    /// disrupt goes first: a higher priority or `pod-deletion-cost` makes a pod dearer (as
+    /// Karpenter's eviction cost); a malformed annotation counts as none (names break the tie).
+    #[test]
+    fn the_node_whose_pods_are_cheaper_to_disrupt_goes_first() {
+        /// The node consolidated first, with `on_a` applied to the pod of node a.
+        fn first(on_a: &dyn Fn(&mut Pod)) -> String {
+            let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
+            let pod = |b: PodBuilder| {
+                b.owner("ReplicaSet", "rs").with(|p| {
+                    if p.name.starts_with("a-") {
+                        on_a(p);
+                    }
+                })
+            };
+            let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], pod, |n| n);
+            let cmd = c
+                .settled(&mode(ConsolidationMode::Delete), 1)
+                .command
+                .expect("one node goes");
+            nodes_of(&cmd)[0].to_string()
+        }
+        let cost = |v: &'static str| {
+            move |p: &mut Pod| {
+                (p.annotations).push((
+                    Arc::from("controller.kubernetes.io/pod-deletion-cost"),
+                    Arc::from(v),
+                ))
+            }
+        };
+        assert_eq!(first(&|_| {}), "a", "equal: by name");
+        assert_eq!(first(&|p| p.priority = 1000), "b", "a's pod has priority");
+        assert_eq!(first(&|p| p.priority = -1000), "a");
+        assert_eq!(first(&cost("100")), "b", "a's pod costs more");
+        assert_eq!(first(&cost("-100")), "a");
+        for bad in ["+100", "008", "1e3", "abc", "", "2147483648"] {
+            assert_eq!(first(&cost(bad)), "a", "{bad:?} is ignored");
+        }
     }
 
     #[test]
