@@ -474,12 +474,12 @@ fn follow_pending(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let arrived = snapshot.nodes().any(|(_, i)| {
+    let arrived = snapshot.nodes().find(|(_, i)| {
         input.provider.node_group_of(&i.node) == Some(g)
             && !pending.known.contains(&i.node.name)
             && i.node.is_ready()
     });
-    if !arrived {
+    let Some((_, arrived)) = arrived else {
         if now_ms
             >= pending
                 .requested_ms
@@ -494,9 +494,12 @@ fn follow_pending(
             ));
         }
         return;
-    }
+    };
+    let arrived = arrived.node.clone();
     state.pending = None;
     let pricing = Pricing::of(groups);
+    // What the nodes save is their cost less the new node's, which came for them.
+    let came = (groups.get(g)).map(|group| (group, arrived.name, pricing.cost(group, &arrived)));
     let cands = candidates(
         snapshot,
         state,
@@ -522,8 +525,7 @@ fn follow_pending(
     };
     match found {
         Some(f) => {
-            let mut c = search.command(f, "replacement Ready,");
-            c.kind = CommandKind::ReplacementReady;
+            let mut c = search.command_after(f, "replacement Ready,", came);
             c.explanation = format!("{}; decided as: {}", c.explanation, pending.explanation);
             plan.command = Some(c);
         }
@@ -838,6 +840,18 @@ impl Search<'_, '_> {
 
     /// The command for `found`, with its explanation.
     fn command(&self, found: Found, how: &str) -> ConsolidationCommand {
+        self.command_after(found, how, None)
+    }
+
+    /// [`Self::command`], or, when `came` is the node that came to replace `found`'s nodes (its
+    /// group, name and cost), the command draining them once it is Ready: it saves their cost
+    /// less the new node's.
+    fn command_after(
+        &self,
+        found: Found,
+        how: &str,
+        came: Option<(&NodeGroup, Sym, f64)>,
+    ) -> ConsolidationCommand {
         let groups = self.input.provider.node_groups();
         let mut saved: f64 = found.nodes.iter().map(|c| c.cost).sum();
         let pods: usize = found.nodes.iter().map(|c| c.to_move.len()).sum();
@@ -855,7 +869,16 @@ impl Search<'_, '_> {
                     format!(", replaced by one node of {}", g.id()),
                 )
             }
-            None => (CommandKind::Delete, String::new()),
+            None => match came {
+                Some((group, node, cost)) => {
+                    saved -= cost;
+                    (
+                        CommandKind::ReplacementReady,
+                        format!(", replaced by node {node} of {}", group.id()),
+                    )
+                }
+                None => (CommandKind::Delete, String::new()),
+            },
         };
         let unit = if self.pricing.priced {
             "/h"
@@ -1508,6 +1531,54 @@ mod tests {
         for bad in ["+100", "008", "1e3", "abc", "", "2147483648"] {
             assert_eq!(first(&cost(bad)), "a", "{bad:?} is ignored");
         }
+    }
+
+    /// Once the replacement is Ready, the nodes it replaces are drained; what that saves is
+    /// their price less the new node's (4/h − 1/h), not their whole price.
+    #[test]
+    fn a_ready_replacement_says_what_the_swap_saves() {
+        let mut c = cluster(
+            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
+            &[("small", 2000, 1.0)],
+        );
+        let mut state = ConsolidationState::default();
+        let opts = mode(ConsolidationMode::Replace);
+        c.plan(&mut state, &opts, 0, 5);
+        let asked = c
+            .plan(&mut state, &opts, MIN, 5)
+            .command
+            .expect("replace a");
+        assert!((asked.saved_per_hour - 3.0).abs() < 1e-9);
+        let new = NodeBuilder::new("small-1", 2000, 64 * GI)
+            .with_provider_id("test:///small-1")
+            .arc();
+        c.provider.groups_mut()[1].push_instance(Instance {
+            id: Arc::from("test:///small-1"),
+            state: InstanceState::Running,
+            error: None,
+        });
+        c.provider.groups_mut()[1].set_target_size(1);
+        c.provider.reindex();
+        c.snapshot.add_node(new).unwrap();
+        let cmd = c
+            .plan(&mut state, &opts, 2 * MIN, 5)
+            .command
+            .expect("drain a");
+        assert_eq!(cmd.kind, CommandKind::ReplacementReady);
+        assert!(
+            (cmd.saved_per_hour - 3.0).abs() < 1e-9,
+            "{}",
+            cmd.explanation
+        );
+        assert_eq!(
+            cmd.explanation,
+            format!(
+                "replacement Ready, consolidation of 1 node(s) [a], replaced by node small-1 \
+                 of small: 1 pod(s) fit elsewhere; saves 3.000/h, 3.000 per pod disrupted; \
+                 decided as: {}",
+                asked.explanation
+            )
+        );
     }
 
     #[test]
