@@ -95,6 +95,27 @@ fn consolidation_lowers_the_node_hours_of_short_tasks_spread_on_one_shape() {
     assert_eq!(num(&on, "/drains_failed"), 0.0);
 }
 
+/// Issue 38's goal on waiting: with consolidation on, the pods still start about as soon as a
+/// new node can come. `examples/short-tasks.yaml` keeps the scenarios' default provisioning
+/// delay (60s to 120s, docs/scenarios.md) and scans every 10s: its p99 pod wait stays within
+/// the slowest provisioning plus two scan intervals (140s; 70s at the time of writing).
+#[test]
+fn consolidation_keeps_the_p99_pod_wait_of_short_tasks_within_provisioning_and_two_scans() {
+    const SLOWEST_PROVISIONING_S: f64 = 120.0;
+    const SCAN_INTERVAL_S: f64 = 10.0;
+    let (r, _) = simulate(
+        "short-wait",
+        &["examples/short-tasks.yaml", "--consolidation=delete"],
+        None,
+    );
+    let p99 = num(&r, "/pod_wait/p99_s");
+    assert!(
+        p99 <= SLOWEST_PROVISIONING_S + 2.0 * SCAN_INTERVAL_S,
+        "p99 pod wait {p99}s"
+    );
+    assert!(num(&r, "/drains") > 0.0, "consolidation drained nothing");
+}
+
 /// Two groups: one big node running one pod, and a cheaper small shape that takes it. With
 /// `replace` the big node is replaced; the small node takes `provision` to come (or never
 /// registers), and a Job's pod arrives at 13m, while the replacement is on its way (the big node

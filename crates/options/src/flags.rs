@@ -486,6 +486,7 @@ pub const FLAGS: &[UpstreamFlag] = &[
     imp("emit-unremovable-node-events", "false", Bool, Ours, run(840, ClusterState, "BOOL", "Put a `NoScaleDown` event on each node a loop does not remove, saying why (the reason class and the detail `plan` prints); again when the reason changes, else at most every 5 minutes per node. Ours, not upstream's", Lands::Bool(|d, v| d.c.emit_unremovable_node_events = v))),
     imp("consolidation", "off", Text, Ours, setting(720, ScaleDown, "MODE", "Consolidation: `off`, `delete` (remove nodes whose pods fit on the others, whatever their utilization) or `replace` (also replace nodes by one cheaper node of any group). Ours, not upstream's; see docs/consolidation.md", Lands::Consolidation(|d, v| d.c.autoscaler.consolidation.set_mode(v)))),
     imp("consolidate-after", "1m", Dur, Ours, setting(730, ScaleDown, "DURATION", "How long a node's pods must stay unchanged before consolidation considers it. Ours, not upstream's", Lands::Duration(|d, v| d.c.autoscaler.consolidation.set_consolidate_after(v)))),
+    imp("consolidation-horizon", "10m", Dur, Ours, setting(735, ScaleDown, "DURATION", "The least time consolidation counts a saving and a Job pod's lost run for, and the least age of a node holding pods before it is consolidated; above 0. Ours, not upstream's; see docs/consolidation.md", Lands::CheckedDuration(|d, v| d.c.autoscaler.consolidation.set_horizon(v)))),
 ];
 
 /// The flags not implemented: parsed and judged by their kind and status alone.
@@ -793,8 +794,9 @@ pub fn markdown() -> String {
          the JSON document `plan --output json` prints) and `--emit-unremovable-node-events` \
          (a `NoScaleDown` event on each node not removed, with why; again when the reason \
          changes, else at most every 5 minutes per node); both off by default. See \
-         docs/troubleshooting.md. Consolidation, `--consolidation=off|delete|replace` and \
-         `--consolidate-after` (ours, off by default): see docs/consolidation.md.\n",
+         docs/troubleshooting.md. Consolidation, `--consolidation=off|delete|replace`, \
+         `--consolidate-after` and `--consolidation-horizon` (ours, off by default): see \
+         docs/consolidation.md.\n",
     );
     let sections = [
         (Source::Autoscaling, "Autoscaling"),
@@ -855,6 +857,7 @@ mod tests {
         "emit-unremovable-node-events",
         "consolidation",
         "consolidate-after",
+        "consolidation-horizon",
     ];
 
     #[derive(Debug, Parser)]

@@ -1501,6 +1501,11 @@ mod tests {
                 "node-group-backoff-reset-timeout",
                 "0s",
             ),
+            (
+                &["--consolidation-horizon=0s"],
+                "consolidation-horizon",
+                "0s",
+            ),
             // The deprecated flag lands through the same validated setter, and is named.
             (&["--max-empty-bulk-delete=0"], "max-empty-bulk-delete", "0"),
             (&["--min-replica-count=-1"], "min-replica-count", "-1"),

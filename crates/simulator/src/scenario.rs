@@ -2234,6 +2234,12 @@ mod tests {
         ),
         ("consolidate-after", "5m", &["--consolidate-after=5m"], None),
         (
+            "consolidation-horizon",
+            "3m",
+            &["--consolidation-horizon=3m"],
+            None,
+        ),
+        (
             "drain-priority-config",
             "\"1000:100,0:60\"",
             &["--drain-priority-config=1000:100,0:60"],

@@ -15,11 +15,12 @@
 //! 3. single-node: each candidate in rank order, deleted or replaced by the cheapest shape that
 //!    takes its pods and costs less.
 //!
-//! Candidates are ranked by what they save per pod they disrupt. A node is a candidate when it
-//! is in an autoscaled group that may lose a node (min size, deletions in flight and planned),
-//! not annotated `scale-down-disabled`, not being deleted, Ready, its pods have not changed for
-//! [`ConsolidationOptions::consolidate_after`], every pod may move (the drain rules,
-//! `safe-to-evict`) and the PodDisruptionBudgets allow all its evictions at once.
+//! Candidates are ranked by what they save per pod they disrupt, each pod weighed by its
+//! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's). A node is a
+//! candidate when it is in an autoscaled group that may lose a node (min size, deletions in
+//! flight and planned), not annotated `scale-down-disabled`, not being deleted, Ready, its pods
+//! have not changed for [`ConsolidationOptions::consolidate_after`], every pod may move (the
+//! drain rules, `safe-to-evict`) and the PodDisruptionBudgets allow all its evictions at once.
 //!
 //! The search is bounded by work, not time: at most `max_multi_node_candidates` nodes in the
 //! multi-node search (⌈log2 n⌉ + 1 simulations of at most n nodes), at most
@@ -44,6 +45,7 @@ use rustc_hash::FxHashMap;
 use super::disruption_budget::GroupRules;
 use super::disruption_cost::DisruptionCost;
 use super::drain::{DrainContext, DrainOptions, drain_node};
+use super::eviction_cost::rescheduling_cost;
 use super::removal::{Hints, try_remove};
 use super::{InFlight, NodeDeletion, ms};
 use crate::scale_up::estimator::NodeTemplate;
@@ -279,15 +281,17 @@ struct Candidate {
     cost: f64,
     /// The work its pods would lose, and how long its saving counts.
     disruption: DisruptionCost,
+    /// What moving its pods weighs: their eviction costs summed (one per default pod).
+    weight: f64,
 }
 
 impl Candidate {
-    /// Cost saved per pod disrupted (empty nodes first).
+    /// Cost saved per pod disrupted, each pod weighed by its eviction cost (empty nodes first).
     fn rank(&self) -> f64 {
         if self.to_move.is_empty() {
             f64::INFINITY
         } else {
-            self.cost / self.to_move.len() as f64
+            self.cost / self.weight
         }
     }
 }
@@ -470,12 +474,12 @@ fn follow_pending(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let arrived = snapshot.nodes().any(|(_, i)| {
+    let arrived = snapshot.nodes().find(|(_, i)| {
         input.provider.node_group_of(&i.node) == Some(g)
             && !pending.known.contains(&i.node.name)
             && i.node.is_ready()
     });
-    if !arrived {
+    let Some((_, arrived)) = arrived else {
         if now_ms
             >= pending
                 .requested_ms
@@ -490,9 +494,12 @@ fn follow_pending(
             ));
         }
         return;
-    }
+    };
+    let arrived = arrived.node.clone();
     state.pending = None;
     let pricing = Pricing::of(groups);
+    // What the nodes save is their cost less the new node's, which came for them.
+    let came = (groups.get(g)).map(|group| (group, arrived.name, pricing.cost(group, &arrived)));
     let cands = candidates(
         snapshot,
         state,
@@ -518,8 +525,7 @@ fn follow_pending(
     };
     match found {
         Some(f) => {
-            let mut c = search.command(f, "replacement Ready,");
-            c.kind = CommandKind::ReplacementReady;
+            let mut c = search.command_after(f, "replacement Ready,", came);
             c.explanation = format!("{}; decided as: {}", c.explanation, pending.explanation);
             plan.command = Some(c);
         }
@@ -641,6 +647,7 @@ fn candidates(
             id,
             name: node.name,
             group: g,
+            weight: rescheduling_cost(drained.to_move.iter().map(|p| &**p)),
             to_move: drained.to_move,
             evict_only: drained.to_evict_only,
             cost,
@@ -833,6 +840,18 @@ impl Search<'_, '_> {
 
     /// The command for `found`, with its explanation.
     fn command(&self, found: Found, how: &str) -> ConsolidationCommand {
+        self.command_after(found, how, None)
+    }
+
+    /// [`Self::command`], or, when `came` is the node that came to replace `found`'s nodes (its
+    /// group, name and cost), the command draining them once it is Ready: it saves their cost
+    /// less the new node's.
+    fn command_after(
+        &self,
+        found: Found,
+        how: &str,
+        came: Option<(&NodeGroup, Sym, f64)>,
+    ) -> ConsolidationCommand {
         let groups = self.input.provider.node_groups();
         let mut saved: f64 = found.nodes.iter().map(|c| c.cost).sum();
         let pods: usize = found.nodes.iter().map(|c| c.to_move.len()).sum();
@@ -850,7 +869,16 @@ impl Search<'_, '_> {
                     format!(", replaced by one node of {}", g.id()),
                 )
             }
-            None => (CommandKind::Delete, String::new()),
+            None => match came {
+                Some((group, node, cost)) => {
+                    saved -= cost;
+                    (
+                        CommandKind::ReplacementReady,
+                        format!(", replaced by node {node} of {}", group.id()),
+                    )
+                }
+                None => (CommandKind::Delete, String::new()),
+            },
         };
         let unit = if self.pricing.priced {
             "/h"
@@ -1437,6 +1465,120 @@ mod tests {
             .command
             .expect("a goes");
         assert_eq!(nodes_of(&cmd), ["a"]);
+    }
+
+    /// `--consolidation-horizon`: a node that came a minute ago is kept under the default
+    /// horizon (10m), and consolidated first (names break the tie) under one of 30s.
+    #[test]
+    fn a_short_horizon_lets_a_young_node_go() {
+        let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
+        let a_came_at_0 = |n: NodeBuilder| {
+            n.with(|n| {
+                if n.name.as_str() == "a" {
+                    n.creation_ms = Some(0);
+                }
+            })
+        };
+        let rs = |b: PodBuilder| b.owner("ReplicaSet", "rs");
+        let default = mode(ConsolidationMode::Delete);
+        let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
+        let cmd = c.settled(&default, 1).command.expect("b goes");
+        assert_eq!(nodes_of(&cmd), ["b"], "{}", cmd.explanation);
+        let mut short = mode(ConsolidationMode::Delete);
+        short
+            .set_horizon(Duration::from_secs(30))
+            .expect("a positive horizon");
+        let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
+        let cmd = c.settled(&short, 1).command.expect("a goes");
+        assert_eq!(nodes_of(&cmd), ["a"], "{}", cmd.explanation);
+    }
+
+    /// Of two nodes that save as much for as many pods, the one whose pods are cheaper to
+    /// disrupt goes first: a higher priority or `pod-deletion-cost` makes a pod dearer (as
+    /// Karpenter's eviction cost); a malformed annotation counts as none (names break the tie).
+    #[test]
+    fn the_node_whose_pods_are_cheaper_to_disrupt_goes_first() {
+        /// The node consolidated first, with `on_a` applied to the pod of node a.
+        fn first(on_a: &dyn Fn(&mut Pod)) -> String {
+            let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
+            let pod = |b: PodBuilder| {
+                b.owner("ReplicaSet", "rs").with(|p| {
+                    if p.name.starts_with("a-") {
+                        on_a(p);
+                    }
+                })
+            };
+            let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], pod, |n| n);
+            let cmd = c
+                .settled(&mode(ConsolidationMode::Delete), 1)
+                .command
+                .expect("one node goes");
+            nodes_of(&cmd)[0].to_string()
+        }
+        let cost = |v: &'static str| {
+            move |p: &mut Pod| {
+                (p.annotations).push((
+                    Arc::from("controller.kubernetes.io/pod-deletion-cost"),
+                    Arc::from(v),
+                ))
+            }
+        };
+        assert_eq!(first(&|_| {}), "a", "equal: by name");
+        assert_eq!(first(&|p| p.priority = 1000), "b", "a's pod has priority");
+        assert_eq!(first(&|p| p.priority = -1000), "a");
+        assert_eq!(first(&cost("100")), "b", "a's pod costs more");
+        assert_eq!(first(&cost("-100")), "a");
+        for bad in ["+100", "008", "1e3", "abc", "", "2147483648"] {
+            assert_eq!(first(&cost(bad)), "a", "{bad:?} is ignored");
+        }
+    }
+
+    /// Once the replacement is Ready, the nodes it replaces are drained; what that saves is
+    /// their price less the new node's (4/h − 1/h), not their whole price.
+    #[test]
+    fn a_ready_replacement_says_what_the_swap_saves() {
+        let mut c = cluster(
+            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
+            &[("small", 2000, 1.0)],
+        );
+        let mut state = ConsolidationState::default();
+        let opts = mode(ConsolidationMode::Replace);
+        c.plan(&mut state, &opts, 0, 5);
+        let asked = c
+            .plan(&mut state, &opts, MIN, 5)
+            .command
+            .expect("replace a");
+        assert!((asked.saved_per_hour - 3.0).abs() < 1e-9);
+        let new = NodeBuilder::new("small-1", 2000, 64 * GI)
+            .with_provider_id("test:///small-1")
+            .arc();
+        c.provider.groups_mut()[1].push_instance(Instance {
+            id: Arc::from("test:///small-1"),
+            state: InstanceState::Running,
+            error: None,
+        });
+        c.provider.groups_mut()[1].set_target_size(1);
+        c.provider.reindex();
+        c.snapshot.add_node(new).unwrap();
+        let cmd = c
+            .plan(&mut state, &opts, 2 * MIN, 5)
+            .command
+            .expect("drain a");
+        assert_eq!(cmd.kind, CommandKind::ReplacementReady);
+        assert!(
+            (cmd.saved_per_hour - 3.0).abs() < 1e-9,
+            "{}",
+            cmd.explanation
+        );
+        assert_eq!(
+            cmd.explanation,
+            format!(
+                "replacement Ready, consolidation of 1 node(s) [a], replaced by node small-1 \
+                 of small: 1 pod(s) fit elsewhere; saves 3.000/h, 3.000 per pod disrupted; \
+                 decided as: {}",
+                asked.explanation
+            )
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! The way into [`ConsolidationOptions`]: an accessor per field, named like it, and a setter per
-//! field. Every value is one the planner handles (a zero limit only makes a pass try nothing, a
-//! zero duration only waits for nothing), so the setters are unchecked.
+//! field. Every value but the horizon's is one the planner handles (a zero limit only makes a
+//! pass try nothing, a zero duration only waits for nothing), so those setters are unchecked.
+//! The horizon must not be zero: it is the least time a saving is counted for, and at zero a
+//! node whose pods just started would save nothing and never go.
 
 use std::time::Duration;
 
+use crate::invalid_option::{InvalidOption, positive};
 use crate::scale_down::consolidation::{ConsolidationMode, ConsolidationOptions};
 
 impl ConsolidationOptions {
@@ -74,9 +77,10 @@ impl ConsolidationOptions {
         self.replacement_timeout = value;
     }
 
-    /// Sets [`Self::horizon`].
-    pub fn set_horizon(&mut self, value: Duration) {
-        self.horizon = value;
+    /// Sets [`Self::horizon`] (`--consolidation-horizon`); it must be above zero.
+    pub fn set_horizon(&mut self, value: Duration) -> Result<(), InvalidOption> {
+        self.horizon = positive("horizon", value)?;
+        Ok(())
     }
 }
 
@@ -95,7 +99,7 @@ mod tests {
         o.set_max_single_node_candidates(3);
         o.set_max_pods_simulated(4);
         o.set_replacement_timeout(s(5));
-        o.set_horizon(s(6));
+        o.set_horizon(s(6)).expect("a positive horizon");
         assert_eq!(o.mode(), ConsolidationMode::Replace);
         assert_eq!(o.consolidate_after(), s(1));
         assert_eq!(o.max_multi_node_candidates(), 2);
@@ -103,5 +107,14 @@ mod tests {
         assert_eq!(o.max_pods_simulated(), 4);
         assert_eq!(o.replacement_timeout(), s(5));
         assert_eq!(o.horizon(), s(6));
+    }
+
+    #[test]
+    fn a_zero_horizon_is_refused_and_the_value_kept() {
+        let mut o = ConsolidationOptions::default();
+        let e = o.set_horizon(Duration::ZERO).unwrap_err();
+        assert_eq!((e.field(), e.value()), ("horizon", "0ns"));
+        assert_eq!(e.rule(), crate::invalid_option::OptionRule::Positive);
+        assert_eq!(o.horizon(), Duration::from_secs(600));
     }
 }

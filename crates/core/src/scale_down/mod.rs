@@ -39,6 +39,7 @@ pub mod drain;
 mod drain_options;
 pub mod drain_priority;
 mod eligibility;
+mod eviction_cost;
 mod node_lifetime;
 mod options;
 pub mod removal;
