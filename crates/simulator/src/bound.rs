@@ -339,7 +339,7 @@ mod tests {
         busy.bound_requests
             .extended
             .push((Sym::new("gpu.example.com"), 28));
-        let b = fluid_bound(&[gpu.clone()], &[busy, sample(3600, 0, 0, 0, 0)]);
+        let b = fluid_bound(std::slice::from_ref(gpu), &[busy, sample(3600, 0, 0, 0, 0)]);
         assert!((b.node_hours - 3.5).abs() < 1e-9, "{b:?}");
         assert!(
             (b.by_resource["gpu.example.com"] - 3.5).abs() < 1e-9,
