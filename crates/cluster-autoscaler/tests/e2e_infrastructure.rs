@@ -95,6 +95,26 @@ fn add_group(w: &mut World, name: &str, reference: Value) {
     w.replace_object(md).expect("replace");
 }
 
+/// The node the pod `name` (namespace `default`) is bound to, once it is.
+fn node_of_pod(h: &FacadeHandle, name: &str) -> Option<String> {
+    h.read_world(|w| {
+        w.objects()
+            .list("", "Pod")
+            .find(|(k, _)| k.namespace == "default" && k.name == name)
+            .and_then(|(_, v)| Some(v.pointer("/spec/nodeName")?.as_str()?.to_string()))
+    })
+}
+
+/// The names of the Nodes of the Machines of MachineDeployment `md`.
+fn nodes_of_group(h: &FacadeHandle, md: &str) -> Vec<String> {
+    h.read_world(|w| {
+        w.machines_of(NS, md)
+            .into_iter()
+            .filter(|m| w.node_names().contains(m))
+            .collect()
+    })
+}
+
 fn gpu_pod(name: &str, gpus: u32) -> Value {
     let resources = json!({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": gpus.to_string()});
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -153,6 +173,16 @@ async fn groups_scale_from_zero_by_their_infrastructure_template_and_follow_its_
     })
     .await;
     assert_eq!(replicas(&h, "md-late"), 0, "{}", support::tail(&ca.log()));
+    // The machine is built as its template describes, GPU included: the pod starts there.
+    wait_for(
+        "train started on md-gpu's node",
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes_of_group(&h, "md-gpu");
+            node_of_pod(&h, "train").is_some_and(|n| nodes.contains(&n))
+        },
+    )
+    .await;
 
     // Four GPUs: neither template has them yet.
     h.with_world(|w| w.add_pod(gpu_pod("big", 4), None).map(drop))
@@ -182,6 +212,15 @@ async fn groups_scale_from_zero_by_their_infrastructure_template_and_follow_its_
         "md-late scaled from zero after its template changed",
         Duration::from_secs(60),
         || replicas(&h, "md-late") == 1,
+    )
+    .await;
+    wait_for(
+        "big started on md-late's node",
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes_of_group(&h, "md-late");
+            node_of_pod(&h, "big").is_some_and(|n| nodes.contains(&n))
+        },
     )
     .await;
     let log = ca.log();

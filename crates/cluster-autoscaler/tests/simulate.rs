@@ -1045,4 +1045,10 @@ fn dra_claims_get_gpu_nodes_that_go_after() {
     assert_eq!(num(gpu, "/nodes_max"), 4.0, "{gpu}");
     assert_eq!(num(gpu, "/nodes_end"), 1.0, "shrunk back to its min: {gpu}");
     assert!(num(gpu, "/nodes_removed") >= 3.0, "{gpu}");
+    // The fluid bound counts the claimed devices against the 8 a GPU node offers.
+    assert!(
+        num(&r, "/bound/node_hours_by_resource/gpu.example.com") > 0.0,
+        "{}",
+        r["bound"]
+    );
 }

@@ -49,6 +49,8 @@ use autoscaler_model::{DisruptionBudgets, PodDisruptionBudget};
 
 mod capacity;
 mod consolidate;
+#[cfg(test)]
+mod dra_gpus;
 mod loop_input;
 
 pub use loop_input::LoopInput;
@@ -271,7 +273,10 @@ fn scale_up_on_fork(
         let groups = view.provider.node_groups();
         let members = GroupMembers::of(view, groups.len(), now_ms, &config.template.taints);
         let templates = group_templates(snapshot, view, &members, &config.template);
-        let mut totals = ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n));
+        let mut totals = ClusterTotals::from_nodes_and_devices(
+            view.nodes.iter().map(|n| &**n),
+            view.storage.dra(),
+        );
         // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
         decision.upcoming = groups
             .iter()

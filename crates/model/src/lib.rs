@@ -25,6 +25,7 @@ mod convert;
 mod daemonset;
 mod disruption;
 mod dra;
+mod dra_gpu;
 mod duration;
 mod intern;
 mod labels;
@@ -67,6 +68,9 @@ pub use dra::{
     ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, Dra,
     MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
     PodClaimSource, ResourceClaim, ResourceSlice, SliceReach, Subrequest,
+};
+pub use dra_gpu::{
+    DRA_GPU_ATTRIBUTE, DRA_GPU_TYPE, dra_gpus, is_dra_gpu, node_slices, template_dra_gpus,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use intern::Sym;

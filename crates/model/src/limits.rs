@@ -10,11 +10,21 @@
 //! A GPU limit's type matches a node's GPUs either by resource name (`nvidia.com/gpu`, seed
 //! 002) or by the value of the node's [`GPU_TYPE_LABEL`] (`nvidia-t4`, as OpenShift's operator
 //! documents `resourceLimits.gpus[].type`); in the second case every GPU of the node counts.
+//!
+//! DRA GPUs count too (ours: upstream's DRA processor gives no resource target): a node's
+//! devices that are GPUs ([`is_dra_gpu`](crate::is_dra_gpu)) count under their driver's name
+//! (`gpu.nvidia.com:0:16` limits them) and among "every GPU of the node" for the label. A
+//! template carries its devices; the totals of a cluster's nodes read their ResourceSlices
+//! ([`ClusterTotals::from_nodes_and_devices`]).
 
 use std::fmt;
 
 use rustc_hash::FxHashMap;
 
+use std::sync::Arc;
+
+use crate::dra::{Dra, ResourceSlice};
+use crate::dra_gpu::{dra_gpus, node_slices};
 use crate::intern::Sym;
 use crate::node::Node;
 use crate::resources::ResourceName;
@@ -198,42 +208,61 @@ pub fn check_gpu_type(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The GPUs of `node` a limit of type `kind` counts: its capacity of the resource `kind`, else,
-/// when its [`GPU_TYPE_LABEL`] is `kind`, all its GPUs.
+/// The GPUs of `node` a limit of type `kind` counts: its capacity of the resource `kind`, else
+/// its DRA GPUs of the driver `kind` (those a template carries), else, when its
+/// [`GPU_TYPE_LABEL`] is `kind`, all its GPUs.
 pub fn gpus_of(node: &Node, kind: Sym) -> i64 {
+    gpus_with(node, own_slices(node), kind)
+}
+
+/// [`gpus_of`] with the node's DRA slices given.
+fn gpus_with(node: &Node, slices: &[Arc<ResourceSlice>], kind: Sym) -> i64 {
     let by_name = node.capacity.get(ResourceName::Extended(kind));
     if by_name > 0 {
         return by_name;
     }
+    let dra = dra_gpus(slices);
+    if let Some((_, n)) = dra.iter().find(|(driver, _)| *driver == kind) {
+        return *n;
+    }
     if node.labels.get_str(GPU_TYPE_LABEL) == Some(kind.as_str()) {
-        return all_gpus(node);
+        return all_gpus(node, &dra);
     }
     0
 }
 
-/// Every GPU of `node`, whatever its resource name.
-fn all_gpus(node: &Node) -> i64 {
+/// Every GPU of `node`, whatever its resource name, its DRA GPUs `dra` included.
+fn all_gpus(node: &Node, dra: &[(Sym, i64)]) -> i64 {
     (node.capacity.iter())
         .filter(|(n, _)| n.is_gpu())
-        .fold(0i64, |a, (_, v)| a.saturating_add(v))
+        .map(|(_, v)| v)
+        .chain(dra.iter().map(|(_, v)| *v))
+        .fold(0i64, |a, v| a.saturating_add(v))
 }
 
-/// The totals a node adds per GPU type: by resource name, and under its [`GPU_TYPE_LABEL`]
-/// value (unless that value is itself one of its resource names, counted already).
-fn gpu_entries(node: &Node) -> Vec<(Sym, i64)> {
+/// The totals a node adds per GPU type: by resource name, by DRA driver, and under its
+/// [`GPU_TYPE_LABEL`] value (unless that value is itself one of those names, counted already).
+fn gpu_entries(node: &Node, slices: &[Arc<ResourceSlice>]) -> Vec<(Sym, i64)> {
+    let dra = dra_gpus(slices);
     let mut out: Vec<(Sym, i64)> = (node.capacity.iter())
         .filter_map(|(name, v)| match (name, name.is_gpu()) {
             (ResourceName::Extended(s), true) => Some((s, v)),
             _ => None,
         })
         .collect();
+    out.extend(dra.iter().copied());
     if let Some(label) = node.labels.get_str(GPU_TYPE_LABEL) {
-        let total = all_gpus(node);
+        let total = all_gpus(node, &dra);
         if total > 0 && !out.iter().any(|(s, _)| s.as_str() == label) {
             out.push((Sym::new(label), total));
         }
     }
     out
+}
+
+/// The slices a node adds to the totals by itself: those it carries (a template).
+fn own_slices(node: &Node) -> &[Arc<ResourceSlice>] {
+    node.devices.as_ref().map_or(&[][..], |d| &d.slices[..])
 }
 
 /// The cluster-wide limits.
@@ -276,7 +305,7 @@ pub struct ClusterTotals {
     pub cpu: i64,
     /// Bytes of memory capacity.
     pub memory: i64,
-    /// GPU devices by resource name.
+    /// GPU devices by resource name, DRA driver name and accelerator label value.
     pub gpus: FxHashMap<Sym, i64>,
 }
 
@@ -290,15 +319,33 @@ impl ClusterTotals {
         t
     }
 
-    /// Adds `count` nodes shaped like `node` (e.g. upcoming nodes of a group).
+    /// Totals over `nodes` as [`ClusterTotals::from_nodes`], with each node's DRA GPUs: its
+    /// ResourceSlices in `dra` (those published for it by name), or those it carries.
+    pub fn from_nodes_and_devices<'a>(
+        nodes: impl IntoIterator<Item = &'a Node>,
+        dra: &Dra,
+    ) -> ClusterTotals {
+        let mut t = ClusterTotals::default();
+        for n in nodes {
+            t.add_with_slices(n, node_slices(n, dra), 1);
+        }
+        t
+    }
+
+    /// Adds `count` nodes shaped like `node` (e.g. upcoming nodes of a group), with the DRA
+    /// GPUs it carries (a template's).
     pub fn add_node(&mut self, node: &Node, count: usize) {
+        self.add_with_slices(node, own_slices(node), count);
+    }
+
+    fn add_with_slices(&mut self, node: &Node, slices: &[Arc<ResourceSlice>], count: usize) {
         let c = i64::try_from(count).unwrap_or(i64::MAX);
         self.nodes = self.nodes.saturating_add(count);
         self.cpu = self.cpu.saturating_add(node.capacity.cpu.saturating_mul(c));
         self.memory = self
             .memory
             .saturating_add(node.capacity.memory.saturating_mul(c));
-        for (s, v) in gpu_entries(node) {
+        for (s, v) in gpu_entries(node, slices) {
             let e = self.gpus.entry(s).or_default();
             *e = e.saturating_add(v.saturating_mul(c));
         }
@@ -314,7 +361,7 @@ impl ClusterTotals {
         self.memory = self
             .memory
             .saturating_sub(node.capacity.memory.saturating_mul(c));
-        for (s, v) in gpu_entries(node) {
+        for (s, v) in gpu_entries(node, own_slices(node)) {
             let e = self.gpus.entry(s).or_default();
             *e = e.saturating_sub(v.saturating_mul(c));
         }
@@ -532,6 +579,67 @@ mod tests {
             .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia.com/gpu"));
         let t = ClusterTotals::from_nodes([&same]);
         assert_eq!(t.gpus.get(&Sym::new("nvidia.com/gpu")), Some(&2));
+    }
+
+    /// DRA GPUs (devices with `type: gpu`) count under their driver's name: a template carries
+    /// them, a cluster's node has them in its ResourceSlices; the accelerator label counts them
+    /// among all the node's GPUs.
+    #[test]
+    fn dra_gpus_count_under_their_driver_and_the_label() {
+        use crate::dra::{AttrValue, Device, NodeDevices, SliceReach};
+        let slice = |node: &str, gpus: usize| ResourceSlice {
+            name: Arc::from(node),
+            driver: Sym::new("gpu.nvidia.com"),
+            pool: Arc::from(node),
+            generation: 1,
+            slice_count: 1,
+            reach: SliceReach::Node(Sym::new(node)),
+            devices: (0..gpus)
+                .map(|i| Device {
+                    name: Arc::from(format!("gpu-{i}")),
+                    attributes: vec![(Arc::from("type"), AttrValue::String(Arc::from("gpu")))],
+                    capacity: Vec::new(),
+                })
+                .collect(),
+        };
+        let mut dra = Dra::default();
+        dra.set_slices(vec![slice("a", 4)]);
+        let mut a = node(8);
+        a.name = Sym::new("a");
+        a.labels
+            .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia-h100"));
+        let totals = ClusterTotals::from_nodes_and_devices([&a], &dra);
+        assert_eq!(totals.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&4));
+        assert_eq!(totals.gpus.get(&Sym::new("nvidia-h100")), Some(&4));
+        // Without the slices, the node has no GPU.
+        assert!(ClusterTotals::from_nodes([&a]).gpus.is_empty());
+        let (name, range) = parse_gpu_limit("gpu.nvidia.com:0:12").unwrap();
+        let limits = ResourceLimits {
+            gpus: vec![(name, range)],
+            ..Default::default()
+        };
+        let mut template = node(8);
+        template.devices = Some(Arc::new(NodeDevices {
+            slices: vec![Arc::new(slice("t", 4))],
+        }));
+        assert_eq!(gpus_of(&template, Sym::new("gpu.nvidia.com")), 4);
+        assert_eq!(
+            limits.max_new_nodes(&totals, &template, 3),
+            (
+                2,
+                Some(LimitReached::Gpu(ResourceName::parse("gpu.nvidia.com")))
+            )
+        );
+        assert_eq!(
+            LimitReached::Gpu(ResourceName::parse("gpu.nvidia.com")).to_string(),
+            "exceeded quota: cluster-wide gpu.nvidia.com"
+        );
+        let mut grown = totals.clone();
+        grown.add_node(&template, 2);
+        assert_eq!(grown.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&12));
+        assert_eq!(limits.max_new_nodes(&grown, &template, 1).0, 0);
+        grown.remove_node(&template, 1);
+        assert_eq!(grown.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&8));
     }
 
     #[test]

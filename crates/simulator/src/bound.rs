@@ -13,6 +13,9 @@
 //!
 //! - With one node shape, the nodes needed at an instant are `max over resources of demand /
 //!   allocatable` (cpu, memory, pods, and every extended resource a shape offers).
+//! - DRA devices count as a resource named after their driver: a group's `dra:` driver offers
+//!   its devices per node, and the devices allocated to the bound pods' claims are the demand
+//!   (a claim's devices once, however many pods share it). Pods without claims add nothing.
 //! - With several shapes, two small linear programs per instant: the fewest nodes, and the
 //!   cheapest mix (prices per node-hour), whose summed allocatable covers the demand. Which
 //!   pod may run on which shape (selectors, taints) and the groups' max sizes are ignored: they
@@ -57,6 +60,9 @@ impl Shape {
         allocatable.insert("pods".into(), f64::from(g.spec.max_pods));
         if let Some((name, count)) = &g.spec.gpu {
             allocatable.insert(name.clone(), f64::from(*count));
+        }
+        if let Some(dra) = &g.dra {
+            allocatable.insert(dra.driver.clone(), dra.devices.len() as f64);
         }
         Some(Shape {
             allocatable,
@@ -311,6 +317,35 @@ mod tests {
         assert!((b.cost - 27.0).abs() < 1e-6, "{b:?}");
         // Fewest: GPU nodes alone, 160/96 = 1.667 of them (1 GPU node + 2 CPU nodes is 3).
         assert!((b.node_hours - (1.0 + 64.0 / 96.0)).abs() < 1e-6, "{b:?}");
+    }
+
+    /// A group's DRA driver offers its devices per node under the driver's name, and the
+    /// devices the claims hold are demand: 28 GPUs on 8-GPU nodes need 3.5 of them, where
+    /// CPU and memory alone would ask for fewer.
+    #[test]
+    fn dra_devices_are_demand_against_the_driver_s_devices() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+        let path = std::path::Path::new(dir).join("gpu-dra.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let scenario = crate::scenario::Scenario::parse(&text, path.parent().unwrap()).unwrap();
+        let shapes: Vec<Shape> = scenario.groups.iter().filter_map(Shape::of_group).collect();
+        let gpu = shapes
+            .iter()
+            .find(|s| s.allocatable.contains_key("gpu.example.com"))
+            .expect("the GPU group offers its DRA devices");
+        assert_eq!(gpu.allocatable["gpu.example.com"], 8.0);
+        assert!(shapes.iter().filter(|s| s.allocatable.len() == 3).count() == 1);
+        let mut busy = sample(0, 56, 224, 0, 14);
+        busy.bound_requests
+            .extended
+            .push((Sym::new("gpu.example.com"), 28));
+        let b = fluid_bound(std::slice::from_ref(gpu), &[busy, sample(3600, 0, 0, 0, 0)]);
+        assert!((b.node_hours - 3.5).abs() < 1e-9, "{b:?}");
+        assert!(
+            (b.by_resource["gpu.example.com"] - 3.5).abs() < 1e-9,
+            "{b:?}"
+        );
+        assert!(b.uncovered.is_empty(), "{b:?}");
     }
 
     #[test]

@@ -534,6 +534,28 @@ pub fn violations(store: &autoscaler_model::ObjectStore) -> Vec<String> {
     out
 }
 
+/// Devices allocated (not for admin access) by the stored claims, per driver: what the pods
+/// holding those claims take of the nodes' devices, as the report's fluid bound counts it.
+pub(crate) fn allocated_per_driver(store: &autoscaler_model::ObjectStore) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    for (_, claim) in store.list(DRA_GROUP, "ResourceClaim") {
+        for r in claim
+            .pointer("/status/allocation/devices/results")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if r["adminAccess"] == true {
+                continue;
+            }
+            if let Some(driver) = r["driver"].as_str() {
+                *out.entry(driver.to_string()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -715,6 +737,29 @@ mod tests {
 
     /// A bare pod added through the API gets its claim before the next scheduler pass, and a
     /// pod naming a template that does not exist yet gets its claim once it does.
+    /// A metrics sample counts the devices the bound pods' claims hold under the driver's
+    /// name, as the report's fluid bound reads it; claims not allocated yet count nothing.
+    #[test]
+    fn samples_count_allocated_devices_per_driver() {
+        let mut w = gpu_world();
+        w.add_job(job("train", "one-gpu", 2)).unwrap();
+        w.add_job(job("big", "three-gpus", 1)).unwrap();
+        let devices = |w: &World| {
+            let s = w.metrics().samples.last().expect("a sample");
+            s.bound_requests
+                .get(autoscaler_model::ResourceName::Extended(Sym::new(CLASS)))
+        };
+        w.step_until(20_000);
+        w.sample_metrics();
+        assert_eq!(devices(&w), 0);
+        w.step_until(42_000);
+        w.sample_metrics();
+        assert_eq!(devices(&w), 2);
+        w.step_until(103_000);
+        w.sample_metrics();
+        assert_eq!(devices(&w), 3);
+    }
+
     #[test]
     fn bare_pods_get_their_claims_and_a_late_template_is_waited_for() {
         let mut w = gpu_world();

@@ -22,6 +22,7 @@ mod device_plugin;
 mod dra_driver;
 mod eviction;
 mod faults;
+mod infrastructure;
 mod machines;
 mod metrics;
 mod objects;

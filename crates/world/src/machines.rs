@@ -1047,8 +1047,9 @@ impl Machines {
     }
 
     /// The Node of a Machine of `md`: labels from the template and the labels annotation,
-    /// capacity from the capacity annotations, taints from the template and the taints
-    /// annotation.
+    /// capacity from the capacity annotations, else from the infrastructure template it names
+    /// (`status.capacity`, and `status.nodeInfo` for the OS and architecture labels), taints
+    /// from the template and the taints annotation.
     fn node_object(&self, c: &Cluster, name: &str, md: &Value, machine: &NsName) -> Value {
         let ann = |k: &str| {
             str_at(
@@ -1070,18 +1071,36 @@ impl Machines {
                 labels.insert(k.clone(), v.clone());
             }
         }
+        // The machine the infrastructure template describes, where the annotations say nothing.
+        let infra = crate::infrastructure::template_of(c, md).unwrap_or_default();
+        let os = infra.operating_system.as_deref().unwrap_or("linux");
+        let arch = infra.architecture.as_deref().unwrap_or("amd64");
         labels.insert("kubernetes.io/hostname".into(), json!(name));
-        labels.insert("kubernetes.io/os".into(), json!("linux"));
-        labels.insert("kubernetes.io/arch".into(), json!("amd64"));
+        labels.insert("kubernetes.io/os".into(), json!(os));
+        labels.insert("kubernetes.io/arch".into(), json!(arch));
+        let resource = |annotation: &str, resource: &str, default: &str| -> Value {
+            cap(annotation)
+                .map(str::to_string)
+                .or_else(|| infra.quantity(resource))
+                .map_or_else(|| json!(default), Value::String)
+        };
         let mut capacity = serde_json::Map::new();
-        capacity.insert("cpu".into(), json!(cap("cpu").unwrap_or("4")));
-        capacity.insert("memory".into(), json!(cap("memory").unwrap_or("16Gi")));
+        capacity.insert("cpu".into(), resource("cpu", "cpu", "4"));
+        capacity.insert("memory".into(), resource("memory", "memory", "16Gi"));
         capacity.insert("pods".into(), json!(cap("maxPods").unwrap_or("110")));
-        if let Some(disk) = cap("ephemeral-disk") {
+        if let Some(disk) = cap("ephemeral-disk")
+            .map(str::to_string)
+            .or_else(|| infra.quantity("ephemeral-storage"))
+        {
             capacity.insert("ephemeral-storage".into(), json!(disk));
         }
         if let (Some(ty), Some(n)) = (cap("gpu-type"), cap("gpu-count")) {
             capacity.insert(ty.into(), json!(n));
+        }
+        for (name, quantity) in infra.extended() {
+            capacity
+                .entry(name.to_string())
+                .or_insert_with(|| json!(quantity));
         }
         let mut taints: Vec<Value> = md
             .pointer("/spec/template/spec/taints")

@@ -32,7 +32,8 @@ pub struct Sample {
     pub machines_per_group: BTreeMap<String, usize>,
     /// Summed requests of the pods bound to a node (terminating ones too), DaemonSet pods
     /// excepted: what the nodes must hold at least, whatever their number (the report's fluid
-    /// bound is built from it).
+    /// bound is built from it). The DRA devices allocated to claims count too, one unit per
+    /// device under their driver's name (`gpu.example.com`).
     pub bound_requests: Resources,
     /// Of those, the requests of replayed pods (a trace's pods and their replacements): the
     /// report counts their work as the trace gives it ([`Metrics::timed_work`]) instead.

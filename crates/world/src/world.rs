@@ -482,6 +482,13 @@ fn sample_metrics(c: &mut Cluster, machines: &Machines) {
             holding.insert(node);
         }
     }
+    // DRA devices held by the bound pods' claims, counted like extended resources under the
+    // driver's name (claims are allocated at bind and freed when no pod holds them).
+    for (driver, n) in crate::dra_driver::allocated_per_driver(c.store.objects()) {
+        let name = autoscaler_model::ResourceName::Extended(autoscaler_model::Sym::new(&driver));
+        s.bound_requests
+            .set(name, s.bound_requests.get(name).saturating_add(n));
+    }
     // Which registered nodes are empty, and which of them never held a pod at a sample: the
     // report splits the run's distance to its bound with them.
     for (group, node) in machines.registered() {

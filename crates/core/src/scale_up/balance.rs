@@ -26,7 +26,11 @@
 //!    [`BalancingOptions::ignored_labels`].
 //!
 //! A resource absent from one side counts as zero, so a group with a GPU is never similar to one
-//! without. Tolerances use [`within_ratio`]: `|a − b| ≤ ratio × max(a, b)`, i.e. the difference
+//! without. A template's DRA GPUs ([`autoscaler_model::is_dra_gpu`]) count as a capacity and an
+//! allocatable named after their driver (`gpu.nvidia.com`), so a group of 8-GPU nodes is not
+//! similar to one of 4-GPU nodes whether the GPUs are extended resources or DRA devices (ours:
+//! upstream's comparator reads the node's capacity and allocatable only, and so would balance
+//! such DRA groups). Tolerances use [`within_ratio`]: `|a − b| ≤ ratio × max(a, b)`, i.e. the difference
 //! is measured against the *larger* value, as upstream's comparator does (its flag help text says
 //! "ratio of the smaller", but the code compares against the larger; we follow the code).
 //!
@@ -43,7 +47,7 @@
 
 use autoscaler_model::Labels;
 use autoscaler_model::Sym;
-use autoscaler_model::{ResourceName, Resources};
+use autoscaler_model::{Node, ResourceName, Resources, template_dra_gpus};
 
 /// Labels never compared: they differ between zones or between instances of the same machine
 /// type. Upstream's basic set: hostname, both zone and region labels (stable and legacy beta),
@@ -172,6 +176,24 @@ pub struct GroupShape {
 }
 
 impl GroupShape {
+    /// The shape of `node` (a group's template) with `daemonset_requests`: its capacity and
+    /// allocatable, plus its DRA GPUs under their driver's name.
+    pub fn of_template(node: &Node, daemonset_requests: Resources) -> GroupShape {
+        let mut capacity = node.capacity.clone();
+        let mut allocatable = node.allocatable.clone();
+        for (driver, n) in template_dra_gpus(node) {
+            let name = ResourceName::Extended(driver);
+            capacity.set(name, capacity.get(name).saturating_add(n));
+            allocatable.set(name, allocatable.get(name).saturating_add(n));
+        }
+        GroupShape {
+            capacity,
+            allocatable,
+            daemonset_requests,
+            labels: node.labels.clone(),
+        }
+    }
+
     /// Free resources: allocatable minus DaemonSet requests (may be negative), with pod slots
     /// left at allocatable (requests do not consume pod slots in this comparison).
     pub fn free(&self) -> Resources {

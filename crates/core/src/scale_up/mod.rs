@@ -41,6 +41,7 @@ use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
 use autoscaler_model::Pod;
 use autoscaler_model::Resources;
+use autoscaler_model::template_dra_gpus;
 use autoscaler_model::{ClusterTotals, ResourceLimits};
 use autoscaler_model::{NodeGroup, NodeGroupId};
 
@@ -635,6 +636,9 @@ fn option(group: &NodeGroup, b: &Bound<'_>, est: &Estimate, pods: &[Arc<Pod>]) -
         pods: placed,
         pods_requests: requests,
         node_allocatable: b.template.template.node.allocatable.clone(),
+        node_dra_gpus: template_dra_gpus(&b.template.template.node)
+            .iter()
+            .fold(0, |a, (_, n)| a.saturating_add(*n)),
         node_price_per_hour: group.node_price_per_hour(),
     }
 }
@@ -713,12 +717,7 @@ fn similar_members(
             for p in &t.template.daemonset_pods {
                 ds.add(&p.requests);
             }
-            shapes.push(GroupShape {
-                capacity: t.template.node.capacity.clone(),
-                allocatable: t.template.node.allocatable.clone(),
-                daemonset_requests: ds,
-                labels: t.template.node.labels.clone(),
-            });
+            shapes.push(GroupShape::of_template(&t.template.node, ds));
             shape_group.push(gi);
         }
     }

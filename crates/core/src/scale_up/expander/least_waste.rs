@@ -5,7 +5,9 @@
 //! node's allocatable times the node count and `R` the pods' summed requests; the lowest score
 //! wins, ties kept. An option adding no node, or whose node has no CPU or no memory, cannot be
 //! scored and is dropped (unless no option can be scored). It must never look at prices, group
-//! names or resources other than CPU and memory.
+//! names or resources other than CPU and memory: as upstream, GPUs (extended resources or DRA
+//! devices alike) have no term of their own; they weigh through the node count, which the
+//! estimator finds by allocating the pods' devices on the template's.
 
 use super::{Expander, ExpanderName, ExpanderWarning, ExpansionOption, keep_min};
 

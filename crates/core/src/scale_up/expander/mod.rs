@@ -57,6 +57,9 @@ pub struct ExpansionOption {
     /// Allocatable of one new node of the group (upstream's least-waste reads the template
     /// node's capacity; the caller chooses which vector to pass).
     pub node_allocatable: Resources,
+    /// DRA GPUs of one new node (its template's devices with `type: gpu`, every driver), which
+    /// its allocatable does not list.
+    pub node_dra_gpus: i64,
     /// Price of one new node per hour, if the provider knows it.
     pub node_price_per_hour: Option<f64>,
 }
@@ -589,6 +592,7 @@ pub(crate) mod tests {
                 pods: 110,
                 ..Resources::ZERO
             },
+            node_dra_gpus: 0,
             node_price_per_hour: None,
         }
     }

@@ -17,7 +17,8 @@
 //! (1 CPU up to 2 nodes, then doubling each time the cluster triples: 2 up to 6, 4 up to 20, 8 up
 //! to 60, 16 up to 200, 32 above; 4 CPU when the size is unknown): a node far from it, larger or
 //! smaller, is penalised, less so the more nodes the option adds. A node with a GPU gets the
-//! unfitness 1000, which keeps GPU nodes for pods no other option can take. Memory is converted
+//! unfitness 1000, which keeps GPU nodes for pods no other option can take; DRA GPUs count as
+//! GPUs here (ours: upstream's test reads the GPU label and extended resources only). Memory is converted
 //! at 4 GiB per core (the shape of upstream's 4-CPU / 16-GiB default preferred node); pricing the
 //! pods at the cheapest unit price on offer keeps the score a ratio of prices, so multiplying
 //! every price by a constant changes no decision. The lowest score wins, ties kept.
@@ -77,10 +78,11 @@ pub fn preferred_node_cores(nodes: Option<usize>) -> f64 {
 /// of nodes the option adds; [`GPU_UNFITNESS`] for a node with a GPU.
 pub fn unfitness(option: &ExpansionOption, preferred_cores: f64) -> f64 {
     let node = &option.node_allocatable;
-    if node
-        .extended
-        .iter()
-        .any(|(name, n)| *n > 0 && is_gpu(*name))
+    if option.node_dra_gpus > 0
+        || node
+            .extended
+            .iter()
+            .any(|(name, n)| *n > 0 && is_gpu(*name))
     {
         return GPU_UNFITNESS;
     }
@@ -274,6 +276,19 @@ mod tests {
         assert_eq!(p.best(&[gpu.clone(), cpu]), vec![1]);
         // Alone, the GPU option is still chosen.
         assert_eq!(p.best(&[gpu]), vec![0]);
+    }
+
+    /// A node whose GPUs are DRA devices (not in its allocatable) is a GPU node too.
+    #[test]
+    fn dra_gpu_nodes_lose_to_any_cpu_node() {
+        let mut gpu = with_price(with_req(opt("gpu", 1, 4, 32_000, 128), 8000, 32), 1.0);
+        gpu.node_dra_gpus = 8;
+        assert_eq!(unfitness(&gpu, 8.0), GPU_UNFITNESS);
+        let cpu = with_price(with_req(opt("cpu", 4, 4, 4_000, 16), 8000, 32), 5.0);
+        let p = Price {
+            cluster_nodes: Some(10),
+        };
+        assert_eq!(p.best(&[gpu, cpu]), vec![1]);
     }
 
     #[test]
