@@ -15,6 +15,7 @@ use crate::autoscaler::{
 };
 use crate::scheduling::budget::Unlimited;
 use autoscaler_model::CapacityBuffer;
+use autoscaler_model::NoControllerLookup;
 use autoscaler_model::Node;
 use autoscaler_model::Pod;
 use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
