@@ -66,7 +66,7 @@ pub use dra::{
     AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimSpec,
     ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, Dra,
     MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
-    PodClaimSource, ResourceClaim, ResourceSlice, SliceReach, Subrequest,
+    PodClaimSource, ResourceClaim, ResourceSlice, SliceMatches, SliceReach, Subrequest,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use intern::Sym;
