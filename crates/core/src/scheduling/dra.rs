@@ -16,7 +16,15 @@
 //! first free devices, in slice order), which is the allocator's own first try; when that fails
 //! and another pick could succeed (several requests compete), or when it could be wrong (a
 //! claim with `matchAttribute` constraints), the allocator's full search with backtracking runs
-//! ([`crate::scheduling::dra_search`], bounded in steps).
+//! ([`crate::scheduling::dra_search`], bounded in steps). As the allocator: an `adminAccess`
+//! request may take devices in use, and devices other claims of the pod took, but never one
+//! its own claim took; a claim needing more than 32 devices (an `All` request counting every
+//! matching device the node reaches, in use or not) is refused with the allocator's error.
+//!
+//! The filter keeps its pick; Reserve, which follows it for the same pod, node and snapshot
+//! version (check, then place), allocates those devices instead of resolving and picking again.
+//! Every mutation of the snapshot, a revert included, bumps its version, so a kept pick never
+//! outlives the state it was made in.
 //!
 //! Known simplifications, besides those of `autoscaler_model`'s DRA objects ([`Dra`]): a claim
 //! made from a template that the controller has not created yet is simulated as that controller
@@ -1137,6 +1145,55 @@ spec:
         s.revert().unwrap();
         assert_eq!(check(&s, &next, "gpu-2"), Ok(()));
         assert_eq!(s.node_devices_in_use(id), (0, 1));
+    }
+
+    #[test]
+    fn reserve_never_takes_a_pick_made_before_the_node_changed() {
+        let mut s = snapshot("");
+        s.fork();
+        // p1's filter picks gpu-2's only device; p2 is placed without a check and takes it.
+        let p1 = from_template("p1", "one-gpu");
+        assert_eq!(check(&s, &p1, "gpu-2"), Ok(()));
+        place(&mut s, &from_template("p2", "one-gpu"), "gpu-2");
+        assert!(allocation_of(&s, "p2-gpu").is_some());
+        // Placed anyway, p1 gets nothing: its pick was made before p2 took the device.
+        place(&mut s, &p1, "gpu-2");
+        assert_eq!(allocation_of(&s, "p1-gpu"), None);
+        let id = s.node_id(Sym::new("gpu-2")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 1));
+    }
+
+    #[test]
+    fn reserve_never_takes_a_pick_made_before_a_revert() {
+        let mut s = snapshot("");
+        let p = from_template("p", "one-gpu");
+        // With gpu-0 taken inside a fork, p's filter picks gpu-1; the fork is reverted.
+        s.fork();
+        place(&mut s, &from_template("q", "one-gpu"), "gpu-1");
+        assert_eq!(check(&s, &p, "gpu-1"), Ok(()));
+        s.revert().unwrap();
+        // gpu-0 is free again: Reserve picks it, as the allocator would now.
+        s.fork();
+        place(&mut s, &p, "gpu-1");
+        let a = allocation_of(&s, "p-gpu").expect("allocated");
+        assert_eq!(devices_of(&a), ["gpu=gpu-0"]);
+    }
+
+    #[test]
+    fn reserve_takes_the_filters_pick_for_the_same_pod_only() {
+        let mut s = snapshot("");
+        s.fork();
+        // The filter's pick for one pod is not another's: each gets its own claim allocated.
+        let p1 = from_template("p1", "one-gpu");
+        assert_eq!(check(&s, &p1, "gpu-1"), Ok(()));
+        place(&mut s, &from_template("p2", "one-gpu"), "gpu-1");
+        place(&mut s, &p1, "gpu-1");
+        let one = allocation_of(&s, "p1-gpu").expect("allocated");
+        let two = allocation_of(&s, "p2-gpu").expect("allocated");
+        assert_eq!(devices_of(&two), ["gpu=gpu-0"]);
+        assert_eq!(devices_of(&one), ["gpu=gpu-1"]);
+        let id = s.node_id(Sym::new("gpu-1")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (2, 2));
     }
 
     #[test]
