@@ -1071,6 +1071,52 @@ spec:
     }
 
     #[test]
+    fn selector_results_come_per_device_in_slice_order_and_are_evaluated_once() {
+        let slice = Arc::new(ResourceSlice {
+            name: Arc::from("s"),
+            driver: Sym::new("gpu.example.com"),
+            pool: Arc::from("n1"),
+            generation: 1,
+            slice_count: 1,
+            reach: SliceReach::Node(Sym::new("n1")),
+            devices: ["a100", "h100", "a100"]
+                .iter()
+                .enumerate()
+                .map(|(i, model)| Device {
+                    name: Arc::from(format!("gpu-{i}")),
+                    attributes: vec![(Arc::from("model"), AttrValue::String(Arc::from(*model)))],
+                    capacity: Vec::new(),
+                })
+                .collect(),
+        });
+        let dra = Dra::default();
+        let a100 = CelSelector::compile("device.attributes['gpu.example.com'].model == 'a100'");
+        let first = dra.slice_matches(&a100, &slice);
+        assert_eq!(&first[..], [Ok(true), Ok(false), Ok(true)]);
+        // The second question is answered from the cache: the very same results.
+        assert!(Arc::ptr_eq(&first, &dra.slice_matches(&a100, &slice)));
+        // A failure is the result of each device it fails on, never a panic.
+        let missing = CelSelector::compile("device.attributes['gpu.example.com'].numa == 0");
+        let results = dra.slice_matches(&missing, &slice);
+        assert_eq!(results.len(), 3);
+        assert!(
+            results
+                .iter()
+                .all(|r| r.as_ref().is_err_and(|e| e.contains("CEL")))
+        );
+        let broken = CelSelector::compile("device.driver ==");
+        let results = dra.slice_matches(&broken, &slice);
+        assert!(
+            results
+                .iter()
+                .all(|r| r.as_ref().is_err_and(|e| e.contains("compil")))
+        );
+        // Another slice with the same devices is another entry.
+        let copy = Arc::new((*slice).clone());
+        assert!(!Arc::ptr_eq(&first, &dra.slice_matches(&a100, &copy)));
+    }
+
+    #[test]
     fn claims_templates_and_classes_convert_with_their_requests() {
         let (dra, errors) = Dra::from_store(&store(
             "\
