@@ -332,18 +332,25 @@ pub struct Dra {
     allocated: FxHashSet<DeviceId>,
     /// The API server does not serve the DRA kinds: claims cannot be simulated.
     unserved: bool,
-    /// Selector results already evaluated (see [`Dra::selector_matches`]).
+    /// Selector results already evaluated (see [`Dra::slice_matches`]).
     matched: SelectorCache,
 }
 
-/// Results of CEL selectors on devices, by (program, device) identity. Each entry keeps the
-/// selector and the device's slice alive, so an identity cannot be reused by another object
-/// while its entry exists. A clone starts empty; equality ignores it.
-#[derive(Default)]
-struct SelectorCache(std::sync::Mutex<FxHashMap<(usize, usize), CacheEntry>>);
+/// The result of one CEL selector on each device of one slice, in the slice's order.
+pub type SliceMatches = Arc<[Result<bool, Arc<str>>]>;
 
-/// A cached result, with the selector and the device's slice it keeps alive.
-type CacheEntry = (Result<bool, Arc<str>>, CelSelector, Arc<ResourceSlice>);
+/// Results of CEL selectors on the devices of slices, by (program, slice) identity, with how
+/// many device results they hold. Each entry keeps the selector and the slice alive, so an
+/// identity cannot be reused by another object while its entry exists. A clone starts empty;
+/// equality ignores it.
+#[derive(Default)]
+struct SelectorCache(std::sync::Mutex<CachedMatches>);
+
+/// The entries by (program, slice) identity, and the device results they hold in all.
+type CachedMatches = (FxHashMap<(usize, usize), CacheEntry>, usize);
+
+/// The cached results of a slice, with the selector and the slice they keep alive.
+type CacheEntry = (SliceMatches, CelSelector, Arc<ResourceSlice>);
 
 impl Clone for SelectorCache {
     fn clone(&self) -> Self {
@@ -363,8 +370,8 @@ impl std::fmt::Debug for SelectorCache {
     }
 }
 
-/// Most cached selector results: past it the cache is emptied (memory stays bounded whatever
-/// the number of devices and expressions).
+/// Most cached selector results (one per device and selector): past it the cache is emptied
+/// (memory stays bounded whatever the number of devices and expressions).
 const MAX_CACHED_MATCHES: usize = 1 << 20;
 
 impl Dra {
@@ -388,36 +395,43 @@ impl Dra {
         !self.unserved
     }
 
-    /// Whether `device` of `slice` matches `selector`, evaluated once per (selector, device):
-    /// a selector is a pure function of the device, and a decision asks the same question for
-    /// every pending pod of a workload on every node.
-    pub fn selector_matches(
+    /// Whether each device of `slice` matches `selector`, in the slice's order, evaluated once
+    /// per (selector, slice): a selector is a pure function of the device, and a decision asks
+    /// the same question for every pending pod of a workload on every node, and for every copy
+    /// of a template's slices. One lock per slice, not per device: the DRA filter reads a
+    /// node's devices as a whole. Every device is evaluated the first time, so callers read the
+    /// results in their own order and meet errors as lazy evaluation would.
+    pub fn slice_matches(
         &self,
         selector: &CelSelector,
         slice: &Arc<ResourceSlice>,
-        device: &Device,
-    ) -> Result<bool, Arc<str>> {
-        let Some(program) = selector.program_id() else {
-            return selector
-                .matches(slice.driver.as_str(), device)
-                .map_err(Arc::from);
+    ) -> SliceMatches {
+        let evaluate = || -> SliceMatches {
+            let driver = slice.driver.as_str();
+            (slice.devices.iter())
+                .map(|d| selector.matches(driver, d).map_err(Arc::from))
+                .collect()
         };
-        let key = (program, std::ptr::from_ref(device) as usize);
+        let Some(program) = selector.program_id() else {
+            return evaluate();
+        };
+        let key = (program, Arc::as_ptr(slice) as usize);
         let mut cache = match self.matched.0.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some((result, ..)) = cache.get(&key) {
-            return result.clone();
+        let (entries, held) = &mut *cache;
+        if let Some((results, ..)) = entries.get(&key) {
+            return results.clone();
         }
-        let result = selector
-            .matches(slice.driver.as_str(), device)
-            .map_err(Arc::from);
-        if cache.len() >= MAX_CACHED_MATCHES {
-            cache.clear();
+        let results = evaluate();
+        if *held + results.len() > MAX_CACHED_MATCHES {
+            entries.clear();
+            *held = 0;
         }
-        cache.insert(key, (result.clone(), selector.clone(), slice.clone()));
-        result
+        *held += results.len();
+        entries.insert(key, (results.clone(), selector.clone(), slice.clone()));
+        results
     }
 
     /// Whether there is no DRA object at all.
@@ -1054,6 +1068,52 @@ spec:
         // Generation 2 promises two slices and one is published: incomplete, and the older
         // generation no longer counts.
         assert!(dra.node_slices(Sym::new("n2")).is_empty());
+    }
+
+    #[test]
+    fn selector_results_come_per_device_in_slice_order_and_are_evaluated_once() {
+        let slice = Arc::new(ResourceSlice {
+            name: Arc::from("s"),
+            driver: Sym::new("gpu.example.com"),
+            pool: Arc::from("n1"),
+            generation: 1,
+            slice_count: 1,
+            reach: SliceReach::Node(Sym::new("n1")),
+            devices: ["a100", "h100", "a100"]
+                .iter()
+                .enumerate()
+                .map(|(i, model)| Device {
+                    name: Arc::from(format!("gpu-{i}")),
+                    attributes: vec![(Arc::from("model"), AttrValue::String(Arc::from(*model)))],
+                    capacity: Vec::new(),
+                })
+                .collect(),
+        });
+        let dra = Dra::default();
+        let a100 = CelSelector::compile("device.attributes['gpu.example.com'].model == 'a100'");
+        let first = dra.slice_matches(&a100, &slice);
+        assert_eq!(&first[..], [Ok(true), Ok(false), Ok(true)]);
+        // The second question is answered from the cache: the very same results.
+        assert!(Arc::ptr_eq(&first, &dra.slice_matches(&a100, &slice)));
+        // A failure is the result of each device it fails on, never a panic.
+        let missing = CelSelector::compile("device.attributes['gpu.example.com'].numa == 0");
+        let results = dra.slice_matches(&missing, &slice);
+        assert_eq!(results.len(), 3);
+        assert!(
+            results
+                .iter()
+                .all(|r| r.as_ref().is_err_and(|e| e.contains("CEL")))
+        );
+        let broken = CelSelector::compile("device.driver ==");
+        let results = dra.slice_matches(&broken, &slice);
+        assert!(
+            results
+                .iter()
+                .all(|r| r.as_ref().is_err_and(|e| e.contains("compil")))
+        );
+        // Another slice with the same devices is another entry.
+        let copy = Arc::new((*slice).clone());
+        assert!(!Arc::ptr_eq(&first, &dra.slice_matches(&a100, &copy)));
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub use dra::{
     AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimSpec,
     ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, Dra,
     MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
-    PodClaimSource, ResourceClaim, ResourceSlice, SliceReach, Subrequest,
+    PodClaimSource, ResourceClaim, ResourceSlice, SliceMatches, SliceReach, Subrequest,
 };
 pub use dra_gpu::{
     DRA_GPU_ATTRIBUTE, DRA_GPU_TYPE, dra_gpus, is_dra_gpu, node_slices, template_dra_gpus,

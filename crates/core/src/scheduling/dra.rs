@@ -16,27 +16,36 @@
 //! first free devices, in slice order), which is the allocator's own first try; when that fails
 //! and another pick could succeed (several requests compete), or when it could be wrong (a
 //! claim with `matchAttribute` constraints), the allocator's full search with backtracking runs
-//! ([`crate::scheduling::dra_search`], bounded in steps).
+//! ([`crate::scheduling::dra_search`], bounded in steps). As the allocator: an `adminAccess`
+//! request may take devices in use, and devices other claims of the pod took, but never one
+//! its own claim took; a claim needing more than 32 devices (an `All` request counting every
+//! matching device the node reaches, in use or not) is refused with the allocator's error.
+//!
+//! The filter keeps its pick; Reserve, which follows it for the same pod, node and snapshot
+//! version (check, then place), allocates those devices instead of resolving and picking again.
+//! Every mutation of the snapshot, a revert included, bumps its version, so a kept pick never
+//! outlives the state it was made in.
 //!
 //! Known simplifications, besides those of `autoscaler_model`'s DRA objects ([`Dra`]): a claim
 //! made from a template that the controller has not created yet is simulated as that controller
 //! will make it, named `<pod>-<entry>`.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::scheduling::dra_search::{
-    self, DeviceSource, MAX_SEARCH_STEPS, SearchError, allocate_devices,
+    self, DeviceSource, MAX_RESULTS, MAX_SEARCH_STEPS, SearchError, allocate_devices,
 };
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::{
-    AllocatedDevice, AllocationMode, ClaimAllocation, ClaimSpec, Device, DeviceId, Dra,
-    MAX_RESERVED_FOR, Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
-    NodeSelectorTerm, Pod, PodClaim, PodClaimSource, ResourceSlice, SliceReach, Subrequest, Sym,
+    AllocatedDevice, AllocationMode, CelSelector, ClaimAllocation, ClaimSpec, Device, DeviceId,
+    Dra, MAX_RESERVED_FOR, Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
+    NodeSelectorTerm, Pod, PodClaim, PodClaimSource, PodName, ResourceSlice, SliceMatches,
+    SliceReach, Subrequest, Sym,
 };
 
 /// A claim by namespace and name.
@@ -78,6 +87,14 @@ pub enum DraUnfit {
     /// Filter: the allocator refused a claim whose `All` request's devices cannot keep one of
     /// its constraints.
     Constraint(Arc<str>),
+    /// Filter: the allocator refused a claim whose requests need more devices than one
+    /// allocation holds (an `All` request counting every matching device the node reaches).
+    TooManyDevices {
+        /// The claim, as `namespace/name`.
+        claim: Arc<str>,
+        /// The fewest devices its requests need.
+        devices: usize,
+    },
 }
 
 impl fmt::Display for DraUnfit {
@@ -100,6 +117,11 @@ impl fmt::Display for DraUnfit {
             DraUnfit::CannotAllocate => f.write_str("cannot allocate all claims"),
             DraUnfit::TimedOut => f.write_str("timed out trying to allocate devices"),
             DraUnfit::Constraint(e) => f.write_str(e),
+            DraUnfit::TooManyDevices { claim, devices } => write!(
+                f,
+                "claim {claim}: number of requested devices {devices} exceeds the claim limit of \
+                 {MAX_RESULTS}"
+            ),
         }
     }
 }
@@ -142,7 +164,72 @@ pub(crate) struct DraState {
     taken: FxHashMap<DeviceId, i32>,
     /// Pods of the snapshot using each claim.
     users: FxHashMap<ClaimKey, u32>,
+    /// Per template node, how many of its own devices have an entry in `taken` (none: the
+    /// filter skips looking its devices up).
+    node_taken: FxHashMap<Sym, u32>,
+    /// The filter's last pick, for Reserve.
+    pick: PickCache,
 }
+
+/// The devices the filter last picked for a pod's unallocated claims on a node, so that
+/// Reserve, which follows at once for the same pod, node and snapshot version, allocates them
+/// without resolving and picking again. Any mutation of the snapshot (a revert included) bumps
+/// its version, so an entry never outlives the state it was picked in. A clone starts empty.
+#[derive(Default)]
+struct PickCache(Mutex<Option<CachedPick>>);
+
+impl Clone for PickCache {
+    fn clone(&self) -> Self {
+        PickCache::default()
+    }
+}
+
+impl fmt::Debug for PickCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PickCache")
+    }
+}
+
+/// One cached pick and what it was picked for.
+struct CachedPick {
+    version: u64,
+    node: NodeId,
+    namespace: Sym,
+    pod: PodName,
+    /// The pod's claim entries (they, its namespace and name decide the claims).
+    claims: SmallVec<[PodClaim; 2]>,
+    /// The claims the pick allocates, in order.
+    unallocated: SmallVec<[ClaimKey; 2]>,
+    picks: Picks,
+}
+
+impl CachedPick {
+    fn is_for(&self, version: u64, node: NodeId, pod: &Pod) -> bool {
+        self.version == version
+            && self.node == node
+            && self.namespace == pod.namespace
+            && self.pod.text_hash() == pod.name.text_hash()
+            && *self.pod == *pod.name
+            && self.claims[..] == pod.resource_claims[..]
+    }
+}
+
+/// A device picked for one of a pod's unallocated claims.
+#[derive(Clone, Debug)]
+struct DevicePlace {
+    /// The claim's place among the unallocated claims.
+    claim: usize,
+    /// The pool's place among the slices the node reaches ([`reachable`]).
+    pool: usize,
+    /// The device's place in that slice.
+    device: usize,
+    /// The request (or `request/subrequest`) it satisfies.
+    request: Arc<str>,
+    admin_access: bool,
+}
+
+/// The devices picked for a pod's unallocated claims.
+type Picks = SmallVec<[DevicePlace; 4]>;
 
 /// The inverse of one allocation change.
 #[derive(Debug)]
@@ -160,6 +247,43 @@ impl DraState {
         }
     }
 
+    /// [`DraState::allocation`] of a claim whose allocation in the view is `base` (the caller
+    /// looked the claim up already).
+    fn allocation_over(
+        &self,
+        key: &ClaimKey,
+        base: Option<&Arc<ClaimAllocation>>,
+    ) -> Option<Arc<ClaimAllocation>> {
+        if !self.changed.is_empty()
+            && let Some(a) = self.changed.get(key)
+        {
+            return a.clone();
+        }
+        base.cloned()
+    }
+
+    /// Keeps the filter's pick for Reserve.
+    fn remember(&self, pick: CachedPick) {
+        let mut cache = match self.pick.0.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *cache = Some(pick);
+    }
+
+    /// The filter's pick for `pod` on `node` at snapshot `version`, if it was the last one.
+    fn take_pick(&self, version: u64, node: NodeId, pod: &Pod) -> Option<CachedPick> {
+        let mut cache = match self.pick.0.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if cache.as_ref()?.is_for(version, node, pod) {
+            cache.take()
+        } else {
+            None
+        }
+    }
+
     /// Whether a device is allocated exclusively by some claim.
     fn in_use(&self, dra: &Dra, id: &DeviceId) -> bool {
         let base = i32::from(id.node.is_none() && dra.is_allocated(id));
@@ -169,8 +293,11 @@ impl DraState {
     /// Whether device `device` of `pool` is allocated exclusively by some claim; its id is
     /// only built when some allocation could name it.
     fn in_use_at(&self, dra: &Dra, pool: &Pool<'_>, device: &Device) -> bool {
-        // A template's copy (`node` set) is never allocated in the cluster's claims.
-        if self.taken.is_empty() && pool.node.is_some() {
+        // A template's copy (`node` set) is never allocated in the cluster's claims: only the
+        // simulation's allocations on that very node can hold it.
+        if let Some(node) = pool.node
+            && !self.node_taken.contains_key(&node)
+        {
             return false;
         }
         self.in_use(dra, &pool.id(&device.name))
@@ -182,9 +309,24 @@ impl DraState {
                 continue;
             }
             let e = self.taken.entry(d.id.clone()).or_insert(0);
+            let before = *e;
             *e += by;
-            if *e == 0 {
+            let after = *e;
+            if after == 0 {
                 self.taken.remove(&d.id);
+            }
+            if let Some(node) = d.id.node {
+                if before == 0 && after != 0 {
+                    *self.node_taken.entry(node).or_insert(0) += 1;
+                } else if before != 0
+                    && after == 0
+                    && let Some(n) = self.node_taken.get_mut(&node)
+                {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.node_taken.remove(&node);
+                    }
+                }
             }
         }
     }
@@ -289,7 +431,8 @@ impl ClusterSnapshot {
             if out.iter().any(|r| r.key == key) {
                 continue;
             }
-            let spec = match (dra.claim(pod.namespace, &name), &c.source) {
+            // The claim is looked up once: its allocation in the view comes with it.
+            let (spec, base) = match (dra.claim(pod.namespace, &name), &c.source) {
                 (Some(claim), _) => {
                     if claim.deleting {
                         return Err(DraUnfit::ClaimDeleting(name));
@@ -300,17 +443,17 @@ impl ClusterSnapshot {
                     if reserved_elsewhere {
                         return Err(DraUnfit::ClaimInUse);
                     }
-                    claim.spec.clone()
+                    (claim.spec.clone(), claim.allocation.as_ref())
                 }
                 (None, PodClaimSource::Claim(_)) => return Err(DraUnfit::ClaimNotFound(name)),
                 (None, PodClaimSource::Template { template, .. }) => {
                     match dra.template(pod.namespace, template) {
-                        Some(t) => t.spec.clone(),
+                        Some(t) => (t.spec.clone(), None),
                         None => return Err(DraUnfit::TemplateNotFound(template.clone())),
                     }
                 }
             };
-            let allocation = state.allocation(dra, &key);
+            let allocation = state.allocation_over(&key, base);
             if allocation.is_none() {
                 for r in &spec.requests {
                     for alt in &r.alternatives {
@@ -332,9 +475,9 @@ impl ClusterSnapshot {
         Ok(out)
     }
 
-    /// The DynamicResources filter for one node (PreFilter included). It only asks whether
-    /// the claims can be allocated: no allocation is built.
-    pub(crate) fn check_dra(&self, pod: &Pod, info: &NodeInfo) -> Result<(), Unfit> {
+    /// The DynamicResources filter for one node (PreFilter included). It only picks the
+    /// devices, building no allocation; the pick is kept for Reserve (see [`PickCache`]).
+    pub(crate) fn check_dra(&self, pod: &Pod, node: NodeId, info: &NodeInfo) -> Result<(), Unfit> {
         let claims = self.resolve_claims(pod).map_err(Unfit::Dra)?;
         for c in &claims {
             if let Some(a) = &c.allocation
@@ -346,19 +489,95 @@ impl ClusterSnapshot {
         if claims.iter().all(|c| c.allocation.is_some()) {
             return Ok(());
         }
-        if dra_search::needs_search(unallocated(&claims)) {
-            return (self.allocate_searched(&claims, &info.node).map(|_| ())).map_err(Unfit::Dra);
+        let picks = self.pick_devices(&claims, &info.node).map_err(Unfit::Dra)?;
+        self.dra_state().remember(CachedPick {
+            version: self.version(),
+            node,
+            namespace: pod.namespace,
+            pod: pod.name.clone(),
+            claims: pod.resource_claims.iter().cloned().collect(),
+            unallocated: (claims.into_iter())
+                .filter(|c| c.allocation.is_none())
+                .map(|c| c.key)
+                .collect(),
+            picks,
+        });
+        Ok(())
+    }
+
+    /// Picks devices for the unallocated `claims` on `node` as the structured allocator does:
+    /// the claims' sizes checked first, then greedily, or by the full search where the greedy
+    /// pick may be wrong or may have missed a fit.
+    fn pick_devices(&self, claims: &[Resolved], node: &Node) -> Result<Picks, DraUnfit> {
+        let pools = reachable(self.dra_objects(), node);
+        self.check_result_sizes(claims, &pools)?;
+        if dra_search::needs_search(unallocated(claims)) {
+            return self.search(claims, &pools);
         }
-        let pools = reachable(self.dra_objects(), &info.node);
-        match self.pick(&claims, &pools) {
-            Ok(_) => Ok(()),
+        match self.pick(claims, &pools) {
+            Ok(picks) => {
+                // The greedy pick numbers claims among all of them; a place counts the
+                // unallocated ones only.
+                let mut place = SmallVec::<[usize; 2]>::new();
+                let mut n = 0;
+                for c in claims {
+                    place.push(n);
+                    n += usize::from(c.allocation.is_none());
+                }
+                Ok((picks.into_iter())
+                    .map(|k| DevicePlace {
+                        claim: place[k.claim],
+                        pool: k.pool,
+                        device: k.device,
+                        request: k.alt.name.clone(),
+                        admin_access: k.alt.admin_access,
+                    })
+                    .collect())
+            }
             // The greedy pick is the allocator's first try; the search decides when it fails
             // and another pick could succeed.
-            Err(DraUnfit::CannotAllocate) if dra_search::could_backtrack(unallocated(&claims)) => {
-                (self.allocate_searched(&claims, &info.node).map(|_| ())).map_err(Unfit::Dra)
+            Err(DraUnfit::CannotAllocate) if dra_search::could_backtrack(unallocated(claims)) => {
+                self.search(claims, &pools)
             }
-            Err(e) => Err(Unfit::Dra(e)),
+            Err(e) => Err(e),
         }
+    }
+
+    /// The allocator's check before it picks anything: a claim whose requests need more
+    /// devices than one allocation holds ([`MAX_RESULTS`]) is refused as malformed, on this
+    /// node. A request needs its count, an `All` request every device the node reaches that
+    /// matches it (in use or not), a `firstAvailable` request its smallest alternative.
+    fn check_result_sizes(&self, claims: &[Resolved], pools: &[Pool<'_>]) -> Result<(), DraUnfit> {
+        let dra = self.dra_objects();
+        for c in claims.iter().filter(|c| c.allocation.is_none()) {
+            let mut devices = 0usize;
+            for request in &c.spec.requests {
+                let mut fewest = usize::MAX;
+                for alt in &request.alternatives {
+                    let n = match alt.mode {
+                        AllocationMode::ExactCount(n) => n as usize,
+                        AllocationMode::All => match dra.class(&alt.class) {
+                            Some(class) => {
+                                let selectors = class.selectors.iter().chain(&alt.selectors);
+                                count_matching(dra, selectors, pools)?
+                            }
+                            None => 0,
+                        },
+                    };
+                    fewest = fewest.min(n);
+                }
+                if fewest != usize::MAX {
+                    devices = devices.saturating_add(fewest);
+                }
+            }
+            if devices > MAX_RESULTS {
+                return Err(DraUnfit::TooManyDevices {
+                    claim: Arc::from(format!("{}/{}", c.key.0, c.key.1)),
+                    devices,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Picks devices for the unallocated `claims` from the free devices of `pools` (those a
@@ -386,22 +605,29 @@ impl ClusterSnapshot {
                     // Devices that match, free or not, with whether they are free.
                     let mut matching: SmallVec<[(usize, usize, bool); 16]> = SmallVec::new();
                     for (p, pool) in pools.iter().enumerate() {
+                        let results: SmallVec<[SliceMatches; 2]> = (class.selectors.iter())
+                            .chain(&alt.selectors)
+                            .map(|s| dra.slice_matches(s, pool.slice))
+                            .collect();
                         for (i, d) in pool.slice.devices.iter().enumerate() {
-                            if picks
-                                .iter()
-                                .any(|k| same_device(pools, (k.pool, k.device), (p, i)))
-                            {
+                            // A device this pod's claims picked already is taken, but an
+                            // admin-access request only skips those of its own claim (the
+                            // allocator's rule: results of one claim are unique).
+                            if picks.iter().any(|k| {
+                                (!alt.admin_access || k.claim == claim)
+                                    && same_device(pools, (k.pool, k.device), (p, i))
+                            }) {
                                 continue;
                             }
                             let mut ok = true;
-                            for s in class.selectors.iter().chain(&alt.selectors) {
-                                match dra.selector_matches(s, pool.slice, d) {
+                            for r in &results {
+                                match &r[i] {
                                     Ok(true) => {}
                                     Ok(false) => {
                                         ok = false;
                                         break;
                                     }
-                                    Err(e) => return Err(DraUnfit::Selector(e)),
+                                    Err(e) => return Err(DraUnfit::Selector(e.clone())),
                                 }
                             }
                             if ok {
@@ -411,6 +637,16 @@ impl ClusterSnapshot {
                         }
                     }
                     let before = picks.len();
+                    // No more devices than one allocation holds: past it the allocator tries
+                    // the request's next alternative.
+                    let held = picks.iter().filter(|k| k.claim == claim).count();
+                    let wanted = match alt.mode {
+                        AllocationMode::ExactCount(n) => n as usize,
+                        AllocationMode::All => matching.len(),
+                    };
+                    if held.saturating_add(wanted) > MAX_RESULTS {
+                        continue;
+                    }
                     match alt.mode {
                         AllocationMode::ExactCount(n) => {
                             let n = n as usize;
@@ -449,56 +685,10 @@ impl ClusterSnapshot {
         Ok(picks)
     }
 
-    /// Allocates the unallocated `claims` on `node` from its free devices, each claim's result
-    /// in order (`None` for claims already allocated).
-    fn allocate(
-        &self,
-        claims: &[Resolved],
-        node: &Node,
-    ) -> Result<Vec<Option<Arc<ClaimAllocation>>>, DraUnfit> {
-        if claims.iter().all(|c| c.allocation.is_some()) {
-            return Ok(vec![None; claims.len()]);
-        }
-        if dra_search::needs_search(unallocated(claims)) {
-            return self.allocate_searched(claims, node);
-        }
-        let pools = reachable(self.dra_objects(), node);
-        let picks = match self.pick(claims, &pools) {
-            Ok(picks) => picks,
-            Err(DraUnfit::CannotAllocate) if dra_search::could_backtrack(unallocated(claims)) => {
-                return self.allocate_searched(claims, node);
-            }
-            Err(e) => return Err(e),
-        };
-        let mut out = Vec::with_capacity(claims.len());
-        for (claim, c) in claims.iter().enumerate() {
-            if c.allocation.is_some() {
-                out.push(None);
-                continue;
-            }
-            let picked = picks.iter().filter(|k| k.claim == claim).map(|k| {
-                let pool = &pools[k.pool];
-                let device = AllocatedDevice {
-                    request: k.alt.name.clone(),
-                    id: pool.id(&pool.slice.devices[k.device].name),
-                    admin_access: k.alt.admin_access,
-                };
-                (k.pool, device)
-            });
-            out.push(Some(claim_allocation(node, &pools, picked)));
-        }
-        Ok(out)
-    }
-
-    /// [`ClusterSnapshot::allocate`] by the allocator's search with backtracking.
-    fn allocate_searched(
-        &self,
-        claims: &[Resolved],
-        node: &Node,
-    ) -> Result<Vec<Option<Arc<ClaimAllocation>>>, DraUnfit> {
+    /// [`ClusterSnapshot::pick_devices`] by the allocator's search with backtracking.
+    fn search(&self, claims: &[Resolved], pools: &[Pool<'_>]) -> Result<Picks, DraUnfit> {
         let dra = self.dra_objects();
         let state = self.dra_state();
-        let pools = reachable(dra, node);
         let sources: Vec<DeviceSource<'_>> = (pools.iter())
             .map(|p| DeviceSource {
                 slice: p.slice,
@@ -508,56 +698,71 @@ impl ClusterSnapshot {
         let specs: Vec<&ClaimSpec> = unallocated(claims).collect();
         let in_use = |id: &DeviceId| state.in_use(dra, id);
         let picks = allocate_devices(dra, &specs, &sources, &in_use, MAX_SEARCH_STEPS);
-        let mut picks = picks
-            .map_err(|e| match e {
-                SearchError::NoFit => DraUnfit::CannotAllocate,
-                SearchError::Selector(e) => DraUnfit::Selector(e),
-                SearchError::StepLimit => DraUnfit::TimedOut,
-                SearchError::ConstraintConflict { claim, .. } => {
-                    let key = claims.iter().filter(|c| c.allocation.is_none()).nth(claim);
-                    let name = key.map_or(String::new(), |c| format!("{}/{}", c.key.0, c.key.1));
-                    DraUnfit::Constraint(Arc::from(format!("claim {name}, {e}")))
-                }
-            })?
-            .into_iter();
-        let mut out = Vec::with_capacity(claims.len());
-        for c in claims {
-            if c.allocation.is_some() {
-                out.push(None);
-                continue;
+        let picks = picks.map_err(|e| match e {
+            SearchError::NoFit => DraUnfit::CannotAllocate,
+            SearchError::Selector(e) => DraUnfit::Selector(e),
+            SearchError::StepLimit => DraUnfit::TimedOut,
+            SearchError::ConstraintConflict { claim, .. } => {
+                let key = claims.iter().filter(|c| c.allocation.is_none()).nth(claim);
+                let name = key.map_or(String::new(), |c| format!("{}/{}", c.key.0, c.key.1));
+                DraUnfit::Constraint(Arc::from(format!("claim {name}, {e}")))
             }
-            let picked = picks.next().unwrap_or_default().into_iter().map(|p| {
-                let device = AllocatedDevice {
-                    id: sources[p.source].id(p.device),
-                    request: p.request,
-                    admin_access: p.admin_access,
-                };
-                (p.source, device)
-            });
-            out.push(Some(claim_allocation(node, &pools, picked)));
+        })?;
+        let mut out = Picks::new();
+        for (claim, picked) in picks.into_iter().enumerate() {
+            out.extend(picked.into_iter().map(|p| DevicePlace {
+                claim,
+                pool: p.source,
+                device: p.device,
+                request: p.request,
+                admin_access: p.admin_access,
+            }));
         }
         Ok(out)
     }
 
     /// Allocates `pod`'s unallocated claims on node `id` (where it was just placed), as
-    /// kube-scheduler's Reserve does; nothing if they cannot be allocated there (the caller
-    /// placed it without checking).
+    /// kube-scheduler's Reserve does: the devices the filter just picked for it there, or,
+    /// when the filter did not (the caller placed it without checking, or checked something
+    /// else since), those picked now; nothing if they cannot be allocated there.
     pub(crate) fn reserve_claims(&mut self, pod: &Pod, id: NodeId) -> Vec<DraUndo> {
-        let Some(info) = self.node(id) else {
+        let Some(node) = self.node(id).map(|info| info.node.clone()) else {
             return Vec::new();
         };
-        let Ok(claims) = self.resolve_claims(pod) else {
-            return Vec::new();
-        };
-        let Ok(results) = self.allocate(&claims, &info.node) else {
-            return Vec::new();
+        let (unallocated, picks) = match self.dra_state().take_pick(self.version(), id, pod) {
+            Some(cached) => (cached.unallocated, cached.picks),
+            None => {
+                let Ok(claims) = self.resolve_claims(pod) else {
+                    return Vec::new();
+                };
+                if claims.iter().all(|c| c.allocation.is_some()) {
+                    return Vec::new();
+                }
+                let Ok(picks) = self.pick_devices(&claims, &node) else {
+                    return Vec::new();
+                };
+                let keys = (claims.into_iter())
+                    .filter(|c| c.allocation.is_none())
+                    .map(|c| c.key)
+                    .collect::<SmallVec<[ClaimKey; 2]>>();
+                (keys, picks)
+            }
         };
         let dra = self.dra_objects().clone();
-        let mut undo = Vec::new();
-        for (c, a) in claims.into_iter().zip(results) {
-            if let Some(a) = a {
-                undo.push(self.dra_state_mut().set(&dra, c.key, Some(a)));
-            }
+        let pools = reachable(&dra, &node);
+        let mut undo = Vec::with_capacity(unallocated.len());
+        for (claim, key) in unallocated.into_iter().enumerate() {
+            let picked = picks.iter().filter(|k| k.claim == claim).map(|k| {
+                let pool = &pools[k.pool];
+                let device = AllocatedDevice {
+                    request: k.request.clone(),
+                    id: pool.id(&pool.slice.devices[k.device].name),
+                    admin_access: k.admin_access,
+                };
+                (k.pool, device)
+            });
+            let allocation = claim_allocation(&node, &pools, picked);
+            undo.push(self.dra_state_mut().set(&dra, key, Some(allocation)));
         }
         undo
     }
@@ -746,6 +951,31 @@ fn reachable<'a>(dra: &'a Dra, node: &'a Node) -> SmallVec<[Pool<'a>; 4]> {
     out
 }
 
+/// How many devices of `pools` match every one of `selectors`.
+fn count_matching<'s>(
+    dra: &Dra,
+    selectors: impl Iterator<Item = &'s CelSelector> + Clone,
+    pools: &[Pool<'_>],
+) -> Result<usize, DraUnfit> {
+    let mut n = 0;
+    for pool in pools {
+        let results: SmallVec<[SliceMatches; 2]> = (selectors.clone())
+            .map(|s| dra.slice_matches(s, pool.slice))
+            .collect();
+        'device: for i in 0..pool.slice.devices.len() {
+            for r in &results {
+                match &r[i] {
+                    Ok(true) => {}
+                    Ok(false) => continue 'device,
+                    Err(e) => return Err(DraUnfit::Selector(e.clone())),
+                }
+            }
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// The specs of the claims not allocated yet, in order.
 fn unallocated(claims: &[Resolved]) -> impl Iterator<Item = &ClaimSpec> + Clone {
     claims
@@ -915,6 +1145,55 @@ spec:
         s.revert().unwrap();
         assert_eq!(check(&s, &next, "gpu-2"), Ok(()));
         assert_eq!(s.node_devices_in_use(id), (0, 1));
+    }
+
+    #[test]
+    fn reserve_never_takes_a_pick_made_before_the_node_changed() {
+        let mut s = snapshot("");
+        s.fork();
+        // p1's filter picks gpu-2's only device; p2 is placed without a check and takes it.
+        let p1 = from_template("p1", "one-gpu");
+        assert_eq!(check(&s, &p1, "gpu-2"), Ok(()));
+        place(&mut s, &from_template("p2", "one-gpu"), "gpu-2");
+        assert!(allocation_of(&s, "p2-gpu").is_some());
+        // Placed anyway, p1 gets nothing: its pick was made before p2 took the device.
+        place(&mut s, &p1, "gpu-2");
+        assert_eq!(allocation_of(&s, "p1-gpu"), None);
+        let id = s.node_id(Sym::new("gpu-2")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 1));
+    }
+
+    #[test]
+    fn reserve_never_takes_a_pick_made_before_a_revert() {
+        let mut s = snapshot("");
+        let p = from_template("p", "one-gpu");
+        // With gpu-0 taken inside a fork, p's filter picks gpu-1; the fork is reverted.
+        s.fork();
+        place(&mut s, &from_template("q", "one-gpu"), "gpu-1");
+        assert_eq!(check(&s, &p, "gpu-1"), Ok(()));
+        s.revert().unwrap();
+        // gpu-0 is free again: Reserve picks it, as the allocator would now.
+        s.fork();
+        place(&mut s, &p, "gpu-1");
+        let a = allocation_of(&s, "p-gpu").expect("allocated");
+        assert_eq!(devices_of(&a), ["gpu=gpu-0"]);
+    }
+
+    #[test]
+    fn reserve_takes_the_filters_pick_for_the_same_pod_only() {
+        let mut s = snapshot("");
+        s.fork();
+        // The filter's pick for one pod is not another's: each gets its own claim allocated.
+        let p1 = from_template("p1", "one-gpu");
+        assert_eq!(check(&s, &p1, "gpu-1"), Ok(()));
+        place(&mut s, &from_template("p2", "one-gpu"), "gpu-1");
+        place(&mut s, &p1, "gpu-1");
+        let one = allocation_of(&s, "p1-gpu").expect("allocated");
+        let two = allocation_of(&s, "p2-gpu").expect("allocated");
+        assert_eq!(devices_of(&two), ["gpu=gpu-0"]);
+        assert_eq!(devices_of(&one), ["gpu=gpu-1"]);
+        let id = s.node_id(Sym::new("gpu-1")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (2, 2));
     }
 
     #[test]
@@ -1093,6 +1372,153 @@ spec:
             check(&s, &from_template("pair-3", "numa-pair"), "gpu-1"),
             Err("cannot allocate all claims".into())
         );
+    }
+
+    /// The allocation of claim `name` as the simulation sees it.
+    fn allocation_of(s: &ClusterSnapshot, name: &str) -> Option<Arc<ClaimAllocation>> {
+        let key = (Sym::new("default"), Arc::from(name));
+        s.dra_state().allocation(s.storage().dra(), &key)
+    }
+
+    /// The devices of an allocation as `request=device`, with `(admin)` for admin access.
+    fn devices_of(a: &ClaimAllocation) -> Vec<String> {
+        (a.devices.iter())
+            .map(|d| {
+                let admin = if d.admin_access { " (admin)" } else { "" };
+                format!("{}={}{admin}", d.request, d.id.device)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_admin_access_request_shares_a_device_another_claim_of_the_pod_took() {
+        // The allocator skips, for an admin-access request, only the devices being allocated
+        // for the same claim: the pod's other claim took gpu-0, the monitor gets gpu-0 too.
+        let mut s = snapshot(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: monitor, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com, adminAccess: true}}]
+",
+        );
+        let pod = PodBuilder::new("p", 100, GI)
+            .with(|p| {
+                for (entry, template) in [("gpu", "one-gpu"), ("monitor", "monitor")] {
+                    p.resource_claims.push(PodClaim {
+                        name: Arc::from(entry),
+                        source: PodClaimSource::Template {
+                            template: Arc::from(template),
+                            generated: None,
+                        },
+                    });
+                }
+            })
+            .arc();
+        s.fork();
+        assert_eq!(check(&s, &pod, "gpu-1"), Ok(()));
+        place(&mut s, &pod, "gpu-1");
+        let gpu = allocation_of(&s, "p-gpu").expect("allocated");
+        assert_eq!(devices_of(&gpu), ["gpu=gpu-0"]);
+        let monitor = allocation_of(&s, "p-monitor").expect("allocated");
+        assert_eq!(devices_of(&monitor), ["gpu=gpu-0 (admin)"]);
+        // Admin access takes no device from others: gpu-1 is still free.
+        let id = s.node_id(Sym::new("gpu-1")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 2));
+        // Nor does it need a free device: with both taken, the monitor alone still fits.
+        place(&mut s, &from_template("q", "one-gpu"), "gpu-1");
+        let alone = claim_pod(
+            "m",
+            PodClaimSource::Template {
+                template: Arc::from("monitor"),
+                generated: None,
+            },
+        );
+        assert_eq!(check(&s, &alone, "gpu-1"), Ok(()));
+    }
+
+    /// A slice of node `cpu-a` with `n` devices, and templates asking for all of them, for all
+    /// or else one, and for `n` by count in two requests (one asks for 32 at most).
+    fn many_devices(n: usize) -> String {
+        let devices: Vec<String> = (0..n).map(|i| format!("{{name: d{i}}}")).collect();
+        format!(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: cpu-a-slice}}
+spec:
+  driver: gpu.example.com
+  nodeName: cpu-a
+  pool: {{name: cpu-a, generation: 1, resourceSliceCount: 1}}
+  devices: [{}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: all, namespace: default}}
+spec:
+  spec:
+    devices:
+      requests: [{{name: gpu, exactly: {{deviceClassName: gpu.example.com, allocationMode: All}}}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: all-or-one, namespace: default}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        firstAvailable:
+        - {{name: all, deviceClassName: gpu.example.com, allocationMode: All}}
+        - {{name: one, deviceClassName: gpu.example.com}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: by-count, namespace: default}}
+spec:
+  spec:
+    devices:
+      requests:
+      - {{name: gpu, exactly: {{deviceClassName: gpu.example.com, count: {}}}}}
+      - {{name: more, exactly: {{deviceClassName: gpu.example.com, count: {}}}}}
+",
+            devices.join(", "),
+            n / 2,
+            n - n / 2
+        )
+    }
+
+    #[test]
+    fn a_claim_needing_more_than_32_devices_is_refused_as_the_allocator_refuses_it() {
+        // 32 devices fit one allocation.
+        let s = snapshot(&many_devices(32));
+        assert_eq!(check(&s, &from_template("p", "all"), "cpu-a"), Ok(()));
+        assert_eq!(check(&s, &from_template("p", "by-count"), "cpu-a"), Ok(()));
+        // 33 do not: the allocator refuses the claim before picking (its error, not a lack of
+        // devices), counting every matching device of the node, in use or not.
+        let mut s = snapshot(&many_devices(33));
+        s.fork();
+        let want = "claim default/p-gpu: number of requested devices 33 exceeds the claim limit \
+                    of 32";
+        for template in ["all", "by-count"] {
+            let id = s.node_id(Sym::new("cpu-a")).unwrap();
+            let err = s.check_pod(&from_template("p", template), id).unwrap_err();
+            assert_eq!(err.to_string(), want, "{template}");
+            assert!(err.is_unresolvable() && !err.is_pre_filter(), "{template}");
+        }
+        // A first alternative over the limit gives way to the next one.
+        let pod = from_template("p", "all-or-one");
+        assert_eq!(check(&s, &pod, "cpu-a"), Ok(()));
+        place(&mut s, &pod, "cpu-a");
+        let a = allocation_of(&s, "p-gpu").expect("allocated");
+        assert_eq!(devices_of(&a), ["gpu/one=d0"]);
+        let id = s.node_id(Sym::new("cpu-a")).unwrap();
+        assert_eq!(s.node_devices_in_use(id), (1, 33));
+        let err = check(&s, &from_template("q", "all"), "cpu-a").unwrap_err();
+        assert!(err.contains("requested devices 33 exceeds"), "{err}");
     }
 
     #[test]

@@ -22,8 +22,11 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use autoscaler_model::{
-    AllocationMode, AttrValue, ClaimSpec, DeviceId, Dra, ResourceSlice, Subrequest, Sym,
+    AllocationMode, AttrValue, ClaimSpec, DeviceId, Dra, ResourceSlice, SliceMatches, Subrequest,
+    Sym,
 };
 
 /// Most steps (a request begun or given up, a device tried) one search takes before it stops
@@ -34,7 +37,7 @@ use autoscaler_model::{
 pub const MAX_SEARCH_STEPS: usize = 10_000;
 
 /// Most devices allocated to one claim (the API's `AllocationResultsMaxSize`).
-const MAX_RESULTS: usize = 32;
+pub(crate) const MAX_RESULTS: usize = 32;
 
 /// A slice whose devices the node reaches, with the node whose own copy of a template's devices
 /// it is (`None` for devices published in the cluster), in the order the allocator walks them.
@@ -472,16 +475,20 @@ impl<'s, 'a> Search<'s, 'a> {
         // The caller checked that every class exists; a class gone matches nothing.
         if let Some(class) = self.dra.class(&alt.class) {
             for (source, s) in self.sources.iter().enumerate() {
-                for (device, d) in s.slice.devices.iter().enumerate() {
+                let results: SmallVec<[SliceMatches; 2]> = (class.selectors.iter())
+                    .chain(&alt.selectors)
+                    .map(|sel| self.dra.slice_matches(sel, s.slice))
+                    .collect();
+                for device in 0..s.slice.devices.len() {
                     let mut ok = true;
-                    for sel in class.selectors.iter().chain(&alt.selectors) {
-                        match self.dra.selector_matches(sel, s.slice, d) {
+                    for r in &results {
+                        match &r[device] {
                             Ok(true) => {}
                             Ok(false) => {
                                 ok = false;
                                 break;
                             }
-                            Err(e) => return Err(SearchError::Selector(e)),
+                            Err(e) => return Err(SearchError::Selector(e.clone())),
                         }
                     }
                     if !ok {

@@ -591,7 +591,7 @@ impl ClusterSnapshot {
             self.check_volumes(pod, info)?;
         }
         if !pod.resource_claims.is_empty() {
-            self.check_dra(pod, info)?;
+            self.check_dra(pod, node, info)?;
         }
         match &prepared.heavy {
             None => Ok(()),
