@@ -45,6 +45,7 @@ use super::disruption_budget::GroupRules;
 use super::disruption_cost::DisruptionCost;
 use super::drain::{DrainContext, DrainOptions, drain_node};
 use super::removal::{Hints, try_remove};
+use super::replacement_judgement::WorkloadMix;
 use super::{InFlight, NodeDeletion, ms};
 use crate::scale_up::estimator::NodeTemplate;
 use crate::scheduling::budget::Budget;
@@ -221,6 +222,9 @@ pub struct ConsolidationState {
     quiet: FxHashMap<Sym, (u64, i64)>,
     /// The replacement being waited for, if any.
     pub pending: Option<PendingReplacement>,
+    /// The last scale-up for pending pods (set by the loop; a replacement's own scale-up does
+    /// not count): no new command starts within the horizon after it, see [`plan_consolidation`].
+    pub last_scale_up_ms: Option<i64>,
 }
 
 /// What a command does.
@@ -383,6 +387,12 @@ pub fn plan_consolidation(
     if input.hold {
         return plan;
     }
+    // Pods arrived faster than the room they had within the horizon: the room a drain frees
+    // now would be bought back at once (drain, then scale-up, the same pods restarted), as
+    // upstream's `--scale-down-delay-after-add` keeps scale-down waiting. Expiry still runs.
+    let grew = state
+        .last_scale_up_ms
+        .is_some_and(|t| now_ms < t.saturating_add(ms(opts.horizon)));
     let groups = input.provider.node_groups();
     let pricing = Pricing::of(groups);
     let rules = GroupRules::of(
@@ -410,11 +420,13 @@ pub fn plan_consolidation(
             .total_cmp(&a.rank())
             .then_with(|| a.name.as_str().cmp(b.name.as_str()))
     });
+    let mix = WorkloadMix::of(snapshot);
     let search = Search {
         input: &input,
         opts,
         pricing: &pricing,
         rules: &rules,
+        mix: &mix,
     };
     // Node lifetime first: an expired node is replaced whatever consolidation would save.
     let mut left = work.pods_left;
@@ -422,6 +434,9 @@ pub fn plan_consolidation(
     work.pods_simulated += work.pods_left - left;
     work.pods_left = left;
     plan.command = expiry.or_else(|| {
+        if grew {
+            return None;
+        }
         snapshot.forked(|s| {
             search
                 .empty(s, &candidates)
@@ -504,11 +519,13 @@ fn follow_pending(
         None,
     );
     let rules = GroupRules::default();
+    let mix = WorkloadMix::default();
     let search = Search {
         input,
         opts,
         pricing: &pricing,
         rules: &rules,
+        mix: &mix,
     };
     let pods: usize = cands.iter().map(|c| c.to_move.len()).sum();
     let found = if cands.len() == pending.nodes.len() && work.take(pods) {
@@ -657,6 +674,8 @@ struct Search<'s, 'i> {
     pricing: &'s Pricing,
     /// The groups' modes and budgets.
     rules: &'s GroupRules,
+    /// The workload's mix, a replacement is judged on (see [`WorkloadMix`]).
+    mix: &'s WorkloadMix,
 }
 
 /// A set of nodes that can go, and where their pods would land.
@@ -803,6 +822,14 @@ impl Search<'_, '_> {
                 )
             })
             .filter(|(c, _, _)| *c < cost)
+            // Cheaper per copy of the workload's mix, not only per node: a smaller shape at
+            // the same price per GPU fragments the capacity the workload keeps needing.
+            .filter(|(c, _, sh)| {
+                let old = set
+                    .iter()
+                    .filter_map(|m| s.node(m.id).map(|i| (m.cost, &*i.node)));
+                self.mix.cheaper_per_copy(old, *c, &sh.template.node)
+            })
             // What the new node saves must outweigh the work the set's pods lose.
             .filter(|(c, _, _)| disruption.worth(cost - c))
             .collect();
@@ -1371,9 +1398,11 @@ mod tests {
         };
         let nodes: &[(&str, i64, &[i64])] = &[("a", 4000, &[1500]), ("b", 4000, &[3800])];
         let opts = mode(ConsolidationMode::Replace);
+        // A little saving (0.5/h) by a shape still cheaper per core than the big one (so that
+        // only the lost work stands in the way: see `replacement_judgement`).
         let mut little = cluster_of(
             &[("big", 0, 4.0, nodes)],
-            &[("small", 2000, 3.5)],
+            &[("small", 3800, 3.5)],
             task,
             |n| n,
         );
@@ -1397,7 +1426,7 @@ mod tests {
             cmd.explanation
         );
         // The same pods as a service's: nothing is lost, the small saving is taken.
-        let mut service = cluster(&[("big", 0, 4.0, nodes)], &[("small", 2000, 3.5)]);
+        let mut service = cluster(&[("big", 0, 4.0, nodes)], &[("small", 3800, 3.5)]);
         let cmd = service
             .settled(&opts, 5)
             .command
@@ -1506,6 +1535,54 @@ mod tests {
         let before = (c.snapshot.len(), c.snapshot.pod_count());
         c.settled(&mode(ConsolidationMode::Replace), 5);
         assert_eq!((c.snapshot.len(), c.snapshot.pod_count()), before);
+    }
+
+    /// An 8-GPU node holding one 1-GPU pod while the other is full: a 2-GPU node at the same
+    /// price per GPU is cheaper per node but not per GPU, the resource the pods need; replacing
+    /// by it would leave no room for the GPU pods to come (issue 38: the GPU replay's
+    /// fragmentation). A 2-GPU node cheaper per GPU still replaces it.
+    #[test]
+    fn a_smaller_shape_at_the_same_price_per_gpu_does_not_replace() {
+        let gpu = ResourceName::parse("nvidia.com/gpu");
+        let run = |small_price: f64| {
+            let spec: &[(&str, i64, &[i64])] =
+                &[("a", 96_000, &[8_000]), ("b", 96_000, &[8_000; 8])];
+            let mut c = cluster_of(
+                &[("gpu-8x", 0, 24.0, spec)],
+                &[("gpu-2x", 104_000, small_price)],
+                |p| p.owner("ReplicaSet", "rs").resource("nvidia.com/gpu", 1),
+                |n| n.resource("nvidia.com/gpu", 8),
+            );
+            c.shapes[0].template.node.allocatable.set(gpu, 2);
+            c.settled(&mode(ConsolidationMode::Replace), 5).command
+        };
+        assert!(run(6.0).is_none(), "3/h per GPU either way: kept");
+        let cmd = run(5.0).expect("2.5/h per GPU: replaced");
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        assert!(matches!(
+            cmd.kind,
+            CommandKind::Replace { group_index: 1, .. }
+        ));
+    }
+
+    /// Within the horizon after a scale-up for pending pods, pods are arriving faster than the
+    /// room they have: a drain now would be followed by a scale-up (short tasks' ping-pong).
+    #[test]
+    fn nothing_is_consolidated_within_the_horizon_after_a_scale_up() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = mode(ConsolidationMode::Delete);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 5);
+        state.last_scale_up_ms = Some(MIN / 2);
+        let horizon = ms(opts.horizon);
+        assert!(c.plan(&mut state, &opts, MIN, 5).command.is_none());
+        assert!(
+            (c.plan(&mut state, &opts, MIN / 2 + horizon - 1, 5).command).is_none(),
+            "still within the horizon"
+        );
+        let cmd = c.plan(&mut state, &opts, MIN / 2 + horizon, 5).command;
+        assert_eq!(nodes_of(&cmd.expect("after the horizon")).len(), 1);
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod eligibility;
 mod node_lifetime;
 mod options;
 pub mod removal;
+mod replacement_judgement;
 pub(crate) mod replacement_taint;
 mod simulation;
 mod soft_taint;
