@@ -223,8 +223,11 @@ pub struct ConsolidationState {
     /// The replacement being waited for, if any.
     pub pending: Option<PendingReplacement>,
     /// The last scale-up for pending pods (set by the loop; a replacement's own scale-up does
-    /// not count): no new command starts within the horizon after it, see [`plan_consolidation`].
+    /// not count): when it came within the horizon after one of our deletions, no new command
+    /// starts within the horizon after it, see [`plan_consolidation`].
     pub last_scale_up_ms: Option<i64>,
+    /// When consolidation last deleted nodes (a deletion, or a replacement's drain).
+    last_deletion_ms: Option<i64>,
 }
 
 /// What a command does.
@@ -387,12 +390,19 @@ pub fn plan_consolidation(
     if input.hold {
         return plan;
     }
-    // Pods arrived faster than the room they had within the horizon: the room a drain frees
-    // now would be bought back at once (drain, then scale-up, the same pods restarted), as
-    // upstream's `--scale-down-delay-after-add` keeps scale-down waiting. Expiry still runs.
-    let grew = state
-        .last_scale_up_ms
-        .is_some_and(|t| now_ms < t.saturating_add(ms(opts.horizon)));
+    // A scale-up within the horizon after our deletion: the pods arrive faster than the room
+    // we left them, and the room a drain frees now would be bought back at once (drain, then
+    // scale-up, the same pods restarted: short tasks' ping-pong). Wait the horizon after that
+    // scale-up, as upstream's `--scale-down-delay-after-add` keeps scale-down waiting; a
+    // scale-up that follows no deletion of ours (a load growing) does not hold it. Expiry
+    // still runs.
+    let horizon_ms = ms(opts.horizon);
+    let grew = match (state.last_deletion_ms, state.last_scale_up_ms) {
+        (Some(d), Some(t)) => {
+            d <= t && t < d.saturating_add(horizon_ms) && now_ms < t.saturating_add(horizon_ms)
+        }
+        _ => false,
+    };
     let groups = input.provider.node_groups();
     let pricing = Pricing::of(groups);
     let rules = GroupRules::of(
@@ -444,6 +454,13 @@ pub fn plan_consolidation(
                 .or_else(|| search.single(s, &candidates, &mut work))
         })
     });
+    if plan
+        .command
+        .as_ref()
+        .is_some_and(|c| c.kind == CommandKind::Delete)
+    {
+        state.last_deletion_ms = Some(now_ms);
+    }
     if let Some(c) = &plan.command
         && let CommandKind::Replace { group, .. } = &c.kind
     {
@@ -537,6 +554,7 @@ fn follow_pending(
         Some(f) => {
             let mut c = search.command(f, "replacement Ready,");
             c.kind = CommandKind::ReplacementReady;
+            state.last_deletion_ms = Some(now_ms);
             c.explanation = format!("{}; decided as: {}", c.explanation, pending.explanation);
             plan.command = Some(c);
         }
@@ -1565,23 +1583,34 @@ mod tests {
         ));
     }
 
-    /// Within the horizon after a scale-up for pending pods, pods are arriving faster than the
-    /// room they have: a drain now would be followed by a scale-up (short tasks' ping-pong).
+    /// A scale-up within the horizon after one of our deletions: pods arrive faster than the
+    /// room left them, so a drain now would be followed by another scale-up (short tasks'
+    /// ping-pong). Nothing starts within the horizon after that scale-up; a scale-up that
+    /// follows no deletion of ours (a load growing) holds nothing.
     #[test]
-    fn nothing_is_consolidated_within_the_horizon_after_a_scale_up() {
+    fn nothing_is_consolidated_within_the_horizon_after_a_scale_up_that_followed_a_deletion() {
         let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
         let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
         let opts = mode(ConsolidationMode::Delete);
+        let horizon = ms(opts.horizon);
         let mut state = ConsolidationState::default();
         c.plan(&mut state, &opts, 0, 5);
+        // A scale-up before any deletion of ours: no hold.
         state.last_scale_up_ms = Some(MIN / 2);
-        let horizon = ms(opts.horizon);
-        assert!(c.plan(&mut state, &opts, MIN, 5).command.is_none());
+        let first = c.plan(&mut state, &opts, MIN, 5).command;
+        assert_eq!(
+            nodes_of(&first.expect("a growing load holds nothing")).len(),
+            1
+        );
+        // Then a scale-up 10 s after that deletion: held for the horizon after it.
+        let up = MIN + 10_000;
+        state.last_scale_up_ms = Some(up);
+        assert!(c.plan(&mut state, &opts, 2 * MIN, 5).command.is_none());
         assert!(
-            (c.plan(&mut state, &opts, MIN / 2 + horizon - 1, 5).command).is_none(),
+            (c.plan(&mut state, &opts, up + horizon - 1, 5).command).is_none(),
             "still within the horizon"
         );
-        let cmd = c.plan(&mut state, &opts, MIN / 2 + horizon, 5).command;
+        let cmd = c.plan(&mut state, &opts, up + horizon, 5).command;
         assert_eq!(nodes_of(&cmd.expect("after the horizon")).len(), 1);
     }
 
