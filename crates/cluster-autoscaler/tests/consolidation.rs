@@ -234,9 +234,11 @@ fn the_taint_goes_when_the_replacement_is_given_up() {
 
 /// One 1-GPU task on an 8-GPU node, six more 1-GPU tasks at 40m. A 2-GPU shape costs a quarter
 /// of the 8-GPU one: the same price per GPU. Judged on one node's price, the 8-GPU node was
-/// replaced by a 2-GPU node (its task restarted), and at 40m an 8-GPU node was bought again for
-/// the tasks the 2-GPU node had no room for. Judged on the price per GPU, the pods' need, the
-/// swap buys nothing: the node is kept and the six tasks land on its free GPUs.
+/// replaced by a 2-GPU node (its task restarted), at 40m an 8-GPU node was bought again for the
+/// tasks the 2-GPU node had no room for, and the nodes were consolidated again after (4
+/// scale-ups, 4 evictions, 3.02 node-hours). Judged on the price per GPU, the pods' need, the
+/// swap buys nothing: the node is kept and the six tasks land on its free GPUs (1 scale-up, no
+/// eviction, 2.98 node-hours).
 #[test]
 fn a_replacement_at_the_same_price_per_gpu_does_not_fragment_the_gpus() {
     let text = "name: replacement-fragments
