@@ -252,3 +252,49 @@ fn the_taint_goes_when_the_replacement_is_given_up() {
     });
     assert!(given_up, "{}", r["events"]);
 }
+
+/// One 1-GPU task on an 8-GPU node, six more 1-GPU tasks at 40m. A 2-GPU shape costs a quarter
+/// of the 8-GPU one: the same price per GPU. Judged on one node's price, the 8-GPU node was
+/// replaced by a 2-GPU node (its task restarted), at 40m an 8-GPU node was bought again for the
+/// tasks the 2-GPU node had no room for, and the nodes were consolidated again after (4
+/// scale-ups, 4 evictions, 3.02 node-hours). Judged on the price per GPU, the pods' need, the
+/// swap buys nothing: the node is kept and the six tasks land on its free GPUs (1 scale-up, no
+/// eviction, 2.98 node-hours).
+#[test]
+fn a_replacement_at_the_same_price_per_gpu_does_not_fragment_the_gpus() {
+    let text = "name: replacement-fragments
+duration: 3h
+seed: 5
+provisioning_delay: {min: 60s, max: 60s}
+options:
+  scan-interval: 10s
+  consolidation: replace
+node_groups:
+  - {name: gpu-8x, min: 0, max: 4, cpu: '96', memory: 384Gi, gpu: {count: 8}, price_per_hour: 24.0}
+  - {name: gpu-2x, min: 0, max: 4, cpu: '104', memory: 512Gi, gpu: {count: 2}, price_per_hour: 6.0}
+workloads:
+  - kind: job
+    name: first
+    completions: 1
+    duration: 3h
+    pod: {cpu: '8', memory: 32Gi, gpu: 1}
+  - kind: job
+    name: later
+    at: 40m
+    completions: 6
+    parallelism: 6
+    duration: 1h
+    pod: {cpu: '8', memory: 32Gi, gpu: 1}
+";
+    let path = write_scenario("fragments", text);
+    let path = path.to_str().expect("a UTF-8 path");
+    let (report, _) = simulate("fragments", &[path], None);
+    let small = (report["groups"].as_array().expect("groups"))
+        .iter()
+        .find(|g| g["group"] == "default/gpu-2x")
+        .expect("the 2-GPU group");
+    assert_eq!(num(small, "/nodes_added"), 0.0, "no 2-GPU node bought");
+    assert_eq!(num(&report, "/scale_ups"), 1.0, "one 8-GPU node for all");
+    assert_eq!(num(&report, "/evictions"), 0.0, "no task restarted");
+    assert!(num(&report, "/node_hours") < 3.0);
+}

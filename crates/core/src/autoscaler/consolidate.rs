@@ -111,6 +111,7 @@ impl Autoscaler {
             shapes: &shapes,
             hold,
         };
+        self.consolidation.last_scale_up_ms = self.scale_down.last_scale_up_ms;
         let plan = plan_consolidation(
             &mut self.cache.snapshot,
             &mut self.consolidation,

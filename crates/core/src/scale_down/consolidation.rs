@@ -47,6 +47,7 @@ use super::disruption_cost::DisruptionCost;
 use super::drain::{DrainContext, DrainOptions, drain_node};
 use super::eviction_cost::rescheduling_cost;
 use super::removal::{Hints, try_remove};
+use super::replacement_judgement::WorkloadMix;
 use super::{InFlight, NodeDeletion, ms};
 use crate::scale_up::estimator::NodeTemplate;
 use crate::scheduling::budget::Budget;
@@ -223,6 +224,12 @@ pub struct ConsolidationState {
     quiet: FxHashMap<Sym, (u64, i64)>,
     /// The replacement being waited for, if any.
     pub pending: Option<PendingReplacement>,
+    /// The last scale-up for pending pods (set by the loop; a replacement's own scale-up does
+    /// not count): when it came within the horizon after one of our deletions, no new command
+    /// starts within the horizon after it, see [`plan_consolidation`].
+    pub last_scale_up_ms: Option<i64>,
+    /// When consolidation last deleted nodes (a deletion, or a replacement's drain).
+    last_deletion_ms: Option<i64>,
 }
 
 /// What a command does.
@@ -387,6 +394,19 @@ pub fn plan_consolidation(
     if input.hold {
         return plan;
     }
+    // A scale-up within the horizon after our deletion: the pods arrive faster than the room
+    // we left them, and the room a drain frees now would be bought back at once (drain, then
+    // scale-up, the same pods restarted: short tasks' ping-pong). Wait the horizon after that
+    // scale-up, as upstream's `--scale-down-delay-after-add` keeps scale-down waiting; a
+    // scale-up that follows no deletion of ours (a load growing) does not hold it. Expiry
+    // still runs.
+    let horizon_ms = ms(opts.horizon);
+    let grew = match (state.last_deletion_ms, state.last_scale_up_ms) {
+        (Some(d), Some(t)) => {
+            d <= t && t < d.saturating_add(horizon_ms) && now_ms < t.saturating_add(horizon_ms)
+        }
+        _ => false,
+    };
     let groups = input.provider.node_groups();
     let pricing = Pricing::of(groups);
     let rules = GroupRules::of(
@@ -414,11 +434,13 @@ pub fn plan_consolidation(
             .total_cmp(&a.rank())
             .then_with(|| a.name.as_str().cmp(b.name.as_str()))
     });
+    let mix = WorkloadMix::of(snapshot);
     let search = Search {
         input: &input,
         opts,
         pricing: &pricing,
         rules: &rules,
+        mix: &mix,
     };
     // Node lifetime first: an expired node is replaced whatever consolidation would save.
     let mut left = work.pods_left;
@@ -426,6 +448,9 @@ pub fn plan_consolidation(
     work.pods_simulated += work.pods_left - left;
     work.pods_left = left;
     plan.command = expiry.or_else(|| {
+        if grew {
+            return None;
+        }
         snapshot.forked(|s| {
             search
                 .empty(s, &candidates)
@@ -433,6 +458,13 @@ pub fn plan_consolidation(
                 .or_else(|| search.single(s, &candidates, &mut work))
         })
     });
+    if plan
+        .command
+        .as_ref()
+        .is_some_and(|c| c.kind == CommandKind::Delete)
+    {
+        state.last_deletion_ms = Some(now_ms);
+    }
     if let Some(c) = &plan.command
         && let CommandKind::Replace { group, .. } = &c.kind
     {
@@ -511,11 +543,13 @@ fn follow_pending(
         None,
     );
     let rules = GroupRules::default();
+    let mix = WorkloadMix::default();
     let search = Search {
         input,
         opts,
         pricing: &pricing,
         rules: &rules,
+        mix: &mix,
     };
     let pods: usize = cands.iter().map(|c| c.to_move.len()).sum();
     let found = if cands.len() == pending.nodes.len() && work.take(pods) {
@@ -526,6 +560,8 @@ fn follow_pending(
     match found {
         Some(f) => {
             let mut c = search.command_after(f, "replacement Ready,", came);
+            c.kind = CommandKind::ReplacementReady;
+            state.last_deletion_ms = Some(now_ms);
             c.explanation = format!("{}; decided as: {}", c.explanation, pending.explanation);
             plan.command = Some(c);
         }
@@ -664,6 +700,8 @@ struct Search<'s, 'i> {
     pricing: &'s Pricing,
     /// The groups' modes and budgets.
     rules: &'s GroupRules,
+    /// The workload's mix, a replacement is judged on (see [`WorkloadMix`]).
+    mix: &'s WorkloadMix,
 }
 
 /// A set of nodes that can go, and where their pods would land.
@@ -810,6 +848,14 @@ impl Search<'_, '_> {
                 )
             })
             .filter(|(c, _, _)| *c < cost)
+            // Cheaper per copy of the workload's mix, not only per node: a smaller shape at
+            // the same price per GPU fragments the capacity the workload keeps needing.
+            .filter(|(c, _, sh)| {
+                let old = set
+                    .iter()
+                    .filter_map(|m| s.node(m.id).map(|i| (m.cost, &*i.node)));
+                self.mix.cheaper_per_copy(old, *c, &sh.template.node)
+            })
             // What the new node saves must outweigh the work the set's pods lose.
             .filter(|(c, _, _)| disruption.worth(cost - c))
             .collect();
@@ -1399,9 +1445,11 @@ mod tests {
         };
         let nodes: &[(&str, i64, &[i64])] = &[("a", 4000, &[1500]), ("b", 4000, &[3800])];
         let opts = mode(ConsolidationMode::Replace);
+        // A little saving (0.5/h) by a shape still cheaper per core than the big one (so that
+        // only the lost work stands in the way: see `replacement_judgement`).
         let mut little = cluster_of(
             &[("big", 0, 4.0, nodes)],
-            &[("small", 2000, 3.5)],
+            &[("small", 3800, 3.5)],
             task,
             |n| n,
         );
@@ -1425,7 +1473,7 @@ mod tests {
             cmd.explanation
         );
         // The same pods as a service's: nothing is lost, the small saving is taken.
-        let mut service = cluster(&[("big", 0, 4.0, nodes)], &[("small", 2000, 3.5)]);
+        let mut service = cluster(&[("big", 0, 4.0, nodes)], &[("small", 3800, 3.5)]);
         let cmd = service
             .settled(&opts, 5)
             .command
@@ -1648,6 +1696,65 @@ mod tests {
         let before = (c.snapshot.len(), c.snapshot.pod_count());
         c.settled(&mode(ConsolidationMode::Replace), 5);
         assert_eq!((c.snapshot.len(), c.snapshot.pod_count()), before);
+    }
+
+    /// An 8-GPU node holding one 1-GPU pod while the other is full: a 2-GPU node at the same
+    /// price per GPU is cheaper per node but not per GPU, the resource the pods need; replacing
+    /// by it would leave no room for the GPU pods to come (issue 38: the GPU replay's
+    /// fragmentation). A 2-GPU node cheaper per GPU still replaces it.
+    #[test]
+    fn a_smaller_shape_at_the_same_price_per_gpu_does_not_replace() {
+        let gpu = ResourceName::parse("nvidia.com/gpu");
+        let run = |small_price: f64| {
+            let spec: &[(&str, i64, &[i64])] =
+                &[("a", 96_000, &[8_000]), ("b", 96_000, &[8_000; 8])];
+            let mut c = cluster_of(
+                &[("gpu-8x", 0, 24.0, spec)],
+                &[("gpu-2x", 104_000, small_price)],
+                |p| p.owner("ReplicaSet", "rs").resource("nvidia.com/gpu", 1),
+                |n| n.resource("nvidia.com/gpu", 8),
+            );
+            c.shapes[0].template.node.allocatable.set(gpu, 2);
+            c.settled(&mode(ConsolidationMode::Replace), 5).command
+        };
+        assert!(run(6.0).is_none(), "3/h per GPU either way: kept");
+        let cmd = run(5.0).expect("2.5/h per GPU: replaced");
+        assert_eq!(nodes_of(&cmd), ["a"]);
+        assert!(matches!(
+            cmd.kind,
+            CommandKind::Replace { group_index: 1, .. }
+        ));
+    }
+
+    /// A scale-up within the horizon after one of our deletions: pods arrive faster than the
+    /// room left them, so a drain now would be followed by another scale-up (short tasks'
+    /// ping-pong). Nothing starts within the horizon after that scale-up; a scale-up that
+    /// follows no deletion of ours (a load growing) holds nothing.
+    #[test]
+    fn nothing_is_consolidated_within_the_horizon_after_a_scale_up_that_followed_a_deletion() {
+        let spec: &[(&str, i64, &[i64])] = &[("a", 1000, &[100]), ("b", 1000, &[100])];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = mode(ConsolidationMode::Delete);
+        let horizon = ms(opts.horizon);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 5);
+        // A scale-up before any deletion of ours: no hold.
+        state.last_scale_up_ms = Some(MIN / 2);
+        let first = c.plan(&mut state, &opts, MIN, 5).command;
+        assert_eq!(
+            nodes_of(&first.expect("a growing load holds nothing")).len(),
+            1
+        );
+        // Then a scale-up 10 s after that deletion: held for the horizon after it.
+        let up = MIN + 10_000;
+        state.last_scale_up_ms = Some(up);
+        assert!(c.plan(&mut state, &opts, 2 * MIN, 5).command.is_none());
+        assert!(
+            (c.plan(&mut state, &opts, up + horizon - 1, 5).command).is_none(),
+            "still within the horizon"
+        );
+        let cmd = c.plan(&mut state, &opts, up + horizon, 5).command;
+        assert_eq!(nodes_of(&cmd.expect("after the horizon")).len(), 1);
     }
 
     #[test]

@@ -57,7 +57,8 @@ fn full_cluster() -> (
     }
     let mut groups = vec![group];
     let mut shapes = Vec::new();
-    for (id, cpu, price) in [("half", 500, 0.5), ("small", 400, 0.4)] {
+    // Cheaper per core than the full nodes, so that the replacement judgement lets them be tried.
+    for (id, cpu, price) in [("half", 500, 0.4), ("small", 400, 0.3)] {
         groups.push(
             NodeGroup::new(id, 0, 10, 0)
                 .with_node_price_per_hour(Some(price))

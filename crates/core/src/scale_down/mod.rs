@@ -43,6 +43,7 @@ mod eviction_cost;
 mod node_lifetime;
 mod options;
 pub mod removal;
+mod replacement_judgement;
 pub(crate) mod replacement_taint;
 mod simulation;
 mod soft_taint;
