@@ -109,7 +109,8 @@ spec: {podTemplateRef: {name: worker}, replicas: 2}
         assert!(
             out.contains(
                 "  CapacityBuffer batch/headroom: 2 virtual pods join the pending pods; writes \
-                 ReadyForProvisioning=True (AttributesSetSuccessfully: ready), replicas 2\n"
+                 ReadyForProvisioning=True (AttributesSetSuccessfully: ready), replicas 2, \
+                 Provisioning=True (FakePodsInjected)\n"
             ),
             "{out}"
         );
