@@ -1224,6 +1224,21 @@ mod tests {
             )
         }
 
+        /// The replacement node `small-1` of group 1 (`small`) comes, Running and in the snapshot.
+        fn replacement_comes(&mut self) {
+            let new = NodeBuilder::new("small-1", 2000, 64 * GI)
+                .with_provider_id("test:///small-1")
+                .arc();
+            self.provider.groups_mut()[1].push_instance(Instance {
+                id: Arc::from("test:///small-1"),
+                state: InstanceState::Running,
+                error: None,
+            });
+            self.provider.groups_mut()[1].set_target_size(1);
+            self.provider.reindex();
+            self.snapshot.add_node(new).unwrap();
+        }
+
         /// Plans twice: once to start the quiet timers, once past `--consolidate-after`.
         fn settled(&mut self, opts: &ConsolidationOptions, max_drains: usize) -> ConsolidationPlan {
             let mut state = ConsolidationState::default();
@@ -1400,17 +1415,7 @@ mod tests {
         assert_eq!(pending.nodes, [Sym::new("a")]);
         // Not Ready yet: nothing is drained; then the node comes and a is drained.
         assert!(c.plan(&mut state, &opts, 2 * MIN, 5).command.is_none());
-        let new = NodeBuilder::new("small-1", 2000, 64 * GI)
-            .with_provider_id("test:///small-1")
-            .arc();
-        c.provider.groups_mut()[1].push_instance(Instance {
-            id: Arc::from("test:///small-1"),
-            state: InstanceState::Running,
-            error: None,
-        });
-        c.provider.groups_mut()[1].set_target_size(1);
-        c.provider.reindex();
-        c.snapshot.add_node(new).unwrap();
+        c.replacement_comes();
         let cmd = c
             .plan(&mut state, &opts, 3 * MIN, 5)
             .command
@@ -1597,17 +1602,7 @@ mod tests {
             .command
             .expect("replace a");
         assert!((asked.saved_per_hour - 3.0).abs() < 1e-9);
-        let new = NodeBuilder::new("small-1", 2000, 64 * GI)
-            .with_provider_id("test:///small-1")
-            .arc();
-        c.provider.groups_mut()[1].push_instance(Instance {
-            id: Arc::from("test:///small-1"),
-            state: InstanceState::Running,
-            error: None,
-        });
-        c.provider.groups_mut()[1].set_target_size(1);
-        c.provider.reindex();
-        c.snapshot.add_node(new).unwrap();
+        c.replacement_comes();
         let cmd = c
             .plan(&mut state, &opts, 2 * MIN, 5)
             .command
