@@ -1486,18 +1486,24 @@ mod tests {
         assert_eq!(nodes_of(&cmd), ["a"]);
     }
 
+    /// Two nodes of one 300m pod each, for the tests of a node's age.
+    const TWO_NODES_OF_ONE_POD: &[(&str, i64, &[i64])] =
+        &[("a", 1000, &[300]), ("b", 1000, &[300])];
+
+    /// Node `a` was created at 0 (the others have no creation time).
+    fn a_came_at_0(n: NodeBuilder) -> NodeBuilder {
+        n.with(|n| {
+            if n.name.as_str() == "a" {
+                n.creation_ms = Some(0);
+            }
+        })
+    }
+
     /// A node that came less than the horizon ago is left alone though its pods fit elsewhere:
     /// it was bought (or is a replacement) for them, and draining it at once restarts them again.
     #[test]
     fn a_node_that_just_came_is_not_consolidated() {
-        let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
-        let a_came_at_0 = |n: NodeBuilder| {
-            n.with(|n| {
-                if n.name.as_str() == "a" {
-                    n.creation_ms = Some(0);
-                }
-            })
-        };
+        let nodes = TWO_NODES_OF_ONE_POD;
         let rs = |b: PodBuilder| b.owner("ReplicaSet", "rs");
         let opts = mode(ConsolidationMode::Delete);
         // Without a creation time, a goes first (names break the tie).
@@ -1524,14 +1530,7 @@ mod tests {
     /// horizon (10m), and consolidated first (names break the tie) under one of 30s.
     #[test]
     fn a_short_horizon_lets_a_young_node_go() {
-        let nodes: &[(&str, i64, &[i64])] = &[("a", 1000, &[300]), ("b", 1000, &[300])];
-        let a_came_at_0 = |n: NodeBuilder| {
-            n.with(|n| {
-                if n.name.as_str() == "a" {
-                    n.creation_ms = Some(0);
-                }
-            })
-        };
+        let nodes = TWO_NODES_OF_ONE_POD;
         let rs = |b: PodBuilder| b.owner("ReplicaSet", "rs");
         let default = mode(ConsolidationMode::Delete);
         let mut c = cluster_of(&[("ng", 0, 1.0, nodes)], &[], rs, a_came_at_0);
