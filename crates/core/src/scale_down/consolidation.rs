@@ -1120,6 +1120,12 @@ mod tests {
         nodes: Vec<Arc<Node>>,
     }
 
+    /// Group `big` (4/h a node) of node `a` (a 1500m pod, room to spare) and node `b` (3800m):
+    /// `a`'s pod fits on a smaller node, not on `b`.
+    #[allow(clippy::type_complexity)]
+    const BIG_A_AND_B: &[(&str, usize, f64, &[(&str, i64, &[i64])])] =
+        &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])];
+
     #[allow(clippy::type_complexity)]
     fn cluster(
         groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])],
@@ -1377,20 +1383,14 @@ mod tests {
 
     #[test]
     fn replace_swaps_a_big_node_for_a_cheaper_one_that_takes_its_pods() {
-        let mut c = cluster(
-            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
-            &[("small", 2000, 1.0), ("medium", 3000, 2.5)],
-        );
+        let mut c = cluster(BIG_A_AND_B, &[("small", 2000, 1.0), ("medium", 3000, 2.5)]);
         assert!(
             c.settled(&mode(ConsolidationMode::Delete), 5)
                 .command
                 .is_none(),
             "a's pod fits nowhere else"
         );
-        let mut c = cluster(
-            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
-            &[("small", 2000, 1.0), ("medium", 3000, 2.5)],
-        );
+        let mut c = cluster(BIG_A_AND_B, &[("small", 2000, 1.0), ("medium", 3000, 2.5)]);
         let mut state = ConsolidationState::default();
         let opts = mode(ConsolidationMode::Replace);
         c.plan(&mut state, &opts, 0, 5);
@@ -1589,10 +1589,7 @@ mod tests {
     /// their price less the new node's (4/h − 1/h), not their whole price.
     #[test]
     fn a_ready_replacement_says_what_the_swap_saves() {
-        let mut c = cluster(
-            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
-            &[("small", 2000, 1.0)],
-        );
+        let mut c = cluster(BIG_A_AND_B, &[("small", 2000, 1.0)]);
         let mut state = ConsolidationState::default();
         let opts = mode(ConsolidationMode::Replace);
         c.plan(&mut state, &opts, 0, 5);
@@ -1625,10 +1622,7 @@ mod tests {
 
     #[test]
     fn a_replacement_that_never_comes_is_given_up() {
-        let mut c = cluster(
-            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
-            &[("small", 2000, 1.0)],
-        );
+        let mut c = cluster(BIG_A_AND_B, &[("small", 2000, 1.0)]);
         let mut state = ConsolidationState::default();
         let opts = mode(ConsolidationMode::Replace);
         c.plan(&mut state, &opts, 0, 5);
@@ -1643,10 +1637,7 @@ mod tests {
 
     #[test]
     fn a_replacement_must_cost_less() {
-        let mut c = cluster(
-            &[("big", 0, 4.0, &[("a", 4000, &[1500]), ("b", 4000, &[3800])])],
-            &[("pricey", 2000, 4.0)],
-        );
+        let mut c = cluster(BIG_A_AND_B, &[("pricey", 2000, 4.0)]);
         assert!(
             c.settled(&mode(ConsolidationMode::Replace), 5)
                 .command
