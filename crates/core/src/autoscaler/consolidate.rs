@@ -110,8 +110,8 @@ impl Autoscaler {
             max_graceful_termination_sec: sd.max_graceful_termination_sec,
             shapes: &shapes,
             hold,
+            last_scale_up_ms: self.scale_down.last_scale_up_ms,
         };
-        self.consolidation.last_scale_up_ms = self.scale_down.last_scale_up_ms;
         let plan = plan_consolidation(
             &mut self.cache.snapshot,
             &mut self.consolidation,

@@ -175,6 +175,10 @@ pub struct ConsolidationInput<'a> {
     /// Something else is under way (a scale-up, a deletion, nodes on their way): keep the
     /// timers and follow a pending replacement, but start nothing new.
     pub hold: bool,
+    /// The loop's last scale-up for pending pods (a replacement's own scale-up does not
+    /// count): when it came within the horizon after one of our deletions, no new command
+    /// starts within the horizon after it, see [`plan_consolidation`].
+    pub last_scale_up_ms: Option<i64>,
 }
 
 impl<'a> ConsolidationInput<'a> {
@@ -224,10 +228,6 @@ pub struct ConsolidationState {
     quiet: FxHashMap<Sym, (u64, i64)>,
     /// The replacement being waited for, if any.
     pub pending: Option<PendingReplacement>,
-    /// The last scale-up for pending pods (set by the loop; a replacement's own scale-up does
-    /// not count): when it came within the horizon after one of our deletions, no new command
-    /// starts within the horizon after it, see [`plan_consolidation`].
-    pub last_scale_up_ms: Option<i64>,
     /// When consolidation last deleted nodes (a deletion, or a replacement's drain).
     last_deletion_ms: Option<i64>,
 }
@@ -401,7 +401,7 @@ pub fn plan_consolidation(
     // scale-up that follows no deletion of ours (a load growing) does not hold it. Expiry
     // still runs.
     let horizon_ms = ms(opts.horizon);
-    let grew = match (state.last_deletion_ms, state.last_scale_up_ms) {
+    let grew = match (state.last_deletion_ms, input.last_scale_up_ms) {
         (Some(d), Some(t)) => {
             d <= t && t < d.saturating_add(horizon_ms) && now_ms < t.saturating_add(horizon_ms)
         }
@@ -1118,6 +1118,8 @@ mod tests {
         drain: DrainOptions,
         limits: ResourceLimits,
         nodes: Vec<Arc<Node>>,
+        /// The loop's last scale-up for pending pods, as the input gives it.
+        last_scale_up_ms: Option<i64>,
     }
 
     /// Group `big` (4/h a node) of node `a` (a 1500m pod, room to spare) and node `b` (3800m):
@@ -1195,6 +1197,7 @@ mod tests {
             drain: DrainOptions::default(),
             limits: ResourceLimits::default(),
             nodes: all,
+            last_scale_up_ms: None,
         }
     }
 
@@ -1219,6 +1222,7 @@ mod tests {
                 max_graceful_termination_sec: 600,
                 shapes: &self.shapes,
                 hold: false,
+                last_scale_up_ms: self.last_scale_up_ms,
             };
             plan_consolidation(
                 &mut self.snapshot,
@@ -1724,7 +1728,7 @@ mod tests {
         let mut state = ConsolidationState::default();
         c.plan(&mut state, &opts, 0, 5);
         // A scale-up before any deletion of ours: no hold.
-        state.last_scale_up_ms = Some(MIN / 2);
+        c.last_scale_up_ms = Some(MIN / 2);
         let first = c.plan(&mut state, &opts, MIN, 5).command;
         assert_eq!(
             nodes_of(&first.expect("a growing load holds nothing")).len(),
@@ -1732,7 +1736,7 @@ mod tests {
         );
         // Then a scale-up 10 s after that deletion: held for the horizon after it.
         let up = MIN + 10_000;
-        state.last_scale_up_ms = Some(up);
+        c.last_scale_up_ms = Some(up);
         assert!(c.plan(&mut state, &opts, 2 * MIN, 5).command.is_none());
         assert!(
             (c.plan(&mut state, &opts, up + horizon - 1, 5).command).is_none(),

@@ -96,6 +96,7 @@ fn settled_pass(opts: &ConsolidationOptions) -> ConsolidationPlan {
             max_graceful_termination_sec: 600,
             shapes: &shapes,
             hold: false,
+            last_scale_up_ms: None,
         };
         plan_consolidation(
             &mut snapshot,

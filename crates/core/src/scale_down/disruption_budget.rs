@@ -275,6 +275,7 @@ mod tests {
                 max_graceful_termination_sec: 600,
                 shapes: &[],
                 hold: false,
+                last_scale_up_ms: None,
             };
             let plan =
                 plan_consolidation(&mut snapshot, &mut state, input, &opts, now, &mut Unlimited);

@@ -319,6 +319,7 @@ mod tests {
             max_graceful_termination_sec: 600,
             shapes: &shapes,
             hold: false,
+            last_scale_up_ms: None,
         };
         let opts = ConsolidationOptions {
             mode: ConsolidationMode::Off,

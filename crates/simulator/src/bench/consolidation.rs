@@ -63,6 +63,7 @@ pub fn phase(
         max_graceful_termination_sec: sd.max_graceful_termination_sec(),
         shapes: &shapes,
         hold: false,
+        last_scale_up_ms: None,
     };
     let mut opts = options.consolidation.clone();
     opts.set_mode(ConsolidationMode::Replace);
