@@ -1214,7 +1214,10 @@ impl Autoscaler {
             budgets: DisruptionBudgets::new(view.pdbs.to_vec()),
             controllers,
             limits: &self.options.scale_up.limits,
-            totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
+            totals: ClusterTotals::from_nodes_and_devices(
+                view.nodes.iter().map(|n| &**n),
+                view.storage.dra(),
+            ),
             in_flight,
         };
         let start = timer.start();

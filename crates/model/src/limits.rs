@@ -212,21 +212,20 @@ pub fn check_gpu_type(name: &str) -> Result<(), String> {
 /// its DRA GPUs of the driver `kind` (those a template carries), else, when its
 /// [`GPU_TYPE_LABEL`] is `kind`, all its GPUs.
 pub fn gpus_of(node: &Node, kind: Sym) -> i64 {
-    gpus_with(node, own_slices(node), kind)
+    gpus_with(node, &dra_gpus(own_slices(node)), kind)
 }
 
-/// [`gpus_of`] with the node's DRA slices given.
-fn gpus_with(node: &Node, slices: &[Arc<ResourceSlice>], kind: Sym) -> i64 {
+/// [`gpus_of`] with the node's DRA GPUs per driver given.
+fn gpus_with(node: &Node, dra: &[(Sym, i64)], kind: Sym) -> i64 {
     let by_name = node.capacity.get(ResourceName::Extended(kind));
     if by_name > 0 {
         return by_name;
     }
-    let dra = dra_gpus(slices);
     if let Some((_, n)) = dra.iter().find(|(driver, _)| *driver == kind) {
         return *n;
     }
     if node.labels.get_str(GPU_TYPE_LABEL) == Some(kind.as_str()) {
-        return all_gpus(node, &dra);
+        return all_gpus(node, dra);
     }
     0
 }
@@ -240,10 +239,10 @@ fn all_gpus(node: &Node, dra: &[(Sym, i64)]) -> i64 {
         .fold(0i64, |a, v| a.saturating_add(v))
 }
 
-/// The totals a node adds per GPU type: by resource name, by DRA driver, and under its
-/// [`GPU_TYPE_LABEL`] value (unless that value is itself one of those names, counted already).
-fn gpu_entries(node: &Node, slices: &[Arc<ResourceSlice>]) -> Vec<(Sym, i64)> {
-    let dra = dra_gpus(slices);
+/// The totals a node adds per GPU type: by resource name, by DRA driver (its DRA GPUs `dra`),
+/// and under its [`GPU_TYPE_LABEL`] value (unless that value is itself one of those names,
+/// counted already).
+fn gpu_entries(node: &Node, dra: &[(Sym, i64)]) -> Vec<(Sym, i64)> {
     let mut out: Vec<(Sym, i64)> = (node.capacity.iter())
         .filter_map(|(name, v)| match (name, name.is_gpu()) {
             (ResourceName::Extended(s), true) => Some((s, v)),
@@ -252,7 +251,7 @@ fn gpu_entries(node: &Node, slices: &[Arc<ResourceSlice>]) -> Vec<(Sym, i64)> {
         .collect();
     out.extend(dra.iter().copied());
     if let Some(label) = node.labels.get_str(GPU_TYPE_LABEL) {
-        let total = all_gpus(node, &dra);
+        let total = all_gpus(node, dra);
         if total > 0 && !out.iter().any(|(s, _)| s.as_str() == label) {
             out.push((Sym::new(label), total));
         }
@@ -307,6 +306,10 @@ pub struct ClusterTotals {
     pub memory: i64,
     /// GPU devices by resource name, DRA driver name and accelerator label value.
     pub gpus: FxHashMap<Sym, i64>,
+    /// The DRA GPUs per driver of each node counted with its published slices (by node name,
+    /// [`ClusterTotals::from_nodes_and_devices`]): a node read from the API carries no slices,
+    /// so its removal takes these off and its removal check counts them.
+    pub node_dra_gpus: FxHashMap<Sym, Vec<(Sym, i64)>>,
 }
 
 impl ClusterTotals {
@@ -327,25 +330,40 @@ impl ClusterTotals {
     ) -> ClusterTotals {
         let mut t = ClusterTotals::default();
         for n in nodes {
-            t.add_with_slices(n, node_slices(n, dra), 1);
+            let gpus = dra_gpus(node_slices(n, dra));
+            t.add_with_dra(n, &gpus, 1);
+            if n.devices.is_none() && !gpus.is_empty() {
+                t.node_dra_gpus.insert(n.name, gpus);
+            }
         }
         t
+    }
+
+    /// The DRA GPUs of `node` per driver: those it carries (a template), else those counted
+    /// with its published slices.
+    fn dra_of(&self, node: &Node) -> Vec<(Sym, i64)> {
+        match &node.devices {
+            Some(d) => dra_gpus(&d.slices),
+            None => (self.node_dra_gpus.get(&node.name))
+                .cloned()
+                .unwrap_or_default(),
+        }
     }
 
     /// Adds `count` nodes shaped like `node` (e.g. upcoming nodes of a group), with the DRA
     /// GPUs it carries (a template's).
     pub fn add_node(&mut self, node: &Node, count: usize) {
-        self.add_with_slices(node, own_slices(node), count);
+        self.add_with_dra(node, &dra_gpus(own_slices(node)), count);
     }
 
-    fn add_with_slices(&mut self, node: &Node, slices: &[Arc<ResourceSlice>], count: usize) {
+    fn add_with_dra(&mut self, node: &Node, dra: &[(Sym, i64)], count: usize) {
         let c = i64::try_from(count).unwrap_or(i64::MAX);
         self.nodes = self.nodes.saturating_add(count);
         self.cpu = self.cpu.saturating_add(node.capacity.cpu.saturating_mul(c));
         self.memory = self
             .memory
             .saturating_add(node.capacity.memory.saturating_mul(c));
-        for (s, v) in gpu_entries(node, slices) {
+        for (s, v) in gpu_entries(node, dra) {
             let e = self.gpus.entry(s).or_default();
             *e = e.saturating_add(v.saturating_mul(c));
         }
@@ -353,7 +371,8 @@ impl ClusterTotals {
 }
 
 impl ClusterTotals {
-    /// Removes `count` nodes shaped like `node` (e.g. nodes planned for deletion).
+    /// Removes `count` nodes shaped like `node` (e.g. nodes planned for deletion), with the DRA
+    /// GPUs it carries or was counted with.
     pub fn remove_node(&mut self, node: &Node, count: usize) {
         let c = i64::try_from(count).unwrap_or(i64::MAX);
         self.nodes = self.nodes.saturating_sub(count);
@@ -361,7 +380,7 @@ impl ClusterTotals {
         self.memory = self
             .memory
             .saturating_sub(node.capacity.memory.saturating_mul(c));
-        for (s, v) in gpu_entries(node, own_slices(node)) {
+        for (s, v) in gpu_entries(node, &self.dra_of(node)) {
             let e = self.gpus.entry(s).or_default();
             *e = e.saturating_sub(v.saturating_mul(c));
         }
@@ -445,7 +464,8 @@ impl ResourceLimits {
     }
 
     /// Whether removing `node` keeps the cluster at or above every minimum. A cluster already
-    /// below a minimum is not made worse: the removal is refused.
+    /// below a minimum is not made worse: the removal is refused. The node's DRA GPUs are those
+    /// it carries or was counted with in `totals`.
     pub fn check_removal(&self, totals: &ClusterTotals, node: &Node) -> Result<(), LimitReached> {
         if node.capacity.cpu > 0 && totals.cpu.saturating_sub(node.capacity.cpu) < self.cpu.min {
             return Err(LimitReached::Cores);
@@ -455,9 +475,10 @@ impl ResourceLimits {
         {
             return Err(LimitReached::Memory);
         }
+        let dra = totals.dra_of(node);
         for (name, range) in &self.gpus {
             if let ResourceName::Extended(s) = name {
-                let per = gpus_of(node, *s);
+                let per = gpus_with(node, &dra, *s);
                 let have = totals.gpus.get(s).copied().unwrap_or(0);
                 if per > 0 && have.saturating_sub(per) < range.min {
                     return Err(LimitReached::Gpu(*name));
@@ -640,6 +661,61 @@ mod tests {
         assert_eq!(limits.max_new_nodes(&grown, &template, 1).0, 0);
         grown.remove_node(&template, 1);
         assert_eq!(grown.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&8));
+    }
+
+    /// A cluster node's DRA GPUs (its published slices) count against a `--gpu-total` minimum
+    /// when it is removed, as its extended GPUs do: the last node holding the minimum stays,
+    /// and a removed node takes its devices off the totals (the label's total too).
+    #[test]
+    fn removing_a_node_takes_off_its_published_dra_gpus() {
+        use crate::dra::{AttrValue, Device, SliceReach};
+        let slice = |node: &str| ResourceSlice {
+            name: Arc::from(node),
+            driver: Sym::new("gpu.nvidia.com"),
+            pool: Arc::from(node),
+            generation: 1,
+            slice_count: 1,
+            reach: SliceReach::Node(Sym::new(node)),
+            devices: (0..4)
+                .map(|i| Device {
+                    name: Arc::from(format!("gpu-{i}")),
+                    attributes: vec![(Arc::from("type"), AttrValue::String(Arc::from("gpu")))],
+                    capacity: Vec::new(),
+                })
+                .collect(),
+        };
+        let mut dra = Dra::default();
+        dra.set_slices(vec![slice("a"), slice("b")]);
+        let named = |name: &str| {
+            let mut n = node(8);
+            n.name = Sym::new(name);
+            n.labels
+                .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia-h100"));
+            n
+        };
+        let (a, b, cpu) = (named("a"), named("b"), named("c"));
+        let mut totals = ClusterTotals::from_nodes_and_devices([&a, &b, &cpu], &dra);
+        assert_eq!(totals.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&8));
+        for kind in ["gpu.nvidia.com:4:16", "nvidia-h100:4:16"] {
+            let (name, range) = parse_gpu_limit(kind).unwrap();
+            let limits = ResourceLimits {
+                gpus: vec![(name, range)],
+                ..Default::default()
+            };
+            assert_eq!(limits.check_removal(&totals, &a), Ok(()), "{kind}");
+            let mut after = totals.clone();
+            after.remove_node(&a, 1);
+            assert_eq!(
+                limits.check_removal(&after, &b),
+                Err(LimitReached::Gpu(name)),
+                "{kind}"
+            );
+            // A node without GPUs is not held by the GPU minimum.
+            assert_eq!(limits.check_removal(&after, &cpu), Ok(()), "{kind}");
+        }
+        totals.remove_node(&a, 1);
+        assert_eq!(totals.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&4));
+        assert_eq!(totals.gpus.get(&Sym::new("nvidia-h100")), Some(&4));
     }
 
     #[test]

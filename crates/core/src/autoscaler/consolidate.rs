@@ -103,7 +103,10 @@ impl Autoscaler {
             controllers,
             drain: &sd.drain,
             limits: &self.options.scale_up.limits,
-            totals: ClusterTotals::from_nodes(view.nodes.iter().map(|n| &**n)),
+            totals: ClusterTotals::from_nodes_and_devices(
+                view.nodes.iter().map(|n| &**n),
+                view.storage.dra(),
+            ),
             in_flight,
             max_drain_parallelism: sd.max_drain_parallelism,
             max_scale_down_parallelism: sd.max_scale_down_parallelism,

@@ -1,25 +1,37 @@
-//! Scale-up decisions on groups whose GPUs are DRA devices: `--gpu-total`, the expanders and the
-//! similarity of groups count them as they count extended-resource GPUs (ours beyond upstream,
-//! whose DRA processor gives no resource target).
+//! Decisions on groups whose GPUs are DRA devices: `--gpu-total` (scale-up's max, scale-down's
+//! and consolidation's min), the expanders and the similarity of groups count them as they count
+//! extended-resource GPUs (ours beyond upstream, whose DRA processor gives no resource target).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{ClusterView, ScaleUpConfig, ScaleUpDecision, decide_scale_up};
+use super::{
+    Autoscaler, AutoscalerOptions, ClusterView, LoopInput, LoopOutcome, ScaleUpConfig,
+    ScaleUpDecision, decide_scale_up,
+};
+use crate::Action;
+use crate::scale_down::Unremovable;
+use crate::scale_down::consolidation::{ConsolidationMode, ConsolidationOptions};
 use crate::scale_up::estimator::Unlimited;
 use crate::scale_up::expander::ExpanderChain;
 use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
 use autoscaler_model::{
-    Instance, InstanceState, Node, NodeGroup, ObjectStore, Pod, PodClaim, PodClaimSource,
-    StaticProvider, Storage, parse_gpu_limit,
+    Instance, InstanceState, LimitReached, Node, NodeGroup, ObjectStore, Pod, PodClaim,
+    PodClaimSource, ResourceName, StaticProvider, Storage, Sym, parse_gpu_limit,
 };
 
 /// A GPU class of driver `gpu.example.com`, a claim template asking `count` GPUs, and for each
 /// `(node, gpus)` a slice of that many `type: gpu` devices, all allocated to a claim (the node is
 /// busy).
 fn storage(count: u32, nodes: &[(&str, usize)]) -> Arc<Storage> {
+    storage_with(count, nodes, true)
+}
+
+/// [`storage`], the devices allocated to a claim when `busy`, else free.
+fn storage_with(count: u32, nodes: &[(&str, usize)], busy: bool) -> Arc<Storage> {
     let mut yaml = format!(
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: gpu}}\n\
          spec: {{selectors: [{{cel: {{expression: \"device.driver == 'gpu.example.com'\"}}}}]}}\n---\n\
@@ -39,13 +51,18 @@ fn storage(count: u32, nodes: &[(&str, usize)]) -> Arc<Storage> {
         yaml.push_str(&format!(
             "---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {node}}}\n\
              spec: {{driver: gpu.example.com, nodeName: {node}, \
-             pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}, devices: [{}]}}\n\
-             ---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n\
+             pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}, devices: [{}]}}\n",
+            devices.join(", "),
+        ));
+        if !busy {
+            continue;
+        }
+        yaml.push_str(&format!(
+            "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n\
              metadata: {{name: busy-{node}, namespace: default}}\n\
              spec: {{devices: {{requests: [{{name: gpu, exactly: {{deviceClassName: gpu, allocationMode: All}}}}]}}}}\n\
              status: {{allocation: {{devices: {{results: [{}]}}, nodeSelector: {{nodeSelectorTerms: \
              [{{matchFields: [{{key: metadata.name, operator: In, values: [{node}]}}]}}]}}}}}}\n",
-            devices.join(", "),
             results.join(", "),
         ));
     }
@@ -199,4 +216,113 @@ fn price_keeps_dra_gpu_nodes_for_gpu_pods() {
     };
     let d = decide(&nodes, &pods, &provider, &storage, &config);
     assert_eq!(increases(&d), vec![("cpu".to_string(), 1)], "{d:?}");
+}
+
+/// The nodes of a group `gpu` of size `names.len()` (min 0), one free 4-GPU DRA slice each; each
+/// node holds `pods` pods of 275m (of its 1000m CPU).
+fn idle_gpu_cluster(names: &[&str], pods: usize) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, NodeGroup) {
+    let nodes: Vec<Arc<Node>> = (names.iter())
+        .map(|n| {
+            NodeBuilder::new(n, 1000, 16 * GI)
+                .with_provider_id(&format!("test:///{n}"))
+                .arc()
+        })
+        .collect();
+    let pods = (names.iter())
+        .flat_map(|n| {
+            (0..pods).map(move |i| {
+                PodBuilder::new(&format!("{n}-p{i}"), 275, GI)
+                    .owner("ReplicaSet", "rs")
+                    .node_name(n)
+                    .arc()
+            })
+        })
+        .collect();
+    let group = NodeGroup::new("gpu", 0, 10, names.len()).with_instances(
+        (names.iter())
+            .map(|n| Instance {
+                id: Arc::from(format!("test:///{n}")),
+                state: InstanceState::Running,
+                error: None,
+            })
+            .collect(),
+    );
+    (nodes, pods, group)
+}
+
+fn run_loop(
+    a: &mut Autoscaler,
+    nodes: &[Arc<Node>],
+    pods: &[Arc<Pod>],
+    provider: &StaticProvider,
+    storage: &Arc<Storage>,
+    now_ms: i64,
+) -> LoopOutcome {
+    let view = ClusterView {
+        nodes,
+        pods,
+        daemonsets: &[],
+        namespaces: &[],
+        provider,
+        pdbs: &[],
+        storage,
+    };
+    a.run_once(LoopInput::new(&view, now_ms))
+}
+
+fn with_gpu_min(mut options: AutoscalerOptions, limit: Option<&str>) -> Autoscaler {
+    options.scale_up.limits.gpus = limit
+        .map(|l| parse_gpu_limit(l).unwrap())
+        .into_iter()
+        .collect();
+    Autoscaler::new(options)
+}
+
+/// `--gpu-total=gpu.example.com:4:16` with two idle 4-GPU DRA nodes: scale-down deletes one
+/// and keeps the other for the minimum, as it would keep an extended-resource GPU node.
+#[test]
+fn scale_down_keeps_the_dra_gpus_of_the_gpu_minimum() {
+    let storage = storage_with(1, &[("g1", 4), ("g2", 4)], false);
+    let (nodes, pods, group) = idle_gpu_cluster(&["g1", "g2"], 0);
+    let provider = StaticProvider::new(vec![group]);
+    let deletions = |limit: Option<&str>| {
+        let mut a = with_gpu_min(AutoscalerOptions::default(), limit);
+        run_loop(&mut a, &nodes, &pods, &provider, &storage, 0);
+        run_loop(&mut a, &nodes, &pods, &provider, &storage, 11 * 60_000).scale_down
+    };
+    assert_eq!(deletions(None).deletions.len(), 2);
+    let kept = deletions(Some("gpu.example.com:4:16"));
+    assert_eq!(kept.deletions.len(), 1, "{kept:?}");
+    let gpu = LimitReached::Gpu(ResourceName::parse("gpu.example.com"));
+    assert_eq!(
+        kept.unremovable,
+        vec![(Sym::new("g2"), Unremovable::MinimalResourceLimit(gpu))],
+        "{kept:?}"
+    );
+}
+
+/// Consolidation (ours) counts DRA GPUs against the minimum too: three 4-GPU nodes at 55% CPU,
+/// one of which it would drain, are all kept under `--gpu-total=gpu.example.com:12:16`.
+#[test]
+fn consolidation_keeps_the_dra_gpus_of_the_gpu_minimum() {
+    let storage = storage_with(1, &[("g1", 4), ("g2", 4), ("g3", 4)], false);
+    let (nodes, pods, group) = idle_gpu_cluster(&["g1", "g2", "g3"], 2);
+    let provider = StaticProvider::new(vec![group]);
+    let drained = |limit: Option<&str>| {
+        let options = AutoscalerOptions {
+            consolidation: ConsolidationOptions {
+                mode: ConsolidationMode::Delete,
+                consolidate_after: Duration::ZERO,
+                ..ConsolidationOptions::default()
+            },
+            ..AutoscalerOptions::default()
+        };
+        let mut a = with_gpu_min(options, limit);
+        let out = run_loop(&mut a, &nodes, &pods, &provider, &storage, 1_000_000_000);
+        (out.actions.iter())
+            .filter(|a| matches!(a, Action::DrainAndDelete { .. }))
+            .count()
+    };
+    assert_eq!(drained(None), 1);
+    assert_eq!(drained(Some("gpu.example.com:12:16")), 0);
 }
