@@ -70,7 +70,8 @@ pub use dra::{
     PodClaimSource, ResourceClaim, ResourceSlice, SliceMatches, SliceReach, Subrequest,
 };
 pub use dra_gpu::{
-    DRA_GPU_ATTRIBUTE, DRA_GPU_TYPE, dra_gpus, is_dra_gpu, node_slices, template_dra_gpus,
+    DRA_GPU_ATTRIBUTE, DRA_GPU_TYPE, claimed_dra_gpus, dra_gpus, is_dra_gpu, node_slices,
+    template_dra_gpus,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use intern::Sym;

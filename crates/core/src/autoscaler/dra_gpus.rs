@@ -326,3 +326,39 @@ fn consolidation_keeps_the_dra_gpus_of_the_gpu_minimum() {
     assert_eq!(drained(None), 1);
     assert_eq!(drained(Some("gpu.example.com:12:16")), 0);
 }
+
+/// `--expander=unit-price` prices DRA GPUs per GPU as it prices extended GPUs: one pod asking
+/// one GPU and 8 cores goes to the 8-GPU node at 24/h (3 per GPU), not to the 2-GPU node at 7/h
+/// (3.5 per GPU) whose cores are cheaper.
+#[test]
+fn unit_price_prices_dra_gpus_per_gpu() {
+    let storage = storage(1, &[("big", 8), ("small", 2)]);
+    let shaped = |name: &str, cpu: i64, mem: i64| {
+        NodeBuilder::new(name, cpu, mem * GI)
+            .with_provider_id(&format!("test:///{name}"))
+            .arc()
+    };
+    let nodes = vec![shaped("big", 96_000, 384), shaped("small", 104_000, 512)];
+    let pods: Vec<Arc<Pod>> = gpu_pods(1)
+        .into_iter()
+        .map(|p| {
+            let mut p = (*p).clone();
+            p.requests.cpu = 8000;
+            Arc::new(p)
+        })
+        .collect();
+    let provider = StaticProvider::new(vec![
+        group("gpu-8", "big")
+            .with_node_price_per_hour(Some(24.0))
+            .unwrap(),
+        group("gpu-2", "small")
+            .with_node_price_per_hour(Some(7.0))
+            .unwrap(),
+    ]);
+    let config = ScaleUpConfig {
+        expander: ExpanderChain::parse("unit-price").unwrap(),
+        ..ScaleUpConfig::default()
+    };
+    let d = decide(&nodes, &pods, &provider, &storage, &config);
+    assert_eq!(increases(&d), vec![("gpu-8".to_string(), 1)], "{d:?}");
+}

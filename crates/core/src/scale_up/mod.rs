@@ -41,9 +41,9 @@ use crate::scheduling::budget::Budget;
 use crate::scheduling::snapshot::ClusterSnapshot;
 use autoscaler_model::Pod;
 use autoscaler_model::Resources;
-use autoscaler_model::template_dra_gpus;
 use autoscaler_model::{ClusterTotals, ResourceLimits};
 use autoscaler_model::{NodeGroup, NodeGroupId};
+use autoscaler_model::{claimed_dra_gpus, template_dra_gpus};
 
 /// Options of scale-up. Other crates read and set the fields through accessors and validated
 /// setters (`options`).
@@ -402,7 +402,7 @@ impl Decision<'_, '_> {
         if est.node_count > 0 {
             round
                 .options
-                .push(option(g.group, &b, &est, round.pending.pods()));
+                .push(option(g.group, &b, &est, round.pending.pods(), snapshot));
             round.option_group.push(gi);
         }
         Some(self.record_estimate(gi, &est, b.cap_reason, round.pending.pods().len()))
@@ -623,22 +623,32 @@ fn placed(est: &Estimate) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// The expander's option for a group whose estimate needs nodes.
-fn option(group: &NodeGroup, b: &Bound<'_>, est: &Estimate, pods: &[Arc<Pod>]) -> ExpansionOption {
+fn option(
+    group: &NodeGroup,
+    b: &Bound<'_>,
+    est: &Estimate,
+    pods: &[Arc<Pod>],
+    snapshot: &ClusterSnapshot,
+) -> ExpansionOption {
     let placed: Vec<usize> = placed(est).collect();
     let mut requests = Resources::default();
     for &p in &placed {
         requests.add(&pods[p].requests);
     }
+    let node = &b.template.template.node;
+    let dra = snapshot.storage().dra();
+    let pods_dra_gpus = claimed_dra_gpus(placed.iter().map(|&p| &*pods[p]), dra, node);
     ExpansionOption {
         group: group.id().clone(),
         // An atomic group jumps straight to its max.
         node_count: if b.atomic { b.headroom } else { est.node_count },
         pods: placed,
         pods_requests: requests,
-        node_allocatable: b.template.template.node.allocatable.clone(),
-        node_dra_gpus: template_dra_gpus(&b.template.template.node)
+        node_allocatable: node.allocatable.clone(),
+        node_dra_gpus: template_dra_gpus(node)
             .iter()
             .fold(0, |a, (_, n)| a.saturating_add(*n)),
+        pods_dra_gpus,
         node_price_per_hour: group.node_price_per_hour(),
     }
 }

@@ -60,6 +60,9 @@ pub struct ExpansionOption {
     /// DRA GPUs of one new node (its template's devices with `type: gpu`, every driver), which
     /// its allocatable does not list.
     pub node_dra_gpus: i64,
+    /// DRA GPUs the pods' claims ask, as the new node's devices would serve them (a claim
+    /// several pods share counts once); 0 for pods without claims.
+    pub pods_dra_gpus: i64,
     /// Price of one new node per hour, if the provider knows it.
     pub node_price_per_hour: Option<f64>,
 }
@@ -593,6 +596,7 @@ pub(crate) mod tests {
                 ..Resources::ZERO
             },
             node_dra_gpus: 0,
+            pods_dra_gpus: 0,
             node_price_per_hour: None,
         }
     }

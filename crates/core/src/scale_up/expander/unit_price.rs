@@ -2,8 +2,9 @@
 //! what the pending pods need at the lowest price per unit.
 //!
 //! Score of an option: `node_price * max_r(R_r / A_r)` over CPU, memory, ephemeral storage, pod
-//! slots and every extended resource (GPUs) the pods request, where `R` is the option's pods'
-//! summed requests and `A` one new node's allocatable: the price of the share of a node the
+//! slots, every extended resource (GPUs) the pods request and DRA GPUs, where `R` is the
+//! option's pods' summed requests (for DRA GPUs, the GPUs their claims ask) and `A` one new
+//! node's allocatable (for DRA GPUs, its devices with `type: gpu`): the price of the share of a node the
 //! pods take on the resource that binds them, that is the price per copy of this pod mix when
 //! nodes are full. The lowest score wins, ties kept (chain another expander after it, e.g.
 //! `unit-price,least-waste`).
@@ -61,7 +62,12 @@ pub fn unit_price_score(option: &ExpansionOption) -> Result<f64, &'static str> {
     }
     let share = binding_share(&option.pods_requests, &option.node_allocatable)
         .ok_or("its node offers none of a resource the pods request")?;
-    Ok(price * share)
+    let dra = match (option.pods_dra_gpus.max(0), option.node_dra_gpus.max(0)) {
+        (0, _) => 0.0,
+        (_, 0) => return Err("its node offers none of a resource the pods request"),
+        (r, a) => r as f64 / a as f64,
+    };
+    Ok(price * share.max(dra))
 }
 
 impl Expander for UnitPrice {
@@ -131,6 +137,31 @@ mod tests {
             o.pods_requests.extended.clear();
         }
         assert_eq!(UnitPrice.best(&options), vec![2]);
+    }
+
+    /// DRA GPUs (not in the allocatable) bind as extended GPUs do, and a node without them
+    /// cannot be scored for pods whose claims ask GPUs.
+    #[test]
+    fn dra_gpus_bind_as_extended_gpus_do() {
+        let mut eight = with_price(with_req(opt("gpu-8x", 1, 1, 96_000, 384), 8000, 32), 24.0);
+        eight.node_dra_gpus = 8;
+        let mut two = with_price(with_req(opt("gpu-2x", 1, 1, 104_000, 512), 8000, 32), 7.0);
+        two.node_dra_gpus = 2;
+        let cpu = with_price(with_req(opt("cpu", 1, 1, 32_000, 256), 8000, 32), 1.5);
+        let mut options = vec![eight, two, cpu];
+        for o in &mut options {
+            o.pods_dra_gpus = 1;
+        }
+        let mut w = Vec::new();
+        assert_eq!(UnitPrice.filter(&options, &[0, 1, 2], &mut w), vec![0]);
+        assert_eq!(w.len(), 1);
+        let s = unit_price_score(&options[1]).expect("scorable");
+        assert!((s - 7.0 / 2.0).abs() < 1e-12, "{s}");
+        // Pods asking no GPU: the cores bind, the 2-GPU node's are cheaper than the 8-GPU's.
+        for o in &mut options {
+            o.pods_dra_gpus = 0;
+        }
+        assert_eq!(UnitPrice.best(&options[..2]), vec![1]);
     }
 
     #[test]
