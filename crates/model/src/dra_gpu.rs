@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::dra::{
     AllocationMode, AttrValue, CelSelector, ClaimSpec, Device, Dra, PodClaimSource, ResourceSlice,
@@ -103,6 +103,8 @@ pub fn claimed_dra_gpus<'a>(
         _ => return 0,
     };
     let mut seen: FxHashSet<(Sym, Arc<str>)> = FxHashSet::default();
+    // The pods of a workload ask the same spec (one template, or claims made from it).
+    let mut by_spec: FxHashMap<&ClaimSpec, i64> = FxHashMap::default();
     let mut total = 0i64;
     for pod in pods {
         for entry in &pod.resource_claims {
@@ -121,7 +123,10 @@ pub fn claimed_dra_gpus<'a>(
                 }
                 (None, PodClaimSource::Claim(_)) => continue,
             };
-            total = total.saturating_add(spec_gpus(spec, dra, slices));
+            let gpus = *by_spec
+                .entry(&**spec)
+                .or_insert_with(|| spec_gpus(spec, dra, slices));
+            total = total.saturating_add(gpus);
         }
     }
     total
