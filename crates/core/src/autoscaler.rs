@@ -277,6 +277,7 @@ fn scale_up_on_fork(
             view.nodes.iter().map(|n| &**n),
             view.storage.dra(),
         );
+        count_promised_gpus(view, config, now_ms, &templates, &mut totals);
         // Nodes being provisioned count as capacity, so one burst never causes two scale-ups.
         decision.upcoming = groups
             .iter()
@@ -1275,6 +1276,34 @@ pub fn is_not_started(node: &Node, now_ms: i64, taints: &TaintConfig) -> bool {
         && node
             .creation_ms
             .is_some_and(|c| now_ms < c.saturating_add(MAX_NODE_STARTUP_MS))
+}
+
+/// Counts each registered node that has not started with the GPUs its group's template
+/// promises (`--gpu-total` only: upstream's GPU processor gives such a node its template's GPUs
+/// as resource target), so a node whose device plugin or DRA driver is still starting does not
+/// leave room under the max for one more.
+fn count_promised_gpus(
+    view: &ClusterView<'_>,
+    config: &ScaleUpConfig,
+    now_ms: i64,
+    templates: &[Result<GroupTemplate, NoTemplate>],
+    totals: &mut ClusterTotals,
+) {
+    if config.limits.gpus.is_empty() {
+        return;
+    }
+    for node in view.nodes {
+        if !is_not_started(node, now_ms, &config.template.taints) {
+            continue;
+        }
+        let template = view
+            .provider
+            .node_group_of(node)
+            .and_then(|g| templates.get(g));
+        if let Some(Ok(t)) = template {
+            totals.count_promised_gpus(node, &t.template.node);
+        }
+    }
 }
 
 /// Adds an upcoming node shaped like `template` (with its daemon pods) to the snapshot.

@@ -371,6 +371,20 @@ impl ClusterTotals {
 }
 
 impl ClusterTotals {
+    /// Counts `node` (already counted) with at least the GPUs of each type `template` carries:
+    /// a node that has not started has not advertised its accelerators yet, and upstream
+    /// counts such a node's GPUs from its group's template.
+    pub fn count_promised_gpus(&mut self, node: &Node, template: &Node) {
+        let have = gpu_entries(node, &self.dra_of(node));
+        for (s, v) in gpu_entries(template, &dra_gpus(own_slices(template))) {
+            let own = have.iter().find(|(h, _)| *h == s).map_or(0, |(_, n)| *n);
+            if v > own {
+                let e = self.gpus.entry(s).or_default();
+                *e = e.saturating_add(v - own);
+            }
+        }
+    }
+
     /// Removes `count` nodes shaped like `node` (e.g. nodes planned for deletion), with the DRA
     /// GPUs it carries or was counted with.
     pub fn remove_node(&mut self, node: &Node, count: usize) {
@@ -716,6 +730,31 @@ mod tests {
         totals.remove_node(&a, 1);
         assert_eq!(totals.gpus.get(&Sym::new("gpu.nvidia.com")), Some(&4));
         assert_eq!(totals.gpus.get(&Sym::new("nvidia-h100")), Some(&4));
+    }
+
+    /// A starting node counts the GPUs its template promises, less those it has already, per
+    /// type; a node that has them all adds nothing.
+    #[test]
+    fn a_starting_node_counts_the_gpus_its_template_promises() {
+        let gpu = ResourceName::parse("nvidia.com/gpu");
+        let mut template = node(8);
+        template.capacity.set(gpu, 4);
+        template
+            .labels
+            .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia-t4"));
+        let mut starting = node(8);
+        starting
+            .labels
+            .insert(Sym::new(GPU_TYPE_LABEL), Sym::new("nvidia-t4"));
+        let mut totals = ClusterTotals::from_nodes([&starting]);
+        assert!(totals.gpus.is_empty());
+        totals.count_promised_gpus(&starting, &template);
+        assert_eq!(totals.gpus.get(&Sym::new("nvidia.com/gpu")), Some(&4));
+        assert_eq!(totals.gpus.get(&Sym::new("nvidia-t4")), Some(&4));
+        let mut started = ClusterTotals::from_nodes([&template]);
+        started.count_promised_gpus(&template, &template);
+        assert_eq!(started.gpus.get(&Sym::new("nvidia.com/gpu")), Some(&4));
+        assert_eq!(started.nodes, 1);
     }
 
     #[test]

@@ -362,3 +362,42 @@ fn unit_price_prices_dra_gpus_per_gpu() {
     let d = decide(&nodes, &pods, &provider, &storage, &config);
     assert_eq!(increases(&d), vec![("gpu-8".to_string(), 1)], "{d:?}");
 }
+
+/// A node of the group that joined a minute ago and whose driver has not published its slices
+/// yet counts toward `--gpu-total` with the GPUs its group's template promises (as upstream
+/// counts a starting GPU node by its template): with one busy 4-GPU node, one starting and a
+/// max of 12, three pods asking 4 GPUs each get one more node (the starting one takes a pod).
+#[test]
+fn a_starting_dra_node_counts_its_promised_gpus_toward_the_max() {
+    let storage = storage(4, &[("g1", 4)]);
+    let now = 3_600_000;
+    let g2 = NodeBuilder::new("g2", 8000, 32 * GI)
+        .with_provider_id("test:///g2")
+        .with(|n| n.creation_ms = Some(now - 60_000))
+        .arc();
+    let nodes = vec![node("g1"), g2];
+    let pods = gpu_pods(3);
+    let provider = StaticProvider::new(vec![
+        NodeGroup::new("gpu", 0, 10, 2).with_instances(
+            ["g1", "g2"]
+                .iter()
+                .map(|n| Instance {
+                    id: Arc::from(format!("test:///{n}")),
+                    state: InstanceState::Running,
+                    error: None,
+                })
+                .collect(),
+        ),
+    ]);
+    let grown = |limit: Option<&str>| {
+        let mut a = with_gpu_min(AutoscalerOptions::default(), limit);
+        let out = run_loop(&mut a, &nodes, &pods, &provider, &storage, now);
+        assert_eq!(out.status.groups[0].upcoming, 1, "{:?}", out.status);
+        increases(&out.scale_up)
+    };
+    assert_eq!(grown(None), vec![("gpu".to_string(), 2)]);
+    assert_eq!(
+        grown(Some("gpu.example.com:0:12")),
+        vec![("gpu".to_string(), 1)]
+    );
+}
