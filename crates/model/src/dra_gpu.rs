@@ -102,26 +102,37 @@ pub fn claimed_dra_gpus<'a>(
         Some(d) if !dra_gpus(&d.slices).is_empty() => &d.slices[..],
         _ => return 0,
     };
-    let mut seen: FxHashSet<(Sym, Arc<str>)> = FxHashSet::default();
+    // Only a claim named by the pods may be shared; one made from a template is the pod's own.
+    let mut seen: FxHashSet<(Sym, &Arc<str>)> = FxHashSet::default();
     // The pods of a workload ask the same spec (one template, or claims made from it).
     let mut by_spec: FxHashMap<&ClaimSpec, i64> = FxHashMap::default();
     let mut total = 0i64;
     for pod in pods {
+        let ns = pod.namespace;
         for entry in &pod.resource_claims {
-            let name = entry.claim_name(&pod.name);
-            if !seen.insert((pod.namespace, name.clone())) {
-                continue;
-            }
-            let spec = match (dra.claim(pod.namespace, &name), &entry.source) {
-                (Some(claim), _) if claim.allocation.is_some() => continue,
-                (Some(claim), _) => &claim.spec,
-                (None, PodClaimSource::Template { template, .. }) => {
-                    match dra.template(pod.namespace, template) {
-                        Some(t) => &t.spec,
-                        None => continue,
+            let (claim, template) = match &entry.source {
+                PodClaimSource::Claim(name) => {
+                    if !seen.insert((ns, name)) {
+                        continue;
                     }
+                    (dra.claim(ns, name), None)
                 }
-                (None, PodClaimSource::Claim(_)) => continue,
+                PodClaimSource::Template {
+                    template,
+                    generated,
+                } => (
+                    generated.as_ref().and_then(|g| dra.claim(ns, g)),
+                    Some(template),
+                ),
+            };
+            let spec = match (claim, template) {
+                (Some(c), _) if c.allocation.is_some() => continue,
+                (Some(c), _) => &c.spec,
+                (None, Some(t)) => match dra.template(ns, t) {
+                    Some(t) => &t.spec,
+                    None => continue,
+                },
+                (None, None) => continue,
             };
             let gpus = *by_spec
                 .entry(&**spec)
@@ -335,6 +346,15 @@ mod tests {
             count(&[pod("i", named("missing")), pod("j", from("missing"))]),
             0
         );
+        // A claim made from the template: its own state once created (allocated: none).
+        let made = |claim: &str| {
+            Some(PodClaimSource::Template {
+                template: Arc::from("one"),
+                generated: Some(Arc::from(claim)),
+            })
+        };
+        assert_eq!(count(&[pod("k", made("done"))]), 0);
+        assert_eq!(count(&[pod("l", made("not-seen-yet"))]), 1);
         let mix = [
             pod("a", from("one")),
             pod("b", from("all")),
