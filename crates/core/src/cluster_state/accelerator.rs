@@ -17,9 +17,11 @@
 //!
 //! DRA devices join the rule (upstream's DRA custom-resources processor): a node of a group whose
 //! template carries ResourceSlices waits until its DRA drivers have published its own: for each
-//! driver, as many complete pools as the template has (upstream's DRA design: "it waits for the
-//! expected number of complete ResourcePools from each driver", so a device the template names
-//! or describes otherwise than the driver does not keep the node unready for good). The template
+//! driver, as many pools as the template has, each with at least as many devices as the
+//! template's pool it stands for. Upstream's processor asks for the same device names in each
+//! pool; we ask for the count only, so devices the template names otherwise than the driver
+//! does (the Cluster API annotation cannot know the driver's names) do not keep the node unready
+//! for good, while a driver that has published only part of a node's devices still does. The template
 //! is the group's as the loop builds it: the provider's (the Cluster API `dra-driver`
 //! annotation) when it has slices, as upstream; else, ours, the one built from a Ready node of
 //! the group that has published its slices (the node with the most pools), which carries copies
@@ -105,8 +107,26 @@ pub fn lacks_promised_devices(
     let (want, have) = (pools(promised), pools(own_slices(node, dra)));
     want.chunk_by(|a, b| a.0 == b.0).any(|driver_pools| {
         let driver = driver_pools[0].0;
-        have.iter().filter(|(d, _)| *d == driver).count() < driver_pools.len()
+        let mut published: Vec<usize> = (have.iter())
+            .filter(|(d, _)| *d == driver)
+            .map(|(_, n)| *n)
+            .collect();
+        !covers(
+            &mut published,
+            driver_pools.iter().map(|(_, n)| *n).collect(),
+        )
     })
+}
+
+/// Whether every promised pool (its device count) can be matched to a distinct published pool
+/// of at least as many devices: both sorted largest first, pairwise.
+fn covers(published: &mut [usize], mut promised: Vec<usize>) -> bool {
+    if published.len() < promised.len() {
+        return false;
+    }
+    published.sort_unstable_by(|a, b| b.cmp(a));
+    promised.sort_unstable_by(|a, b| b.cmp(a));
+    promised.iter().zip(published.iter()).all(|(p, h)| h >= p)
 }
 
 /// The slices `node` has: its own copies (a node made from a template), or those `dra` holds
@@ -118,16 +138,25 @@ fn own_slices<'a>(node: &'a Node, dra: &'a Dra) -> &'a [Arc<ResourceSlice>] {
     }
 }
 
-/// The distinct (driver, pool) pairs of `slices` with devices (a pool may span several slices).
-fn pools(slices: &[Arc<ResourceSlice>]) -> Vec<(Sym, &str)> {
-    let mut pools: Vec<(Sym, &str)> = slices
+/// The device count of each distinct (driver, pool) of `slices` with devices (a pool may span
+/// several slices), sorted by driver.
+fn pools(slices: &[Arc<ResourceSlice>]) -> Vec<(Sym, usize)> {
+    let mut pools: Vec<(Sym, &str, usize)> = slices
         .iter()
         .filter(|s| !s.devices.is_empty())
-        .map(|s| (s.driver, &*s.pool))
+        .map(|s| (s.driver, &*s.pool, s.devices.len()))
         .collect();
-    pools.sort_unstable();
-    pools.dedup();
-    pools
+    pools.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let mut out: Vec<(Sym, usize)> = Vec::with_capacity(pools.len());
+    let mut last: Option<(Sym, &str)> = None;
+    for (driver, pool, n) in pools {
+        match out.last_mut() {
+            Some(o) if last == Some((driver, pool)) => o.1 += n,
+            _ => out.push((driver, n)),
+        }
+        last = Some((driver, pool));
+    }
+    out
 }
 
 /// The copy of `node` the loop sees while its accelerators are missing: its `Ready` condition
@@ -505,6 +534,44 @@ mod tests {
         assert!(lacks_promised_devices(&n, &one, slices_of(&t)));
         let two = dra_with(vec![pool("a", "x"), pool("a", "y")]);
         assert!(!lacks_promised_devices(&n, &two, slices_of(&t)));
+    }
+
+    /// A pool counts only once it has as many devices as the template's pool it stands for
+    /// (upstream asks for the same device names; we ask for the count); a pool's devices may
+    /// be spread over several slices.
+    #[test]
+    fn a_pool_with_fewer_devices_than_promised_keeps_the_node_waiting() {
+        let slice = |node: &str, name: &str, count: i64, devices: &[&str]| {
+            autoscaler_model::ResourceSlice {
+                name: Arc::from(format!("{node}-{name}")),
+                slice_count: count,
+                devices: (devices.iter())
+                    .map(|d| autoscaler_model::Device {
+                        name: Arc::from(*d),
+                        attributes: Vec::new(),
+                        capacity: Vec::new(),
+                    })
+                    .collect(),
+                ..gpu_slice(node, "gpu.nvidia.com")
+            }
+        };
+        let t = node("t")
+            .with(|n| {
+                n.devices = Some(Arc::new(autoscaler_model::NodeDevices {
+                    slices: vec![Arc::new(slice("t", "s0", 1, &["gpu-0", "gpu-1"]))],
+                }))
+            })
+            .build();
+        let n = node("a").build();
+        let part = dra_with(vec![slice("a", "s0", 1, &["gpu-0"])]);
+        assert!(lacks_promised_devices(&n, &part, slices_of(&t)));
+        let renamed = dra_with(vec![slice("a", "s0", 1, &["nvidia-0", "nvidia-1"])]);
+        assert!(!lacks_promised_devices(&n, &renamed, slices_of(&t)));
+        let spread = dra_with(vec![
+            slice("a", "s0", 2, &["gpu-0"]),
+            slice("a", "s1", 2, &["gpu-1"]),
+        ]);
+        assert!(!lacks_promised_devices(&n, &spread, slices_of(&t)));
     }
 
     #[test]
