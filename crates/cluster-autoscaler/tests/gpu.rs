@@ -53,6 +53,10 @@ fn a_node_whose_gpus_are_not_advertised_yet_is_upcoming_not_unneeded() {
     assert!(!stdout.contains("gpu-b: unneeded"), "{stdout}");
     assert!(!stdout.contains("taint gpu-b"), "{stdout}");
     assert!(!stdout.contains("increase "), "{stdout}");
+    assert!(
+        stdout.contains("gpu-b is not removable: node has not started yet"),
+        "{stdout}"
+    );
 }
 
 /// The DRA flavour: the group's template has the GPU of its `dra-driver` annotation, and the

@@ -20,7 +20,8 @@ use crate::scale_down::consolidation::{
     ConsolidationOptions, ConsolidationPlan, ConsolidationState,
 };
 use crate::scale_down::{
-    InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, plan_scale_down,
+    InFlight, ScaleDownInput, ScaleDownOptions, ScaleDownPlan, ScaleDownState, Unremovable,
+    plan_scale_down,
 };
 use crate::scale_up::estimator::{Budget, Unlimited};
 use crate::scale_up::expander::ExpanderChain;
@@ -1222,7 +1223,7 @@ impl Autoscaler {
             in_flight,
         };
         let start = timer.start();
-        let plan = plan_scale_down(
+        let mut plan = plan_scale_down(
             &mut self.cache.snapshot,
             &mut self.scale_down,
             input,
@@ -1231,7 +1232,29 @@ impl Autoscaler {
             budget,
         );
         timer.stop(Phase::FindUnneeded, start);
+        name_the_starting_nodes(&mut plan, view, &not_started);
         plan
+    }
+}
+
+/// The starting nodes that scale-down did not see (hidden as in no group) are unremovable
+/// because they have not started, which is what `plan` and the status should say.
+fn name_the_starting_nodes(
+    plan: &mut ScaleDownPlan,
+    view: &ClusterView<'_>,
+    not_started: &dyn Fn(&Node) -> bool,
+) {
+    let starting: Vec<Sym> = (view.nodes.iter())
+        .filter(|n| not_started(n) && view.provider.node_group_of(n).is_some())
+        .map(|n| n.name)
+        .collect();
+    if starting.is_empty() {
+        return;
+    }
+    for (name, why) in plan.unremovable.iter_mut() {
+        if *why == Unremovable::NotAutoscaled && starting.contains(name) {
+            *why = Unremovable::NotStarted;
+        }
     }
 }
 

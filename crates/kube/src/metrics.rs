@@ -111,6 +111,8 @@ impl FailedScaleUpReason {
 pub fn unremovable_label(u: &Unremovable) -> &'static str {
     match u {
         Unremovable::NotAutoscaled => "NotAutoscaled",
+        // Upstream sees such a node as unready (its copy), kept until the unready time.
+        Unremovable::NotStarted => "NotUnreadyLongEnough",
         Unremovable::ScaleDownDisabledAnnotation => "ScaleDownDisabledAnnotation",
         Unremovable::BeingDeleted => "CurrentlyBeingDeleted",
         Unremovable::MinSizeReached => "NodeGroupMinSizeReached",

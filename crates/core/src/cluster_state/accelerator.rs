@@ -716,6 +716,12 @@ mod tests {
             let fresh = Sym::new("fresh");
             assert!(!out.scale_down.unneeded.iter().any(|(n, _)| *n == fresh));
             assert!(!out.scale_down.soft_taint.contains(&fresh));
+            // Said as it is: not started, not "in no autoscaled group".
+            let why = (out.scale_down.unremovable.iter()).find(|(n, _)| *n == fresh);
+            assert_eq!(
+                why.map(|(_, w)| w),
+                Some(&crate::scale_down::Unremovable::NotStarted)
+            );
         }
 
         /// The DRA flavour: the group's template has a DRA driver's slice, `busy` has published

@@ -247,6 +247,9 @@ pub struct ScaleDownInput<'a> {
 pub enum Unremovable {
     /// Not in an autoscaled group.
     NotAutoscaled,
+    /// Registered but not started yet (not Ready, a startup taint, or its accelerators not
+    /// advertised, within `--max-node-startup-time`): upcoming capacity, not spare.
+    NotStarted,
     /// Annotated `scale-down-disabled: "true"`.
     ScaleDownDisabledAnnotation,
     /// Already being deleted.
@@ -281,6 +284,9 @@ impl fmt::Display for Unremovable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Unremovable::NotAutoscaled => f.write_str("node is not in an autoscaled node group"),
+            Unremovable::NotStarted => f.write_str(
+                "node has not started yet (upcoming capacity within --max-node-startup-time)",
+            ),
             Unremovable::ScaleDownDisabledAnnotation => {
                 f.write_str("scale-down disabled by annotation")
             }
