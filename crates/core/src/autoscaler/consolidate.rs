@@ -7,6 +7,8 @@
 //! scale-down plan, so the shells taint, drain and delete them as any other, and the scale-down
 //! state records their outcomes. A replacement first grows its group (recorded as a scale-up, so
 //! the cluster state reverts it if it never comes); its nodes are drained only once it is Ready.
+//! A command's nodes beyond the free drain slots (this loop's scale-down deletions counted) wait
+//! their turn in the consolidation state and are drained in later loops.
 //! It never decides anything itself.
 
 use crate::actions::Action;

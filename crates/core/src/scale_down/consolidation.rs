@@ -10,10 +10,16 @@
 //! One pass proposes at most one command, as Karpenter runs one disruption at a time:
 //! 1. empty nodes: every quiet, empty candidate is deleted;
 //! 2. multi-node: the first [`ConsolidationOptions::max_multi_node_candidates`] candidates in
-//!    rank order, a binary search for the longest prefix that can go (or be replaced by one
-//!    cheaper node), at least two nodes;
+//!    rank order (at most `--max-scale-down-parallelism`), a binary search for the longest
+//!    prefix that can go (or be replaced by one cheaper node), at least two nodes;
 //! 3. single-node: each candidate in rank order, deleted or replaced by the cheapest shape that
 //!    takes its pods and costs less.
+//!
+//! A command may hold more nodes than `--max-drain-parallelism` allows to drain at once: the
+//! first are drained (a replacement's once its node is Ready), the others wait their turn and
+//! are drained in later passes as drain slots free, each checked again first (still a
+//! candidate, within min sizes and PodDisruptionBudgets, its pods placeable without it) and
+//! dropped from the command, never drained, if it fails. No other command starts meanwhile.
 //!
 //! Candidates are ranked by what they save per pod they disrupt, each pod weighed by its
 //! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's). A node is a
@@ -31,8 +37,8 @@
 //!
 //! It never proposes evicting a pod that blocks, past a PodDisruptionBudget's allowance, a group
 //! below its min size or above its max size, crossing a cluster-wide limit, a replacement that
-//! does not cost less than what it replaces, or more drains than `--max-drain-parallelism`
-//! allows. It only decides; the shell scales up, drains and deletes. The snapshot is left as
+//! does not cost less than what it replaces, more drains at once than `--max-drain-parallelism`
+//! allows, or a node drained twice. It only decides; the shell scales up, drains and deletes. The snapshot is left as
 //! found.
 
 use std::fmt;
