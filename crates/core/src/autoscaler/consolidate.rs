@@ -100,7 +100,10 @@ impl Autoscaler {
             Vec::new()
         };
         // This loop's scale-down deletions take their slots too: a node waiting its turn is
-        // drained only within what they leave of `--max-drain-parallelism`.
+        // drained only within what they leave of `--max-drain-parallelism`; one that scale-down
+        // deletes leaves the command (never drained twice).
+        let deleting: Vec<_> = down.deletions.iter().map(|d| d.node).collect();
+        self.consolidation.forget(&deleting);
         for d in &down.deletions {
             if d.empty {
                 in_flight.empty += 1;

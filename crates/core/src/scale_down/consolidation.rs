@@ -261,6 +261,20 @@ impl ConsolidationState {
         let turn = self.waiting_turn.iter().flat_map(|w| &w.nodes);
         pending.chain(turn).copied().collect()
     }
+
+    /// Takes `nodes` (being deleted by something else, e.g. this loop's scale-down) out of the
+    /// command waiting to be carried out, so that no node is drained twice.
+    pub(crate) fn forget(&mut self, nodes: &[Sym]) {
+        if let Some(p) = &mut self.pending {
+            p.nodes.retain(|n| !nodes.contains(n));
+        }
+        if let Some(w) = &mut self.waiting_turn {
+            w.nodes.retain(|n| !nodes.contains(n));
+            if w.nodes.is_empty() {
+                self.waiting_turn = None;
+            }
+        }
+    }
 }
 
 /// What a command does.
@@ -1625,6 +1639,33 @@ mod tests {
         // The command is over: d keeps the pods.
         let plan = c.plan(&mut state, &opts, 5 * MIN, 1);
         assert!(plan.command.is_none());
+    }
+
+    /// A node waiting its turn that something else deletes (this loop's scale-down) leaves the
+    /// command, so that it is never drained twice; the command goes on with the others.
+    #[test]
+    fn a_node_deleted_by_something_else_leaves_the_command() {
+        let spec: &[(&str, i64, &[i64])] = &[
+            ("a", 1000, &[100]),
+            ("b", 1000, &[100]),
+            ("c", 1000, &[100]),
+            ("d", 1000, &[100]),
+        ];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = mode(ConsolidationMode::Delete);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 1);
+        let cmd = c
+            .plan(&mut state, &opts, MIN, 1)
+            .command
+            .expect("a command");
+        c.carry_out(&cmd);
+        state.forget(&[Sym::new("b")]);
+        assert_eq!(state.waiting_nodes(), [Sym::new("c")]);
+        let turn = c.plan(&mut state, &opts, 2 * MIN, 1).command.expect("c");
+        assert_eq!(nodes_of(&turn), ["c"], "{}", turn.explanation);
+        state.forget(&[Sym::new("c")]);
+        assert!(state.waiting_turn.is_none());
     }
 
     /// A node waiting its turn whose pods no longer fit when its turn comes (the others filled
