@@ -1095,11 +1095,11 @@ impl Autoscaler {
         self.cache.close_forks(depth);
         timer.stop(Phase::ScaleDown, down_start);
         // Nodes waiting for their replacement take no new pods (ours; see replacement_taint).
-        let waiting = (self.consolidation.pending.as_ref()).map_or(&[][..], |p| &p.nodes[..]);
+        let waiting = self.consolidation.waiting_nodes();
         let deleting: Vec<_> = down.deletions.iter().map(|d| d.node).collect();
         actions.extend(
             crate::scale_down::replacement_taint::replacement_taint_actions(
-                view.nodes, waiting, &deleting, now_ms,
+                view.nodes, &waiting, &deleting, now_ms,
             ),
         );
         let start = actions.len();

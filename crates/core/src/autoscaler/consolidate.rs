@@ -7,6 +7,8 @@
 //! scale-down plan, so the shells taint, drain and delete them as any other, and the scale-down
 //! state records their outcomes. A replacement first grows its group (recorded as a scale-up, so
 //! the cluster state reverts it if it never comes); its nodes are drained only once it is Ready.
+//! A command's nodes beyond the free drain slots (this loop's scale-down deletions counted) wait
+//! their turn in the consolidation state and are drained in later loops.
 //! It never decides anything itself.
 
 use crate::actions::Action;
@@ -33,7 +35,7 @@ impl Autoscaler {
         &mut self,
         view: &ClusterView<'_>,
         controllers: &dyn ControllerLookup,
-        in_flight: InFlight,
+        mut in_flight: InFlight,
         status: &ClusterStatus,
         up: &ScaleUpDecision,
         down: &mut ScaleDownPlan,
@@ -66,7 +68,8 @@ impl Autoscaler {
             not_started: &not_started,
         };
         let upcoming: usize = status.groups.iter().map(|g| g.upcoming).sum();
-        let waiting = self.consolidation.pending.is_some();
+        let waiting =
+            self.consolidation.pending.is_some() || self.consolidation.waiting_turn.is_some();
         // Anything else under way: keep the timers only (the pending replacement is upcoming).
         let hold = !up.result.increases.is_empty()
             || !down.deletions.is_empty()
@@ -96,6 +99,22 @@ impl Autoscaler {
         } else {
             Vec::new()
         };
+        // This loop's scale-down deletions take their slots too: a node waiting its turn is
+        // drained only within what they leave of `--max-drain-parallelism`; one that scale-down
+        // deletes leaves the command (never drained twice).
+        let deleting: Vec<_> = down.deletions.iter().map(|d| d.node).collect();
+        self.consolidation.forget(&deleting);
+        for d in &down.deletions {
+            if d.empty {
+                in_flight.empty += 1;
+            } else {
+                in_flight.drains += 1;
+            }
+            if in_flight.per_group.len() <= d.group_index {
+                in_flight.per_group.resize(d.group_index + 1, 0);
+            }
+            in_flight.per_group[d.group_index] += 1;
+        }
         let sd = &self.options.scale_down;
         let input = ConsolidationInput {
             provider: &provider,
@@ -150,7 +169,7 @@ impl Autoscaler {
                 });
                 self.cluster_state.record_scale_up(group, 1, now_ms);
             }
-            CommandKind::Delete | CommandKind::ReplacementReady => {
+            CommandKind::Delete | CommandKind::ReplacementReady | CommandKind::Turn => {
                 record_deletions(&mut self.scale_down, &cmd.deletions);
                 down.deletions.extend(cmd.deletions.iter().cloned());
             }

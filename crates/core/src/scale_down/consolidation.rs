@@ -10,10 +10,16 @@
 //! One pass proposes at most one command, as Karpenter runs one disruption at a time:
 //! 1. empty nodes: every quiet, empty candidate is deleted;
 //! 2. multi-node: the first [`ConsolidationOptions::max_multi_node_candidates`] candidates in
-//!    rank order, a binary search for the longest prefix that can go (or be replaced by one
-//!    cheaper node), at least two nodes;
+//!    rank order (at most `--max-scale-down-parallelism`), a binary search for the longest
+//!    prefix that can go (or be replaced by one cheaper node), at least two nodes;
 //! 3. single-node: each candidate in rank order, deleted or replaced by the cheapest shape that
 //!    takes its pods and costs less.
+//!
+//! A command may hold more nodes than `--max-drain-parallelism` allows to drain at once: the
+//! first are drained (a replacement's once its node is Ready), the others wait their turn and
+//! are drained in later passes as drain slots free, each checked again first (still a
+//! candidate, within min sizes and PodDisruptionBudgets, its pods placeable without it) and
+//! dropped from the command, never drained, if it fails. No other command starts meanwhile.
 //!
 //! Candidates are ranked by what they save per pod they disrupt, each pod weighed by its
 //! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's). A node is a
@@ -31,8 +37,8 @@
 //!
 //! It never proposes evicting a pod that blocks, past a PodDisruptionBudget's allowance, a group
 //! below its min size or above its max size, crossing a cluster-wide limit, a replacement that
-//! does not cost less than what it replaces, or more drains than `--max-drain-parallelism`
-//! allows. It only decides; the shell scales up, drains and deletes. The snapshot is left as
+//! does not cost less than what it replaces, more drains at once than `--max-drain-parallelism`
+//! allows, or a node drained twice. It only decides; the shell scales up, drains and deletes. The snapshot is left as
 //! found.
 
 use std::fmt;
@@ -221,6 +227,19 @@ pub struct PendingReplacement {
     pub explanation: String,
 }
 
+/// The nodes of a multi-node command still to be drained, in order, as drain slots free
+/// (`--max-drain-parallelism`): each is checked again at its turn and dropped if it can no
+/// longer go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WaitingTurn {
+    /// The nodes, in the order they are drained.
+    pub nodes: Vec<Sym>,
+    /// The node that came to replace them (its group and name), until one of them is drained.
+    came: Option<(NodeGroupId, Sym)>,
+    /// The explanation of the decision.
+    pub explanation: String,
+}
+
 /// What consolidation remembers between loops.
 #[derive(Clone, Debug, Default)]
 pub struct ConsolidationState {
@@ -228,8 +247,34 @@ pub struct ConsolidationState {
     quiet: FxHashMap<Sym, (u64, i64)>,
     /// The replacement being waited for, if any.
     pub pending: Option<PendingReplacement>,
+    /// The nodes of a command waiting for a drain slot, if any: nothing new starts meanwhile.
+    pub waiting_turn: Option<WaitingTurn>,
     /// When consolidation last deleted nodes (a deletion, or a replacement's drain).
     last_deletion_ms: Option<i64>,
+}
+
+impl ConsolidationState {
+    /// The nodes consolidation holds for a command not carried out yet (a pending replacement's,
+    /// or those waiting for their drain's turn): they take no new pods.
+    pub fn waiting_nodes(&self) -> Vec<Sym> {
+        let pending = self.pending.iter().flat_map(|p| &p.nodes);
+        let turn = self.waiting_turn.iter().flat_map(|w| &w.nodes);
+        pending.chain(turn).copied().collect()
+    }
+
+    /// Takes `nodes` (being deleted by something else, e.g. this loop's scale-down) out of the
+    /// command waiting to be carried out, so that no node is drained twice.
+    pub(crate) fn forget(&mut self, nodes: &[Sym]) {
+        if let Some(p) = &mut self.pending {
+            p.nodes.retain(|n| !nodes.contains(n));
+        }
+        if let Some(w) = &mut self.waiting_turn {
+            w.nodes.retain(|n| !nodes.contains(n));
+            if w.nodes.is_empty() {
+                self.waiting_turn = None;
+            }
+        }
+    }
 }
 
 /// What a command does.
@@ -244,8 +289,11 @@ pub enum CommandKind {
         /// The group of the new node.
         group: NodeGroupId,
     },
-    /// The replacement asked for earlier is Ready: drain the nodes it replaces.
+    /// The replacement asked for earlier is Ready: drain the nodes it replaces (as many as
+    /// drain slots allow; the others wait their turn).
     ReplacementReady,
+    /// Nodes of an earlier multi-node command whose turn to be drained came.
+    Turn,
 }
 
 /// One consolidation decision.
@@ -376,6 +424,7 @@ pub fn plan_consolidation(
     if !GroupRules::any_on(input.provider, opts.mode) {
         state.quiet.clear();
         state.pending = None;
+        state.waiting_turn = None;
         return plan;
     }
     update_quiet(snapshot, state, now_ms);
@@ -388,6 +437,11 @@ pub fn plan_consolidation(
         follow_pending(
             snapshot, state, &pending, &input, opts, now_ms, &mut work, &mut plan,
         );
+        plan.pods_simulated = work.pods_simulated;
+        return plan;
+    }
+    if state.waiting_turn.is_some() {
+        take_turn(snapshot, state, &input, opts, now_ms, &mut work, &mut plan);
         plan.pods_simulated = work.pods_simulated;
         return plan;
     }
@@ -458,16 +512,40 @@ pub fn plan_consolidation(
                 .or_else(|| search.single(s, &candidates, &mut work))
         })
     });
-    if plan
-        .command
-        .as_ref()
-        .is_some_and(|c| c.kind == CommandKind::Delete)
+    // A multi-node deletion with more nodes than drain slots: the first go now, the others
+    // wait their turn.
+    if let Some(c) = &mut plan.command
+        && c.kind == CommandKind::Delete
     {
         state.last_deletion_ms = Some(now_ms);
+        let (_, drains) = slots(&input);
+        let drained = c.deletions.iter().filter(|d| !d.empty).count();
+        if drained > drains {
+            let rest: Vec<NodeDeletion> = c.deletions.split_off(drains);
+            let names: Vec<Sym> = rest.iter().map(|d| d.node).collect();
+            c.explanation = format!(
+                "{}; drained {drains} at a time (--max-drain-parallelism), [{}] wait their turn",
+                c.explanation,
+                joined(&names)
+            );
+            state.waiting_turn = Some(WaitingTurn {
+                nodes: names,
+                came: None,
+                explanation: c.explanation.clone(),
+            });
+        }
     }
-    if let Some(c) = &plan.command
+    if let Some(c) = &mut plan.command
         && let CommandKind::Replace { group, .. } = &c.kind
     {
+        let (_, drains) = slots(&input);
+        if c.deletions.len() > drains.max(1) {
+            c.explanation = format!(
+                "{}; once it is Ready, drained {} at a time (--max-drain-parallelism)",
+                c.explanation,
+                drains.max(1)
+            );
+        }
         let known = snapshot
             .nodes()
             .filter(|(_, i)| input.provider.node_group_of(&i.node) == Some(index_of(groups, group)))
@@ -527,11 +605,40 @@ fn follow_pending(
         }
         return;
     };
-    let arrived = arrived.node.clone();
     state.pending = None;
+    state.waiting_turn = Some(WaitingTurn {
+        nodes: pending.nodes.clone(),
+        came: Some((pending.group.clone(), arrived.node.name)),
+        explanation: pending.explanation.clone(),
+    });
+    take_turn(snapshot, state, input, opts, now_ms, work, plan);
+}
+
+/// Drains the next nodes waiting their turn, as many as drain slots allow, each checked again
+/// first (still a candidate, within min sizes and PodDisruptionBudgets with the others of this
+/// turn, its pods placeable without it): a node that fails is dropped from the command, never
+/// drained, with why in `plan.gave_up`. Without a free drain slot (or simulation work left),
+/// they wait for a later pass.
+#[allow(clippy::too_many_arguments)]
+fn take_turn(
+    snapshot: &mut ClusterSnapshot,
+    state: &mut ConsolidationState,
+    input: &ConsolidationInput<'_>,
+    opts: &ConsolidationOptions,
+    now_ms: i64,
+    work: &mut Work<'_>,
+    plan: &mut ConsolidationPlan,
+) {
+    let Some(mut turn) = state.waiting_turn.take() else {
+        return;
+    };
+    let (_, drains) = slots(input);
+    if drains == 0 {
+        state.waiting_turn = Some(turn);
+        return;
+    }
+    let groups = input.provider.node_groups();
     let pricing = Pricing::of(groups);
-    // What the nodes save is their cost less the new node's, which came for them.
-    let came = (groups.get(g)).map(|group| (group, arrived.name, pricing.cost(group, &arrived)));
     let cands = candidates(
         snapshot,
         state,
@@ -539,40 +646,124 @@ fn follow_pending(
         opts,
         &pricing,
         now_ms,
-        Some(&pending.nodes),
+        Some(&turn.nodes),
         None,
     );
-    let rules = GroupRules::default();
-    let mix = WorkloadMix::default();
-    let search = Search {
-        input,
-        opts,
-        pricing: &pricing,
-        rules: &rules,
-        mix: &mix,
-    };
-    let pods: usize = cands.iter().map(|c| c.to_move.len()).sum();
-    let found = if cands.len() == pending.nodes.len() && work.take(pods) {
-        snapshot.forked(|s| place(s, &cands, None))
-    } else {
-        None
-    };
-    match found {
-        Some(f) => {
-            let mut c = search.command_after(f, "replacement Ready,", came);
-            c.kind = CommandKind::ReplacementReady;
-            state.last_deletion_ms = Some(now_ms);
-            c.explanation = format!("{}; decided as: {}", c.explanation, pending.explanation);
-            plan.command = Some(c);
+    let mut keep = Keep::unruled(input);
+    let mut taken: Vec<Candidate> = Vec::new();
+    let mut found: Option<Found> = None;
+    let mut dropped: Vec<(Sym, &str)> = Vec::new();
+    let mut rest: Vec<Sym> = Vec::new();
+    for &name in &turn.nodes {
+        if taken.len() >= drains || !rest.is_empty() {
+            rest.push(name);
+            continue;
         }
-        None => {
-            plan.gave_up = Some(format!(
-                "replacement node of {} is Ready but [{}] can no longer all go: nodes kept",
-                pending.group,
-                names()
+        let Some(c) = cands.iter().find(|c| c.name == name) else {
+            dropped.push((
+                name,
+                "no longer a candidate (gone, not Ready, being deleted, its pods may not all be \
+                 evicted, or its group at its min size)",
             ));
+            continue;
+        };
+        if !keep.admit(snapshot, c) {
+            dropped.push((
+                name,
+                "its group's min size, a cluster-wide minimum or a PodDisruptionBudget no longer \
+                 allows it",
+            ));
+            continue;
+        }
+        let pods: usize = c.to_move.len() + taken.iter().map(|t| t.to_move.len()).sum::<usize>();
+        if !work.take(pods) {
+            // Out of simulation work this pass: it and the rest wait.
+            rest.push(name);
+            continue;
+        }
+        taken.push(c.clone());
+        match snapshot.forked(|s| place(s, &taken, None)) {
+            Some(f) => found = Some(f),
+            None => {
+                taken.pop();
+                dropped.push((name, "its pods no longer fit on the other nodes"));
+            }
         }
     }
+    if !dropped.is_empty() {
+        let why: Vec<String> = (dropped.iter())
+            .map(|(n, why)| format!("{n}: {why}"))
+            .collect();
+        plan.gave_up = Some(format!(
+            "dropped from the command, kept: {}; decided as: {}",
+            why.join("; "),
+            turn.explanation
+        ));
+    }
+    if let Some(f) = found {
+        let rules = GroupRules::default();
+        let mix = WorkloadMix::default();
+        let search = Search {
+            input,
+            opts,
+            pricing: &pricing,
+            rules: &rules,
+            mix: &mix,
+        };
+        // What the first drained nodes save is their cost less the new node's, which came for
+        // them.
+        let came = turn.came.take().and_then(|(group, name)| {
+            let g = index_of(groups, &group);
+            let group = groups.get(g)?;
+            let node = snapshot.node(snapshot.node_id(name)?)?;
+            Some((group, name, pricing.cost(group, &node.node)))
+        });
+        let ready = came.is_some();
+        let how = if ready {
+            "replacement Ready,"
+        } else {
+            "turn of a multi-node command,"
+        };
+        let mut c = search.command_after(f, how, came);
+        c.kind = if ready {
+            CommandKind::ReplacementReady
+        } else {
+            CommandKind::Turn
+        };
+        if !rest.is_empty() {
+            c.explanation = format!(
+                "{}; [{}] wait their turn (--max-drain-parallelism {})",
+                c.explanation,
+                joined(&rest),
+                input.max_drain_parallelism
+            );
+        }
+        c.explanation = format!("{}; decided as: {}", c.explanation, turn.explanation);
+        state.last_deletion_ms = Some(now_ms);
+        plan.command = Some(c);
+    }
+    if !rest.is_empty() {
+        turn.nodes = rest;
+        state.waiting_turn = Some(turn);
+    }
+}
+
+/// Names, comma-separated.
+fn joined(names: &[Sym]) -> String {
+    (names.iter())
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Deletions still allowed: (all, drains).
+fn slots(input: &ConsolidationInput<'_>) -> (usize, usize) {
+    let f = &input.in_flight;
+    let all = input
+        .max_scale_down_parallelism
+        .saturating_sub(f.empty + f.drains);
+    let drains = input.max_drain_parallelism.saturating_sub(f.drains);
+    (all, drains.min(all))
 }
 
 /// Remembers the group of each node a command deletes, so the deletion's outcome (recorded by
@@ -714,13 +905,7 @@ struct Found {
 impl Search<'_, '_> {
     /// Deletions still allowed: (all, drains).
     fn slots(&self) -> (usize, usize) {
-        let f = &self.input.in_flight;
-        let all = self
-            .input
-            .max_scale_down_parallelism
-            .saturating_sub(f.empty + f.drains);
-        let drains = self.input.max_drain_parallelism.saturating_sub(f.drains);
-        (all, drains.min(all))
+        slots(self.input)
     }
 
     /// Every quiet empty candidate, within min sizes, limits and the parallelism.
@@ -749,6 +934,8 @@ impl Search<'_, '_> {
     }
 
     /// The longest prefix (at least two nodes) of the ranked candidates that can go at once.
+    /// It may hold more nodes than drain slots (within the deletion slots): those wait their
+    /// turn, drained one after another (see [`take_turn`]).
     fn multi(
         &self,
         s: &mut ClusterSnapshot,
@@ -756,13 +943,16 @@ impl Search<'_, '_> {
         work: &mut Work<'_>,
     ) -> Option<ConsolidationCommand> {
         let (all, drains) = self.slots();
+        if drains == 0 {
+            return None;
+        }
         let mut keep = Keep::new(self.input, self.rules);
         let prefix: Vec<Candidate> = cands
             .iter()
             .filter(|c| !c.to_move.is_empty())
             .take(self.opts.max_multi_node_candidates)
             .filter(|c| keep.admit(s, c))
-            .take(drains.min(all))
+            .take(all)
             .cloned()
             .collect();
         if prefix.len() < 2 {
@@ -1041,7 +1231,8 @@ fn place(
 /// search.
 struct Keep<'a, 'i> {
     input: &'a ConsolidationInput<'i>,
-    rules: &'a GroupRules,
+    /// The groups' budgets (none for the nodes of a command decided earlier).
+    rules: Option<&'a GroupRules>,
     leaving: Vec<usize>,
     totals: ClusterTotals,
     budgets: DisruptionBudgets,
@@ -1049,6 +1240,15 @@ struct Keep<'a, 'i> {
 
 impl<'a, 'i> Keep<'a, 'i> {
     fn new(input: &'a ConsolidationInput<'i>, rules: &'a GroupRules) -> Self {
+        Keep::with(input, Some(rules))
+    }
+
+    /// Without the groups' budgets: for the nodes of a command that kept to them when decided.
+    fn unruled(input: &'a ConsolidationInput<'i>) -> Self {
+        Keep::with(input, None)
+    }
+
+    fn with(input: &'a ConsolidationInput<'i>, rules: Option<&'a GroupRules>) -> Self {
         Keep {
             input,
             rules,
@@ -1065,7 +1265,9 @@ impl<'a, 'i> Keep<'a, 'i> {
         let in_flight = self.input.in_flight.per_group.get(c.group).copied();
         let leaving = in_flight.unwrap_or(0) + self.leaving[c.group];
         if group.target_size().saturating_sub(leaving) <= group.min_size()
-            || !self.rules.has_room(c.group, self.leaving[c.group])
+            || self
+                .rules
+                .is_some_and(|r| !r.has_room(c.group, self.leaving[c.group]))
         {
             return false;
         }
@@ -1120,6 +1322,8 @@ mod tests {
         nodes: Vec<Arc<Node>>,
         /// The loop's last scale-up for pending pods, as the input gives it.
         last_scale_up_ms: Option<i64>,
+        /// Deletions in progress, as the input gives them.
+        in_flight: InFlight,
     }
 
     /// Group `big` (4/h a node) of node `a` (a 1500m pod, room to spare) and node `b` (3800m):
@@ -1198,6 +1402,7 @@ mod tests {
             limits: ResourceLimits::default(),
             nodes: all,
             last_scale_up_ms: None,
+            in_flight: InFlight::default(),
         }
     }
 
@@ -1216,7 +1421,7 @@ mod tests {
                 drain: &self.drain,
                 limits: &self.limits,
                 totals: ClusterTotals::from_nodes(self.nodes.iter().map(|n| &**n)),
-                in_flight: InFlight::default(),
+                in_flight: self.in_flight.clone(),
                 max_drain_parallelism: max_drains,
                 max_scale_down_parallelism: 10,
                 max_graceful_termination_sec: 600,
@@ -1247,6 +1452,26 @@ mod tests {
             self.provider.groups_mut()[1].set_target_size(1);
             self.provider.reindex();
             self.snapshot.add_node(new).unwrap();
+        }
+
+        /// Carries out `cmd`'s deletions as the shell would: each node's pods moved to their
+        /// destinations, the node deleted and its group shrunk.
+        fn carry_out(&mut self, cmd: &ConsolidationCommand) {
+            for d in &cmd.deletions {
+                let id = self.snapshot.node_id(d.node).expect("a node to delete");
+                for (pod, dest) in &d.destinations {
+                    let moved = (self.snapshot)
+                        .remove_pod(id, pod.namespace, &pod.name)
+                        .expect("the pod is on the node");
+                    let to = self.snapshot.node_id(*dest).expect("its destination");
+                    self.snapshot.add_pod(moved, to).expect("it fits");
+                }
+                self.snapshot.remove_node(id).expect("the node goes");
+                self.nodes.retain(|n| n.name != d.node);
+                let g = &mut self.provider.groups_mut()[d.group_index];
+                let target = g.target_size() - 1;
+                g.set_target_size(target);
+            }
         }
 
         /// Plans twice: once to start the quiet timers, once past `--consolidate-after`.
@@ -1336,22 +1561,20 @@ mod tests {
         assert_eq!(plan.candidates, 1, "a's pods changed a minute ago");
     }
 
+    /// Four nodes of one 100m pod each: three can go (the last keeps the pods). With one drain
+    /// at a time (`--max-drain-parallelism=1`, upstream's default), the multi-node command is
+    /// still decided: the first node is drained now, the others wait their turn, each drained
+    /// once the drain before it is over; nothing new starts meanwhile.
     #[test]
-    fn the_drain_parallelism_bounds_a_multi_node_command() {
+    fn a_multi_node_command_is_drained_one_node_at_a_time() {
         let spec: &[(&str, i64, &[i64])] = &[
             ("a", 1000, &[100]),
             ("b", 1000, &[100]),
             ("c", 1000, &[100]),
             ("d", 1000, &[100]),
         ];
-        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
-        let plan = c.settled(&mode(ConsolidationMode::Delete), 1);
-        let cmd = plan.command.expect("one node at a time");
-        assert_eq!(nodes_of(&cmd), ["a"]);
-        assert!(cmd.explanation.starts_with("single-node"));
-        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
-        let cmd = c
-            .settled(&mode(ConsolidationMode::Delete), 10)
+        let mut wide = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let cmd = (wide.settled(&mode(ConsolidationMode::Delete), 10))
             .command
             .unwrap();
         assert_eq!(
@@ -1359,6 +1582,219 @@ mod tests {
             ["a", "b", "c"],
             "the last one keeps the pods"
         );
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = mode(ConsolidationMode::Delete);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 1);
+        let cmd = c
+            .plan(&mut state, &opts, MIN, 1)
+            .command
+            .expect("a command");
+        assert_eq!(cmd.kind, CommandKind::Delete);
+        assert_eq!(nodes_of(&cmd), ["a"], "{}", cmd.explanation);
+        assert!(
+            cmd.explanation
+                .starts_with("multi-node consolidation of 3 node(s) [a, b, c]"),
+            "{}",
+            cmd.explanation
+        );
+        assert!(
+            cmd.explanation.ends_with(
+                "; drained 1 at a time (--max-drain-parallelism), [b, c] wait their turn"
+            ),
+            "{}",
+            cmd.explanation
+        );
+        assert_eq!(state.waiting_nodes(), [Sym::new("b"), Sym::new("c")]);
+        // While a's drain is in flight, b waits; nothing else is decided.
+        c.in_flight = InFlight {
+            per_group: vec![1],
+            empty: 0,
+            drains: 1,
+        };
+        let plan = c.plan(&mut state, &opts, 2 * MIN, 1);
+        assert!(plan.command.is_none() && plan.gave_up.is_none());
+        assert_eq!(state.waiting_nodes().len(), 2);
+        // a is gone: b's turn, then c's. Each is checked again: its pod lands on d.
+        c.in_flight = InFlight::default();
+        c.carry_out(&cmd);
+        let turn = c.plan(&mut state, &opts, 3 * MIN, 1).command.expect("b");
+        assert_eq!(turn.kind, CommandKind::Turn);
+        assert_eq!(nodes_of(&turn), ["b"], "{}", turn.explanation);
+        assert!(
+            turn.explanation.starts_with(
+                "turn of a multi-node command, consolidation of 1 node(s) [b]: 1 pod(s) fit \
+                 elsewhere"
+            ),
+            "{}",
+            turn.explanation
+        );
+        assert!(turn.explanation.contains("[c] wait their turn"));
+        c.carry_out(&turn);
+        let turn = c.plan(&mut state, &opts, 4 * MIN, 1).command.expect("c");
+        assert_eq!(nodes_of(&turn), ["c"], "{}", turn.explanation);
+        assert_eq!(turn.deletions[0].destinations[0].1, Sym::new("d"));
+        assert!(state.waiting_turn.is_none());
+        c.carry_out(&turn);
+        // The command is over: d keeps the pods.
+        let plan = c.plan(&mut state, &opts, 5 * MIN, 1);
+        assert!(plan.command.is_none());
+    }
+
+    /// A node waiting its turn that something else deletes (this loop's scale-down) leaves the
+    /// command, so that it is never drained twice; the command goes on with the others.
+    #[test]
+    fn a_node_deleted_by_something_else_leaves_the_command() {
+        let spec: &[(&str, i64, &[i64])] = &[
+            ("a", 1000, &[100]),
+            ("b", 1000, &[100]),
+            ("c", 1000, &[100]),
+            ("d", 1000, &[100]),
+        ];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = mode(ConsolidationMode::Delete);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 1);
+        let cmd = c
+            .plan(&mut state, &opts, MIN, 1)
+            .command
+            .expect("a command");
+        c.carry_out(&cmd);
+        state.forget(&[Sym::new("b")]);
+        assert_eq!(state.waiting_nodes(), [Sym::new("c")]);
+        let turn = c.plan(&mut state, &opts, 2 * MIN, 1).command.expect("c");
+        assert_eq!(nodes_of(&turn), ["c"], "{}", turn.explanation);
+        state.forget(&[Sym::new("c")]);
+        assert!(state.waiting_turn.is_none());
+    }
+
+    /// A node waiting its turn whose pods no longer fit when its turn comes (the others filled
+    /// up meanwhile) is dropped from the command, with why, and never drained; so is one whose
+    /// PodDisruptionBudget no longer allows its evictions.
+    #[test]
+    fn a_node_waiting_its_turn_is_checked_again_and_dropped_if_it_cannot_go() {
+        let spec: &[(&str, i64, &[i64])] = &[
+            ("a", 1000, &[100]),
+            ("b", 1000, &[100]),
+            ("c", 1000, &[300]),
+        ];
+        let opts = mode(ConsolidationMode::Delete);
+        let start = |c: &mut Cluster, state: &mut ConsolidationState| {
+            c.plan(state, &opts, 0, 1);
+            let cmd = c.plan(state, &opts, MIN, 1).command.expect("a command");
+            assert_eq!(nodes_of(&cmd), ["a"], "{}", cmd.explanation);
+            assert_eq!(state.waiting_nodes(), [Sym::new("b")]);
+            c.carry_out(&cmd);
+        };
+        // c fills up: b's pod fits nowhere now.
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let mut state = ConsolidationState::default();
+        start(&mut c, &mut state);
+        let cid = c.snapshot.node_id(Sym::new("c")).unwrap();
+        let big = PodBuilder::new("late", 600, GI)
+            .owner("ReplicaSet", "rs")
+            .node_name("c")
+            .arc();
+        c.snapshot.add_pod(big, cid).unwrap();
+        let plan = c.plan(&mut state, &opts, 2 * MIN, 1);
+        assert!(plan.command.is_none(), "b is never drained");
+        let why = plan.gave_up.expect("why b is kept");
+        assert!(
+            why.starts_with("dropped from the command, kept: b: its pods no longer fit"),
+            "{why}"
+        );
+        assert!(state.waiting_turn.is_none());
+        assert!(state.waiting_nodes().is_empty(), "b loses its taint");
+        // A budget that allows no eviction now: b is dropped too.
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let mut state = ConsolidationState::default();
+        start(&mut c, &mut state);
+        c.pdbs.push(PodDisruptionBudget::new(
+            "default",
+            "web",
+            Some(LabelSelector {
+                match_labels: Labels::from_pairs([("app", "web")]),
+                match_expressions: Vec::new(),
+            }),
+            0,
+        ));
+        let plan = c.plan(&mut state, &opts, 2 * MIN, 1);
+        assert!(plan.command.is_none(), "never past a PDB");
+        assert!(
+            plan.gave_up
+                .as_deref()
+                .is_some_and(|w| w.contains("b: no longer a candidate")),
+            "{:?}",
+            plan.gave_up
+        );
+        assert!(state.waiting_turn.is_none());
+    }
+
+    /// Two big nodes (4/h each) whose pods fit on one cheaper node (2.5/h, cheaper per core):
+    /// replaced by it with one drain at a time. Once it is Ready, the first is drained (saving
+    /// its price less the new node's), the second waits its turn; the new node is not
+    /// consolidated meanwhile.
+    #[test]
+    fn a_multi_node_replacement_drains_its_nodes_one_at_a_time() {
+        let spec: &[(&str, i64, &[i64])] = &[
+            ("a", 4000, &[1500]),
+            ("b", 4000, &[1500]),
+            ("c", 4000, &[3500]),
+        ];
+        let mut c = cluster(&[("big", 0, 4.0, spec)], &[("small", 3000, 2.5)]);
+        let opts = mode(ConsolidationMode::Replace);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 1);
+        let cmd = c.plan(&mut state, &opts, MIN, 1).command.expect("replace");
+        assert!(
+            matches!(cmd.kind, CommandKind::Replace { group_index: 1, .. }),
+            "{}",
+            cmd.explanation
+        );
+        assert_eq!(nodes_of(&cmd), ["a", "b"], "{}", cmd.explanation);
+        assert!(
+            cmd.explanation.starts_with(
+                "multi-node consolidation of 2 node(s) [a, b], replaced by one node of small"
+            ),
+            "{}",
+            cmd.explanation
+        );
+        assert!(
+            cmd.explanation
+                .ends_with("; once it is Ready, drained 1 at a time (--max-drain-parallelism)"),
+            "{}",
+            cmd.explanation
+        );
+        assert_eq!(state.waiting_nodes(), [Sym::new("a"), Sym::new("b")]);
+        // The new node comes (3000m).
+        let new = NodeBuilder::new("small-1", 3000, 64 * GI)
+            .with_provider_id("test:///small-1")
+            .arc();
+        c.provider.groups_mut()[1].push_instance(Instance {
+            id: Arc::from("test:///small-1"),
+            state: InstanceState::Running,
+            error: None,
+        });
+        c.provider.groups_mut()[1].set_target_size(1);
+        c.provider.reindex();
+        c.snapshot.add_node(new.clone()).unwrap();
+        c.nodes.push(new);
+        let ready = c.plan(&mut state, &opts, 2 * MIN, 1).command.expect("a");
+        assert_eq!(ready.kind, CommandKind::ReplacementReady);
+        assert_eq!(nodes_of(&ready), ["a"], "{}", ready.explanation);
+        assert!(
+            (ready.saved_per_hour - 1.5).abs() < 1e-9,
+            "4/h less the new node's 2.5/h: {}",
+            ready.explanation
+        );
+        assert!(ready.explanation.contains("[b] wait their turn"));
+        assert_eq!(state.waiting_nodes(), [Sym::new("b")]);
+        c.carry_out(&ready);
+        let turn = c.plan(&mut state, &opts, 3 * MIN, 1).command.expect("b");
+        assert_eq!(turn.kind, CommandKind::Turn);
+        assert_eq!(nodes_of(&turn), ["b"], "{}", turn.explanation);
+        assert!((turn.saved_per_hour - 4.0).abs() < 1e-9);
+        assert!(state.waiting_turn.is_none() && state.pending.is_none());
     }
 
     #[test]
