@@ -236,6 +236,8 @@ pub struct WaitingTurn {
     pub nodes: Vec<Sym>,
     /// The node that came to replace them (its group and name), until one of them is drained.
     came: Option<(NodeGroupId, Sym)>,
+    /// Since when they wait without a drain of theirs (the command, or its last turn).
+    since_ms: i64,
     /// The explanation of the decision.
     pub explanation: String,
 }
@@ -531,6 +533,7 @@ pub fn plan_consolidation(
             state.waiting_turn = Some(WaitingTurn {
                 nodes: names,
                 came: None,
+                since_ms: now_ms,
                 explanation: c.explanation.clone(),
             });
         }
@@ -609,6 +612,7 @@ fn follow_pending(
     state.waiting_turn = Some(WaitingTurn {
         nodes: pending.nodes.clone(),
         came: Some((pending.group.clone(), arrived.node.name)),
+        since_ms: now_ms,
         explanation: pending.explanation.clone(),
     });
     take_turn(snapshot, state, input, opts, now_ms, work, plan);
@@ -634,7 +638,19 @@ fn take_turn(
     };
     let (_, drains) = slots(input);
     if drains == 0 {
-        state.waiting_turn = Some(turn);
+        // Drain slots held by drains that do not end would hold consolidation for good: after
+        // the provision time without a turn, the rest of the command is given up.
+        if now_ms.saturating_sub(turn.since_ms) > ms(opts.replacement_timeout) {
+            plan.gave_up = Some(format!(
+                "[{}] waited more than {}s for a drain slot: dropped from the command, kept; \
+                 decided as: {}",
+                joined(&turn.nodes),
+                opts.replacement_timeout.as_secs(),
+                turn.explanation
+            ));
+        } else {
+            state.waiting_turn = Some(turn);
+        }
         return;
     }
     let groups = input.provider.node_groups();
@@ -743,6 +759,9 @@ fn take_turn(
         plan.command = Some(c);
     }
     if !rest.is_empty() {
+        if plan.command.is_some() {
+            turn.since_ms = now_ms;
+        }
         turn.nodes = rest;
         state.waiting_turn = Some(turn);
     }
@@ -1559,6 +1578,38 @@ mod tests {
         let cmd = plan.command.expect("b is quiet and its pod fits on a");
         assert_eq!(nodes_of(&cmd), ["b"]);
         assert_eq!(plan.candidates, 1, "a's pods changed a minute ago");
+    }
+
+    /// A drain that never ends holds the drain slot: the nodes waiting their turn are given up
+    /// after the provision time (consolidation is not held for good), and kept.
+    #[test]
+    fn nodes_waiting_for_a_drain_slot_that_never_frees_are_given_up() {
+        let spec: &[(&str, i64, &[i64])] = &[
+            ("a", 1000, &[100]),
+            ("b", 1000, &[100]),
+            ("c", 1000, &[100]),
+            ("d", 1000, &[100]),
+        ];
+        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
+        let opts = mode(ConsolidationMode::Delete);
+        let mut state = ConsolidationState::default();
+        c.plan(&mut state, &opts, 0, 1);
+        let cmd = (c.plan(&mut state, &opts, MIN, 1).command).expect("a command");
+        assert_eq!(nodes_of(&cmd), ["a"], "{}", cmd.explanation);
+        c.in_flight = InFlight {
+            per_group: vec![1],
+            empty: 0,
+            drains: 1,
+        };
+        let plan = c.plan(&mut state, &opts, 15 * MIN, 1);
+        assert!(plan.gave_up.is_none() && state.waiting_nodes().len() == 2);
+        let plan = c.plan(&mut state, &opts, 17 * MIN, 1);
+        let why = plan.gave_up.expect("given up");
+        assert!(
+            why.starts_with("[b, c] waited more than 900s for a drain slot"),
+            "{why}"
+        );
+        assert!(state.waiting_nodes().is_empty() && plan.command.is_none());
     }
 
     /// Four nodes of one 100m pod each: three can go (the last keeps the pods). With one drain
