@@ -88,7 +88,7 @@ impl WorkloadMix {
 
     /// The mix the replacement of `old` is judged on: the GPU pods' when `old` has GPUs, the
     /// other pods' when it has none (the whole mix when that part is empty).
-    fn judged_on<'n>(&self, old: &[(f64, &'n Node)]) -> &[(ResourceName, f64)] {
+    fn judged_on(&self, old: &[(f64, &Node)]) -> &[(ResourceName, f64)] {
         let part = if old.iter().any(|(_, n)| has_gpus(&n.allocatable)) {
             &self.gpu_demand
         } else {
