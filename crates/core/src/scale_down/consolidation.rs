@@ -838,6 +838,9 @@ fn candidates(
     let after = ms(opts.consolidate_after);
     let horizon_ms = ms(opts.horizon);
     let horizon_h = horizon_ms as f64 / 3_600_000.0;
+    // Pods that needed a scale-up this long ago will need the room again about as soon.
+    let since_scale_up_h =
+        (input.last_scale_up_ms).map(|t| now_ms.saturating_sub(t).max(0) as f64 / 3_600_000.0);
     let to_be_deleted = Sym::new(TO_BE_DELETED_TAINT);
     let ctx = input.drain_context(now_ms);
     let mut out = Vec::new();
@@ -878,7 +881,8 @@ fn candidates(
             continue;
         }
         let cost = pricing.cost(group, node);
-        let disruption = DisruptionCost::of(evicted.iter().copied(), node, cost, now_ms, horizon_h);
+        let disruption = DisruptionCost::of(evicted.iter().copied(), node, cost, now_ms, horizon_h)
+            .until_room_needed(since_scale_up_h, horizon_h);
         // A node holding pods is kept for the horizon after it came (a replacement, or a node
         // bought for pods that just arrived: consolidating it at once is the ping-pong that
         // restarts the same pods again), and kept while its pods' lost work outweighs the
@@ -1975,6 +1979,46 @@ mod tests {
             .command
             .expect("a service resumes");
         assert_eq!(nodes_of(&cmd), ["a"]);
+    }
+
+    /// Tasks of a Job that have run 100 h on nodes a (1500m) and b (2000m) of 4/h: deleting a
+    /// moves its task to b, losing 100 h × 0.375 × 4 = 150 for 4/h saved. Counted over the
+    /// task's 100 h, it is worth it; but pods needed a scale-up 30 minutes ago, so the room the
+    /// task takes on b is expected to be bought back in about 30 minutes: 2 saved, a stays.
+    #[test]
+    fn a_long_task_is_not_restarted_for_room_that_arrivals_will_need() {
+        let started = MIN - 100 * 60 * MIN;
+        let task = |b: PodBuilder| {
+            b.owner("Job", "tasks").with(|p| {
+                p.conditions.push(autoscaler_model::PodCondition {
+                    type_: Sym::new("Initialized"),
+                    status: Sym::new("True"),
+                    reason: None,
+                    last_transition_ms: Some(started),
+                })
+            })
+        };
+        let nodes: &[(&str, i64, &[i64])] = &[("a", 4000, &[1500]), ("b", 4000, &[2000])];
+        let opts = mode(ConsolidationMode::Delete);
+        let mut c = cluster_of(&[("big", 0, 4.0, nodes)], &[], task, |n| n);
+        c.last_scale_up_ms = Some(MIN - 30 * MIN);
+        assert!(
+            c.settled(&opts, 5).command.is_none(),
+            "the room is needed again within the half hour"
+        );
+        // The last scale-up 200 h ago (or none): the saving counts over the task's 100 h.
+        for last in [Some(MIN - 200 * 60 * MIN), None] {
+            c.last_scale_up_ms = last;
+            let cmd = c.settled(&opts, 5).command.expect("worth the lost work");
+            assert_eq!(nodes_of(&cmd), ["a"], "{last:?}");
+            assert!(
+                cmd.explanation.ends_with(
+                    "; 1 pod(s) start over, losing 150.000 against 400.000 saved over 100.0h"
+                ),
+                "{}",
+                cmd.explanation
+            );
+        }
     }
 
     /// Two nodes of one 300m pod each, for the tests of a node's age.

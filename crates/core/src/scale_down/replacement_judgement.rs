@@ -10,7 +10,14 @@
 //! So a replacement is judged on the workload's mix: the cluster's requests summed per
 //! resource (cpu, memory, extended resources such as GPUs; not the pod count) is the mix, and a
 //! node holds `min over r of allocatable(r) / mix(r)` copies of it (the resource it runs out of
-//! first binds). The replacement must cost strictly less per copy than the nodes it replaces
+//! first binds). When the replaced nodes have GPUs, the mix is that of the pods requesting
+//! GPUs only: those nodes exist for them, and the CPU-only pods (which have cheaper shapes of
+//! their own) would otherwise make the CPUs look binding; nodes without GPUs are judged on the
+//! mix of the pods requesting none (they could hold no copy of a mix that needs GPUs). On the GPU replay, whenever CPU-only
+//! tasks ran, the whole cluster's mix asked more than the 12 cores per GPU of an 8-GPU node, so
+//! a 2-GPU node of 104 cores looked cheaper per copy at the same price per GPU: 3,321
+//! node-hours of 2-GPU nodes were bought, each holding two 1-GPU tasks, where the GPU pods
+//! alone ask about 10 cores per GPU and both shapes cost the same per copy. The replacement must cost strictly less per copy than the nodes it replaces
 //! (their prices summed over their copies summed). A shape cheaper only because it lacks what
 //! the workload keeps needing (fewer GPUs per price, no GPUs at all while GPU pods run) is
 //! refused; a shape that is cheaper per unit of the binding resource passes (on a CPU-bound
@@ -29,31 +36,65 @@ use crate::scheduling::snapshot::ClusterSnapshot;
 pub(crate) struct WorkloadMix {
     /// Each requested resource (the pod count left out) with its total request, all positive.
     demand: Vec<(ResourceName, f64)>,
+    /// The same for the pods that request GPUs (empty when none does).
+    gpu_demand: Vec<(ResourceName, f64)>,
+    /// The same for the pods that request no GPU (empty when none does).
+    other_demand: Vec<(ResourceName, f64)>,
+}
+
+/// Each requested resource of `total` but the pod count, with its total, all positive.
+fn positive(total: &Resources) -> Vec<(ResourceName, f64)> {
+    total
+        .iter()
+        .filter(|&(name, v)| name != ResourceName::Pods && v > 0)
+        .map(|(name, v)| (name, v as f64))
+        .collect()
+}
+
+/// Whether `r` holds some GPUs.
+fn has_gpus(r: &Resources) -> bool {
+    r.iter().any(|(name, v)| name.is_gpu() && v > 0)
 }
 
 impl WorkloadMix {
     /// The mix of the pods on the snapshot's nodes.
     pub(crate) fn of(snapshot: &ClusterSnapshot) -> WorkloadMix {
         let mut total = Resources::default();
+        let (mut gpu, mut other) = (Resources::default(), Resources::default());
         for (_, info) in snapshot.nodes() {
             total.add(&info.requested);
+            for p in &info.pods {
+                let part: &mut Resources = if has_gpus(&p.requests) {
+                    &mut gpu
+                } else {
+                    &mut other
+                };
+                part.add(&p.requests);
+            }
         }
         WorkloadMix {
-            demand: total
-                .iter()
-                .filter(|&(name, v)| name != ResourceName::Pods && v > 0)
-                .map(|(name, v)| (name, v as f64))
-                .collect(),
+            demand: positive(&total),
+            gpu_demand: positive(&gpu),
+            other_demand: positive(&other),
         }
     }
 
     /// How many copies of the mix `node` holds (0 if it lacks a resource the mix needs;
     /// infinite when nothing is requested).
+    #[cfg(test)]
     pub(crate) fn copies(&self, node: &Node) -> f64 {
-        self.demand
-            .iter()
-            .map(|&(name, d)| node.allocatable.get(name).max(0) as f64 / d)
-            .fold(f64::INFINITY, f64::min)
+        copies_of(&self.demand, node)
+    }
+
+    /// The mix the replacement of `old` is judged on: the GPU pods' when `old` has GPUs, the
+    /// other pods' when it has none (the whole mix when that part is empty).
+    fn judged_on(&self, old: &[(f64, &Node)]) -> &[(ResourceName, f64)] {
+        let part = if old.iter().any(|(_, n)| has_gpus(&n.allocatable)) {
+            &self.gpu_demand
+        } else {
+            &self.other_demand
+        };
+        if part.is_empty() { &self.demand } else { part }
     }
 
     /// Whether one node `new` at `new_price` holds the mix for strictly less per copy than
@@ -68,12 +109,14 @@ impl WorkloadMix {
         if self.demand.is_empty() {
             return true;
         }
+        let old: Vec<(f64, &Node)> = old.into_iter().collect();
+        let demand = self.judged_on(&old);
         let (mut price, mut copies) = (0.0, 0.0);
         for (p, n) in old {
             price += p;
-            copies += self.copies(n);
+            copies += copies_of(demand, n);
         }
-        let new_copies = self.copies(new);
+        let new_copies = copies_of(demand, new);
         if new_copies <= 0.0 {
             return false;
         }
@@ -86,6 +129,14 @@ impl WorkloadMix {
         // relative margin so that equal prices per copy (as 4 × 6 against 24) never pass.
         new_price * copies < price * new_copies * (1.0 - 1e-9)
     }
+}
+
+/// How many copies of the mix `demand` a node holds.
+fn copies_of(demand: &[(ResourceName, f64)], node: &Node) -> f64 {
+    demand
+        .iter()
+        .map(|&(name, d)| node.allocatable.get(name).max(0) as f64 / d)
+        .fold(f64::INFINITY, f64::min)
 }
 
 #[cfg(test)]
@@ -130,6 +181,30 @@ mod tests {
         let cpu = NodeBuilder::new("c", 32_000, 256 * GI).build();
         assert_eq!(mix.copies(&cpu), 0.0);
         assert!(!mix.cheaper_per_copy([(24.0, &eight)], 1.5, &cpu));
+    }
+
+    #[test]
+    fn gpu_nodes_are_judged_on_the_mix_of_the_gpu_pods() {
+        // Two 1-GPU tasks of 8 cores, and CPU-only pods of 128 cores: the whole mix asks 72
+        // cores per GPU, the GPU pods 8.
+        let mix = WorkloadMix::of(&snapshot_with(&[
+            (8_000, 32, 1),
+            (8_000, 32, 1),
+            (64_000, 64, 0),
+            (64_000, 64, 0),
+        ]));
+        let eight = gpu_node("g8", 96_000, 384, 8);
+        let two = gpu_node("g2", 104_000, 512, 2);
+        // On the whole mix the cores bind both shapes and the 2-GPU node looks cheaper per
+        // copy; on the GPU pods' mix the GPUs bind and both cost 3 per GPU: refused.
+        assert!(mix.copies(&two) > mix.copies(&eight));
+        assert!(!mix.cheaper_per_copy([(24.0, &eight)], 6.0, &two));
+        assert!(mix.cheaper_per_copy([(24.0, &eight)], 5.0, &two));
+        // Nodes without GPUs are judged on the CPU-only pods' mix (1 core : 1 GiB): per core.
+        let cpu = NodeBuilder::new("c", 32_000, 256 * GI).build();
+        let small = NodeBuilder::new("s", 16_000, 64 * GI).build();
+        assert!(mix.cheaper_per_copy([(1.5, &cpu)], 0.7, &small));
+        assert!(!mix.cheaper_per_copy([(1.5, &cpu)], 0.8, &small));
     }
 
     #[test]
