@@ -348,8 +348,8 @@ impl DraState {
     }
 
     /// The node selector kube-scheduler writes for devices of `node` alone (its name as a
-    /// field), shared by every allocation on that node. Kept for at most
-    /// [`MAX_NAME_SELECTORS`] nodes (then forgotten and made again).
+    /// field), shared by every allocation on that node. Kept while some simulated allocation
+    /// may use it (see [`DraState::undo_last`]), for at most [`MAX_NAME_SELECTORS`] nodes.
     fn name_selector(&mut self, node: &Node) -> Arc<NodeSelector> {
         if let Some(s) = self.name_selectors.get(&node.name) {
             return s.clone();
@@ -368,11 +368,17 @@ impl DraState {
         if let Some(u) = self.undo.pop() {
             self.undo(dra, u);
         }
+        if self.undo.is_empty() {
+            // Every simulated allocation is undone: the nodes they named (templates, mostly)
+            // may be gone, so their selectors are not kept past the simulation.
+            self.name_selectors.clear();
+        }
     }
 
     /// Drops the kept inverses: the outermost fork was committed, nothing will be undone.
     pub(crate) fn forget_undo(&mut self) {
         self.undo.clear();
+        self.name_selectors.clear();
     }
 
     /// Applies an inverse recorded by [`DraState::set`].
@@ -1166,6 +1172,31 @@ spec:
         s.revert().unwrap();
         assert_eq!(check(&s, &next, "gpu-2"), Ok(()));
         assert_eq!(s.node_devices_in_use(id), (0, 1));
+    }
+
+    #[test]
+    fn allocations_share_their_node_selector_and_revert_forgets_it() {
+        let mut s = snapshot("");
+        s.fork();
+        place(&mut s, &from_template("p1", "one-gpu"), "gpu-1");
+        s.fork();
+        place(&mut s, &from_template("p2", "one-gpu"), "gpu-1");
+        let (a1, a2) = (allocation_of(&s, "p1-gpu"), allocation_of(&s, "p2-gpu"));
+        let selector = |a: &Option<Arc<ClaimAllocation>>| a.as_ref().unwrap().node_selector.clone();
+        let (s1, s2) = (selector(&a1).unwrap(), selector(&a2).unwrap());
+        assert!(Arc::ptr_eq(&s1, &s2));
+        assert_eq!(*s1, name_selector(&NodeBuilder::new("gpu-1", 1, 1).build()));
+        // An inner revert keeps what the outer fork's allocation uses; the last one forgets it.
+        s.revert().unwrap();
+        assert_eq!(s.dra_state().name_selectors.len(), 1);
+        s.revert().unwrap();
+        assert!(s.dra_state().name_selectors.is_empty());
+        // So does committing the outermost fork, after which nothing can be undone.
+        s.fork();
+        place(&mut s, &from_template("p3", "one-gpu"), "gpu-1");
+        s.commit().unwrap();
+        assert!(s.dra_state().name_selectors.is_empty());
+        assert!(s.dra_state().undo.is_empty());
     }
 
     #[test]
