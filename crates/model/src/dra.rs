@@ -21,8 +21,10 @@
 //! (`sharedCounters`), consumable capacity, binding conditions, per-device node selection.
 
 mod cel;
+mod claim_key;
 
 pub use self::cel::{CelSelector, MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN};
+pub use self::claim_key::ClaimKey;
 
 use std::sync::Arc;
 
@@ -151,8 +153,9 @@ pub struct AllocatedDevice {
 /// `status.allocation` of a claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClaimAllocation {
-    /// `nodeSelector`: the nodes that reach the devices (`None`: every node).
-    pub node_selector: Option<NodeSelector>,
+    /// `nodeSelector`: the nodes that reach the devices (`None`: every node). Shared: the
+    /// simulation gives every allocation on one node the same one.
+    pub node_selector: Option<Arc<NodeSelector>>,
     /// `devices.results`.
     pub devices: Vec<AllocatedDevice>,
 }
@@ -316,13 +319,27 @@ impl PodClaim {
             } => Arc::from(format!("{pod}-{}", self.name)),
         }
     }
+
+    /// The key of the claim this entry stands for (see [`PodClaim::claim_name`]) in the pod's
+    /// `namespace`, built without joining `<pod>-<entry>`.
+    pub fn claim_key(&self, namespace: Sym, pod: &Arc<str>) -> ClaimKey {
+        match &self.source {
+            PodClaimSource::Claim(c) => ClaimKey::new(namespace, c.clone()),
+            PodClaimSource::Template {
+                generated: Some(g), ..
+            } => ClaimKey::new(namespace, g.clone()),
+            PodClaimSource::Template {
+                generated: None, ..
+            } => ClaimKey::generated(namespace, pod.clone(), self.name.clone()),
+        }
+    }
 }
 
 /// The DRA objects of a view.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dra {
     classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
-    claims: FxHashMap<(Sym, Arc<str>), Arc<ResourceClaim>>,
+    claims: FxHashMap<ClaimKey, Arc<ResourceClaim>>,
     templates: FxHashMap<(Sym, Arc<str>), Arc<ClaimTemplate>>,
     /// Slices of complete pools reached by one node, by that node.
     by_node: FxHashMap<Sym, Vec<Arc<ResourceSlice>>>,
@@ -450,7 +467,12 @@ impl Dra {
 
     /// The ResourceClaim `namespace/name`.
     pub fn claim(&self, namespace: Sym, name: &Arc<str>) -> Option<&Arc<ResourceClaim>> {
-        self.claims.get(&(namespace, name.clone()))
+        self.claim_by_key(&ClaimKey::new(namespace, name.clone()))
+    }
+
+    /// The ResourceClaim of `key`.
+    pub fn claim_by_key(&self, key: &ClaimKey) -> Option<&Arc<ResourceClaim>> {
+        self.claims.get(key)
     }
 
     /// The ResourceClaimTemplate `namespace/name`.
@@ -485,7 +507,8 @@ impl Dra {
 
     /// Adds (or replaces) a claim, with its allocated devices.
     pub fn insert_claim(&mut self, claim: ResourceClaim) {
-        if let Some(old) = self.claims.get(&(claim.namespace, claim.name.clone())) {
+        let key = ClaimKey::new(claim.namespace, claim.name.clone());
+        if let Some(old) = self.claims.get(&key) {
             for d in old.allocation.iter().flat_map(|a| &a.devices) {
                 self.allocated.remove(&d.id);
             }
@@ -495,8 +518,7 @@ impl Dra {
                 self.allocated.insert(d.id.clone());
             }
         }
-        self.claims
-            .insert((claim.namespace, claim.name.clone()), Arc::new(claim));
+        self.claims.insert(key, Arc::new(claim));
     }
 
     /// Adds (or replaces) a claim template.
@@ -818,7 +840,11 @@ fn claim_from_k8s(
         Some(a) => {
             let node_selector = match a.node_selector.as_ref() {
                 None => None,
-                Some(s) => Some(node_selector(&object, "status.allocation.nodeSelector", s)?),
+                Some(s) => Some(Arc::new(node_selector(
+                    &object,
+                    "status.allocation.nodeSelector",
+                    s,
+                )?)),
             };
             let results = a.devices.as_ref().and_then(|d| d.results.as_ref());
             let results = results.map_or(&[][..], |r| r.as_slice());

@@ -64,7 +64,7 @@ pub use disruption::{
     group_disruption, parse_budgets,
 };
 pub use dra::{
-    AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimSpec,
+    AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimKey, ClaimSpec,
     ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, Dra,
     MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
     PodClaimSource, ResourceClaim, ResourceSlice, SliceMatches, SliceReach, Subrequest,

@@ -42,14 +42,11 @@ use crate::scheduling::dra_search::{
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::{
-    AllocatedDevice, AllocationMode, CelSelector, ClaimAllocation, ClaimSpec, Device, DeviceId,
-    Dra, MAX_RESERVED_FOR, Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
+    AllocatedDevice, AllocationMode, CelSelector, ClaimAllocation, ClaimKey, ClaimSpec, Device,
+    DeviceId, Dra, MAX_RESERVED_FOR, Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
     NodeSelectorTerm, Pod, PodClaim, PodClaimSource, PodName, ResourceSlice, SliceMatches,
     SliceReach, Subrequest, Sym,
 };
-
-/// A claim by namespace and name.
-pub(crate) type ClaimKey = (Sym, Arc<str>);
 
 /// A pool by driver and name.
 type PoolKey<'a> = (Sym, &'a Arc<str>);
@@ -169,6 +166,13 @@ pub(crate) struct DraState {
     node_taken: FxHashMap<Sym, u32>,
     /// The filter's last pick, for Reserve.
     pick: PickCache,
+    /// The node selector of allocations on each node's own devices, made once per node (see
+    /// [`DraState::name_selector`]).
+    name_selectors: FxHashMap<Sym, Arc<NodeSelector>>,
+    /// The inverses of the changes made inside forks, newest last: the snapshot's undo log
+    /// records only that a change was made (see [`DraState::undo_last`]), so its entries stay
+    /// small for every other change.
+    undo: Vec<DraUndo>,
 }
 
 /// The devices the filter last picked for a pod's unallocated claims on a node, so that
@@ -231,9 +235,12 @@ struct DevicePlace {
 /// The devices picked for a pod's unallocated claims.
 type Picks = SmallVec<[DevicePlace; 4]>;
 
+/// Most nodes whose name selector [`DraState::name_selector`] keeps.
+const MAX_NAME_SELECTORS: usize = 1 << 16;
+
 /// The inverse of one allocation change.
-#[derive(Debug)]
-pub(crate) struct DraUndo {
+#[derive(Clone, Debug)]
+struct DraUndo {
     key: ClaimKey,
     old: Option<Option<Arc<ClaimAllocation>>>,
 }
@@ -243,7 +250,7 @@ impl DraState {
     fn allocation(&self, dra: &Dra, key: &ClaimKey) -> Option<Arc<ClaimAllocation>> {
         match self.changed.get(key) {
             Some(a) => a.clone(),
-            None => dra.claim(key.0, &key.1).and_then(|c| c.allocation.clone()),
+            None => dra.claim_by_key(key).and_then(|c| c.allocation.clone()),
         }
     }
 
@@ -331,17 +338,51 @@ impl DraState {
         }
     }
 
-    /// Sets the claim's allocation; returns the inverse.
-    fn set(&mut self, dra: &Dra, key: ClaimKey, new: Option<Arc<ClaimAllocation>>) -> DraUndo {
+    /// Sets the claim's allocation; keeps the inverse for [`DraState::undo_last`].
+    fn set(&mut self, dra: &Dra, key: ClaimKey, new: Option<Arc<ClaimAllocation>>) {
         let current = self.allocation(dra, &key);
         self.count(current.as_ref(), -1);
         self.count(new.as_ref(), 1);
         let old = self.changed.insert(key.clone(), new);
-        DraUndo { key, old }
+        self.undo.push(DraUndo { key, old });
+    }
+
+    /// The node selector kube-scheduler writes for devices of `node` alone (its name as a
+    /// field), shared by every allocation on that node. Kept while some simulated allocation
+    /// may use it (see [`DraState::undo_last`]), for at most [`MAX_NAME_SELECTORS`] nodes.
+    fn name_selector(&mut self, node: &Node) -> Arc<NodeSelector> {
+        if let Some(s) = self.name_selectors.get(&node.name) {
+            return s.clone();
+        }
+        if self.name_selectors.len() >= MAX_NAME_SELECTORS {
+            self.name_selectors.clear();
+        }
+        let s = Arc::new(name_selector(node));
+        self.name_selectors.insert(node.name, s.clone());
+        s
+    }
+
+    /// Undoes the newest change kept by [`DraState::set`] (the snapshot's revert, which meets
+    /// its records of them newest first).
+    pub(crate) fn undo_last(&mut self, dra: &Dra) {
+        if let Some(u) = self.undo.pop() {
+            self.undo(dra, u);
+        }
+        if self.undo.is_empty() {
+            // Every simulated allocation is undone: the nodes they named (templates, mostly)
+            // may be gone, so their selectors are not kept past the simulation.
+            self.name_selectors.clear();
+        }
+    }
+
+    /// Drops the kept inverses: the outermost fork was committed, nothing will be undone.
+    pub(crate) fn forget_undo(&mut self) {
+        self.undo.clear();
+        self.name_selectors.clear();
     }
 
     /// Applies an inverse recorded by [`DraState::set`].
-    pub(crate) fn undo(&mut self, dra: &Dra, u: DraUndo) {
+    fn undo(&mut self, dra: &Dra, u: DraUndo) {
         let current = self.allocation(dra, &u.key);
         self.count(current.as_ref(), -1);
         match u.old {
@@ -351,9 +392,7 @@ impl DraState {
             }
             None => {
                 self.changed.remove(&u.key);
-                let base = dra
-                    .claim(u.key.0, &u.key.1)
-                    .and_then(|c| c.allocation.clone());
+                let base = dra.claim_by_key(&u.key).and_then(|c| c.allocation.clone());
                 self.count(base.as_ref(), 1);
             }
         }
@@ -376,32 +415,11 @@ impl DraState {
     }
 }
 
-/// The name of the claim `c` of `pod` stands for, as [`PodClaim::claim_name`] says, but with
-/// `<pod>-<entry>` joined into one allocation rather than formatted: the filter asks it for
-/// every node it tries, and formatting was a tenth of the DRA filter's time.
-fn claim_name(pod: &Pod, c: &PodClaim) -> Arc<str> {
-    let PodClaimSource::Template {
-        generated: None, ..
-    } = &c.source
-    else {
-        return c.claim_name(&pod.name);
-    };
-    let mut joined: SmallVec<[u8; 128]> = SmallVec::new();
-    joined.extend_from_slice(pod.name.as_bytes());
-    joined.push(b'-');
-    joined.extend_from_slice(c.name.as_bytes());
-    // Two strings and an ASCII dash are valid UTF-8; the fallback is never taken.
-    match std::str::from_utf8(&joined) {
-        Ok(name) => Arc::from(name),
-        Err(_) => c.claim_name(&pod.name),
-    }
-}
-
 /// The keys of a pod's claims, each once.
 fn claim_keys(pod: &Pod) -> SmallVec<[ClaimKey; 2]> {
     let mut out: SmallVec<[ClaimKey; 2]> = SmallVec::new();
     for c in &pod.resource_claims {
-        let key = (pod.namespace, claim_name(pod, c));
+        let key = c.claim_key(pod.namespace, pod.name.as_arc());
         if !out.contains(&key) {
             out.push(key);
         }
@@ -426,16 +444,16 @@ impl ClusterSnapshot {
         let state = self.dra_state();
         let mut out: SmallVec<[Resolved; 2]> = SmallVec::new();
         for c in &pod.resource_claims {
-            let name = claim_name(pod, c);
-            let key = (pod.namespace, name.clone());
+            // The key joins no name: the pod is tried on many nodes.
+            let key = c.claim_key(pod.namespace, pod.name.as_arc());
             if out.iter().any(|r| r.key == key) {
                 continue;
             }
             // The claim is looked up once: its allocation in the view comes with it.
-            let (spec, base) = match (dra.claim(pod.namespace, &name), &c.source) {
+            let (spec, base) = match (dra.claim_by_key(&key), &c.source) {
                 (Some(claim), _) => {
                     if claim.deleting {
-                        return Err(DraUnfit::ClaimDeleting(name));
+                        return Err(DraUnfit::ClaimDeleting(key.name()));
                     }
                     let reserved_elsewhere = claim.allocation.is_some()
                         && claim.reserved_for.len() >= MAX_RESERVED_FOR
@@ -445,7 +463,9 @@ impl ClusterSnapshot {
                     }
                     (claim.spec.clone(), claim.allocation.as_ref())
                 }
-                (None, PodClaimSource::Claim(_)) => return Err(DraUnfit::ClaimNotFound(name)),
+                (None, PodClaimSource::Claim(_)) => {
+                    return Err(DraUnfit::ClaimNotFound(key.name()));
+                }
                 (None, PodClaimSource::Template { template, .. }) => {
                     match dra.template(pod.namespace, template) {
                         Some(t) => (t.spec.clone(), None),
@@ -572,7 +592,7 @@ impl ClusterSnapshot {
             }
             if devices > MAX_RESULTS {
                 return Err(DraUnfit::TooManyDevices {
-                    claim: Arc::from(format!("{}/{}", c.key.0, c.key.1)),
+                    claim: Arc::from(c.key.to_string()),
                     devices,
                 });
             }
@@ -704,7 +724,7 @@ impl ClusterSnapshot {
             SearchError::StepLimit => DraUnfit::TimedOut,
             SearchError::ConstraintConflict { claim, .. } => {
                 let key = claims.iter().filter(|c| c.allocation.is_none()).nth(claim);
-                let name = key.map_or(String::new(), |c| format!("{}/{}", c.key.0, c.key.1));
+                let name = key.map_or(String::new(), |c| c.key.to_string());
                 DraUnfit::Constraint(Arc::from(format!("claim {name}, {e}")))
             }
         })?;
@@ -724,22 +744,23 @@ impl ClusterSnapshot {
     /// Allocates `pod`'s unallocated claims on node `id` (where it was just placed), as
     /// kube-scheduler's Reserve does: the devices the filter just picked for it there, or,
     /// when the filter did not (the caller placed it without checking, or checked something
-    /// else since), those picked now; nothing if they cannot be allocated there.
-    pub(crate) fn reserve_claims(&mut self, pod: &Pod, id: NodeId) -> Vec<DraUndo> {
+    /// else since), those picked now; nothing if they cannot be allocated there. Returns how
+    /// many allocation changes it made (see [`DraState::undo_last`]).
+    pub(crate) fn reserve_claims(&mut self, pod: &Pod, id: NodeId) -> usize {
         let Some(node) = self.node(id).map(|info| info.node.clone()) else {
-            return Vec::new();
+            return 0;
         };
         let (unallocated, picks) = match self.dra_state().take_pick(self.version(), id, pod) {
             Some(cached) => (cached.unallocated, cached.picks),
             None => {
                 let Ok(claims) = self.resolve_claims(pod) else {
-                    return Vec::new();
+                    return 0;
                 };
                 if claims.iter().all(|c| c.allocation.is_some()) {
-                    return Vec::new();
+                    return 0;
                 }
                 let Ok(picks) = self.pick_devices(&claims, &node) else {
-                    return Vec::new();
+                    return 0;
                 };
                 let keys = (claims.into_iter())
                     .filter(|c| c.allocation.is_none())
@@ -750,7 +771,7 @@ impl ClusterSnapshot {
         };
         let dra = self.dra_objects().clone();
         let pools = reachable(&dra, &node);
-        let mut undo = Vec::with_capacity(unallocated.len());
+        let changes = unallocated.len();
         for (claim, key) in unallocated.into_iter().enumerate() {
             let picked = picks.iter().filter(|k| k.claim == claim).map(|k| {
                 let pool = &pools[k.pool];
@@ -761,24 +782,26 @@ impl ClusterSnapshot {
                 };
                 (k.pool, device)
             });
-            let allocation = claim_allocation(&node, &pools, picked);
-            undo.push(self.dra_state_mut().set(&dra, key, Some(allocation)));
+            let allocation = claim_allocation(&node, &pools, picked, self.dra_state_mut());
+            self.dra_state_mut().set(&dra, key, Some(allocation));
         }
-        undo
+        changes
     }
 
     /// Frees the devices of `pod`'s claims that no pod of the snapshot uses any more (the pod
     /// was just removed), as the resource claim controller deallocates an unused claim.
-    pub(crate) fn release_claims(&mut self, pod: &Pod) -> Vec<DraUndo> {
+    /// Returns how many allocation changes it made (see [`DraState::undo_last`]).
+    pub(crate) fn release_claims(&mut self, pod: &Pod) -> usize {
         let dra = self.dra_objects().clone();
-        let mut undo = Vec::new();
+        let mut changes = 0;
         for key in claim_keys(pod) {
             let state = self.dra_state();
             if state.users(&key) == 0 && state.allocation(&dra, &key).is_some() {
-                undo.push(self.dra_state_mut().set(&dra, key, None));
+                self.dra_state_mut().set(&dra, key, None);
+                changes += 1;
             }
         }
-        undo
+        changes
     }
 
     /// The highest share of allocated devices among the pools of node `id`'s own slices, with
@@ -873,23 +896,24 @@ fn claim_allocation(
     node: &Node,
     pools: &[Pool<'_>],
     picked: impl Iterator<Item = (usize, AllocatedDevice)>,
+    state: &mut DraState,
 ) -> Arc<ClaimAllocation> {
     let mut local = false;
-    let mut selector: Option<NodeSelector> = None;
+    let mut selector: Option<Arc<NodeSelector>> = None;
     let mut devices = Vec::new();
     for (p, device) in picked {
         let pool = &pools[p];
         match &pool.slice.reach {
             SliceReach::Node(_) => local = true,
             SliceReach::Selector(s) if pool.node.is_none() => {
-                selector.get_or_insert_with(|| s.clone());
+                selector.get_or_insert_with(|| Arc::new(s.clone()));
             }
             _ => local |= pool.node.is_some(),
         }
         devices.push(device);
     }
     let node_selector = if local {
-        Some(name_selector(node))
+        Some(state.name_selector(node))
     } else {
         selector
     };
@@ -1100,7 +1124,7 @@ spec:
     }
 
     #[test]
-    fn claim_names_are_the_models() {
+    fn claim_keys_are_the_models_names() {
         let pod = from_template("p\u{e9}", "one-gpu");
         let mut generated = (*from_template("q", "one-gpu")).clone();
         if let PodClaimSource::Template { generated: g, .. } =
@@ -1111,9 +1135,12 @@ spec:
         let named = claim_pod("r", PodClaimSource::Claim(Arc::from("shared")));
         for p in [&*pod, &generated, &*named] {
             let c = &p.resource_claims[0];
-            assert_eq!(claim_name(p, c), c.claim_name(&p.name));
+            let key = c.claim_key(p.namespace, p.name.as_arc());
+            assert_eq!(key, ClaimKey::new(p.namespace, c.claim_name(&p.name)));
+            assert_eq!(key.name(), c.claim_name(&p.name));
         }
-        assert_eq!(&*claim_name(&pod, &pod.resource_claims[0]), "p\u{e9}-gpu");
+        let key = pod.resource_claims[0].claim_key(pod.namespace, pod.name.as_arc());
+        assert_eq!(&*key.name(), "p\u{e9}-gpu");
     }
 
     #[test]
@@ -1145,6 +1172,31 @@ spec:
         s.revert().unwrap();
         assert_eq!(check(&s, &next, "gpu-2"), Ok(()));
         assert_eq!(s.node_devices_in_use(id), (0, 1));
+    }
+
+    #[test]
+    fn allocations_share_their_node_selector_and_revert_forgets_it() {
+        let mut s = snapshot("");
+        s.fork();
+        place(&mut s, &from_template("p1", "one-gpu"), "gpu-1");
+        s.fork();
+        place(&mut s, &from_template("p2", "one-gpu"), "gpu-1");
+        let (a1, a2) = (allocation_of(&s, "p1-gpu"), allocation_of(&s, "p2-gpu"));
+        let selector = |a: &Option<Arc<ClaimAllocation>>| a.as_ref().unwrap().node_selector.clone();
+        let (s1, s2) = (selector(&a1).unwrap(), selector(&a2).unwrap());
+        assert!(Arc::ptr_eq(&s1, &s2));
+        assert_eq!(*s1, name_selector(&NodeBuilder::new("gpu-1", 1, 1).build()));
+        // An inner revert keeps what the outer fork's allocation uses; the last one forgets it.
+        s.revert().unwrap();
+        assert_eq!(s.dra_state().name_selectors.len(), 1);
+        s.revert().unwrap();
+        assert!(s.dra_state().name_selectors.is_empty());
+        // So does committing the outermost fork, after which nothing can be undone.
+        s.fork();
+        place(&mut s, &from_template("p3", "one-gpu"), "gpu-1");
+        s.commit().unwrap();
+        assert!(s.dra_state().name_selectors.is_empty());
+        assert!(s.dra_state().undo.is_empty());
     }
 
     #[test]
@@ -1376,7 +1428,7 @@ spec:
 
     /// The allocation of claim `name` as the simulation sees it.
     fn allocation_of(s: &ClusterSnapshot, name: &str) -> Option<Arc<ClaimAllocation>> {
-        let key = (Sym::new("default"), Arc::from(name));
+        let key = ClaimKey::new(Sym::new("default"), Arc::from(name));
         s.dra_state().allocation(s.storage().dra(), &key)
     }
 

@@ -183,8 +183,9 @@ enum Undo {
     NamespaceLabels { old: FxHashMap<Sym, Labels> },
     /// The storage objects were replaced.
     Storage { old: Arc<Storage> },
-    /// A DRA claim's allocation changed in the simulation.
-    Dra(crate::scheduling::dra::DraUndo),
+    /// A DRA claim's allocation changed in the simulation (its inverse is kept by the
+    /// snapshot's `DraState`, newest last).
+    Dra,
 }
 
 /// One recorded mutation, as prepared predicate state sees it: what was added or removed, and
@@ -438,8 +439,8 @@ impl ClusterSnapshot {
             info: Box::new(info),
         });
         for pod in &claimed {
-            for u in self.release_claims(pod) {
-                self.record(Undo::Dra(u));
+            for _ in 0..self.release_claims(pod) {
+                self.record(Undo::Dra);
             }
         }
         self.bump(Some(change));
@@ -472,8 +473,8 @@ impl ClusterSnapshot {
         self.record(Undo::AddedPod { node });
         // Outside a fork the snapshot follows the view, whose claims say their allocations.
         if claims && !self.logs.is_empty() {
-            for u in self.reserve_claims(&pod, node) {
-                self.record(Undo::Dra(u));
+            for _ in 0..self.reserve_claims(&pod, node) {
+                self.record(Undo::Dra);
             }
         }
         self.bump(change);
@@ -686,8 +687,8 @@ impl ClusterSnapshot {
             pod: pod.clone(),
         });
         if !pod.resource_claims.is_empty() && !self.logs.is_empty() {
-            for u in self.release_claims(&pod) {
-                self.record(Undo::Dra(u));
+            for _ in 0..self.release_claims(&pod) {
+                self.record(Undo::Dra);
             }
         }
         self.bump(Some(Change::RemovedPod(on, pod.clone())));
@@ -880,8 +881,10 @@ impl ClusterSnapshot {
     /// by the enclosing layer, if any).
     pub fn commit(&mut self) -> Result<(), SnapshotError> {
         let log = self.logs.pop().ok_or(SnapshotError::NoFork)?;
-        if let Some(below) = self.logs.last_mut() {
-            below.extend(log);
+        match self.logs.last_mut() {
+            Some(below) => below.extend(log),
+            // Nothing can be undone any more, DRA changes included.
+            None => self.dra.forget_undo(),
         }
         Ok(())
     }
@@ -1120,9 +1123,9 @@ impl ClusterSnapshot {
                 self.storage = old;
                 false
             }
-            Undo::Dra(u) => {
+            Undo::Dra => {
                 let dra = self.storage.dra().clone();
-                self.dra.undo(&dra, u);
+                self.dra.undo_last(&dra);
                 false
             }
             Undo::NodeOrder { old } => {
