@@ -616,13 +616,10 @@ mod tests {
         assert_eq!(t.gpus.get(&Sym::new("nvidia.com/gpu")), Some(&2));
     }
 
-    /// DRA GPUs (devices with `type: gpu`) count under their driver's name: a template carries
-    /// them, a cluster's node has them in its ResourceSlices; the accelerator label counts them
-    /// among all the node's GPUs.
-    #[test]
-    fn dra_gpus_count_under_their_driver_and_the_label() {
-        use crate::dra::{AttrValue, Device, NodeDevices, SliceReach};
-        let slice = |node: &str, gpus: usize| ResourceSlice {
+    /// A node's slice of `gpus` devices of `gpu.nvidia.com`, each with `type: gpu`.
+    fn gpu_slice(node: &str, gpus: usize) -> ResourceSlice {
+        use crate::dra::{AttrValue, Device, SliceReach};
+        ResourceSlice {
             name: Arc::from(node),
             driver: Sym::new("gpu.nvidia.com"),
             pool: Arc::from(node),
@@ -636,7 +633,16 @@ mod tests {
                     capacity: Vec::new(),
                 })
                 .collect(),
-        };
+        }
+    }
+
+    /// DRA GPUs (devices with `type: gpu`) count under their driver's name: a template carries
+    /// them, a cluster's node has them in its ResourceSlices; the accelerator label counts them
+    /// among all the node's GPUs.
+    #[test]
+    fn dra_gpus_count_under_their_driver_and_the_label() {
+        use crate::dra::NodeDevices;
+        let slice = gpu_slice;
         let mut dra = Dra::default();
         dra.set_slices(vec![slice("a", 4)]);
         let mut a = node(8);
@@ -682,22 +688,7 @@ mod tests {
     /// and a removed node takes its devices off the totals (the label's total too).
     #[test]
     fn removing_a_node_takes_off_its_published_dra_gpus() {
-        use crate::dra::{AttrValue, Device, SliceReach};
-        let slice = |node: &str| ResourceSlice {
-            name: Arc::from(node),
-            driver: Sym::new("gpu.nvidia.com"),
-            pool: Arc::from(node),
-            generation: 1,
-            slice_count: 1,
-            reach: SliceReach::Node(Sym::new(node)),
-            devices: (0..4)
-                .map(|i| Device {
-                    name: Arc::from(format!("gpu-{i}")),
-                    attributes: vec![(Arc::from("type"), AttrValue::String(Arc::from("gpu")))],
-                    capacity: Vec::new(),
-                })
-                .collect(),
-        };
+        let slice = |node: &str| gpu_slice(node, 4);
         let mut dra = Dra::default();
         dra.set_slices(vec![slice("a"), slice("b")]);
         let named = |name: &str| {

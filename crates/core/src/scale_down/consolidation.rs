@@ -1926,23 +1926,23 @@ mod tests {
         assert!(state.pending.is_none());
     }
 
+    /// A Job's task that started 100 h before the plan that decides (at MIN).
+    fn task_of_100_hours(b: PodBuilder) -> PodBuilder {
+        b.owner("Job", "tasks").with(|p| {
+            p.conditions.push(autoscaler_model::PodCondition {
+                type_: Sym::new("Initialized"),
+                status: Sym::new("True"),
+                reason: None,
+                last_transition_ms: Some(MIN - 100 * 60 * MIN),
+            })
+        })
+    }
+
     /// A Job's task that has run 100 h on a quarter-and-more of a node of 4/h: replacing the
     /// node restarts it, losing 100 h × 0.375 × 4 = 150. A replacement of 3.5/h saves 0.5/h,
     /// 50 over the task's 100 h: the node stays. One of 1/h saves 3/h, 300: it is replaced.
     #[test]
     fn a_long_task_is_restarted_only_for_a_saving_worth_its_lost_work() {
-        // 100 h before the plan that decides (at MIN).
-        let started = MIN - 100 * 60 * MIN;
-        let task = |b: PodBuilder| {
-            b.owner("Job", "tasks").with(|p| {
-                p.conditions.push(autoscaler_model::PodCondition {
-                    type_: Sym::new("Initialized"),
-                    status: Sym::new("True"),
-                    reason: None,
-                    last_transition_ms: Some(started),
-                })
-            })
-        };
         let nodes: &[(&str, i64, &[i64])] = &[("a", 4000, &[1500]), ("b", 4000, &[3800])];
         let opts = mode(ConsolidationMode::Replace);
         // A little saving (0.5/h) by a shape still cheaper per core than the big one (so that
@@ -1950,7 +1950,7 @@ mod tests {
         let mut little = cluster_of(
             &[("big", 0, 4.0, nodes)],
             &[("small", 3800, 3.5)],
-            task,
+            task_of_100_hours,
             |n| n,
         );
         assert!(
@@ -1960,7 +1960,7 @@ mod tests {
         let mut big = cluster_of(
             &[("big", 0, 4.0, nodes)],
             &[("small", 2000, 1.0)],
-            task,
+            task_of_100_hours,
             |n| n,
         );
         let cmd = big.settled(&opts, 5).command.expect("3/h does");
@@ -1987,20 +1987,9 @@ mod tests {
     /// task takes on b is expected to be bought back in about 30 minutes: 2 saved, a stays.
     #[test]
     fn a_long_task_is_not_restarted_for_room_that_arrivals_will_need() {
-        let started = MIN - 100 * 60 * MIN;
-        let task = |b: PodBuilder| {
-            b.owner("Job", "tasks").with(|p| {
-                p.conditions.push(autoscaler_model::PodCondition {
-                    type_: Sym::new("Initialized"),
-                    status: Sym::new("True"),
-                    reason: None,
-                    last_transition_ms: Some(started),
-                })
-            })
-        };
         let nodes: &[(&str, i64, &[i64])] = &[("a", 4000, &[1500]), ("b", 4000, &[2000])];
         let opts = mode(ConsolidationMode::Delete);
-        let mut c = cluster_of(&[("big", 0, 4.0, nodes)], &[], task, |n| n);
+        let mut c = cluster_of(&[("big", 0, 4.0, nodes)], &[], task_of_100_hours, |n| n);
         c.last_scale_up_ms = Some(MIN - 30 * MIN);
         assert!(
             c.settled(&opts, 5).command.is_none(),
