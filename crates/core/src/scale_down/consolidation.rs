@@ -1584,16 +1584,19 @@ mod tests {
         assert_eq!(plan.candidates, 1, "a's pods changed a minute ago");
     }
 
+    /// Four nodes of 1 CPU, each with one pod of 100m: any three of them fit on the fourth.
+    const FOUR_NODES_OF_ONE_SMALL_POD: &[(&str, i64, &[i64])] = &[
+        ("a", 1000, &[100]),
+        ("b", 1000, &[100]),
+        ("c", 1000, &[100]),
+        ("d", 1000, &[100]),
+    ];
+
     /// A drain that never ends holds the drain slot: the nodes waiting their turn are given up
     /// after the provision time (consolidation is not held for good), and kept.
     #[test]
     fn nodes_waiting_for_a_drain_slot_that_never_frees_are_given_up() {
-        let spec: &[(&str, i64, &[i64])] = &[
-            ("a", 1000, &[100]),
-            ("b", 1000, &[100]),
-            ("c", 1000, &[100]),
-            ("d", 1000, &[100]),
-        ];
+        let spec = FOUR_NODES_OF_ONE_SMALL_POD;
         let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
         let opts = mode(ConsolidationMode::Delete);
         let mut state = ConsolidationState::default();
@@ -1622,12 +1625,7 @@ mod tests {
     /// once the drain before it is over; nothing new starts meanwhile.
     #[test]
     fn a_multi_node_command_is_drained_one_node_at_a_time() {
-        let spec: &[(&str, i64, &[i64])] = &[
-            ("a", 1000, &[100]),
-            ("b", 1000, &[100]),
-            ("c", 1000, &[100]),
-            ("d", 1000, &[100]),
-        ];
+        let spec = FOUR_NODES_OF_ONE_SMALL_POD;
         let mut wide = cluster(&[("ng", 0, 1.0, spec)], &[]);
         let cmd = (wide.settled(&mode(ConsolidationMode::Delete), 10))
             .command
@@ -1700,12 +1698,7 @@ mod tests {
     /// command, so that it is never drained twice; the command goes on with the others.
     #[test]
     fn a_node_deleted_by_something_else_leaves_the_command() {
-        let spec: &[(&str, i64, &[i64])] = &[
-            ("a", 1000, &[100]),
-            ("b", 1000, &[100]),
-            ("c", 1000, &[100]),
-            ("d", 1000, &[100]),
-        ];
+        let spec = FOUR_NODES_OF_ONE_SMALL_POD;
         let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
         let opts = mode(ConsolidationMode::Delete);
         let mut state = ConsolidationState::default();
