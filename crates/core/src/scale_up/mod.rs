@@ -34,7 +34,7 @@ use crate::scale_up::balance::{BalanceTarget, BalancingOptions, GroupShape, find
 use crate::scale_up::estimator::{
     Estimate, EstimatorLimits, LimitHit, PendingPods, estimate, estimate_pending,
 };
-use crate::scale_up::expander::{ExpanderChain, ExpanderContext, ExpansionOption};
+use crate::scale_up::expander::{ExpanderChain, ExpanderContext, ExpanderName, ExpansionOption};
 use crate::scale_up::reasons::{GroupReasons, Verdicts};
 use crate::scale_up::template::{GroupTemplate, NoTemplate};
 use crate::scheduling::budget::Budget;
@@ -286,6 +286,15 @@ struct Bound<'t> {
 }
 
 impl Decision<'_, '_> {
+    /// The snapshot to read the pods' DRA GPU claims from, only when an expander prices them
+    /// (`unit-price`): the count hashes every placed pod's claim spec, work no other expander
+    /// needs.
+    fn dra_priced<'s>(&self, snapshot: &'s ClusterSnapshot) -> Option<&'s ClusterSnapshot> {
+        (self.input.expander.expanders())
+            .contains(&ExpanderName::UnitPrice)
+            .then_some(snapshot)
+    }
+
     /// `--enforce-node-group-min-size`: grows free groups below their min size, within the
     /// max, the per-scale-up budget and the cluster-wide limits.
     fn grow_to_min_sizes(&mut self) {
@@ -400,9 +409,13 @@ impl Decision<'_, '_> {
             }
         };
         if est.node_count > 0 {
-            round
-                .options
-                .push(option(g.group, &b, &est, round.pending.pods(), snapshot));
+            round.options.push(option(
+                g.group,
+                &b,
+                &est,
+                round.pending.pods(),
+                self.dra_priced(snapshot),
+            ));
             round.option_group.push(gi);
         }
         Some(self.record_estimate(gi, &est, b.cap_reason, round.pending.pods().len()))
@@ -628,7 +641,7 @@ fn option(
     b: &Bound<'_>,
     est: &Estimate,
     pods: &[Arc<Pod>],
-    snapshot: &ClusterSnapshot,
+    dra_priced: Option<&ClusterSnapshot>,
 ) -> ExpansionOption {
     let placed: Vec<usize> = placed(est).collect();
     let mut requests = Resources::default();
@@ -636,8 +649,9 @@ fn option(
         requests.add(&pods[p].requests);
     }
     let node = &b.template.template.node;
-    let dra = snapshot.storage().dra();
-    let pods_dra_gpus = claimed_dra_gpus(placed.iter().map(|&p| &*pods[p]), dra, node);
+    let pods_dra_gpus = dra_priced.map_or(0, |s| {
+        claimed_dra_gpus(placed.iter().map(|&p| &*pods[p]), s.storage().dra(), node)
+    });
     ExpansionOption {
         group: group.id().clone(),
         // An atomic group jumps straight to its max.
