@@ -484,12 +484,6 @@ pub fn plan_consolidation(
         Some(&rules),
     );
     plan.candidates = candidates.len();
-    // Best saving per disrupted pod first; ties by name, for a stable order.
-    candidates.sort_by(|a, b| {
-        b.rank()
-            .total_cmp(&a.rank())
-            .then_with(|| a.name.as_str().cmp(b.name.as_str()))
-    });
     let mix = WorkloadMix::of(snapshot);
     let search = Search {
         input: &input,
@@ -498,6 +492,7 @@ pub fn plan_consolidation(
         rules: &rules,
         mix: &mix,
     };
+    search.order(snapshot, &mut candidates);
     // Node lifetime first: an expired node is replaced whatever consolidation would save.
     let mut left = work.pods_left;
     let expiry = super::node_lifetime::expiry(snapshot, &input, &rules, now_ms, &mut left);
@@ -929,6 +924,49 @@ impl Search<'_, '_> {
     /// Deletions still allowed: (all, drains).
     fn slots(&self) -> (usize, usize) {
         slots(self.input)
+    }
+
+    /// Orders `cands` as the searches take them: with `replace`, the nodes of a shape dearer
+    /// per copy of the workload's mix than one the cluster can buy now first (see
+    /// [`Self::dearer_than_on_offer`]); then the best saving per disrupted pod; ties by name,
+    /// for a stable order. Without a shape on offer (`delete`, or nothing may grow) the order
+    /// is by saving alone.
+    fn order(&self, s: &ClusterSnapshot, cands: &mut Vec<Candidate>) {
+        let mut keyed: Vec<(bool, Candidate)> = std::mem::take(cands)
+            .into_iter()
+            .map(|c| (self.dearer_than_on_offer(s, &c), c))
+            .collect();
+        keyed.sort_by(|(da, a), (db, b)| {
+            db.cmp(da)
+                .then_with(|| b.rank().total_cmp(&a.rank()))
+                .then_with(|| a.name.as_str().cmp(b.name.as_str()))
+        });
+        cands.extend(keyed.into_iter().map(|(_, c)| c));
+    }
+
+    /// Whether `c` (in a `replace` group) is of a shape that some group the cluster may grow
+    /// now holds the workload's mix for strictly less per copy (the rule replacements are
+    /// judged by). Deleting such a node first leaves the capacity the pods keep needing on the
+    /// cheaper shapes, and a multi-node prefix of such nodes is what one cheaper node can
+    /// replace: ranked by saving per pod alone, the dearer shape's nodes (cheaper per node)
+    /// come last and the cheaper shape's are deleted instead, so the cluster never moves
+    /// toward the cheaper shape (on the Azure replay, `least-waste` keeps the 64-CPU group
+    /// at its max while consolidation removes the 96-CPU nodes, cheaper per CPU).
+    fn dearer_than_on_offer(&self, s: &ClusterSnapshot, c: &Candidate) -> bool {
+        if self.input.shapes.is_empty() || !self.rules.replaces(c.group) {
+            return false;
+        }
+        let Some(info) = s.node(c.id) else {
+            return false;
+        };
+        let groups = self.input.provider.node_groups();
+        (self.input.shapes.iter())
+            .filter(|sh| sh.group < groups.len())
+            .filter(|sh| self.may_grow(&groups[sh.group], &sh.template.node))
+            .any(|sh| {
+                let price = self.pricing.cost(&groups[sh.group], &sh.template.node);
+                (self.mix).cheaper_per_copy([(c.cost, &*info.node)], price, &sh.template.node)
+            })
     }
 
     /// Every quiet empty candidate, within min sizes, limits and the parallelism.
@@ -1917,6 +1955,39 @@ mod tests {
             cmd.explanation
         );
         assert!(state.pending.is_none());
+    }
+
+    /// With `replace`, a node of a shape dearer per copy of the workload's mix than one on offer
+    /// goes before a node of the cheaper shape that saves more per pod: `d` (4000m at 4/h,
+    /// 1/h per core) before `c` (6000m at 4.6/h, 0.77/h per core, as the group on offer), so
+    /// the capacity left is the cheaper shape's. Ranked by saving per pod alone (and with
+    /// `delete`, which has no shape on offer) `c` goes first. One deletion slot: single-node.
+    #[test]
+    fn with_replace_a_node_of_a_dearer_shape_goes_first() {
+        let groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])] = &[
+            (
+                "cheap",
+                0,
+                4.6,
+                &[("c", 6000, &[1000]), ("e", 6000, &[5500])],
+            ),
+            ("dear", 0, 4.0, &[("d", 4000, &[1000])]),
+        ];
+        let one_slot = InFlight {
+            per_group: Vec::new(),
+            empty: 9,
+            drains: 0,
+        };
+        let mut c = cluster(groups, &[("cheap-too", 6000, 4.6)]);
+        c.in_flight = one_slot.clone();
+        let cmd = (c.settled(&mode(ConsolidationMode::Replace), 5).command).expect("a command");
+        assert_eq!(cmd.kind, CommandKind::Delete, "{}", cmd.explanation);
+        assert_eq!(nodes_of(&cmd), ["d"], "{}", cmd.explanation);
+        assert!((cmd.saved_per_hour - 4.0).abs() < 1e-9);
+        let mut c = cluster(groups, &[("cheap-too", 6000, 4.6)]);
+        c.in_flight = one_slot;
+        let cmd = (c.settled(&mode(ConsolidationMode::Delete), 5).command).expect("a command");
+        assert_eq!(nodes_of(&cmd), ["c"], "{}", cmd.explanation);
     }
 
     /// A Job's task that started 100 h before the plan that decides (at MIN).
