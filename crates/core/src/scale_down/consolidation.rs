@@ -22,7 +22,9 @@
 //! dropped from the command, never drained, if it fails. No other command starts meanwhile.
 //!
 //! Candidates are ranked by what they save per pod they disrupt, each pod weighed by its
-//! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's). A node is a
+//! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's); with `replace`, the
+//! nodes of a shape that a group on offer beats per copy of the workload's mix come first, so
+//! that what goes is the capacity dearest for what the pods need. A node is a
 //! candidate when it is in an autoscaled group that may lose a node (min size, deletions in
 //! flight and planned), not annotated `scale-down-disabled`, not being deleted, Ready, its pods
 //! have not changed for [`ConsolidationOptions::consolidate_after`], every pod may move (the
@@ -1963,6 +1965,7 @@ mod tests {
     /// the capacity left is the cheaper shape's. Ranked by saving per pod alone (and with
     /// `delete`, which has no shape on offer) `c` goes first. One deletion slot: single-node.
     #[test]
+    #[allow(clippy::type_complexity)]
     fn with_replace_a_node_of_a_dearer_shape_goes_first() {
         let groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])] = &[
             (
