@@ -934,10 +934,29 @@ impl Search<'_, '_> {
     /// for a stable order. Without a shape on offer (`delete`, or nothing may grow) the order
     /// is by saving alone.
     fn order(&self, s: &ClusterSnapshot, cands: &mut Vec<Candidate>) {
-        let mut keyed: Vec<(bool, Candidate)> = std::mem::take(cands)
-            .into_iter()
-            .map(|c| (self.dearer_than_on_offer(s, &c), c))
+        let groups = self.input.provider.node_groups();
+        // The shapes on offer, priced once: the groups that may grow now.
+        let offers: Vec<(f64, &Node)> = (self.input.shapes.iter())
+            .filter(|sh| sh.group < groups.len())
+            .filter(|sh| self.may_grow(&groups[sh.group], &sh.template.node))
+            .map(|sh| {
+                let price = self.pricing.cost(&groups[sh.group], &sh.template.node);
+                (price, &sh.template.node)
+            })
             .collect();
+        // The answer depends only on the node's price and allocatable: one judgement per shape
+        // among the candidates, not per node (15,000 nodes of 100 groups in `bench`).
+        let mut memo: FxHashMap<(u64, &autoscaler_model::Resources), bool> = FxHashMap::default();
+        let mut keyed: Vec<(bool, Candidate)> = Vec::with_capacity(cands.len());
+        for c in std::mem::take(cands) {
+            let dearer = match s.node(c.id) {
+                Some(info) if !offers.is_empty() && self.rules.replaces(c.group) => *(memo
+                    .entry((c.cost.to_bits(), &info.node.allocatable)))
+                .or_insert_with(|| self.dearer_than_on_offer(c.cost, &info.node, &offers)),
+                _ => false,
+            };
+            keyed.push((dearer, c));
+        }
         keyed.sort_by(|(da, a), (db, b)| {
             db.cmp(da)
                 .then_with(|| b.rank().total_cmp(&a.rank()))
@@ -946,29 +965,17 @@ impl Search<'_, '_> {
         cands.extend(keyed.into_iter().map(|(_, c)| c));
     }
 
-    /// Whether `c` (in a `replace` group) is of a shape that some group the cluster may grow
-    /// now holds the workload's mix for strictly less per copy (the rule replacements are
-    /// judged by). Deleting such a node first leaves the capacity the pods keep needing on the
-    /// cheaper shapes, and a multi-node prefix of such nodes is what one cheaper node can
-    /// replace: ranked by saving per pod alone, the dearer shape's nodes (cheaper per node)
-    /// come last and the cheaper shape's are deleted instead, so the cluster never moves
-    /// toward the cheaper shape (on the Azure replay, `least-waste` keeps the 64-CPU group
-    /// at its max while consolidation removes the 96-CPU nodes, cheaper per CPU).
-    fn dearer_than_on_offer(&self, s: &ClusterSnapshot, c: &Candidate) -> bool {
-        if self.input.shapes.is_empty() || !self.rules.replaces(c.group) {
-            return false;
-        }
-        let Some(info) = s.node(c.id) else {
-            return false;
-        };
-        let groups = self.input.provider.node_groups();
-        (self.input.shapes.iter())
-            .filter(|sh| sh.group < groups.len())
-            .filter(|sh| self.may_grow(&groups[sh.group], &sh.template.node))
-            .any(|sh| {
-                let price = self.pricing.cost(&groups[sh.group], &sh.template.node);
-                (self.mix).cheaper_per_copy([(c.cost, &*info.node)], price, &sh.template.node)
-            })
+    /// Whether a node at `price` (in a `replace` group) is of a shape that one of the `offers`
+    /// (the groups the cluster may grow now, each with its price) holds the workload's mix for
+    /// strictly less per copy (the rule replacements are judged by). Deleting such a node first
+    /// leaves the capacity the pods keep needing on the cheaper shapes, and a multi-node prefix
+    /// of such nodes is what one cheaper node can replace: ranked by saving per pod alone, the
+    /// dearer shape's nodes (cheaper per node) come last and the cheaper shape's are deleted
+    /// instead, so the cluster never moves toward the cheaper shape (on the Azure replay,
+    /// `least-waste` keeps the 64-CPU group at its max while consolidation removed the 96-CPU
+    /// nodes, cheaper per CPU).
+    fn dearer_than_on_offer(&self, price: f64, node: &Node, offers: &[(f64, &Node)]) -> bool {
+        (offers.iter()).any(|&(p, shape)| self.mix.cheaper_per_copy([(price, node)], p, shape))
     }
 
     /// Every quiet empty candidate, within min sizes, limits and the parallelism.
