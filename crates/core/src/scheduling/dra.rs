@@ -812,7 +812,8 @@ impl ClusterSnapshot {
         let state = self.dra_state();
         // (driver, pool) -> (allocated, total), in the order met.
         let mut pools: Vec<(PoolKey<'_>, (usize, usize))> = Vec::new();
-        for pool in reachable(dra, &info.node).iter().filter(|p| p.local()) {
+        // Only node-local pools count, and a shared slice never is one.
+        for pool in own_pools(dra, &info.node).filter(Pool::local) {
             let key = (pool.slice.driver, &pool.slice.pool);
             let at = match pools.iter().position(|(k, _)| *k == key) {
                 Some(i) => i,
@@ -850,10 +851,9 @@ impl ClusterSnapshot {
         };
         let dra = self.dra_objects();
         let state = self.dra_state();
-        let pools = reachable(dra, &info.node);
         let mut total = 0;
         let mut used = 0;
-        for pool in pools.iter().filter(|p| p.local()) {
+        for pool in own_pools(dra, &info.node).filter(Pool::local) {
             for d in &pool.slice.devices {
                 total += 1;
                 if state.in_use(dra, &pool.id(&d.name)) {
@@ -945,20 +945,10 @@ impl Pool<'_> {
     }
 }
 
-/// The slices whose devices `node` reaches: its own (a template's copies, or those published
-/// for it by name), and those whose node selector matches it or that every node reaches.
+/// The slices whose devices `node` reaches: its own (see [`own_pools`]), and those whose node
+/// selector matches it or that every node reaches.
 fn reachable<'a>(dra: &'a Dra, node: &'a Node) -> SmallVec<[Pool<'a>; 4]> {
-    let mut out = SmallVec::new();
-    match &node.devices {
-        Some(own) => out.extend(own.slices.iter().map(|s| Pool {
-            slice: s,
-            node: Some(node.name),
-        })),
-        None => out.extend(dra.node_slices(node.name).iter().map(|s| Pool {
-            slice: s,
-            node: None,
-        })),
-    }
+    let mut out: SmallVec<[Pool<'a>; 4]> = own_pools(dra, node).collect();
     for s in dra.shared_slices() {
         let reached = match &s.reach {
             SliceReach::AllNodes => true,
@@ -973,6 +963,17 @@ fn reachable<'a>(dra: &'a Dra, node: &'a Node) -> SmallVec<[Pool<'a>; 4]> {
         }
     }
     out
+}
+
+/// The slices only `node` reaches: those it carries (a template's copies) or, for a node read
+/// from the API, those published for it by name. The node-local counts read these alone, so a
+/// node without devices costs them one lookup, and shared slices' selectors are not evaluated.
+fn own_pools<'a>(dra: &'a Dra, node: &'a Node) -> impl Iterator<Item = Pool<'a>> {
+    let (slices, own) = match &node.devices {
+        Some(d) => (&d.slices[..], Some(node.name)),
+        None => (dra.node_slices(node.name), None),
+    };
+    slices.iter().map(move |slice| Pool { slice, node: own })
 }
 
 /// How many devices of `pools` match every one of `selectors`.
@@ -1677,6 +1678,44 @@ spec:
             s.device_utilization(gpu1),
             Some((0.5, Sym::new("gpu.example.com/gpu-1")))
         );
+    }
+
+    #[test]
+    fn devices_every_node_reaches_count_toward_no_nodes_own_use() {
+        // A fabric pool every node reaches, its one device allocated in the cluster: it is
+        // nobody's own, so neither a node's utilization nor its devices in use count it.
+        let s = snapshot(
+            "\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: fabric}
+spec:
+  driver: net.example.com
+  allNodes: true
+  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
+  devices: [{name: nic-0}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: link, namespace: default}
+spec:
+  devices:
+    requests: [{name: nic, exactly: {deviceClassName: gpu.example.com}}]
+status:
+  allocation:
+    devices:
+      results: [{request: nic, driver: net.example.com, pool: fabric, device: nic-0}]
+",
+        );
+        let cpu = s.node_id(Sym::new("cpu-a")).unwrap();
+        let gpu1 = s.node_id(Sym::new("gpu-1")).unwrap();
+        assert_eq!(s.device_utilization(cpu), None);
+        assert_eq!(s.node_devices_in_use(cpu), (0, 0));
+        assert_eq!(
+            s.device_utilization(gpu1),
+            Some((0.0, Sym::new("gpu.example.com/gpu-1")))
+        );
+        assert_eq!(s.node_devices_in_use(gpu1), (0, 2));
     }
 
     #[test]
