@@ -315,11 +315,22 @@ impl DraState {
             if d.admin_access {
                 continue;
             }
-            let e = self.taken.entry(d.id.clone()).or_insert(0);
-            let before = *e;
-            *e += by;
-            let after = *e;
-            if after == 0 {
+            // The id is cloned only for a device not counted yet (a new entry): undoing an
+            // allocation finds every one of its devices counted.
+            let (before, after) = match self.taken.get_mut(&d.id) {
+                Some(e) => {
+                    let before = *e;
+                    *e += by;
+                    (before, *e)
+                }
+                None => {
+                    if by != 0 {
+                        self.taken.insert(d.id.clone(), by);
+                    }
+                    (0, by)
+                }
+            };
+            if after == 0 && before != 0 {
                 self.taken.remove(&d.id);
             }
             if let Some(node) = d.id.node {
@@ -340,10 +351,16 @@ impl DraState {
 
     /// Sets the claim's allocation; keeps the inverse for [`DraState::undo_last`].
     fn set(&mut self, dra: &Dra, key: ClaimKey, new: Option<Arc<ClaimAllocation>>) {
-        let current = self.allocation(dra, &key);
-        self.count(current.as_ref(), -1);
+        // One lookup of the claim among the changes: the replaced entry is the current
+        // allocation when there was one. Counts add up per device, so counting the new
+        // allocation first ends the same.
         self.count(new.as_ref(), 1);
         let old = self.changed.insert(key.clone(), new);
+        let current = match &old {
+            Some(a) => a.as_ref(),
+            None => dra.claim_by_key(&key).and_then(|c| c.allocation.as_ref()),
+        };
+        self.count(current, -1);
         self.undo.push(DraUndo { key, old });
     }
 
@@ -383,7 +400,13 @@ impl DraState {
 
     /// Applies an inverse recorded by [`DraState::set`].
     fn undo(&mut self, dra: &Dra, u: DraUndo) {
-        let current = self.allocation(dra, &u.key);
+        let base = || dra.claim_by_key(&u.key).and_then(|c| c.allocation.clone());
+        // One lookup: the change being undone is in `changed` (set inserted it), and it is
+        // taken out here, to be put back only when an older change precedes it.
+        let current = match self.changed.remove(&u.key) {
+            Some(a) => a,
+            None => base(),
+        };
         self.count(current.as_ref(), -1);
         match u.old {
             Some(old) => {
@@ -391,8 +414,7 @@ impl DraState {
                 self.changed.insert(u.key, old);
             }
             None => {
-                self.changed.remove(&u.key);
-                let base = dra.claim_by_key(&u.key).and_then(|c| c.allocation.clone());
+                let base = base();
                 self.count(base.as_ref(), 1);
             }
         }
@@ -401,10 +423,21 @@ impl DraState {
     /// Counts `pod`'s claims as used by one more (`by` = 1) or one fewer (-1) pod.
     pub(crate) fn count_users(&mut self, pod: &Pod, by: i32) {
         for key in claim_keys(pod) {
-            let n = self.users.entry(key.clone()).or_insert(0);
-            *n = n.saturating_add_signed(by);
-            if *n == 0 {
-                self.users.remove(&key);
+            // The key is moved into a new entry, never cloned; an uncounted claim stays
+            // uncounted when a user goes.
+            match self.users.get_mut(&key) {
+                Some(n) => {
+                    *n = n.saturating_add_signed(by);
+                    if *n == 0 {
+                        self.users.remove(&key);
+                    }
+                }
+                None => {
+                    let n = 0u32.saturating_add_signed(by);
+                    if n != 0 {
+                        self.users.insert(key, n);
+                    }
+                }
             }
         }
     }
