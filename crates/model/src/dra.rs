@@ -150,12 +150,25 @@ pub struct AllocatedDevice {
     pub admin_access: bool,
 }
 
+/// The nodes that reach an allocation's devices: `status.allocation.nodeSelector`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AllocationNodes {
+    /// No selector: every node.
+    #[default]
+    All,
+    /// The selector.
+    Selector(Arc<NodeSelector>),
+    /// This node alone: the selector kube-scheduler writes for a node's own devices (the
+    /// field `metadata.name` in `[node]`), held as the name, so that the simulation, which
+    /// allocates on thousands of template nodes, builds no selector per node.
+    Node(Sym),
+}
+
 /// `status.allocation` of a claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClaimAllocation {
-    /// `nodeSelector`: the nodes that reach the devices (`None`: every node). Shared: the
-    /// simulation gives every allocation on one node the same one.
-    pub node_selector: Option<Arc<NodeSelector>>,
+    /// `nodeSelector`: the nodes that reach the devices.
+    pub node_selector: AllocationNodes,
     /// `devices.results`.
     pub devices: Vec<AllocatedDevice>,
 }
@@ -839,8 +852,8 @@ fn claim_from_k8s(
         None => None,
         Some(a) => {
             let node_selector = match a.node_selector.as_ref() {
-                None => None,
-                Some(s) => Some(Arc::new(node_selector(
+                None => AllocationNodes::All,
+                Some(s) => AllocationNodes::Selector(Arc::new(node_selector(
                     &object,
                     "status.allocation.nodeSelector",
                     s,

@@ -64,10 +64,10 @@ pub use disruption::{
     group_disruption, parse_budgets,
 };
 pub use dra::{
-    AllocatedDevice, AllocationMode, AttrValue, CelSelector, ClaimAllocation, ClaimKey, ClaimSpec,
-    ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, Dra,
-    MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices, PodClaim,
-    PodClaimSource, ResourceClaim, ResourceSlice, SliceMatches, SliceReach, Subrequest,
+    AllocatedDevice, AllocationMode, AllocationNodes, AttrValue, CelSelector, ClaimAllocation,
+    ClaimKey, ClaimSpec, ClaimTemplate, DRA_GROUP, Device, DeviceClass, DeviceConstraint, DeviceId,
+    DeviceRequest, Dra, MAX_DEVICE_ENTRIES, MAX_EXPRESSION_LEN, MAX_RESERVED_FOR, NodeDevices,
+    PodClaim, PodClaimSource, ResourceClaim, ResourceSlice, SliceMatches, SliceReach, Subrequest,
 };
 pub use dra_gpu::{
     DRA_GPU_ATTRIBUTE, DRA_GPU_TYPE, claimed_dra_gpus, dra_gpus, is_dra_gpu, node_slices,

@@ -42,10 +42,9 @@ use crate::scheduling::dra_search::{
 use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::{
-    AllocatedDevice, AllocationMode, CelSelector, ClaimAllocation, ClaimKey, ClaimSpec, Device,
-    DeviceId, Dra, MAX_RESERVED_FOR, Node, NodeSelector, NodeSelectorOp, NodeSelectorRequirement,
-    NodeSelectorTerm, Pod, PodClaim, PodClaimSource, PodName, ResourceSlice, SliceMatches,
-    SliceReach, Subrequest, Sym,
+    AllocatedDevice, AllocationMode, AllocationNodes, CelSelector, ClaimAllocation, ClaimKey,
+    ClaimSpec, Device, DeviceId, Dra, MAX_RESERVED_FOR, Node, NodeSelector, Pod, PodClaim,
+    PodClaimSource, PodName, ResourceSlice, SliceMatches, SliceReach, Subrequest, Sym,
 };
 
 /// A pool by driver and name.
@@ -166,9 +165,6 @@ pub(crate) struct DraState {
     node_taken: FxHashMap<Sym, u32>,
     /// The filter's last pick, for Reserve.
     pick: PickCache,
-    /// The node selector of allocations on each node's own devices, made once per node (see
-    /// [`DraState::name_selector`]).
-    name_selectors: FxHashMap<Sym, Arc<NodeSelector>>,
     /// The inverses of the changes made inside forks, newest last: the snapshot's undo log
     /// records only that a change was made (see [`DraState::undo_last`]), so its entries stay
     /// small for every other change.
@@ -234,9 +230,6 @@ struct DevicePlace {
 
 /// The devices picked for a pod's unallocated claims.
 type Picks = SmallVec<[DevicePlace; 4]>;
-
-/// Most nodes whose name selector [`DraState::name_selector`] keeps.
-const MAX_NAME_SELECTORS: usize = 1 << 16;
 
 /// The inverse of one allocation change.
 #[derive(Clone, Debug)]
@@ -315,11 +308,22 @@ impl DraState {
             if d.admin_access {
                 continue;
             }
-            let e = self.taken.entry(d.id.clone()).or_insert(0);
-            let before = *e;
-            *e += by;
-            let after = *e;
-            if after == 0 {
+            // The id is cloned only for a device not counted yet (a new entry): undoing an
+            // allocation finds every one of its devices counted.
+            let (before, after) = match self.taken.get_mut(&d.id) {
+                Some(e) => {
+                    let before = *e;
+                    *e += by;
+                    (before, *e)
+                }
+                None => {
+                    if by != 0 {
+                        self.taken.insert(d.id.clone(), by);
+                    }
+                    (0, by)
+                }
+            };
+            if after == 0 && before != 0 {
                 self.taken.remove(&d.id);
             }
             if let Some(node) = d.id.node {
@@ -340,26 +344,17 @@ impl DraState {
 
     /// Sets the claim's allocation; keeps the inverse for [`DraState::undo_last`].
     fn set(&mut self, dra: &Dra, key: ClaimKey, new: Option<Arc<ClaimAllocation>>) {
-        let current = self.allocation(dra, &key);
-        self.count(current.as_ref(), -1);
+        // One lookup of the claim among the changes: the replaced entry is the current
+        // allocation when there was one. Counts add up per device, so counting the new
+        // allocation first ends the same.
         self.count(new.as_ref(), 1);
         let old = self.changed.insert(key.clone(), new);
+        let current = match &old {
+            Some(a) => a.as_ref(),
+            None => dra.claim_by_key(&key).and_then(|c| c.allocation.as_ref()),
+        };
+        self.count(current, -1);
         self.undo.push(DraUndo { key, old });
-    }
-
-    /// The node selector kube-scheduler writes for devices of `node` alone (its name as a
-    /// field), shared by every allocation on that node. Kept while some simulated allocation
-    /// may use it (see [`DraState::undo_last`]), for at most [`MAX_NAME_SELECTORS`] nodes.
-    fn name_selector(&mut self, node: &Node) -> Arc<NodeSelector> {
-        if let Some(s) = self.name_selectors.get(&node.name) {
-            return s.clone();
-        }
-        if self.name_selectors.len() >= MAX_NAME_SELECTORS {
-            self.name_selectors.clear();
-        }
-        let s = Arc::new(name_selector(node));
-        self.name_selectors.insert(node.name, s.clone());
-        s
     }
 
     /// Undoes the newest change kept by [`DraState::set`] (the snapshot's revert, which meets
@@ -368,22 +363,22 @@ impl DraState {
         if let Some(u) = self.undo.pop() {
             self.undo(dra, u);
         }
-        if self.undo.is_empty() {
-            // Every simulated allocation is undone: the nodes they named (templates, mostly)
-            // may be gone, so their selectors are not kept past the simulation.
-            self.name_selectors.clear();
-        }
     }
 
     /// Drops the kept inverses: the outermost fork was committed, nothing will be undone.
     pub(crate) fn forget_undo(&mut self) {
         self.undo.clear();
-        self.name_selectors.clear();
     }
 
     /// Applies an inverse recorded by [`DraState::set`].
     fn undo(&mut self, dra: &Dra, u: DraUndo) {
-        let current = self.allocation(dra, &u.key);
+        let base = || dra.claim_by_key(&u.key).and_then(|c| c.allocation.clone());
+        // One lookup: the change being undone is in `changed` (set inserted it), and it is
+        // taken out here, to be put back only when an older change precedes it.
+        let current = match self.changed.remove(&u.key) {
+            Some(a) => a,
+            None => base(),
+        };
         self.count(current.as_ref(), -1);
         match u.old {
             Some(old) => {
@@ -391,8 +386,7 @@ impl DraState {
                 self.changed.insert(u.key, old);
             }
             None => {
-                self.changed.remove(&u.key);
-                let base = dra.claim_by_key(&u.key).and_then(|c| c.allocation.clone());
+                let base = base();
                 self.count(base.as_ref(), 1);
             }
         }
@@ -401,10 +395,21 @@ impl DraState {
     /// Counts `pod`'s claims as used by one more (`by` = 1) or one fewer (-1) pod.
     pub(crate) fn count_users(&mut self, pod: &Pod, by: i32) {
         for key in claim_keys(pod) {
-            let n = self.users.entry(key.clone()).or_insert(0);
-            *n = n.saturating_add_signed(by);
-            if *n == 0 {
-                self.users.remove(&key);
+            // The key is moved into a new entry, never cloned; an uncounted claim stays
+            // uncounted when a user goes.
+            match self.users.get_mut(&key) {
+                Some(n) => {
+                    *n = n.saturating_add_signed(by);
+                    if *n == 0 {
+                        self.users.remove(&key);
+                    }
+                }
+                None => {
+                    let n = 0u32.saturating_add_signed(by);
+                    if n != 0 {
+                        self.users.insert(key, n);
+                    }
+                }
             }
         }
     }
@@ -782,7 +787,7 @@ impl ClusterSnapshot {
                 };
                 (k.pool, device)
             });
-            let allocation = claim_allocation(&node, &pools, picked, self.dra_state_mut());
+            let allocation = claim_allocation(&node, &pools, picked);
             self.dra_state_mut().set(&dra, key, Some(allocation));
         }
         changes
@@ -890,13 +895,12 @@ fn same_device(pools: &[Pool<'_>], a: (usize, usize), b: (usize, usize)) -> bool
 }
 
 /// The allocation of one claim on `node` from its picked devices, each with the place of its
-/// pool in `pools`: the node's name as node selector when a device is the node's own (or its
-/// template's copy), else the node selector of the slices that reach it.
+/// pool in `pools`: reached by the node alone when a device is the node's own (or its
+/// template's copy), else by the node selector of the slices that reach it.
 fn claim_allocation(
     node: &Node,
     pools: &[Pool<'_>],
     picked: impl Iterator<Item = (usize, AllocatedDevice)>,
-    state: &mut DraState,
 ) -> Arc<ClaimAllocation> {
     let mut local = false;
     let mut selector: Option<Arc<NodeSelector>> = None;
@@ -912,10 +916,10 @@ fn claim_allocation(
         }
         devices.push(device);
     }
-    let node_selector = if local {
-        Some(state.name_selector(node))
-    } else {
-        selector
+    let node_selector = match (local, selector) {
+        (true, _) => AllocationNodes::Node(node.name),
+        (false, Some(s)) => AllocationNodes::Selector(s),
+        (false, None) => AllocationNodes::All,
     };
     Arc::new(ClaimAllocation {
         node_selector,
@@ -1011,22 +1015,10 @@ fn unallocated(claims: &[Resolved]) -> impl Iterator<Item = &ClaimSpec> + Clone 
 
 /// Whether an allocation's devices are reachable from `node`.
 fn allocation_reaches(a: &ClaimAllocation, node: &Node) -> bool {
-    a.node_selector
-        .as_ref()
-        .is_none_or(|s| node_selector_matches(s, node))
-}
-
-/// The node selector kube-scheduler writes for devices of one node: its name as a field.
-fn name_selector(node: &Node) -> NodeSelector {
-    NodeSelector {
-        terms: vec![NodeSelectorTerm {
-            match_expressions: Vec::new(),
-            match_fields: vec![NodeSelectorRequirement {
-                key: Sym::new("metadata.name"),
-                op: NodeSelectorOp::In,
-                values: vec![node.name],
-            }],
-        }],
+    match &a.node_selector {
+        AllocationNodes::All => true,
+        AllocationNodes::Selector(s) => node_selector_matches(s, node),
+        AllocationNodes::Node(name) => *name == node.name,
     }
 }
 
@@ -1034,7 +1026,24 @@ fn name_selector(node: &Node) -> NodeSelector {
 mod tests {
     use super::*;
     use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
-    use autoscaler_model::{NodeDevices, ObjectStore, Storage};
+    use autoscaler_model::{
+        NodeDevices, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm, ObjectStore,
+        Storage,
+    };
+
+    /// The node selector kube-scheduler writes for devices of one node: its name as a field.
+    fn name_selector(node: &Node) -> NodeSelector {
+        NodeSelector {
+            terms: vec![NodeSelectorTerm {
+                match_expressions: Vec::new(),
+                match_fields: vec![NodeSelectorRequirement {
+                    key: Sym::new("metadata.name"),
+                    op: NodeSelectorOp::In,
+                    values: vec![node.name],
+                }],
+            }],
+        }
+    }
 
     /// A GPU class, a one-GPU template and a claim shared by name, and a node with two GPUs
     /// (`gpu-1`, one of them an `h100`), another with one (`gpu-2`).
@@ -1176,27 +1185,33 @@ spec:
     }
 
     #[test]
-    fn allocations_share_their_node_selector_and_revert_forgets_it() {
+    fn an_allocation_on_a_nodes_own_devices_is_reached_by_that_node_alone() {
         let mut s = snapshot("");
         s.fork();
         place(&mut s, &from_template("p1", "one-gpu"), "gpu-1");
-        s.fork();
-        place(&mut s, &from_template("p2", "one-gpu"), "gpu-1");
-        let (a1, a2) = (allocation_of(&s, "p1-gpu"), allocation_of(&s, "p2-gpu"));
-        let selector = |a: &Option<Arc<ClaimAllocation>>| a.as_ref().unwrap().node_selector.clone();
-        let (s1, s2) = (selector(&a1).unwrap(), selector(&a2).unwrap());
-        assert!(Arc::ptr_eq(&s1, &s2));
-        assert_eq!(*s1, name_selector(&NodeBuilder::new("gpu-1", 1, 1).build()));
-        // An inner revert keeps what the outer fork's allocation uses; the last one forgets it.
+        let a = allocation_of(&s, "p1-gpu").unwrap();
+        assert_eq!(a.node_selector, AllocationNodes::Node(Sym::new("gpu-1")));
+        // The nodes kube-scheduler's selector for it (the field metadata.name in [gpu-1])
+        // selects, and no other.
+        let written = name_selector(&NodeBuilder::new("gpu-1", 1, 1).build());
+        for name in ["gpu-1", "gpu-2", "cpu-a"] {
+            let node = NodeBuilder::new(name, 1, 1).build();
+            assert_eq!(
+                allocation_reaches(&a, &node),
+                node_selector_matches(&written, &node),
+                "{name}"
+            );
+        }
+        // A pod sharing the claim follows it there.
+        let shared = claim_pod("q1", PodClaimSource::Claim(Arc::from("shared")));
+        place(&mut s, &shared, "gpu-1");
+        let next = claim_pod("q2", PodClaimSource::Claim(Arc::from("shared")));
+        assert_eq!(check(&s, &next, "gpu-1"), Ok(()));
+        assert_eq!(
+            check(&s, &next, "gpu-2"),
+            Err("resourceclaim not available on the node".into())
+        );
         s.revert().unwrap();
-        assert_eq!(s.dra_state().name_selectors.len(), 1);
-        s.revert().unwrap();
-        assert!(s.dra_state().name_selectors.is_empty());
-        // So does committing the outermost fork, after which nothing can be undone.
-        s.fork();
-        place(&mut s, &from_template("p3", "one-gpu"), "gpu-1");
-        s.commit().unwrap();
-        assert!(s.dra_state().name_selectors.is_empty());
         assert!(s.dra_state().undo.is_empty());
     }
 
