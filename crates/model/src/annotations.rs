@@ -8,6 +8,7 @@ use std::sync::Arc;
 /// reads a key's text only when its length matches: objects have few annotations, and a binary
 /// search reads the text of every key it compares, each its own allocation (a cache miss apiece
 /// on a large cluster's objects).
+#[inline]
 pub(crate) fn annotation<'a>(
     annotations: &'a [(Arc<str>, Arc<str>)],
     key: &str,

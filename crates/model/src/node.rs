@@ -62,6 +62,7 @@ pub struct Node {
 
 impl Node {
     /// Value of the annotation `key`.
+    #[inline]
     pub fn annotation(&self, key: &str) -> Option<&str> {
         crate::annotations::annotation(&self.annotations, key)
     }

@@ -232,12 +232,14 @@ pub struct Pod {
 
 impl Pod {
     /// Value of the annotation `key`.
+    #[inline]
     pub fn annotation(&self, key: &str) -> Option<&str> {
         crate::annotations::annotation(&self.annotations, key)
     }
 
     /// Whether the pod has finished for good (`Succeeded` or `Failed`): it holds no resources
     /// and is never rescheduled.
+    #[inline]
     pub fn is_terminal(&self) -> bool {
         matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }

@@ -95,6 +95,7 @@ impl Resources {
     };
 
     /// The amount of `name`.
+    #[inline]
     pub fn get(&self, name: ResourceName) -> i64 {
         match name {
             ResourceName::Cpu => self.cpu,
@@ -146,6 +147,9 @@ impl Resources {
     }
 
     /// Adds `other` (saturating: quantities near `i64::MAX` never wrap).
+    // Inlined, as `sub`: the snapshot in another crate adds and takes back a pod's requests on
+    // every place and revert.
+    #[inline]
     pub fn add(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_add(other.cpu);
         self.memory = self.memory.saturating_add(other.memory);
@@ -160,6 +164,7 @@ impl Resources {
     }
 
     /// Subtracts `other` (saturating).
+    #[inline]
     pub fn sub(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_sub(other.cpu);
         self.memory = self.memory.saturating_sub(other.memory);
@@ -204,6 +209,8 @@ impl Resources {
     /// The resources for which `self` (a request) does not fit into `allocatable - used`, in
     /// kube-scheduler's order (pods first, then cpu, memory, ephemeral-storage, extended by name).
     /// A resource the pod does not request never appears, even if the node is over-committed.
+    // Inlined: the fit filter in another crate asks it of every node a pod does not fit.
+    #[inline]
     pub fn insufficient(
         &self,
         used: &Resources,
