@@ -468,11 +468,13 @@ impl ClusterSnapshot {
             _ => None,
         };
         self.index_others(node, &pod);
-        let claims = !pod.resource_claims.is_empty();
-        self.push(node, pod.clone());
-        self.record(Undo::AddedPod { node });
         // Outside a fork the snapshot follows the view, whose claims say their allocations.
-        if claims && !self.logs.is_empty() {
+        // A pod without claims is moved in, not counted and dropped again.
+        let claimed =
+            (!pod.resource_claims.is_empty() && !self.logs.is_empty()).then(|| pod.clone());
+        self.push(node, pod);
+        self.record(Undo::AddedPod { node });
+        if let Some(pod) = claimed {
             for _ in 0..self.reserve_claims(&pod, node) {
                 self.record(Undo::Dra);
             }
