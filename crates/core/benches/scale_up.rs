@@ -215,8 +215,11 @@ fn gpu_dra(nodes: &[Arc<Node>]) -> Dra {
     dra
 }
 
+/// Nodes, pods, node groups and the DRA objects of the GPU cluster.
+type GpuCluster = (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider, Arc<Storage>);
+
 /// The GPU cluster (see the module documentation) with its GPUs offered as `gpus` says.
-fn gpu_cluster(gpus: Gpus) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider, Arc<Storage>) {
+fn gpu_cluster(gpus: Gpus) -> GpuCluster {
     let (mut nodes, mut pods, provider) = cluster(1000, 30, 500);
     let mut storage = Storage::default();
     match gpus {
