@@ -30,6 +30,7 @@
 //! made from a template that the controller has not created yet is simulated as that controller
 //! will make it, named `<pod>-<entry>`.
 
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -415,19 +416,21 @@ impl DraState {
 
     /// Counts one more (`by` = 1) or one fewer (-1) pod using the claim `key`.
     fn count_user(&mut self, key: ClaimKey, by: i32) {
-        // The key is moved into a new entry, never cloned; an uncounted claim stays uncounted
-        // when a user goes.
-        match self.users.get_mut(&key) {
-            Some(n) => {
-                *n = n.saturating_add_signed(by);
-                if *n == 0 {
-                    self.users.remove(&key);
+        // One lookup; the key is moved into a new entry, never cloned; an uncounted claim
+        // stays uncounted when a user goes.
+        match self.users.entry(key) {
+            Entry::Occupied(mut e) => {
+                let n = e.get().saturating_add_signed(by);
+                if n == 0 {
+                    e.remove();
+                } else {
+                    *e.get_mut() = n;
                 }
             }
-            None => {
+            Entry::Vacant(e) => {
                 let n = 0u32.saturating_add_signed(by);
                 if n != 0 {
-                    self.users.insert(key, n);
+                    e.insert(n);
                 }
             }
         }
