@@ -10,6 +10,14 @@
 //! * `scale_up/filter_12000_ownerless_pending_1000_nodes_with_room`: placing 12,000 pending pods
 //!   without an owner (one equivalence group since ownerless pods with the same spec are grouped)
 //!   on 1,000 nodes that have room for all of them.
+//! * `scale_up/dra_decision_1000_nodes_8_devices_2000_claim_pods` and
+//!   `scale_up/extended_decision_1000_nodes_8_gpus_2000_gpu_pods`: the whole decision on a GPU
+//!   cluster, as `cluster-autoscaler bench --gpus dra|extended --pending-cpu 14` builds it: 1,000
+//!   nodes with 8 GPUs each (a ResourceSlice of 8 devices per node, or `nvidia.com/gpu: 8`), 30
+//!   pods of 500m on each, and 2,000 pending pods of 14 CPU from 20 ReplicaSets, each asking for
+//!   one GPU (a claim from a one-device template, or `nvidia.com/gpu: 1`). None fits an
+//!   existing node, so every pod is estimated onto new nodes: the two benches differ only in how
+//!   the GPU is offered and asked for (issue 36: DRA within 2x of extended resources).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -21,6 +29,11 @@ use autoscaler_core::{ClusterView, ScaleUpConfig, build_snapshot, decide_scale_u
 use autoscaler_model::Node;
 use autoscaler_model::Pod;
 use autoscaler_model::testing::{GI, NodeBuilder, PodBuilder};
+use autoscaler_model::{
+    AllocationMode, AttrValue, CelSelector, ClaimSpec, ClaimTemplate, Device, DeviceClass,
+    DeviceRequest, Dra, PodClaim, PodClaimSource, ResourceName, ResourceSlice, SliceReach, Storage,
+    Subrequest, Sym,
+};
 use autoscaler_model::{Instance, InstanceState, NodeGroup, StaticProvider};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
@@ -137,5 +150,147 @@ fn bench_decision(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decision);
+/// How the GPU cluster's GPUs are offered and asked for.
+#[derive(Clone, Copy)]
+enum Gpus {
+    Extended,
+    Dra,
+}
+
+/// GPUs of each node of the GPU cluster.
+const GPUS_PER_NODE: i64 = 8;
+const GPU_RESOURCE: &str = "nvidia.com/gpu";
+const GPU_DRIVER: &str = "gpu.example.com";
+const GPU_TEMPLATE: &str = "one-gpu";
+
+/// The DRA objects of the GPU cluster: a device class of the driver, a one-device claim
+/// template, and a slice of 8 devices published for each node.
+fn gpu_dra(nodes: &[Arc<Node>]) -> Dra {
+    let mut dra = Dra::default();
+    let class: Arc<str> = Arc::from(GPU_DRIVER);
+    dra.insert_class(DeviceClass {
+        name: class.clone(),
+        selectors: vec![CelSelector::compile(&format!(
+            "device.driver == '{GPU_DRIVER}'"
+        ))],
+        extended_resource_name: None,
+    });
+    dra.insert_template(ClaimTemplate {
+        namespace: Sym::new("default"),
+        name: Arc::from(GPU_TEMPLATE),
+        spec: Arc::new(ClaimSpec {
+            requests: vec![DeviceRequest {
+                name: Arc::from("gpu"),
+                alternatives: vec![Subrequest {
+                    name: Arc::from("gpu"),
+                    class,
+                    selectors: Vec::new(),
+                    mode: AllocationMode::ExactCount(1),
+                    admin_access: false,
+                }],
+            }],
+            constraints: Vec::new(),
+        }),
+    });
+    let devices: Vec<Device> = (0..GPUS_PER_NODE)
+        .map(|i| Device {
+            name: Arc::from(format!("gpu-{i}")),
+            attributes: vec![(Arc::from("index"), AttrValue::Int(i))],
+            capacity: Vec::new(),
+        })
+        .collect();
+    dra.set_slices(
+        (nodes.iter())
+            .map(|n| ResourceSlice {
+                name: Arc::from(format!("{}-{GPU_DRIVER}", n.name)),
+                driver: Sym::new(GPU_DRIVER),
+                pool: Arc::from(n.name.as_str()),
+                generation: 1,
+                slice_count: 1,
+                reach: SliceReach::Node(n.name),
+                devices: devices.clone(),
+            })
+            .collect(),
+    );
+    dra
+}
+
+/// Nodes, pods, node groups and the DRA objects of the GPU cluster.
+type GpuCluster = (Vec<Arc<Node>>, Vec<Arc<Pod>>, StaticProvider, Arc<Storage>);
+
+/// The GPU cluster (see the module documentation) with its GPUs offered as `gpus` says.
+fn gpu_cluster(gpus: Gpus) -> GpuCluster {
+    let (mut nodes, mut pods, provider) = cluster(1000, 30, 500);
+    let mut storage = Storage::default();
+    match gpus {
+        Gpus::Extended => {
+            for n in &mut nodes {
+                let node = Arc::make_mut(n);
+                let gpu = ResourceName::parse(GPU_RESOURCE);
+                node.allocatable.set(gpu, GPUS_PER_NODE);
+                node.capacity.set(gpu, GPUS_PER_NODE);
+            }
+        }
+        Gpus::Dra => storage.set_dra(Arc::new(gpu_dra(&nodes))),
+    }
+    for i in 0..2000 {
+        let pod = PodBuilder::new(&format!("pending-{i}"), 14_000, 2 * GI)
+            .owner("ReplicaSet", &format!("rs-{}", i % 20));
+        pods.push(unschedulable(match gpus {
+            Gpus::Extended => pod.resource(GPU_RESOURCE, 1),
+            Gpus::Dra => pod.with(|p| {
+                p.resource_claims.push(PodClaim {
+                    name: Arc::from("gpu"),
+                    source: PodClaimSource::Template {
+                        template: Arc::from(GPU_TEMPLATE),
+                        generated: None,
+                    },
+                })
+            }),
+        }));
+    }
+    (nodes, pods, provider, Arc::new(storage))
+}
+
+fn bench_gpu_decision(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scale_up");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    for (gpus, name) in [
+        (
+            Gpus::Dra,
+            "dra_decision_1000_nodes_8_devices_2000_claim_pods",
+        ),
+        (
+            Gpus::Extended,
+            "extended_decision_1000_nodes_8_gpus_2000_gpu_pods",
+        ),
+    ] {
+        let (nodes, pods, provider, storage) = gpu_cluster(gpus);
+        let config = ScaleUpConfig::default();
+        let view = ClusterView {
+            nodes: &nodes,
+            pods: &pods,
+            daemonsets: &[],
+            namespaces: &[],
+            provider: &provider,
+            pdbs: &[],
+            storage: &storage,
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut rng = ChaCha8Rng::seed_from_u64(7);
+                let d = decide_scale_up(&view, &config, 0, &|_, _| None, &mut rng, &mut Unlimited);
+                // One pod of 14 CPU a new node: the 1,000 nodes of the per-scale-up cap
+                // take 1,000 pods.
+                assert_eq!(d.result.triggered.len(), 1000);
+                black_box(d)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_decision, bench_gpu_decision);
 criterion_main!(benches);

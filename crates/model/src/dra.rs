@@ -353,7 +353,9 @@ impl PodClaim {
 pub struct Dra {
     classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
     claims: FxHashMap<ClaimKey, Arc<ResourceClaim>>,
-    templates: FxHashMap<(Sym, Arc<str>), Arc<ClaimTemplate>>,
+    /// By namespace, then name: a pod's claims look a template up by a name they hold, which
+    /// is then hashed without being cloned into a key.
+    templates: FxHashMap<Sym, FxHashMap<Arc<str>, Arc<ClaimTemplate>>>,
     /// Slices of complete pools reached by one node, by that node.
     by_node: FxHashMap<Sym, Vec<Arc<ResourceSlice>>>,
     /// Slices of complete pools reached through a node selector or by every node.
@@ -490,7 +492,7 @@ impl Dra {
 
     /// The ResourceClaimTemplate `namespace/name`.
     pub fn template(&self, namespace: Sym, name: &Arc<str>) -> Option<&Arc<ClaimTemplate>> {
-        self.templates.get(&(namespace, name.clone()))
+        self.templates.get(&namespace)?.get(&**name)
     }
 
     /// Every claim.
@@ -536,10 +538,8 @@ impl Dra {
 
     /// Adds (or replaces) a claim template.
     pub fn insert_template(&mut self, template: ClaimTemplate) {
-        self.templates.insert(
-            (template.namespace, template.name.clone()),
-            Arc::new(template),
-        );
+        (self.templates.entry(template.namespace).or_default())
+            .insert(template.name.clone(), Arc::new(template));
     }
 
     /// Sets the slices, keeping those of complete pools at their newest generation.

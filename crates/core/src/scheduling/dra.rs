@@ -30,10 +30,12 @@
 //! made from a template that the controller has not created yet is simulated as that controller
 //! will make it, named `<pod>-<entry>`.
 
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use rustc_hash::FxHashMap;
+use hashbrown::hash_map::EntryRef;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use smallvec::SmallVec;
 
 use crate::scheduling::dra_search::{
@@ -156,8 +158,9 @@ struct Resolved {
 pub(crate) struct DraState {
     /// Claims whose allocation the simulation set (`Some`) or cleared (`None`).
     changed: FxHashMap<ClaimKey, Option<Arc<ClaimAllocation>>>,
-    /// Per device, allocations added (positive) or removed (negative) by the simulation.
-    taken: FxHashMap<DeviceId, i32>,
+    /// Per device, allocations added (positive) or removed (negative) by the simulation
+    /// (hashbrown's map for its entry by reference, see [`DraState::count`]).
+    taken: hashbrown::HashMap<DeviceId, i32, FxBuildHasher>,
     /// Pods of the snapshot using each claim.
     users: FxHashMap<ClaimKey, u32>,
     /// Per template node, how many of its own devices have an entry in `taken` (none: the
@@ -293,14 +296,18 @@ impl DraState {
     /// Whether device `device` of `pool` is allocated exclusively by some claim; its id is
     /// only built when some allocation could name it.
     fn in_use_at(&self, dra: &Dra, pool: &Pool<'_>, device: &Device) -> bool {
-        // A template's copy (`node` set) is never allocated in the cluster's claims: only the
-        // simulation's allocations on that very node can hold it.
-        if let Some(node) = pool.node
-            && !self.node_taken.contains_key(&node)
-        {
+        if self.untaken_copy(pool) {
             return false;
         }
         self.in_use(dra, &pool.id(&device.name))
+    }
+
+    /// Whether `pool` is a template's copy (`node` set) none of whose devices the simulation
+    /// took: such a copy is never allocated in the cluster's claims, only the simulation's
+    /// allocations on that very node can hold its devices.
+    fn untaken_copy(&self, pool: &Pool<'_>) -> bool {
+        pool.node
+            .is_some_and(|node| !self.node_taken.contains_key(&node))
     }
 
     fn count(&mut self, allocation: Option<&Arc<ClaimAllocation>>, by: i32) {
@@ -308,24 +315,27 @@ impl DraState {
             if d.admin_access {
                 continue;
             }
-            // The id is cloned only for a device not counted yet (a new entry): undoing an
-            // allocation finds every one of its devices counted.
-            let (before, after) = match self.taken.get_mut(&d.id) {
-                Some(e) => {
-                    let before = *e;
-                    *e += by;
-                    (before, *e)
+            // One hash of the id (strings) a device; the id is cloned only for a device not
+            // counted yet (a new entry): undoing an allocation finds every one of its devices
+            // counted.
+            let (before, after) = match self.taken.entry_ref(&d.id) {
+                EntryRef::Occupied(mut e) => {
+                    let before = *e.get();
+                    let after = before + by;
+                    if after == 0 {
+                        e.remove();
+                    } else {
+                        *e.get_mut() = after;
+                    }
+                    (before, after)
                 }
-                None => {
+                EntryRef::Vacant(e) => {
                     if by != 0 {
-                        self.taken.insert(d.id.clone(), by);
+                        e.insert(by);
                     }
                     (0, by)
                 }
             };
-            if after == 0 && before != 0 {
-                self.taken.remove(&d.id);
-            }
             if let Some(node) = d.id.node {
                 if before == 0 && after != 0 {
                     *self.node_taken.entry(node).or_insert(0) += 1;
@@ -394,21 +404,33 @@ impl DraState {
 
     /// Counts `pod`'s claims as used by one more (`by` = 1) or one fewer (-1) pod.
     pub(crate) fn count_users(&mut self, pod: &Pod, by: i32) {
+        // A pod with one claim (the usual case) counts its key without gathering the keys.
+        if let [claim] = &pod.resource_claims[..] {
+            self.count_user(claim.claim_key(pod.namespace, pod.name.as_arc()), by);
+            return;
+        }
         for key in claim_keys(pod) {
-            // The key is moved into a new entry, never cloned; an uncounted claim stays
-            // uncounted when a user goes.
-            match self.users.get_mut(&key) {
-                Some(n) => {
-                    *n = n.saturating_add_signed(by);
-                    if *n == 0 {
-                        self.users.remove(&key);
-                    }
+            self.count_user(key, by);
+        }
+    }
+
+    /// Counts one more (`by` = 1) or one fewer (-1) pod using the claim `key`.
+    fn count_user(&mut self, key: ClaimKey, by: i32) {
+        // One lookup; the key is moved into a new entry, never cloned; an uncounted claim
+        // stays uncounted when a user goes.
+        match self.users.entry(key) {
+            Entry::Occupied(mut e) => {
+                let n = e.get().saturating_add_signed(by);
+                if n == 0 {
+                    e.remove();
+                } else {
+                    *e.get_mut() = n;
                 }
-                None => {
-                    let n = 0u32.saturating_add_signed(by);
-                    if n != 0 {
-                        self.users.insert(key, n);
-                    }
+            }
+            Entry::Vacant(e) => {
+                let n = 0u32.saturating_add_signed(by);
+                if n != 0 {
+                    e.insert(n);
                 }
             }
         }
@@ -634,6 +656,9 @@ impl ClusterSnapshot {
                             .chain(&alt.selectors)
                             .map(|s| dra.slice_matches(s, pool.slice))
                             .collect();
+                        // A template copy none of whose devices the simulation took is free
+                        // throughout: asked once per pool, not once per device.
+                        let untaken = state.untaken_copy(pool);
                         for (i, d) in pool.slice.devices.iter().enumerate() {
                             // A device this pod's claims picked already is taken, but an
                             // admin-access request only skips those of its own claim (the
@@ -656,7 +681,8 @@ impl ClusterSnapshot {
                                 }
                             }
                             if ok {
-                                let free = alt.admin_access || !state.in_use_at(dra, pool, d);
+                                let free =
+                                    alt.admin_access || untaken || !state.in_use_at(dra, pool, d);
                                 matching.push((p, i, free));
                             }
                         }

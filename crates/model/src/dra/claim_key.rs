@@ -35,9 +35,24 @@ enum Name {
 /// 253 bytes, an entry's 63); longer ones, which the API refuses, are joined on the heap.
 const STACK_NAME: usize = 320;
 
+/// Most generated names (a pod's name and a short entry) fit this many bytes: a smaller
+/// buffer to clear than [`STACK_NAME`]'s, on every check, place and remove of a pod.
+const SHORT_NAME: usize = 64;
+
 /// The hash of a name's bytes, whichever way the name is held.
 fn name_hash(bytes: &[u8]) -> u64 {
     FxBuildHasher.hash_one(bytes)
+}
+
+/// [`name_hash`] of `<pod>-<entry>`, joined in a buffer of `N` bytes on the stack (the caller
+/// checked that the name fits).
+fn joined_hash<const N: usize>(pod: &str, entry: &str) -> u64 {
+    let len = pod.len() + 1 + entry.len();
+    let mut buf = [0u8; N];
+    buf[..pod.len()].copy_from_slice(pod.as_bytes());
+    buf[pod.len()] = b'-';
+    buf[pod.len() + 1..len].copy_from_slice(entry.as_bytes());
+    name_hash(&buf[..len])
 }
 
 impl ClaimKey {
@@ -53,12 +68,10 @@ impl ClaimKey {
     /// The claim `namespace/<pod>-<entry>`, its name not joined.
     pub fn generated(namespace: Sym, pod: Arc<str>, entry: Arc<str>) -> ClaimKey {
         let len = pod.len() + 1 + entry.len();
-        let hash = if len <= STACK_NAME {
-            let mut buf = [0u8; STACK_NAME];
-            buf[..pod.len()].copy_from_slice(pod.as_bytes());
-            buf[pod.len()] = b'-';
-            buf[pod.len() + 1..len].copy_from_slice(entry.as_bytes());
-            name_hash(&buf[..len])
+        let hash = if len <= SHORT_NAME {
+            joined_hash::<SHORT_NAME>(&pod, &entry)
+        } else if len <= STACK_NAME {
+            joined_hash::<STACK_NAME>(&pod, &entry)
         } else {
             name_hash(format!("{pod}-{entry}").as_bytes())
         };
@@ -177,6 +190,24 @@ mod tests {
         assert_ne!(a, c);
         assert_ne!(a, d);
         assert_ne!(a, e);
+    }
+
+    #[test]
+    fn names_at_each_buffer_bound_are_the_keys_of_their_joined_names() {
+        // `<pod>-gpu` of every length around both buffers' sizes: 4 bytes are `-gpu`.
+        for len in [
+            SHORT_NAME - 1,
+            SHORT_NAME,
+            SHORT_NAME + 1,
+            STACK_NAME,
+            STACK_NAME + 1,
+        ] {
+            let pod: Arc<str> = Arc::from("p".repeat(len - 4));
+            let joined = ClaimKey::new(ns(), Arc::from(format!("{pod}-gpu")));
+            let parts = ClaimKey::generated(ns(), pod, Arc::from("gpu"));
+            assert_eq!(joined, parts, "{len} bytes");
+            assert_eq!(joined.hash, parts.hash, "{len} bytes");
+        }
     }
 
     #[test]
