@@ -455,9 +455,9 @@ pub fn plan_consolidation(
     // A scale-up within the horizon after our deletion: the pods arrive faster than the room
     // we left them, and the room a drain frees now would be bought back at once (drain, then
     // scale-up, the same pods restarted: short tasks' ping-pong). Wait the horizon after that
-    // scale-up before draining, as upstream's `--scale-down-delay-after-add` keeps scale-down
-    // waiting; a scale-up that follows no deletion of ours (a load growing) does not hold it.
-    // Expiry and empty nodes (no pod to restart) are not held.
+    // scale-up, as upstream's `--scale-down-delay-after-add` keeps scale-down waiting; a
+    // scale-up that follows no deletion of ours (a load growing) does not hold it. Expiry
+    // still runs.
     let horizon_ms = ms(opts.horizon);
     let grew = match (state.last_deletion_ms, input.last_scale_up_ms) {
         (Some(d), Some(t)) => {
@@ -501,14 +501,12 @@ pub fn plan_consolidation(
     work.pods_simulated += work.pods_left - left;
     work.pods_left = left;
     plan.command = expiry.or_else(|| {
+        if grew {
+            return None;
+        }
         snapshot.forked(|s| {
-            // Empty nodes still go during the ping-pong hold: deleting one restarts nothing,
-            // and a node kept empty for the horizon is paid for nothing.
-            let empty = search.empty(s, &candidates);
-            if grew {
-                return empty;
-            }
-            empty
+            search
+                .empty(s, &candidates)
                 .or_else(|| search.multi(s, &candidates, &mut work))
                 .or_else(|| search.single(s, &candidates, &mut work))
         })
@@ -518,10 +516,7 @@ pub fn plan_consolidation(
     if let Some(c) = &mut plan.command
         && c.kind == CommandKind::Delete
     {
-        // What the hold lets through neither renews nor ends it.
-        if !grew {
-            state.last_deletion_ms = Some(now_ms);
-        }
+        state.last_deletion_ms = Some(now_ms);
         let (_, drains) = slots(&input);
         let drained = c.deletions.iter().filter(|d| !d.empty).count();
         if drained > drains {
@@ -2343,28 +2338,6 @@ mod tests {
         );
         let cmd = c.plan(&mut state, &opts, up + horizon, 5).command;
         assert_eq!(nodes_of(&cmd.expect("after the horizon")).len(), 1);
-    }
-
-    /// Issue 38: the ping-pong hold keeps drains from starting, not the deletion of an empty
-    /// node, which restarts nothing; kept for the horizon it is paid for nothing (the GPU
-    /// replay with `replace`: 5077.97 node-hours held so, 5065.32 not).
-    #[test]
-    fn an_empty_node_goes_during_the_ping_pong_hold() {
-        let spec: &[(&str, i64, &[i64])] =
-            &[("a", 1000, &[100]), ("b", 1000, &[100]), ("c", 1000, &[])];
-        let mut c = cluster(&[("ng", 0, 1.0, spec)], &[]);
-        let opts = mode(ConsolidationMode::Delete);
-        let mut state = ConsolidationState::default();
-        assert!(c.plan(&mut state, &opts, 0, 5).command.is_none());
-        // One of our deletions, then a scale-up 10 s after it: the hold is on.
-        state.last_deletion_ms = Some(MIN);
-        c.last_scale_up_ms = Some(MIN + 10_000);
-        let cmd = (c.plan(&mut state, &opts, 2 * MIN, 5).command).expect("the empty node goes");
-        assert_eq!(nodes_of(&cmd), ["c"]);
-        assert!(cmd.deletions.iter().all(|d| d.empty));
-        c.carry_out(&cmd);
-        // a's pod would fit on b, but no drain starts within the hold.
-        assert!(c.plan(&mut state, &opts, 3 * MIN, 5).command.is_none());
     }
 
     #[test]
