@@ -45,8 +45,8 @@ use crate::scheduling::predicates::{Unfit, node_selector_matches};
 use crate::scheduling::snapshot::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::{
     AllocatedDevice, AllocationMode, AllocationNodes, CelSelector, ClaimAllocation, ClaimKey,
-    ClaimSpec, Device, DeviceId, Dra, MAX_RESERVED_FOR, Node, NodeSelector, Pod, PodClaim,
-    PodClaimSource, PodName, ResourceSlice, SliceMatches, SliceReach, Subrequest, Sym,
+    ClaimSpec, DeviceId, Dra, MAX_RESERVED_FOR, Node, NodeSelector, Pod, PodClaim, PodClaimSource,
+    PodName, ResourceSlice, SliceMatches, SliceReach, Subrequest, Sym,
 };
 
 /// A pool by driver and name.
@@ -291,15 +291,6 @@ impl DraState {
     fn in_use(&self, dra: &Dra, id: &DeviceId) -> bool {
         let base = i32::from(id.node.is_none() && dra.is_allocated(id));
         base + self.taken.get(id).copied().unwrap_or(0) > 0
-    }
-
-    /// Whether device `device` of `pool` is allocated exclusively by some claim; its id is
-    /// only built when some allocation could name it.
-    fn in_use_at(&self, dra: &Dra, pool: &Pool<'_>, device: &Device) -> bool {
-        if self.untaken_copy(pool) {
-            return false;
-        }
-        self.in_use(dra, &pool.id(&device.name))
     }
 
     /// Whether `pool` is a template's copy (`node` set) none of whose devices the simulation
@@ -681,8 +672,10 @@ impl ClusterSnapshot {
                                 }
                             }
                             if ok {
-                                let free =
-                                    alt.admin_access || untaken || !state.in_use_at(dra, pool, d);
+                                // The id is built only where an allocation could name it.
+                                let free = alt.admin_access
+                                    || untaken
+                                    || !state.in_use(dra, &pool.id(&d.name));
                                 matching.push((p, i, free));
                             }
                         }
