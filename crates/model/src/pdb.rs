@@ -326,9 +326,15 @@ impl DisruptionBudgets {
     /// The first budget covering `pod` that allows no further disruption in this loop, if any.
     #[inline]
     pub fn exhausted_for(&self, pod: &Pod) -> Option<usize> {
-        self.for_pod(pod)
-            .into_iter()
-            .find(|&i| self.remaining(i) < 1)
+        self.first_exhausted(&self.for_pod(pod))
+    }
+
+    /// The first of the budgets `covering` (indices, as [`DisruptionBudgets::for_pod`] gives
+    /// them) that allows no further disruption in this loop, if any: for a caller that has
+    /// already looked a pod's budgets up.
+    #[inline]
+    pub fn first_exhausted(&self, covering: &[usize]) -> Option<usize> {
+        covering.iter().copied().find(|&i| self.remaining(i) < 1)
     }
 
     /// Checks that evicting all of `pods` together, on top of what was committed earlier in this

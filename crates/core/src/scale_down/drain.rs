@@ -439,8 +439,8 @@ fn pdb_check(pod: &Pod, ctx: &DrainContext<'_>) -> Option<BlockReason> {
             .collect();
         return Some(BlockReason::MultiplePdbs { pdbs });
     }
-    // `exhausted_for` on the budgets already found: each pod's budgets are looked up once.
-    let i = (covering.iter().copied()).find(|&i| ctx.budgets.remaining(i) < 1)?;
+    // On the budgets already found: each pod's budgets are looked up once.
+    let i = ctx.budgets.first_exhausted(&covering)?;
     let pdb = ctx.budgets.pdbs().get(i)?;
     Some(BlockReason::NotEnoughPdb {
         pdb: pdb.key(),
