@@ -122,6 +122,7 @@ pub use storage::{
 pub use store::{ObjectKey, ObjectStore, StoreError, group_of, strict_values, version_of};
 pub use taints::{
     InvalidTaintKey, Taint, TaintConfig, TaintEffect, Toleration, TolerationOp, first_untolerated,
+    intolerable_preferences,
 };
 pub use yaml_depth::{
     EXPANSION_ALLOWANCE, EXPANSION_BYTES_PER_BYTE, MAX_DEPTH, TooDeep, check_depth,

@@ -208,6 +208,18 @@ pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) ->
     })
 }
 
+/// How many `PreferNoSchedule` taints of `taints` no toleration tolerates: what kube-scheduler's
+/// `TaintToleration` score plugin counts (fewer is better).
+pub fn intolerable_preferences(taints: &[Taint], tolerations: &[Toleration]) -> usize {
+    taints
+        .iter()
+        .filter(|t| {
+            t.effect == TaintEffect::PreferNoSchedule
+                && !tolerations.iter().any(|tol| tol.tolerates(t))
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +284,28 @@ mod tests {
         );
         let tols = [tol(Some("b"), TolerationOp::Exists, "", None)];
         assert!(first_untolerated(&taints, &tols).is_none());
+    }
+
+    #[test]
+    fn only_untolerated_preferences_are_counted() {
+        let taints = [
+            taint("a", "", TaintEffect::PreferNoSchedule),
+            taint("b", "1", TaintEffect::PreferNoSchedule),
+            taint("c", "", TaintEffect::NoSchedule),
+        ];
+        assert_eq!(intolerable_preferences(&taints, &[]), 2);
+        let exists_a = tol(Some("a"), TolerationOp::Exists, "", None);
+        assert_eq!(intolerable_preferences(&taints, &[exists_a]), 1);
+        // A toleration for another effect does not tolerate a preference.
+        let b_no_schedule = tol(
+            Some("b"),
+            TolerationOp::Equal,
+            "1",
+            Some(TaintEffect::NoSchedule),
+        );
+        assert_eq!(intolerable_preferences(&taints, &[b_no_schedule]), 2);
+        let everything = tol(None, TolerationOp::Exists, "", None);
+        assert_eq!(intolerable_preferences(&taints, &[everything]), 0);
     }
 
     #[test]

@@ -228,6 +228,11 @@ impl Scheduler {
                     .map_or(0, |n| scoring::resource_score(self.scoring, n, pod))
             })
             .collect();
+        if let Some(taint) = scoring::taint_scores(&c.snapshot, pod, feasible) {
+            for (s, x) in scores.iter_mut().zip(taint) {
+                *s += x;
+            }
+        }
         if let Some(key) = scoring::spread_key(pod) {
             // Without zones only the candidates' own counts enter their scores: the other
             // nodes are counted when they are candidates (and only if changed by then).
@@ -706,6 +711,41 @@ mod tests {
             [2, 2, 2, 2],
             "{nodes:?}"
         );
+    }
+
+    #[test]
+    fn new_pods_keep_off_a_soft_tainted_node_while_others_fit() {
+        let mut c = Cluster::new(5, 0);
+        for n in ["n1", "n2"] {
+            c.register_node(
+                json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                    "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                        "conditions": [{"type": "Ready", "status": "True"}]}}),
+                None,
+            )
+            .unwrap();
+        }
+        c.taint_node(
+            "n1",
+            autoscaler_model::DELETION_CANDIDATE_TAINT,
+            "1",
+            "PreferNoSchedule",
+        )
+        .unwrap();
+        let mut s = Scheduler::new(5, Scoring::LeastAllocated);
+        let mut on = BTreeMap::<String, usize>::new();
+        // LeastAllocated alone would alternate the nodes; the soft taint outweighs it until
+        // the untainted node is full (4 pods of 1 cpu), then the tainted one takes the rest.
+        for i in 0..6 {
+            let id = c
+                .create_pod(owned_pod(&format!("p-{i}"), "1", None), Owner::None, None)
+                .unwrap();
+            s.schedule_pending(&mut c);
+            *on.entry(c.pods[&id].node.clone().unwrap()).or_default() += 1;
+        }
+        assert_eq!(on.get("n2"), Some(&4), "{on:?}");
+        assert_eq!(on.get("n1"), Some(&2), "{on:?}");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! profile does: resource fit (`LeastAllocated`, or `MostAllocated` as bin-packing clusters
 //! configure it) and balanced allocation over cpu and memory (weight 1 each), and the default
 //! pod topology spreading of a controller's pods (`ScheduleAnyway`, hostname max skew 3, zone
-//! max skew 5; weight 2). It also says how many feasible nodes to look for (adaptive
+//! max skew 5; weight 2), and the taint toleration score: nodes with fewer `PreferNoSchedule`
+//! taints the pod does not tolerate first (weight 3; the autoscaler's soft
+//! `DeletionCandidateOfClusterAutoscaler` taint steers new pods away from the nodes it means
+//! to remove this way). It also says how many feasible nodes to look for (adaptive
 //! `percentageOfNodesToScore`) and in which order nodes are visited (zones interleaved).
 //!
 //! It decides scores only: it never filters (the core's predicates do), never binds and never
@@ -11,13 +14,13 @@
 //! Simplifications, stated: the spreading counts the pods of the same controller (what the
 //! default selector of a ReplicaSet, StatefulSet or ReplicationController selects when
 //! selectors do not overlap; Services are not modelled) on all nodes; other score plugins
-//! (inter-pod affinity, preferred node affinity, `PreferNoSchedule` taints, image locality)
-//! are not scored.
+//! (inter-pod affinity, preferred node affinity, image locality) are not scored.
 
 use autoscaler_core::{ClusterSnapshot, NodeId, NodeInfo};
 use autoscaler_model::OwnerRef;
 use autoscaler_model::Pod;
 use autoscaler_model::Sym;
+use autoscaler_model::intolerable_preferences;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 
@@ -33,6 +36,8 @@ pub enum Scoring {
 
 /// The highest score a plugin gives a node.
 const MAX_SCORE: i64 = 100;
+/// Weight of the taint toleration score in the default profile.
+const TAINT_WEIGHT: i64 = 3;
 /// Weight of the topology spreading score in the default profile.
 const SPREAD_WEIGHT: i64 = 2;
 /// Max skew of the default hostname and zone constraints.
@@ -288,6 +293,32 @@ pub(crate) fn spread_scores(
         .collect()
 }
 
+/// The weighted taint toleration scores (0..=100 × weight) of `candidates` for `pod`: the
+/// count of `PreferNoSchedule` taints it does not tolerate, inverted over the candidates
+/// (`100 − 100 × count / max`). `None` when no candidate has one: every node then scores the
+/// same, which changes no ranking.
+pub(crate) fn taint_scores(
+    snapshot: &ClusterSnapshot,
+    pod: &Pod,
+    candidates: &[NodeId],
+) -> Option<Vec<i64>> {
+    let counts: Vec<i64> = candidates
+        .iter()
+        .map(|&id| {
+            snapshot.node(id).map_or(0, |n| {
+                intolerable_preferences(&n.node.taints, &pod.tolerations) as i64
+            })
+        })
+        .collect();
+    let max = counts.iter().copied().max().unwrap_or(0);
+    (max > 0).then(|| {
+        counts
+            .iter()
+            .map(|&c| (MAX_SCORE - MAX_SCORE * c / max) * TAINT_WEIGHT)
+            .collect()
+    })
+}
+
 /// Fewer matching pods score higher: `100 × (max + min − s) / max` (all 100 when `max` is 0).
 fn normalize_inverted(raw: &[i64]) -> Vec<i64> {
     let max = raw.iter().copied().max().unwrap_or(0);
@@ -323,6 +354,26 @@ mod tests {
         let gib = 1 << 30;
         assert_eq!(balanced_score((2_000, 4_000), (8 * gib, 16 * gib)), 100);
         assert_eq!(balanced_score((4_000, 4_000), (0, 16 * gib)), 50);
+    }
+
+    #[test]
+    fn intolerable_preferences_score_against_a_node() {
+        use autoscaler_model::{Taint, TaintEffect};
+        let mut s = ClusterSnapshot::default();
+        let soft = Taint {
+            key: Sym::new(autoscaler_model::DELETION_CANDIDATE_TAINT),
+            value: Sym::new("1"),
+            effect: TaintEffect::PreferNoSchedule,
+        };
+        let mut ids = Vec::new();
+        for (name, taints) in [("a", vec![]), ("b", vec![soft])] {
+            let mut n = autoscaler_model::Node::new(name);
+            n.taints = taints;
+            ids.push(s.add_node(std::sync::Arc::new(n)).unwrap());
+        }
+        let pod = Pod::default();
+        assert_eq!(taint_scores(&s, &pod, &ids), Some(vec![300, 0]));
+        assert_eq!(taint_scores(&s, &pod, &ids[..1]), None, "none tainted");
     }
 
     #[test]
