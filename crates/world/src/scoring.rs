@@ -371,7 +371,7 @@ mod tests {
             n.taints = taints;
             ids.push(s.add_node(std::sync::Arc::new(n)).unwrap());
         }
-        let pod = Pod::default();
+        let pod = Pod::new("default", "p");
         assert_eq!(taint_scores(&s, &pod, &ids), Some(vec![300, 0]));
         assert_eq!(taint_scores(&s, &pod, &ids[..1]), None, "none tainted");
     }
