@@ -128,11 +128,11 @@ fn quiet_hours_return_nodes_to_min_after_the_unneeded_time() {
         .map(|p| num(p, "/t_s"))
         .expect("back at min");
     assert!(back <= 3000.0 + 20.0 * 60.0, "back at min only at {back} s");
-    // The PDB is honoured by a real drain, not vacuously: a node holding web pods is drained
-    // through the Eviction API, and no eviction breaks the budget.
-    assert!(num(&r, "/drains") >= 1.0, "no drain");
-    assert!(num(&r, "/evictions") >= 1.0, "no eviction");
-    assert_eq!(num(&r, "/drains_failed"), 0.0);
+    // The web pods' replacements keep off the soft-tainted unneeded nodes (kube-scheduler's
+    // taint score), so those empty and go without a drain. Drains under a budget: the tests of
+    // `consolidation.yaml` and `trace-drains-under-budget.yaml`.
+    assert_eq!(num(&r, "/drains"), 0.0, "a node still held web pods");
+    assert_eq!(num(&r, "/evictions"), 0.0);
     assert_eq!(num(&r, "/pdb_violations"), 0.0);
     assert_eq!(num(&r, "/safety_violations"), 0.0);
 }
@@ -180,6 +180,7 @@ fn every_example_keeps_every_pdb() {
     for f in [
         "examples/quiet-hours.yaml",
         "examples/three-zones-balanced.yaml",
+        "examples/consolidation.yaml",
     ] {
         let (r, _) = simulate("pdb", &[f, "--duration", "1h"]);
         assert_eq!(num(&r, "/pdb_violations"), 0.0, "{f}");
