@@ -142,6 +142,21 @@ impl Autoscaler {
             now_ms,
             budget,
         );
+        let max = self.options.scale_down.max_bulk_soft_taint_count;
+        for &n in &plan.attrition {
+            // Scale-down lists the nodes it soft-tainted and no longer finds unneeded: these
+            // keep their taint.
+            down.soft_untaint.retain(|x| *x != n);
+            let marked = view.nodes.iter().any(|v| {
+                v.name == n
+                    && v.taints
+                        .iter()
+                        .any(|t| t.key.as_str() == autoscaler_model::DELETION_CANDIDATE_TAINT)
+            });
+            if !marked && !down.soft_taint.contains(&n) && down.soft_taint.len() < max {
+                down.soft_taint.push(n);
+            }
+        }
         if let Some(why) = &plan.gave_up {
             events.push(Event {
                 reason: CONSOLIDATION_EVENT,

@@ -255,6 +255,9 @@ pub struct ConsolidationState {
     pub waiting_turn: Option<WaitingTurn>,
     /// When consolidation last deleted nodes (a deletion, or a replacement's drain).
     last_deletion_ms: Option<i64>,
+    /// Per group: whether another group that may grow holds the workload's mix for less
+    /// (as last judged; see `Search::dearer_groups`).
+    dearer_groups: Vec<bool>,
 }
 
 impl ConsolidationState {
@@ -327,6 +330,9 @@ pub struct ConsolidationPlan {
     pub candidates: usize,
     /// Pod placements simulated.
     pub pods_simulated: usize,
+    /// Nodes new pods should keep off (the soft taint): those of a dearer group, which
+    /// consolidation takes first, so that they empty as their pods end.
+    pub attrition: Vec<Sym>,
 }
 
 /// A node that may be consolidated.
@@ -432,6 +438,15 @@ pub fn plan_consolidation(
         return plan;
     }
     update_quiet(snapshot, state, now_ms);
+    plan.attrition = input
+        .grouped_nodes(snapshot)
+        .filter(|(_, info, g, _)| {
+            state.dearer_groups.get(*g).copied().unwrap_or(false)
+                && info.node.is_ready()
+                && info.node.deletion_ms.is_none()
+        })
+        .map(|(_, info, _, _)| info.node.name)
+        .collect();
     let mut work = Work {
         pods_left: opts.max_pods_simulated,
         pods_simulated: 0,
@@ -495,6 +510,9 @@ pub fn plan_consolidation(
         mix: &mix,
     };
     search.order(snapshot, &mut candidates);
+    if !input.shapes.is_empty() {
+        state.dearer_groups = search.dearer_groups(snapshot);
+    }
     // Node lifetime first: an expired node is replaced whatever consolidation would save.
     let mut left = work.pods_left;
     let expiry = super::node_lifetime::expiry(snapshot, &input, &rules, now_ms, &mut left);
@@ -963,6 +981,34 @@ impl Search<'_, '_> {
                 .then_with(|| a.name.as_str().cmp(b.name.as_str()))
         });
         cands.extend(keyed.into_iter().map(|(_, c)| c));
+    }
+
+    /// Per group of the provider: whether its nodes are of a shape another group on offer
+    /// beats per copy of the workload's mix (judged on one of its nodes).
+    fn dearer_groups(&self, s: &ClusterSnapshot) -> Vec<bool> {
+        let groups = self.input.provider.node_groups();
+        let offers: Vec<(f64, &Node)> = (self.input.shapes.iter())
+            .filter(|sh| sh.group < groups.len())
+            .filter(|sh| self.may_grow(&groups[sh.group], &sh.template.node))
+            .map(|sh| {
+                let price = self.pricing.cost(&groups[sh.group], &sh.template.node);
+                (price, &sh.template.node)
+            })
+            .collect();
+        let mut out = vec![false; groups.len()];
+        if offers.is_empty() {
+            return out;
+        }
+        let mut seen = vec![false; groups.len()];
+        for (_, info, g, group) in self.input.grouped_nodes(s) {
+            if seen[g] || !self.rules.replaces(g) {
+                continue;
+            }
+            seen[g] = true;
+            let cost = self.pricing.cost(group, &info.node);
+            out[g] = self.dearer_than_on_offer(cost, &info.node, &offers);
+        }
+        out
     }
 
     /// Whether a node at `price` (in a `replace` group) is of a shape that one of the `offers`
@@ -1973,6 +2019,34 @@ mod tests {
     /// `delete`, which has no shape on offer) `c` goes first. One deletion slot: single-node.
     #[test]
     #[allow(clippy::type_complexity)]
+    fn with_replace_the_nodes_of_a_dearer_shape_are_steered_clear_of() {
+        let groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])] = &[
+            ("cheap", 0, 4.6, &[("c", 6000, &[1000])]),
+            (
+                "dear",
+                0,
+                4.0,
+                &[("d", 4000, &[1000]), ("d2", 4000, &[3500])],
+            ),
+        ];
+        let mut c = cluster(groups, &[("cheap-too", 6000, 4.6)]);
+        let mut state = ConsolidationState::default();
+        let opts = mode(ConsolidationMode::Replace);
+        // The first pass judges the groups; the nodes of the dearer one are named from then on.
+        assert!(c.plan(&mut state, &opts, 0, 5).attrition.is_empty());
+        let plan = c.plan(&mut state, &opts, 1_000, 5);
+        let mut named: Vec<&str> = plan.attrition.iter().map(|n| n.as_str()).collect();
+        named.sort_unstable();
+        assert_eq!(named, ["d", "d2"]);
+        // With `delete` no shape is on offer: no group is dearer than one, nothing is named.
+        let mut c = cluster(groups, &[("cheap-too", 6000, 4.6)]);
+        let mut state = ConsolidationState::default();
+        let opts = mode(ConsolidationMode::Delete);
+        c.plan(&mut state, &opts, 0, 5);
+        assert!(c.plan(&mut state, &opts, 1_000, 5).attrition.is_empty());
+    }
+
+    #[test]
     fn with_replace_a_node_of_a_dearer_shape_goes_first() {
         let groups: &[(&str, usize, f64, &[(&str, i64, &[i64])])] = &[
             (
