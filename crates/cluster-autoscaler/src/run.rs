@@ -577,6 +577,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                 e => CliError::failure(anyhow!("controller stopped: {e}")),
             })
     });
+    // The watches and other spawned tasks end with the runtime, before the last line: a watch
+    // that notices the closed connection after it would log past "stopped".
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     match &result {
         Ok(()) => tracing::info!("cluster-autoscaler stopped"),
         Err(e) => tracing::error!(error = %e, "cluster-autoscaler stopped"),
