@@ -438,15 +438,17 @@ pub fn plan_consolidation(
         return plan;
     }
     update_quiet(snapshot, state, now_ms);
-    plan.attrition = input
-        .grouped_nodes(snapshot)
-        .filter(|(_, info, g, _)| {
-            state.dearer_groups.get(*g).copied().unwrap_or(false)
-                && info.node.is_ready()
-                && info.node.deletion_ms.is_none()
-        })
-        .map(|(_, info, _, _)| info.node.name)
-        .collect();
+    if state.dearer_groups.contains(&true) {
+        plan.attrition = input
+            .grouped_nodes(snapshot)
+            .filter(|(_, info, g, _)| {
+                state.dearer_groups.get(*g).copied().unwrap_or(false)
+                    && info.node.is_ready()
+                    && info.node.deletion_ms.is_none()
+            })
+            .map(|(_, info, _, _)| info.node.name)
+            .collect();
+    }
     let mut work = Work {
         pods_left: opts.max_pods_simulated,
         pods_simulated: 0,
@@ -1000,11 +1002,19 @@ impl Search<'_, '_> {
             return out;
         }
         let mut seen = vec![false; groups.len()];
+        let mut left = groups.len();
         for (_, info, g, group) in self.input.grouped_nodes(s) {
-            if seen[g] || !self.rules.replaces(g) {
+            if left == 0 {
+                break;
+            }
+            if seen[g] {
                 continue;
             }
             seen[g] = true;
+            left -= 1;
+            if !self.rules.replaces(g) {
+                continue;
+            }
             let cost = self.pricing.cost(group, &info.node);
             out[g] = self.dearer_than_on_offer(cost, &info.node, &offers);
         }
