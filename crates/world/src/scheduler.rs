@@ -679,18 +679,23 @@ mod tests {
         }
     }
 
+    /// Registers a Ready node `name` of 4 cpu and 16 GiB, without a zone.
+    fn ready_node(c: &mut Cluster, name: &str) {
+        c.register_node(
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}),
+            None,
+        )
+        .unwrap();
+    }
+
     #[test]
     fn without_zones_a_replica_sets_pods_spread_over_nodes_even_when_packing() {
         let mut c = Cluster::new(3, 0);
         for n in ["n1", "n2", "n3", "n4"] {
-            c.register_node(
-                json!({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
-                    "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                        "conditions": [{"type": "Ready", "status": "True"}]}}),
-                None,
-            )
-            .unwrap();
+            ready_node(&mut c, n);
         }
         let mut s = Scheduler::new(3, Scoring::MostAllocated);
         let mut nodes = BTreeMap::<String, usize>::new();
@@ -717,14 +722,7 @@ mod tests {
     fn new_pods_keep_off_a_soft_tainted_node_while_others_fit() {
         let mut c = Cluster::new(5, 0);
         for n in ["n1", "n2"] {
-            c.register_node(
-                json!({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
-                    "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                        "conditions": [{"type": "Ready", "status": "True"}]}}),
-                None,
-            )
-            .unwrap();
+            ready_node(&mut c, n);
         }
         c.taint_node(
             "n1",

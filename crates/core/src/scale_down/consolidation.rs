@@ -954,16 +954,7 @@ impl Search<'_, '_> {
     /// for a stable order. Without a shape on offer (`delete`, or nothing may grow) the order
     /// is by saving alone.
     fn order(&self, s: &ClusterSnapshot, cands: &mut Vec<Candidate>) {
-        let groups = self.input.provider.node_groups();
-        // The shapes on offer, priced once: the groups that may grow now.
-        let offers: Vec<(f64, &Node)> = (self.input.shapes.iter())
-            .filter(|sh| sh.group < groups.len())
-            .filter(|sh| self.may_grow(&groups[sh.group], &sh.template.node))
-            .map(|sh| {
-                let price = self.pricing.cost(&groups[sh.group], &sh.template.node);
-                (price, &sh.template.node)
-            })
-            .collect();
+        let offers = self.offers();
         // The answer depends only on the node's price and allocatable: one judgement per shape
         // among the candidates, not per node (15,000 nodes of 100 groups in `bench`).
         let mut memo: FxHashMap<(u64, &autoscaler_model::Resources), bool> = FxHashMap::default();
@@ -985,18 +976,24 @@ impl Search<'_, '_> {
         cands.extend(keyed.into_iter().map(|(_, c)| c));
     }
 
-    /// Per group of the provider: whether its nodes are of a shape another group on offer
-    /// beats per copy of the workload's mix (judged on one of its nodes).
-    fn dearer_groups(&self, s: &ClusterSnapshot) -> Vec<bool> {
+    /// The shapes on offer, each priced once: those of the groups that may grow now.
+    fn offers(&self) -> Vec<(f64, &Node)> {
         let groups = self.input.provider.node_groups();
-        let offers: Vec<(f64, &Node)> = (self.input.shapes.iter())
+        (self.input.shapes.iter())
             .filter(|sh| sh.group < groups.len())
             .filter(|sh| self.may_grow(&groups[sh.group], &sh.template.node))
             .map(|sh| {
                 let price = self.pricing.cost(&groups[sh.group], &sh.template.node);
                 (price, &sh.template.node)
             })
-            .collect();
+            .collect()
+    }
+
+    /// Per group of the provider: whether its nodes are of a shape another group on offer
+    /// beats per copy of the workload's mix (judged on one of its nodes).
+    fn dearer_groups(&self, s: &ClusterSnapshot) -> Vec<bool> {
+        let groups = self.input.provider.node_groups();
+        let offers = self.offers();
         let mut out = vec![false; groups.len()];
         if offers.is_empty() {
             return out;
