@@ -24,7 +24,9 @@
 //! Candidates are ranked by what they save per pod they disrupt, each pod weighed by its
 //! priority and `pod-deletion-cost` (`eviction_cost`, after Karpenter's); with `replace`, the
 //! nodes of a shape that a group on offer beats per copy of the workload's mix come first, so
-//! that what goes is the capacity dearest for what the pods need. A node is a
+//! that what goes is the capacity dearest for what the pods need; those groups' nodes are also
+//! named for the soft `DeletionCandidateOfClusterAutoscaler` taint (`ConsolidationPlan::attrition`),
+//! so that new pods go to the cheaper shape and they empty. A node is a
 //! candidate when it is in an autoscaled group that may lose a node (min size, deletions in
 //! flight and planned), not annotated `scale-down-disabled`, not being deleted, Ready, its pods
 //! have not changed for [`ConsolidationOptions::consolidate_after`], every pod may move (the
