@@ -302,19 +302,17 @@ pub(crate) fn taint_scores(
     pod: &Pod,
     candidates: &[NodeId],
 ) -> Option<Vec<i64>> {
-    let counts: Vec<i64> = candidates
-        .iter()
-        .map(|&id| {
-            snapshot.node(id).map_or(0, |n| {
-                intolerable_preferences(&n.node.taints, &pod.tolerations) as i64
-            })
+    let count = |id: NodeId| {
+        snapshot.node(id).map_or(0, |n| {
+            intolerable_preferences(&n.node.taints, &pod.tolerations) as i64
         })
-        .collect();
-    let max = counts.iter().copied().max().unwrap_or(0);
+    };
+    // Most nodes carry no taint: no score vector unless one counts (the world's hot path).
+    let max = candidates.iter().map(|&id| count(id)).max().unwrap_or(0);
     (max > 0).then(|| {
-        counts
+        candidates
             .iter()
-            .map(|&c| (MAX_SCORE - MAX_SCORE * c / max) * TAINT_WEIGHT)
+            .map(|&id| (MAX_SCORE - MAX_SCORE * count(id) / max) * TAINT_WEIGHT)
             .collect()
     })
 }

@@ -142,7 +142,8 @@ impl Autoscaler {
             now_ms,
             budget,
         );
-        self.keep_soft_tainted(&plan.attrition, down);
+        let max = self.options.scale_down.max_bulk_soft_taint_count;
+        crate::scale_down::soft_taint::keep(&self.cache.snapshot, &plan.attrition, max, down);
         if let Some(why) = &plan.gave_up {
             events.push(Event {
                 reason: CONSOLIDATION_EVENT,
@@ -176,32 +177,6 @@ impl Autoscaler {
             }
         }
         plan
-    }
-}
-
-impl Autoscaler {
-    /// The nodes consolidation keeps new pods off (`attrition`) keep the soft taint scale-down
-    /// would remove and get it if they lack it, at most `--max-bulk-soft-taint-count` per loop.
-    fn keep_soft_tainted(&self, attrition: &[autoscaler_model::Sym], down: &mut ScaleDownPlan) {
-        if attrition.is_empty() {
-            return;
-        }
-        let keep: rustc_hash::FxHashSet<_> = attrition.iter().copied().collect();
-        down.soft_untaint.retain(|n| !keep.contains(n));
-        let max = self.options.scale_down.max_bulk_soft_taint_count;
-        let snapshot = &self.cache.snapshot;
-        for &n in attrition {
-            if down.soft_taint.len() >= max {
-                break;
-            }
-            let marked = (snapshot.node_id(n).and_then(|id| snapshot.node(id))).is_some_and(|i| {
-                (i.node.taints.iter())
-                    .any(|t| t.key.as_str() == autoscaler_model::DELETION_CANDIDATE_TAINT)
-            });
-            if !marked && !down.soft_taint.contains(&n) {
-                down.soft_taint.push(n);
-            }
-        }
     }
 }
 
@@ -316,24 +291,6 @@ mod tests {
             ev.message
         );
         assert_eq!(out.scale_down.deletions.len(), 1);
-    }
-
-    #[test]
-    fn the_nodes_kept_clear_of_keep_the_soft_taint_within_the_bulk_count() {
-        let mut a = autoscaler(ConsolidationMode::Replace);
-        a.options.scale_down.max_bulk_soft_taint_count = 2;
-        let sym = autoscaler_model::Sym::new;
-        let mut down = ScaleDownPlan {
-            soft_taint: vec![sym("u1")],
-            soft_untaint: vec![sym("d1"), sym("u2")],
-            ..ScaleDownPlan::default()
-        };
-        a.keep_soft_tainted(&[sym("d1"), sym("d2"), sym("d3")], &mut down);
-        assert_eq!(down.soft_untaint, [sym("u2")], "d1 keeps its taint");
-        // One more fits under the bulk count of 2 (unknown nodes count as unmarked).
-        assert_eq!(down.soft_taint, [sym("u1"), sym("d1")]);
-        a.keep_soft_tainted(&[], &mut down);
-        assert_eq!(down.soft_taint.len(), 2, "nothing named, nothing changed");
     }
 
     #[test]

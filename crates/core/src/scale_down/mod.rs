@@ -46,7 +46,7 @@ pub mod removal;
 mod replacement_judgement;
 pub(crate) mod replacement_taint;
 mod simulation;
-mod soft_taint;
+pub(crate) mod soft_taint;
 pub mod unneeded;
 mod unneeded_nodes;
 pub mod utilization;
